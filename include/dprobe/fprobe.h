@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fprobe: entry and exit handlers on many functions at once, as in Linux 6.18
+ * (include/linux/fprobe.h). Functions are reached through their patch sites: the call of
+ * __fentry__ in code built with -pg -mfentry, a -fpatchable-function-entry NOP sled, or
+ * (where a function has neither) an optimized function-entry probe.
+ *
+ *   static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+ *                       struct ftrace_regs *fregs, void *data)
+ *   { printf("%lu\n", ftrace_regs_get_argument(fregs, 0)); return 0; }
+ *   static struct fprobe fp = { .entry_handler = on_entry };
+ *   register_fprobe(&fp, "parse_*", "parse_debug*");
+ *
+ * Handlers run on the thread that called the function, must be async-signal-safe in
+ * spirit (they can run inside a signal handler) and must not block for long: a handler
+ * that calls a probed function does not recurse; the nested hit counts in fp->nmissed.
+ */
+#ifndef DPROBE_FPROBE_H
+#define DPROBE_FPROBE_H
+
+#include <stddef.h>
+#include <dprobe/compiler.h>
+#include <dprobe/ptrace.h>
+
+DPROBE_EXTERN_C_BEGIN
+
+struct fprobe;
+struct fprobe_hlist;
+
+typedef int (*fprobe_entry_cb)(struct fprobe *fp, unsigned long entry_ip, unsigned long ret_ip,
+                               struct ftrace_regs *regs, void *entry_data);
+typedef void (*fprobe_exit_cb)(struct fprobe *fp, unsigned long entry_ip, unsigned long ret_ip,
+                               struct ftrace_regs *regs, void *entry_data);
+
+struct fprobe {
+    unsigned long nmissed;  /* hits not handled: recursion, shadow stack full */
+    unsigned int flags;     /* FPROBE_FL_* */
+    size_t entry_data_size; /* per-call private data, rounded up to sizeof(long) */
+    fprobe_entry_cb entry_handler;
+    fprobe_exit_cb exit_handler;
+    struct fprobe_hlist *hlist_array; /* internal; non-NULL while registered */
+};
+
+#define FPROBE_FL_DISABLED 1      /* soft-disabled: sites stay hooked, handlers are skipped */
+#define FPROBE_FL_KPROBE_SHARED 2 /* handlers shared with kprobes; set before register */
+
+#define FPROBE_DATA_SIZE_BITS 4
+#define MAX_FPROBE_DATA_SIZE_WORD ((1L << FPROBE_DATA_SIZE_BITS) - 1)
+#define MAX_FPROBE_DATA_SIZE (MAX_FPROBE_DATA_SIZE_WORD * sizeof(long))
+
+/* Probe every function whose name matches the glob FILTER and not NOTFILTER (may be NULL). */
+DPROBE_API int register_fprobe(struct fprobe *fp, const char *filter, const char *notfilter);
+/* Probe the given patch-site addresses (as returned by ftrace_location()). */
+DPROBE_API int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int num);
+/* Probe the given symbols; SYMS is sorted in place, as in the kernel. */
+DPROBE_API int register_fprobe_syms(struct fprobe *fp, const char **syms, int num);
+/* Returns only when no handler of FP can still run; FP may then be freed or reused. */
+DPROBE_API int unregister_fprobe(struct fprobe *fp);
+/* Number of functions FILTER/NOTFILTER would probe. */
+DPROBE_API int fprobe_count_ips_from_filter(const char *filter, const char *notfilter);
+
+static inline int fprobe_is_registered(struct fprobe *fp) { return fp && fp->hlist_array; }
+static inline int fprobe_disabled(struct fprobe *fp)
+{
+    return fp && (fp->flags & FPROBE_FL_DISABLED);
+}
+static inline int fprobe_shared_with_kprobes(struct fprobe *fp)
+{
+    return fp && (fp->flags & FPROBE_FL_KPROBE_SHARED);
+}
+static inline void disable_fprobe(struct fprobe *fp)
+{
+    if (fp)
+        __atomic_or_fetch(&fp->flags, FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
+}
+static inline void enable_fprobe(struct fprobe *fp)
+{
+    if (fp)
+        __atomic_and_fetch(&fp->flags, ~FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
+}
+
+DPROBE_EXTERN_C_END
+
+#endif

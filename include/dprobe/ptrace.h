@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Register snapshots handed to probe handlers, in the kernel's x86-64 layout.
+ *
+ * struct pt_regs has the field names and order of arch/x86/include/asm/ptrace.h, so code
+ * written for a kernel module reads regs->di, regs->ax, regs->ip, regs->sp unchanged.
+ *
+ * struct ftrace_regs is what fprobe handlers get. As in the kernel it is opaque: only the
+ * accessors below may be used, and only the argument registers, the return value registers,
+ * the stack pointer, the frame pointer and the instruction pointer hold valid values.
+ * User space passes arguments in vector registers too, so dprobe's ftrace_regs also carries
+ * the saved xmm0-7 (entry) or xmm0-1 (return); see ftrace_regs_get_xmm().
+ */
+#ifndef DPROBE_PTRACE_H
+#define DPROBE_PTRACE_H
+
+#include <stddef.h>
+#include <dprobe/compiler.h>
+
+DPROBE_EXTERN_C_BEGIN
+
+struct pt_regs {
+    unsigned long r15;
+    unsigned long r14;
+    unsigned long r13;
+    unsigned long r12;
+    unsigned long bp;
+    unsigned long bx;
+    unsigned long r11;
+    unsigned long r10;
+    unsigned long r9;
+    unsigned long r8;
+    unsigned long ax;
+    unsigned long cx;
+    unsigned long dx;
+    unsigned long si;
+    unsigned long di;
+    unsigned long orig_ax;
+    unsigned long ip;
+    unsigned long cs;
+    unsigned long flags;
+    unsigned long sp;
+    unsigned long ss;
+};
+
+/* 16 bytes of one saved xmm register. */
+struct dprobe_xmm {
+    unsigned long lo, hi;
+};
+
+struct ftrace_regs {
+    struct pt_regs regs;
+    /* xmm0-7 at entry, xmm0-1 at return; the trampoline fills this pointer. */
+    struct dprobe_xmm *xmm;
+};
+
+#define PT_REGS_ARG_COUNT 6
+
+static inline unsigned long regs_return_value(struct pt_regs *regs) { return regs->ax; }
+static inline void regs_set_return_value(struct pt_regs *regs, unsigned long rc) { regs->ax = rc; }
+static inline unsigned long instruction_pointer(struct pt_regs *regs) { return regs->ip; }
+static inline void instruction_pointer_set(struct pt_regs *regs, unsigned long val)
+{
+    regs->ip = val;
+}
+static inline unsigned long kernel_stack_pointer(struct pt_regs *regs) { return regs->sp; }
+static inline unsigned long user_stack_pointer(struct pt_regs *regs) { return regs->sp; }
+static inline unsigned long frame_pointer(struct pt_regs *regs) { return regs->bp; }
+
+/* The N-th word on the stack at the time of the probe (0 = the top). */
+static inline unsigned long regs_get_kernel_stack_nth(struct pt_regs *regs, unsigned int n)
+{
+    return ((unsigned long *)regs->sp)[n];
+}
+
+/*
+ * The N-th integer argument (0-based) of the function, valid at function entry:
+ * di si dx cx r8 r9, then the stack above the return address.
+ */
+static inline unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n)
+{
+    switch (n) {
+    case 0: return regs->di;
+    case 1: return regs->si;
+    case 2: return regs->dx;
+    case 3: return regs->cx;
+    case 4: return regs->r8;
+    case 5: return regs->r9;
+    default: return regs_get_kernel_stack_nth(regs, n - PT_REGS_ARG_COUNT + 1);
+    }
+}
+
+/* Offset of a register in pt_regs by its kernel name ("ax", "di", "r8", "ip", ...), or -1. */
+DPROBE_API int regs_query_register_offset(const char *name);
+/* Name of the register at a pt_regs offset, or NULL. */
+DPROBE_API const char *regs_query_register_name(unsigned int offset);
+
+static inline unsigned long regs_get_register(struct pt_regs *regs, unsigned int offset)
+{
+    if (offset > offsetof(struct pt_regs, ss))
+        return 0;
+    return *(unsigned long *)((char *)regs + offset);
+}
+
+/* ftrace_regs accessors (include/linux/ftrace_regs.h and the x86 arch part). */
+static inline struct pt_regs *arch_ftrace_get_regs(struct ftrace_regs *fregs)
+{
+    return &fregs->regs;
+}
+static inline unsigned long ftrace_regs_get_instruction_pointer(struct ftrace_regs *fregs)
+{
+    return fregs->regs.ip;
+}
+static inline void ftrace_regs_set_instruction_pointer(struct ftrace_regs *fregs,
+                                                       unsigned long ip)
+{
+    fregs->regs.ip = ip;
+}
+static inline unsigned long ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n)
+{
+    return regs_get_kernel_argument(&fregs->regs, n);
+}
+static inline unsigned long ftrace_regs_get_stack_pointer(struct ftrace_regs *fregs)
+{
+    return fregs->regs.sp;
+}
+static inline unsigned long ftrace_regs_get_return_value(struct ftrace_regs *fregs)
+{
+    return fregs->regs.ax;
+}
+static inline void ftrace_regs_set_return_value(struct ftrace_regs *fregs, unsigned long ret)
+{
+    fregs->regs.ax = ret;
+}
+static inline unsigned long ftrace_regs_get_frame_pointer(struct ftrace_regs *fregs)
+{
+    return fregs->regs.bp;
+}
+/* At function entry: the address the function will return to. */
+static inline unsigned long ftrace_regs_get_return_address(struct ftrace_regs *fregs)
+{
+    return *(unsigned long *)fregs->regs.sp;
+}
+static inline unsigned long ftrace_regs_get_kernel_stack_nth(struct ftrace_regs *fregs,
+                                                             unsigned int n)
+{
+    return regs_get_kernel_stack_nth(&fregs->regs, n);
+}
+static inline int ftrace_regs_query_register_offset(const char *name)
+{
+    return regs_query_register_offset(name);
+}
+/* Saved xmm register N (0-7 at entry, 0-1 at return), as a pointer to its 16 bytes. */
+static inline void *ftrace_regs_get_xmm(struct ftrace_regs *fregs, unsigned int n)
+{
+    return &fregs->xmm[n];
+}
+/* fprobe handlers never get a full pt_regs in dprobe (no SAVE_REGS ops). */
+static inline struct pt_regs *ftrace_get_regs(struct ftrace_regs *fregs)
+{
+    (void)fregs;
+    return NULL;
+}
+/* A pt_regs snapshot of the partial registers, for code shared with kprobe handlers. */
+static inline struct pt_regs *ftrace_partial_regs(struct ftrace_regs *fregs, struct pt_regs *regs)
+{
+    *regs = fregs->regs;
+    return regs;
+}
+
+DPROBE_EXTERN_C_END
+
+#endif
