@@ -1,0 +1,327 @@
+// Reading one object's segments, symbols and patch-site tables from its ELF file (libelf).
+// This is the slow, allocating side of kallsyms: it runs on refresh, never on a probe hit.
+#include "core/symbols.h"
+#include "core/sym_elf.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+
+namespace dprobe {
+
+namespace {
+
+bool libelf_ready()
+{
+    static const bool ok = elf_version(EV_CURRENT) != EV_NONE;
+    return ok;
+}
+
+void set_err(std::string *err, std::string msg)
+{
+    if (err)
+        *err = std::move(msg);
+}
+
+std::string elf_err(const char *what)
+{
+    return std::string(what) + ": " + elf_errmsg(-1);
+}
+
+int bind_rank(uint8_t bind)
+{
+    switch (bind) {
+    case STB_GLOBAL: return 0;
+    case STB_WEAK: return 1;
+    case STB_LOCAL: return 2;
+    default: return 3;
+    }
+}
+
+// Sort by address with the preferred alias first, after dropping exact duplicates (a symbol
+// listed twice, e.g. a local and a global entry of one name, keeps its best binding), and
+// build the address-reach and by-name indexes.
+void sort_symbols(std::vector<ksym> &v, std::vector<uintptr_t> &reach, std::vector<uint32_t> &names)
+{
+    std::sort(v.begin(), v.end(), [](const ksym &a, const ksym &b) {
+        return std::tie(a.addr, a.name) < std::tie(b.addr, b.name) ||
+               (a.addr == b.addr && a.name == b.name && bind_rank(a.bind) < bind_rank(b.bind));
+    });
+    v.erase(std::unique(v.begin(), v.end(),
+                        [](const ksym &a, const ksym &b) { return a.addr == b.addr && a.name == b.name; }),
+            v.end());
+    // Among aliases, perf's choice: global before weak before local, then the fewest leading
+    // underscores (malloc over __libc_malloc), then by name for a stable answer.
+    std::sort(v.begin(), v.end(), [](const ksym &a, const ksym &b) {
+        int ra = bind_rank(a.bind), rb = bind_rank(b.bind);
+        size_t ua = a.name.find_first_not_of('_'), ub = b.name.find_first_not_of('_');
+        return std::tie(a.addr, ra, ua, a.name) < std::tie(b.addr, rb, ub, b.name);
+    });
+    reach.resize(v.size());
+    uintptr_t hi = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+        hi = std::max<uintptr_t>(hi, v[i].addr + std::max<uint64_t>(v[i].size, 1));
+        reach[i] = hi;
+    }
+    names.resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+        names[i] = static_cast<uint32_t>(i);
+    // Stable: among equal names the address order (and so the preferred alias) is kept.
+    std::stable_sort(names.begin(), names.end(),
+                     [&](uint32_t a, uint32_t b) { return v[a].name < v[b].name; });
+}
+
+int prot_of(uint32_t p_flags)
+{
+    return ((p_flags & PF_R) ? PROT_READ : 0) | ((p_flags & PF_W) ? PROT_WRITE : 0) |
+           ((p_flags & PF_X) ? PROT_EXEC : 0);
+}
+
+struct section {
+    Elf_Scn *scn;
+    GElf_Shdr shdr;
+    const char *name;
+};
+
+void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object &obj)
+{
+    Elf_Data *data = elf_getdata(symtab.scn, nullptr);
+    if (!data || symtab.shdr.sh_entsize == 0)
+        return;
+    size_t n = symtab.shdr.sh_size / symtab.shdr.sh_entsize;
+    for (size_t i = 1; i < n; ++i) {
+        GElf_Sym s;
+        if (!gelf_getsym(data, static_cast<int>(i), &s))
+            break;
+        if (s.st_shndx == SHN_UNDEF || s.st_shndx == SHN_ABS)
+            continue;
+        uint8_t type = GELF_ST_TYPE(s.st_info);
+        bool func = type == STT_FUNC || type == STT_GNU_IFUNC;
+        if (!func && type != STT_OBJECT)
+            continue;
+        if (func && s.st_size == 0)
+            continue;
+        const char *name = elf_strptr(elf, symtab.shdr.sh_link, s.st_name);
+        if (!name || !*name)
+            continue;
+        ksym k{static_cast<uintptr_t>(s.st_value + bias), s.st_size, type,
+               static_cast<uint8_t>(GELF_ST_BIND(s.st_info)), name};
+        (func ? obj.funcs : obj.data).push_back(std::move(k));
+    }
+}
+
+// Dynamic relocations tell two things: which GOT slots receive &__fentry__ (the call sites
+// of a PIE -mfentry build go through them) and, for ET_DYN, the link-time value of each
+// R_X86_64_RELATIVE word (the addend is authoritative; the file's copy is a convenience).
+void read_dynamic_relocs(Elf *elf, const std::vector<section> &secs, uintptr_t bias,
+                         loaded_object &obj, std::unordered_map<uint64_t, uint64_t> &relative)
+{
+    for (const section &rs : secs) {
+        if (rs.shdr.sh_type != SHT_RELA || !(rs.shdr.sh_flags & SHF_ALLOC) ||
+            rs.shdr.sh_entsize == 0)
+            continue;
+        Elf_Data *data = elf_getdata(rs.scn, nullptr);
+        if (!data)
+            continue;
+        // sh_link names the symbol table the relocations refer to (.dynsym).
+        Elf_Scn *symscn = elf_getscn(elf, rs.shdr.sh_link);
+        GElf_Shdr symshdr;
+        Elf_Data *symdata = nullptr;
+        if (symscn && gelf_getshdr(symscn, &symshdr))
+            symdata = elf_getdata(symscn, nullptr);
+        size_t n = rs.shdr.sh_size / rs.shdr.sh_entsize;
+        for (size_t i = 0; i < n; ++i) {
+            GElf_Rela r;
+            if (!gelf_getrela(data, static_cast<int>(i), &r))
+                break;
+            uint32_t type = GELF_R_TYPE(r.r_info);
+            if (type == R_X86_64_RELATIVE) {
+                relative[r.r_offset] = static_cast<uint64_t>(r.r_addend);
+                continue;
+            }
+            if (type != R_X86_64_GLOB_DAT && type != R_X86_64_JUMP_SLOT)
+                continue;
+            GElf_Sym s;
+            if (!symdata || !gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(r.r_info)), &s))
+                continue;
+            const char *name = elf_strptr(elf, symshdr.sh_link, s.st_name);
+            if (name && std::strcmp(name, "__fentry__") == 0)
+                obj.fentry_got_slots.push_back(static_cast<uintptr_t>(r.r_offset + bias));
+        }
+    }
+    std::sort(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end());
+    obj.fentry_got_slots.erase(std::unique(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end()),
+                               obj.fentry_got_slots.end());
+}
+
+// __patchable_function_entries holds one 8-byte absolute address per sled. In ET_EXEC that
+// is the runtime address. In ET_DYN (PIE, shared) each word carries an R_X86_64_RELATIVE
+// relocation: its link-time value (the addend, which ld also writes into the word) plus the
+// load bias is the runtime address.
+void read_patchable_entries(const section &ps, bool dyn, uintptr_t bias,
+                            const std::unordered_map<uint64_t, uint64_t> &relative,
+                            loaded_object &obj)
+{
+    if (ps.shdr.sh_type == SHT_NOBITS)
+        return;
+    Elf_Data *data = elf_getdata(ps.scn, nullptr);
+    if (!data || !data->d_buf)
+        return;
+    size_t n = data->d_size / 8;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t v;
+        std::memcpy(&v, static_cast<const char *>(data->d_buf) + i * 8, 8);
+        if (dyn) {
+            auto it = relative.find(ps.shdr.sh_addr + i * 8);
+            if (it != relative.end())
+                v = it->second;
+        }
+        if (v == 0) // sled of a function the linker discarded
+            continue;
+        obj.patchable_entries.push_back(static_cast<uintptr_t>(v + (dyn ? bias : 0)));
+    }
+}
+
+std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::string *err)
+{
+    if (elf_kind(elf) != ELF_K_ELF) {
+        set_err(err, "not an ELF file");
+        return nullptr;
+    }
+    GElf_Ehdr eh;
+    if (!gelf_getehdr(elf, &eh)) {
+        set_err(err, elf_err("gelf_getehdr"));
+        return nullptr;
+    }
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+        set_err(err, "not an x86-64 ELF object");
+        return nullptr;
+    }
+    bool dyn = eh.e_type == ET_DYN;
+    uintptr_t bias = dyn ? load_bias : 0;
+
+    auto obj = std::make_shared<loaded_object>();
+    obj->id = new_object_id();
+    obj->load_bias = load_bias;
+
+    size_t phnum = 0;
+    if (elf_getphdrnum(elf, &phnum) == 0) {
+        uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+        for (size_t i = 0; i < phnum; ++i) {
+            GElf_Phdr ph;
+            if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD)
+                continue;
+            uintptr_t start = (bias + ph.p_vaddr) & ~(page - 1);
+            uintptr_t end = (bias + ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
+            obj->segments.push_back({start, end, prot_of(ph.p_flags)});
+        }
+    }
+
+    size_t shstrndx = 0;
+    std::vector<section> secs;
+    if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
+        for (Elf_Scn *scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+            section s{scn, {}, nullptr};
+            if (!gelf_getshdr(scn, &s.shdr))
+                continue;
+            s.name = elf_strptr(elf, shstrndx, s.shdr.sh_name);
+            secs.push_back(s);
+        }
+    }
+
+    const section *symtab = nullptr, *dynsym = nullptr;
+    for (const section &s : secs) {
+        if (s.shdr.sh_type == SHT_SYMTAB && !symtab)
+            symtab = &s;
+        else if (s.shdr.sh_type == SHT_DYNSYM && !dynsym)
+            dynsym = &s;
+    }
+    // .symtab is a superset of .dynsym when present (it is stripped from most distro libraries).
+    if (const section *st = symtab ? symtab : dynsym)
+        read_symbols(elf, *st, bias, *obj);
+    sort_symbols(obj->funcs, obj->func_reach, obj->func_names);
+    sort_symbols(obj->data, obj->data_reach, obj->data_names);
+
+    std::unordered_map<uint64_t, uint64_t> relative;
+    read_dynamic_relocs(elf, secs, bias, *obj, relative);
+    for (const section &s : secs)
+        if (s.name && std::strcmp(s.name, "__patchable_function_entries") == 0)
+            read_patchable_entries(s, dyn, bias, relative, *obj);
+    std::sort(obj->patchable_entries.begin(), obj->patchable_entries.end());
+    obj->patchable_entries.erase(
+        std::unique(obj->patchable_entries.begin(), obj->patchable_entries.end()),
+        obj->patchable_entries.end());
+    return obj;
+}
+
+std::string basename_of(const std::string &path)
+{
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+} // namespace
+
+uint64_t new_object_id() noexcept
+{
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr_t load_bias,
+                                                std::string *err)
+{
+    if (!libelf_ready()) {
+        set_err(err, "libelf: version mismatch");
+        return nullptr;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(err, path + ": " + std::strerror(errno));
+        return nullptr;
+    }
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+    std::shared_ptr<loaded_object> obj;
+    if (!elf)
+        set_err(err, elf_err(path.c_str()));
+    else
+        obj = read_elf(elf, load_bias, err);
+    if (elf)
+        elf_end(elf);
+    ::close(fd);
+    if (obj) {
+        obj->path = path;
+        obj->name = basename_of(path);
+    }
+    return obj;
+}
+
+std::shared_ptr<loaded_object> read_object_image(const void *image, size_t size,
+                                                 uintptr_t load_bias, std::string *err)
+{
+    if (!libelf_ready()) {
+        set_err(err, "libelf: version mismatch");
+        return nullptr;
+    }
+    // elf_memory may write to its buffer (it converts in place); never hand it mapped code.
+    std::vector<char> copy(static_cast<const char *>(image), static_cast<const char *>(image) + size);
+    Elf *elf = elf_memory(copy.data(), copy.size());
+    if (!elf) {
+        set_err(err, elf_err("elf_memory"));
+        return nullptr;
+    }
+    auto obj = read_elf(elf, load_bias, err);
+    elf_end(elf);
+    return obj;
+}
+
+} // namespace dprobe
