@@ -9,7 +9,7 @@
  * accessors below may be used, and only the argument registers, the return value registers,
  * the stack pointer, the frame pointer and the instruction pointer hold valid values.
  * User space passes arguments in vector registers too, so dprobe's ftrace_regs also carries
- * the saved xmm0-7 (entry) or xmm0-1 (return); see ftrace_regs_get_xmm().
+ * the saved vector argument registers; see ftrace_regs_get_xmm().
  */
 #ifndef DPROBE_PTRACE_H
 #define DPROBE_PTRACE_H
@@ -43,15 +43,12 @@ struct pt_regs {
     unsigned long ss;
 };
 
-/* 16 bytes of one saved xmm register. */
-struct dprobe_xmm {
-    unsigned long lo, hi;
-};
-
 struct ftrace_regs {
     struct pt_regs regs;
-    /* xmm0-7 at entry, xmm0-1 at return; the trampoline fills this pointer. */
-    struct dprobe_xmm *xmm;
+    /* Saved vector registers: xmm0-7 at entry, xmm0-1 at return, each VEC_SIZE bytes apart
+     * (16, 32 or 64: the full xmm, ymm or zmm register, whatever the CPU has). */
+    void *vec;
+    unsigned long vec_size;
 };
 
 #define PT_REGS_ARG_COUNT 6
@@ -153,7 +150,7 @@ static inline int ftrace_regs_query_register_offset(const char *name)
 /* Saved xmm register N (0-7 at entry, 0-1 at return), as a pointer to its 16 bytes. */
 static inline void *ftrace_regs_get_xmm(struct ftrace_regs *fregs, unsigned int n)
 {
-    return &fregs->xmm[n];
+    return (char *)fregs->vec + (size_t)n * fregs->vec_size;
 }
 /* fprobe handlers never get a full pt_regs in dprobe (no SAVE_REGS ops). */
 static inline struct pt_regs *ftrace_get_regs(struct ftrace_regs *fregs)

@@ -1,0 +1,166 @@
+#include "arch/x86_64/ftrace_arch.h"
+
+#include "arch/x86_64/ftrace_frame.h"
+#include "arch/x86_64/insn_bytes.h"
+
+#include <Zydis/Zydis.h>
+#include <cpuid.h>
+#include <cstring>
+#include <dprobe/ptrace.h>
+
+extern "C" {
+void dprobe_ftrace_caller_16();
+void dprobe_ftrace_caller_32();
+void dprobe_ftrace_caller_64();
+void dprobe_return_to_handler_16();
+void dprobe_return_to_handler_32();
+void dprobe_return_to_handler_64();
+}
+
+static_assert(offsetof(struct pt_regs, r11) == PTR_R11);
+static_assert(offsetof(struct pt_regs, flags) == PTR_FLAGS);
+static_assert(offsetof(struct pt_regs, ss) == PTR_SS);
+static_assert(offsetof(struct ftrace_regs, vec) == FREGS_VEC);
+static_assert(offsetof(struct ftrace_regs, vec_size) == FREGS_VEC_SIZE);
+static_assert(ENTRY_FRAME(64) % 16 == 0 && ENTRY_FRAME(16) % 16 == 0);
+static_assert((RET_FRAME(16) + 8) % 16 == 8); // keeps a sane alignment at the C call
+
+namespace dprobe::arch {
+
+entry_insn classify_entry(uintptr_t ip) noexcept
+{
+    const auto *p = reinterpret_cast<const uint8_t *>(ip);
+    entry_insn e;
+    if (p[0] == CALL_INSN_OPCODE) {
+        int32_t rel;
+        std::memcpy(&rel, p + 1, 4);
+        e = {entry_kind::fentry_call, 5, ip + 5 + static_cast<intptr_t>(rel)};
+    } else if (p[0] == 0x67 && p[1] == CALL_INSN_OPCODE) {
+        // addr32 call: the linker's relaxation of call *__fentry__@GOTPCREL(%rip) when
+        // __fentry__ is defined in the same executable.
+        int32_t rel;
+        std::memcpy(&rel, p + 2, 4);
+        e = {entry_kind::fentry_call, 6, ip + 6 + static_cast<intptr_t>(rel)};
+    } else if (p[0] == 0xff && p[1] == 0x15) {
+        int32_t disp;
+        std::memcpy(&disp, p + 2, 4);
+        e = {entry_kind::fentry_got, 6, ip + 6 + static_cast<intptr_t>(disp)};
+    } else if (is_nop(p, 6)) {
+        e = {entry_kind::nop, 6, 0};
+    } else if (is_nop(p, 5)) {
+        e = {entry_kind::nop, 5, 0};
+    } else if (std::memcmp(p, "\x90\x90\x90\x90\x90", 5) == 0) {
+        e = {entry_kind::nop_sled, 5, 0};
+    }
+    return e;
+}
+
+std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept
+{
+    ZydisDecoder dec;
+    ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    uintptr_t at = plt_entry;
+    for (int i = 0; i < 3; ++i) {
+        ZydisDecodedInstruction insn;
+        ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), 16,
+                                                 &insn, ops)))
+            return std::nullopt;
+        if (insn.mnemonic == ZYDIS_MNEMONIC_ENDBR64) {
+            at += insn.length;
+            continue;
+        }
+        if (insn.mnemonic == ZYDIS_MNEMONIC_JMP && ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+            ops[0].mem.base == ZYDIS_REGISTER_RIP) {
+            ZyanU64 slot;
+            if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &ops[0], at, &slot)))
+                return static_cast<uintptr_t>(slot);
+        }
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+void site_nop_bytes(uint8_t len, uint8_t *out) noexcept { fill_nops(out, len); }
+
+bool site_call_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept
+{
+    if (len < 5 || len > 6)
+        return false;
+    size_t prefix = len - 5;
+    if (prefix)
+        out[0] = 0x2e; // CS segment override: ignored in 64-bit mode, pads the call to 6 bytes
+    auto call = make_call_rel32(ip + prefix, target);
+    if (!call)
+        return false;
+    std::memcpy(out + prefix, call->data(), call->size());
+    return true;
+}
+
+void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noexcept
+{
+    static const uint8_t park_r11[] = {0x4c, 0x89, 0x5c, 0x24, 0xf8}; // mov %r11,-8(%rsp)
+    static const uint8_t movabs_r11[] = {0x49, 0xbb};                 // movabs $imm64,%r11
+    static const uint8_t jmp_rip[] = {0xff, 0x25, 0, 0, 0, 0};         // jmp *0(%rip)
+    uint8_t *p = rw;
+    std::memcpy(p, park_r11, sizeof park_r11);
+    p += sizeof park_r11;
+    std::memcpy(p, movabs_r11, sizeof movabs_r11);
+    p += sizeof movabs_r11;
+    auto s = reinterpret_cast<uintptr_t>(site);
+    std::memcpy(p, &s, 8);
+    p += 8;
+    std::memcpy(p, jmp_rip, sizeof jmp_rip);
+    p += sizeof jmp_rip;
+    std::memcpy(p, &trampoline, 8);
+    p += 8;
+    std::memset(p, INT3_INSN_OPCODE, ftrace_stub_size - static_cast<size_t>(p - rw));
+}
+
+namespace {
+
+unsigned detect_vector_size() noexcept
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 16;
+    bool osxsave = c & bit_OSXSAVE;
+    bool avx = c & bit_AVX;
+    if (!osxsave || !avx)
+        return 16;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x6) != 0x6)
+        return 16; // the OS does not save ymm state
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (lo & 0xe0) == 0xe0)
+        return 64;
+    return 32;
+}
+
+} // namespace
+
+unsigned vector_size() noexcept
+{
+    static const unsigned v = detect_vector_size();
+    return v;
+}
+
+uintptr_t ftrace_caller() noexcept
+{
+    switch (vector_size()) {
+    case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_64);
+    case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_32);
+    default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_16);
+    }
+}
+
+uintptr_t return_to_handler() noexcept
+{
+    switch (vector_size()) {
+    case 64: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_64);
+    case 32: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_32);
+    default: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_16);
+    }
+}
+
+} // namespace dprobe::arch

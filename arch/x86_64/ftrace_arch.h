@@ -1,0 +1,49 @@
+// What the site machinery in core needs to know about x86 (the kernel's ftrace_make_call /
+// ftrace_make_nop family): how a function's entry looks, which bytes turn a site on and off,
+// and the per-site stub that leads to the trampolines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace dprobe::arch {
+
+enum class entry_kind : uint8_t {
+    none,
+    fentry_call,  // e8 rel32: call __fentry__ (directly or through its PLT entry)
+    fentry_got,   // ff 15 disp32: call *__fentry__@GOTPCREL(%rip) (PIE)
+    nop,          // one multi-byte NOP of >= 5 bytes (clang's sled, or a site turned off)
+    nop_sled,     // >= 5 one-byte NOPs (gcc's -fpatchable-function-entry sled)
+};
+
+struct entry_insn {
+    entry_kind kind = entry_kind::none;
+    uint8_t len = 0;      // bytes of the site (5 or 6; a sled uses its first 5)
+    uintptr_t target = 0; // fentry_call: call target; fentry_got: GOT slot address
+};
+
+// Classifies the instruction at IP (the function entry, after any endbr64). The caller
+// guarantees 16 readable bytes.
+entry_insn classify_entry(uintptr_t ip) noexcept;
+
+// The GOT slot a PLT entry jumps through (jmp *disp(%rip), with or without endbr64/bnd).
+std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept;
+
+// Bytes of a site turned off: one NOP of LEN bytes.
+void site_nop_bytes(uint8_t len, uint8_t *out) noexcept;
+// Bytes of a site turned on: `call target` as one instruction of exactly LEN bytes (5, or 6
+// with a CS prefix, so a thread returning from the call never lands inside the site).
+bool site_call_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept;
+
+// The per-site stub: park r11, load the site record into r11, jump to the trampoline.
+constexpr size_t ftrace_stub_size = 32;
+void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noexcept;
+
+// The fentry and return trampolines for this CPU's vector registers.
+uintptr_t ftrace_caller() noexcept;
+uintptr_t return_to_handler() noexcept;
+// Bytes saved per vector register (16 xmm, 32 ymm, 64 zmm).
+unsigned vector_size() noexcept;
+
+} // namespace dprobe::arch

@@ -1,0 +1,43 @@
+/* Stack frame the fentry and return trampolines build (shared by the .S and C++).
+ * The frame starts with a struct ftrace_regs, so its address is handed to C++ as is. */
+#ifndef DPROBE_ARCH_FTRACE_FRAME_H
+#define DPROBE_ARCH_FTRACE_FRAME_H
+
+/* struct pt_regs offsets */
+#define PTR_R15 0
+#define PTR_R14 8
+#define PTR_R13 16
+#define PTR_R12 24
+#define PTR_BP 32
+#define PTR_BX 40
+#define PTR_R11 48
+#define PTR_R10 56
+#define PTR_R9 64
+#define PTR_R8 72
+#define PTR_AX 80
+#define PTR_CX 88
+#define PTR_DX 96
+#define PTR_SI 104
+#define PTR_DI 112
+#define PTR_ORIG_AX 120
+#define PTR_IP 128
+#define PTR_CS 136
+#define PTR_FLAGS 144
+#define PTR_SP 152
+#define PTR_SS 160
+/* struct ftrace_regs tail */
+#define FREGS_VEC 168
+#define FREGS_VEC_SIZE 176
+/* trampoline-private */
+#define FR_MXCSR 184     /* 4 bytes: MXCSR at entry */
+#define FR_MXCSR_NOW 188 /* 4 bytes: scratch */
+#define FR_X87_COUNT 192 /* return trampoline: x87 registers saved (0-2) */
+#define FR_X87 208       /* two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
+#define FR_VEC 240       /* vector save area */
+
+/* Entry frame: 8 vector registers + the r11 parking slot at the top (FRAME-8). */
+#define ENTRY_FRAME(vsize) (FR_VEC + 8 * (vsize) + 16)
+/* Return frame: 2 vector registers; the slot above it holds the real return address. */
+#define RET_FRAME(vsize) (FR_VEC + 2 * (vsize))
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * fentry and return trampolines (the kernel's ftrace_caller / return_to_handler).
+ *
+ * A patched site calls a per-site stub in dprobe's executable memory:
+ *     mov %r11, -8(%rsp)      park r11 in the (unused) red zone of the probed function
+ *     movabs $site, %r11      the site record
+ *     jmp *tramp(%rip)        one of the dprobe_ftrace_caller_* variants below
+ * The variants differ only in how much of each vector register they keep (xmm, ymm, zmm).
+ *
+ * Everything the probed code can observe is preserved: all caller-saved general registers
+ * (the caller may rely on a callee's known clobbers with -fipa-ra), the vector argument
+ * registers at full width, the arithmetic flags (with lahf/seto instead of the slow popf),
+ * MXCSR, and at return the x87 stack (long double results).
+ */
+#include "arch/x86_64/ftrace_frame.h"
+
+	.section .text.dprobe_noprobe, "ax", @progbits
+
+/* lahf/seto snapshot of SF ZF AF PF CF (AH) and OF (AL) into FLAGS; clobbers rax. */
+.macro SAVE_FLAGS
+	lahf
+	seto %al
+	mov %ax, PTR_FLAGS(%rsp)
+.endm
+
+/* Inverse of SAVE_FLAGS: al=1 + 0x7f overflows and sets OF; sahf sets the rest. */
+.macro RESTORE_FLAGS
+	mov PTR_FLAGS(%rsp), %ax
+	add $0x7f, %al
+	sahf
+.endm
+
+.macro SAVE_VEC kind, n
+	.if \kind == 16
+	movdqu %xmm\n, FR_VEC + \n * 16(%rsp)
+	.elseif \kind == 32
+	vmovdqu %ymm\n, FR_VEC + \n * 32(%rsp)
+	.else
+	vmovdqu64 %zmm\n, FR_VEC + \n * 64(%rsp)
+	.endif
+.endm
+
+.macro RESTORE_VEC kind, n
+	.if \kind == 16
+	movdqu FR_VEC + \n * 16(%rsp), %xmm\n
+	.elseif \kind == 32
+	vmovdqu FR_VEC + \n * 32(%rsp), %ymm\n
+	.else
+	vmovdqu64 FR_VEC + \n * 64(%rsp), %zmm\n
+	.endif
+.endm
+
+/* Restores MXCSR only if the handlers changed it: ldmxcsr is not free. */
+.macro RESTORE_MXCSR
+	stmxcsr FR_MXCSR_NOW(%rsp)
+	mov FR_MXCSR_NOW(%rsp), %eax
+	cmp FR_MXCSR(%rsp), %eax
+	je 1f
+	ldmxcsr FR_MXCSR(%rsp)
+1:
+.endm
+
+.macro FTRACE_CALLER vsize
+	.globl dprobe_ftrace_caller_\vsize
+	.hidden dprobe_ftrace_caller_\vsize
+	.type dprobe_ftrace_caller_\vsize, @function
+	.p2align 5
+dprobe_ftrace_caller_\vsize:
+	.cfi_startproc
+	/* [rsp] = return address into the probed function (site + call length), and the
+	 * stub parked r11 at -8(%rsp), which becomes the top slot of this frame. */
+	lea -ENTRY_FRAME(\vsize)(%rsp), %rsp
+	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize)
+	mov %rax, PTR_AX(%rsp)
+	SAVE_FLAGS
+	mov ENTRY_FRAME(\vsize) - 8(%rsp), %rax
+	mov %rax, PTR_R11(%rsp)
+	mov %rdi, PTR_DI(%rsp)
+	mov %rsi, PTR_SI(%rsp)
+	mov %rdx, PTR_DX(%rsp)
+	mov %rcx, PTR_CX(%rsp)
+	mov %r8, PTR_R8(%rsp)
+	mov %r9, PTR_R9(%rsp)
+	mov %r10, PTR_R10(%rsp)
+	mov %rbp, PTR_BP(%rsp)
+	mov %rbx, PTR_BX(%rsp)
+	.cfi_rel_offset rbx, PTR_BX
+	stmxcsr FR_MXCSR(%rsp)
+	SAVE_VEC \vsize, 0
+	SAVE_VEC \vsize, 1
+	SAVE_VEC \vsize, 2
+	SAVE_VEC \vsize, 3
+	SAVE_VEC \vsize, 4
+	SAVE_VEC \vsize, 5
+	SAVE_VEC \vsize, 6
+	SAVE_VEC \vsize, 7
+	lea FR_VEC(%rsp), %rax
+	mov %rax, FREGS_VEC(%rsp)
+	movq $\vsize, FREGS_VEC_SIZE(%rsp)
+	mov ENTRY_FRAME(\vsize)(%rsp), %rax
+	mov %rax, PTR_IP(%rsp)
+	lea ENTRY_FRAME(\vsize) + 8(%rsp), %rax
+	mov %rax, PTR_SP(%rsp)
+	mov %r11, %rdi
+	mov %rsp, %rsi
+	/* Handlers get a 16-byte aligned stack even if the probed code's was not. */
+	mov %rsp, %rbx
+	.cfi_def_cfa_register rbx
+	and $-16, %rsp
+	call dprobe_ftrace_entry
+	mov %rbx, %rsp
+	.cfi_def_cfa_register rsp
+	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
+	mov PTR_IP(%rsp), %rax
+	mov %rax, ENTRY_FRAME(\vsize)(%rsp)
+	RESTORE_MXCSR
+	RESTORE_VEC \vsize, 0
+	RESTORE_VEC \vsize, 1
+	RESTORE_VEC \vsize, 2
+	RESTORE_VEC \vsize, 3
+	RESTORE_VEC \vsize, 4
+	RESTORE_VEC \vsize, 5
+	RESTORE_VEC \vsize, 6
+	RESTORE_VEC \vsize, 7
+	mov PTR_DI(%rsp), %rdi
+	mov PTR_SI(%rsp), %rsi
+	mov PTR_DX(%rsp), %rdx
+	mov PTR_CX(%rsp), %rcx
+	mov PTR_R8(%rsp), %r8
+	mov PTR_R9(%rsp), %r9
+	mov PTR_R10(%rsp), %r10
+	mov PTR_R11(%rsp), %r11
+	mov PTR_BP(%rsp), %rbp
+	mov PTR_BX(%rsp), %rbx
+	.cfi_restore rbx
+	RESTORE_FLAGS
+	mov PTR_AX(%rsp), %rax
+	lea ENTRY_FRAME(\vsize)(%rsp), %rsp
+	.cfi_adjust_cfa_offset -ENTRY_FRAME(\vsize)
+	ret
+	.cfi_endproc
+	.size dprobe_ftrace_caller_\vsize, . - dprobe_ftrace_caller_\vsize
+.endm
+
+/*
+ * The probed function returns here instead of to its caller. The slot its `ret` just
+ * popped becomes the top of this frame; C++ stores the real return address there before
+ * any exit handler runs, so that the CFI below lets unwinders (backtrace(), a C++ throw
+ * from a handler) walk from a handler into the real caller.
+ */
+.macro RETURN_HANDLER vsize
+	.globl dprobe_return_to_handler_\vsize
+	.hidden dprobe_return_to_handler_\vsize
+	.type dprobe_return_to_handler_\vsize, @function
+	.p2align 5
+	/* The CFI describes the state after the first instruction; the nop keeps the
+	 * address unwinders see for "the caller returned here" inside the function. */
+	nop
+dprobe_return_to_handler_\vsize:
+	.cfi_startproc
+	.cfi_def_cfa rsp, 0
+	lea -8 - RET_FRAME(\vsize)(%rsp), %rsp
+	.cfi_def_cfa rsp, RET_FRAME(\vsize) + 8
+	.cfi_offset rip, -8
+	mov %rax, PTR_AX(%rsp)
+	SAVE_FLAGS
+	mov %rdx, PTR_DX(%rsp)
+	mov %rdi, PTR_DI(%rsp)
+	mov %rsi, PTR_SI(%rsp)
+	mov %rcx, PTR_CX(%rsp)
+	mov %r8, PTR_R8(%rsp)
+	mov %r9, PTR_R9(%rsp)
+	mov %r10, PTR_R10(%rsp)
+	mov %r11, PTR_R11(%rsp)
+	mov %rbp, PTR_BP(%rsp)
+	mov %rbx, PTR_BX(%rsp)
+	.cfi_rel_offset rbx, PTR_BX
+	stmxcsr FR_MXCSR(%rsp)
+	SAVE_VEC \vsize, 0
+	SAVE_VEC \vsize, 1
+	lea FR_VEC(%rsp), %rax
+	mov %rax, FREGS_VEC(%rsp)
+	movq $\vsize, FREGS_VEC_SIZE(%rsp)
+	/* x87: TOP (status word bits 11-13) is 0 when the stack is empty; 7 with one value
+	 * (long double result), 6 with two (complex long double). Pop them so handlers get
+	 * the empty x87 stack the ABI promises, and push them back afterwards. */
+	xor %ecx, %ecx
+	fnstsw %ax
+	shr $11, %eax
+	and $7, %eax
+	jz 2f
+	fstpt FR_X87(%rsp)
+	inc %ecx
+	cmp $7, %eax
+	je 2f
+	fstpt FR_X87 + 16(%rsp)
+	inc %ecx
+2:
+	mov %ecx, FR_X87_COUNT(%rsp)
+	lea RET_FRAME(\vsize) + 8(%rsp), %rax
+	mov %rax, PTR_SP(%rsp)
+	mov %rsp, %rdi
+	mov %rsp, %rbx
+	.cfi_def_cfa_register rbx
+	and $-16, %rsp
+	call dprobe_ftrace_return
+	mov %rbx, %rsp
+	.cfi_def_cfa_register rsp
+	mov %rax, RET_FRAME(\vsize)(%rsp)
+	mov FR_X87_COUNT(%rsp), %ecx
+	test %ecx, %ecx
+	jz 3f
+	cmp $1, %ecx
+	je 4f
+	fldt FR_X87 + 16(%rsp)
+4:
+	fldt FR_X87(%rsp)
+3:
+	RESTORE_MXCSR
+	RESTORE_VEC \vsize, 0
+	RESTORE_VEC \vsize, 1
+	mov PTR_DX(%rsp), %rdx
+	mov PTR_DI(%rsp), %rdi
+	mov PTR_SI(%rsp), %rsi
+	mov PTR_CX(%rsp), %rcx
+	mov PTR_R8(%rsp), %r8
+	mov PTR_R9(%rsp), %r9
+	mov PTR_R10(%rsp), %r10
+	mov PTR_R11(%rsp), %r11
+	mov PTR_BP(%rsp), %rbp
+	mov PTR_BX(%rsp), %rbx
+	.cfi_restore rbx
+	RESTORE_FLAGS
+	mov PTR_AX(%rsp), %rax
+	lea RET_FRAME(\vsize)(%rsp), %rsp
+	.cfi_def_cfa rsp, 8
+	ret
+	.cfi_endproc
+	.size dprobe_return_to_handler_\vsize, . - dprobe_return_to_handler_\vsize
+.endm
+
+FTRACE_CALLER 16
+FTRACE_CALLER 32
+FTRACE_CALLER 64
+RETURN_HANDLER 16
+RETURN_HANDLER 32
+RETURN_HANDLER 64
+
+	.section .note.GNU-stack, "", @progbits

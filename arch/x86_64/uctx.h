@@ -1,0 +1,30 @@
+// ucontext glue: what a SIGTRAP/SIGSEGV hook needs to read and redirect the interrupted
+// thread (the user-space counterpart of the kernel's int3 handler fiddling with pt_regs).
+#pragma once
+
+#include <cstdint>
+#include <dprobe/ptrace.h>
+#include <ucontext.h>
+
+namespace dprobe::arch {
+
+inline uintptr_t uc_ip(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RIP]; }
+inline void uc_set_ip(ucontext_t *uc, uintptr_t ip) { uc->uc_mcontext.gregs[REG_RIP] = ip; }
+inline uintptr_t uc_sp(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RSP]; }
+inline void uc_set_sp(ucontext_t *uc, uintptr_t sp) { uc->uc_mcontext.gregs[REG_RSP] = sp; }
+
+// Emulates `call target` whose return address is RET: the trapped thread continues as if
+// the call instruction had executed.
+inline void uc_emulate_call(ucontext_t *uc, uintptr_t ret, uintptr_t target)
+{
+    uintptr_t sp = uc_sp(uc) - 8;
+    *reinterpret_cast<uintptr_t *>(sp) = ret;
+    uc_set_sp(uc, sp);
+    uc_set_ip(uc, target);
+}
+
+// Copies between a ucontext and the kernel-layout pt_regs that kprobe handlers see.
+void uc_to_pt_regs(const ucontext_t *uc, struct pt_regs *regs);
+void pt_regs_to_uc(const struct pt_regs *regs, ucontext_t *uc);
+
+} // namespace dprobe::arch

@@ -1,0 +1,36 @@
+// Executable memory for trampolines, per-site stubs, kprobe instruction slots and optprobe
+// detour buffers (the kernel's module_alloc/insn slot role).
+//
+// Each region is a memfd mapped twice: once read+execute where the code runs, once
+// read+write where dprobe writes it. No page is ever writable and executable at the same
+// address, and code can be added to a region while other threads execute in it. Regions are
+// placed within +-2 GiB of the code they serve so a 5-byte call/jmp rel32 reaches them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dprobe {
+
+struct exec_chunk {
+    uintptr_t rx = 0; // address where the code executes
+    uint8_t *rw = nullptr; // writable alias of the same bytes
+    size_t size = 0;
+    explicit operator bool() const { return rx != 0; }
+};
+
+// SIZE bytes (rounded up to 16) reachable by rel32 from every address in [near_lo, near_hi].
+// Returns an empty chunk when no memory can be placed in range.
+exec_chunk exec_alloc(uintptr_t near_lo, uintptr_t near_hi, size_t size);
+
+// Returns a chunk to its region. The caller guarantees no thread can still execute it
+// (after a quiescence wait).
+void exec_free(const exec_chunk &chunk);
+
+// True when [addr, addr+len) lies in dprobe's executable memory.
+bool exec_mem_contains(uintptr_t addr, size_t len = 1);
+
+// Bytes of executable memory mapped so far (for memory-per-site figures).
+size_t exec_mem_mapped_bytes();
+
+} // namespace dprobe

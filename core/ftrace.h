@@ -1,0 +1,105 @@
+// Patch sites and the ops attached to them: user-space ftrace.
+//
+// A site is a function entry that can be switched between "nop" and "call the tracer" by
+// rewriting one instruction: the call of __fentry__ (-pg -mfentry) or a
+// -fpatchable-function-entry NOP. Each loaded object's sites are found when dprobe first
+// sees the object; __fentry__ calls are turned into NOPs then, as the kernel does at boot.
+//
+// ftrace_ops are the clients (fprobe, kprobes on a site, kretprobes): each has an entry
+// callback and optionally an exit callback with per-activation data kept on the calling
+// thread's shadow stack. A site calls the tracer only while at least one ops is attached.
+#pragma once
+
+#include "arch/x86_64/ftrace_arch.h"
+#include "core/exec_mem.h"
+#include "core/symbols.h"
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+struct ftrace_regs;
+
+namespace dprobe {
+
+struct ftrace_ops;
+
+enum class site_kind : uint8_t {
+    fentry,  // call __fentry__, 5 bytes
+    fentry6, // call *__fentry__@GOTPCREL(%rip), 6 bytes
+    nop,     // -fpatchable-function-entry NOP
+};
+const char *site_kind_name(site_kind k);
+
+// Immutable list of the ops attached to a site; replaced as a whole on change (RCU style).
+struct site_users {
+    uint32_t n;
+    uint32_t exit_words; // shadow-stack words a frame needs for the ops that have an exit
+    ftrace_ops *ops[];
+};
+
+struct ftrace_site {
+    uintptr_t ip;   // the site: function entry, after endbr64 when present
+    uintptr_t func; // the function's symbol address
+    uint8_t len;    // 5 or 6
+    site_kind kind;
+    bool usable;         // false: found but cannot be enabled safely (see why)
+    const char *why = nullptr;
+    std::atomic<site_users *> users{nullptr};
+    bool patched = false; // currently calls the tracer
+    bool gone = false;    // its object was unloaded
+    exec_chunk stub;      // per-site stub, allocated on first enable
+    const ksym *sym = nullptr;
+    object_ptr obj;
+};
+
+struct ftrace_ops {
+    // Entry: return 0 to have exit() called for this activation, non-zero to skip it.
+    int (*entry)(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
+                 struct ftrace_regs *fregs, void *data) = nullptr;
+    void (*exit)(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip,
+                 struct ftrace_regs *fregs, void *data) = nullptr;
+    // A hit this ops did not handle: recursion, or no room on the shadow stack.
+    void (*missed)(ftrace_ops *ops) = nullptr;
+    void *priv = nullptr;
+    uint32_t data_words = 0; // entry data handed to entry() and exit()
+    // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
+    std::atomic<uint64_t> gen{1};
+};
+
+// Makes sure every loaded object has been scanned for sites (and its __fentry__ calls
+// turned into NOPs). Called by everything that looks sites up.
+void ftrace_update_objects();
+
+// The site at IP, or the site of the function whose symbol is at IP; nullptr if none.
+// Looks only at objects already scanned: call ftrace_update_objects() first.
+ftrace_site *ftrace_location(uintptr_t ip);
+
+// Every site whose function matches the globs (see kallsyms::match_funcs).
+std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter);
+
+// Every known site (for available_filter_functions and `dprobe funcs`).
+std::vector<ftrace_site *> ftrace_all_sites();
+
+// Attaches OPS to every site in SITES (enabling the sites that had no ops). On error nothing
+// changed. Returns 0 or -errno.
+int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+// Detaches OPS from SITES (disabling sites left with no ops), and returns after no thread
+// can still be calling OPS from those sites.
+void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+// After this returns no exit of OPS will run for activations that entered before.
+void ftrace_ops_retire(ftrace_ops *ops);
+
+// Number of ops attached to a site (for enabled_functions).
+uint32_t ftrace_site_ops_count(const ftrace_site *site);
+
+// The return address that a hooked frame's slot holds (the return trampoline).
+uintptr_t ftrace_return_trampoline();
+
+} // namespace dprobe
+
+// The hot-path entry points called by the trampolines.
+extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs) noexcept;
+extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs) noexcept;

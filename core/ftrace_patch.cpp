@@ -1,0 +1,170 @@
+// Attaching ops to sites and switching sites between NOP and call (ftrace_replace_code).
+#include "core/ftrace_internal.h"
+
+#include "core/task_ctx.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+
+namespace dprobe {
+namespace {
+
+site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops *remove)
+{
+    uint32_t n = old ? old->n : 0;
+    uint32_t cap = n + (add ? 1 : 0);
+    if (cap == 0)
+        return nullptr;
+    void *mem = std::malloc(sizeof(site_users) + cap * sizeof(ftrace_ops *));
+    if (!mem)
+        throw std::bad_alloc();
+    auto *u = static_cast<site_users *>(mem);
+    u->n = 0;
+    u->exit_words = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        if (old->ops[i] != remove)
+            u->ops[u->n++] = old->ops[i];
+    if (add)
+        u->ops[u->n++] = add;
+    for (uint32_t i = 0; i < u->n; ++i)
+        if (u->ops[i]->exit)
+            u->exit_words += 2 + u->ops[i]->data_words;
+    if (u->n == 0) {
+        std::free(u);
+        return nullptr;
+    }
+    return u;
+}
+
+text_poke_req enable_req(ftrace_site *s)
+{
+    text_poke_req r;
+    r.addr = s->ip;
+    r.len = s->len;
+    arch::site_call_bytes(s->ip, s->len, s->stub.rx, r.bytes);
+    r.emu = text_poke_req::emulate::call;
+    r.insn_len = s->len;
+    r.target = s->stub.rx;
+    return r;
+}
+
+text_poke_req disable_req(ftrace_site *s)
+{
+    text_poke_req r;
+    r.addr = s->ip;
+    r.len = s->len;
+    arch::site_nop_bytes(s->len, r.bytes);
+    r.emu = text_poke_req::emulate::nop;
+    return r;
+}
+
+int ensure_stub(ftrace_site *s)
+{
+    if (s->stub)
+        return 0;
+    exec_chunk c = exec_alloc(s->ip, s->ip + s->len, arch::ftrace_stub_size);
+    if (!c)
+        return -ENOMEM;
+    arch::write_ftrace_stub(c.rw, s, arch::ftrace_caller());
+    s->stub = c;
+    return 0;
+}
+
+} // namespace
+
+int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    for (ftrace_site *s : sites)
+        if (!s->usable || s->gone)
+            return -EINVAL;
+    for (ftrace_site *s : sites)
+        if (int err = ensure_stub(s))
+            return err;
+    std::vector<site_users *> fresh;
+    fresh.reserve(sites.size());
+    try {
+        for (ftrace_site *s : sites)
+            fresh.push_back(make_users(s->users.load(std::memory_order_relaxed), ops, nullptr));
+    } catch (const std::bad_alloc &) {
+        for (auto *u : fresh)
+            std::free(u);
+        return -ENOMEM;
+    }
+    std::vector<site_users *> old;
+    std::vector<text_poke_req> reqs;
+    for (size_t i = 0; i < sites.size(); ++i) {
+        ftrace_site *s = sites[i];
+        old.push_back(s->users.exchange(fresh[i], std::memory_order_acq_rel));
+        if (!s->patched)
+            reqs.push_back(enable_req(s));
+    }
+    if (int err = text_poke_batch(reqs)) {
+        for (size_t i = 0; i < sites.size(); ++i)
+            sites[i]->users.store(old[i], std::memory_order_release);
+        synchronize_dispatch();
+        for (auto *u : fresh)
+            std::free(u);
+        return err;
+    }
+    for (ftrace_site *s : sites)
+        s->patched = true;
+    if (std::any_of(old.begin(), old.end(), [](site_users *u) { return u != nullptr; })) {
+        synchronize_dispatch();
+        for (auto *u : old)
+            std::free(u);
+    }
+    return 0;
+}
+
+void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<site_users *> old;
+    std::vector<text_poke_req> reqs;
+    std::vector<ftrace_site *> turned_off;
+    for (ftrace_site *s : sites) {
+        site_users *cur = s->users.load(std::memory_order_relaxed);
+        site_users *next;
+        try {
+            next = make_users(cur, nullptr, ops);
+        } catch (const std::bad_alloc &) {
+            // Cannot shrink the list: leave OPS attached but retired (no callbacks run for
+            // it because its owner is gone); rare enough to only cost a wasted slot.
+            continue;
+        }
+        s->users.store(next, std::memory_order_release);
+        old.push_back(cur);
+        if (!next && s->patched && !s->gone) {
+            reqs.push_back(disable_req(s));
+            turned_off.push_back(s);
+        }
+    }
+    if (text_poke_batch(reqs) == 0)
+        for (ftrace_site *s : turned_off)
+            s->patched = false;
+    synchronize_dispatch();
+    for (auto *u : old)
+        std::free(u);
+}
+
+void ftrace_ops_retire(ftrace_ops *ops)
+{
+    ops->gen.fetch_add(1, std::memory_order_acq_rel);
+    synchronize_dispatch();
+}
+
+uint32_t ftrace_site_ops_count(const ftrace_site *site)
+{
+    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    const site_users *u = site->users.load(std::memory_order_acquire);
+    return u ? u->n : 0;
+}
+
+uintptr_t ftrace_return_trampoline() { return arch::return_to_handler(); }
+
+} // namespace dprobe

@@ -1,0 +1,224 @@
+// Finding the patch sites of each loaded object, and turning __fentry__ calls into NOPs.
+#include "core/ftrace_internal.h"
+
+#include "arch/x86_64/insn_bytes.h"
+#include "core/text_poke.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sys/mman.h>
+#include <unordered_set>
+
+extern "C" void __fentry__();
+
+namespace dprobe {
+
+ftrace_state &ftrace_st()
+{
+    static ftrace_state *st = new ftrace_state; // never destroyed: sites outlive exit()
+    return *st;
+}
+
+const char *site_kind_name(site_kind k)
+{
+    switch (k) {
+    case site_kind::fentry: return "fentry";
+    case site_kind::fentry6: return "fentry";
+    case site_kind::nop: return "patchable";
+    }
+    return "?";
+}
+
+namespace {
+
+// Copies up to 16 bytes of code at IP that lie inside the object's executable segment.
+bool read_entry(const loaded_object &obj, uintptr_t ip, uint8_t (&buf)[16])
+{
+    for (auto &s : obj.segments) {
+        if (!(s.prot & PROT_EXEC) || ip < s.start || ip >= s.end)
+            continue;
+        size_t n = std::min<size_t>(16, s.end - ip);
+        std::memset(buf, 0, sizeof buf);
+        std::memcpy(buf, reinterpret_cast<const void *>(ip), n);
+        return n >= 6;
+    }
+    return false;
+}
+
+bool object_may_have_sites(const loaded_object &obj, uintptr_t fentry)
+{
+    if (obj.is_vdso)
+        return false;
+    return !obj.fentry_got_slots.empty() || !obj.patchable_entries.empty() ||
+           obj.contains(fentry);
+}
+
+} // namespace
+
+// Scans OBJ and records its sites; __fentry__ calls (and gcc's one-byte NOP sleds, when no
+// other thread can be inside one) go into NOPS to be rewritten.
+void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
+                       bool single_threaded)
+{
+    ftrace_state &st = ftrace_st();
+    const auto fentry = reinterpret_cast<uintptr_t>(&__fentry__);
+    auto &list = st.by_object[obj->id];
+    list.obj = obj;
+    if (!object_may_have_sites(*obj, fentry))
+        return;
+    std::unordered_set<uintptr_t> got(obj->fentry_got_slots.begin(), obj->fentry_got_slots.end());
+    std::unordered_set<uintptr_t> pfe(obj->patchable_entries.begin(),
+                                      obj->patchable_entries.end());
+    uintptr_t last = 0;
+    for (const ksym &sym : obj->funcs) {
+        if (sym.addr == last || sym.size < 5)
+            continue; // aliases share one site; the first (preferred) name wins
+        last = sym.addr;
+        uint8_t code[16];
+        if (!read_entry(*obj, sym.addr, code))
+            continue;
+        uintptr_t ip = sym.addr;
+        if (arch::is_endbr64(code)) {
+            ip += arch::ENDBR64_INSN_SIZE;
+            if (!read_entry(*obj, ip, code))
+                continue;
+        }
+        arch::entry_insn e = arch::classify_entry(reinterpret_cast<uintptr_t>(code));
+        auto site = std::make_unique<ftrace_site>();
+        site->ip = ip;
+        site->func = sym.addr;
+        site->sym = &sym;
+        site->obj = obj;
+        site->usable = true;
+        bool convert = false;
+        switch (e.kind) {
+        case arch::entry_kind::fentry_call: {
+            uintptr_t target = ip + (e.target - reinterpret_cast<uintptr_t>(code));
+            auto slot = target == fentry ? std::optional<uintptr_t>{} : arch::plt_got_slot(target);
+            if (target != fentry && !(slot && got.count(*slot)))
+                continue;
+            site->kind = e.len == 5 ? site_kind::fentry : site_kind::fentry6;
+            site->len = e.len;
+            convert = true;
+            break;
+        }
+        case arch::entry_kind::fentry_got: {
+            uintptr_t slot = ip + 6 + (e.target - reinterpret_cast<uintptr_t>(code) - 6);
+            if (!got.count(slot))
+                continue;
+            site->kind = site_kind::fentry6;
+            site->len = 6;
+            convert = true;
+            break;
+        }
+        case arch::entry_kind::nop:
+            if (!pfe.count(ip) && !pfe.count(sym.addr))
+                continue;
+            site->kind = site_kind::nop;
+            site->len = e.len;
+            break;
+        case arch::entry_kind::nop_sled:
+            if (!pfe.count(ip) && !pfe.count(sym.addr))
+                continue;
+            site->kind = site_kind::nop;
+            site->len = 5;
+            if (single_threaded) {
+                convert = true;
+            } else {
+                // A thread could be between two of the one-byte NOPs; rewriting them as one
+                // instruction under it would make it run the middle of an instruction.
+                site->usable = false;
+                site->why = "one-byte NOP sled found after other threads started";
+            }
+            break;
+        case arch::entry_kind::none:
+            continue;
+        }
+        if (convert) {
+            text_poke_req r;
+            r.addr = ip;
+            r.len = site->len;
+            arch::site_nop_bytes(site->len, r.bytes);
+            r.emu = text_poke_req::emulate::nop;
+            nops.push_back(r);
+        }
+        st.by_ip[site->ip] = site.get();
+        st.by_func[site->func] = site.get();
+        list.sites.push_back(std::move(site));
+    }
+}
+
+void ftrace_update_objects()
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    auto upd = kallsyms::instance().refresh();
+    auto objs = kallsyms::instance().objects();
+    std::vector<text_poke_req> nops;
+    bool single = process_thread_count() == 1;
+    for (const object_ptr &o : *objs)
+        if (!st.by_object.count(o->id))
+            scan_object_sites(o, nops, single);
+    if (!nops.empty())
+        text_poke_batch(nops);
+    for (const object_ptr &o : upd.removed) {
+        auto it = st.by_object.find(o->id);
+        if (it == st.by_object.end())
+            continue;
+        // The code is gone: forget the sites. Their records stay allocated (a late reader
+        // may hold one), and users must have detached or will find nothing to detach.
+        for (auto &s : it->second.sites) {
+            st.by_ip.erase(s->ip);
+            st.by_func.erase(s->func);
+            s->gone = true;
+            st.gone.push_back(std::move(s));
+        }
+        st.by_object.erase(it);
+    }
+}
+
+ftrace_site *ftrace_location(uintptr_t ip)
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    if (auto it = st.by_ip.find(ip); it != st.by_ip.end())
+        return it->second;
+    if (auto it = st.by_func.find(ip); it != st.by_func.end())
+        return it->second;
+    return nullptr;
+}
+
+std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter)
+{
+    ftrace_update_objects();
+    auto hits = kallsyms::instance().match_funcs(filter, notfilter);
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<ftrace_site *> out;
+    for (auto &h : hits)
+        if (auto it = st.by_func.find(h.sym->addr); it != st.by_func.end())
+            out.push_back(it->second);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+std::vector<ftrace_site *> ftrace_all_sites()
+{
+    ftrace_update_objects();
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<ftrace_site *> out;
+    for (auto &[id, list] : st.by_object)
+        for (auto &s : list.sites)
+            out.push_back(s.get());
+    std::sort(out.begin(), out.end(),
+              [](const ftrace_site *a, const ftrace_site *b) { return a->ip < b->ip; });
+    return out;
+}
+
+// Before main: find every site of the objects loaded with the program, so that idle
+// __fentry__ calls cost a NOP from the start.
+__attribute__((constructor)) static void ftrace_init_sites() { ftrace_update_objects(); }
+
+} // namespace dprobe

@@ -1,0 +1,136 @@
+#include "core/signal_chain.h"
+
+#include <atomic>
+#include <cstring>
+#include <cerrno>
+#include <dlfcn.h>
+#include <mutex>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace dprobe {
+namespace {
+
+constexpr int max_hooks = 8;
+
+struct chain {
+    std::atomic<fault_hook> hooks[max_hooks];
+    std::atomic<bool> owned{false};
+    // The program's disposition; read in signal context, written under chain_lock with the
+    // signal blocked, so a handler never sees a torn struct.
+    struct sigaction program {};
+};
+
+chain chains[NSIG];
+std::mutex chain_lock;
+
+using sigaction_fn = int (*)(int, const struct sigaction *, struct sigaction *);
+
+// The libc sigaction, bypassing dprobe's own interposer.
+sigaction_fn real_sigaction()
+{
+    static sigaction_fn fn = reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction"));
+    return fn ? fn : ::sigaction;
+}
+
+void reraise_default(int sig)
+{
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    real_sigaction()(sig, &dfl, nullptr);
+    chains[sig].owned.store(false, std::memory_order_release);
+    // A synchronous fault re-executes and now gets the default action; a trap (int3, TF)
+    // does not re-execute, so send it again: delivered when this handler returns.
+    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+}
+
+void chain_handler(int sig, siginfo_t *info, void *ucv)
+{
+    int saved_errno = errno;
+    auto *uc = static_cast<ucontext_t *>(ucv);
+    chain &c = chains[sig];
+    for (auto &h : c.hooks) {
+        fault_hook hook = h.load(std::memory_order_acquire);
+        if (hook && hook(sig, info, uc)) {
+            errno = saved_errno;
+            return;
+        }
+    }
+    const struct sigaction &p = c.program;
+    if (p.sa_flags & SA_SIGINFO) {
+        if (p.sa_sigaction) {
+            p.sa_sigaction(sig, info, ucv);
+            errno = saved_errno;
+            return;
+        }
+    } else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+        p.sa_handler(sig);
+        errno = saved_errno;
+        return;
+    }
+    // SIG_IGN of a synchronous fault would loop forever; the kernel forces the default
+    // action in that case, and so do we.
+    reraise_default(sig);
+    errno = saved_errno;
+}
+
+void install_locked(int sig)
+{
+    chain &c = chains[sig];
+    if (c.owned.load(std::memory_order_acquire))
+        return;
+    struct sigaction act {};
+    act.sa_sigaction = chain_handler;
+    act.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
+    sigemptyset(&act.sa_mask);
+    struct sigaction old {};
+    real_sigaction()(sig, &act, &old);
+    c.program = old;
+    c.owned.store(true, std::memory_order_release);
+}
+
+} // namespace
+
+void signal_chain_add_hook(int sig, fault_hook hook)
+{
+    std::lock_guard<std::mutex> g(chain_lock);
+    chain &c = chains[sig];
+    bool present = false;
+    for (auto &h : c.hooks)
+        present |= h.load() == hook;
+    if (!present) {
+        for (auto &h : c.hooks) {
+            fault_hook expected = nullptr;
+            if (h.compare_exchange_strong(expected, hook))
+                break;
+        }
+    }
+    install_locked(sig);
+}
+
+bool signal_chain_owns(int sig)
+{
+    return sig > 0 && sig < NSIG && chains[sig].owned.load(std::memory_order_acquire);
+}
+
+bool signal_chain_set_program_action(int sig, const struct sigaction *act,
+                                     struct sigaction *oldact)
+{
+    std::lock_guard<std::mutex> g(chain_lock);
+    if (!signal_chain_owns(sig))
+        return false;
+    chain &c = chains[sig];
+    if (oldact)
+        *oldact = c.program;
+    if (act) {
+        sigset_t all, prev;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &prev);
+        c.program = *act;
+        pthread_sigmask(SIG_SETMASK, &prev, nullptr);
+    }
+    return true;
+}
+
+} // namespace dprobe

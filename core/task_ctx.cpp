@@ -1,0 +1,135 @@
+#include "core/task_ctx.h"
+
+#include <cstring>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace dprobe {
+namespace {
+
+__thread task_ctx *tls_ctx __attribute__((tls_model("initial-exec")));
+std::atomic<task_ctx *> ctx_head{nullptr};
+pthread_key_t exit_key;
+pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+void on_thread_exit(void *p)
+{
+    auto *t = static_cast<task_ctx *>(p);
+    if (tls_ctx == t)
+        tls_ctx = nullptr;
+    t->shadow_top = 0;
+    t->current_kprobe = nullptr;
+    t->in_use.store(0, std::memory_order_release);
+}
+
+// After fork() only the forking thread exists: every other context is free, even one
+// whose owner was inside dispatch code at the time.
+void after_fork_child()
+{
+    for (task_ctx *t = ctx_head.load(); t; t = t->next) {
+        if (t == tls_ctx) {
+            t->tid = static_cast<pid_t>(syscall(SYS_gettid));
+            continue;
+        }
+        t->seq.store(0, std::memory_order_relaxed);
+        t->shadow_top = 0;
+        t->in_use.store(0, std::memory_order_relaxed);
+    }
+}
+
+void make_key()
+{
+    pthread_key_create(&exit_key, on_thread_exit);
+    pthread_atfork(nullptr, nullptr, after_fork_child);
+}
+
+task_ctx *claim_free() noexcept
+{
+    for (task_ctx *t = ctx_head.load(std::memory_order_acquire); t; t = t->next) {
+        uint32_t expected = 0;
+        if (t->in_use.load(std::memory_order_relaxed) == 0 &&
+            t->in_use.compare_exchange_strong(expected, 1))
+            return t;
+    }
+    return nullptr;
+}
+
+task_ctx *alloc_ctx() noexcept
+{
+    pthread_once(&key_once, make_key);
+    task_ctx *t = claim_free();
+    if (!t) {
+        void *p = mmap(nullptr, sizeof(task_ctx), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return nullptr;
+        t = static_cast<task_ctx *>(p); // zero-filled by mmap
+        t->in_use.store(1, std::memory_order_relaxed);
+        task_ctx *head = ctx_head.load(std::memory_order_relaxed);
+        do {
+            t->next = head;
+        } while (!ctx_head.compare_exchange_weak(head, t, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    }
+    t->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    t->shadow_top = 0;
+    t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    tls_ctx = t;
+    pthread_setspecific(exit_key, t);
+    return t;
+}
+
+bool membarrier_ready()
+{
+    static const bool ok =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    return ok;
+}
+
+void full_barrier_everywhere()
+{
+    if (membarrier_ready() &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    // Without membarrier: an mprotect that changes protections IPIs every CPU running this
+    // process (TLB shootdown), which orders their earlier stores before ours continues.
+    static uint8_t page[4096] __attribute__((aligned(4096)));
+    mprotect(page, sizeof page, PROT_READ);
+    mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
+}
+
+} // namespace
+
+task_ctx *current_task_ctx() noexcept
+{
+    task_ctx *t = tls_ctx;
+    return t ? t : alloc_ctx();
+}
+
+task_ctx *peek_task_ctx() noexcept { return tls_ctx; }
+
+task_ctx *task_ctx_list() noexcept { return ctx_head.load(std::memory_order_acquire); }
+
+void synchronize_dispatch()
+{
+    full_barrier_everywhere();
+    task_ctx *self = tls_ctx;
+    for (task_ctx *t = ctx_head.load(std::memory_order_acquire); t; t = t->next) {
+        if (t == self)
+            continue; // a handler unregistering its own probe: it is not "inside" for itself
+        uint32_t s = t->seq.load(std::memory_order_acquire);
+        if (!(s & 1))
+            continue;
+        while (t->seq.load(std::memory_order_acquire) == s &&
+               t->in_use.load(std::memory_order_acquire))
+            sched_yield();
+    }
+    full_barrier_everywhere();
+}
+
+} // namespace dprobe

@@ -1,0 +1,73 @@
+// Per-thread context: the shadow stack of hooked returns (fgraph/rethook's role), the
+// recursion guard, kprobe state, and the read-side marker for quiescence.
+//
+// One initial-exec TLS pointer per thread leads to a block mmap'd on the thread's first
+// probe hit (mmap is async-signal-safe, malloc is not). Blocks of exited threads are
+// recycled, never unmapped, so a quiescence waiter can always read them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <sys/types.h>
+
+struct kprobe;
+
+namespace dprobe {
+
+constexpr size_t shadow_stack_words = 32768; // 256 KiB of address space, touched on demand
+
+// Layout of one shadow frame, bottom to top, in words:
+//   [0] real return address  [1] entry ip  [2] retp (address of the return-address slot)
+//   [3] number of users N, then per user: ops pointer, ops generation, data words...
+//   [top] total words of the frame (so the frame can be popped from the top)
+enum : unsigned { sf_ret = 0, sf_ip = 1, sf_retp = 2, sf_nusers = 3, sf_users = 4 };
+
+struct task_ctx {
+    // Odd while this thread runs dprobe dispatch code: the recursion guard, and what a
+    // quiescence waiter watches. Written only by the owning thread.
+    std::atomic<uint32_t> seq;
+    std::atomic<uint32_t> in_use; // 0: free for reuse by a new thread
+    pid_t tid;
+    uint32_t shadow_top; // words in use
+    unsigned long shadow_overflows;
+    // kprobe state (the kernel's per-CPU current_kprobe and kprobe_ctlblk).
+    struct kprobe *current_kprobe;
+    unsigned long kprobe_status;
+    unsigned long kprobe_saved_flags;
+    uintptr_t kprobe_ss_addr; // single-step: where the slot's step ends
+    void *kprobe_scratch[4];
+    task_ctx *next; // global list, append-only
+    unsigned long shadow[shadow_stack_words];
+};
+
+// The calling thread's context, allocated on first use; nullptr only if mmap fails.
+task_ctx *current_task_ctx() noexcept;
+// The calling thread's context if it has one.
+task_ctx *peek_task_ctx() noexcept;
+
+// Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
+task_ctx *task_ctx_list() noexcept;
+
+// Read side: dispatch code brackets handler calls with these. Returns false if this
+// thread is already inside (recursion); then nothing was changed.
+inline bool dispatch_enter(task_ctx *t) noexcept
+{
+    uint32_t s = t->seq.load(std::memory_order_relaxed);
+    if (s & 1)
+        return false;
+    t->seq.store(s + 1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return true;
+}
+inline void dispatch_exit(task_ctx *t) noexcept
+{
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+// Write side: returns when every thread that was inside dispatch code when this was called
+// has left it. Data unpublished before the call can then be freed or reused.
+void synchronize_dispatch();
+
+} // namespace dprobe

@@ -1,0 +1,305 @@
+#include "core/text_poke.h"
+
+#include "arch/x86_64/uctx.h"
+#include "core/signal_chain.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <mutex>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <vector>
+
+namespace dprobe {
+namespace {
+
+constexpr uint8_t int3_opcode = 0xcc;
+
+std::mutex text_mutex;
+
+// The batch the SIGTRAP hook consults, sorted by address. Published while int3s are live.
+std::atomic<const text_poke_req *> active_reqs{nullptr};
+std::atomic<size_t> active_count{0};
+std::atomic<int> hooks_in_flight{0};
+
+// Addresses of the last batches' int3s: a late trap is restarted only at such an address, so
+// a program's own int3 that it removed itself is never mistaken for ours.
+constexpr size_t recent_slots = 1024;
+std::atomic<uintptr_t> recent[recent_slots];
+
+void remember_poked(uintptr_t addr)
+{
+    recent[(addr >> 2) % recent_slots].store(addr, std::memory_order_release);
+}
+
+bool recently_poked(uintptr_t addr)
+{
+    return recent[(addr >> 2) % recent_slots].load(std::memory_order_acquire) == addr;
+}
+
+bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
+{
+    // seq_cst pairs with the poker's store of nullptr followed by its read of the count.
+    hooks_in_flight.fetch_add(1);
+    const text_poke_req *reqs = active_reqs.load();
+    size_t n = active_count.load();
+    bool handled = false;
+    uintptr_t at = arch::uc_ip(uc) - 1;
+    if (reqs) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (reqs[mid].addr < at)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < n && reqs[lo].addr == at) {
+            const text_poke_req &r = reqs[lo];
+            switch (r.emu) {
+            case text_poke_req::emulate::nop:
+                arch::uc_set_ip(uc, r.addr + r.len);
+                handled = true;
+                break;
+            case text_poke_req::emulate::call:
+                arch::uc_emulate_call(uc, r.addr + r.insn_len, r.target);
+                handled = true;
+                break;
+            case text_poke_req::emulate::jmp:
+                arch::uc_set_ip(uc, r.target);
+                handled = true;
+                break;
+            case text_poke_req::emulate::trap:
+                break; // a kprobe's own int3: its hook handles it
+            }
+        }
+    }
+    hooks_in_flight.fetch_sub(1);
+    if (!handled && reqs == nullptr) {
+        // The int3 may have been written by a batch that has completed since this thread
+        // trapped (the kernel's do_int3 makes the same check): if the byte is no longer an
+        // int3, run whatever instruction is there now.
+        const auto *p = reinterpret_cast<const volatile uint8_t *>(at);
+        if (*p != int3_opcode && recently_poked(at)) {
+            arch::uc_set_ip(uc, at);
+            handled = true;
+        }
+    }
+    return handled;
+}
+
+bool membarrier_registered()
+{
+    static int state = [] {
+        if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
+            return 1;
+        return 0;
+    }();
+    return state == 1;
+}
+
+struct mapping {
+    uintptr_t start, end;
+    int prot;
+};
+
+std::vector<mapping> read_maps()
+{
+    std::vector<mapping> out;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return out;
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        text.append(buf, static_cast<size_t>(n));
+    close(fd);
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos)
+            eol = text.size();
+        unsigned long s, e;
+        char perms[5] = {};
+        if (std::sscanf(text.c_str() + pos, "%lx-%lx %4s", &s, &e, perms) == 3) {
+            int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+                       (perms[2] == 'x' ? PROT_EXEC : 0);
+            out.push_back({s, e, prot});
+        }
+        pos = eol + 1;
+    }
+    return out;
+}
+
+// Makes every page touched by [addr, addr+len) of every range writable, remembering how to
+// restore it. Pages stay executable: other threads may be running there.
+class page_writer {
+public:
+    int open(const std::vector<std::pair<uintptr_t, size_t>> &ranges)
+    {
+        const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+        std::vector<uintptr_t> pages;
+        for (auto [a, l] : ranges)
+            for (uintptr_t p = a & ~(pg - 1); p < a + l; p += pg)
+                pages.push_back(p);
+        std::sort(pages.begin(), pages.end());
+        pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+        auto maps = read_maps();
+        for (uintptr_t p : pages) {
+            auto it = std::find_if(maps.begin(), maps.end(),
+                                   [&](const mapping &m) { return p >= m.start && p < m.end; });
+            if (it == maps.end()) {
+                close();
+                return -EFAULT;
+            }
+            int prot = it->prot;
+            if (!(prot & PROT_WRITE)) {
+                if (mprotect(reinterpret_cast<void *>(p), pg, prot | PROT_WRITE) != 0) {
+                    int err = -errno;
+                    close();
+                    return err;
+                }
+                changed_.push_back({p, pg, prot});
+            }
+        }
+        return 0;
+    }
+    void close()
+    {
+        for (auto &m : changed_)
+            mprotect(reinterpret_cast<void *>(m.start), m.end, m.prot);
+        changed_.clear();
+    }
+    ~page_writer() { close(); }
+
+private:
+    std::vector<mapping> changed_; // start, length (in end), prot
+};
+
+bool fits_one_word(const text_poke_req &r) { return (r.addr & 7) + r.len <= 8; }
+
+void atomic_word_write(const text_poke_req &r)
+{
+    auto *word = reinterpret_cast<uint64_t *>(r.addr & ~7UL);
+    uint64_t v = __atomic_load_n(word, __ATOMIC_RELAXED);
+    std::memcpy(reinterpret_cast<uint8_t *>(&v) + (r.addr & 7), r.bytes, r.len);
+    __atomic_store_n(word, v, __ATOMIC_RELEASE);
+}
+
+} // namespace
+
+int process_thread_count()
+{
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    // Fields after the parenthesised comm: state is field 3, num_threads field 20.
+    const char *p = std::strrchr(buf, ')');
+    if (!p)
+        return 0;
+    int field = 2;
+    for (++p; *p && field < 20; ++p)
+        if (*p == ' ')
+            ++field;
+    return std::atoi(p);
+}
+
+void text_poke_sync()
+{
+    if (membarrier_registered() &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
+        return;
+    // Fallback: an mprotect that changes nothing still shoots down TLBs with IPIs on every
+    // CPU running this process, and returning from the IPI serialises those CPUs.
+    static uint8_t page[4096] __attribute__((aligned(4096)));
+    mprotect(page, sizeof page, PROT_READ);
+    mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
+}
+
+int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
+{
+    std::lock_guard<std::mutex> g(text_mutex);
+    page_writer w;
+    if (int err = w.open({{addr, len}}))
+        return err;
+    std::memcpy(reinterpret_cast<void *>(addr), bytes, len);
+    w.close();
+    return 0;
+}
+
+int text_poke_batch(std::span<text_poke_req> reqs)
+{
+    if (reqs.empty())
+        return 0;
+    for (auto &r : reqs)
+        if (r.len == 0 || r.len > sizeof r.bytes)
+            return -EINVAL;
+    std::lock_guard<std::mutex> g(text_mutex);
+    std::sort(reqs.begin(), reqs.end(),
+              [](const text_poke_req &a, const text_poke_req &b) { return a.addr < b.addr; });
+
+    std::vector<std::pair<uintptr_t, size_t>> ranges;
+    ranges.reserve(reqs.size());
+    for (auto &r : reqs)
+        ranges.emplace_back(r.addr, r.len);
+    page_writer w;
+    if (int err = w.open(ranges))
+        return err;
+
+    if (process_thread_count() == 1) {
+        // Nobody else can be executing this code: plain copies.
+        for (auto &r : reqs)
+            std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
+        w.close();
+        return 0;
+    }
+
+    signal_chain_add_hook(SIGTRAP, poke_int3_hook);
+    active_count.store(reqs.size());
+    active_reqs.store(reqs.data());
+
+    bool need_protocol = false;
+    for (auto &r : reqs) {
+        if (fits_one_word(r)) {
+            atomic_word_write(r);
+        } else {
+            remember_poked(r.addr);
+            __atomic_store_n(reinterpret_cast<uint8_t *>(r.addr), int3_opcode, __ATOMIC_RELEASE);
+            need_protocol = true;
+        }
+    }
+    text_poke_sync();
+    if (need_protocol) {
+        for (auto &r : reqs)
+            if (!fits_one_word(r) && r.len > 1)
+                std::memcpy(reinterpret_cast<void *>(r.addr + 1), r.bytes + 1, r.len - 1);
+        text_poke_sync();
+        for (auto &r : reqs)
+            if (!fits_one_word(r))
+                __atomic_store_n(reinterpret_cast<uint8_t *>(r.addr), r.bytes[0],
+                                 __ATOMIC_RELEASE);
+        text_poke_sync();
+    }
+    active_reqs.store(nullptr);
+    active_count.store(0);
+    // A thread may have trapped just before the table went away and still be looking at it.
+    while (hooks_in_flight.load() != 0)
+        sched_yield();
+    w.close();
+    return 0;
+}
+
+} // namespace dprobe

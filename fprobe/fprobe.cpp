@@ -1,0 +1,220 @@
+// fprobe on top of core sites and the shadow stack (kernel/trace/fprobe.c's role).
+//
+// Each registered fprobe owns one ftrace_ops attached to all its sites. The ops records
+// live in a pool and are never freed: a shadow frame of a still-running function may point
+// at one long after its fprobe was unregistered; the ops generation tells that frame the
+// exit must not run.
+#include "core/compiler.h"
+#include "core/ftrace.h"
+#include "core/task_ctx.h"
+#include "fprobe/fprobe_internal.h"
+
+#include <dprobe/fprobe.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string_view>
+#include <vector>
+
+using namespace dprobe;
+using dprobe::fprobe_kprobe_busy_begin;
+using dprobe::fprobe_kprobe_busy_end;
+
+struct fprobe_hlist {
+    ftrace_ops ops;
+    struct fprobe *fp = nullptr;
+    std::vector<ftrace_site *> sites;
+    fprobe_hlist *next_free = nullptr;
+};
+
+namespace {
+
+std::mutex fprobe_mutex;
+fprobe_hlist *free_hlists;
+
+DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
+{
+    // FPROBE_FL_KPROBE_SHARED: such a handler behaves like a kprobe handler and does not
+    // run while one is running on this thread.
+    if (!(fp->flags & FPROBE_FL_KPROBE_SHARED))
+        return false;
+    task_ctx *t = peek_task_ctx();
+    return t && t->current_kprobe;
+}
+
+DPROBE_NOPROBE int fprobe_ops_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
+                                    struct ftrace_regs *fregs, void *data)
+{
+    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    struct fprobe *fp = hl->fp;
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
+        return 1;
+    if (unlikely(kprobe_conflict(fp))) {
+        __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    if (!fp->entry_handler)
+        return 0;
+    if (fp->flags & FPROBE_FL_KPROBE_SHARED) {
+        fprobe_kprobe_busy_begin();
+        int r = fp->entry_handler(fp, ip, parent_ip, fregs, data);
+        fprobe_kprobe_busy_end();
+        return r;
+    }
+    return fp->entry_handler(fp, ip, parent_ip, fregs, data);
+}
+
+DPROBE_NOPROBE void fprobe_ops_exit(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip,
+                                    struct ftrace_regs *fregs, void *data)
+{
+    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    struct fprobe *fp = hl->fp;
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
+        return;
+    if (unlikely(kprobe_conflict(fp))) {
+        __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    if (fp->flags & FPROBE_FL_KPROBE_SHARED) {
+        fprobe_kprobe_busy_begin();
+        fp->exit_handler(fp, ip, ret_ip, fregs, data);
+        fprobe_kprobe_busy_end();
+        return;
+    }
+    fp->exit_handler(fp, ip, ret_ip, fregs, data);
+}
+
+DPROBE_NOPROBE void fprobe_ops_missed(ftrace_ops *ops)
+{
+    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    __atomic_add_fetch(&hl->fp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
+fprobe_hlist *alloc_hlist()
+{
+    if (fprobe_hlist *hl = free_hlists) {
+        free_hlists = hl->next_free;
+        hl->next_free = nullptr;
+        return hl;
+    }
+    return new (std::nothrow) fprobe_hlist;
+}
+
+int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
+{
+    if (!fp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(fprobe_mutex);
+    if (fp->hlist_array)
+        return -EEXIST;
+    size_t size = (fp->entry_data_size + sizeof(long) - 1) & ~(sizeof(long) - 1);
+    if (size > MAX_FPROBE_DATA_SIZE)
+        return -E2BIG;
+    std::sort(sites.begin(), sites.end());
+    sites.erase(std::unique(sites.begin(), sites.end()), sites.end());
+    fprobe_hlist *hl = alloc_hlist();
+    if (!hl)
+        return -ENOMEM;
+    fp->entry_data_size = size;
+    fp->nmissed = 0;
+    hl->fp = fp;
+    hl->sites = std::move(sites);
+    hl->ops.priv = hl;
+    hl->ops.entry = fprobe_ops_entry;
+    hl->ops.exit = fp->exit_handler ? fprobe_ops_exit : nullptr;
+    hl->ops.missed = fprobe_ops_missed;
+    hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
+    if (int err = ftrace_ops_attach(&hl->ops, hl->sites)) {
+        hl->sites.clear();
+        hl->next_free = free_hlists;
+        free_hlists = hl;
+        return err;
+    }
+    fp->hlist_array = hl;
+    return 0;
+}
+
+} // namespace
+
+extern "C" int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int num)
+{
+    if (!fp || !addrs || num <= 0)
+        return -EINVAL;
+    if (fp->hlist_array)
+        return -EEXIST;
+    ftrace_update_objects();
+    std::vector<ftrace_site *> sites;
+    sites.reserve(static_cast<size_t>(num));
+    for (int i = 0; i < num; ++i) {
+        ftrace_site *s = ftrace_location(addrs[i]);
+        if (!s)
+            return -ENOENT;
+        sites.push_back(s);
+    }
+    return register_sites(fp, std::move(sites));
+}
+
+extern "C" int register_fprobe(struct fprobe *fp, const char *filter, const char *notfilter)
+{
+    if (!fp || !filter)
+        return -EINVAL;
+    if (fp->hlist_array)
+        return -EEXIST;
+    auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
+    if (sites.empty())
+        return -ENOENT;
+    return register_sites(fp, std::move(sites));
+}
+
+extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int num)
+{
+    if (!fp || !syms || num <= 0)
+        return -EINVAL;
+    if (fp->hlist_array)
+        return -EEXIST;
+    // The kernel sorts the caller's array in place (ftrace_lookup_symbols needs it sorted).
+    std::sort(syms, syms + num, [](const char *a, const char *b) { return std::strcmp(a, b) < 0; });
+    ftrace_update_objects();
+    std::vector<ftrace_site *> sites;
+    for (int i = 0; i < num; ++i) {
+        if (!syms[i])
+            return -EINVAL;
+        auto hits = kallsyms::instance().lookup_func(syms[i]);
+        ftrace_site *found = nullptr;
+        for (auto &h : hits)
+            if ((found = ftrace_location(h.sym->addr)))
+                break;
+        if (!found)
+            return -ENOENT;
+        sites.push_back(found);
+    }
+    return register_sites(fp, std::move(sites));
+}
+
+extern "C" int unregister_fprobe(struct fprobe *fp)
+{
+    if (!fp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(fprobe_mutex);
+    auto *hl = fp->hlist_array;
+    if (!hl)
+        return -EINVAL;
+    ftrace_ops_detach(&hl->ops, hl->sites);
+    ftrace_ops_retire(&hl->ops);
+    fp->hlist_array = nullptr;
+    hl->sites.clear();
+    hl->fp = nullptr;
+    hl->next_free = free_hlists;
+    free_hlists = hl;
+    return 0;
+}
+
+extern "C" int fprobe_count_ips_from_filter(const char *filter, const char *notfilter)
+{
+    if (!filter)
+        return -EINVAL;
+    return static_cast<int>(ftrace_match_sites(filter, notfilter ? notfilter : "").size());
+}
