@@ -1,0 +1,658 @@
+// Per-kind command parsers: kprobe (p/r on symbols and addresses), fprobe (f) and
+// uprobe-style (p/r on path:offset) lines, deletion requests, listing and append rules.
+#include "tracefs/probe_parse.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <sys/stat.h>
+
+namespace dprobe {
+namespace {
+
+constexpr int ECANCELED_NOT_MINE = ECANCELED;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+bool is_good_name(std::string_view s)
+{
+    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_'))
+        return false;
+    for (char c : s.substr(1))
+        if (!is_alnum(c) && c != '_')
+            return false;
+    return true;
+}
+
+bool is_good_system_name(std::string_view s)
+{
+    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_' && s[0] != '-'))
+        return false;
+    for (char c : s.substr(1))
+        if (!is_alnum(c) && c != '_' && c != '-')
+            return false;
+    return true;
+}
+
+probe_error not_mine() { return probe_error::plain(ECANCELED_NOT_MINE); }
+
+probe_error perr(probe_err e, int index, int offset, int errnum = EINVAL)
+{
+    return probe_error::make(e, index, offset, errnum);
+}
+
+std::string hex_padded(uint64_t v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
+    return buf;
+}
+
+std::string hex(uint64_t v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+    return buf;
+}
+
+// The kernel's traceprobe_parse_event_name(): TEXT is what follows the first ':' of argv[0],
+// found at OFFSET. An empty event after a separator means "generate one".
+probe_error parse_event_name(std::string_view text, int offset, std::string &group,
+                             std::string &event)
+{
+    size_t sep = text.find('/');
+    if (sep == std::string_view::npos)
+        sep = text.find('.');
+    std::string_view ev = text;
+    if (sep != std::string_view::npos) {
+        if (sep == 0)
+            return perr(probe_err::NO_GROUP_NAME, 0, offset);
+        if (sep + 1 > static_cast<size_t>(MAX_EVENT_NAME_LEN))
+            return perr(probe_err::GROUP_TOO_LONG, 0, offset);
+        std::string_view grp = text.substr(0, sep);
+        if (!is_good_system_name(grp))
+            return perr(probe_err::BAD_GROUP_NAME, 0, offset);
+        group = std::string(grp);
+        ev = text.substr(sep + 1);
+        offset += static_cast<int>(sep + 1);
+    }
+    if (ev.empty()) {
+        if (sep != std::string_view::npos)
+            return {};
+        return perr(probe_err::NO_EVENT_NAME, 0, offset);
+    }
+    if (ev.size() >= static_cast<size_t>(MAX_EVENT_NAME_LEN))
+        return perr(probe_err::EVENT_TOO_LONG, 0, offset);
+    if (!is_good_name(ev))
+        return perr(probe_err::BAD_EVENT_NAME, 0, offset);
+    event = std::string(ev);
+    return {};
+}
+
+std::string truncate_name(std::string s)
+{
+    if (s.size() > static_cast<size_t>(MAX_EVENT_NAME_LEN - 1))
+        s.resize(MAX_EVENT_NAME_LEN - 1);
+    return s;
+}
+
+bool tparg_entry_or_return(unsigned flags)
+{
+    if (!(flags & TPARG_FL_KERNEL))
+        return false;
+    return ((flags & TPARG_FL_FENTRY) != 0) != ((flags & TPARG_FL_RETURN) != 0);
+}
+
+// Fetch args argv[2..]: count limit, the $arg pre-check, then each argument.
+probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_definition &def)
+{
+    const size_t nargs = argv.size() - 2;
+    if (nargs > static_cast<size_t>(MAX_TRACE_ARGS))
+        return perr(probe_err::TOO_MANY_ARGS, 2, 0, E2BIG);
+
+    // "$arg..." tokens, checked before any argument like the kernel's meta-arg expansion.
+    bool var_args = false;
+    int last = -1;
+    for (size_t i = 0; i < nargs; i++) {
+        const std::string &tok = argv[i + 2];
+        if (!tok.starts_with("$arg"))
+            continue;
+        int idx = static_cast<int>(i + 2);
+        last = idx;
+        if (!tparg_entry_or_return(flags))
+            return perr(probe_err::NOFENTRY_ARGS, idx, 0);
+        if (tok.size() > 4 && is_digit(tok[4]))
+            continue;
+        if (tok.size() <= 4 || tok[4] != '*')
+            return perr(probe_err::BAD_VAR, idx, 0);
+        if (var_args)
+            return perr(probe_err::DOUBLE_ARGS, idx, 0);
+        var_args = true;
+    }
+    if (var_args) // $arg* needs the function's prototype (BTF in the kernel)
+        return perr(probe_err::NOSUP_BTFARG, last, 0, EOPNOTSUPP);
+
+    def.args.clear();
+    def.args.reserve(nargs);
+    uint32_t size = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        probe_arg a;
+        int idx = static_cast<int>(i + 2);
+        if (probe_error e = parse_probe_arg(argv[i + 2], idx, static_cast<int>(i), def.args,
+                                            flags, def.entry_args, a))
+            return e;
+        size += a.field_size();
+        if (size > static_cast<uint32_t>(MAX_PROBE_EVENT_SIZE))
+            return perr(probe_err::EVENT_TOO_BIG, idx, 0, E2BIG);
+        def.args.push_back(std::move(a));
+    }
+    def.args_size = layout_probe_args(def.args);
+    return {};
+}
+
+// ---- kprobe: p[:[GRP/][EV]] PLACE | r[N][:[GRP/][EV]] PLACE ------------------------------
+
+probe_error parse_kprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r'))
+        return not_mine();
+    def = probe_definition{};
+    def.kind = probe_kind::kprobe;
+    def.is_return = a0[0] == 'r';
+
+    size_t colon = a0.find(':');
+    std::string_view head = std::string_view(a0).substr(1, colon == std::string::npos
+                                                               ? std::string::npos
+                                                               : colon - 1);
+    if (!head.empty()) {
+        if (!is_digit(head[0]))
+            return perr(probe_err::BAD_MAXACT, 0, 1);
+        if (!def.is_return)
+            return perr(probe_err::BAD_MAXACT_TYPE, 0, 1);
+        if (head.size() > static_cast<size_t>(MAX_EVENT_NAME_LEN - 1))
+            return perr(probe_err::BAD_MAXACT, 0, 1);
+        unsigned long long n = 0;
+        if (kstrtoull(head, 0, n) || n == 0 || n > UINT_MAX)
+            return perr(probe_err::BAD_MAXACT, 0, 1);
+        if (n > static_cast<unsigned long long>(KRETPROBE_MAXACTIVE_MAX))
+            return perr(probe_err::MAXACT_TOO_BIG, 0, 1);
+        def.maxactive = static_cast<unsigned>(n);
+    }
+
+    // Place.
+    std::string_view place = argv[1];
+    unsigned long long addr = 0;
+    probe_place &pl = def.place;
+    if (kstrtoull(place, 0, addr) == 0) {
+        pl.kind = probe_place::form::address;
+        pl.address = static_cast<uintptr_t>(addr);
+    } else {
+        if (place.find('/') != std::string_view::npos && place.find(':') != std::string_view::npos)
+            return not_mine(); // an uprobe line
+        if (size_t pct = place.find('%'); pct != std::string_view::npos) {
+            if (place.substr(pct) != "%return")
+                return perr(probe_err::BAD_ADDR_SUFFIX, 1, static_cast<int>(pct));
+            def.is_return = true;
+            place = place.substr(0, pct);
+        }
+        if (kstrtoull(place, 0, addr) == 0) {
+            pl.kind = probe_place::form::address;
+            pl.address = static_cast<uintptr_t>(addr);
+        } else {
+            pl.kind = probe_place::form::symbol;
+            std::string_view sym = place;
+            if (size_t c = sym.find(':'); c != std::string_view::npos) {
+                pl.object = std::string(sym.substr(0, c));
+                sym = sym.substr(c + 1);
+                if (pl.object.empty())
+                    return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
+            }
+            long long off = 0;
+            if (size_t p = sym.find_first_of("+-"); p != std::string_view::npos) {
+                if (kstrtoll(sym.substr(p), 0, off) || off < 0 || off > UINT_MAX)
+                    return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
+                sym = sym.substr(0, p);
+            }
+            if (sym.empty())
+                return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
+            pl.symbol = std::string(sym);
+            pl.offset = static_cast<uint32_t>(off);
+        }
+    }
+
+    unsigned flags = TPARG_FL_KERNEL;
+    if (def.is_return)
+        flags |= TPARG_FL_RETURN;
+    bool known = opts.is_func_entry || pl.kind == probe_place::form::symbol;
+    bool entry = opts.is_func_entry ? opts.is_func_entry(pl)
+                                    : (pl.kind == probe_place::form::symbol && pl.offset == 0);
+    if (entry && !def.is_return)
+        flags |= TPARG_FL_FENTRY;
+    if (def.is_return && known && !entry)
+        return perr(probe_err::BAD_RETPROBE, 1, 0);
+    def.at_func_entry = entry;
+
+    // Event name.
+    if (colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    if (def.group.empty())
+        def.group = "kprobes";
+    if (def.event.empty()) {
+        char c = def.is_return ? 'r' : 'p';
+        std::string name;
+        if (pl.kind == probe_place::form::address)
+            name = std::string(1, c) + "_" + hex_padded(pl.address);
+        else
+            name = std::string(1, c) + "_" + pl.qualified_symbol() + "_" +
+                   std::to_string(pl.offset);
+        def.event = sanitize_event_name(truncate_name(std::move(name)));
+    }
+    return parse_args(argv, flags, def);
+}
+
+// ---- fprobe: f[:[GRP/][EV]] SYM[%return] -------------------------------------------------
+
+probe_error parse_fprobe(std::span<const std::string> argv, probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || a0[0] != 'f')
+        return not_mine();
+    def = probe_definition{};
+    def.kind = probe_kind::fprobe;
+    if (a0.size() > 1 && a0[1] != ':')
+        return perr(probe_err::BAD_MAXACT, 0, 1);
+
+    std::string_view place = argv[1];
+    if (size_t pct = place.find('%'); pct != std::string_view::npos) {
+        if (place.substr(pct) != "%return")
+            return perr(probe_err::BAD_ADDR_SUFFIX, 1, static_cast<int>(pct));
+        def.is_return = true;
+        place = place.substr(0, pct);
+    }
+    probe_place &pl = def.place;
+    pl.kind = probe_place::form::symbol;
+    std::string_view sym = place;
+    if (size_t c = sym.find(':'); c != std::string_view::npos) {
+        pl.object = std::string(sym.substr(0, c));
+        sym = sym.substr(c + 1);
+    }
+    unsigned long long dummy;
+    // fprobes sit on function entries: no offset, no raw address (ENOENT like the kernel's
+    // failed lookup of such a "symbol").
+    if (sym.empty() || sym.find_first_of("+-") != std::string_view::npos ||
+        (place.find(':') != std::string_view::npos && pl.object.empty()) ||
+        kstrtoull(sym, 0, dummy) == 0)
+        return perr(probe_err::BAD_PROBE_ADDR, 1, 0, ENOENT);
+    pl.symbol = std::string(sym);
+
+    // An argument reading $retval makes it an exit probe.
+    for (size_t i = 2; i < argv.size() && !def.is_return; i++) {
+        size_t p = argv[i].find("$retval");
+        if (p == std::string::npos)
+            continue;
+        char next = p + 7 < argv[i].size() ? argv[i][p + 7] : '\0';
+        if (!is_alnum(next) && next != '_')
+            def.is_return = true;
+    }
+    def.at_func_entry = true;
+
+    size_t colon = a0.find(':');
+    if (colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    if (def.group.empty())
+        def.group = "fprobes";
+    if (def.event.empty())
+        def.event = sanitize_event_name(truncate_name(
+            pl.qualified_symbol() + (def.is_return ? "__exit" : "__entry")));
+
+    unsigned flags = TPARG_FL_KERNEL | TPARG_FL_FPROBE |
+                     (def.is_return ? TPARG_FL_RETURN : TPARG_FL_FENTRY);
+    if (probe_error e = parse_args(argv, flags, def))
+        return e;
+    if (def.is_return && def.entry_args.size() > static_cast<size_t>(MAX_FPROBE_DATA_SIZE))
+        return perr(probe_err::TOO_MANY_EARGS, 2, 0, E2BIG);
+    return {};
+}
+
+// ---- uprobe: p|r[:[GRP/][EV]] PATH:OFFSET[%return][(REF)] --------------------------------
+
+probe_error parse_uprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r'))
+        return not_mine();
+    if (a0.size() > 1 && a0[1] != ':')
+        return not_mine();
+    const std::string &place = argv[1];
+    size_t last = place.rfind(':');
+    if (place.find('/') == std::string::npos || last == std::string::npos ||
+        last + 1 >= place.size() || !is_digit(place[last + 1]))
+        return not_mine();
+
+    def = probe_definition{};
+    def.kind = probe_kind::uprobe;
+    def.is_return = a0[0] == 'r';
+    probe_place &pl = def.place;
+    pl.kind = probe_place::form::file_offset;
+    pl.object = place.substr(0, last);
+
+    if (opts.check_files) {
+        struct stat st {};
+        if (stat(pl.object.c_str(), &st) != 0)
+            return perr(probe_err::FILE_NOT_FOUND, 1, 0, errno ? errno : ENOENT);
+        if (!S_ISREG(st.st_mode))
+            return perr(probe_err::NO_REGULAR_FILE, 1, 0);
+    }
+
+    std::string_view rest = std::string_view(place).substr(last + 1);
+    const int rest_off = static_cast<int>(last + 1);
+    if (size_t lp = rest.find('('); lp != std::string_view::npos) {
+        size_t rp = rest.find(')', lp);
+        if (rp == std::string_view::npos)
+            return perr(probe_err::REFCNT_OPEN_BRACE, 1, static_cast<int>(place.size()));
+        if (rp + 1 != rest.size())
+            return perr(probe_err::BAD_REFCNT_SUFFIX, 1, rest_off + static_cast<int>(rp + 1));
+        unsigned long long ref = 0;
+        if (int r = kstrtoull(rest.substr(lp + 1, rp - lp - 1), 0, ref))
+            return perr(probe_err::BAD_REFCNT, 1, rest_off + static_cast<int>(lp + 1), -r);
+        pl.ref_ctr_offset = ref;
+        rest = rest.substr(0, lp);
+    }
+    if (size_t pct = rest.find('%'); pct != std::string_view::npos) {
+        if (rest.substr(pct) != "%return")
+            return perr(probe_err::BAD_ADDR_SUFFIX, 1, rest_off + static_cast<int>(pct));
+        def.is_return = true;
+        rest = rest.substr(0, pct);
+    }
+    unsigned long long off = 0;
+    if (int r = kstrtoull(rest, 0, off))
+        return perr(probe_err::BAD_UPROBE_OFFS, 1, rest_off, -r);
+    pl.file_offset = off;
+
+    size_t colon = a0.find(':');
+    if (colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    if (def.group.empty())
+        def.group = "uprobes";
+    if (def.event.empty()) {
+        std::string tail = pl.object.substr(pl.object.rfind('/') + 1);
+        if (size_t cut = tail.find_first_of(".-_"); cut != std::string::npos)
+            tail.resize(cut);
+        def.event = sanitize_event_name(truncate_name("p_" + tail + "_" + hex(off)));
+    }
+    unsigned flags = TPARG_FL_USER | (def.is_return ? unsigned{TPARG_FL_RETURN} : 0u);
+    return parse_args(argv, flags, def);
+}
+
+const char *loc_of(probe_kind k)
+{
+    switch (k) {
+    case probe_kind::kprobe: return "trace_kprobe";
+    case probe_kind::fprobe: return "trace_fprobe";
+    case probe_kind::uprobe: return "trace_uprobe";
+    }
+    return "trace_kprobe";
+}
+
+bool args_match(std::span<const std::string> tokens, const probe_definition &def)
+{
+    if (tokens.size() > def.args.size())
+        return false;
+    for (size_t i = 0; i < tokens.size(); i++)
+        if (tokens[i] != def.args[i].name + "=" + def.args[i].comm)
+            return false;
+    return true;
+}
+
+} // namespace
+
+// ------------------------------------------------------------------------------------------
+
+std::string probe_place::qualified_symbol() const
+{
+    return object.empty() ? symbol : object + ":" + symbol;
+}
+
+std::string probe_place::text() const
+{
+    switch (kind) {
+    case form::address:
+        return hex_padded(address);
+    case form::file_offset: {
+        std::string s = object + ":" + hex_padded(file_offset);
+        if (ref_ctr_offset)
+            s += "(" + hex(ref_ctr_offset) + ")";
+        return s;
+    }
+    case form::symbol:
+        break;
+    }
+    std::string s = qualified_symbol();
+    if (offset)
+        s += "+" + std::to_string(offset);
+    return s;
+}
+
+char probe_definition::type_char() const
+{
+    if (kind == probe_kind::fprobe)
+        return 'f';
+    return is_return ? 'r' : 'p';
+}
+
+const char *probe_definition::error_loc() const { return loc_of(kind); }
+
+bool probe_definition::has_dynamic_args() const
+{
+    for (const auto &a : args)
+        if (a.dynamic)
+            return true;
+    return false;
+}
+
+std::string probe_definition::listing() const
+{
+    std::string s(1, type_char());
+    if (kind == probe_kind::kprobe && is_return && maxactive)
+        s += std::to_string(maxactive);
+    s += ":" + group + "/" + event + " ";
+    if (kind == probe_kind::fprobe)
+        s += place.qualified_symbol() + (is_return ? "%return" : "");
+    else
+        s += place.text();
+    for (const auto &a : args)
+        s += " " + a.name + "=" + a.comm;
+    return s;
+}
+
+bool delete_matches(const delete_request &req, const probe_definition &def)
+{
+    if (!req.event.empty() && req.event != def.event)
+        return false;
+    if (req.group && *req.group != def.group)
+        return false;
+    if (req.head.empty())
+        return true;
+    std::string place = def.kind == probe_kind::fprobe ? def.place.qualified_symbol()
+                                                       : def.place.text();
+    if (req.head[0] != place)
+        return false;
+    return args_match(std::span<const std::string>(req.head).subspan(1), def);
+}
+
+probe_error parse_probe_definition(std::span<const std::string> argv, const parse_options &opts,
+                                   probe_definition &out, const char **loc)
+{
+    if (argv.empty() || argv[0].empty())
+        return probe_error::plain(EINVAL);
+    probe_error e = not_mine();
+    if (opts.accept & ACCEPT_KPROBE) {
+        e = parse_kprobe(argv, opts, out);
+        if (loc)
+            *loc = "trace_kprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_UPROBE)) {
+        e = parse_uprobe(argv, opts, out);
+        if (loc)
+            *loc = "trace_uprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
+        e = parse_fprobe(argv, out);
+        if (loc)
+            *loc = "trace_fprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE)
+        return probe_error::plain(EINVAL); // nobody's line: EINVAL, nothing logged
+    return e;
+}
+
+probe_error parse_dynevent(std::span<const std::string> argv, const parse_options &opts,
+                           dynevent_command &out, const char **loc)
+{
+    if (argv.empty() || argv[0].empty())
+        return probe_error::plain(EINVAL);
+    const std::string &a0 = argv[0];
+    if (a0[0] != '-' && a0[0] != '!') {
+        out.kind = dynevent_command::type::create;
+        return parse_probe_definition(argv, opts, out.def, loc);
+    }
+    out.kind = dynevent_command::type::remove;
+    out.del = delete_request{};
+    std::string_view ev;
+    if (a0[0] == '-') {
+        if (a0.size() < 2 || a0[1] != ':')
+            return probe_error::plain(EINVAL);
+        ev = std::string_view(a0).substr(2);
+    } else {
+        size_t c = a0.find(':');
+        if (c == std::string::npos)
+            return probe_error::plain(EINVAL);
+        ev = std::string_view(a0).substr(c + 1);
+    }
+    if (size_t slash = ev.find('/'); slash != std::string_view::npos) {
+        out.del.group = std::string(ev.substr(0, slash));
+        ev = ev.substr(slash + 1);
+    }
+    if (!out.del.group && ev.empty())
+        return probe_error::plain(EINVAL);
+    out.del.event = std::string(ev);
+    out.del.head.assign(argv.begin() + 1, argv.end());
+    return {};
+}
+
+int parse_dynevent_logged(std::span<const std::string> argv, const parse_options &opts,
+                          error_log &log, dynevent_command &out)
+{
+    const char *loc = "trace_kprobe";
+    probe_error e = parse_dynevent(argv, opts, out, &loc);
+    if (e.logged())
+        log.append(loc, argv, e);
+    return -e.errnum;
+}
+
+probe_error check_append(std::span<const probe_definition *const> existing,
+                         const probe_definition &newdef)
+{
+    if (existing.empty())
+        return {};
+    const probe_definition &to = *existing[0];
+    if (to.kind != newdef.kind)
+        return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
+    if (to.is_return != newdef.is_return)
+        return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
+
+    // The kernel's trace_probe_compare_arg_type(): 1-based position of the first difference.
+    size_t a = newdef.args.size(), b = to.args.size(), diff = 0;
+    if (a != b) {
+        diff = (a < b ? a : b) + 1;
+    } else {
+        for (size_t i = 0; i < a; i++) {
+            const auto &x = newdef.args[i], &y = to.args[i];
+            if (x.type != y.type || x.count != y.count || x.name != y.name) {
+                diff = i + 1;
+                break;
+            }
+        }
+    }
+    if (diff)
+        return perr(probe_err::DIFF_ARG_TYPE, static_cast<int>(diff + 1), 0, EEXIST);
+
+    for (const probe_definition *p : existing) {
+        if (p->place.text() != newdef.place.text() || p->args.size() != newdef.args.size())
+            continue;
+        bool same = true;
+        for (size_t i = 0; i < p->args.size() && same; i++)
+            same = p->args[i].comm == newdef.args[i].comm;
+        if (same)
+            return perr(probe_err::SAME_PROBE, 0, 0, EEXIST);
+    }
+    return {};
+}
+
+probe_error registration_error(probe_err err, int errnum)
+{
+    return perr(err, 1, 0, errnum < 0 ? -errnum : errnum);
+}
+
+std::vector<std::string> argv_split(std::string_view line)
+{
+    std::vector<std::string> argv;
+    size_t i = 0;
+    while (i < line.size()) {
+        while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i])))
+            i++;
+        size_t start = i;
+        while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i])))
+            i++;
+        if (i > start)
+            argv.emplace_back(line.substr(start, i - start));
+    }
+    return argv;
+}
+
+std::string sanitize_event_name(std::string name)
+{
+    for (char &c : name)
+        if (!is_alnum(c) && c != '_')
+            c = '_';
+    return name;
+}
+
+int trace_parse_run_command(std::string_view buf,
+                            const std::function<int(std::span<const std::string>)> &create)
+{
+    size_t pos = 0;
+    while (pos < buf.size()) {
+        size_t nl = buf.find('\n', pos);
+        std::string_view line = nl == std::string_view::npos ? buf.substr(pos)
+                                                             : buf.substr(pos, nl - pos);
+        // WRITE_BUFSIZE - 2 characters with the '\n', one more for an unterminated last line.
+        size_t limit = static_cast<size_t>(WRITE_BUFSIZE) - (nl == std::string_view::npos ? 1 : 2);
+        if (line.size() > limit)
+            return -EINVAL;
+        pos = nl == std::string_view::npos ? buf.size() : nl + 1;
+        if (size_t hash = line.find('#'); hash != std::string_view::npos)
+            line = line.substr(0, hash);
+        std::vector<std::string> argv = argv_split(line);
+        if (argv.empty())
+            continue;
+        if (int r = create(argv))
+            return r < 0 ? r : -r;
+    }
+    return 0;
+}
+
+} // namespace dprobe

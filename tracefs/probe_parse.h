@@ -1,0 +1,140 @@
+// dynamic_events command lines -> probe definitions (the parse half of the kernel's
+// trace_kprobe.c, trace_fprobe.c and trace_uprobe.c), as a pure library: nothing here
+// registers a probe or looks a symbol up. The registering code takes a probe_definition,
+// resolves and arms it, and reports registration failures (BAD_PROBE_ADDR,
+// NON_UNIQ_SYMBOL, BAD_INSN_BNDRY, FAIL_REG_PROBE, BAD_RETPROBE) through the same
+// probe_error / error_log plumbing, e.g. error_log.append(def.error_loc(), argv,
+// registration_error(probe_err::BAD_PROBE_ADDR, -ENOENT)).
+#pragma once
+
+#include "tracefs/error_log.h"
+#include "tracefs/fetch_arg.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dprobe {
+
+enum class probe_kind : uint8_t {
+    kprobe, // p / r on sym[+off], lib:sym[+off] or an address
+    fprobe, // f on a function entry / exit
+    uprobe, // p / r on /path/to/file:0xoffset
+};
+
+struct probe_place {
+    enum class form : uint8_t { symbol, address, file_offset };
+    form kind = form::symbol;
+    std::string object;      // "libc.so.6" of lib:sym; the path of a file_offset place
+    std::string symbol;      // without object and offset
+    uint32_t offset = 0;     // symbol offset (kprobe)
+    uintptr_t address = 0;   // form::address
+    uint64_t file_offset = 0;           // form::file_offset
+    uint64_t ref_ctr_offset = 0;        // uprobe "(REF)" semaphore offset, 0 = none
+
+    // "lib:sym" or "sym" (the kernel's trace_kprobe_symbol()).
+    std::string qualified_symbol() const;
+    // The place as the listing shows it and a delete request matches it:
+    // "sym", "sym+4", "lib:sym", "0x0000000000401000", "/bin/zsh:0x0000000000046420(0x10)".
+    std::string text() const;
+};
+
+struct probe_definition {
+    probe_kind kind = probe_kind::kprobe;
+    bool is_return = false;
+    bool at_func_entry = false; // $argN readable from registers (kprobe at offset 0, fprobe)
+    unsigned maxactive = 0;     // r<N>, 0 = default
+    std::string group, event;
+    probe_place place;
+    std::vector<probe_arg> args;
+    uint32_t args_size = 0;     // fixed part of the args in a record
+    entry_arg_table entry_args; // function args a return probe saves at entry
+
+    // 'p', 'r' or 'f'.
+    char type_char() const;
+    // "trace_kprobe", "trace_fprobe" or "trace_uprobe": the error_log location.
+    const char *error_loc() const;
+    // The dynamic_events line (no trailing newline): "p:kprobes/myprobe do_sys_open dfd=%ax".
+    std::string listing() const;
+    // Bytes of entry data a return probe needs (0 when no $argN on exit).
+    size_t entry_data_size() const { return entry_args.size(); }
+    bool has_dynamic_args() const;
+};
+
+// A "-:[GRP/][EVENT] [PLACE [ARGS]]" or "!...:[GRP/]EVENT" line.
+struct delete_request {
+    std::optional<std::string> group; // absent: any group
+    std::string event;                // empty: every event (of GROUP)
+    std::vector<std::string> head;    // optional place and "name=comm" args to match
+};
+// Whether REQ selects DEF (the kernel's ->match()).
+bool delete_matches(const delete_request &req, const probe_definition &def);
+
+// Which kinds a file accepts: kprobe_events, uprobe_events, dynamic_events.
+enum : unsigned {
+    ACCEPT_KPROBE = 1u << 0,
+    ACCEPT_UPROBE = 1u << 1,
+    ACCEPT_FPROBE = 1u << 2,
+    ACCEPT_DYNAMIC = ACCEPT_KPROBE | ACCEPT_UPROBE | ACCEPT_FPROBE,
+};
+
+struct parse_options {
+    unsigned accept = ACCEPT_DYNAMIC;
+    // Whether a kprobe place is a function entry (the kernel's kprobe_on_func_entry). Unset:
+    // a symbol at offset 0 is, an address is not known to be (return probes on it are let
+    // through for the registering code to check).
+    std::function<bool(const probe_place &)> is_func_entry;
+    // Check that an uprobe path exists and is a regular file (FILE_NOT_FOUND / NO_REGULAR_FILE).
+    bool check_files = true;
+};
+
+struct dynevent_command {
+    enum class type : uint8_t { create, remove };
+    type kind = type::create;
+    probe_definition def; // kind == create
+    delete_request del;   // kind == remove
+};
+
+// Parses one command (already split into ARGV). On failure returns the error; *LOC (when
+// given) is set to the error_log location of the parser that rejected it. Errors with
+// err == NONE are not logged (ECANCELED lines become EINVAL, delete syntax errors).
+probe_error parse_dynevent(std::span<const std::string> argv, const parse_options &opts,
+                           dynevent_command &out, const char **loc = nullptr);
+
+// The same, logging a rejected command to LOG. Returns 0 or -errno.
+int parse_dynevent_logged(std::span<const std::string> argv, const parse_options &opts,
+                          error_log &log, dynevent_command &out);
+
+// Parses a create command only (the kernel's per-kind create functions in turn).
+probe_error parse_probe_definition(std::span<const std::string> argv, const parse_options &opts,
+                                   probe_definition &out, const char **loc = nullptr);
+
+// The kernel's append rules (§3.6): adding NEWDEF to an event that already holds EXISTING
+// probes (non-empty, same group/event). Returns EVENT_EXIST (another kind), DIFF_PROBE_TYPE
+// (entry vs return), DIFF_ARG_TYPE (index of the first differing argument), SAME_PROBE, or
+// success.
+probe_error check_append(std::span<const probe_definition *const> existing,
+                         const probe_definition &newdef);
+
+// An error found while registering a parsed probe, pointed at the place (argv[1]):
+// BAD_PROBE_ADDR, NON_UNIQ_SYMBOL, BAD_INSN_BNDRY, FAIL_REG_PROBE, BAD_RETPROBE.
+probe_error registration_error(probe_err err, int errnum);
+
+// argv_split(): tokens separated by whitespace (quotes are not special).
+std::vector<std::string> argv_split(std::string_view line);
+
+// Sanitizes an automatically built event name (':', '.', '*' and other non-identifier
+// characters become '_').
+std::string sanitize_event_name(std::string name);
+
+// The kernel's trace_parse_run_command(): splits BUF into lines, strips '#' comments, splits
+// each line into argv and calls CREATE for each non-empty one, stopping at the first failure.
+// A line longer than 4094 bytes fails with -EINVAL. Returns 0 or the failing -errno.
+int trace_parse_run_command(std::string_view buf,
+                            const std::function<int(std::span<const std::string>)> &create);
+
+} // namespace dprobe
