@@ -76,7 +76,7 @@ extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
         dispatch_exit(t);
         return;
     }
-    const uintptr_t tramp = arch::return_to_handler();
+    const uintptr_t tramp = arch::return_to_handler_addr;
     const uintptr_t sp = fregs->regs.sp;
     auto *retp = reinterpret_cast<uintptr_t *>(sp);
     const uintptr_t ip = site->ip;
@@ -111,7 +111,7 @@ extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
                 // The data size travels in the frame: the ops may be reused with another
                 // size by the time this frame returns.
                 t->shadow[w] = reinterpret_cast<unsigned long>(o);
-                t->shadow[w + 1] = (gen << 8) | o->data_words;
+                t->shadow[w + 1] = (gen << 16) | o->data_words;
                 w += 2 + o->data_words;
                 ++accepted;
             }
@@ -137,7 +137,7 @@ extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
 extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs) noexcept
 {
     task_ctx *t = peek_task_ctx();
-    const uintptr_t tramp = arch::return_to_handler();
+    const uintptr_t tramp = arch::return_to_handler_addr;
     const uintptr_t slot = fregs->regs.sp - 8;
     if (unlikely(!t))
         __builtin_trap(); // a hooked return always has a frame on this thread
@@ -165,9 +165,9 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
         unsigned long *w = f + sf_users;
         for (uint32_t i = 0; i < users; ++i) {
             auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
-            const unsigned long words = w[1] & 0xff;
+            const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
-            if ((o->gen.load(std::memory_order_acquire) << 8 >> 8) == (w[1] >> 8))
+            if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16))
                 o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
             w += 2 + words;
         }

@@ -11,7 +11,6 @@
 namespace dprobe {
 namespace {
 
-__thread task_ctx *tls_ctx __attribute__((tls_model("initial-exec")));
 std::atomic<task_ctx *> ctx_head{nullptr};
 pthread_key_t exit_key;
 pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -19,8 +18,8 @@ pthread_once_t key_once = PTHREAD_ONCE_INIT;
 void on_thread_exit(void *p)
 {
     auto *t = static_cast<task_ctx *>(p);
-    if (tls_ctx == t)
-        tls_ctx = nullptr;
+    if (tls_task_ctx == t)
+        tls_task_ctx = nullptr;
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->in_use.store(0, std::memory_order_release);
@@ -31,7 +30,7 @@ void on_thread_exit(void *p)
 void after_fork_child()
 {
     for (task_ctx *t = ctx_head.load(); t; t = t->next) {
-        if (t == tls_ctx) {
+        if (t == tls_task_ctx) {
             t->tid = static_cast<pid_t>(syscall(SYS_gettid));
             continue;
         }
@@ -58,7 +57,11 @@ task_ctx *claim_free() noexcept
     return nullptr;
 }
 
-task_ctx *alloc_ctx() noexcept
+} // namespace
+
+__thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
+
+task_ctx *alloc_task_ctx() noexcept
 {
     pthread_once(&key_once, make_key);
     task_ctx *t = claim_free();
@@ -79,10 +82,12 @@ task_ctx *alloc_ctx() noexcept
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    tls_ctx = t;
+    tls_task_ctx = t;
     pthread_setspecific(exit_key, t);
     return t;
 }
+
+namespace {
 
 bool membarrier_ready()
 {
@@ -105,20 +110,12 @@ void full_barrier_everywhere()
 
 } // namespace
 
-task_ctx *current_task_ctx() noexcept
-{
-    task_ctx *t = tls_ctx;
-    return t ? t : alloc_ctx();
-}
-
-task_ctx *peek_task_ctx() noexcept { return tls_ctx; }
-
 task_ctx *task_ctx_list() noexcept { return ctx_head.load(std::memory_order_acquire); }
 
 void synchronize_dispatch()
 {
     full_barrier_everywhere();
-    task_ctx *self = tls_ctx;
+    task_ctx *self = tls_task_ctx;
     for (task_ctx *t = ctx_head.load(std::memory_order_acquire); t; t = t->next) {
         if (t == self)
             continue; // a handler unregistering its own probe: it is not "inside" for itself

@@ -41,10 +41,17 @@ struct task_ctx {
     unsigned long shadow[shadow_stack_words];
 };
 
+extern __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
+task_ctx *alloc_task_ctx() noexcept;
+
 // The calling thread's context, allocated on first use; nullptr only if mmap fails.
-task_ctx *current_task_ctx() noexcept;
+inline task_ctx *current_task_ctx() noexcept
+{
+    task_ctx *t = tls_task_ctx;
+    return __builtin_expect(t != nullptr, 1) ? t : alloc_task_ctx();
+}
 // The calling thread's context if it has one.
-task_ctx *peek_task_ctx() noexcept;
+inline task_ctx *peek_task_ctx() noexcept { return tls_task_ctx; }
 
 // Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
 task_ctx *task_ctx_list() noexcept;

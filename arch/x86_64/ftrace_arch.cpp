@@ -145,6 +145,8 @@ unsigned vector_size() noexcept
     return v;
 }
 
+uintptr_t return_to_handler_addr = return_to_handler();
+
 uintptr_t ftrace_caller() noexcept
 {
     switch (vector_size()) {

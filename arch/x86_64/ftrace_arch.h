@@ -43,6 +43,8 @@ void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noex
 // The fentry and return trampolines for this CPU's vector registers.
 uintptr_t ftrace_caller() noexcept;
 uintptr_t return_to_handler() noexcept;
+// The same, as a variable for the hot path (set before any site is enabled).
+extern uintptr_t return_to_handler_addr;
 // Bytes saved per vector register (16 xmm, 32 ymm, 64 zmm).
 unsigned vector_size() noexcept;
 

@@ -29,8 +29,6 @@
 #define FREGS_VEC 168
 #define FREGS_VEC_SIZE 176
 /* trampoline-private */
-#define FR_MXCSR 184     /* 4 bytes: MXCSR at entry */
-#define FR_MXCSR_NOW 188 /* 4 bytes: scratch */
 #define FR_X87_COUNT 192 /* return trampoline: x87 registers saved (0-2) */
 #define FR_X87 208       /* two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
 #define FR_VEC 240       /* vector save area */

@@ -10,7 +10,9 @@
  * Everything the probed code can observe is preserved: all caller-saved general registers
  * (the caller may rely on a callee's known clobbers with -fipa-ra), the vector argument
  * registers at full width, the arithmetic flags (with lahf/seto instead of the slow popf),
- * MXCSR, and at return the x87 stack (long double results).
+ * and at return the x87 stack (long double results). MXCSR is not saved: stmxcsr costs
+ * more than everything else here together, and like any called function a handler keeps
+ * the control bits (callee-saved) but may raise sticky exception flags.
  */
 #include "arch/x86_64/ftrace_frame.h"
 
@@ -50,16 +52,6 @@
 	.endif
 .endm
 
-/* Restores MXCSR only if the handlers changed it: ldmxcsr is not free. */
-.macro RESTORE_MXCSR
-	stmxcsr FR_MXCSR_NOW(%rsp)
-	mov FR_MXCSR_NOW(%rsp), %eax
-	cmp FR_MXCSR(%rsp), %eax
-	je 1f
-	ldmxcsr FR_MXCSR(%rsp)
-1:
-.endm
-
 .macro FTRACE_CALLER vsize
 	.globl dprobe_ftrace_caller_\vsize
 	.hidden dprobe_ftrace_caller_\vsize
@@ -85,7 +77,6 @@ dprobe_ftrace_caller_\vsize:
 	mov %rbp, PTR_BP(%rsp)
 	mov %rbx, PTR_BX(%rsp)
 	.cfi_rel_offset rbx, PTR_BX
-	stmxcsr FR_MXCSR(%rsp)
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	SAVE_VEC \vsize, 2
@@ -113,7 +104,6 @@ dprobe_ftrace_caller_\vsize:
 	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
 	mov PTR_IP(%rsp), %rax
 	mov %rax, ENTRY_FRAME(\vsize)(%rsp)
-	RESTORE_MXCSR
 	RESTORE_VEC \vsize, 0
 	RESTORE_VEC \vsize, 1
 	RESTORE_VEC \vsize, 2
@@ -175,7 +165,6 @@ dprobe_return_to_handler_\vsize:
 	mov %rbp, PTR_BP(%rsp)
 	mov %rbx, PTR_BX(%rsp)
 	.cfi_rel_offset rbx, PTR_BX
-	stmxcsr FR_MXCSR(%rsp)
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	lea FR_VEC(%rsp), %rax
@@ -216,7 +205,6 @@ dprobe_return_to_handler_\vsize:
 4:
 	fldt FR_X87(%rsp)
 3:
-	RESTORE_MXCSR
 	RESTORE_VEC \vsize, 0
 	RESTORE_VEC \vsize, 1
 	mov PTR_DX(%rsp), %rdx
@@ -232,9 +220,12 @@ dprobe_return_to_handler_\vsize:
 	.cfi_restore rbx
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
-	lea RET_FRAME(\vsize)(%rsp), %rsp
-	.cfi_def_cfa rsp, 8
-	ret
+	lea RET_FRAME(\vsize) + 8(%rsp), %rsp
+	.cfi_def_cfa rsp, 0
+	/* jmp, not ret: the probed function's ret already consumed the return stack buffer
+	 * entry of its caller's call; another ret would mispredict every return after it.
+	 * The address sits in the red zone, which signal delivery does not touch. */
+	jmp *-8(%rsp)
 	.cfi_endproc
 	.size dprobe_return_to_handler_\vsize, . - dprobe_return_to_handler_\vsize
 .endm

@@ -1,0 +1,6 @@
+#include "targets.h"
+__attribute__((noinline)) unsigned long bench_plain(unsigned long x)
+{
+    __asm__ volatile("" : "+r"(x));
+    return x + 1;
+}
