@@ -12,10 +12,8 @@
 #include <mutex>
 #include <sys/prctl.h>
 
-#if __has_include("core/signal_chain.h")
+#include "core/compiler.h"
 #include "core/signal_chain.h"
-#define DPROBE_HAVE_SIGNAL_CHAIN 1
-#endif
 
 namespace dprobe {
 
@@ -682,12 +680,12 @@ namespace {
 
 constexpr const char hexdig[] = "0123456789abcdef";
 
-inline bool read_word(unsigned long &val, uintptr_t addr) noexcept
+DPROBE_NOPROBE inline bool read_word(unsigned long &val, uintptr_t addr) noexcept
 {
     return copy_from_user_nofault(&val, reinterpret_cast<const void *>(addr), sizeof(val)) == 0;
 }
 
-inline unsigned long reg_at(const pt_regs *regs, uint32_t off) noexcept
+DPROBE_NOPROBE inline unsigned long reg_at(const pt_regs *regs, uint32_t off) noexcept
 {
     if (off > offsetof(pt_regs, ss))
         return 0;
@@ -697,7 +695,7 @@ inline unsigned long reg_at(const pt_regs *regs, uint32_t off) noexcept
 }
 
 // Function argument N (0-based) at function entry, SysV x86-64.
-inline bool read_arg(const fetch_context &ctx, uint32_t n, unsigned long &val) noexcept
+DPROBE_NOPROBE inline bool read_arg(const fetch_context &ctx, uint32_t n, unsigned long &val) noexcept
 {
     const pt_regs *regs = ctx.regs;
     if (!regs)
@@ -716,7 +714,7 @@ inline bool read_arg(const fetch_context &ctx, uint32_t n, unsigned long &val) n
 }
 
 // Stage 1. False when the value cannot be read.
-inline bool fetch_stage1(const fetch_insn *&code, const fetch_prog &prog,
+DPROBE_NOPROBE inline bool fetch_stage1(const fetch_insn *&code, const fetch_prog &prog,
                          const fetch_context &ctx, unsigned long &val) noexcept
 {
     if (code->op == fetch_op::NOP_SYMBOL)
@@ -764,12 +762,12 @@ inline bool fetch_stage1(const fetch_insn *&code, const fetch_prog &prog,
     }
 }
 
-inline void store_raw(uint8_t *dest, unsigned long val, uint8_t size) noexcept
+DPROBE_NOPROBE inline void store_raw(uint8_t *dest, unsigned long val, uint8_t size) noexcept
 {
     std::memcpy(dest, &val, size <= sizeof(val) ? size : sizeof(val)); // little-endian
 }
 
-inline void apply_bitfield(const fetch_insn *bf, uint8_t *dest) noexcept
+DPROBE_NOPROBE inline void apply_bitfield(const fetch_insn *bf, uint8_t *dest) noexcept
 {
     switch (bf->basesize) {
     case 1: {
@@ -806,7 +804,7 @@ inline void apply_bitfield(const fetch_insn *bf, uint8_t *dest) noexcept
 }
 
 // "0x<hex>" into buf; returns the length.
-size_t print_hex(char *buf, size_t len, uintptr_t v) noexcept
+DPROBE_NOPROBE size_t print_hex(char *buf, size_t len, uintptr_t v) noexcept
 {
     char tmp[2 + 16 + 1];
     size_t n = 0;
@@ -827,7 +825,7 @@ size_t print_hex(char *buf, size_t len, uintptr_t v) noexcept
 
 // Stores one string element. DEST NULL = length pass. Returns the bytes used (incl. NUL),
 // 0 on a fault.
-size_t store_string(const fetch_insn *st, unsigned long val, const fetch_context &ctx,
+DPROBE_NOPROBE size_t store_string(const fetch_insn *st, unsigned long val, const fetch_context &ctx,
                     uint8_t *record, uint8_t *dl, size_t dyn_off, size_t avail) noexcept
 {
     const uintptr_t addr = val + static_cast<uintptr_t>(st->offset);
@@ -869,7 +867,7 @@ size_t store_string(const fetch_insn *st, unsigned long val, const fetch_context
 }
 
 // Runs PROG; RECORD NULL = length pass (returns the dynamic bytes it would use).
-size_t run_prog(const fetch_prog &prog, const fetch_context &ctx, uint8_t *record,
+DPROBE_NOPROBE size_t run_prog(const fetch_prog &prog, const fetch_context &ctx, uint8_t *record,
                 size_t field_off, size_t dyn_off, size_t dyn_avail) noexcept
 {
     uint8_t *dest = record ? record + field_off : nullptr;
@@ -971,7 +969,7 @@ __attribute__((tls_model("initial-exec"))) thread_local comm_cache current_comm;
 
 } // namespace
 
-const char *fetch_current_comm() noexcept
+DPROBE_NOPROBE const char *fetch_current_comm() noexcept
 {
     comm_cache &c = current_comm;
     if (__builtin_expect(!c.valid, 0)) {
@@ -985,7 +983,7 @@ const char *fetch_current_comm() noexcept
     return c.name;
 }
 
-size_t fetch_run(const fetch_prog &prog, const fetch_context &ctx, uint8_t *record,
+DPROBE_NOPROBE size_t fetch_run(const fetch_prog &prog, const fetch_context &ctx, uint8_t *record,
                  size_t field_off, size_t dyn_off, size_t dyn_avail) noexcept
 {
     if (!record)
@@ -993,12 +991,12 @@ size_t fetch_run(const fetch_prog &prog, const fetch_context &ctx, uint8_t *reco
     return run_prog(prog, ctx, record, field_off, dyn_off, dyn_avail);
 }
 
-size_t fetch_dynamic_size(const fetch_prog &prog, const fetch_context &ctx) noexcept
+DPROBE_NOPROBE size_t fetch_dynamic_size(const fetch_prog &prog, const fetch_context &ctx) noexcept
 {
     return run_prog(prog, ctx, nullptr, 0, 0, SIZE_MAX);
 }
 
-size_t store_trace_args(std::span<const probe_arg> args, uint32_t args_size,
+DPROBE_NOPROBE size_t store_trace_args(std::span<const probe_arg> args, uint32_t args_size,
                         const fetch_context &ctx, uint8_t *record, size_t args_off,
                         size_t capacity) noexcept
 {
@@ -1012,7 +1010,7 @@ size_t store_trace_args(std::span<const probe_arg> args, uint32_t args_size,
     return dyn;
 }
 
-size_t trace_args_dynamic_size(std::span<const probe_arg> args, const fetch_context &ctx) noexcept
+DPROBE_NOPROBE size_t trace_args_dynamic_size(std::span<const probe_arg> args, const fetch_context &ctx) noexcept
 {
     size_t n = 0;
     for (const auto &a : args)
@@ -1021,7 +1019,7 @@ size_t trace_args_dynamic_size(std::span<const probe_arg> args, const fetch_cont
     return n;
 }
 
-void store_entry_args(const entry_arg_table &eargs, const pt_regs *regs, void *edata) noexcept
+DPROBE_NOPROBE void store_entry_args(const entry_arg_table &eargs, const pt_regs *regs, void *edata) noexcept
 {
     auto *out = static_cast<unsigned char *>(edata);
     fetch_context ctx;
@@ -1034,7 +1032,6 @@ void store_entry_args(const entry_arg_table &eargs, const pt_regs *regs, void *e
     }
 }
 
-#ifdef DPROBE_HAVE_SIGNAL_CHAIN
 void fetch_install_fault_handler()
 {
     static std::once_flag once;
@@ -1043,40 +1040,5 @@ void fetch_install_fault_handler()
         signal_chain_add_hook(SIGBUS, uaccess_fixup_fault);
     });
 }
-#else
-namespace {
-struct sigaction prev_segv, prev_bus;
-
-void nofault_handler(int sig, siginfo_t *si, void *ucv)
-{
-    if (uaccess_fixup_fault(sig, si, static_cast<ucontext_t *>(ucv)))
-        return;
-    const struct sigaction &p = sig == SIGSEGV ? prev_segv : prev_bus;
-    if ((p.sa_flags & SA_SIGINFO) && p.sa_sigaction) {
-        p.sa_sigaction(sig, si, ucv);
-        return;
-    }
-    if (!(p.sa_flags & SA_SIGINFO) && p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
-        p.sa_handler(sig);
-        return;
-    }
-    signal(sig, SIG_DFL); // the fault re-executes and takes the default action
-}
-} // namespace
-
-// Without the process signal chain: a plain handler that chains to the previous one.
-void fetch_install_fault_handler()
-{
-    static std::once_flag once;
-    std::call_once(once, [] {
-        struct sigaction sa {};
-        sa.sa_sigaction = nofault_handler;
-        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGSEGV, &sa, &prev_segv);
-        sigaction(SIGBUS, &sa, &prev_bus);
-    });
-}
-#endif
 
 } // namespace dprobe
