@@ -64,7 +64,7 @@ struct ftrace_ops {
     // A hit this ops did not handle: recursion, or no room on the shadow stack.
     void (*missed)(ftrace_ops *ops) = nullptr;
     void *priv = nullptr;
-    uint32_t data_words = 0; // entry data handed to entry() and exit()
+    uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};
 };
