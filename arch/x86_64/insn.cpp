@@ -95,8 +95,9 @@ insn::kind classify(const ZydisDecodedInstruction &zi) noexcept
         return insn::endbr;
     default: break;
     }
-    if (zi.meta.category == ZYDIS_CATEGORY_COND_BR)
-        return rel ? insn::jcc_rel : insn::other;
+    if (zi.meta.category == ZYDIS_CATEGORY_COND_BR || rel)
+        return rel && zi.encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY ? insn::jcc_rel
+                                                                       : insn::odd_branch;
     if (zi.attributes & ZYDIS_ATTRIB_IS_PRIVILEGED)
         return insn::privileged;
     return insn::other;
@@ -219,11 +220,14 @@ std::optional<insn> insn_decode(const void *code, size_t avail, uintptr_t addr) 
     case insn::xbegin:
     case insn::iret:
     case insn::sysret:
+    case insn::odd_branch:
         i.is_branch = true;
         break;
     default:
         break;
     }
+    i.branch_opsize_prefix = (i.is_branch || i.k == insn::loop_rel) && i.k != insn::far_branch &&
+                             (zi.attributes & ZYDIS_ATTRIB_HAS_OPERANDSIZE);
     i.pushes_flags = zi.mnemonic == ZYDIS_MNEMONIC_PUSHF || zi.mnemonic == ZYDIS_MNEMONIC_PUSHFQ ||
                      zi.mnemonic == ZYDIS_MNEMONIC_PUSHFD;
     i.pops_flags = zi.mnemonic == ZYDIS_MNEMONIC_POPF || zi.mnemonic == ZYDIS_MNEMONIC_POPFQ ||
@@ -285,8 +289,11 @@ const char *insn_ool_refusal(const insn &i) noexcept
     case insn::far_branch: return "far branch";
     case insn::xbegin: return "xbegin (transaction abort path)";
     case insn::privileged: return "privileged instruction";
+    case insn::odd_branch: return "relative branch of an unsupported ISA extension";
     default: break;
     }
+    if (i.branch_opsize_prefix)
+        return "operand-size prefix on a branch (vendor-dependent)";
     if (i.is_eip_relative)
         return "eip-relative operand";
     if (i.k == insn::call_indirect && !i.ind_is_mem && i.ind_reg < 0)
@@ -304,6 +311,8 @@ bool insn_can_boost(const insn &i) noexcept
 
 bool insn_can_emulate(const insn &i) noexcept
 {
+    if (i.branch_opsize_prefix)
+        return false;
     switch (i.k) {
     case insn::call_rel:
     case insn::jmp_rel:

@@ -35,6 +35,7 @@ struct insn {
         xbegin,        // xbegin rel (RTM: aborts land on a relative fallback)
         endbr,         // endbr64 / endbr32
         privileged,    // ring-0 only (faults in user space)
+        odd_branch,    // other relative branches (e.g. VEX-encoded mask jumps of Xeon Phi)
     };
 
     uintptr_t addr = 0;
@@ -78,13 +79,17 @@ struct insn {
     bool pops_flags = false;        // popf/iret: may change TF
     bool has_segment_fs_gs = false; // memory operand through fs/gs
     bool is_privileged = false;
+    // A 0x66 prefix on a near branch/call/ret: Intel ignores it in 64-bit mode, AMD truncates
+    // the target to 16 bits (and reads a rel16). Never emitted by compilers; not relocated.
+    bool branch_opsize_prefix = false;
 
     uint16_t mnemonic = 0;          // ZydisMnemonic
 
     uintptr_t next() const noexcept { return addr + len; }
     bool is_relative_branch() const noexcept
     {
-        return k == call_rel || k == jmp_rel || k == jcc_rel || k == loop_rel || k == xbegin;
+        return k == call_rel || k == jmp_rel || k == jcc_rel || k == loop_rel || k == xbegin ||
+               k == odd_branch;
     }
     // Control never falls through to next() (jmp, ret, ...).
     bool is_unconditional_exit() const noexcept;

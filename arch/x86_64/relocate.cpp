@@ -14,15 +14,39 @@ constexpr int fail(relocate_error::code_t c) { return -static_cast<int>(c); }
 
 bool fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
-// Encodes REQ (absolute targets) for address AT at OUT+*LEN, advancing *LEN.
-bool encode_at(ZydisEncoderRequest &req, uintptr_t at, uint8_t *out, size_t cap,
-               size_t *len) noexcept
+// Encodes REQ for address AT at OUT+*LEN, advancing *LEN. REQ holds relative values.
+bool encode_at(const ZydisEncoderRequest &req, uint8_t *out, size_t cap, size_t *len) noexcept
 {
     ZyanUSize n = cap - *len;
-    if (!ZYAN_SUCCESS(ZydisEncoderEncodeInstructionAbsolute(&req, out + *len, &n, at + *len)))
+    if (!ZYAN_SUCCESS(ZydisEncoderEncodeInstruction(&req, out + *len, &n)))
         return false;
     *len += n;
     return true;
+}
+
+// Encodes REQ, whose relative field REL (a branch immediate or a RIP displacement) must make
+// the instruction reach ABS from address AT + *LEN. Zydis' absolute mode mispredicts the
+// length with some prefixes (bnd), so encode once to learn the length, then with the final
+// value, and insist the length did not change.
+// Returns 0, or a negative relocate_error code (out_of_range when ABS is not reachable).
+int encode_relative(ZydisEncoderRequest &req, int64_t &rel, uintptr_t abs, uintptr_t at,
+                    uint8_t *out, size_t cap, size_t *len) noexcept
+{
+    const uintptr_t here = at + *len;
+    size_t trial = *len;
+    rel = 0;
+    if (!encode_at(req, out, cap, &trial))
+        return fail(relocate_error::encode_failed);
+    const size_t n = trial - *len;
+    const int64_t v = static_cast<int64_t>(abs - (here + n));
+    if (!fits_i32(v))
+        return fail(relocate_error::out_of_range);
+    rel = v;
+    trial = *len;
+    if (!encode_at(req, out, cap, &trial) || trial - *len != n)
+        return fail(relocate_error::encode_failed);
+    *len = trial;
+    return 0;
 }
 
 ZydisEncoderRequest request(ZydisMnemonic m) noexcept
@@ -34,8 +58,8 @@ ZydisEncoderRequest request(ZydisMnemonic m) noexcept
     return req;
 }
 
-// jmp/call rel32 to an absolute target.
-bool encode_branch32(ZydisMnemonic m, uintptr_t target, uintptr_t at, uint8_t *out, size_t cap,
+// jmp/call rel32 to an absolute target; 0 or a negative relocate_error code.
+int encode_branch32(ZydisMnemonic m, uintptr_t target, uintptr_t at, uint8_t *out, size_t cap,
                      size_t *len) noexcept
 {
     auto req = request(m);
@@ -43,8 +67,7 @@ bool encode_branch32(ZydisMnemonic m, uintptr_t target, uintptr_t at, uint8_t *o
     req.branch_width = ZYDIS_BRANCH_WIDTH_32;
     req.operand_count = 1;
     req.operands[0].type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
-    req.operands[0].imm.u = target;
-    return encode_at(req, at, out, cap, len);
+    return encode_relative(req, req.operands[0].imm.s, target, at, out, cap, len);
 }
 
 // Pushes the 64-bit VALUE without touching flags or any register but rsp:
@@ -57,7 +80,7 @@ bool encode_push64(uint64_t value, uintptr_t at, uint8_t *out, size_t cap, size_
     push.operand_count = 1;
     push.operands[0].type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
     push.operands[0].imm.s = lo;
-    if (!encode_at(push, at, out, cap, len))
+    if (!encode_at(push, out, cap, len))
         return false;
     if (static_cast<uint64_t>(static_cast<int64_t>(lo)) == value)
         return true;
@@ -69,7 +92,7 @@ bool encode_push64(uint64_t value, uintptr_t at, uint8_t *out, size_t cap, size_
     mov.operands[0].mem.size = 4;
     mov.operands[1].type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
     mov.operands[1].imm.u = value >> 32;
-    return encode_at(mov, at, out, cap, len);
+    return encode_at(mov, out, cap, len);
 }
 
 bool decode_request(const insn &i, ZydisEncoderRequest &req) noexcept
@@ -107,15 +130,16 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
     switch (i.k) {
     case insn::jmp_rel:
     case insn::jcc_rel: {
-        if (!rel32_reachable(at, i.branch_target))
-            return out_of_range("branch target beyond +-2 GiB of the copy");
         ZydisEncoderRequest req;
         if (!decode_request(i, req))
             return encode_failed();
         req.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
         req.branch_width = ZYDIS_BRANCH_WIDTH_32;
-        req.operands[0].imm.u = i.branch_target;
-        if (!encode_at(req, at, out, cap, &len))
+        const int e =
+            encode_relative(req, req.operands[0].imm.s, i.branch_target, at, out, cap, &len);
+        if (e == fail(relocate_error::out_of_range))
+            return out_of_range("branch target beyond +-2 GiB of the copy");
+        if (e)
             return encode_failed();
         return static_cast<int>(len);
     }
@@ -136,10 +160,10 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
     case insn::call_rel:
         if (!encode_push64(i.next(), at, out, cap, &len))
             return encode_failed();
-        if (!rel32_reachable(at + len, i.branch_target))
-            return out_of_range("call target beyond +-2 GiB of the copy");
-        if (!encode_branch32(ZYDIS_MNEMONIC_JMP, i.branch_target, at, out, cap, &len))
-            return encode_failed();
+        if (const int e = encode_branch32(ZYDIS_MNEMONIC_JMP, i.branch_target, at, out, cap, &len))
+            return e == fail(relocate_error::out_of_range)
+                       ? out_of_range("call target beyond +-2 GiB of the copy")
+                       : encode_failed();
         return static_cast<int>(len);
     case insn::call_indirect: {
         ZydisEncoderRequest req;
@@ -149,25 +173,17 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
             return encode_failed();
         req.mnemonic = ZYDIS_MNEMONIC_JMP;
         auto &op = req.operands[0];
-        if (op.type == ZYDIS_OPERAND_TYPE_MEMORY) {
-            if (op.mem.base == ZYDIS_REGISTER_RIP) {
-                // Absolute encoding takes the operand's absolute address.
-                const int64_t d = static_cast<int64_t>(i.rip_target - (at + len + i.len));
-                if (!fits_i32(d))
-                    return out_of_range("rip-relative operand beyond +-2 GiB of the copy");
-                op.mem.displacement = static_cast<int64_t>(i.rip_target);
-            } else if (op.mem.base == ZYDIS_REGISTER_RSP) {
-                op.mem.displacement += 8; // read after our push moved rsp
-            }
-        }
-        const size_t before = len;
-        if (!encode_at(req, at, out, cap, &len))
-            return encode_failed();
-        if (i.is_rip_relative) {
-            // Verify the encoder kept the operand's absolute address.
-            auto back = insn_decode(out + before, len - before, at + before);
-            if (!back || !back->is_rip_relative || back->rip_target != i.rip_target)
+        if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.mem.base == ZYDIS_REGISTER_RSP)
+            op.mem.displacement += 8; // read after our push moved rsp
+        if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.mem.base == ZYDIS_REGISTER_RIP) {
+            const int e =
+                encode_relative(req, op.mem.displacement, i.rip_target, at, out, cap, &len);
+            if (e == fail(relocate_error::out_of_range))
+                return out_of_range("rip-relative operand beyond +-2 GiB of the copy");
+            if (e)
                 return encode_failed();
+        } else if (!encode_at(req, out, cap, &len)) {
+            return encode_failed();
         }
         return static_cast<int>(len);
     }

@@ -701,6 +701,16 @@ TEST(insn_can_boost, kernel_list_adapted)
     EXPECT_FALSE(insn_can_boost(dec({0x67, 0x8b, 0x05, 0, 0, 0, 0}, A)));   // eip-relative
     EXPECT_FALSE(insn_can_boost(dec({0xff, 0xd4}, A)));                     // call *%rsp
     EXPECT_FALSE(insn_can_boost(dec({0x0f, 0x01, 0xf8}, A)));               // swapgs
+    // A 0x66 prefix on a near branch means rel16 + truncated RIP on AMD, rel32 on Intel.
+    auto jmp66 = dec({0x66, 0xe9, 0, 0, 0, 0}, A);
+    EXPECT_TRUE(jmp66.branch_opsize_prefix);
+    EXPECT_FALSE(insn_can_boost(jmp66));
+    EXPECT_FALSE(insn_can_emulate(jmp66));
+    // VEX-encoded mask jumps (Xeon Phi) are relative branches we do not relocate.
+    auto odd = dec({0xc5, 0x78, 0x84, 0x64, 0xce, 0xf7, 0xe3}, A);
+    EXPECT_EQ(odd.k, insn::odd_branch);
+    EXPECT_TRUE(odd.is_relative_branch());
+    EXPECT_FALSE(insn_can_boost(odd));
 }
 
 TEST(ss_fixup, maps_slot_addresses_back)
