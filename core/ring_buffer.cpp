@@ -504,7 +504,8 @@ bool read_next(rb_buffer *b, cursor &c, peeked &out) {
     bool sane = h.len >= sizeof h && (h.len & 7) == 0 && c.off + h.len <= limit;
     if (sane && h.type == RB_TYPE_DATA) {
       out.payload.resize(h.len - sizeof h);
-      memcpy(out.payload.data(), rec + sizeof h, h.len - sizeof h);
+      if (!out.payload.empty())
+        memcpy(out.payload.data(), rec + sizeof h, out.payload.size());
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (m.seq.load(std::memory_order_relaxed) != c.seq) {

@@ -10,7 +10,6 @@
 
 #include <cinttypes>
 #include <cstring>
-#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -197,19 +196,30 @@ TEST_F(trace_output_test, trace_file_end_to_end) {
            sysconf(_SC_NPROCESSORS_ONLN));
   EXPECT_EQ(lines[2], p);
   // The thread is gone: its name comes from what the ring buffer recorded.
-  std::regex re("^        worker-7-([0-9]+) *\\[([0-9]{3})\\] \\.\\.\\.\\.\\. +([0-9]+)\\.([0-9]{6}): "
-                "myprobe: \\(do_work\\+0x4/0x20\\) a=([0-9]) b=0x([0-9a-f]+)$");
   uint64_t prev = 0;
   for (int i = 0; i < 3; i++) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(lines[12 + i], m, re)) << lines[12 + i];
-    EXPECT_EQ(std::stoi(m[1]), tid);
-    EXPECT_LT(std::stol(m[2]), sysconf(_SC_NPROCESSORS_CONF));
-    uint64_t us = std::stoull(m[3]) * 1000000 + std::stoull(m[4]);
+    const std::string &l = lines[12 + i];
+    // Fixed columns: comm right-aligned to 16, '-', tid left-aligned in 7, " [ccc] ".
+    ASSERT_GE(l.size(), 52u) << l;
+    EXPECT_EQ(l.substr(0, 17), "        worker-7-") << l;
+    EXPECT_EQ(std::stoi(l.substr(17, 7)), tid) << l;
+    EXPECT_EQ(l.substr(24, 2), " [") << l;
+    EXPECT_EQ(l.substr(29, 8), "] ..... ") << l;
+    EXPECT_LT(std::stol(l.substr(26, 3)), sysconf(_SC_NPROCESSORS_CONF));
+    unsigned long long sec = 0, usec = 0;
+    int a = 0, pos = 0;
+    unsigned b = 0;
+    ASSERT_EQ(sscanf(l.c_str() + 37, "%llu.%6llu: myprobe: (do_work+0x4/0x20) a=%d b=0x%x%n", &sec,
+                     &usec, &a, &b, &pos),
+              4)
+        << l;
+    EXPECT_EQ(static_cast<size_t>(37 + pos), l.size()) << l;
+    EXPECT_EQ(l[37 + 5 + 7], ':') << l; // "%5lu.%06lu" then ':'
+    uint64_t us = sec * 1000000 + usec;
     EXPECT_GE(us, prev);
     prev = us;
-    EXPECT_EQ(std::stoi(m[5]), i + 1);
-    EXPECT_EQ(m[6].str(), std::to_string((i + 1) * 10));
+    EXPECT_EQ(a, i + 1);
+    EXPECT_EQ(b, static_cast<unsigned>((i + 1) * 0x10));
   }
   // Within a second of CLOCK_MONOTONIC now (the local clock's origin).
   struct timespec now;
@@ -280,9 +290,13 @@ TEST_F(trace_output_test, counter_clock_prints_raw_cycles) {
   int calls = 0;
   auto lines = lines_of(trace_read(format_ev, &calls));
   ASSERT_EQ(lines.size(), 13u);
-  std::regex re("^ *[^ ]+-[0-9]+ +\\[[0-9]{3}\\] \\.\\.\\.\\.\\. +([0-9]+): myprobe: .*$");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_match(lines[12], m, re)) << lines[12];
-  EXPECT_GE(std::stoull(m[1]), a);
-  EXPECT_LE(std::stoull(m[1]), trace_clock_rdtsc());
+  const std::string &l = lines[12];
+  ASSERT_GE(l.size(), 37u + 12u) << l;
+  EXPECT_EQ(l.substr(29, 8), "] ..... ") << l;
+  unsigned long long ts = 0;
+  int pos = 0;
+  ASSERT_EQ(sscanf(l.c_str() + 37, "%llu: myprobe: %n", &ts, &pos), 1) << l;
+  EXPECT_GE(pos, 12 + 11) << l; // " %12llu": at least 12 columns
+  EXPECT_GE(ts, a);
+  EXPECT_LE(ts, trace_clock_rdtsc());
 }
