@@ -1,0 +1,197 @@
+#include "tracefs/event_format.h"
+
+#include "core/compiler.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace dprobe {
+namespace {
+
+constexpr const char probe_ip[] = "__probe_ip";
+constexpr const char probe_func[] = "__probe_func";
+constexpr const char probe_ret_ip[] = "__probe_ret_ip";
+
+void field_line(std::string &out, const std::string &type, const std::string &name, size_t off,
+                size_t size, bool is_signed)
+{
+    // An array type "u8[4]" prints as "u8 name[4]"; __data_loc types stay whole.
+    std::string t = type, n = name;
+    if (!t.starts_with("__data_loc")) {
+        if (size_t br = t.find('['); br != std::string::npos) {
+            n += t.substr(br);
+            t.resize(br);
+        }
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), ";\toffset:%zu;\tsize:%zu;\tsigned:%d;\n", off, size,
+                  is_signed ? 1 : 0);
+    out += "\tfield:" + t + " " + n + buf;
+}
+
+uint64_t load_ulong(const uint8_t *p)
+{
+    uint64_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+std::string sym_text(uintptr_t addr, symbolize_fn sym, bool with_offset)
+{
+    // The kernel's seq_print_ip_sym(): 0 prints as "0".
+    if (!addr)
+        return "0";
+    char buf[512];
+    if (!sym) {
+        std::snprintf(buf, sizeof(buf), "0x%" PRIxPTR, addr);
+        return buf;
+    }
+    sym(buf, sizeof(buf), addr);
+    std::string s = buf;
+    if (!with_offset && !s.starts_with("0x")) {
+        if (size_t plus = s.find('+'); plus != std::string::npos)
+            s.resize(plus);
+    }
+    return s;
+}
+
+} // namespace
+
+probe_event_layout probe_layout(const probe_definition &def)
+{
+    probe_event_layout l{};
+    l.ip_off = TRACE_ENTRY_HEADER_SIZE;
+    if (def.is_return) {
+        l.ret_ip_off = l.ip_off + sizeof(unsigned long);
+        l.args_off = l.ret_ip_off + sizeof(unsigned long);
+    } else {
+        l.ret_ip_off = 0;
+        l.args_off = l.ip_off + sizeof(unsigned long);
+    }
+    l.fixed_size = l.args_off + def.args_size;
+    return l;
+}
+
+std::string probe_print_fmt(const probe_definition &def)
+{
+    std::string s = "\"";
+    s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
+    for (const auto &a : def.args) {
+        s += " " + a.name + "=";
+        if (a.count) {
+            for (uint32_t j = 0; j < a.count; j++)
+                s += std::string(j ? "," : "{") + a.type->fmt;
+            s += "}";
+        } else {
+            s += a.type->fmt;
+        }
+    }
+    s += "\"";
+    if (def.is_return)
+        s += std::string(", REC->") + probe_func + ", REC->" + probe_ret_ip;
+    else
+        s += std::string(", REC->") + probe_ip;
+    for (const auto &a : def.args) {
+        if (a.count) {
+            for (uint32_t j = 0; j < a.count; j++) {
+                std::string elem = a.name + "[" + std::to_string(j) + "]";
+                s += a.type->is_string ? ", __get_str(" + elem + ")" : ", REC->" + elem;
+            }
+        } else {
+            s += a.type->is_string ? ", __get_str(" + a.name + ")" : ", REC->" + a.name;
+        }
+    }
+    return s;
+}
+
+std::string probe_format_file(const probe_definition &def, int id)
+{
+    probe_event_layout l = probe_layout(def);
+    std::string s = "name: " + def.event + "\nID: " + std::to_string(id) + "\nformat:\n";
+    field_line(s, "unsigned short", "common_type", 0, 2, false);
+    field_line(s, "unsigned char", "common_flags", 2, 1, false);
+    field_line(s, "unsigned char", "common_preempt_count", 3, 1, false);
+    field_line(s, "int", "common_pid", 4, 4, true);
+    s += "\n";
+    if (def.is_return) {
+        field_line(s, "unsigned long", probe_func, l.ip_off, sizeof(unsigned long), false);
+        field_line(s, "unsigned long", probe_ret_ip, l.ret_ip_off, sizeof(unsigned long), false);
+    } else {
+        field_line(s, "unsigned long", probe_ip, l.ip_off, sizeof(unsigned long), false);
+    }
+    for (const auto &a : def.args) {
+        const std::string type = a.count ? a.fmt : std::string(a.type->fmttype);
+        field_line(s, type, a.name, l.args_off + a.offset, a.field_size(), a.type->is_signed);
+    }
+    s += "\nprint fmt: " + probe_print_fmt(def) + "\n";
+    return s;
+}
+
+DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &def,
+                                      uint16_t type, int32_t pid, uintptr_t ip,
+                                      uintptr_t ret_ip) noexcept
+{
+    trace_entry_header h{type, 0, 0, pid};
+    std::memcpy(record, &h, sizeof(h));
+    unsigned long v = ip;
+    std::memcpy(record + TRACE_ENTRY_HEADER_SIZE, &v, sizeof(v));
+    if (def.is_return) {
+        v = ret_ip;
+        std::memcpy(record + TRACE_ENTRY_HEADER_SIZE + sizeof(v), &v, sizeof(v));
+    }
+}
+
+DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
+                                         const probe_definition &def, const fetch_context &ctx,
+                                         uint16_t type, int32_t pid, uintptr_t ip,
+                                         uintptr_t ret_ip) noexcept
+{
+    const size_t args_off = TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
+    if (args_off + def.args_size > capacity)
+        return 0;
+    probe_record_init(record, def, type, pid, ip, ret_ip);
+    return store_trace_args(def.args, def.args_size, ctx, record, args_off, capacity);
+}
+
+std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,
+                                symbolize_fn sym)
+{
+    probe_event_layout l = probe_layout(def);
+    std::string s = def.event + ": ";
+    if (size < l.fixed_size)
+        return s + "(truncated record)";
+    uintptr_t ip = load_ulong(record + l.ip_off);
+    char buf[64];
+    if (def.kind == probe_kind::uprobe) {
+        // User addresses raw, as print_uprobe_event() shows them.
+        if (def.is_return)
+            std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR " <- 0x%" PRIxPTR ")",
+                          static_cast<uintptr_t>(load_ulong(record + l.ret_ip_off)), ip);
+        else
+            std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR ")", ip);
+        s += buf;
+    } else if (def.is_return) {
+        s += "(" + sym_text(load_ulong(record + l.ret_ip_off), sym, true) + " <- " +
+             sym_text(ip, sym, false) + ")";
+    } else {
+        s += "(" + sym_text(ip, sym, true) + ")";
+    }
+    for (const auto &a : def.args) {
+        s += " " + a.name + "=";
+        const uint8_t *p = record + l.args_off + a.offset;
+        if (!a.count) {
+            print_fetch_value(s, *a.type, p, record, size, sym);
+            continue;
+        }
+        s += '{';
+        for (uint32_t j = 0; j < a.count; j++) {
+            print_fetch_value(s, *a.type, p, record, size, sym);
+            s += j + 1 == a.count ? '}' : ',';
+            p += a.type->size;
+        }
+    }
+    return s;
+}
+
+} // namespace dprobe
