@@ -1,0 +1,22 @@
+// Hooked return addresses versus unwinders (the kernel's ftrace_graph_ret_addr role).
+//
+// A function whose exit is traced returns through the return trampoline: its stack slot
+// holds the trampoline's address, which no unwind table describes. Before an unwinder
+// walks this thread's stack, the real return addresses are written back; when a C++ catch
+// block starts, the frames it unwound are dropped and the live ones hooked again.
+// Interposed: _Unwind_RaiseException, _Unwind_ForcedUnwind, _Unwind_Backtrace, backtrace,
+// __cxa_begin_catch (core/unwind.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace dprobe {
+
+struct task_ctx;
+
+// Writes every hooked frame's real return address back into its stack slot.
+void shadow_unhook_all(task_ctx *t) noexcept;
+// Drops frames whose slot lies below SP (unwound), and hooks the others again.
+void shadow_rehook(task_ctx *t, uintptr_t sp) noexcept;
+
+} // namespace dprobe
