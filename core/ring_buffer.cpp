@@ -129,6 +129,9 @@ __attribute__((tls_model("initial-exec"))) thread_local bool tls_acquiring = fal
 // Events dropped with no buffer to count them in (during the acquisition above, after the
 // thread's buffer was retired at exit, or when mmap failed).
 std::atomic<uint64_t> g_orphan_dropped{0};
+// Counts of recycled buffers, kept for the totals until the next reset (reader lock).
+rb_stats g_retired;
+uint64_t g_orphan_base;
 
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
@@ -137,11 +140,13 @@ bool g_exit_key_ok = false;
 bool g_rseq_ok = false;
 
 void thread_exit(void *p) noexcept;
+void fork_child() noexcept;
 
 // Process setup, before any probe can run: cheap, no calibration here.
 __attribute__((constructor)) void rb_setup() {
   g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
   g_rseq_ok = __rseq_size >= 8;
+  pthread_atfork(nullptr, nullptr, fork_child);
 }
 
 DPROBE_NOPROBE inline uint16_t current_cpu() noexcept {
@@ -263,6 +268,28 @@ __attribute__((noinline)) rb_buffer *acquire_buffer() noexcept {
   if (!b)
     g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
   return b;
+}
+
+// A forked child starts with empty buffers: the parent's records are the parent's to
+// report, and the other threads no longer exist. Only the forking thread runs here.
+void fork_child() noexcept {
+  new (&g_reader_mutex) std::mutex; // a parent thread may have held it
+  g_waiting.store(0, std::memory_order_relaxed);
+  g_retired = rb_stats{};
+  g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
+    if (b == tls_rb && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
+      b->state.store(BUF_INIT, std::memory_order_relaxed);
+      if (init_buffer(b, b->npages)) {
+        b->tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+        b->state.store(BUF_OWNED, std::memory_order_release);
+        continue;
+      }
+      tls_rb = nullptr;
+    }
+    // Other threads' buffers, and one caught mid-acquisition (init_buffer redoes it all).
+    b->state.store(BUF_FREE, std::memory_order_release);
+  }
 }
 
 void thread_exit(void *p) noexcept {
@@ -547,9 +574,6 @@ bool buffer_has_data(rb_buffer *b) {
   return read_next(b, c, p);
 }
 
-// Counts of recycled buffers, kept for the totals until the next reset.
-rb_stats g_retired;
-uint64_t g_orphan_base;
 rb_stats buffer_stats(rb_buffer *b);
 
 // Exited, drained buffers become free for new threads.

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -635,4 +636,45 @@ TEST_F(ring_buffer_test, set_clock_resets_and_switches_units) {
   EXPECT_LE(recs[0].ts, b);
   EXPECT_EQ(ring_buffer_set_clock("bogus"), -EINVAL);
   ASSERT_EQ(ring_buffer_set_clock("local"), 0);
+}
+
+TEST_F(ring_buffer_test, forked_child_starts_empty) {
+  // A parent thread's buffer, and the forking thread's own.
+  on_thread([] { write_one(1); });
+  std::atomic<int> phase{0};
+  std::thread t([&] {
+    write_one(2);
+    phase = 1;
+    while (phase.load() != 2) {
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      // Child: nothing of the parent's; its own writes work and carry its tid.
+      int bad = 0;
+      bad |= ring_buffer_has_data() ? 1 : 0;
+      bad |= write_one(3) ? 0 : 2;
+      std::vector<payload> pls;
+      auto recs = drain(ring_buffer_reader::CONSUME, &pls);
+      bad |= (pls.size() == 1 && pls[0].seq == 3 && recs[0].tid == gettid_()) ? 0 : 4;
+      bad |= ring_buffer_stats().written == 1 ? 0 : 8;
+      _exit(bad);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
+  while (phase.load() != 1) {
+  }
+  {
+    // Hold the reader lock across the fork: the child must not inherit it locked.
+    ring_buffer_reader rd(ring_buffer_reader::PEEK);
+    phase = 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  t.join();
+  // The parent still has both records.
+  std::vector<payload> pls;
+  drain(ring_buffer_reader::CONSUME, &pls);
+  ASSERT_EQ(pls.size(), 2u);
 }
