@@ -111,6 +111,33 @@ void BM_sched_getcpu(benchmark::State &state) {
 }
 BENCHMARK(BM_sched_getcpu);
 
+// Reader side: draining records one thread wrote (records per second).
+void BM_consume(benchmark::State &state) {
+  setup_buffers();
+  const uint64_t n = 20000; // fits the default buffer: nothing overwritten
+  uint64_t read = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::thread w([&] {
+      for (uint64_t i = 0; i < n; i++) {
+        void *p = ring_buffer_reserve(sizeof(rec32));
+        rec32 r{i, i, i, i};
+        memcpy(p, &r, sizeof r);
+        ring_buffer_commit(p);
+      }
+    });
+    w.join();
+    state.ResumeTiming();
+    ring_buffer_reader rd(ring_buffer_reader::CONSUME);
+    rb_record r;
+    while (rd.next(r))
+      read++;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(read));
+  ring_buffer_reset();
+}
+BENCHMARK(BM_consume)->Unit(benchmark::kMicrosecond);
+
 // Two writer threads and a consuming reader: how many events per second go through, and how
 // many the reader kept up with (the rest were overwritten and counted).
 void BM_two_writers_one_consumer(benchmark::State &state) {
