@@ -208,7 +208,8 @@ public:
       return;
     printf("\nrelative to BM_baseline_fill32 (%.2f ns/op):\n", base->second);
     for (const char *n : {"BM_reserve_commit32", "BM_reserve_discard32", "BM_reserve_tracing_off",
-                          "BM_trace_clock_local", "BM_clock_gettime_mono", "BM_sched_getcpu"}) {
+                          "BM_trace_clock_local", "BM_rdtsc", "BM_clock_gettime_mono",
+                          "BM_sched_getcpu"}) {
       auto it = ns_.find(n);
       if (it != ns_.end())
         printf("  %-24s %7.2f ns/op  +%6.2f ns  x%.1f\n", n, it->second,
