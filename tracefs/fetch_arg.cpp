@@ -633,9 +633,46 @@ uint32_t layout_probe_args(std::span<probe_arg> args)
     return off;
 }
 
+namespace {
+
+// Whether running PROG may read memory through a pointer from the traced program.
+bool reads_memory(const fetch_prog &prog)
+{
+    for (const fetch_insn &in : prog.code) {
+        switch (in.op) {
+        case fetch_op::STACK:
+        case fetch_op::DEREF:
+        case fetch_op::UDEREF:
+        case fetch_op::ST_MEM:
+        case fetch_op::ST_UMEM:
+        case fetch_op::ST_STRING:
+        case fetch_op::ST_USTRING:
+            return true;
+        case fetch_op::ARG:
+            if (in.param >= PT_REGS_ARG_COUNT)
+                return true;
+            break;
+        case fetch_op::END:
+            return false;
+        default:
+            break;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
 probe_error resolve_fetch_args(std::span<probe_arg> args, const fetch_resolver &resolver,
                                int first_argv_index)
 {
+    // A probe about to be registered: make sure bad pointers fault softly.
+    for (const auto &a : args) {
+        if (reads_memory(a.prog)) {
+            fetch_install_fault_handler();
+            break;
+        }
+    }
     for (size_t i = 0; i < args.size(); i++) {
         auto &a = args[i];
         auto err = probe_error::make(probe_err::BAD_PROBE_ADDR,

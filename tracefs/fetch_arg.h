@@ -132,7 +132,8 @@ struct fetch_resolver {
     std::function<std::optional<uintptr_t>(std::string_view)> symbol;
     std::function<std::optional<uintptr_t>(uint64_t)> file_offset;
 };
-// Returns BAD_PROBE_ADDR (ENOENT) with the arg's index (first_argv_index + i) and the caret
+// Also installs the nofault fault handler (fetch_install_fault_handler) when an argument
+// reads memory. Returns BAD_PROBE_ADDR (ENOENT) with the arg's index (first_argv_index + i) and the caret
 // under its '@' for the first symbol that does not resolve.
 probe_error resolve_fetch_args(std::span<probe_arg> args, const fetch_resolver &resolver,
                                int first_argv_index = 2);

@@ -1,5 +1,7 @@
 #include "tracefs/probe_types.h"
 
+#include "core/symbols.h"
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -94,6 +96,11 @@ const fetch_type *find_fetch_type(std::string_view name, bool user_probe)
         if (name == t.name)
             return &t;
     return nullptr;
+}
+
+size_t sprint_symbol_hook(char *buf, size_t len, uintptr_t addr)
+{
+    return sprint_symbol(buf, len, addr);
 }
 
 void print_fetch_value(std::string &out, const fetch_type &t, const uint8_t *data,

@@ -54,6 +54,11 @@ const fetch_type &fetch_type_of(fetch_type_id id);
 // NUL-terminated, and returns its length (the shape of dprobe::sprint_symbol).
 using symbolize_fn = size_t (*)(char *buf, size_t len, uintptr_t addr);
 
+// The process symbolizer (dprobe::sprint_symbol of core/symbols.h) as a symbolize_fn, for
+// fetch_context::symbolize and format_probe_record(). Addresses print in hex until
+// kallsyms::instance() has been created.
+size_t sprint_symbol_hook(char *buf, size_t len, uintptr_t addr);
+
 // Appends to OUT one element of type T stored at DATA, printed as the trace file does.
 // RECORD/RECORD_SIZE are the whole record, which __data_loc offsets are relative to.
 // A null SYM prints symbol values as "0x<hex>".

@@ -3,6 +3,8 @@
 // prints them.
 #include "tracefs/event_format.h"
 
+#include "core/symbols.h"
+
 #include <gtest/gtest.h>
 
 #include <traceevent/event-parse.h>
@@ -13,6 +15,12 @@
 #include <vector>
 
 using namespace dprobe;
+
+extern "C" __attribute__((noinline, used)) int dprobe_evfmt_target(int x)
+{
+    asm volatile("" ::: "memory");
+    return x * 3 + 1;
+}
 
 namespace {
 
@@ -230,6 +238,25 @@ TEST(EventFormat, LibtraceeventReadsTheFormat)
     std::string ours = format_probe_record(d, r.buf.data(), r.size, fake_symbolize);
     ASSERT_EQ(decoded.substr(0, 7), "(1004) ") << decoded;
     EXPECT_EQ(decoded.substr(decoded.find(')') + 1), ours.substr(ours.find(')') + 1));
+}
+
+TEST(EventFormat, ProcessSymbolizer)
+{
+    // The runtime's symbol table (created once at start-up) knows this test's own functions.
+    kallsyms::instance();
+    probe_definition d = parse("p:kprobes/t dprobe_evfmt_target s=%ip:symstr");
+    auto fn = reinterpret_cast<uintptr_t>(&dprobe_evfmt_target);
+    pt_regs regs{};
+    regs.ip = fn + 4;
+    fetch_context ctx;
+    ctx.regs = &regs;
+    ctx.symbolize = sprint_symbol_hook;
+    std::vector<uint8_t> buf(512);
+    size_t n = probe_record_store(buf.data(), buf.size(), d, ctx, 1, 1, fn, 0);
+    std::string text = format_probe_record(d, buf.data(), n, sprint_symbol_hook);
+    EXPECT_EQ(text.rfind("t: (dprobe_evfmt_target+0x0/0x", 0), 0u) << text;
+    EXPECT_NE(text.find(") s=\"dprobe_evfmt_target+0x4/0x"), std::string::npos) << text;
+    EXPECT_EQ(dprobe_evfmt_target(1), 4);
 }
 
 } // namespace
