@@ -3,7 +3,7 @@
  * into NOPs when it first sees an object; until then (or in an object it could not patch)
  * the call lands here and returns at once.
  */
-	.section .text.dprobe_noprobe, "ax", @progbits
+	.section dprobe_noprobe_text, "ax", @progbits
 	.globl __fentry__
 	.type __fentry__, @function
 	.p2align 4

@@ -16,7 +16,7 @@
  */
 #include "arch/x86_64/ftrace_frame.h"
 
-	.section .text.dprobe_noprobe, "ax", @progbits
+	.section dprobe_noprobe_text, "ax", @progbits
 
 /* lahf/seto snapshot of SF ZF AF PF CF (AH) and OF (AL) into FLAGS; clobbers rax. */
 .macro SAVE_FLAGS
@@ -77,6 +77,11 @@ dprobe_ftrace_caller_\vsize:
 	mov %rbp, PTR_BP(%rsp)
 	mov %rbx, PTR_BX(%rsp)
 	.cfi_rel_offset rbx, PTR_BX
+	/* Callee-saved, never restored: stored so kprobes on sites get a full pt_regs. */
+	mov %r12, PTR_R12(%rsp)
+	mov %r13, PTR_R13(%rsp)
+	mov %r14, PTR_R14(%rsp)
+	mov %r15, PTR_R15(%rsp)
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	SAVE_VEC \vsize, 2
@@ -165,6 +170,11 @@ dprobe_return_to_handler_\vsize:
 	mov %rbp, PTR_BP(%rsp)
 	mov %rbx, PTR_BX(%rsp)
 	.cfi_rel_offset rbx, PTR_BX
+	/* Callee-saved, never restored: stored so kprobes on sites get a full pt_regs. */
+	mov %r12, PTR_R12(%rsp)
+	mov %r13, PTR_R13(%rsp)
+	mov %r14, PTR_R14(%rsp)
+	mov %r15, PTR_R15(%rsp)
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	lea FR_VEC(%rsp), %rax

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kprobes and kretprobes for a user-space process, as in Linux 6.18 (include/linux/kprobes.h).
+ *
+ *   static int pre(struct kprobe *p, struct pt_regs *regs)
+ *   { printf("hit %p ip=%lx\n", p->addr, regs->ip); return 0; }
+ *   static struct kprobe kp = { .symbol_name = "parse_line", .pre_handler = pre };
+ *   register_kprobe(&kp);      ... unregister_kprobe(&kp);
+ *
+ * A kprobe may sit on any instruction of the program or of a loaded library ("lib:sym" names
+ * a symbol of one object). It fires through an int3 and a SIGTRAP handler; the probed
+ * instruction then runs out of line (copied and jumped back from, or copied and followed by
+ * a second trap when a post_handler needs to run after it; branches are emulated). A probe on
+ * a patch site (the __fentry__ call or -fpatchable-function-entry NOP of a function entry)
+ * rides on the site instead: no trap, flagged KPROBE_FLAG_FTRACE.
+ *
+ * Handlers run on the thread that hit the probe, often inside a signal handler: they must be
+ * async-signal-safe in spirit and short. As in the kernel, a probe hit while a kprobe handler
+ * runs on the same thread is not handled: the instruction runs and the probe's nmissed grows.
+ */
+#ifndef DPROBE_KPROBES_H
+#define DPROBE_KPROBES_H
+
+#include <stddef.h>
+#include <dprobe/compiler.h>
+#include <dprobe/ptrace.h>
+
+DPROBE_EXTERN_C_BEGIN
+
+typedef unsigned char kprobe_opcode_t;
+
+struct kprobe;
+struct kretprobe;
+struct kretprobe_instance;
+
+typedef int (*kprobe_pre_handler_t)(struct kprobe *, struct pt_regs *);
+typedef void (*kprobe_post_handler_t)(struct kprobe *, struct pt_regs *, unsigned long flags);
+typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
+
+/* Kernel list heads, kept for source compatibility; dprobe does not use them. */
+struct dprobe_hlist_node { void *next, **pprev; };
+struct dprobe_list_head { void *next, *prev; };
+
+/* Internal per-probe state (the kernel's arch_specific_insn): do not touch. */
+struct arch_specific_insn {
+    void *rec;          /* the probed address' record */
+    unsigned int kind;  /* plain kprobe or the entry probe of a kretprobe */
+    unsigned int boostable;
+};
+
+struct kprobe {
+    struct dprobe_hlist_node hlist;
+    struct dprobe_list_head list;
+    /* Hits not handled: the probe was hit while a kprobe handler ran on the same thread. */
+    unsigned long nmissed;
+    /* Where the probe is; set by register_kprobe() when symbol_name is used. */
+    kprobe_opcode_t *addr;
+    /* "sym" or "lib:sym"; either addr or symbol_name, not both. */
+    const char *symbol_name;
+    unsigned int offset;
+    /* Called before the instruction runs, with regs->ip == addr + 1. A non-zero return means
+     * the handler changed regs->ip: the instruction is skipped and execution continues there. */
+    kprobe_pre_handler_t pre_handler;
+    /* Called after the instruction ran (flags is always 0). */
+    kprobe_post_handler_t post_handler;
+    /* The original first byte of the probed instruction. */
+    kprobe_opcode_t opcode;
+    struct arch_specific_insn ainsn;
+    /* KPROBE_FLAG_*: only KPROBE_FLAG_DISABLED may be set by the caller before registering. */
+    unsigned int flags;
+};
+
+#define KPROBE_FLAG_GONE          1  /* the probed code was unloaded (dlclose) */
+#define KPROBE_FLAG_DISABLED      2  /* registered but not armed */
+#define KPROBE_FLAG_OPTIMIZED     4  /* jump-optimized (optprobes) */
+#define KPROBE_FLAG_FTRACE        8  /* rides on a patch site */
+#define KPROBE_FLAG_ON_FUNC_ENTRY 16 /* on a function entry (after endbr64) */
+
+/* kprobe_status values, as per-thread state (the kernel keeps them per CPU). */
+#define KPROBE_HIT_ACTIVE 0x00000001
+#define KPROBE_HIT_SS     0x00000002
+#define KPROBE_REENTER    0x00000004
+#define KPROBE_HIT_SSDONE 0x00000008
+
+static inline int kprobe_gone(struct kprobe *p) { return p->flags & KPROBE_FLAG_GONE; }
+static inline int kprobe_disabled(struct kprobe *p)
+{
+    return p->flags & (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE);
+}
+static inline int kprobe_optimized(struct kprobe *p) { return p->flags & KPROBE_FLAG_OPTIMIZED; }
+static inline int kprobe_ftrace(struct kprobe *p) { return p->flags & KPROBE_FLAG_FTRACE; }
+
+struct kretprobe {
+    struct kprobe kp; /* the entry probe: a function entry */
+    /* Called when the function returns; regs_return_value(regs) is its return value and
+     * regs->ip the address it returns to. The return value of the handler is ignored. */
+    kretprobe_handler_t handler;
+    /* Called at entry; a non-zero return means: do not hook this call's return. */
+    kretprobe_handler_t entry_handler;
+    /* Calls in flight at once (all threads); <= 0 selects the default (max(10, 2 * CPUs)). */
+    int maxactive;
+    /* Calls whose return was not hooked because maxactive were in flight. */
+    int nmissed;
+    /* Per-call private data (ri->data), at most KRETPROBE_MAX_DATA_SIZE bytes. */
+    size_t data_size;
+    void *rh; /* internal */
+};
+
+#define KRETPROBE_MAX_DATA_SIZE 4096
+#define KRETPROBE_MAXACTIVE_MAX 4096
+
+/* One in-flight call. It lives on the calling thread's shadow stack, next to fprobe exits. */
+struct kretprobe_instance {
+    struct kretprobe *rp;      /* owner (use get_kretprobe()) */
+    kprobe_opcode_t *ret_addr; /* the real return address */
+    void *fp;                  /* address of the return-address slot at entry */
+    char data[];               /* data_size bytes */
+};
+
+DPROBE_API struct kretprobe *get_kretprobe(struct kretprobe_instance *ri);
+DPROBE_API unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri);
+
+/* 0 or a negative errno: -EINVAL (addr and symbol_name both or neither set, blacklisted,
+ * not an instruction boundary, not code), -EILSEQ (inside a patch site's NOP), -ENOENT
+ * (unknown symbol), -EEXIST (this struct is already registered), -EOPNOTSUPP (an instruction
+ * that can neither run out of line nor be emulated). */
+DPROBE_API int register_kprobe(struct kprobe *p);
+/* Returns once no handler of P runs any more; harmless for a probe not registered. */
+DPROBE_API void unregister_kprobe(struct kprobe *p);
+/* Registers in order; on the first failure unregisters those already done. num <= 0: -EINVAL. */
+DPROBE_API int register_kprobes(struct kprobe **kps, int num);
+DPROBE_API void unregister_kprobes(struct kprobe **kps, int num);
+DPROBE_API int register_kretprobe(struct kretprobe *rp);
+DPROBE_API void unregister_kretprobe(struct kretprobe *rp);
+DPROBE_API int register_kretprobes(struct kretprobe **rps, int num);
+DPROBE_API void unregister_kretprobes(struct kretprobe **rps, int num);
+/* -EINVAL for a probe that is not registered (or gone, for enable). */
+DPROBE_API int disable_kprobe(struct kprobe *kp);
+DPROBE_API int enable_kprobe(struct kprobe *kp);
+static inline int disable_kretprobe(struct kretprobe *rp) { return disable_kprobe(&rp->kp); }
+static inline int enable_kretprobe(struct kretprobe *rp) { return enable_kprobe(&rp->kp); }
+
+/* The first registered probe at ADDR (for an aggregated address, the first in order). */
+DPROBE_API struct kprobe *get_kprobe(void *addr);
+/* The probe whose handler runs on this thread, or NULL. */
+DPROBE_API struct kprobe *kprobe_running(void);
+/* Mark "a kprobe handler is running" on this thread: probes hit meanwhile count as missed. */
+DPROBE_API void kprobe_busy_begin(void);
+DPROBE_API void kprobe_busy_end(void);
+/* 0 if ADDR (or SYM+OFFSET) is a function entry, -EINVAL if not, -ENOENT for an unknown SYM. */
+DPROBE_API int kprobe_on_func_entry(kprobe_opcode_t *addr, const char *sym, unsigned long offset);
+/* Whether ADDR may not be probed (dprobe itself, the signal return trampoline, NOKPROBE). */
+DPROBE_API int within_kprobe_blacklist(unsigned long addr);
+DPROBE_API void dump_kprobe(struct kprobe *kp);
+
+/* kprobes/enabled: 0 disarms every probe (their own DISABLED state is kept), 1 rearms. */
+DPROBE_API int kprobes_set_enabled(int enabled);
+DPROBE_API int kprobes_enabled(void);
+
+/*
+ * NOKPROBE_SYMBOL(fname): fname may not be probed. Records the function's address in the
+ * _kprobe_blacklist section of the object; dprobe reads it per loaded object.
+ */
+#define NOKPROBE_SYMBOL(fname)                                                                 \
+    static void *__attribute__((used, section("_kprobe_blacklist")))                        \
+    _kbl_addr_##fname = (void *)&(fname)
+
+DPROBE_EXTERN_C_END
+
+#ifdef __cplusplus
+#include <string>
+namespace dprobe {
+/* The text of kprobes/list: one line per registered probe (aggregates expanded). */
+DPROBE_API std::string kprobes_list_text();
+/* The text of kprobes/blacklist: "0x<start>-0x<end>\t<sym>" per range. */
+DPROBE_API std::string kprobes_blacklist_text();
+} // namespace dprobe
+#endif
+
+#endif

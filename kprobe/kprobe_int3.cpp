@@ -1,0 +1,328 @@
+// The int3 path of kprobes (arch/x86/kernel/kprobes/core.c's kprobe_int3_handler and
+// friends), and the handler of kprobes riding on patch sites (kprobes/ftrace.c).
+//
+// A hit: int3 -> SIGTRAP -> kprobe_trap_hook -> pre handlers with regs->ip == addr + 1 ->
+//  - branches (jmp/jcc/call/ret/loop, indirect through registers or memory) are emulated on
+//    the registers, then post handlers run at once;
+//  - other instructions run from the record's slot: the boost copy (copy + jmp back, one trap)
+//    when no probe at the address has a post handler, else the ss copy (copy + int3); its
+//    int3 brings the thread back here (ss_done), where the post handlers run and the thread
+//    continues after the original instruction. This is the kernel's post-5.13 scheme (an
+//    int3 after the copy instead of TF), which also survives popf and signals in between.
+// Everything here is async-signal-safe, allocation-free and calls no libc function, so a
+// probe on a libc function that this code used cannot recurse.
+#include "arch/x86_64/insn.h"
+#include "arch/x86_64/uaccess.h"
+#include "arch/x86_64/uctx.h"
+#include "core/compiler.h"
+#include "kprobe/kprobe_internal.h"
+
+#include <csignal>
+
+namespace dprobe::kp {
+
+namespace {
+
+constexpr uint8_t int3_opcode = 0xcc;
+
+struct ss_entry {
+    kp_record *rec;
+    bool reenter; // stepping without handlers: no post handler at the end
+};
+
+// Per-thread state of the int3 path that the task_ctx does not carry.
+struct kp_thread {
+    uint32_t depth; // > 0 while this thread runs the hook (handlers included)
+    uint32_t ss_n;
+    ss_entry ss[16]; // pending ss copies (nested by signals), innermost last
+    struct ftrace_regs *int3_fregs; // the fregs a kretprobe int3 entry hands to dispatch
+};
+
+__thread kp_thread tls_kp __attribute__((tls_model("initial-exec")));
+
+DPROBE_NOPROBE inline void copy_regs(struct pt_regs *dst, const struct pt_regs *src) noexcept
+{
+    // Word by word: a struct copy may become a call of memcpy, which may be probed.
+    auto *d = reinterpret_cast<volatile unsigned long *>(dst);
+    auto *s = reinterpret_cast<const unsigned long *>(src);
+    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
+        d[i] = s[i];
+}
+
+DPROBE_NOPROBE void push_ss(kp_record *rec, bool reenter) noexcept
+{
+    kp_thread &th = tls_kp;
+    if (th.ss_n == sizeof th.ss / sizeof th.ss[0])
+        th.ss_n = 0; // only steps abandoned by longjmps out of faults pile up like this
+    th.ss[th.ss_n++] = {rec, reenter};
+}
+
+// Pops the innermost pending step of REC (and the stale ones above it). Returns whether it
+// was a reentry step; a step nobody recorded counts as one (no post handler).
+DPROBE_NOPROBE bool pop_ss(kp_record *rec) noexcept
+{
+    kp_thread &th = tls_kp;
+    for (uint32_t i = th.ss_n; i-- > 0;) {
+        if (th.ss[i].rec == rec) {
+            bool reenter = th.ss[i].reenter;
+            th.ss_n = i;
+            return reenter;
+        }
+    }
+    return true;
+}
+
+DPROBE_NOPROBE void count_missed(const kp_children *cl) noexcept
+{
+    if (!cl)
+        return;
+    for (uint32_t i = 0; i < cl->n; ++i)
+        __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
+}
+
+// Memory-indirect branches read their target: emulate only when it is readable, else let
+// the copy run and fault where the program can see it.
+DPROBE_NOPROBE bool emulate_branch(const kp_record *rec, struct pt_regs *regs) noexcept
+{
+    const arch::insn &i = rec->insn;
+    if ((i.k == arch::insn::call_indirect || i.k == arch::insn::jmp_indirect) && i.ind_is_mem) {
+        // insn_emulate reads the operand; check it first through the nofault copy.
+        uintptr_t ea = static_cast<uintptr_t>(i.ind_disp);
+        if (i.is_rip_relative)
+            ea = i.rip_target;
+        else {
+            if (i.ind_reg >= 0)
+                ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_reg];
+            if (i.ind_index >= 0)
+                ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_index] * i.ind_scale;
+        }
+        unsigned long target;
+        if (copy_from_user_nofault(&target, reinterpret_cast<const void *>(ea), sizeof target))
+            return false;
+    }
+    regs->ip = i.addr;
+    return arch::insn_emulate(i, regs);
+}
+
+// Runs the instruction without handlers (a reentered probe, or one whose handlers are gone).
+DPROBE_NOPROBE void run_bare(kp_record *rec, ucontext_t *uc) noexcept
+{
+    if (rec->emulate) {
+        struct pt_regs regs;
+        arch::uc_to_pt_regs(uc, &regs);
+        if (emulate_branch(rec, &regs)) {
+            arch::pt_regs_to_uc(&regs, uc);
+            return;
+        }
+    }
+    if (rec->boostable) {
+        arch::uc_set_ip(uc, rec->boost_addr);
+    } else {
+        push_ss(rec, true);
+        arch::uc_set_ip(uc, rec->ss_addr);
+    }
+}
+
+DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl,
+                                      struct pt_regs *regs) noexcept
+{
+    t->kprobe_status = KPROBE_HIT_SSDONE;
+    for (uint32_t i = 0; i < cl->n; ++i) {
+        struct kprobe *p = cl->kp[i];
+        if (p->ainsn.kind != kind_kprobe || !p->post_handler || !child_enabled(p))
+            continue;
+        t->current_kprobe = p;
+        p->post_handler(p, regs, 0);
+    }
+}
+
+DPROBE_NOPROBE bool has_post_handler(const kp_children *cl) noexcept
+{
+    for (uint32_t i = 0; i < cl->n; ++i) {
+        const struct kprobe *p = cl->kp[i];
+        if (p->ainsn.kind == kind_kprobe && p->post_handler && child_enabled(p))
+            return true;
+    }
+    return false;
+}
+
+// The ss copy's int3: the instruction ran; post handlers, then continue after it.
+DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
+{
+    kp_thread &th = tls_kp;
+    const bool reenter = pop_ss(rec);
+    const uintptr_t next = rec->insn.next();
+    task_ctx *t = reenter ? nullptr : current_task_ctx();
+    if (!t || th.depth || t->current_kprobe) {
+        arch::uc_set_ip(uc, next);
+        return true;
+    }
+    kp_read_lock(t);
+    ++th.depth;
+    const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    if (cl) {
+        struct pt_regs regs;
+        arch::uc_to_pt_regs(uc, &regs);
+        regs.ip = next;
+        run_post_handlers(t, cl, &regs);
+        arch::pt_regs_to_uc(&regs, uc);
+    } else {
+        arch::uc_set_ip(uc, next);
+    }
+    t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    --th.depth;
+    kp_read_unlock(t);
+    stats().ss_hits.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+} // namespace
+
+DPROBE_NOPROBE struct ftrace_regs *int3_fregs() noexcept { return tls_kp.int3_fregs; }
+DPROBE_NOPROBE void set_int3_fregs(struct ftrace_regs *f) noexcept { tls_kp.int3_fregs = f; }
+
+DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
+{
+    if (info->si_code != SI_KERNEL)
+        return false; // not an int3 (a single-step, a raise(SIGTRAP), ...)
+    const uintptr_t at = arch::uc_ip(uc) - 1;
+    kp_record *rec = lookup_record(at);
+    if (!rec) {
+        if (kp_record *ss = lookup_ss_record(at))
+            return ss_done(ss, uc);
+        return false;
+    }
+    if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode) {
+        // Disarmed after this thread trapped: run what is there now (the kernel does this).
+        arch::uc_set_ip(uc, at);
+        return true;
+    }
+    stats().int3_hits.fetch_add(1, std::memory_order_relaxed);
+    kp_thread &th = tls_kp;
+    task_ctx *t = current_task_ctx();
+    if (unlikely(!t)) {
+        run_bare(rec, uc);
+        return true;
+    }
+    kp_read_lock(t);
+    ++th.depth;
+    const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    if (th.depth > 1 || t->current_kprobe || !cl) {
+        // Hit while a kprobe handler (or this hook) runs on this thread: not handled.
+        if (th.depth > 1 || t->current_kprobe) {
+            count_missed(cl);
+            stats().reenter.fetch_add(1, std::memory_order_relaxed);
+        }
+        const unsigned long status = t->kprobe_status;
+        t->kprobe_status = KPROBE_REENTER;
+        run_bare(rec, uc);
+        t->kprobe_status = status;
+        --th.depth;
+        kp_read_unlock(t);
+        return true;
+    }
+
+    struct pt_regs regs;
+    arch::uc_to_pt_regs(uc, &regs); // regs.ip == at + 1, as after the kernel's int3
+    t->kprobe_status = KPROBE_HIT_ACTIVE;
+    bool skip = false;
+    for (uint32_t i = 0; i < cl->n && !skip; ++i) {
+        struct kprobe *p = cl->kp[i];
+        if (!child_enabled(p))
+            continue;
+        t->current_kprobe = p;
+        if (p->ainsn.kind == kind_kretprobe) {
+            kretprobe_int3_entry(container_of_kretprobe(p), &regs, uc);
+            regs.ip = at + 1;
+        } else if (p->pre_handler && p->pre_handler(p, &regs)) {
+            skip = true; // the handler moved regs->ip: no step, no post handler
+        }
+    }
+    if (skip) {
+        arch::pt_regs_to_uc(&regs, uc);
+    } else if (rec->emulate && emulate_branch(rec, &regs)) {
+        if (has_post_handler(cl))
+            run_post_handlers(t, cl, &regs);
+        arch::pt_regs_to_uc(&regs, uc);
+    } else if (rec->boostable && !has_post_handler(cl)) {
+        arch::pt_regs_to_uc(&regs, uc);
+        arch::uc_set_ip(uc, rec->boost_addr);
+    } else {
+        arch::pt_regs_to_uc(&regs, uc);
+        push_ss(rec, false);
+        arch::uc_set_ip(uc, rec->ss_addr);
+    }
+    t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    --th.depth;
+    kp_read_unlock(t);
+    return true;
+}
+
+// A fault in a slot copy: show the program the original instruction's address, as if the
+// instruction had faulted in place (the kernel's uprobes do the same). Never claims it.
+DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
+{
+    const uintptr_t ip = arch::uc_ip(uc);
+    for (kp_record *r = first_record(); r; r = r->all_next) {
+        if (!r->slot)
+            continue;
+        if (r->boostable && ip == r->boost_addr) {
+            arch::uc_set_ip(uc, r->addr);
+            break;
+        }
+        if (r->has_ss && ip == r->ss_addr) {
+            pop_ss(r);
+            arch::uc_set_ip(uc, r->addr);
+            break;
+        }
+    }
+    return false;
+}
+
+// Plain kprobes on a patch site (the kernel's kprobe_ftrace_handler): called from ftrace
+// dispatch, so it is already inside the dispatch read side.
+DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
+                                       struct ftrace_regs *fregs, void *)
+{
+    auto *rec = static_cast<kp_record *>(ops->priv);
+    const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    task_ctx *t = peek_task_ctx();
+    if (!cl || !t)
+        return 1;
+    stats().ftrace_hits.fetch_add(1, std::memory_order_relaxed);
+    if (t->current_kprobe) {
+        for (uint32_t i = 0; i < cl->n; ++i)
+            if (cl->kp[i]->ainsn.kind == kind_kprobe)
+                __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    struct pt_regs regs;
+    fregs_to_pt_regs(fregs, &regs);
+    const unsigned long orig_ip = fregs->regs.ip;
+    regs.ip = ip + 1; // as if the int3 had trapped
+    t->kprobe_status = KPROBE_HIT_ACTIVE;
+    bool skip = false;
+    for (uint32_t i = 0; i < cl->n && !skip; ++i) {
+        struct kprobe *p = cl->kp[i];
+        if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
+            continue;
+        t->current_kprobe = p;
+        if (p->pre_handler && p->pre_handler(p, &regs))
+            skip = true;
+    }
+    if (!skip) {
+        // Emulate stepping over the site's NOP.
+        regs.ip = ip + rec->site->len;
+        if (has_post_handler(cl))
+            run_post_handlers(t, cl, &regs);
+        regs.ip = orig_ip;
+    }
+    pt_regs_to_fregs(&regs, fregs); // a non-zero pre handler's new ip goes with it
+    t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    return 1;
+}
+
+} // namespace dprobe::kp

@@ -1,0 +1,169 @@
+// State shared by the kprobe layer's files: per-address records, the lock-free lookup used by
+// the SIGTRAP hook, the per-thread read side, and the kretprobe glue.
+//
+// Lifetime rules (why the hot path needs no reference counts):
+//  - A kp_record (one per probed address) is never freed. Its instruction slot is never
+//    freed or rewritten either, so a thread still running a copy, or stepping through it,
+//    after the probe went away always finds the same code. Memory is bounded by the number
+//    of distinct addresses ever probed, not by register/unregister cycles.
+//  - The list of kprobes at an address (kp_children) is immutable and replaced as a whole;
+//    an old list is freed after kprobe_synchronize(), which waits for every thread inside
+//    the int3 hook (kp_read_lock) and inside ftrace dispatch.
+#pragma once
+
+#include "arch/x86_64/insn.h"
+#include "core/exec_mem.h"
+#include "core/ftrace.h"
+#include "core/task_ctx.h"
+
+#include <dprobe/kprobes.h>
+
+#include <atomic>
+#include <csignal>
+#include <ucontext.h>
+#include <cstdint>
+#include <mutex>
+
+namespace dprobe::kp {
+
+enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1 };
+
+// Immutable list of the probes registered at one address, in registration order.
+struct kp_children {
+    uint32_t n;
+    struct kprobe *kp[];
+};
+
+enum class kp_mode : uint8_t { int3, ftrace };
+
+// Slot layout: [boost copy: relocated insn + jmp back] at rx, [ss copy: relocated insn +
+// int3] at rx + ss_off. The ss copy's int3 tells the hook the instruction has run.
+constexpr size_t slot_ss_off = 64;
+constexpr size_t slot_size = 128;
+
+struct kp_record {
+    uintptr_t addr = 0;
+    kp_mode mode = kp_mode::int3;
+    uint64_t obj_id = 0;
+    std::atomic<kp_children *> children{nullptr};
+    std::atomic<bool> armed{false}; // int3: the byte at addr is ours; ftrace: ops attached
+    std::atomic<bool> gone{false};
+
+    // int3 path.
+    arch::insn insn;        // the original instruction
+    uint8_t opcode = 0;     // its first byte
+    bool emulate = false;   // branches: applied to the registers, no copy runs
+    bool boostable = false; // the boost copy exists (copy + jmp back)
+    bool has_ss = false;    // the ss copy exists (copy + int3)
+    exec_chunk slot;
+    uintptr_t boost_addr = 0, ss_addr = 0, ss_int3 = 0;
+
+    // ftrace path: one ops for the plain kprobes at the site.
+    ftrace_site *site = nullptr;
+    ftrace_ops ops;
+
+    kp_record *hash_next = nullptr;    // by addr
+    kp_record *ss_hash_next = nullptr; // by ss_int3
+    kp_record *all_next = nullptr;     // every record, for the fault hook and disarm-all
+};
+
+// Lock-free lookups for the hooks (records are never removed: a gone record stays, flagged).
+kp_record *lookup_record(uintptr_t addr) noexcept;
+kp_record *lookup_ss_record(uintptr_t int3_addr) noexcept;
+kp_record *first_record() noexcept;
+// Publishing (under the registration mutex).
+void publish_record(kp_record *r);
+void publish_ss(kp_record *r);
+
+// The read side of the hook: a counter in task_ctx::kprobe_scratch[0], odd while the thread
+// is inside the int3 hook (the pointer-typed slot holds the counter's value).
+inline std::atomic_ref<void *> kp_seq_ref(task_ctx *t) noexcept
+{
+    return std::atomic_ref<void *>(t->kprobe_scratch[0]);
+}
+inline uintptr_t kp_seq(task_ctx *t, std::memory_order mo) noexcept
+{
+    return reinterpret_cast<uintptr_t>(kp_seq_ref(t).load(mo));
+}
+inline void kp_read_lock(task_ctx *t) noexcept
+{
+    kp_seq_ref(t).store(reinterpret_cast<void *>(kp_seq(t, std::memory_order_relaxed) + 1),
+                        std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+inline void kp_read_unlock(task_ctx *t) noexcept
+{
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    kp_seq_ref(t).store(reinterpret_cast<void *>(kp_seq(t, std::memory_order_relaxed) + 1),
+                        std::memory_order_release);
+}
+// Waits until no thread is inside the int3 hook or ftrace dispatch code it was in before.
+void kprobe_synchronize();
+
+// Signal hooks (kprobe_int3.cpp).
+bool kprobe_trap_hook(int sig, siginfo_t *info, ucontext_t *uc);
+bool kprobe_fault_hook(int sig, siginfo_t *info, ucontext_t *uc);
+// The ftrace ops callback of plain kprobes on a patch site.
+int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
+                        struct ftrace_regs *fregs, void *data);
+
+// kretprobe glue (kretprobe.cpp).
+inline struct kretprobe *container_of_kretprobe(struct kprobe *p) noexcept
+{
+    static_assert(offsetof(struct kretprobe, kp) == 0);
+    return reinterpret_cast<struct kretprobe *>(p);
+}
+// int3 entry of a kretprobe: REGS is the hook's pt_regs (ip = addr + 1), UC the context.
+// Hands a ftrace_regs built from them to ftrace dispatch with the kretprobe's private site;
+// register changes made by the entry handler come back in REGS.
+void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t *uc) noexcept;
+// The ftrace_regs the int3 path is handing to dispatch on this thread (else nullptr).
+struct ftrace_regs *int3_fregs() noexcept;
+void set_int3_fregs(struct ftrace_regs *f) noexcept;
+
+// Full pt_regs from a trampoline's ftrace_regs (flags converted, cs/ss/orig_ax filled in),
+// and back (the registers the trampolines restore, and ip).
+void fregs_to_pt_regs(const struct ftrace_regs *fregs, struct pt_regs *regs) noexcept;
+void pt_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs) noexcept;
+
+// kretprobe registration steps (kretprobe.cpp), under kprobe_mutex().
+int kretprobe_prepare(struct kretprobe *rp);          // checks, ctl allocation
+void kretprobe_set_site_ip(struct kretprobe *rp, uintptr_t ip);
+void kretprobe_sync(struct kretprobe *rp, bool want); // ftrace mode: attach/detach its ops
+void kretprobe_release(struct kretprobe *rp);        // after the entry probe is gone
+
+// Registration internals (kprobes.cpp) used by kretprobe.cpp.
+std::mutex &kprobe_mutex();
+int register_kprobe_locked(struct kprobe *p, child_kind kind);
+bool kprobe_registered_locked(const struct kprobe *p);
+void unregister_kprobes_locked(struct kprobe *const *kps, int num);
+// The kretprobe's ops attach to the site itself when the probe is FTRACE.
+ftrace_site *record_site(const struct kprobe *p) noexcept;
+
+// Blacklist (blacklist.cpp).
+bool in_blacklist(uintptr_t addr);
+void blacklist_refresh();
+
+// Instruction bytes as they were before any probe was armed (for boundary decoding).
+void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len);
+
+// Flags in pt_regs form from the trampolines' lahf/seto snapshot.
+inline unsigned long fregs_flags_to_eflags(unsigned long snap) noexcept
+{
+    const unsigned long ah = (snap >> 8) & 0xd5; // SF ZF AF PF CF
+    const unsigned long of = (snap & 0xff) ? 0x800 : 0;
+    return ah | of | 0x202; // IF and the always-one bit
+}
+
+inline bool child_enabled(const struct kprobe *p) noexcept
+{
+    return !(__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) &
+             (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE));
+}
+
+struct kp_stats {
+    std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, ftrace_hits{0}, reenter{0};
+};
+kp_stats &stats() noexcept;
+
+} // namespace dprobe::kp

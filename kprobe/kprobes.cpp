@@ -1,0 +1,770 @@
+// kprobe registration (kernel/kprobes.c's role): address resolution and safety checks,
+// per-address records shared by every probe at the address (the kernel's aggregate probes),
+// arming and disarming, quiescence on unregister, [GONE] on dlclose, and kprobes/list.
+#include "arch/x86_64/insn.h"
+#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/relocate.h"
+#include "core/compiler.h"
+#include "core/signal_chain.h"
+#include "core/symbols.h"
+#include "core/text_poke.h"
+#include "kprobe/kprobe_internal.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <elf.h>
+#include <sched.h>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace dprobe::kp {
+
+namespace {
+
+constexpr size_t nbuckets = 1024;
+std::atomic<kp_record *> by_addr[nbuckets];
+std::atomic<kp_record *> by_ss[nbuckets];
+std::atomic<kp_record *> all_records{nullptr};
+
+DPROBE_NOPROBE inline size_t bucket(uintptr_t a) noexcept
+{
+    return static_cast<size_t>((a ^ (a >> 10) ^ (a >> 20)) % nbuckets);
+}
+
+// Everything below is under kprobe_mutex().
+std::unordered_set<const struct kprobe *> registered;
+std::vector<kp_children *> garbage; // lists replaced since the last synchronize
+bool all_disarmed = false;
+bool hooks_installed = false;
+struct kprobe busy_probe;
+
+// Names and places kept for [GONE] probes, whose object kallsyms no longer knows.
+struct record_info {
+    std::string sym;
+    uintptr_t sym_addr = 0;
+    std::string modname; // "" for the main program
+};
+std::unordered_map<const kp_record *, record_info> infos;
+
+void install_hooks()
+{
+    if (hooks_installed)
+        return;
+    signal_chain_add_hook(SIGTRAP, kprobe_trap_hook);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL})
+        signal_chain_add_hook(sig, kprobe_fault_hook);
+    hooks_installed = true;
+}
+
+kp_record *find_live_record(uintptr_t addr)
+{
+    for (kp_record *r = by_addr[bucket(addr)].load(std::memory_order_acquire); r;
+         r = r->hash_next)
+        if (r->addr == addr && !r->gone.load(std::memory_order_relaxed))
+            return r;
+    return nullptr;
+}
+
+kp_children *make_children(const kp_children *old, struct kprobe *add, const struct kprobe *drop)
+{
+    uint32_t n = old ? old->n : 0;
+    std::vector<struct kprobe *> v;
+    for (uint32_t i = 0; i < n; ++i)
+        if (old->kp[i] != drop)
+            v.push_back(old->kp[i]);
+    if (add)
+        v.push_back(add);
+    if (v.empty())
+        return nullptr;
+    auto *cl = static_cast<kp_children *>(
+        std::malloc(sizeof(kp_children) + v.size() * sizeof(struct kprobe *)));
+    if (!cl)
+        throw std::bad_alloc();
+    cl->n = static_cast<uint32_t>(v.size());
+    std::copy(v.begin(), v.end(), cl->kp);
+    return cl;
+}
+
+void retire_children(kp_children *cl)
+{
+    if (cl)
+        garbage.push_back(cl);
+}
+
+void synchronize_and_collect()
+{
+    kprobe_synchronize();
+    for (auto *cl : garbage)
+        std::free(cl);
+    garbage.clear();
+}
+
+bool any_enabled(const kp_record *rec, child_kind kind)
+{
+    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; cl && i < cl->n; ++i)
+        if (cl->kp[i]->ainsn.kind == kind && child_enabled(cl->kp[i]))
+            return true;
+    return false;
+}
+
+int poke_byte(uintptr_t addr, uint8_t byte)
+{
+    text_poke_req r;
+    r.addr = addr;
+    r.len = 1;
+    r.bytes[0] = byte;
+    // A thread trapping on a temporary int3 of the protocol lands in our hook, which
+    // restarts it at the address when the byte is not an int3 any more.
+    r.emu = text_poke_req::emulate::trap;
+    text_poke_req one[1] = {r};
+    return text_poke_batch(one);
+}
+
+// Brings the record's arming in line with its probes' states.
+int sync_record(kp_record *rec)
+{
+    const bool live = !all_disarmed && !rec->gone.load();
+    if (rec->mode == kp_mode::int3) {
+        const bool want = live && (any_enabled(rec, kind_kprobe) || any_enabled(rec, kind_kretprobe));
+        if (want == rec->armed.load())
+            return 0;
+        if (want) {
+            rec->armed.store(true);
+            if (int err = poke_byte(rec->addr, arch::INT3_INSN_OPCODE)) {
+                rec->armed.store(false);
+                return err;
+            }
+        } else {
+            if (int err = poke_byte(rec->addr, rec->opcode))
+                return err;
+            rec->armed.store(false);
+        }
+        return 0;
+    }
+    // ftrace: one ops for the plain kprobes; each kretprobe has its own.
+    const bool want = live && any_enabled(rec, kind_kprobe);
+    ftrace_site *one[1] = {rec->site};
+    if (want && !rec->armed.load()) {
+        if (int err = ftrace_ops_attach(&rec->ops, one))
+            return err;
+        rec->armed.store(true);
+    } else if (!want && rec->armed.load()) {
+        ftrace_ops_detach(&rec->ops, one);
+        rec->armed.store(false);
+    }
+    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; cl && i < cl->n; ++i)
+        if (cl->kp[i]->ainsn.kind == kind_kretprobe)
+            kretprobe_sync(container_of_kretprobe(cl->kp[i]), live && child_enabled(cl->kp[i]));
+    return 0;
+}
+
+// Records of objects that were dlclose'd: flag them and their probes gone, never write there.
+void refresh_gone()
+{
+    ftrace_update_objects();
+    auto objs = kallsyms::instance().objects();
+    std::unordered_set<uint64_t> ids;
+    for (const auto &o : *objs)
+        ids.insert(o->id);
+    for (kp_record *r = all_records.load(); r; r = r->all_next) {
+        if (r->gone.load() || ids.count(r->obj_id))
+            continue;
+        r->gone.store(true);
+        const kp_children *cl = r->children.load();
+        for (uint32_t i = 0; cl && i < cl->n; ++i) {
+            __atomic_or_fetch(&cl->kp[i]->flags, KPROBE_FLAG_GONE, __ATOMIC_RELEASE);
+            if (cl->kp[i]->ainsn.kind == kind_kretprobe)
+                kretprobe_sync(container_of_kretprobe(cl->kp[i]), false);
+        }
+        if (r->mode == kp_mode::ftrace && r->armed.load()) {
+            ftrace_site *one[1] = {r->site};
+            ftrace_ops_detach(&r->ops, one);
+        }
+        r->armed.store(false);
+    }
+}
+
+struct resolved {
+    uintptr_t addr = 0;
+    uintptr_t func = 0;
+    uint64_t fsize = 0;
+    object_ptr obj;
+    std::string sym;
+    bool on_entry = false;
+};
+
+bool is_func(const ksym *s) { return s->type == STT_FUNC || s->type == STT_GNU_IFUNC; }
+
+// The kernel's _kprobe_addr() + arch_adjust_kprobe_addr().
+int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long offset,
+            resolved &r)
+{
+    if ((addr && symbol_name) || (!addr && !symbol_name))
+        return -EINVAL;
+    auto &ks = kallsyms::instance();
+    const ksym *s = nullptr;
+    if (symbol_name) {
+        auto hits = ks.lookup_func(symbol_name);
+        if (hits.empty())
+            return -ENOENT;
+        s = hits.front().sym;
+        r.obj = hits.front().obj;
+        if (s->type == STT_GNU_IFUNC) {
+            // The symbol is the resolver; probe the implementation the program calls.
+            std::string_view bare = symbol_name;
+            if (auto c = bare.find(':'); c != std::string_view::npos)
+                bare.remove_prefix(c + 1);
+            if (void *impl = dlsym(RTLD_DEFAULT, std::string(bare).c_str())) {
+                auto h = ks.lookup_addr(reinterpret_cast<uintptr_t>(impl));
+                if (h && is_func(h->sym) && h->sym->addr == reinterpret_cast<uintptr_t>(impl)) {
+                    s = h->sym;
+                    r.obj = h->obj;
+                }
+            }
+        }
+    } else {
+        auto h = ks.lookup_addr(reinterpret_cast<uintptr_t>(addr));
+        if (!h || !is_func(h->sym))
+            return -EINVAL; // not in a known function: cannot check the boundary
+        s = h->sym;
+        r.obj = h->obj;
+        offset = reinterpret_cast<uintptr_t>(addr) - s->addr;
+    }
+    r.func = s->addr;
+    r.fsize = s->size;
+    r.sym = s->name;
+    if (r.fsize >= arch::ENDBR64_INSN_SIZE &&
+        arch::is_endbr64(reinterpret_cast<const uint8_t *>(r.func))) {
+        r.on_entry = offset == 0 || offset == arch::ENDBR64_INSN_SIZE;
+        if (r.on_entry)
+            offset = arch::ENDBR64_INSN_SIZE;
+    } else {
+        r.on_entry = offset == 0;
+    }
+    if (offset >= r.fsize)
+        return -EINVAL;
+    r.addr = r.func + offset;
+    return 0;
+}
+
+int build_int3_record(const resolved &r, kp_record *rec)
+{
+    std::vector<uint8_t> code(r.fsize);
+    std::memcpy(code.data(), reinterpret_cast<const void *>(r.func), r.fsize);
+    recover_original_bytes(r.func, code.data(), code.size());
+    if (!arch::insn_boundary(code.data(), r.func, r.fsize, r.addr))
+        return -EINVAL;
+    const size_t off = r.addr - r.func;
+    auto i = arch::insn_decode(code.data() + off, code.size() - off, r.addr);
+    if (!i)
+        return -EINVAL;
+    const bool emu = arch::insn_can_emulate(*i);
+    if (!emu) {
+        switch (i->k) {
+        case arch::insn::call_indirect:
+        case arch::insn::jmp_indirect:
+        case arch::insn::loop_rel:
+            return -EOPNOTSUPP; // neither emulated nor stepped with an exit we can see
+        default:
+            break;
+        }
+        if (arch::insn_ool_refusal(*i))
+            return -EINVAL;
+    }
+    rec->insn = *i;
+    rec->opcode = code[off];
+    rec->emulate = emu;
+
+    uintptr_t lo = r.addr, hi = r.addr + i->len;
+    if (i->is_rip_relative) {
+        lo = std::min(lo, i->rip_target);
+        hi = std::max(hi, i->rip_target);
+    }
+    if (i->is_relative_branch()) {
+        lo = std::min(lo, i->branch_target);
+        hi = std::max(hi, i->branch_target);
+    }
+    exec_chunk slot = exec_alloc(lo, hi, slot_size);
+    if (!slot)
+        return emu ? 0 : -ENOMEM;
+    uint8_t buf[arch::MAX_RELOCATED_INSN_SIZE];
+    const char *why = nullptr;
+    int n = arch::relocate_one(*i, slot.rx, buf, &why);
+    if (n > 0 && static_cast<size_t>(n) + arch::JMP32_INSN_SIZE <= slot_ss_off) {
+        if (auto j = arch::make_jmp_rel32(slot.rx + n, i->next())) {
+            std::memcpy(slot.rw, buf, static_cast<size_t>(n));
+            std::memcpy(slot.rw + n, j->data(), j->size());
+            rec->boostable = true;
+            rec->boost_addr = slot.rx;
+        }
+    }
+    if (!emu) {
+        // The ss copy must fall through to its int3: only non-branches get here.
+        n = arch::relocate_one(*i, slot.rx + slot_ss_off, buf, &why);
+        if (n > 0 && slot_ss_off + static_cast<size_t>(n) + 1 <= slot_size) {
+            std::memcpy(slot.rw + slot_ss_off, buf, static_cast<size_t>(n));
+            slot.rw[slot_ss_off + n] = arch::INT3_INSN_OPCODE;
+            rec->has_ss = true;
+            rec->ss_addr = slot.rx + slot_ss_off;
+            rec->ss_int3 = rec->ss_addr + static_cast<size_t>(n);
+        }
+        if (!rec->boostable || !rec->has_ss) {
+            exec_free(slot); // never published
+            rec->boostable = rec->has_ss = false;
+            return -EINVAL;
+        }
+    }
+    rec->slot = slot;
+    return 0;
+}
+
+int create_record(const resolved &r, kp_record **out)
+{
+    auto rec = std::make_unique<kp_record>();
+    rec->addr = r.addr;
+    rec->obj_id = r.obj->id;
+    ftrace_site *s = ftrace_location(r.func);
+    if (!s)
+        s = ftrace_location(r.addr);
+    if (s && !s->gone && r.addr > s->ip && r.addr < s->ip + s->len)
+        return -EILSEQ; // inside the site's NOP (the kernel's check_ftrace_location)
+    if (s && !s->gone && s->usable && s->ip == r.addr) {
+        rec->mode = kp_mode::ftrace;
+        rec->site = s;
+        rec->opcode = *reinterpret_cast<const uint8_t *>(r.addr);
+        rec->ops.entry = kprobe_ftrace_entry;
+        rec->ops.priv = rec.get();
+    } else if (int err = build_int3_record(r, rec.get())) {
+        return err;
+    }
+    record_info info;
+    info.sym = r.sym;
+    info.sym_addr = r.func;
+    if (!r.obj->is_main)
+        info.modname = r.obj->name;
+    kp_record *p = rec.release();
+    infos[p] = std::move(info);
+    publish_record(p);
+    if (p->has_ss)
+        publish_ss(p);
+    *out = p;
+    return 0;
+}
+
+} // namespace
+
+// --- lookups (hot path) ----------------------------------------------------------------------
+
+DPROBE_NOPROBE kp_record *lookup_record(uintptr_t addr) noexcept
+{
+    for (kp_record *r = by_addr[bucket(addr)].load(std::memory_order_acquire); r;
+         r = r->hash_next)
+        if (r->addr == addr && r->mode == kp_mode::int3 &&
+            !r->gone.load(std::memory_order_relaxed))
+            return r;
+    return nullptr;
+}
+
+DPROBE_NOPROBE kp_record *lookup_ss_record(uintptr_t int3_addr) noexcept
+{
+    for (kp_record *r = by_ss[bucket(int3_addr)].load(std::memory_order_acquire); r;
+         r = r->ss_hash_next)
+        if (r->ss_int3 == int3_addr)
+            return r;
+    return nullptr;
+}
+
+DPROBE_NOPROBE kp_record *first_record() noexcept
+{
+    return all_records.load(std::memory_order_acquire);
+}
+
+void publish_record(kp_record *r)
+{
+    auto &b = by_addr[bucket(r->addr)];
+    r->hash_next = b.load(std::memory_order_relaxed);
+    b.store(r, std::memory_order_release);
+    r->all_next = all_records.load(std::memory_order_relaxed);
+    all_records.store(r, std::memory_order_release);
+}
+
+void publish_ss(kp_record *r)
+{
+    auto &b = by_ss[bucket(r->ss_int3)];
+    r->ss_hash_next = b.load(std::memory_order_relaxed);
+    b.store(r, std::memory_order_release);
+}
+
+DPROBE_NOPROBE kp_stats &stats() noexcept
+{
+    static kp_stats s;
+    return s;
+}
+
+DPROBE_NOPROBE void fregs_to_pt_regs(const struct ftrace_regs *fregs, struct pt_regs *regs) noexcept
+{
+    auto *d = reinterpret_cast<volatile unsigned long *>(regs);
+    auto *s = reinterpret_cast<const unsigned long *>(&fregs->regs);
+    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
+        d[i] = s[i];
+    regs->flags = fregs_flags_to_eflags(fregs->regs.flags);
+    regs->orig_ax = ~0UL;
+    regs->cs = 0x33; // __USER_CS
+    regs->ss = 0x2b; // __USER_DS
+}
+
+DPROBE_NOPROBE void pt_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs) noexcept
+{
+    struct pt_regs &f = fregs->regs;
+    f.di = regs->di;
+    f.si = regs->si;
+    f.dx = regs->dx;
+    f.cx = regs->cx;
+    f.r8 = regs->r8;
+    f.r9 = regs->r9;
+    f.r10 = regs->r10;
+    f.r11 = regs->r11;
+    f.ax = regs->ax;
+    f.bx = regs->bx;
+    f.bp = regs->bp;
+    f.ip = regs->ip;
+}
+
+// --- quiescence --------------------------------------------------------------------------------
+
+void kprobe_synchronize()
+{
+    // Also the full barrier on every thread that orders our unpublishing against their
+    // read-side markers (see task_ctx.h).
+    synchronize_dispatch();
+    task_ctx *self = peek_task_ctx();
+    for (task_ctx *t = task_ctx_list(); t; t = t->next) {
+        if (t == self)
+            continue;
+        const uintptr_t s = kp_seq(t, std::memory_order_acquire);
+        if (!(s & 1))
+            continue;
+        while (kp_seq(t, std::memory_order_acquire) == s &&
+               t->in_use.load(std::memory_order_acquire))
+            sched_yield();
+    }
+}
+
+// --- registration --------------------------------------------------------------------------------
+
+std::mutex &kprobe_mutex()
+{
+    static std::mutex m;
+    return m;
+}
+
+ftrace_site *record_site(const struct kprobe *p) noexcept
+{
+    auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
+    return rec && rec->mode == kp_mode::ftrace ? rec->site : nullptr;
+}
+
+void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
+{
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r->mode == kp_mode::int3 && !r->gone.load() && r->addr >= addr && r->addr < addr + len)
+            buf[r->addr - addr] = r->opcode;
+}
+
+bool kprobe_registered_locked(const struct kprobe *p) { return registered.count(p) != 0; }
+
+int register_kprobe_locked(struct kprobe *p, child_kind kind)
+{
+    if (registered.count(p))
+        return -EEXIST;
+    install_hooks();
+    refresh_gone();
+    resolved r;
+    if (int err = resolve(p->addr, p->symbol_name, p->offset, r))
+        return err;
+    p->addr = reinterpret_cast<kprobe_opcode_t *>(r.addr);
+    p->flags &= KPROBE_FLAG_DISABLED;
+    if (r.on_entry)
+        p->flags |= KPROBE_FLAG_ON_FUNC_ENTRY;
+    if (!r.obj->is_text(r.addr))
+        return -EINVAL;
+    if (in_blacklist(r.addr))
+        return -EINVAL;
+    kp_record *rec = find_live_record(r.addr);
+    if (!rec)
+        if (int err = create_record(r, &rec))
+            return err;
+    if (kind == kind_kretprobe)
+        kretprobe_set_site_ip(container_of_kretprobe(p), r.addr);
+    p->opcode = rec->opcode;
+    p->ainsn.rec = rec;
+    p->ainsn.kind = kind;
+    p->ainsn.boostable = rec->boostable && !rec->emulate;
+    if (rec->mode == kp_mode::ftrace)
+        p->flags |= KPROBE_FLAG_FTRACE;
+    p->nmissed = 0;
+    kp_children *old = rec->children.load(std::memory_order_relaxed);
+    rec->children.store(make_children(old, p, nullptr), std::memory_order_release);
+    retire_children(old);
+    registered.insert(p);
+    if (int err = sync_record(rec)) {
+        kp_children *cur = rec->children.load(std::memory_order_relaxed);
+        rec->children.store(make_children(cur, nullptr, p), std::memory_order_release);
+        retire_children(cur);
+        registered.erase(p);
+        if (kind == kind_kretprobe)
+            kretprobe_sync(container_of_kretprobe(p), false);
+        synchronize_and_collect();
+        p->ainsn.rec = nullptr;
+        return err;
+    }
+    if (garbage.size() > 64)
+        synchronize_and_collect();
+    return 0;
+}
+
+void unregister_kprobes_locked(struct kprobe *const *kps, int num)
+{
+    refresh_gone();
+    std::vector<struct kprobe *> done;
+    for (int n = 0; n < num; ++n) {
+        struct kprobe *p = kps[n];
+        if (!p || !registered.count(p))
+            continue; // unknown: silently ignored, as in the kernel
+        auto *rec = static_cast<kp_record *>(p->ainsn.rec);
+        kp_children *old = rec->children.load(std::memory_order_relaxed);
+        rec->children.store(make_children(old, nullptr, p), std::memory_order_release);
+        retire_children(old);
+        registered.erase(p);
+        if (p->ainsn.kind == kind_kretprobe)
+            kretprobe_sync(container_of_kretprobe(p), false);
+        sync_record(rec);
+        done.push_back(p);
+    }
+    synchronize_and_collect();
+    for (struct kprobe *p : done) {
+        if (p->ainsn.kind == kind_kretprobe)
+            kretprobe_release(container_of_kretprobe(p));
+        p->ainsn.rec = nullptr;
+    }
+}
+
+} // namespace dprobe::kp
+
+using namespace dprobe;
+using namespace dprobe::kp;
+
+extern "C" {
+
+int register_kprobe(struct kprobe *p)
+{
+    if (!p)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    return register_kprobe_locked(p, kind_kprobe);
+}
+
+void unregister_kprobe(struct kprobe *p)
+{
+    if (p)
+        unregister_kprobes(&p, 1);
+}
+
+int register_kprobes(struct kprobe **kps, int num)
+{
+    if (!kps || num <= 0)
+        return -EINVAL;
+    for (int i = 0; i < num; ++i) {
+        int err = register_kprobe(kps[i]);
+        if (err) {
+            if (i > 0)
+                unregister_kprobes(kps, i);
+            return err;
+        }
+    }
+    return 0;
+}
+
+void unregister_kprobes(struct kprobe **kps, int num)
+{
+    if (!kps || num <= 0)
+        return;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    unregister_kprobes_locked(kps, num);
+}
+
+int disable_kprobe(struct kprobe *kp)
+{
+    if (!kp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    if (!registered.count(kp))
+        return -EINVAL;
+    refresh_gone();
+    __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+    return sync_record(static_cast<kp_record *>(kp->ainsn.rec));
+}
+
+int enable_kprobe(struct kprobe *kp)
+{
+    if (!kp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    refresh_gone();
+    if (!registered.count(kp) || kprobe_gone(kp))
+        return -EINVAL;
+    __atomic_and_fetch(&kp->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+    int err = sync_record(static_cast<kp_record *>(kp->ainsn.rec));
+    if (err)
+        __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+    return err;
+}
+
+DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
+{
+    task_ctx *t = current_task_ctx();
+    if (t)
+        kp_read_lock(t);
+    struct kprobe *p = nullptr;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    for (kp_record *r = first_record(); r && !p; r = r->all_next) {
+        if (r->addr != a || r->gone.load(std::memory_order_relaxed))
+            continue;
+        if (const kp_children *cl = r->children.load(std::memory_order_acquire))
+            p = cl->kp[0];
+    }
+    if (t)
+        kp_read_unlock(t);
+    return p;
+}
+
+DPROBE_NOPROBE struct kprobe *kprobe_running(void)
+{
+    task_ctx *t = peek_task_ctx();
+    return t ? t->current_kprobe : nullptr;
+}
+
+DPROBE_NOPROBE void kprobe_busy_begin(void)
+{
+    if (task_ctx *t = current_task_ctx()) {
+        t->current_kprobe = &busy_probe;
+        t->kprobe_status = KPROBE_HIT_ACTIVE;
+    }
+}
+
+DPROBE_NOPROBE void kprobe_busy_end(void)
+{
+    if (task_ctx *t = peek_task_ctx()) {
+        t->current_kprobe = nullptr;
+        t->kprobe_status = 0;
+    }
+}
+
+int kprobe_on_func_entry(kprobe_opcode_t *addr, const char *sym, unsigned long offset)
+{
+    ftrace_update_objects();
+    resolved r;
+    int err = resolve(addr, sym, offset, r);
+    if (err == -ENOENT)
+        return -ENOENT;
+    if (err || !r.on_entry)
+        return -EINVAL;
+    return 0;
+}
+
+int within_kprobe_blacklist(unsigned long addr)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    ftrace_update_objects();
+    return in_blacklist(addr);
+}
+
+void dump_kprobe(struct kprobe *kp)
+{
+    char buf[256];
+    sprint_symbol(buf, sizeof buf, reinterpret_cast<uintptr_t>(kp->addr), true);
+    std::fprintf(stderr, "Dumping kprobe:\nName: %s\nOffset: %x\nAddress: %s\n",
+                 kp->symbol_name ? kp->symbol_name : "(null)", kp->offset, buf);
+}
+
+int kprobes_set_enabled(int enabled)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    refresh_gone();
+    all_disarmed = !enabled;
+    int ret = 0;
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (!r->gone.load())
+            if (int err = sync_record(r); err && !ret)
+                ret = err;
+    return ret;
+}
+
+int kprobes_enabled(void)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    return !all_disarmed;
+}
+
+} // extern "C"
+
+namespace dprobe {
+
+// report_probe() of kernel/kprobes.c.
+std::string kprobes_list_text()
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    refresh_gone();
+    std::vector<kp_record *> recs;
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r->children.load())
+            recs.push_back(r);
+    std::sort(recs.begin(), recs.end(),
+              [](const kp_record *a, const kp_record *b) { return a->addr < b->addr; });
+    std::string out;
+    char line[1024];
+    for (kp_record *r : recs) {
+        const record_info &info = infos[r];
+        const kp_children *cl = r->children.load();
+        for (uint32_t i = 0; i < cl->n; ++i) {
+            struct kprobe *p = cl->kp[i];
+            const char *type = p->ainsn.kind == kind_kretprobe ? "r" : "k";
+            const auto addr = reinterpret_cast<uintptr_t>(p->addr);
+            int n;
+            if (!info.sym.empty())
+                n = std::snprintf(line, sizeof line, "%016" PRIxPTR "  %s  %s+0x%x  %s ", addr,
+                                  type, info.sym.c_str(),
+                                  static_cast<unsigned>(addr - info.sym_addr),
+                                  info.modname.empty() ? " " : info.modname.c_str());
+            else {
+                char sym[512];
+                sprint_symbol(sym, sizeof sym, addr);
+                n = std::snprintf(line, sizeof line, "%016" PRIxPTR "  %s  %s ", addr, type, sym);
+            }
+            out.append(line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+            const unsigned f = p->flags;
+            if (f & KPROBE_FLAG_GONE)
+                out += "[GONE]";
+            if ((f & KPROBE_FLAG_DISABLED) && !(f & KPROBE_FLAG_GONE))
+                out += "[DISABLED]";
+            if (f & KPROBE_FLAG_OPTIMIZED)
+                out += "[OPTIMIZED]";
+            if (f & KPROBE_FLAG_FTRACE)
+                out += "[FTRACE]";
+            out += '\n';
+        }
+    }
+    return out;
+}
+
+} // namespace dprobe

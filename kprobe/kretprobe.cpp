@@ -1,0 +1,359 @@
+// kretprobes on the shadow stack shared with fprobe exits (kernel/kprobes.c's kretprobe part,
+// with rethook's role played by core's ftrace dispatch).
+//
+// Each registered kretprobe owns one ftrace_ops with an exit callback; its per-call data
+// (struct kretprobe_instance + data_size bytes) lives in the shadow frame. When the function
+// has a patch site the ops attaches to the site; otherwise an int3 kprobe at the function
+// entry hands the trapped registers to dprobe_ftrace_entry() with a private site record
+// (never in the site table) whose only user is the ops. Either way the function returns
+// through core's return trampoline, which runs the exit callback.
+#include "arch/x86_64/ftrace_arch.h"
+#include "core/compiler.h"
+#include "kprobe/kprobe_internal.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+#include <unistd.h>
+
+namespace dprobe::kp {
+
+struct kretprobe_ctl {
+    ftrace_ops ops;
+    ftrace_site psite; // private site for the int3 entry
+    struct kretprobe *rp = nullptr;
+    std::atomic<int> inflight{0};
+    int maxactive = 0;
+    ftrace_site *attached = nullptr; // the real site the ops is attached to
+    kretprobe_ctl *next_free = nullptr;
+};
+
+namespace {
+
+kretprobe_ctl *free_ctls; // under kprobe_mutex()
+
+DPROBE_NOPROBE inline kretprobe_ctl *ctl_of(struct kretprobe *rp) noexcept
+{
+    return static_cast<kretprobe_ctl *>(rp->rh);
+}
+
+// While a kretprobe handler runs, the hooked callers' return-address slots show their real
+// return addresses, so backtrace() walks through them (the kernel's unwinders ask
+// kretprobe_find_ret_addr() for the same). Returns a mask of the slots changed.
+DPROBE_NOPROBE uint64_t unhide_return_addresses(task_ctx *t, uintptr_t sp_now) noexcept
+{
+    const uintptr_t tramp = arch::return_to_handler();
+    uint64_t mask = 0;
+    uint32_t top = t->shadow_top;
+    for (unsigned n = 0; top && n < 64; ++n) {
+        unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
+        auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
+        if (f[sf_retp] > sp_now && *slot == tramp && f[sf_ret] != tramp) {
+            *slot = f[sf_ret];
+            mask |= uint64_t{1} << n;
+        }
+        top -= static_cast<uint32_t>(t->shadow[top - 1]);
+    }
+    return mask;
+}
+
+DPROBE_NOPROBE void rehide_return_addresses(task_ctx *t, uint64_t mask) noexcept
+{
+    const uintptr_t tramp = arch::return_to_handler();
+    uint32_t top = t->shadow_top;
+    for (unsigned n = 0; top && mask; ++n) {
+        unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
+        if (mask & (uint64_t{1} << n)) {
+            *reinterpret_cast<uintptr_t *>(f[sf_retp]) = tramp;
+            mask &= ~(uint64_t{1} << n);
+        }
+        top -= static_cast<uint32_t>(t->shadow[top - 1]);
+    }
+}
+
+DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
+                             struct ftrace_regs *fregs, void *data)
+{
+    auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
+    struct kretprobe *rp = ctl->rp;
+    task_ctx *t = peek_task_ctx();
+    const bool from_int3 = fregs == int3_fregs();
+    if (!from_int3) {
+        // On a site: the kprobe checks the int3 hook makes for the entry probe.
+        if (!t || !child_enabled(&rp->kp))
+            return 1;
+        if (t->current_kprobe) {
+            __atomic_add_fetch(&rp->kp.nmissed, 1, __ATOMIC_RELAXED);
+            return 1;
+        }
+    }
+    if (ctl->inflight.fetch_add(1, std::memory_order_relaxed) >= ctl->maxactive) {
+        ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+        __atomic_add_fetch(&rp->nmissed, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    auto *ri = static_cast<struct kretprobe_instance *>(data);
+    ri->rp = rp;
+    ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(parent_ip);
+    ri->fp = reinterpret_cast<void *>(fregs->regs.sp);
+    if (!rp->entry_handler)
+        return 0;
+    struct pt_regs local;
+    struct pt_regs *regs = &fregs->regs;
+    if (!from_int3) {
+        fregs_to_pt_regs(fregs, &local);
+        local.ip = ip + 1;
+        regs = &local;
+    }
+    struct kprobe *prev = t->current_kprobe;
+    t->current_kprobe = &rp->kp;
+    t->kprobe_status = KPROBE_HIT_ACTIVE;
+    const uint64_t mask = unhide_return_addresses(t, fregs->regs.sp);
+    int r = rp->entry_handler(ri, regs);
+    rehide_return_addresses(t, mask);
+    t->current_kprobe = prev;
+    if (!from_int3) {
+        local.ip = fregs->regs.ip;
+        pt_regs_to_fregs(&local, fregs);
+    }
+    if (r) {
+        // Discarded: no return hook, and not a miss.
+        ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long ret_ip,
+                             struct ftrace_regs *fregs, void *data)
+{
+    auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
+    struct kretprobe *rp = ctl->rp;
+    ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+    task_ctx *t = peek_task_ctx();
+    if (!rp || !rp->handler || !t)
+        return;
+    auto *ri = static_cast<struct kretprobe_instance *>(data);
+    struct pt_regs regs;
+    fregs_to_pt_regs(fregs, &regs);
+    regs.ip = ret_ip;
+    struct kprobe *prev = t->current_kprobe;
+    const unsigned long status = t->kprobe_status;
+    t->current_kprobe = &rp->kp;
+    t->kprobe_status = KPROBE_HIT_ACTIVE;
+    const uint64_t mask = unhide_return_addresses(t, fregs->regs.sp);
+    rp->handler(ri, &regs);
+    rehide_return_addresses(t, mask);
+    t->current_kprobe = prev;
+    t->kprobe_status = status;
+    regs.ip = fregs->regs.ip;
+    pt_regs_to_fregs(&regs, fregs); // a handler may change the return value
+}
+
+DPROBE_NOPROBE void krp_missed(ftrace_ops *ops)
+{
+    auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
+    if (ctl->rp)
+        __atomic_add_fetch(&ctl->rp->kp.nmissed, 1, __ATOMIC_RELAXED);
+}
+
+int default_maxactive()
+{
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    if (cpus < 1)
+        cpus = 1;
+    return static_cast<int>(cpus * 2 > 10 ? cpus * 2 : 10);
+}
+
+kretprobe_ctl *alloc_ctl()
+{
+    if (kretprobe_ctl *c = free_ctls) {
+        free_ctls = c->next_free;
+        c->next_free = nullptr;
+        return c;
+    }
+    return new (std::nothrow) kretprobe_ctl;
+}
+
+void free_ctl(kretprobe_ctl *c)
+{
+    c->rp = nullptr;
+    c->next_free = free_ctls;
+    free_ctls = c;
+}
+
+// Attach or detach the ops of a kretprobe on a site to match its state.
+void sync_ftrace(kretprobe_ctl *ctl, bool want)
+{
+    ftrace_site *s = record_site(&ctl->rp->kp);
+    if (!s)
+        return;
+    if (want && !ctl->attached) {
+        ftrace_site *one[1] = {s};
+        if (ftrace_ops_attach(&ctl->ops, one) == 0)
+            ctl->attached = s;
+    } else if (!want && ctl->attached) {
+        ftrace_site *one[1] = {ctl->attached};
+        ftrace_ops_detach(&ctl->ops, one);
+        ctl->attached = nullptr;
+    }
+}
+
+} // namespace
+
+DPROBE_NOPROBE void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs,
+                                         ucontext_t *uc) noexcept
+{
+    kretprobe_ctl *ctl = ctl_of(rp);
+    if (!ctl)
+        return;
+    struct ftrace_regs fregs;
+    auto *d = reinterpret_cast<unsigned long *>(&fregs.regs);
+    const auto *s = reinterpret_cast<const unsigned long *>(regs);
+    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
+        d[i] = s[i];
+    fregs.vec = uc->uc_mcontext.fpregs ? &uc->uc_mcontext.fpregs->_xmm[0] : nullptr;
+    fregs.vec_size = 16;
+    set_int3_fregs(&fregs);
+    dprobe_ftrace_entry(&ctl->psite, &fregs);
+    set_int3_fregs(nullptr);
+    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
+        const_cast<unsigned long *>(s)[i] = d[i];
+    // dispatch replaced the return address at *sp with the return trampoline (or did not).
+}
+
+// --- registration (under kprobe_mutex) -----------------------------------------------------
+
+int kretprobe_prepare(struct kretprobe *rp)
+{
+    if (rp->data_size > KRETPROBE_MAX_DATA_SIZE)
+        return -E2BIG;
+    kretprobe_ctl *ctl = alloc_ctl();
+    if (!ctl)
+        return -ENOMEM;
+    const size_t bytes = sizeof(struct kretprobe_instance) + rp->data_size;
+    const auto words = static_cast<uint32_t>((bytes + sizeof(long) - 1) / sizeof(long));
+    // The private site's users list: this ops alone (replaced if the size changed).
+    site_users *u = ctl->psite.users.load(std::memory_order_relaxed);
+    if (!u || u->exit_words != 2 + words) {
+        auto *nu = static_cast<site_users *>(
+            std::malloc(sizeof(site_users) + sizeof(ftrace_ops *)));
+        if (!nu) {
+            free_ctl(ctl);
+            return -ENOMEM;
+        }
+        nu->n = 1;
+        nu->exit_words = 2 + words;
+        nu->ops[0] = &ctl->ops;
+        // Nobody can be reading the old list: the ctl was retired and synchronized.
+        ctl->psite.users.store(nu, std::memory_order_release);
+        std::free(u);
+    }
+    ctl->ops.entry = krp_entry;
+    ctl->ops.exit = krp_exit;
+    ctl->ops.missed = krp_missed;
+    ctl->ops.priv = ctl;
+    ctl->ops.data_words = words;
+    ctl->rp = rp;
+    ctl->inflight.store(0);
+    ctl->maxactive = rp->maxactive > 0 ? rp->maxactive : default_maxactive();
+    ctl->attached = nullptr;
+    rp->nmissed = 0;
+    rp->rh = ctl;
+    return 0;
+}
+
+void kretprobe_set_site_ip(struct kretprobe *rp, uintptr_t ip)
+{
+    ctl_of(rp)->psite.ip = ip;
+    ctl_of(rp)->psite.func = ip;
+}
+
+void kretprobe_sync(struct kretprobe *rp, bool want)
+{
+    if (kretprobe_ctl *ctl = ctl_of(rp))
+        sync_ftrace(ctl, want);
+}
+
+// After the entry probe is gone and synchronized: no exit of earlier calls may run.
+void kretprobe_release(struct kretprobe *rp)
+{
+    kretprobe_ctl *ctl = ctl_of(rp);
+    if (!ctl)
+        return;
+    sync_ftrace(ctl, false);
+    ftrace_ops_retire(&ctl->ops);
+    free_ctl(ctl);
+    rp->rh = nullptr;
+}
+
+} // namespace dprobe::kp
+
+extern "C" {
+
+DPROBE_NOPROBE struct kretprobe *get_kretprobe(struct kretprobe_instance *ri)
+{
+    return ri ? ri->rp : nullptr;
+}
+
+DPROBE_NOPROBE unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri)
+{
+    return ri ? reinterpret_cast<unsigned long>(ri->ret_addr) : 0;
+}
+
+int register_kretprobe(struct kretprobe *rp)
+{
+    using namespace dprobe::kp;
+    if (!rp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    if (kprobe_registered_locked(&rp->kp))
+        return -EEXIST;
+    int err = kprobe_on_func_entry(rp->kp.addr, rp->kp.symbol_name, rp->kp.offset);
+    if (err)
+        return err;
+    if ((err = kretprobe_prepare(rp)))
+        return err;
+    err = register_kprobe_locked(&rp->kp, kind_kretprobe);
+    if (err) {
+        free_ctl(ctl_of(rp));
+        rp->rh = nullptr;
+    }
+    return err;
+}
+
+int register_kretprobes(struct kretprobe **rps, int num)
+{
+    if (!rps || num <= 0)
+        return -EINVAL;
+    for (int i = 0; i < num; ++i) {
+        int err = register_kretprobe(rps[i]);
+        if (err) {
+            if (i > 0)
+                unregister_kretprobes(rps, i);
+            return err;
+        }
+    }
+    return 0;
+}
+
+void unregister_kretprobe(struct kretprobe *rp)
+{
+    if (rp)
+        unregister_kretprobes(&rp, 1);
+}
+
+void unregister_kretprobes(struct kretprobe **rps, int num)
+{
+    using namespace dprobe::kp;
+    if (!rps || num <= 0)
+        return;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    std::vector<struct kprobe *> kps;
+    for (int i = 0; i < num; ++i)
+        if (rps[i] && kprobe_registered_locked(&rps[i]->kp))
+            kps.push_back(&rps[i]->kp);
+    unregister_kprobes_locked(kps.data(), static_cast<int>(kps.size()));
+}
+
+} // extern "C"
