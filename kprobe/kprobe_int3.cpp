@@ -325,4 +325,15 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     return 1;
 }
 
+// A hit on the site that dispatch did not hand to the ops (recursion: a handler of this or
+// another probe called the function).
+DPROBE_NOPROBE void kprobe_ftrace_missed(ftrace_ops *ops)
+{
+    auto *rec = static_cast<kp_record *>(ops->priv);
+    const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    for (uint32_t i = 0; cl && i < cl->n; ++i)
+        if (cl->kp[i]->ainsn.kind == kind_kprobe)
+            __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
+}
+
 } // namespace dprobe::kp

@@ -106,6 +106,7 @@ bool kprobe_fault_hook(int sig, siginfo_t *info, ucontext_t *uc);
 // The ftrace ops callback of plain kprobes on a patch site.
 int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                         struct ftrace_regs *fregs, void *data);
+void kprobe_ftrace_missed(ftrace_ops *ops);
 
 // kretprobe glue (kretprobe.cpp).
 inline struct kretprobe *container_of_kretprobe(struct kprobe *p) noexcept

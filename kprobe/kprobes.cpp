@@ -343,6 +343,7 @@ int create_record(const resolved &r, kp_record **out)
         rec->site = s;
         rec->opcode = *reinterpret_cast<const uint8_t *>(r.addr);
         rec->ops.entry = kprobe_ftrace_entry;
+        rec->ops.missed = kprobe_ftrace_missed;
         rec->ops.priv = rec.get();
     } else if (int err = build_int3_record(r, rec.get())) {
         return err;

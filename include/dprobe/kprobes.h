@@ -29,6 +29,14 @@ DPROBE_EXTERN_C_BEGIN
 
 typedef unsigned char kprobe_opcode_t;
 
+/* Default member initializers in C++, so designated initializers of kernel-style code
+ * ({ .symbol_name = ..., .pre_handler = ... }) build cleanly with -Wextra. */
+#ifdef __cplusplus
+#define DPROBE_DFLT = {}
+#else
+#define DPROBE_DFLT
+#endif
+
 struct kprobe;
 struct kretprobe;
 struct kretprobe_instance;
@@ -38,36 +46,36 @@ typedef void (*kprobe_post_handler_t)(struct kprobe *, struct pt_regs *, unsigne
 typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
 
 /* Kernel list heads, kept for source compatibility; dprobe does not use them. */
-struct dprobe_hlist_node { void *next, **pprev; };
-struct dprobe_list_head { void *next, *prev; };
+struct dprobe_hlist_node { void *next DPROBE_DFLT, **pprev DPROBE_DFLT; };
+struct dprobe_list_head { void *next DPROBE_DFLT, *prev DPROBE_DFLT; };
 
 /* Internal per-probe state (the kernel's arch_specific_insn): do not touch. */
 struct arch_specific_insn {
-    void *rec;          /* the probed address' record */
-    unsigned int kind;  /* plain kprobe or the entry probe of a kretprobe */
-    unsigned int boostable;
+    void *rec DPROBE_DFLT;          /* the probed address' record */
+    unsigned int kind DPROBE_DFLT;  /* plain kprobe or the entry probe of a kretprobe */
+    unsigned int boostable DPROBE_DFLT;
 };
 
 struct kprobe {
-    struct dprobe_hlist_node hlist;
-    struct dprobe_list_head list;
+    struct dprobe_hlist_node hlist DPROBE_DFLT;
+    struct dprobe_list_head list DPROBE_DFLT;
     /* Hits not handled: the probe was hit while a kprobe handler ran on the same thread. */
-    unsigned long nmissed;
+    unsigned long nmissed DPROBE_DFLT;
     /* Where the probe is; set by register_kprobe() when symbol_name is used. */
-    kprobe_opcode_t *addr;
+    kprobe_opcode_t *addr DPROBE_DFLT;
     /* "sym" or "lib:sym"; either addr or symbol_name, not both. */
-    const char *symbol_name;
-    unsigned int offset;
+    const char *symbol_name DPROBE_DFLT;
+    unsigned int offset DPROBE_DFLT;
     /* Called before the instruction runs, with regs->ip == addr + 1. A non-zero return means
      * the handler changed regs->ip: the instruction is skipped and execution continues there. */
-    kprobe_pre_handler_t pre_handler;
+    kprobe_pre_handler_t pre_handler DPROBE_DFLT;
     /* Called after the instruction ran (flags is always 0). */
-    kprobe_post_handler_t post_handler;
+    kprobe_post_handler_t post_handler DPROBE_DFLT;
     /* The original first byte of the probed instruction. */
-    kprobe_opcode_t opcode;
-    struct arch_specific_insn ainsn;
+    kprobe_opcode_t opcode DPROBE_DFLT;
+    struct arch_specific_insn ainsn DPROBE_DFLT;
     /* KPROBE_FLAG_*: only KPROBE_FLAG_DISABLED may be set by the caller before registering. */
-    unsigned int flags;
+    unsigned int flags DPROBE_DFLT;
 };
 
 #define KPROBE_FLAG_GONE          1  /* the probed code was unloaded (dlclose) */
@@ -91,19 +99,19 @@ static inline int kprobe_optimized(struct kprobe *p) { return p->flags & KPROBE_
 static inline int kprobe_ftrace(struct kprobe *p) { return p->flags & KPROBE_FLAG_FTRACE; }
 
 struct kretprobe {
-    struct kprobe kp; /* the entry probe: a function entry */
+    struct kprobe kp DPROBE_DFLT; /* the entry probe: a function entry */
     /* Called when the function returns; regs_return_value(regs) is its return value and
      * regs->ip the address it returns to. The return value of the handler is ignored. */
-    kretprobe_handler_t handler;
+    kretprobe_handler_t handler DPROBE_DFLT;
     /* Called at entry; a non-zero return means: do not hook this call's return. */
-    kretprobe_handler_t entry_handler;
+    kretprobe_handler_t entry_handler DPROBE_DFLT;
     /* Calls in flight at once (all threads); <= 0 selects the default (max(10, 2 * CPUs)). */
-    int maxactive;
+    int maxactive DPROBE_DFLT;
     /* Calls whose return was not hooked because maxactive were in flight. */
-    int nmissed;
+    int nmissed DPROBE_DFLT;
     /* Per-call private data (ri->data), at most KRETPROBE_MAX_DATA_SIZE bytes. */
-    size_t data_size;
-    void *rh; /* internal */
+    size_t data_size DPROBE_DFLT;
+    void *rh DPROBE_DFLT; /* internal */
 };
 
 #define KRETPROBE_MAX_DATA_SIZE 4096
