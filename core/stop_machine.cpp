@@ -1,0 +1,174 @@
+#include "core/stop_machine.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dprobe {
+namespace {
+
+// State shared with the vfork child (same memory). Static: the child must not allocate.
+struct stop_state {
+    pid_t tgid, self;
+    stopped_thread threads[stop_machine_max_threads];
+    size_t n;
+    stop_machine_fn fn;
+    void *arg;
+    int error;
+};
+stop_state st;
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+bool known(pid_t tid)
+{
+    for (size_t i = 0; i < st.n; ++i)
+        if (st.threads[i].tid == tid)
+            return true;
+    return false;
+}
+
+// Seizes and interrupts every thread not yet stopped; returns how many were added, or -1.
+long stop_new_threads(int dirfd)
+{
+    char buf[4096];
+    long added = 0;
+    lseek(dirfd, 0, SEEK_SET);
+    for (;;) {
+        long nread = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        if (nread < 0) {
+            st.error = -errno;
+            return -1;
+        }
+        if (nread == 0)
+            break;
+        for (long off = 0; off < nread;) {
+            auto *d = reinterpret_cast<linux_dirent64 *>(buf + off);
+            off += d->d_reclen;
+            if (d->d_name[0] < '0' || d->d_name[0] > '9')
+                continue;
+            pid_t tid = 0;
+            for (const char *p = d->d_name; *p; ++p)
+                tid = tid * 10 + (*p - '0');
+            if (tid == st.self || known(tid))
+                continue;
+            if (st.n == stop_machine_max_threads) {
+                st.error = -E2BIG;
+                return -1;
+            }
+            if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+                if (errno == ESRCH)
+                    continue; // exited meanwhile
+                st.error = -errno;
+                return -1;
+            }
+            stopped_thread &t = st.threads[st.n++];
+            t.tid = tid;
+            t.changed = false;
+            if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+                st.error = -errno;
+                return -1;
+            }
+            int status;
+            if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
+                // The thread exited before stopping: forget it.
+                --st.n;
+                continue;
+            }
+            if (ptrace(PTRACE_GETREGS, tid, nullptr, &t.regs) != 0) {
+                st.error = -errno;
+                return -1;
+            }
+            ++added;
+        }
+    }
+    return added;
+}
+
+void release_all()
+{
+    for (size_t i = 0; i < st.n; ++i) {
+        stopped_thread &t = st.threads[i];
+        if (t.changed)
+            ptrace(PTRACE_SETREGS, t.tid, nullptr, &t.regs);
+        ptrace(PTRACE_DETACH, t.tid, nullptr, nullptr);
+    }
+}
+
+[[noreturn]] void child_main()
+{
+    char path[64];
+    // "/proc/<tgid>/task" without snprintf (not async-signal-safe in theory).
+    const char prefix[] = "/proc/";
+    size_t len = sizeof prefix - 1;
+    std::memcpy(path, prefix, len);
+    char digits[16];
+    int nd = 0;
+    for (pid_t v = st.tgid; v; v /= 10)
+        digits[nd++] = static_cast<char>('0' + v % 10);
+    while (nd)
+        path[len++] = digits[--nd];
+    std::memcpy(path + len, "/task", 6);
+    int dirfd = static_cast<int>(syscall(SYS_open, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dirfd < 0) {
+        st.error = -errno;
+        _exit(1);
+    }
+    // Threads may be created while we stop the others: list again until nothing is new.
+    long added;
+    do {
+        added = stop_new_threads(dirfd);
+    } while (added > 0);
+    syscall(SYS_close, dirfd);
+    if (added < 0) {
+        release_all();
+        _exit(1);
+    }
+    st.fn(st.threads, st.n, st.arg);
+    release_all();
+    _exit(0);
+}
+
+} // namespace
+
+int stop_machine(stop_machine_fn fn, void *arg)
+{
+    st.tgid = getpid();
+    st.self = static_cast<pid_t>(syscall(SYS_gettid));
+    st.n = 0;
+    st.fn = fn;
+    st.arg = arg;
+    st.error = 0;
+    // Under Yama ptrace_scope=1 only an ancestor may attach, unless we allow it.
+    int old_ptracer_ok = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    pid_t child = vfork();
+    if (child == 0)
+        child_main();
+    int err = 0;
+    if (child < 0) {
+        err = -errno;
+    } else {
+        int status;
+        while (waitpid(child, &status, __WALL) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            err = st.error ? st.error : -EPERM;
+    }
+    if (old_ptracer_ok == 0)
+        prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+    return err;
+}
+
+} // namespace dprobe
