@@ -1,0 +1,194 @@
+// dprobe probe: perf-probe syntax to dynamic_events lines; a probe list for `record`.
+#include "tools/dprobe/cli.h"
+#include "tools/dprobe/perf_probe.h"
+#include "tools/dprobe/probe_list.h"
+
+#include <cstdio>
+
+namespace dprobe::cli {
+
+namespace {
+
+struct probe_opts {
+    std::string bin;
+    std::vector<std::string> words;
+    std::vector<std::string> adds;
+    std::vector<std::string> dels;
+    bool list = false;
+    bool force = false;
+};
+
+std::string join(const std::vector<std::string> &v)
+{
+    std::string s;
+    for (const auto &w : v)
+        s += (s.empty() ? "" : " ") + w;
+    return s;
+}
+
+// "(on wordfreq:wf_insert with len=$arg3:u64)" from a listing line.
+std::string describe(const tools::stored_probe &p)
+{
+    auto argv = argv_split(p.line);
+    std::string s = "(on " + (argv.size() > 1 ? argv[1] : std::string("?"));
+    if (argv.size() > 2) {
+        s += " with";
+        for (size_t i = 2; i < argv.size(); i++)
+            s += " " + argv[i];
+    }
+    return s + ")";
+}
+
+void show_failure(const std::string &what, const tools::perf_probe_result &r)
+{
+    fail("probe", what + ": " + r.message);
+    if (!r.error_log.empty()) {
+        std::string indented;
+        size_t pos = 0;
+        while (pos < r.error_log.size()) {
+            size_t nl = r.error_log.find('\n', pos);
+            indented += "  " + r.error_log.substr(pos, nl - pos) + "\n";
+            pos = nl == std::string::npos ? r.error_log.size() : nl + 1;
+        }
+        std::fputs(indented.c_str(), stderr);
+    }
+}
+
+int run_probe(const probe_opts &o)
+{
+    const std::string list_path = probe_list_path();
+    int actions = !o.words.empty() + !o.adds.empty() + !o.dels.empty() + o.list;
+    if (actions == 0)
+        return fail("probe", "nothing to do: give a PROBEDEF, --add, --del or --list "
+                             "(see 'dprobe probe --help')");
+    if (o.list || !o.dels.empty()) {
+        std::string err;
+        auto list = tools::load_probe_list(list_path, &err);
+        if (!err.empty())
+            return fail("probe", err);
+        if (o.list) {
+            for (const auto &p : list)
+                std::printf("  %-32s %s\n", p.name().c_str(), describe(p).c_str());
+            if (list.empty())
+                std::fprintf(stderr, "no probes defined (%s)\n", list_path.c_str());
+        }
+        if (!o.dels.empty()) {
+            std::vector<tools::stored_probe> keep;
+            std::vector<bool> used(o.dels.size());
+            for (const auto &p : list) {
+                bool del = false;
+                for (size_t i = 0; i < o.dels.size(); i++)
+                    if (tools::probe_selected(o.dels[i], p))
+                        del = used[i] = true;
+                if (del)
+                    std::printf("Removed event: %s\n", p.name().c_str());
+                else
+                    keep.push_back(p);
+            }
+            for (size_t i = 0; i < o.dels.size(); i++)
+                if (!used[i])
+                    return fail("probe", "no event matches '" + o.dels[i] + "' in " + list_path);
+            if (!tools::save_probe_list(list_path, keep, &err))
+                return fail("probe", err);
+        }
+        if (o.words.empty() && o.adds.empty())
+            return 0;
+    }
+    if (o.bin.empty())
+        return fail("probe", "-x BIN is required: name the executable or library to probe");
+    std::string err;
+    auto img = tools::elf_image::open(o.bin, &err);
+    if (!img)
+        return fail("probe", err);
+
+    if (!o.words.empty()) {
+        std::string spec = join(o.words);
+        auto r = tools::translate_perf_probe(argv_split(spec), *img);
+        if (!r.ok) {
+            show_failure("'" + spec + "'", r);
+            return 1;
+        }
+        std::printf("%s\n", r.line.c_str());
+    }
+    if (o.adds.empty())
+        return 0;
+
+    auto list = tools::load_probe_list(list_path, &err);
+    if (!err.empty())
+        return fail("probe", err);
+    std::vector<tools::stored_probe> added;
+    for (const auto &spec : o.adds) {
+        auto r = tools::translate_perf_probe(argv_split(spec), *img);
+        if (!r.ok) {
+            show_failure("'" + spec + "'", r);
+            return 1;
+        }
+        auto p = tools::stored_probe_from_line(r.line);
+        if (!p)
+            return fail("probe", "internal: generated line has no event name: " + r.line);
+        bool replaced = false;
+        for (auto &q : list) {
+            if (q.group != p->group || q.event != p->event)
+                continue;
+            if (!o.force)
+                return fail("probe", "event \"" + p->name() + "\" already exists.\n"
+                                     "  Hint: remove it with 'dprobe probe --del " +
+                                         p->name() + "' or use --force");
+            q = *p;
+            replaced = true;
+        }
+        if (!replaced)
+            list.push_back(*p);
+        added.push_back(*p);
+    }
+    if (!tools::save_probe_list(list_path, list, &err))
+        return fail("probe", err);
+    std::printf("Added new event%s:\n", added.size() > 1 ? "s" : "");
+    for (const auto &p : added)
+        std::printf("  %-32s %s\n", p.name().c_str(), describe(p).c_str());
+    std::printf("\nYou can now use it with dprobe record, such as:\n\n\tdprobe record -e %s -- %s\n\n",
+                added.front().name().c_str(), o.bin.c_str());
+    return 0;
+}
+
+} // namespace
+
+void setup_probe(CLI::App &app)
+{
+    auto o = std::make_shared<probe_opts>();
+    CLI::App *sub = app.add_subcommand("probe", "Define probe events in perf-probe syntax");
+    set_usage(sub, "dprobe probe [<options>] -x BIN 'PROBEDEF' [ARG...]\n"
+                   "dprobe probe [<options>] -x BIN --add 'PROBEDEF' [--add 'PROBEDEF' ...]\n"
+                   "dprobe probe [<options>] --del EVENT ...\n"
+                   "dprobe probe --list");
+    sub->description("Without --add, prints the dynamic_events line of PROBEDEF.");
+    sub->add_option("-x,--exec", o->bin, "Executable or library the probe is in")
+        ->type_name("BIN");
+    sub->add_option("-a,--add", o->adds, "Define a probe event and store it for dprobe record")
+        ->type_name("PROBEDEF");
+    sub->add_option("-d,--del", o->dels, "Delete stored probe events (globs allowed)")
+        ->type_name("[GROUP:]EVENT");
+    sub->add_flag("-l,--list", o->list, "List the stored probe events");
+    sub->add_flag("-f,--force", o->force, "Replace a stored event of the same name");
+    sub->add_option("probedef", o->words, "The probe definition (words are joined)")
+        ->type_name("PROBEDEF");
+    sub->footer(
+        "PROBEDEF:\n"
+        "   [[GROUP:]EVENT=]FUNC[+OFF|%return] [[NAME=]ARG[:TYPE] ...]\n"
+        "   ARG:  %REG | $argN | $retval | $stackN | $stack | $comm | @SYM[+-OFF]\n"
+        "         | +|-OFF(ARG) | \\IMM        TYPE: u8..u64 s8..s64 x8..x64 string symbol\n"
+        "   GROUP defaults to probe_<BIN>, EVENT to FUNC, FUNC_OFF or FUNC__return.\n"
+        "\n"
+        "The probe list is $DPROBE_PROBES, else ~/.cache/dprobe/probes.\n"
+        "\n"
+        "Examples:\n"
+        "   dprobe probe -x ./app 'parse'                      print the line for parse's entry\n"
+        "   dprobe probe -x ./app 'parse%return $retval'       its return value\n"
+        "   dprobe probe -x ./app 'parse len=$arg2:u64 s=+0($arg1):string'\n"
+        "   dprobe probe -x ./app --add 'myev=parse+4 x=%di:u32'\n"
+        "   dprobe record -e probe_app:parse -- ./app          use a stored probe\n"
+        "   dprobe probe --del 'probe_app:*'");
+    sub->callback([o] { exit_status = run_probe(*o); });
+}
+
+} // namespace dprobe::cli
