@@ -94,6 +94,22 @@ void error_log::append_raw(std::string_view loc, probe_err err, std::string comm
     entries_.push_back(std::move(e));
 }
 
+void error_log::append_message(std::string_view loc, std::string_view message,
+                               std::string command, size_t pos)
+{
+    entry e;
+    e.ts_ns = monotonic_ns();
+    e.loc = std::string(loc.substr(0, max_loc_len));
+    e.err = probe_err::NONE;
+    e.command = std::move(command);
+    e.pos = static_cast<uint16_t>(pos);
+    e.message = std::string(message);
+    std::lock_guard<std::mutex> g(lock_);
+    if (entries_.size() == max_entries)
+        entries_.pop_front();
+    entries_.push_back(std::move(e));
+}
+
 std::string error_log::format_entry(const entry &e)
 {
     char stamp[48];
@@ -103,7 +119,7 @@ std::string error_log::format_entry(const entry &e)
     std::string s = stamp;
     s += e.loc;
     s += ": error: ";
-    s += probe_err_text(e.err);
+    s += e.message.empty() ? std::string(probe_err_text(e.err)) : e.message;
     s += '\n';
     s += cmd_prefix;
     s += e.command;

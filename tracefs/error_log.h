@@ -150,6 +150,7 @@ public:
         probe_err err;
         std::string command; // argv joined with single spaces
         uint16_t pos;        // caret column inside command (u16 like the kernel's)
+        std::string message; // overrides probe_err_text(err) when set (event filter errors)
     };
 
     // Logs ERR for the command ARGV (does nothing when err.err is NONE).
@@ -158,6 +159,10 @@ public:
     void append_raw(std::string_view loc, probe_err err, std::string command, size_t pos,
                     uint64_t ts_ns);
 
+    // An error whose message is not a probe_err (the event filter's "event filter parse
+    // error" entries): MESSAGE is printed after "error: ".
+    void append_message(std::string_view loc, std::string_view message, std::string command,
+                        size_t pos);
     // The text of the error_log file.
     std::string read() const;
     // Formats one entry as it appears in the file (3 lines).
