@@ -19,6 +19,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <string_view>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <vector>
 
@@ -39,7 +40,28 @@ struct bl_range {
 struct bl_state {
     std::shared_ptr<const std::vector<object_ptr>> objs; // the object set it was built for
     std::vector<bl_range> ranges;                        // sorted by start
+    bool restorer_found = false;
 };
+
+// The signal return trampoline (glibc's __restore_rt, a local symbol a stripped libc does not
+// name): the sa_restorer of any handler installed through glibc, read from the kernel.
+uintptr_t signal_restorer()
+{
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        unsigned long mask;
+    } kact;
+    constexpr unsigned long sa_restorer_flag = 0x04000000;
+    for (int sig = 1; sig < 65; ++sig) {
+        kact = {};
+        if (syscall(SYS_rt_sigaction, sig, nullptr, &kact, sizeof kact.mask) == 0 &&
+            (kact.flags & sa_restorer_flag) && kact.restorer)
+            return reinterpret_cast<uintptr_t>(kact.restorer);
+    }
+    return 0;
+}
 
 bl_state &state()
 {
@@ -113,6 +135,11 @@ void rebuild(bl_state &st)
         st.ranges.push_back({reinterpret_cast<uintptr_t>(__start_dprobe_noprobe_text),
                              reinterpret_cast<uintptr_t>(__stop_dprobe_noprobe_text),
                              "dprobe_noprobe_text"});
+    if (uintptr_t r = signal_restorer()) {
+        // mov $15, %rax ; syscall (and padding)
+        st.ranges.push_back({r, r + 16, "__restore_rt"});
+        st.restorer_found = true;
+    }
     object_ptr self = ks.object_of(reinterpret_cast<uintptr_t>(&rebuild));
     for (const object_ptr &o : *st.objs) {
         if (o == self && !o->is_main && o->name.starts_with("libdprobe")) {
@@ -147,7 +174,7 @@ void blacklist_refresh()
 {
     bl_state &st = state();
     auto objs = kallsyms::instance().objects();
-    if (st.objs != objs)
+    if (st.objs != objs || (!st.restorer_found && signal_restorer()))
         rebuild(st);
 }
 

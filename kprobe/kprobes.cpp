@@ -225,10 +225,24 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
             if (auto c = bare.find(':'); c != std::string_view::npos)
                 bare.remove_prefix(c + 1);
             if (void *impl = dlsym(RTLD_DEFAULT, std::string(bare).c_str())) {
-                auto h = ks.lookup_addr(reinterpret_cast<uintptr_t>(impl));
-                if (h && is_func(h->sym) && h->sym->addr == reinterpret_cast<uintptr_t>(impl)) {
+                const auto ia = reinterpret_cast<uintptr_t>(impl);
+                auto h = ks.lookup_addr(ia);
+                if (h && is_func(h->sym) && h->sym->addr == ia) {
                     s = h->sym;
                     r.obj = h->obj;
+                } else if (ia != s->addr && ks.object_of(ia)) {
+                    // An implementation without a symbol (a stripped libc): only its entry
+                    // can be checked, so only its entry can be probed.
+                    r.obj = ks.object_of(ia);
+                    r.func = ia;
+                    r.fsize = arch::ENDBR64_INSN_SIZE + arch::MAX_INSN_SIZE;
+                    r.sym = std::string(bare);
+                    const bool endbr = arch::is_endbr64(reinterpret_cast<const uint8_t *>(ia));
+                    if (offset != 0 && !(endbr && offset == arch::ENDBR64_INSN_SIZE))
+                        return -EINVAL;
+                    r.on_entry = true;
+                    r.addr = ia + (endbr ? arch::ENDBR64_INSN_SIZE : 0);
+                    return 0;
                 }
             }
         }
