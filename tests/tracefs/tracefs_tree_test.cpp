@@ -1,0 +1,564 @@
+// The tracefs tree model end to end inside one process: events defined by writing
+// dynamic_events, enabled through events/, fired by real calls of functions with patch sites
+// (patchable_function_entry) or kprobes, and read back from trace / trace_pipe.
+#include "tracefs/tracefs_tree.h"
+
+#include "core/ring_buffer.h"
+#include "tracefs/trace_events.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define TARGET extern "C" __attribute__((noipa, used, patchable_function_entry(5, 0)))
+
+TARGET int tfs_add(int a, int b)
+{
+    asm volatile("" ::: "memory");
+    return a + b;
+}
+
+TARGET int tfs_mul(int a, int b)
+{
+    asm volatile("" ::: "memory");
+    return a * b;
+}
+
+TARGET long tfs_str(const char *s, long n)
+{
+    asm volatile("" ::: "memory");
+    return s[0] + n;
+}
+
+using namespace dprobe;
+
+namespace {
+
+tracefs_tree &T = tracefs_tree::instance();
+
+std::string rd(const std::string &path)
+{
+    std::string s;
+    int r = T.read_file(path, s);
+    EXPECT_EQ(r, 0) << path;
+    return s;
+}
+
+int wr(const std::string &path, const std::string &data, bool trunc = false)
+{
+    return T.write_file(path, data, trunc);
+}
+
+bool contains(const std::string &hay, const std::string &needle)
+{
+    return hay.find(needle) != std::string::npos;
+}
+
+bool matches(const std::string &s, const std::string &re)
+{
+    return std::regex_search(s, std::regex(re));
+}
+
+// Event lines of the buffer, consumed.
+std::vector<std::string> pipe_lines()
+{
+    std::vector<std::string> v;
+    std::string s = rd("trace_pipe");
+    size_t i = 0;
+    while (i < s.size()) {
+        size_t nl = s.find('\n', i);
+        v.push_back(s.substr(i, nl - i));
+        i = nl == std::string::npos ? s.size() : nl + 1;
+    }
+    return v;
+}
+
+class TraceFsTree : public ::testing::Test {
+protected:
+    void SetUp() override { reset(); }
+    void TearDown() override { reset(); }
+    static void reset()
+    {
+        trace_events::instance().set_group_enabled("", false);
+        EXPECT_EQ(wr("dynamic_events", "", true), 0);
+        EXPECT_EQ(wr("error_log", "", true), 0);
+        EXPECT_EQ(wr("tracing_on", "1"), 0);
+        ring_buffer_reset();
+    }
+};
+
+TEST_F(TraceFsTree, RootListingModesAndReadme)
+{
+    std::vector<std::string> names;
+    ASSERT_EQ(T.list("/", names), 0);
+    for (const char *want :
+         {"README", "dynamic_events", "kprobe_events", "error_log", "trace", "trace_pipe",
+          "tracing_on", "buffer_size_kb", "trace_clock", "available_filter_functions",
+          "enabled_functions", "kprobe_profile", "events", "kprobes"})
+        EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+    tracefs_stat st;
+    ASSERT_EQ(T.stat("trace_pipe", st), 0);
+    EXPECT_FALSE(st.is_dir);
+    EXPECT_EQ(st.mode, 0400u);
+    ASSERT_EQ(T.stat("/dynamic_events", st), 0);
+    EXPECT_EQ(st.mode, 0600u);
+    ASSERT_EQ(T.stat("events/", st), 0);
+    EXPECT_TRUE(st.is_dir);
+    EXPECT_EQ(T.stat("nonexistent", st), -ENOENT);
+    EXPECT_EQ(T.stat("events/nogroup/x/enable", st), -ENOENT);
+    ASSERT_EQ(T.list("kprobes", names), 0);
+    EXPECT_EQ(names, (std::vector<std::string>{"blacklist", "enabled", "list"}));
+    std::string readme = rd("README");
+    EXPECT_TRUE(contains(readme, "Create/append/remove/show the generic dynamic events"));
+    EXPECT_TRUE(contains(readme, "kernel return probes support: $retval, $arg<N>, $comm"));
+    std::unique_ptr<tracefs_file> f;
+    EXPECT_EQ(T.open("README", O_WRONLY, f), -EACCES);
+    EXPECT_EQ(T.open("events", O_RDONLY, f), -EISDIR);
+    EXPECT_EQ(T.list("README", names), -ENOTDIR);
+}
+
+TEST_F(TraceFsTree, FprobeEventLifecycle)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:mygrp/add tfs_add a=$arg1:s32 b=$arg2:u32\n"), 0);
+    EXPECT_EQ(rd("dynamic_events"), "f:mygrp/add tfs_add a=$arg1:s32 b=$arg2:u32\n");
+    EXPECT_EQ(rd("kprobe_events"), ""); // not a kprobe
+    int id = std::stoi(rd("events/mygrp/add/id"));
+    EXPECT_GE(id, TRACE_EVENT_FIRST_ID);
+    std::string fmt = rd("events/mygrp/add/format");
+    EXPECT_TRUE(contains(fmt, "name: add\nID: " + std::to_string(id) + "\n")) << fmt;
+    EXPECT_TRUE(contains(fmt, "\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n")) << fmt;
+    EXPECT_EQ(rd("events/mygrp/add/enable"), "0\n");
+    EXPECT_EQ(rd("events/mygrp/add/filter"), "none\n");
+    std::vector<std::string> names;
+    ASSERT_EQ(T.list("events/mygrp/add", names), 0);
+    EXPECT_EQ(names, (std::vector<std::string>{"enable", "filter", "format", "id"}));
+
+    // Nothing is registered until the event is enabled.
+    EXPECT_FALSE(contains(rd("enabled_functions"), "tfs_add ("));
+    tfs_add(1, 1);
+    EXPECT_TRUE(pipe_lines().empty());
+
+    ASSERT_EQ(wr("events/mygrp/add/enable", "1\n"), 0);
+    EXPECT_EQ(rd("events/mygrp/add/enable"), "1\n");
+    EXPECT_TRUE(matches(rd("enabled_functions"), "(^|\n)tfs_add \\(1\\)"));
+    EXPECT_EQ(tfs_add(-3, 7), 4);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_TRUE(matches(lines[0], "^ +[^ ]+-[0-9]+ +\\[[0-9]{3}\\] \\.\\.\\.\\.\\. +[0-9]+\\.[0-9]{6}: "
+                                  "add: \\(tfs_add\\+0x[04]/0x[0-9a-f]+\\) a=-3 b=7$"))
+        << lines[0];
+
+    // An enabled event cannot be deleted.
+    EXPECT_EQ(wr("dynamic_events", "-:mygrp/add"), -EBUSY);
+    ASSERT_EQ(wr("events/mygrp/add/enable", "0"), 0);
+    EXPECT_FALSE(contains(rd("enabled_functions"), "tfs_add ("));
+    tfs_add(5, 5);
+    EXPECT_TRUE(pipe_lines().empty());
+
+    ASSERT_EQ(wr("dynamic_events", "-:mygrp/add"), 0);
+    EXPECT_EQ(rd("dynamic_events"), "");
+    tracefs_stat st;
+    EXPECT_EQ(T.stat("events/mygrp", st), -ENOENT);
+    EXPECT_EQ(wr("dynamic_events", "-:mygrp/add"), -ENOENT);
+    EXPECT_EQ(wr("events/mygrp/add/enable", "1"), -ENOENT);
+}
+
+TEST_F(TraceFsTree, ExitEventsAndEntryArgs)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:fprobes/addret tfs_add%return r=$retval:s32 a=$arg1:s32\n"
+                                   "f tfs_mul $retval\n"),
+              0);
+    EXPECT_EQ(rd("dynamic_events"), "f:fprobes/addret tfs_add%return r=$retval:s32 a=$arg1:s32\n"
+                                    "f:fprobes/tfs_mul__exit tfs_mul%return arg1=$retval\n");
+    ASSERT_EQ(wr("events/fprobes/enable", "1"), 0);
+    EXPECT_EQ(rd("events/fprobes/enable"), "1\n");
+    EXPECT_EQ(tfs_add(-3, 7), 4);
+    EXPECT_EQ(tfs_mul(6, 7), 42);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_TRUE(matches(lines[0], ": addret: \\([^ ]+\\+0x[0-9a-f]+/0x[0-9a-f]+ <- tfs_add\\) "
+                                  "r=4 a=-3$"))
+        << lines[0];
+    EXPECT_TRUE(matches(lines[1], ": tfs_mul__exit: \\(.* <- tfs_mul\\) arg1=0x2a$")) << lines[1];
+    std::string fmt = rd("events/fprobes/addret/format");
+    EXPECT_TRUE(contains(fmt, "field:unsigned long __probe_func;\toffset:8;")) << fmt;
+    EXPECT_TRUE(contains(fmt, "field:unsigned long __probe_ret_ip;\toffset:16;")) << fmt;
+}
+
+TEST_F(TraceFsTree, KprobeAndKretprobeEvents)
+{
+    ASSERT_EQ(wr("kprobe_events", "p:kp/padd tfs_add a=%di:s32 b=%si:s32\n"
+                                  "r:kp/radd tfs_add ret=$retval:s32\n"),
+              0);
+    EXPECT_EQ(rd("kprobe_events"), "p:kp/padd tfs_add a=%di:s32 b=%si:s32\n"
+                                   "r:kp/radd tfs_add ret=$retval:s32\n");
+    EXPECT_EQ(rd("dynamic_events"), rd("kprobe_events"));
+    // Registered at creation, disarmed until enabled.
+    std::string list = rd("kprobes/list");
+    EXPECT_TRUE(contains(list, "tfs_add+0x0")) << list;
+    EXPECT_TRUE(contains(list, "[DISABLED]")) << list;
+    EXPECT_TRUE(matches(rd("kprobe_profile"), "^  padd {40} +0 +0\n  radd {40} +0 +0\n$"))
+        << rd("kprobe_profile");
+
+    tfs_add(1, 2);
+    EXPECT_TRUE(pipe_lines().empty());
+    ASSERT_EQ(wr("events/kp/enable", "1"), 0);
+    EXPECT_EQ(tfs_add(2, 3), 5);
+    EXPECT_EQ(tfs_add(4, 4), 8);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_TRUE(matches(lines[0], ": padd: \\(tfs_add\\+0x0/0x[0-9a-f]+\\) a=2 b=3$")) << lines[0];
+    EXPECT_TRUE(matches(lines[1], ": radd: \\(.+ <- tfs_add\\) ret=5$")) << lines[1];
+    EXPECT_TRUE(matches(lines[2], ": padd: .* a=4 b=4$")) << lines[2];
+    EXPECT_TRUE(matches(lines[3], ": radd: .* ret=8$")) << lines[3];
+    std::string prof = rd("kprobe_profile");
+    EXPECT_TRUE(matches(prof, "^  padd +2 +0\n  radd +2 +0\n$")) << prof;
+    char expect[128];
+    std::snprintf(expect, sizeof expect, "  %-44s %15lu %15lu\n", "padd", 2ul, 0ul);
+    EXPECT_EQ(prof.substr(0, std::strlen(expect)), expect);
+
+    // kprobe_events O_TRUNC: busy while enabled, then deletes the kprobes only.
+    ASSERT_EQ(wr("dynamic_events", "f:fp/other tfs_mul"), 0);
+    EXPECT_EQ(wr("kprobe_events", "", true), -EBUSY);
+    ASSERT_EQ(wr("events/kp/enable", "0"), 0);
+    ASSERT_EQ(wr("kprobe_events", "", true), 0);
+    EXPECT_EQ(rd("dynamic_events"), "f:fp/other tfs_mul\n");
+    EXPECT_FALSE(contains(rd("kprobes/list"), "tfs_add")) << rd("kprobes/list");
+    // kprobe_events takes kprobe lines only.
+    EXPECT_EQ(wr("kprobe_events", "f:fp/x tfs_add"), -EINVAL);
+    EXPECT_EQ(rd("error_log"), "");
+}
+
+TEST_F(TraceFsTree, MultiLineWriteStopsAtFirstBadLine)
+{
+    EXPECT_EQ(wr("dynamic_events", "f:g1/e1 tfs_add\nf:g1/e2 tfs_no_such_function\nf:g1/e3 tfs_add\n"),
+              -ENOENT);
+    EXPECT_EQ(rd("dynamic_events"), "f:g1/e1 tfs_add\n");
+    std::string log = rd("error_log");
+    EXPECT_TRUE(matches(log, "^\\[ *[0-9]+\\.[0-9]{6}\\] trace_fprobe: error: Invalid probed "
+                             "address or symbol\n  Command: f:g1/e2 tfs_no_such_function\n {19}\\^\n$"))
+        << log;
+
+    // A parse error: name and caret of the kernel, nothing else changes.
+    EXPECT_EQ(wr("dynamic_events", "p:kp/x tfs_add a=%zz"), -EINVAL);
+    EXPECT_EQ(wr("dynamic_events", "f:g1/bad! tfs_add"), -EINVAL);
+    log = rd("error_log");
+    EXPECT_TRUE(contains(log, "trace_kprobe: error: Invalid register name\n"
+                              "  Command: p:kp/x tfs_add a=%zz\n" +
+                                  std::string(11 + 17, ' ') + "^\n"))
+        << log;
+    EXPECT_TRUE(contains(log, "trace_fprobe: error: Event name must follow the same rules as C "
+                              "identifiers\n  Command: f:g1/bad! tfs_add\n" +
+                                  std::string(11 + 5, ' ') + "^\n"))
+        << log;
+    EXPECT_EQ(rd("dynamic_events"), "f:g1/e1 tfs_add\n");
+    // Comments and blank lines; an unknown command is EINVAL without a log entry.
+    EXPECT_EQ(wr("dynamic_events", "# nothing\n\n   \nf:g1/e4 tfs_mul # trailing comment\n"), 0);
+    EXPECT_EQ(wr("dynamic_events", "x:g1/e5 tfs_mul"), -EINVAL);
+    EXPECT_EQ(std::count(log.begin(), log.end(), '^'), 3);
+    EXPECT_EQ(rd("dynamic_events"), "f:g1/e1 tfs_add\nf:g1/e4 tfs_mul\n");
+    // error_log: writes are ignored, O_TRUNC clears.
+    EXPECT_EQ(wr("error_log", "junk"), 0);
+    log = rd("error_log");
+    EXPECT_EQ(std::count(log.begin(), log.end(), '^'), 3);
+    EXPECT_EQ(wr("error_log", "", true), 0);
+    EXPECT_EQ(rd("error_log"), "");
+}
+
+TEST_F(TraceFsTree, TruncateDeletesAllUnlessBusy)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/a tfs_add\nf:g/b tfs_mul\n"), 0);
+    ASSERT_EQ(wr("events/g/b/enable", "1"), 0);
+    std::unique_ptr<tracefs_file> f;
+    EXPECT_EQ(T.open("dynamic_events", O_WRONLY | O_TRUNC, f), -EBUSY);
+    EXPECT_EQ(T.truncate("dynamic_events"), -EBUSY);
+    EXPECT_EQ(rd("dynamic_events"), "f:g/a tfs_add\nf:g/b tfs_mul\n");
+    ASSERT_EQ(wr("events/g/b/enable", "0"), 0);
+    EXPECT_EQ(T.truncate("dynamic_events"), 0);
+    EXPECT_EQ(rd("dynamic_events"), "");
+    EXPECT_EQ(trace_events::instance().nr_events(), 0u);
+}
+
+TEST_F(TraceFsTree, MultiProbeEvents)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n"),
+              0);
+    EXPECT_EQ(rd("dynamic_events"), "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n");
+    EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_str x=$arg2:u32"), -EEXIST);
+    EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32"), -EEXIST);
+    EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_str%return x=$arg1:s32"), -EEXIST);
+    std::string log = rd("error_log");
+    EXPECT_TRUE(contains(log, "Argument type or name is different from existing probe\n"
+                              "  Command: f:g/multi tfs_str x=$arg2:u32\n" +
+                                  std::string(11 + 18, ' ') + "^\n"))
+        << log;
+    EXPECT_TRUE(contains(log, "There is already the exact same probe event\n")) << log;
+    EXPECT_TRUE(contains(log, "Probe type is different from existing probe\n")) << log;
+
+    ASSERT_EQ(wr("events/g/multi/enable", "1"), 0);
+    tfs_add(11, 0);
+    tfs_mul(12, 1);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_TRUE(matches(lines[0], "multi: \\(tfs_add\\+.*\\) x=11$")) << lines[0];
+    EXPECT_TRUE(matches(lines[1], "multi: \\(tfs_mul\\+.*\\) x=12$")) << lines[1];
+    ASSERT_EQ(wr("events/g/multi/enable", "0"), 0);
+    // Remove just one probe of the event.
+    ASSERT_EQ(wr("dynamic_events", "-:g/multi tfs_mul"), 0);
+    EXPECT_EQ(rd("dynamic_events"), "f:g/multi tfs_add x=$arg1:s32\n");
+    EXPECT_EQ(wr("dynamic_events", "-:g/multi tfs_add x=$arg1:u8"), -ENOENT);
+    ASSERT_EQ(wr("dynamic_events", "!f:g/multi"), 0);
+    EXPECT_EQ(rd("dynamic_events"), "");
+}
+
+TEST_F(TraceFsTree, EventFilterFile)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/add tfs_add a=$arg1:s32 b=$arg2:s32"), 0);
+    ASSERT_EQ(wr("events/g/add/filter", "a > 10 && b != 0\n"), 0);
+    EXPECT_EQ(rd("events/g/add/filter"), "a > 10 && b != 0\n");
+    ASSERT_EQ(wr("events/g/add/enable", "1"), 0);
+    for (int i = 0; i < 20; i++)
+        tfs_add(i, i & 1);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 5u); // a > 10 && b odd: 11 13 15 17 19
+    EXPECT_TRUE(matches(lines[0], "a=11 b=1$")) << lines[0];
+
+    // A bad filter: EINVAL, the file shows the error, the event is no longer filtered.
+    EXPECT_EQ(wr("events/g/add/filter", "nosuch == 1"), -EINVAL);
+    EXPECT_EQ(rd("events/g/add/filter"), "nosuch == 1\n       ^\nparse_error: Field not found\n");
+    EXPECT_TRUE(contains(rd("error_log"), "event filter parse error: error: Field not found\n"
+                                          "  Command: nosuch == 1\n" +
+                                              std::string(11 + 7, ' ') + "^\n"))
+        << rd("error_log");
+    tfs_add(1, 0);
+    EXPECT_EQ(pipe_lines().size(), 1u);
+    ASSERT_EQ(wr("events/g/add/filter", "a == 5"), 0);
+    tfs_add(5, 0);
+    tfs_add(6, 0);
+    lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_TRUE(matches(lines[0], "a=5 b=0$")) << lines[0];
+    ASSERT_EQ(wr("events/g/add/filter", "0"), 0);
+    EXPECT_EQ(rd("events/g/add/filter"), "none\n");
+
+    // Group filters.
+    EXPECT_TRUE(contains(rd("events/g/filter"), "### global filter ###"));
+    ASSERT_EQ(wr("events/g/filter", "b == 3"), 0);
+    EXPECT_EQ(rd("events/g/add/filter"), "b == 3\n");
+    EXPECT_EQ(wr("events/g/filter", "zz == 3"), -EINVAL);
+    EXPECT_TRUE(contains(rd("events/g/filter"),
+                         "parse_error: Couldn't find or set field in one of a subsystem's events"));
+    ASSERT_EQ(wr("events/g/filter", "0"), 0);
+    EXPECT_EQ(rd("events/g/add/filter"), "none\n");
+}
+
+TEST_F(TraceFsTree, EnableFilesAggregate)
+{
+    EXPECT_EQ(rd("events/enable"), "?\n");
+    ASSERT_EQ(wr("dynamic_events", "f:g/a tfs_add\nf:g/b tfs_mul\nf:h/c tfs_str\n"), 0);
+    EXPECT_EQ(rd("events/enable"), "0\n");
+    ASSERT_EQ(wr("events/g/a/enable", "1"), 0);
+    EXPECT_EQ(rd("events/g/enable"), "X\n");
+    EXPECT_EQ(rd("events/h/enable"), "0\n");
+    EXPECT_EQ(rd("events/enable"), "X\n");
+    ASSERT_EQ(wr("events/enable", "1"), 0);
+    EXPECT_EQ(rd("events/enable"), "1\n");
+    EXPECT_EQ(rd("events/h/c/enable"), "1\n");
+    EXPECT_EQ(wr("events/enable", "2"), -EINVAL);
+    EXPECT_EQ(wr("events/g/a/enable", "yes"), -EINVAL);
+    ASSERT_EQ(wr("events/g/enable", "0"), 0);
+    EXPECT_EQ(rd("events/enable"), "X\n");
+    ASSERT_EQ(wr("events/enable", "0"), 0);
+    EXPECT_EQ(rd("events/enable"), "0\n");
+}
+
+TEST_F(TraceFsTree, TracingOnBufferSizeClockOptions)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/add tfs_add a=$arg1:s32"), 0);
+    ASSERT_EQ(wr("events/g/add/enable", "1"), 0);
+    ASSERT_EQ(wr("tracing_on", "0\n"), 0);
+    EXPECT_EQ(rd("tracing_on"), "0\n");
+    tfs_add(1, 2);
+    EXPECT_TRUE(pipe_lines().empty());
+    ASSERT_EQ(wr("tracing_on", "1"), 0);
+    EXPECT_EQ(wr("tracing_on", "x"), -EINVAL);
+    tfs_add(1, 2);
+    EXPECT_EQ(pipe_lines().size(), 1u);
+
+    std::string old = rd("buffer_size_kb");
+    ASSERT_EQ(wr("buffer_size_kb", "64\n"), 0);
+    EXPECT_EQ(rd("buffer_size_kb"), "64\n");
+    EXPECT_EQ(wr("buffer_size_kb", "0"), -EINVAL);
+    ASSERT_EQ(wr("buffer_size_kb", old), 0);
+
+    EXPECT_TRUE(contains(rd("trace_clock"), "[local]"));
+    ASSERT_EQ(wr("trace_clock", "mono\n"), 0);
+    EXPECT_TRUE(contains(rd("trace_clock"), "[mono]"));
+    EXPECT_EQ(wr("trace_clock", "nosuchclock"), -EINVAL);
+    ASSERT_EQ(wr("trace_clock", "local"), 0);
+
+    EXPECT_EQ(rd("options/overwrite"), "1\n");
+    ASSERT_EQ(wr("options/overwrite", "0"), 0);
+    EXPECT_EQ(rd("options/overwrite"), "0\n");
+    ASSERT_EQ(wr("options/overwrite", "1"), 0);
+}
+
+TEST_F(TraceFsTree, TraceFileAndTruncate)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/add tfs_add a=$arg1:s32"), 0);
+    ASSERT_EQ(wr("events/g/add/enable", "1"), 0);
+    tfs_add(42, 0);
+    std::string t = rd("trace");
+    EXPECT_EQ(t.rfind("# tracer: nop\n#\n# entries-in-buffer/entries-written: 1/1   #P:", 0), 0u)
+        << t;
+    EXPECT_TRUE(matches(t, "\n +[^ ]+-[0-9]+ +\\[[0-9]{3}\\] \\.\\.\\.\\.\\. +[0-9.]+: add: "
+                           "\\(tfs_add\\+0x[04]/0x[0-9a-f]+\\) a=42\n$"))
+        << t;
+    EXPECT_EQ(rd("trace"), t); // not consumed
+    ASSERT_EQ(wr("trace", "", true), 0);
+    t = rd("trace");
+    EXPECT_TRUE(contains(t, "entries-in-buffer/entries-written: 0/0")) << t;
+    EXPECT_FALSE(contains(t, "add:")) << t;
+}
+
+TEST_F(TraceFsTree, TracePipeBlocksAndPolls)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/add tfs_add a=$arg1:s32"), 0);
+    ASSERT_EQ(wr("events/g/add/enable", "1"), 0);
+    std::unique_ptr<tracefs_file> f;
+    ASSERT_EQ(T.open("trace_pipe", O_RDONLY, f), 0);
+    EXPECT_TRUE(f->is_stream());
+    EXPECT_EQ(f->poll() & POLLIN, 0u);
+    char buf[4096];
+    tracefs_read_opts nb;
+    nb.nonblock = true;
+    EXPECT_EQ(f->read(buf, sizeof buf, 0, nb), -EAGAIN);
+
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread writer([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        tfs_add(99, 1);
+    });
+    ssize_t n = f->read(buf, sizeof buf, 0, {});
+    auto waited = std::chrono::steady_clock::now() - t0;
+    writer.join();
+    ASSERT_GT(n, 0);
+    std::string s(buf, size_t(n));
+    EXPECT_TRUE(matches(s, "add: \\(tfs_add\\+.*\\) a=99\n$")) << s;
+    EXPECT_GE(waited, std::chrono::milliseconds(100));
+
+    // Small reads hand the text out piece by piece.
+    tfs_add(7, 0);
+    EXPECT_NE(f->poll() & POLLIN, 0u);
+    std::string got;
+    while (true) {
+        ssize_t k = f->read(buf, 5, 0, nb);
+        if (k == -EAGAIN)
+            break;
+        ASSERT_GT(k, 0);
+        got.append(buf, size_t(k));
+    }
+    EXPECT_TRUE(matches(got, "^ +[^ ]+-[0-9]+ .* add: .* a=7\n$")) << got;
+
+    // An interrupted blocking read.
+    tracefs_read_opts intr;
+    int calls = 0;
+    intr.interrupted = [&calls] { return ++calls > 2; };
+    EXPECT_EQ(f->read(buf, sizeof buf, 0, intr), -EINTR);
+}
+
+TEST_F(TraceFsTree, StringArgsAndComm)
+{
+    prctl(PR_SET_NAME, "tfs-worker");
+    ASSERT_EQ(wr("dynamic_events", "f:g/s tfs_str s=+0($arg1):string n=$arg2:s64 c=$comm "
+                                   "bad=+0($arg2):string"),
+              0);
+    ASSERT_EQ(wr("events/g/s/enable", "1"), 0);
+    tfs_str("hello", 16);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_TRUE(matches(lines[0], "^ *tfs-worker-[0-9]+ .* s: \\(tfs_str\\+.*\\) s=\"hello\" "
+                                  "n=16 c=\"tfs-worker\" bad=\\(fault\\)$"))
+        << lines[0];
+    ASSERT_EQ(wr("events/g/s/filter", "s ~ \"hel*\" && c == \"tfs-worker\""), 0);
+    tfs_str("help", 1);
+    tfs_str("nope", 1);
+    lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_TRUE(contains(lines[0], "s=\"help\"")) << lines[0];
+}
+
+// The file offset of a function in the running executable, as an uprobe place names it.
+uint64_t exe_file_offset(uintptr_t addr)
+{
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        unsigned long start, end, off;
+        if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx", &start, &end, &off) == 3 &&
+            addr >= start && addr < end)
+            return addr - start + off;
+    }
+    return 0;
+}
+
+TEST_F(TraceFsTree, UprobeStylePlace)
+{
+    auto fn = reinterpret_cast<uintptr_t>(&tfs_mul);
+    uint64_t off = exe_file_offset(fn);
+    ASSERT_NE(off, 0u);
+    char cmd[256];
+    std::snprintf(cmd, sizeof cmd, "p:uprobes/um /proc/self/exe:0x%" PRIx64 " a=%%di:s32", off);
+    ASSERT_EQ(wr("uprobe_events", cmd), 0) << rd("error_log");
+    char listing[256];
+    std::snprintf(listing, sizeof listing, "p:uprobes/um /proc/self/exe:0x%016" PRIx64 " a=%%di:s32\n",
+                  off);
+    EXPECT_EQ(rd("uprobe_events"), listing);
+    ASSERT_EQ(wr("events/uprobes/um/enable", "1"), 0);
+    tfs_mul(21, 2);
+    auto lines = pipe_lines();
+    ASSERT_EQ(lines.size(), 1u);
+    char want[64];
+    std::snprintf(want, sizeof want, "um: (0x%" PRIxPTR ") a=21", fn);
+    EXPECT_TRUE(contains(lines[0], want)) << lines[0];
+    EXPECT_TRUE(matches(rd("uprobe_profile"), "^  /proc/self/exe um +1\n$")) << rd("uprobe_profile");
+    ASSERT_EQ(wr("events/uprobes/um/enable", "0"), 0);
+    ASSERT_EQ(wr("uprobe_events", "", true), 0);
+    EXPECT_EQ(rd("dynamic_events"), "");
+}
+
+TEST_F(TraceFsTree, AvailableFilterFunctions)
+{
+    std::string a = rd("available_filter_functions");
+    EXPECT_TRUE(matches(a, "(^|\n)tfs_add\n")) << a.substr(0, 200);
+    EXPECT_TRUE(matches(a, "(^|\n)tfs_mul\n"));
+    char want[64];
+    std::string addrs = rd("available_filter_functions_addrs");
+    // The site is the function entry, or 4 bytes in after an endbr64.
+    std::snprintf(want, sizeof want, "%" PRIxPTR " tfs_add\n", reinterpret_cast<uintptr_t>(&tfs_add));
+    char want4[64];
+    std::snprintf(want4, sizeof want4, "%" PRIxPTR " tfs_add\n",
+                  reinterpret_cast<uintptr_t>(&tfs_add) + 4);
+    EXPECT_TRUE(contains(addrs, want) || contains(addrs, want4));
+}
+
+TEST_F(TraceFsTree, SymbolArgumentsResolve)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:g/sym tfs_add v=@tfs_no_such_symbol"), -ENOENT);
+    EXPECT_TRUE(contains(rd("error_log"), "Invalid probed address or symbol")) << rd("error_log");
+    ASSERT_EQ(wr("dynamic_events", "f:g/sym tfs_add fn=$arg1:u32 p=@tfs_mul:x64"), 0);
+}
+
+} // namespace
