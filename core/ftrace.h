@@ -15,6 +15,7 @@
 #include "core/symbols.h"
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -30,6 +31,18 @@ enum class site_kind : uint8_t {
     fentry,  // call __fentry__, 5 bytes
     fentry6, // call *__fentry__@GOTPCREL(%rip), 6 bytes
     nop,     // -fpatchable-function-entry NOP
+    jump,    // no site compiled in: the entry instructions are replaced by a jmp to a detour
+};
+
+// A jump site's detour: `call stub` (the tracer), the relocated entry instructions, `jmp`
+// back to the function after them.
+struct jump_detour {
+    exec_chunk mem;
+    uint8_t orig[24];          // the original bytes of the region
+    uint32_t call_len = 5;     // offset of the relocated copy in the detour
+    uint32_t ninsn = 0;
+    uint32_t orig_off[8];      // each region instruction's offset in the function...
+    uint32_t copy_off[8];      // ...and its copy's offset in the detour
 };
 const char *site_kind_name(site_kind k);
 
@@ -53,6 +66,7 @@ struct ftrace_site {
     exec_chunk stub;      // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
     object_ptr obj;
+    std::unique_ptr<jump_detour> jump; // site_kind::jump only
 };
 
 struct ftrace_ops {
@@ -77,8 +91,16 @@ void ftrace_update_objects();
 // Looks only at objects already scanned: call ftrace_update_objects() first.
 ftrace_site *ftrace_location(uintptr_t ip);
 
-// Every site whose function matches the globs (see kallsyms::match_funcs).
+// The same, creating a jump site when IP is the symbol address of a function without a site.
+ftrace_site *ftrace_location_or_jump(uintptr_t ip);
+
+// Every site whose function matches the globs (see kallsyms::match_funcs); functions
+// without a compiled-in site get a jump site where their entry allows one.
 std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter);
+
+// Why FUNC (a function's symbol address) has no site and cannot get a jump site, or nullptr
+// when it has one or could get one. Analyses the function if needed.
+const char *ftrace_site_refusal(uintptr_t func);
 
 // Every known site (for available_filter_functions and `dprobe funcs`).
 std::vector<ftrace_site *> ftrace_all_sites();

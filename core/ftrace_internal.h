@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -22,8 +23,16 @@ struct ftrace_state {
     std::map<uint64_t, object_sites> by_object;
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
     std::vector<std::unique_ptr<ftrace_site>> gone; // sites of unloaded objects
+    std::unordered_map<uintptr_t, std::string> refused; // function -> why no jump site
 };
 
 ftrace_state &ftrace_st();
+
+// Jump sites (core/ftrace_jump.cpp); st.lock held.
+ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym);
+void jump_site_link_stub(ftrace_site *s);
+text_poke_req jump_enable_req(const ftrace_site *s);
+text_poke_req jump_disable_req(const ftrace_site *s);
+void jump_rip_moves(const ftrace_site *s, std::vector<rip_move> &out);
 
 } // namespace dprobe

@@ -40,6 +40,8 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
 
 text_poke_req enable_req(ftrace_site *s)
 {
+    if (s->kind == site_kind::jump)
+        return jump_enable_req(s);
     text_poke_req r;
     r.addr = s->ip;
     r.len = s->len;
@@ -52,6 +54,8 @@ text_poke_req enable_req(ftrace_site *s)
 
 text_poke_req disable_req(ftrace_site *s)
 {
+    if (s->kind == site_kind::jump)
+        return jump_disable_req(s);
     text_poke_req r;
     r.addr = s->ip;
     r.len = s->len;
@@ -69,6 +73,44 @@ int ensure_stub(ftrace_site *s)
         return -ENOMEM;
     arch::write_ftrace_stub(c.rw, s, arch::ftrace_caller());
     s->stub = c;
+    if (s->kind == site_kind::jump)
+        jump_site_link_stub(s);
+    return 0;
+}
+
+// Enables REQS: sites whose new instruction replaces one instruction by the int3 protocol,
+// jump sites (which replace several) with every other thread stopped.
+int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site *> &sites)
+{
+    std::vector<text_poke_req> plain, jumps;
+    std::vector<rip_move> moves;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        if (sites[i]->kind == site_kind::jump) {
+            jumps.push_back(reqs[i]);
+            jump_rip_moves(sites[i], moves);
+        } else {
+            plain.push_back(reqs[i]);
+        }
+    }
+    std::sort(moves.begin(), moves.end(),
+              [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
+    if (int err = text_poke_batch(plain))
+        return err;
+    if (int err = text_poke_stopped(jumps, moves)) {
+        // Undo the plain part so the batch is all or nothing.
+        std::vector<text_poke_req> undo;
+        for (size_t i = 0; i < reqs.size(); ++i)
+            if (sites[i]->kind != site_kind::jump) {
+                text_poke_req r;
+                r.addr = sites[i]->ip;
+                r.len = sites[i]->len;
+                arch::site_nop_bytes(sites[i]->len, r.bytes);
+                r.emu = text_poke_req::emulate::nop;
+                undo.push_back(r);
+            }
+        text_poke_batch(undo);
+        return err;
+    }
     return 0;
 }
 
@@ -96,13 +138,16 @@ int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
     }
     std::vector<site_users *> old;
     std::vector<text_poke_req> reqs;
+    std::vector<ftrace_site *> to_enable;
     for (size_t i = 0; i < sites.size(); ++i) {
         ftrace_site *s = sites[i];
         old.push_back(s->users.exchange(fresh[i], std::memory_order_acq_rel));
-        if (!s->patched)
+        if (!s->patched) {
             reqs.push_back(enable_req(s));
+            to_enable.push_back(s);
+        }
     }
-    if (int err = text_poke_batch(reqs)) {
+    if (int err = enable_sites(reqs, to_enable)) {
         for (size_t i = 0; i < sites.size(); ++i)
             sites[i]->users.store(old[i], std::memory_order_release);
         synchronize_dispatch();

@@ -25,6 +25,7 @@ const char *site_kind_name(site_kind k)
     case site_kind::fentry: return "fentry";
     case site_kind::fentry6: return "fentry";
     case site_kind::nop: return "patchable";
+    case site_kind::jump: return "jump";
     }
     return "?";
 }
@@ -177,6 +178,18 @@ void ftrace_update_objects()
     }
 }
 
+ftrace_site *ftrace_location_or_jump(uintptr_t ip)
+{
+    if (ftrace_site *s = ftrace_location(ip))
+        return s;
+    auto hit = kallsyms::instance().lookup_addr(ip);
+    if (!hit || hit->sym->addr != ip)
+        return nullptr;
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    return make_jump_site(hit->obj, *hit->sym);
+}
+
 ftrace_site *ftrace_location(uintptr_t ip)
 {
     ftrace_state &st = ftrace_st();
@@ -195,9 +208,12 @@ std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::stri
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
     std::vector<ftrace_site *> out;
-    for (auto &h : hits)
+    for (auto &h : hits) {
         if (auto it = st.by_func.find(h.sym->addr); it != st.by_func.end())
             out.push_back(it->second);
+        else if (ftrace_site *j = make_jump_site(h.obj, *h.sym))
+            out.push_back(j);
+    }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;

@@ -32,6 +32,23 @@ struct linux_dirent64 {
     char d_name[];
 };
 
+// The child calls no libc function: any of them could be a probed function.
+long sys(long nr, long a = 0, long b = 0, long c = 0, long d = 0)
+{
+    long ret;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+long pt(long req, pid_t tid, void *data = nullptr)
+{
+    return sys(SYS_ptrace, req, tid, 0, reinterpret_cast<long>(data));
+}
+
 bool known(pid_t tid)
 {
     for (size_t i = 0; i < st.n; ++i)
@@ -45,11 +62,11 @@ long stop_new_threads(int dirfd)
 {
     char buf[4096];
     long added = 0;
-    lseek(dirfd, 0, SEEK_SET);
+    sys(SYS_lseek, dirfd, 0, SEEK_SET);
     for (;;) {
-        long nread = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        long nread = sys(SYS_getdents64, dirfd, reinterpret_cast<long>(buf), sizeof buf);
         if (nread < 0) {
-            st.error = -errno;
+            st.error = static_cast<int>(nread);
             return -1;
         }
         if (nread == 0)
@@ -68,27 +85,31 @@ long stop_new_threads(int dirfd)
                 st.error = -E2BIG;
                 return -1;
             }
-            if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
-                if (errno == ESRCH)
+            if (long e = pt(PTRACE_SEIZE, tid)) {
+                if (e == -ESRCH)
                     continue; // exited meanwhile
-                st.error = -errno;
+                st.error = static_cast<int>(e);
                 return -1;
             }
             stopped_thread &t = st.threads[st.n++];
             t.tid = tid;
             t.changed = false;
-            if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-                st.error = -errno;
+            if (long e = pt(PTRACE_INTERRUPT, tid)) {
+                st.error = static_cast<int>(e);
                 return -1;
             }
-            int status;
-            if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
+            int status = 0;
+            long w;
+            do {
+                w = sys(SYS_wait4, tid, reinterpret_cast<long>(&status), __WALL, 0);
+            } while (w == -EINTR);
+            if (w != tid || !WIFSTOPPED(status)) {
                 // The thread exited before stopping: forget it.
                 --st.n;
                 continue;
             }
-            if (ptrace(PTRACE_GETREGS, tid, nullptr, &t.regs) != 0) {
-                st.error = -errno;
+            if (long e = pt(PTRACE_GETREGS, tid, &t.regs)) {
+                st.error = static_cast<int>(e);
                 return -1;
             }
             ++added;
@@ -102,8 +123,8 @@ void release_all()
     for (size_t i = 0; i < st.n; ++i) {
         stopped_thread &t = st.threads[i];
         if (t.changed)
-            ptrace(PTRACE_SETREGS, t.tid, nullptr, &t.regs);
-        ptrace(PTRACE_DETACH, t.tid, nullptr, nullptr);
+            pt(PTRACE_SETREGS, t.tid, &t.regs);
+        pt(PTRACE_DETACH, t.tid);
     }
 }
 
@@ -113,32 +134,37 @@ void release_all()
     // "/proc/<tgid>/task" without snprintf (not async-signal-safe in theory).
     const char prefix[] = "/proc/";
     size_t len = sizeof prefix - 1;
-    std::memcpy(path, prefix, len);
+    for (size_t i = 0; i < len; ++i)
+        path[i] = prefix[i];
     char digits[16];
     int nd = 0;
     for (pid_t v = st.tgid; v; v /= 10)
         digits[nd++] = static_cast<char>('0' + v % 10);
     while (nd)
         path[len++] = digits[--nd];
-    std::memcpy(path + len, "/task", 6);
-    int dirfd = static_cast<int>(syscall(SYS_open, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    const char task[] = "/task";
+    for (size_t i = 0; i < sizeof task; ++i)
+        path[len + i] = task[i];
+    int dirfd = static_cast<int>(
+        sys(SYS_open, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dirfd < 0) {
-        st.error = -errno;
-        _exit(1);
+        st.error = dirfd;
+        sys(SYS_exit, 1);
     }
     // Threads may be created while we stop the others: list again until nothing is new.
     long added;
     do {
         added = stop_new_threads(dirfd);
     } while (added > 0);
-    syscall(SYS_close, dirfd);
+    sys(SYS_close, dirfd);
     if (added < 0) {
         release_all();
-        _exit(1);
+        sys(SYS_exit, 1);
     }
     st.fn(st.threads, st.n, st.arg);
     release_all();
-    _exit(0);
+    sys(SYS_exit, 0);
+    __builtin_unreachable();
 }
 
 } // namespace

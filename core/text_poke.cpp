@@ -2,6 +2,7 @@
 
 #include "arch/x86_64/uctx.h"
 #include "core/signal_chain.h"
+#include "core/stop_machine.h"
 
 #include <algorithm>
 #include <atomic>
@@ -193,7 +194,99 @@ void atomic_word_write(const text_poke_req &r)
     __atomic_store_n(word, v, __ATOMIC_RELEASE);
 }
 
+// What the stop_machine function needs, prepared beforehand: it runs in a vfork child while
+// other threads (which may hold any lock) are stopped, so it only touches this.
+struct stopped_poke {
+    std::span<const text_poke_req> reqs;
+    std::span<const rip_move> moves;
+    std::vector<mapping> pages; // start, length in end, original prot
+    int error;
+};
+
+long raw_syscall3(long nr, long a, long b, long c)
+{
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
+{
+    auto *sp = static_cast<stopped_poke *>(arg);
+    for (const mapping &m : sp->pages)
+        if (raw_syscall3(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
+                         m.prot | PROT_WRITE | PROT_EXEC) != 0)
+            sp->error = -EFAULT;
+    if (sp->error == 0) {
+        // Byte by byte through a volatile pointer: no libc (memcpy may be the very function
+        // being patched) and no compiler-generated call.
+        for (const text_poke_req &r : sp->reqs) {
+            auto *dst = reinterpret_cast<volatile uint8_t *>(r.addr);
+            for (unsigned i = 0; i < r.len; ++i)
+                dst[i] = r.bytes[i];
+        }
+        for (size_t t = 0; t < n; ++t) {
+            uintptr_t rip = threads[t].regs.rip;
+            size_t lo = 0, hi = sp->moves.size();
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (sp->moves[mid].from < rip)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < sp->moves.size() && sp->moves[lo].from == rip) {
+                threads[t].regs.rip = sp->moves[lo].to;
+                threads[t].changed = true;
+            }
+        }
+    }
+    for (const mapping &m : sp->pages)
+        raw_syscall3(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end), m.prot);
+}
+
 } // namespace
+
+int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves)
+{
+    if (reqs.empty())
+        return 0;
+    std::lock_guard<std::mutex> g(text_mutex);
+    if (process_thread_count() == 1) {
+        std::vector<std::pair<uintptr_t, size_t>> ranges;
+        for (auto &r : reqs)
+            ranges.emplace_back(r.addr, r.len);
+        page_writer w;
+        if (int err = w.open(ranges))
+            return err;
+        for (auto &r : reqs)
+            std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
+        return 0;
+    }
+    stopped_poke sp{reqs, moves, {}, 0};
+    const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    auto maps = read_maps();
+    std::vector<uintptr_t> pages;
+    for (auto &r : reqs)
+        for (uintptr_t p = r.addr & ~(pg - 1); p < r.addr + r.len; p += pg)
+            pages.push_back(p);
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    for (uintptr_t p : pages) {
+        auto it = std::find_if(maps.begin(), maps.end(),
+                               [&](const mapping &m) { return p >= m.start && p < m.end; });
+        if (it == maps.end())
+            return -EFAULT;
+        sp.pages.push_back({p, pg, it->prot});
+    }
+    int err = stop_machine(poke_while_stopped, &sp);
+    if (err)
+        return err;
+    return sp.error;
+}
 
 int process_thread_count()
 {

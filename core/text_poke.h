@@ -16,8 +16,8 @@ namespace dprobe {
 
 struct text_poke_req {
     uintptr_t addr = 0;
-    uint8_t len = 0;        // bytes to write, at most 16
-    uint8_t bytes[16] = {}; // the new bytes
+    uint8_t len = 0;        // bytes to write, at most 24 (an optimized probe's region)
+    uint8_t bytes[24] = {}; // the new bytes
     // What a thread trapping on the temporary int3 does: as if the new first instruction ran.
     enum class emulate : uint8_t {
         nop,  // continue at addr + len
@@ -35,6 +35,17 @@ int text_poke_batch(std::span<text_poke_req> reqs);
 // A plain copy for code no other thread can run yet (an object still being set up, or a
 // single-threaded process). Same page handling as the batch.
 int text_poke_early(uintptr_t addr, const void *bytes, size_t len);
+
+// Where a thread stopped at an old instruction boundary must continue instead, for writes
+// that replace several instructions by one (sorted by from).
+struct rip_move {
+    uintptr_t from, to;
+};
+
+// Writes every request while all other threads are stopped (stop_machine), moving any thread
+// whose instruction pointer is one of MOVES' `from` addresses to its `to`. For rewrites the
+// int3 protocol cannot make safe. A single-threaded process is written directly.
+int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves);
 
 // Serialises the instruction stream of every thread of the process.
 void text_poke_sync();

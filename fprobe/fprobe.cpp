@@ -149,7 +149,7 @@ extern "C" int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int 
     std::vector<ftrace_site *> sites;
     sites.reserve(static_cast<size_t>(num));
     for (int i = 0; i < num; ++i) {
-        ftrace_site *s = ftrace_location(addrs[i]);
+        ftrace_site *s = ftrace_location_or_jump(addrs[i]);
         if (!s)
             return -ENOENT;
         sites.push_back(s);
@@ -185,7 +185,7 @@ extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int nu
         auto hits = kallsyms::instance().lookup_func(syms[i]);
         ftrace_site *found = nullptr;
         for (auto &h : hits)
-            if ((found = ftrace_location(h.sym->addr)))
+            if ((found = ftrace_location_or_jump(h.sym->addr)))
                 break;
         if (!found)
             return -ENOENT;
