@@ -122,6 +122,10 @@ TEST(kprobe_api, symbol_offset_and_func_entry)
 TEST(kprobe_api, blacklist)
 {
     struct kprobe p = {};
+    p.symbol_name = "insn_riprel";
+    ASSERT_EQ(0, register_kprobe(&p)); // dprobe's SIGTRAP handler is in place from here on
+    unregister_kprobe(&p);
+    p = {};
     p.pre_handler = count_pre;
     // dprobe's own hot path, its API, the no-probe section, NOKPROBE_SYMBOL, libc's
     // __errno_location and the signal return trampoline.
