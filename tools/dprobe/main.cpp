@@ -106,6 +106,8 @@ int main(int argc, char **argv)
         "   ctl      Read and write a traced process's tracefs through its socket\n"
         "\n"
         " See 'dprobe COMMAND --help' for more information on a specific command.");
+    setup_record(app);
+    setup_report(app);
     setup_probe(app);
     setup_funcs(app);
     try {

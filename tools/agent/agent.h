@@ -1,0 +1,76 @@
+// The preload agent of `dprobe record` (libdprobe-preload.so): internal interfaces.
+//
+// Environment (set by `dprobe record`; without DPROBE_OUTPUT the agent does nothing):
+//   DPROBE_OUTPUT         trace file to append to (created with its header by the CLI)
+//   DPROBE_EVENTS         dynamic_events lines, one per line, applied and enabled before main
+//   DPROBE_GRAPH          function-graph globs, one per line ("*" for every function with a
+//                         site); DPROBE_GRAPH_NOTRACE: globs left out
+//   DPROBE_BUFFER_KB      per-thread ring-buffer size
+//   DPROBE_CLOCK          trace clock name
+//   DPROBE_STATUS_FD      a datagram socket to the CLI: "error ...", "stat ...", "mount ..."
+//   DPROBE_TRACEFS        "0": do not serve the tracefs tree
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace dprobe::agent {
+
+struct agent_state {
+    bool active = false;
+    int out_fd = -1;
+    int status_fd = -1;
+    pid_t pid = 0;
+    uint64_t session = 0;
+    std::string output;
+
+    std::mutex lock; // chunk writing and draining
+    std::thread consumer;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> finished{false};
+
+    std::string event_chunks; // EVENT chunks payloads, re-sent for a forked child's session
+    std::vector<std::pair<uint32_t, std::string>> events; // id, EVENT payload
+    std::unordered_map<int32_t, std::string> comms;      // sent to the file
+    std::vector<std::pair<uint64_t, std::string>> objects; // described so far: id, "0xbias path"
+    uint64_t records = 0, lost = 0, bytes = 0;
+    unsigned graph_functions = 0;
+};
+
+agent_state &state();
+
+// Sends one status datagram to the CLI (no-op without a status socket).
+void status_send(const std::string &msg) noexcept;
+
+// Writes one chunk (under state().lock). False when the write failed.
+bool write_chunk(uint32_t type, const std::string &payload);
+
+// ---- stream.cpp ----
+// SESSION + OBJECTS + EVENT chunks of a new session (start, fork, exec).
+void start_session(const char *reason);
+// Drains the ring buffer into RECORDS chunks (and new COMM/OBJECTS). Caller holds the lock.
+void drain_locked();
+// Starts / stops the consumer thread.
+void start_consumer();
+void stop_consumer();
+// Final drain, STATS and END chunks. REASON: "exit", "signal", "exec".
+void finish(const char *reason, int value);
+
+// ---- funcgraph.cpp ----
+// Registers the function-graph fprobe on GLOBS minus NOTRACE. Returns the number of
+// functions, or -errno with *err set.
+int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
+                    std::string *err);
+// After fork: the calling thread's cached tid is stale.
+void funcgraph_forget_tid() noexcept;
+
+// ---- lifecycle.cpp ----
+void install_signal_handlers();
+void install_fork_handlers();
+
+} // namespace dprobe::agent

@@ -1,0 +1,129 @@
+// Function-graph recording: one fprobe with entry and exit handlers on the selected
+// functions, writing the kernel's funcgraph_entry / funcgraph_exit records into the ring
+// buffer. Hot path: noexcept, no allocation, no locks.
+#include "tools/agent/agent.h"
+
+#include "core/compiler.h"
+#include "core/ftrace.h"
+#include "core/glob.h"
+#include "core/ring_buffer.h"
+#include "core/trace_clock.h"
+#include "tools/trace_file.h"
+
+#include <dprobe/fprobe.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace dprobe::agent {
+
+namespace {
+
+__attribute__((tls_model("initial-exec"))) thread_local int32_t t_tid;
+__attribute__((tls_model("initial-exec"))) thread_local int32_t t_depth;
+
+struct graph_data {
+    uint64_t calltime;
+    int32_t depth;
+    int32_t pad;
+};
+static_assert(sizeof(graph_data) <= MAX_FPROBE_DATA_SIZE);
+
+DPROBE_NOPROBE inline int32_t current_tid() noexcept
+{
+    if (__builtin_expect(t_tid == 0, 0))
+        t_tid = static_cast<int32_t>(syscall(SYS_gettid));
+    return t_tid;
+}
+
+DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
+                               struct ftrace_regs *, void *data) noexcept
+{
+    auto *gd = static_cast<graph_data *>(data);
+    int32_t depth = t_depth++;
+    gd->depth = depth;
+    gd->calltime = trace_clock_now();
+    void *p = ring_buffer_reserve(sizeof(tracefile::funcgraph_entry_rec));
+    if (p) {
+        auto *r = static_cast<tracefile::funcgraph_entry_rec *>(p);
+        r->type = tracefile::FUNCGRAPH_ENTRY_ID;
+        r->flags = 0;
+        r->preempt_count = 0;
+        r->pid = current_tid();
+        r->func = ip;
+        r->depth = depth;
+        r->pad = 0;
+        ring_buffer_commit(p);
+    }
+    return 0;
+}
+
+DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long ip, unsigned long,
+                               struct ftrace_regs *, void *data) noexcept
+{
+    auto *gd = static_cast<graph_data *>(data);
+    t_depth = gd->depth; // frames skipped by longjmp or exceptions do not leave a drift
+    void *p = ring_buffer_reserve(sizeof(tracefile::funcgraph_exit_rec));
+    if (!p)
+        return;
+    auto *r = static_cast<tracefile::funcgraph_exit_rec *>(p);
+    r->type = tracefile::FUNCGRAPH_EXIT_ID;
+    r->flags = 0;
+    r->preempt_count = 0;
+    r->pid = current_tid();
+    r->func = ip;
+    r->depth = gd->depth;
+    r->overrun = 0;
+    r->calltime = gd->calltime;
+    r->rettime = trace_clock_now();
+    ring_buffer_commit(p);
+}
+
+struct fprobe g_graph_probe = {};
+
+} // namespace
+
+void funcgraph_forget_tid() noexcept { t_tid = 0; }
+
+int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
+                    std::string *err)
+{
+    std::vector<unsigned long> ips;
+    for (const std::string &g : globs) {
+        auto sites = ftrace_match_sites(g, "");
+        size_t before = ips.size();
+        for (ftrace_site *s : sites) {
+            if (!s->usable || s->gone)
+                continue;
+            const char *name = s->sym ? s->sym->name.c_str() : "";
+            if (std::any_of(notrace.begin(), notrace.end(),
+                            [&](const std::string &n) { return glob_match(n, name); }))
+                continue;
+            ips.push_back(s->ip);
+        }
+        if (ips.size() == before && sites.empty()) {
+            *err = "no function with a patch site matches -F '" + g + "'";
+            return -ENOENT;
+        }
+    }
+    std::sort(ips.begin(), ips.end());
+    ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
+    if (ips.empty()) {
+        *err = "the -F/-N globs leave no function to trace";
+        return -ENOENT;
+    }
+    g_graph_probe.entry_handler = graph_entry;
+    g_graph_probe.exit_handler = graph_exit;
+    g_graph_probe.entry_data_size = sizeof(graph_data);
+    int ret = register_fprobe_ips(&g_graph_probe, ips.data(), static_cast<int>(ips.size()));
+    if (ret < 0) {
+        *err = "register_fprobe_ips: " + std::string(std::strerror(-ret));
+        return ret;
+    }
+    return static_cast<int>(ips.size());
+}
+
+} // namespace dprobe::agent

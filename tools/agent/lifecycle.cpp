@@ -1,0 +1,250 @@
+// The agent across the program's life: fatal signals (flush, then die as before), fork
+// (the child gets its own session in the same file), exec (flush before the image goes).
+#include "tools/agent/agent.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstring>
+#include <ctime>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <vector>
+
+extern char **environ;
+
+namespace dprobe::agent {
+
+namespace {
+
+constexpr int k_async_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int k_fault_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+std::atomic<int> g_fatal{0};      // the signal being handled
+std::atomic<bool> g_flushed{false};
+void flush_for_signal(int sig)
+{
+    finish("signal", sig);
+    g_flushed.store(true, std::memory_order_release);
+}
+
+// Runs on the consumer thread every wake-up: an asynchronous fatal signal arrived.
+void signal_watch()
+{
+    agent_state &st = state();
+    while (!st.stop.load(std::memory_order_acquire)) {
+        int sig = g_fatal.load(std::memory_order_acquire);
+        if (sig) {
+            flush_for_signal(sig);
+            bool async = false;
+            for (int s : k_async_signals)
+                async |= s == sig;
+            if (async) {
+                // Die the way the signal would have killed the program.
+                signal(sig, SIG_DFL);
+                sigset_t set;
+                sigemptyset(&set);
+                sigaddset(&set, sig);
+                pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+                kill(getpid(), sig);
+            }
+            return;
+        }
+        struct timespec ts {0, 20 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+}
+
+std::thread g_watch;
+
+void fatal_handler(int sig, siginfo_t *, void *)
+{
+    int expected = 0;
+    bool first = g_fatal.compare_exchange_strong(expected, sig);
+    bool async = false;
+    for (int s : k_async_signals)
+        async |= s == sig;
+    if (async && first)
+        return; // the watcher flushes and re-raises
+    if (first && state().active) {
+        // A fault: wait (bounded) while the watcher thread flushes, then die.
+        for (int i = 0; i < 150 && !g_flushed.load(std::memory_order_acquire); i++) {
+            struct timespec ts {0, 20 * 1000 * 1000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+// vfork children and forked children before their handler ran share or copy our state
+// without owning the file position: only the process that opened the session writes.
+bool owns_session() { return state().active && state().pid == getpid(); }
+
+void before_exec()
+{
+    if (owns_session())
+        finish("exec", 0);
+}
+
+void after_failed_exec()
+{
+    agent_state &st = state();
+    if (!owns_session() || !st.finished.load())
+        return;
+    st.finished.store(false);
+    start_consumer();
+}
+
+template <class F> F real(const char *name)
+{
+    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+void atfork_prepare() { state().lock.lock(); }
+void atfork_parent() { state().lock.unlock(); }
+void atfork_child()
+{
+    agent_state &st = state();
+    st.lock.unlock();
+    if (!st.active)
+        return;
+    funcgraph_forget_tid();
+    // The threads did not come along: forget them without touching their handles.
+    new (&st.consumer) std::thread();
+    new (&g_watch) std::thread();
+    st.records = st.lost = st.bytes = 0;
+    st.finished.store(false);
+    start_session("fork");
+    start_consumer();
+    g_watch = std::thread(signal_watch);
+    g_watch.detach();
+}
+
+} // namespace
+
+void install_signal_handlers()
+{
+    struct sigaction sa {};
+    sa.sa_sigaction = fatal_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    auto install = [&](int sig) {
+        struct sigaction old {};
+        if (sigaction(sig, nullptr, &old) != 0)
+            return;
+        // Only where the program would die anyway: its own handlers stay in charge.
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+            sigaction(sig, &sa, nullptr);
+    };
+    for (int s : k_async_signals)
+        install(s);
+    for (int s : k_fault_signals)
+        install(s);
+    // The watcher must not take the signals it handles.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    g_watch = std::thread(signal_watch);
+    pthread_setname_np(g_watch.native_handle(), "dprobe-signal");
+    g_watch.detach();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void install_fork_handlers() { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+} // namespace dprobe::agent
+
+// ---- exec interposers: flush before the image is replaced ----
+using namespace dprobe::agent;
+
+extern "C" {
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+                                                  char *const envp[])
+{
+    static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execve");
+    before_exec();
+    int r = fn(path, argv, envp);
+    int e = errno;
+    after_failed_exec();
+    errno = e;
+    return r;
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
+                                                   char *const envp[])
+{
+    static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execvpe");
+    before_exec();
+    int r = fn(file, argv, envp);
+    int e = errno;
+    after_failed_exec();
+    errno = e;
+    return r;
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    static auto fn = real<int (*)(int, char *const[], char *const[])>("fexecve");
+    before_exec();
+    int r = fn(fd, argv, envp);
+    int e = errno;
+    after_failed_exec();
+    errno = e;
+    return r;
+}
+
+static std::vector<char *> collect_args(const char *arg0, va_list ap, char ***envp)
+{
+    std::vector<char *> v{const_cast<char *>(arg0)};
+    if (arg0)
+        while (char *a = va_arg(ap, char *))
+            v.push_back(a);
+    v.push_back(nullptr);
+    if (envp)
+        *envp = va_arg(ap, char **);
+    return v;
+}
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    auto v = collect_args(arg, ap, nullptr);
+    va_end(ap);
+    return execve(path, v.data(), environ);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    auto v = collect_args(arg, ap, nullptr);
+    va_end(ap);
+    return execvpe(file, v.data(), environ);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    char **envp = nullptr;
+    auto v = collect_args(arg, ap, &envp);
+    va_end(ap);
+    return execve(path, v.data(), envp);
+}
+
+} // extern "C"

@@ -1,0 +1,368 @@
+// dprobe record: run a program with the preload agent and record its trace into a file
+// (perf record, trace-cmd record, uftrace record).
+#include "tools/dprobe/cli.h"
+#include "tools/dprobe/elf_image.h"
+#include "tools/dprobe/perf_probe.h"
+#include "tools/dprobe/probe_list.h"
+#include "tools/dprobe/record_util.h"
+#include "tools/trace_file.h"
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <map>
+#include <poll.h>
+#include <set>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dprobe::cli {
+
+namespace {
+
+struct record_opts {
+    std::vector<std::string> events;
+    std::vector<std::string> graph_globs;
+    std::vector<std::string> notrace;
+    bool graph = false;
+    std::string output = "dprobe.dat";
+    size_t buffer_kb = 0;
+    std::string clock;
+    bool quiet = false;
+    bool no_tracefs = false;
+    std::vector<std::string> command;
+};
+
+volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_interrupted = 0;
+
+void forward_signal(int sig)
+{
+    g_interrupted = sig;
+    if (g_child > 0)
+        kill(g_child, sig);
+}
+
+// -e takes a dynamic_events line, or the name of a probe stored by `dprobe probe --add`.
+bool looks_like_line(const std::string &e)
+{
+    auto argv = argv_split(e);
+    if (argv.size() < 2 || argv[0].empty())
+        return !argv.empty() && argv[0].size() >= 2 && argv[0][0] == '-' && argv[0][1] == ':';
+    const std::string &h = argv[0];
+    if (!std::strchr("pfrt-", h[0]))
+        return false;
+    size_t i = 1;
+    while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])))
+        i++;
+    return i == h.size() || h[i] == ':';
+}
+
+std::string indent(const std::string &text)
+{
+    std::string out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        out += "  " + text.substr(pos, nl - pos) + "\n";
+        pos = nl == std::string::npos ? text.size() : nl + 1;
+    }
+    return out;
+}
+
+// The lines to apply, each checked; false after printing what is wrong.
+bool resolve_events(const record_opts &o, const tools::elf_image *img,
+                    std::vector<std::string> &lines)
+{
+    std::vector<tools::stored_probe> stored;
+    bool stored_loaded = false;
+    for (const std::string &e : o.events) {
+        if (!looks_like_line(e)) {
+            if (!stored_loaded) {
+                std::string err;
+                stored = tools::load_probe_list(probe_list_path(), &err);
+                stored_loaded = true;
+            }
+            size_t before = lines.size();
+            for (const auto &p : stored)
+                if (tools::probe_selected(e, p))
+                    lines.push_back(p.line);
+            if (lines.size() == before) {
+                fail("record", "event '" + e + "' is neither a dynamic_events line nor a probe "
+                               "defined with 'dprobe probe --add' (see 'dprobe probe --list')");
+                return false;
+            }
+            continue;
+        }
+        // Parse errors, and for places in the program itself, the symbol checks too.
+        tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
+        if (r.ok && img && (r.def.kind == probe_kind::kprobe) &&
+            r.def.place.kind == probe_place::form::symbol) {
+            const std::string &obj = r.def.place.object;
+            bool in_prog = obj.empty() ? !img->object().funcs_named(r.def.place.symbol).empty()
+                                       : obj == img->module_name();
+            if (in_prog)
+                r = tools::check_dynevent_line(e, img);
+        }
+        if (!r.ok) {
+            fail("record", "bad event '" + e + "': " + r.message);
+            if (!r.error_log.empty())
+                std::fputs(indent(r.error_log).c_str(), stderr);
+            return false;
+        }
+        lines.push_back(e);
+    }
+    return true;
+}
+
+std::string join_lines(const std::vector<std::string> &v)
+{
+    std::string s;
+    for (const auto &l : v)
+        s += l + "\n";
+    return s;
+}
+
+struct live_status {
+    std::map<int, std::array<uint64_t, 3>> per_pid; // records, lost, bytes
+    std::string error;
+    std::vector<std::string> mounts;
+    bool ready = false;
+    unsigned functions = 0, events = 0;
+    void take(const std::string &msg)
+    {
+        if (msg.rfind("error ", 0) == 0) {
+            if (error.empty())
+                error = msg.substr(6);
+        } else if (msg.rfind("stat ", 0) == 0) {
+            int pid = 0;
+            unsigned long long r = 0, l = 0, b = 0;
+            if (std::sscanf(msg.c_str() + 5, "%d %llu %llu %llu", &pid, &r, &l, &b) == 4)
+                per_pid[pid] = {r, l, b};
+        } else if (msg.rfind("mount ", 0) == 0) {
+            mounts.push_back(msg.substr(6));
+        } else if (msg.rfind("ready ", 0) == 0) {
+            int pid = 0;
+            if (std::sscanf(msg.c_str() + 6, "%d %u %u", &pid, &events, &functions) >= 1)
+                ready = true;
+        }
+    }
+    std::array<uint64_t, 3> total() const
+    {
+        std::array<uint64_t, 3> t{};
+        for (const auto &[p, v] : per_pid)
+            for (int i = 0; i < 3; i++)
+                t[i] += v[i];
+        return t;
+    }
+};
+
+void drain_status(int fd, live_status &ls)
+{
+    char buf[8192];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        ls.take(std::string(buf, static_cast<size_t>(n)));
+    }
+}
+
+int run_record(const record_opts &o)
+{
+    if (o.command.empty())
+        return fail("record", "no program to run: dprobe record [<options>] -- PROG [ARGS]");
+    std::string prog;
+    if (!tools::find_program(o.command.front(), prog)) {
+        fail("record", "'" + o.command.front() + "': command not found");
+        return 127;
+    }
+    std::string why;
+    if (!tools::can_preload(prog, why))
+        return fail("record", prog + ": " + why);
+    std::string err;
+    auto img = tools::elf_image::open(prog, &err); // null for scripts: checks are skipped
+
+    std::vector<std::string> lines;
+    if (!resolve_events(o, img.get(), lines))
+        return 1;
+    std::vector<std::string> globs = o.graph_globs;
+    if (globs.empty() && o.graph)
+        globs.push_back("*");
+    if (lines.empty() && globs.empty())
+        return fail("record", "nothing to record: give events (-e) or functions (-F, --graph)");
+
+    std::string agent;
+    if (!tools::find_agent(agent))
+        return fail("record", "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)");
+
+    // The output file: created here, so an unwritable path fails before the program runs.
+    int out = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0)
+        return fail("record", "cannot write '" + o.output + "': " + std::strerror(errno));
+    struct timespec rt {};
+    clock_gettime(CLOCK_REALTIME, &rt);
+    std::string hdr = tracefile::file_header(rt.tv_sec * 1000000000ull + rt.tv_nsec);
+    if (!tracefile::write_all(out, hdr.data(), hdr.size())) {
+        int e = errno;
+        ::close(out);
+        return fail("record", "cannot write '" + o.output + "': " + std::strerror(e));
+    }
+    ::close(out);
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return fail("record", std::string("socketpair: ") + std::strerror(errno));
+    int rcvbuf = 1 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+
+    char abs_out[PATH_MAX];
+    std::string out_path = realpath(o.output.c_str(), abs_out) ? abs_out : o.output;
+    std::fflush(nullptr);
+    pid_t child = fork();
+    if (child < 0)
+        return fail("record", std::string("fork: ") + std::strerror(errno));
+    if (child == 0) {
+        ::close(sv[0]);
+        int fd = fcntl(sv[1], F_DUPFD, 3); // inherited by the program (no CLOEXEC)
+        setenv("DPROBE_OUTPUT", out_path.c_str(), 1);
+        setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
+        setenv("DPROBE_EVENTS", join_lines(lines).c_str(), 1);
+        setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
+        setenv("DPROBE_GRAPH_NOTRACE", join_lines(o.notrace).c_str(), 1);
+        if (o.buffer_kb)
+            setenv("DPROBE_BUFFER_KB", std::to_string(o.buffer_kb).c_str(), 1);
+        if (!o.clock.empty())
+            setenv("DPROBE_CLOCK", o.clock.c_str(), 1);
+        if (o.no_tracefs)
+            setenv("DPROBE_TRACEFS", "0", 1);
+        const char *pre = getenv("LD_PRELOAD");
+        std::string preload = agent + (pre && *pre ? std::string(" ") + pre : "");
+        setenv("LD_PRELOAD", preload.c_str(), 1);
+        std::vector<char *> argv;
+        for (const auto &a : o.command)
+            argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execv(prog.c_str(), argv.data());
+        std::string msg = "error cannot run " + prog + ": " + std::strerror(errno);
+        send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+        _exit(127);
+    }
+    ::close(sv[1]);
+    g_child = child;
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);
+
+    live_status ls;
+    bool tty = !o.quiet && isatty(STDERR_FILENO);
+    int status = 0;
+    for (;;) {
+        struct pollfd p {sv[0], POLLIN, 0};
+        poll(&p, 1, 200);
+        drain_status(sv[0], ls);
+        pid_t w = waitpid(child, &status, WNOHANG);
+        if (tty && w == 0) {
+            auto t = ls.total();
+            std::fprintf(stderr, "\r\033[K[ dprobe record: %s: %llu events, %llu lost, %.2f MB ]",
+                         o.command.front().c_str(), static_cast<unsigned long long>(t[0]),
+                         static_cast<unsigned long long>(t[1]), t[2] / 1048576.0);
+            std::fflush(stderr);
+        }
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR)
+            break;
+    }
+    g_child = 0;
+    drain_status(sv[0], ls);
+    ::close(sv[0]);
+    if (tty)
+        std::fprintf(stderr, "\r\033[K");
+    for (const std::string &m : ls.mounts)
+        if (tools::unmount_if_mounted(m))
+            std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n", m.c_str());
+
+    if (!ls.error.empty()) {
+        auto nl = ls.error.find('\n');
+        fail("record", ls.error.substr(0, nl));
+        if (nl != std::string::npos)
+            std::fputs(indent(ls.error.substr(nl + 1)).c_str(), stderr);
+        return 1;
+    }
+    int code = 0;
+    if (WIFSIGNALED(status)) {
+        std::fprintf(stderr, "dprobe record: %s terminated by signal %d (%s)\n",
+                     o.command.front().c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+        code = 128 + WTERMSIG(status);
+    } else if (WIFEXITED(status)) {
+        code = WEXITSTATUS(status);
+    }
+    if (!ls.ready) {
+        fail("record", "the dprobe agent did not start in " + prog +
+                           " (is it dynamically linked against glibc?)");
+        return code ? code : 1;
+    }
+    tools::print_record_summary(o.output);
+    return code;
+}
+
+} // namespace
+
+void setup_record(CLI::App &app)
+{
+    auto o = std::make_shared<record_opts>();
+    CLI::App *sub = app.add_subcommand("record", "Run a program and record its trace");
+    set_usage(sub, "dprobe record [<options>] [--] PROG [ARGS...]");
+    sub->add_option("-e,--event", o->events,
+                    "A dynamic_events line, or a probe stored by 'dprobe probe --add' "
+                    "([GROUP:]EVENT, globs allowed)")
+        ->type_name("EVENT");
+    sub->add_option("-F,--filter", o->graph_globs,
+                    "Record the function graph of functions matching GLOB (implies --graph)")
+        ->type_name("GLOB");
+    sub->add_option("-N,--notrace", o->notrace, "Leave functions matching GLOB out of the graph")
+        ->type_name("GLOB");
+    sub->add_flag("-g,--graph", o->graph,
+                  "Record the function graph (every function with a patch site unless -F)");
+    sub->add_option("-o,--output", o->output, "Trace file to write")
+        ->capture_default_str()
+        ->type_name("FILE");
+    sub->add_option("-b,--buffer-size", o->buffer_kb, "Per-thread ring buffer size in KB")
+        ->type_name("KB");
+    sub->add_option("--clock", o->clock, "Trace clock (local, mono, mono_raw, boot, counter, ...)")
+        ->type_name("CLOCK");
+    sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
+    sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
+    sub->add_option("command", o->command, "The program to run and its arguments")
+        ->type_name("PROG [ARGS]");
+    sub->prefix_command();
+    sub->footer(
+        "Examples:\n"
+        "   dprobe record --graph -- ./app                     every function with a site\n"
+        "   dprobe record -F 'parse_*' -N parse_debug -- ./app\n"
+        "   dprobe record -e 'f:parse_entry parse len=$arg2:u64' -- ./app input.txt\n"
+        "   dprobe record -e 'p:myprobe libc.so.6:malloc size=%di:u64' -- ./app\n"
+        "   dprobe record -e probe_app:parse -o app.dat -- ./app   a stored probe\n"
+        "\n"
+        "Then: dprobe report [-i FILE] [--format text|graph|chrome]");
+    sub->callback([o, sub] {
+        for (const std::string &r : sub->remaining())
+            if (!(o->command.empty() && r == "--"))
+                o->command.push_back(r);
+        exit_status = run_record(*o);
+    });
+}
+
+} // namespace dprobe::cli

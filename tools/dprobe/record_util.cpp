@@ -1,0 +1,195 @@
+#include "tools/dprobe/record_util.h"
+
+#include "tools/trace_file.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <fstream>
+#include <set>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dprobe::tools {
+
+namespace {
+
+bool is_exec_file(const std::string &p)
+{
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+}
+
+std::string self_dir()
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        return ".";
+    std::string s(buf, static_cast<size_t>(n));
+    return s.substr(0, s.rfind('/'));
+}
+
+} // namespace
+
+bool find_program(const std::string &prog, std::string &path)
+{
+    if (prog.empty())
+        return false;
+    if (prog.find('/') != std::string::npos) {
+        path = prog;
+        return is_exec_file(prog);
+    }
+    const char *env = std::getenv("PATH");
+    std::string dirs = env ? env : "/usr/local/bin:/usr/bin:/bin";
+    size_t pos = 0;
+    while (pos <= dirs.size()) {
+        size_t c = dirs.find(':', pos);
+        std::string d = dirs.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+        std::string cand = (d.empty() ? "." : d) + "/" + prog;
+        if (is_exec_file(cand)) {
+            path = cand;
+            return true;
+        }
+        if (c == std::string::npos)
+            break;
+        pos = c + 1;
+    }
+    return false;
+}
+
+bool can_preload(const std::string &path, std::string &why)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        why = std::strerror(errno);
+        return false;
+    }
+    Elf64_Ehdr eh {};
+    ssize_t n = ::pread(fd, &eh, sizeof eh, 0);
+    if (n >= 2 && std::memcmp(&eh, "#!", 2) == 0) {
+        ::close(fd);
+        return true; // a script: the interpreter is what gets traced
+    }
+    if (n != static_cast<ssize_t>(sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        ::close(fd);
+        why = "not an ELF executable";
+        return false;
+    }
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+        ::close(fd);
+        why = "not an x86-64 program";
+        return false;
+    }
+    bool interp = false;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph {};
+        if (::pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
+            static_cast<ssize_t>(sizeof ph))
+            break;
+        interp |= ph.p_type == PT_INTERP;
+    }
+    ::close(fd);
+    if (!interp) {
+        why = "statically linked: the dprobe agent cannot be preloaded into it";
+        return false;
+    }
+    return true;
+}
+
+bool find_agent(std::string &path)
+{
+    if (const char *a = std::getenv("DPROBE_AGENT"); a && *a) {
+        path = a;
+        return access(a, R_OK) == 0;
+    }
+    std::string dir = self_dir();
+    for (const std::string &cand : {dir + "/../agent/libdprobe-preload.so",
+                                    dir + "/libdprobe-preload.so",
+                                    dir + "/../lib/libdprobe-preload.so",
+                                    dir + "/../lib/x86_64-linux-gnu/libdprobe-preload.so",
+                                    std::string(DPROBE_AGENT_INSTALL_PATH)}) {
+        char rp[PATH_MAX];
+        if (access(cand.c_str(), R_OK) == 0 && realpath(cand.c_str(), rp)) {
+            path = rp;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool unmount_if_mounted(const std::string &mountpoint)
+{
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    bool mounted = false;
+    while (std::getline(in, line)) {
+        // Field 5 is the mount point.
+        size_t pos = 0;
+        for (int f = 0; f < 4 && pos != std::string::npos; f++)
+            pos = line.find(' ', pos + (f ? 1 : 0));
+        if (pos == std::string::npos)
+            continue;
+        size_t end = line.find(' ', pos + 1);
+        if (line.substr(pos + 1, end - pos - 1) == mountpoint)
+            mounted = true;
+    }
+    if (!mounted)
+        return false;
+    if (umount2(mountpoint.c_str(), MNT_DETACH) == 0)
+        return true;
+    pid_t p = fork();
+    if (p == 0) {
+        execlp("fusermount3", "fusermount3", "-u", "-z", mountpoint.c_str(), (char *)nullptr);
+        _exit(127);
+    }
+    int st = 0;
+    if (p > 0)
+        waitpid(p, &st, 0);
+    return true;
+}
+
+void print_record_summary(const std::string &file)
+{
+    tracefile::trace_data d;
+    std::string err;
+    if (!tracefile::read_trace(file, d, &err)) {
+        std::fprintf(stderr, "dprobe record: %s\n", err.c_str());
+        return;
+    }
+    uint64_t records = 0, lost = 0, dropped = 0;
+    std::set<std::pair<uint64_t, int32_t>> threads;
+    std::set<int32_t> pids;
+    bool unfinished = false;
+    for (const auto &s : d.sessions) {
+        records += s.records.size();
+        for (const auto &r : s.records) {
+            lost += r.lost_before;
+            threads.insert({s.id, r.tid});
+        }
+        if (s.has_total)
+            dropped += s.total.dropped;
+        pids.insert(s.pid());
+        unfinished |= s.end.empty();
+    }
+    std::fprintf(stderr,
+                 "[ dprobe record: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
+                 "%.3f MB written to %s ]\n",
+                 static_cast<unsigned long long>(records),
+                 static_cast<unsigned long long>(lost + dropped), threads.size(),
+                 threads.size() == 1 ? "" : "s", pids.size(), pids.size() == 1 ? "" : "es",
+                 d.bytes / 1048576.0, file.c_str());
+    if (!d.warning.empty())
+        std::fprintf(stderr, "dprobe record: warning: %s\n", d.warning.c_str());
+    else if (unfinished)
+        std::fprintf(stderr, "dprobe record: warning: a process ended without flushing its "
+                             "trace (killed?); its last events may be missing\n");
+}
+
+} // namespace dprobe::tools

@@ -1,0 +1,22 @@
+// Helpers of `dprobe record`: finding the program and the agent, the end-of-run summary,
+// and the last-resort cleanup of a tracefs mount the program could not remove.
+#pragma once
+
+#include <string>
+
+namespace dprobe::tools {
+
+// PROG as execvp would find it (PATH search when it has no '/'). False when not found or
+// not executable.
+bool find_program(const std::string &prog, std::string &path);
+// Whether the agent can be preloaded into PATH: a dynamically linked ELF (or a script,
+// whose interpreter gets it). WHY says what is wrong otherwise.
+bool can_preload(const std::string &path, std::string &why);
+// libdprobe-preload.so: $DPROBE_AGENT, next to the build tree's dprobe, or installed.
+bool find_agent(std::string &path);
+// Lazily unmounts MOUNTPOINT when it is still a mount. True when it had to.
+bool unmount_if_mounted(const std::string &mountpoint);
+// "[ dprobe record: N events (M lost) ... ]" from the trace file.
+void print_record_summary(const std::string &file);
+
+} // namespace dprobe::tools
