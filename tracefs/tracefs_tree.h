@@ -91,6 +91,8 @@ public:
     // Makes blocked reads return (0) and new blocking reads return at once; used when the
     // bindings stop at exit.
     void shutdown() noexcept { shutdown_.store(true, std::memory_order_release); }
+    // Undoes shutdown() when the bindings start again.
+    void resume() noexcept { shutdown_.store(false, std::memory_order_release); }
     bool shutting_down() const noexcept { return shutdown_.load(std::memory_order_acquire); }
 
     // The README text.

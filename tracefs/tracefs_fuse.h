@@ -1,0 +1,30 @@
+// The tracefs tree as a FUSE file system (libfuse3), served by threads of the traced
+// process itself.
+//
+// Mount: owner-only (directories 0700, files 0600/0400, owned by the process' uid;
+// default_permissions, no allow_other), direct_io (sizes need not be known, reads always
+// reach the tree), no attribute or entry caching (events come and go), atomic O_TRUNC (so
+// `echo > dynamic_events` deletes the events and can fail with EBUSY at open).
+// trace_pipe blocks in its FUSE request until data arrives (a Ctrl-C interrupts it) and
+// supports poll(2)/select(2): a notifier thread wakes pollers when events arrive.
+//
+// Unmount: tracefs_fuse_unmount(), which dprobe_tracefs_start() also registers with atexit;
+// if the mount is still there afterwards, `fusermount3 -u -z` is run. When fusermount3 is
+// available the mount uses libfuse's auto_unmount, so the kernel mount goes away even if
+// the process is killed.
+#pragma once
+
+#include <string>
+
+namespace dprobe {
+
+// Mounts at MOUNTPOINT (created mode 0700 if missing) and starts serving. Returns 0 or
+// -errno (ENODEV/ENOENT without /dev/fuse, EBUSY when already mounted by this process).
+int tracefs_fuse_mount(const std::string &mountpoint);
+// Unmounts and stops the serving threads. Only the process that mounted does anything (a
+// forked child calling it leaves the parent's mount alone).
+void tracefs_fuse_unmount();
+// The mount point, "" when not mounted.
+std::string tracefs_fuse_mountpoint();
+
+} // namespace dprobe
