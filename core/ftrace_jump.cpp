@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *, struct ftrace_regs *) noexcept;
 
@@ -50,6 +51,70 @@ bool is_fragment(const ksym &sym)
     return glob_match("*.cold", sym.name) || glob_match("*.cold.*", sym.name);
 }
 
+// The first function of OBJ starting after ADDR (0 if none).
+uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
+{
+    auto it = std::upper_bound(obj.funcs.begin(), obj.funcs.end(), addr,
+                               [](uintptr_t a, const ksym &k) { return a < k.addr; });
+    return it == obj.funcs.end() ? 0 : it->addr;
+}
+
+// Whether [from, to) is alignment padding: int3s, or NOP instructions (any length or
+// prefix) decoded from FROM; the last NOP may extend past TO.
+bool is_padding(uintptr_t from, uintptr_t to)
+{
+    uintptr_t at = from;
+    while (at < to) {
+        auto i = arch::insn_decode(reinterpret_cast<const void *>(at), 16, at);
+        if (!i)
+            return false;
+        if (i->k != arch::insn::int3 && std::strcmp(i->mnemonic_name(), "nop") != 0)
+            return false;
+        at += i->len;
+    }
+    return true;
+}
+
+// A function shorter than the jmp, ending in ret or jmp, followed by alignment padding
+// (int3/nop fill that no symbol covers) up to 5 bytes from the site: the whole function is
+// the region and the jmp may overwrite padding that is never executed.
+std::optional<arch::optimize_check> short_function_region(const loaded_object &obj,
+                                                          const ksym &sym, uintptr_t ip)
+{
+    const uintptr_t end = sym.addr + sym.size;
+    if (end >= ip + arch::JMP32_INSN_SIZE)
+        return std::nullopt;
+    uintptr_t next = next_function(obj, sym.addr);
+    if ((next && next < ip + arch::JMP32_INSN_SIZE) || !obj.is_text(ip + 16))
+        return std::nullopt;
+    if (!is_padding(end, ip + arch::JMP32_INSN_SIZE))
+        return std::nullopt;
+    auto fa = arch::analyze_function(sym.addr, sym.size);
+    if (fa.decode_failed || fa.has_indirect_jump)
+        return std::nullopt;
+    arch::optimize_check c;
+    for (const arch::insn &i : fa.insns) {
+        if (i.addr < ip)
+            continue;
+        if (arch::insn_ool_refusal(i))
+            return std::nullopt;
+        c.region.push_back(i);
+    }
+    if (c.region.empty() || !c.region.back().is_unconditional_exit())
+        return std::nullopt;
+    for (const arch::insn &i : c.region)
+        if (&i != &c.region.back() && (i.is_unconditional_exit() || i.k == arch::insn::call_rel ||
+                                       i.k == arch::insn::call_indirect))
+            return std::nullopt;
+    // Nothing may branch into the function after its first instruction.
+    for (const auto &e : fa.jump_targets)
+        if (e.to > ip)
+            return std::nullopt;
+    c.addr = ip;
+    c.len = arch::JMP32_INSN_SIZE;
+    return c;
+}
+
 struct prepared {
     std::unique_ptr<jump_detour> detour;
     uintptr_t ip = 0;
@@ -77,6 +142,14 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
         ip += arch::ENDBR64_INSN_SIZE;
     auto fa = arch::analyze_function(sym.addr, sym.size);
     auto check = arch::can_optimize_region(fa, ip, arch::JMP32_INSN_SIZE);
+    if (check.reason == arch::optimize_refusal::crosses_end) {
+        if (auto shorter = short_function_region(*obj, sym, ip)) {
+            check = std::move(*shorter);
+        } else {
+            p.why = "function shorter than the 5-byte jump and not followed by padding";
+            return p;
+        }
+    }
     if (!check.ok()) {
         p.why = check.message;
         return p;
@@ -93,7 +166,10 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
         p.why = "no executable memory within 2 GiB";
         return p;
     }
-    auto rel = arch::relocate_insns(check.region, d->mem.rx + 5, ip + check.len, true);
+    // A region ending in ret/jmp needs no jump back (and a short function's region ends
+    // in padding, where there is nothing to come back to).
+    const bool back = !check.region.back().is_unconditional_exit();
+    auto rel = arch::relocate_insns(check.region, d->mem.rx + 5, ip + check.len, back);
     if (!rel) {
         exec_free(d->mem);
         p.why = rel.error.message;

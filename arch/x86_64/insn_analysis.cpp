@@ -1,8 +1,11 @@
 #include "arch/x86_64/insn_analysis.h"
 
+#include "arch/x86_64/jump_table.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace dprobe::arch {
 
@@ -47,12 +50,37 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
         if (i->is_relative_branch() && i->branch_target >= start &&
             i->branch_target < start + size)
             fa.jump_targets.push_back({i->addr, i->branch_target});
+        // An address of this function's own code computed here (lea label(%rip)): what a
+        // computed goto (&&label) looks like; count it as a possible branch target.
+        if (i->is_rip_relative && i->rip_target > start && i->rip_target < start + size &&
+            std::strcmp(i->mnemonic_name(), "lea") == 0)
+            fa.jump_targets.push_back({i->addr, i->rip_target});
         if (i->k == insn::jmp_indirect && !is_pointer_tail_call(*i)) {
             fa.has_indirect_jump = true;
             fa.indirect_jumps.push_back(i->addr);
         }
         off += i->len;
         fa.insns.push_back(*i);
+    }
+    // Jump tables whose targets can be read make their jump known (live code only: the
+    // tables are read at their runtime address).
+    if (fa.has_indirect_jump && !fa.decode_failed && code == reinterpret_cast<const void *>(start)) {
+        std::vector<uintptr_t> unresolved;
+        for (uintptr_t at : fa.indirect_jumps) {
+            const insn *j = fa.find(at);
+            const size_t k = j ? static_cast<size_t>(j - fa.insns.data()) : 0;
+            auto targets = j ? jump_table_targets(fa, k) : std::nullopt;
+            if (!targets && j && is_pointer_tail_jump(fa, k))
+                continue; // leaves the function
+            if (!targets) {
+                unresolved.push_back(at);
+                continue;
+            }
+            for (uintptr_t t : *targets)
+                fa.jump_targets.push_back({at, t});
+        }
+        fa.indirect_jumps = unresolved;
+        fa.has_indirect_jump = !unresolved.empty();
     }
     std::sort(fa.jump_targets.begin(), fa.jump_targets.end(),
               [](const branch_edge &a, const branch_edge &b) {

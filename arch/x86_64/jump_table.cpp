@@ -1,0 +1,137 @@
+// Switch jump tables: the targets of gcc's position-independent dispatch
+//     cmp $N, %idx ; ja default ; ... lea table(%rip), %base
+//     movslq (%base,%idx,4), %tmp ; add %base, %tmp ; [notrack] jmp *%tmp
+// are the N+1 table entries added to the table's address. Knowing them, the indirect jump
+// no longer hides where it can land.
+#include "arch/x86_64/jump_table.h"
+
+#include <Zydis/Zydis.h>
+#include <cstring>
+
+namespace dprobe::arch {
+namespace {
+
+struct decoded {
+    ZydisDecodedInstruction insn;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+};
+
+bool decode(const insn &i, decoded &d)
+{
+    static thread_local ZydisDecoder dec = [] {
+        ZydisDecoder z;
+        ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+        return z;
+    }();
+    return ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, i.bytes, i.len, &d.insn, d.ops));
+}
+
+ZydisRegister full(ZydisRegister r)
+{
+    return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+}
+
+bool is_reg(const ZydisDecodedOperand &o) { return o.type == ZYDIS_OPERAND_TYPE_REGISTER; }
+
+} // namespace
+
+std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa, size_t k)
+{
+    const insn &jmp = fa.insns[k];
+    decoded dj;
+    if (!decode(jmp, dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP || !is_reg(dj.ops[0]))
+        return std::nullopt;
+    const ZydisRegister tmp = full(dj.ops[0].reg.value);
+    ZydisRegister base = ZYDIS_REGISTER_NONE, idx = ZYDIS_REGISTER_NONE;
+    uintptr_t table = 0;
+    bool have_add = false, have_load = false;
+    uint64_t entries = 0;
+    // Walk back through the dispatch; give up at anything that is not part of it.
+    for (size_t n = 1; n <= 16 && n <= k; ++n) {
+        const insn &i = fa.insns[k - n];
+        decoded d;
+        if (!decode(i, d))
+            return std::nullopt;
+        const auto m = d.insn.mnemonic;
+        if (!have_add) {
+            if (m != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[0]) || !is_reg(d.ops[1]) ||
+                full(d.ops[0].reg.value) != tmp)
+                return std::nullopt;
+            base = full(d.ops[1].reg.value);
+            have_add = true;
+        } else if (!have_load) {
+            if (m != ZYDIS_MNEMONIC_MOVSXD || full(d.ops[0].reg.value) != tmp ||
+                d.ops[1].type != ZYDIS_OPERAND_TYPE_MEMORY || full(d.ops[1].mem.base) != base ||
+                d.ops[1].mem.scale != 4 || d.ops[1].mem.disp.has_displacement)
+                return std::nullopt;
+            idx = full(d.ops[1].mem.index);
+            have_load = true;
+        } else if (!table) {
+            if (m == ZYDIS_MNEMONIC_LEA && full(d.ops[0].reg.value) == base && i.is_rip_relative)
+                table = i.rip_target;
+            else if (is_reg(d.ops[0]) && (full(d.ops[0].reg.value) == base))
+                return std::nullopt; // base computed some other way
+        } else {
+            // The bound: cmp $N, %idx immediately followed by ja (entries 0..N).
+            if (m == ZYDIS_MNEMONIC_CMP && is_reg(d.ops[0]) && full(d.ops[0].reg.value) == idx &&
+                d.ops[1].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && n >= 1) {
+                const insn &next = fa.insns[k - n + 1];
+                decoded dn;
+                if (decode(next, dn) && dn.insn.mnemonic == ZYDIS_MNEMONIC_JNBE)
+                    entries = d.ops[1].imm.value.u + 1;
+                break;
+            }
+            if (i.is_branch)
+                return std::nullopt;
+            // Anything else writing the index (other than zero-extending it) breaks the chain.
+            if (is_reg(d.ops[0]) && full(d.ops[0].reg.value) == idx &&
+                !(m == ZYDIS_MNEMONIC_MOV && is_reg(d.ops[1]) && full(d.ops[1].reg.value) == idx))
+                return std::nullopt;
+        }
+    }
+    if (!table || !entries || entries > 4096)
+        return std::nullopt;
+    std::vector<uintptr_t> targets;
+    for (uint64_t e = 0; e < entries; ++e) {
+        int32_t rel;
+        std::memcpy(&rel, reinterpret_cast<const void *>(table + 4 * e), 4);
+        uintptr_t t = table + static_cast<intptr_t>(rel);
+        if (t < fa.start || t >= fa.start + fa.size)
+            return std::nullopt;
+        targets.push_back(t);
+    }
+    return targets;
+}
+
+bool is_pointer_tail_jump(const func_analysis &fa, size_t k)
+{
+    const insn &jmp = fa.insns[k];
+    decoded dj;
+    if (!decode(jmp, dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP)
+        return false;
+    const ZydisDecodedOperand &op = dj.ops[0];
+    if (op.type == ZYDIS_OPERAND_TYPE_MEMORY)
+        return op.mem.index == ZYDIS_REGISTER_NONE && op.mem.segment != ZYDIS_REGISTER_FS &&
+               op.mem.segment != ZYDIS_REGISTER_GS; // jmp *disp(%base): a loaded pointer
+    if (!is_reg(op))
+        return false;
+    const ZydisRegister target = full(op.reg.value);
+    // The instruction that last wrote the register, in the same straight-line code.
+    for (size_t n = 1; n <= 8 && n <= k; ++n) {
+        const insn &i = fa.insns[k - n];
+        if (i.is_branch)
+            return false;
+        decoded d;
+        if (!decode(i, d))
+            return false;
+        if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
+            !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            continue;
+        return d.insn.mnemonic == ZYDIS_MNEMONIC_MOV &&
+               d.ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+               d.ops[1].mem.index == ZYDIS_REGISTER_NONE;
+    }
+    return false;
+}
+
+} // namespace dprobe::arch
