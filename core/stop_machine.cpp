@@ -108,6 +108,9 @@ long stop_new_threads(int dirfd)
                 --st.n;
                 continue;
             }
+            // A signal-delivery stop (status >> 16 == 0) reports a signal that was on its
+            // way to the thread (an int3 it just hit, say): it must be delivered on detach.
+            t.pending_sig = (status >> 16) == 0 ? WSTOPSIG(status) : 0;
             if (long e = pt(PTRACE_GETREGS, tid, &t.regs)) {
                 st.error = static_cast<int>(e);
                 return -1;
@@ -124,7 +127,7 @@ void release_all()
         stopped_thread &t = st.threads[i];
         if (t.changed)
             pt(PTRACE_SETREGS, t.tid, &t.regs);
-        pt(PTRACE_DETACH, t.tid);
+        sys(SYS_ptrace, PTRACE_DETACH, t.tid, 0, t.pending_sig);
     }
 }
 

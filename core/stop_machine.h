@@ -24,7 +24,9 @@ namespace dprobe {
 struct stopped_thread {
     pid_t tid;
     struct user_regs_struct regs;
-    bool changed; // set by FN when it modified regs
+    bool changed;   // set by FN when it modified regs
+    int pending_sig; // the thread stopped while a signal was being delivered to it (it is
+                     // delivered when the thread resumes); 0 for a plain stop
 };
 
 // Upper bound of threads handled; a process with more makes stop_machine fail.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
@@ -128,6 +129,35 @@ TEST(stop_machine, register_changes_take_effect)
     ASSERT_EQ(0, dprobe::stop_machine(redirect, &want));
     t.join();
     EXPECT_EQ(4242UL, parked_value.load());
+}
+
+// A signal on its way to a thread while it is stopped is not lost: here a thread raises
+// SIGUSR2 against itself in a loop and counts the deliveries.
+std::atomic<unsigned long> usr2_seen{0};
+void on_usr2(int) { usr2_seen.fetch_add(1); }
+void nothing(dprobe::stopped_thread *, size_t, void *) {}
+
+TEST(stop_machine, signals_in_flight_are_delivered)
+{
+    struct sigaction sa = {};
+    sa.sa_handler = on_usr2;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(0, sigaction(SIGUSR2, &sa, nullptr));
+    std::atomic<bool> done{false};
+    std::atomic<unsigned long> raised{0};
+    std::thread t([&] {
+        while (!done.load()) {
+            raise(SIGUSR2);
+            raised.fetch_add(1);
+        }
+    });
+    for (int i = 0; i < 50; ++i)
+        ASSERT_EQ(0, dprobe::stop_machine(nothing, nullptr));
+    done = true;
+    t.join();
+    // raise() returns after the handler ran: every raise was seen exactly once.
+    EXPECT_EQ(raised.load(), usr2_seen.load());
+    signal(SIGUSR2, SIG_DFL);
 }
 
 } // namespace
