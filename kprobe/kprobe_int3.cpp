@@ -291,17 +291,16 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     task_ctx *t = peek_task_ctx();
     if (!cl || !t)
         return 1;
-    stats().ftrace_hits.fetch_add(1, std::memory_order_relaxed);
     if (t->current_kprobe) {
         for (uint32_t i = 0; i < cl->n; ++i)
             if (cl->kp[i]->ainsn.kind == kind_kprobe)
                 __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
         return 1;
     }
-    struct pt_regs regs;
-    fregs_to_pt_regs(fregs, &regs);
-    const unsigned long orig_ip = fregs->regs.ip;
-    regs.ip = ip + 1; // as if the int3 had trapped
+    struct pt_regs *regs = &fregs->regs;
+    const unsigned long snap = fregs_make_pt_regs(fregs);
+    const unsigned long orig_ip = regs->ip;
+    regs->ip = ip + 1; // as if the int3 had trapped
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     bool skip = false;
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
@@ -309,17 +308,17 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
         if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
             continue;
         t->current_kprobe = p;
-        if (p->pre_handler && p->pre_handler(p, &regs))
-            skip = true;
+        if (p->pre_handler && p->pre_handler(p, regs))
+            skip = true; // the trampoline continues at the handler's regs->ip
     }
     if (!skip) {
         // Emulate stepping over the site's NOP.
-        regs.ip = ip + rec->site->len;
+        regs->ip = ip + rec->site->len;
         if (has_post_handler(cl))
-            run_post_handlers(t, cl, &regs);
-        regs.ip = orig_ip;
+            run_post_handlers(t, cl, regs);
+        regs->ip = orig_ip;
     }
-    pt_regs_to_fregs(&regs, fregs); // a non-zero pre handler's new ip goes with it
+    fregs_undo_pt_regs(fregs, snap);
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
     return 1;

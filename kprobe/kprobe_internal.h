@@ -122,10 +122,29 @@ void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t
 struct ftrace_regs *int3_fregs() noexcept;
 void set_int3_fregs(struct ftrace_regs *f) noexcept;
 
-// Full pt_regs from a trampoline's ftrace_regs (flags converted, cs/ss/orig_ax filled in),
-// and back (the registers the trampolines restore, and ip).
-void fregs_to_pt_regs(const struct ftrace_regs *fregs, struct pt_regs *regs) noexcept;
-void pt_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs) noexcept;
+// The trampolines' ftrace_regs holds a struct pt_regs that lacks only the flags in EFLAGS
+// form (it keeps a lahf/seto snapshot), cs, ss and orig_ax: these make it one handlers can
+// use in place, and undo that (changes of the flags by a handler are not applied).
+inline unsigned long fregs_flags_to_eflags(unsigned long snap) noexcept
+{
+    const unsigned long ah = (snap >> 8) & 0xd5; // SF ZF AF PF CF
+    const unsigned long of = (snap & 0xff) ? 0x800 : 0;
+    return ah | of | 0x202; // IF and the always-one bit
+}
+inline unsigned long fregs_make_pt_regs(struct ftrace_regs *fregs) noexcept
+{
+    struct pt_regs &r = fregs->regs;
+    const unsigned long snap = r.flags;
+    r.flags = fregs_flags_to_eflags(snap);
+    r.orig_ax = ~0UL;
+    r.cs = 0x33; // __USER_CS
+    r.ss = 0x2b; // __USER_DS
+    return snap;
+}
+inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) noexcept
+{
+    fregs->regs.flags = snap;
+}
 
 // kretprobe registration steps (kretprobe.cpp), under kprobe_mutex().
 int kretprobe_prepare(struct kretprobe *rp);          // checks, ctl allocation
@@ -148,22 +167,15 @@ void blacklist_refresh();
 // Instruction bytes as they were before any probe was armed (for boundary decoding).
 void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len);
 
-// Flags in pt_regs form from the trampolines' lahf/seto snapshot.
-inline unsigned long fregs_flags_to_eflags(unsigned long snap) noexcept
-{
-    const unsigned long ah = (snap >> 8) & 0xd5; // SF ZF AF PF CF
-    const unsigned long of = (snap & 0xff) ? 0x800 : 0;
-    return ah | of | 0x202; // IF and the always-one bit
-}
-
 inline bool child_enabled(const struct kprobe *p) noexcept
 {
     return !(__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) &
              (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE));
 }
 
+// Counters of the int3 path (whose hits cost microseconds anyway), for tests.
 struct kp_stats {
-    std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, ftrace_hits{0}, reenter{0};
+    std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, reenter{0};
 };
 kp_stats &stats() noexcept;
 

@@ -426,35 +426,6 @@ DPROBE_NOPROBE kp_stats &stats() noexcept
     return s;
 }
 
-DPROBE_NOPROBE void fregs_to_pt_regs(const struct ftrace_regs *fregs, struct pt_regs *regs) noexcept
-{
-    auto *d = reinterpret_cast<volatile unsigned long *>(regs);
-    auto *s = reinterpret_cast<const unsigned long *>(&fregs->regs);
-    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
-        d[i] = s[i];
-    regs->flags = fregs_flags_to_eflags(fregs->regs.flags);
-    regs->orig_ax = ~0UL;
-    regs->cs = 0x33; // __USER_CS
-    regs->ss = 0x2b; // __USER_DS
-}
-
-DPROBE_NOPROBE void pt_regs_to_fregs(const struct pt_regs *regs, struct ftrace_regs *fregs) noexcept
-{
-    struct pt_regs &f = fregs->regs;
-    f.di = regs->di;
-    f.si = regs->si;
-    f.dx = regs->dx;
-    f.cx = regs->cx;
-    f.r8 = regs->r8;
-    f.r9 = regs->r9;
-    f.r10 = regs->r10;
-    f.r11 = regs->r11;
-    f.ax = regs->ax;
-    f.bx = regs->bx;
-    f.bp = regs->bp;
-    f.ip = regs->ip;
-}
-
 // --- quiescence --------------------------------------------------------------------------------
 
 void kprobe_synchronize()

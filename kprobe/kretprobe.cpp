@@ -98,12 +98,13 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     ri->fp = reinterpret_cast<void *>(fregs->regs.sp);
     if (!rp->entry_handler)
         return 0;
-    struct pt_regs local;
+    // int3: the hook's registers (a real pt_regs, ip = addr + 1); site: the trampoline's.
     struct pt_regs *regs = &fregs->regs;
+    unsigned long snap = 0, orig_ip = 0;
     if (!from_int3) {
-        fregs_to_pt_regs(fregs, &local);
-        local.ip = ip + 1;
-        regs = &local;
+        snap = fregs_make_pt_regs(fregs);
+        orig_ip = regs->ip;
+        regs->ip = ip + 1;
     }
     struct kprobe *prev = t->current_kprobe;
     t->current_kprobe = &rp->kp;
@@ -113,8 +114,8 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     rehide_return_addresses(t, mask);
     t->current_kprobe = prev;
     if (!from_int3) {
-        local.ip = fregs->regs.ip;
-        pt_regs_to_fregs(&local, fregs);
+        regs->ip = orig_ip;
+        fregs_undo_pt_regs(fregs, snap);
     }
     if (r) {
         // Discarded: no return hook, and not a miss.
@@ -124,7 +125,7 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     return 0;
 }
 
-DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long ret_ip,
+DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long,
                              struct ftrace_regs *fregs, void *data)
 {
     auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
@@ -134,20 +135,18 @@ DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long ret_i
     if (!rp || !rp->handler || !t)
         return;
     auto *ri = static_cast<struct kretprobe_instance *>(data);
-    struct pt_regs regs;
-    fregs_to_pt_regs(fregs, &regs);
-    regs.ip = ret_ip;
+    // regs->ip is the real return address (core put it there); ax/dx changes are applied.
+    const unsigned long snap = fregs_make_pt_regs(fregs);
     struct kprobe *prev = t->current_kprobe;
     const unsigned long status = t->kprobe_status;
     t->current_kprobe = &rp->kp;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     const uint64_t mask = unhide_return_addresses(t, fregs->regs.sp);
-    rp->handler(ri, &regs);
+    rp->handler(ri, &fregs->regs);
     rehide_return_addresses(t, mask);
     t->current_kprobe = prev;
     t->kprobe_status = status;
-    regs.ip = fregs->regs.ip;
-    pt_regs_to_fregs(&regs, fregs); // a handler may change the return value
+    fregs_undo_pt_regs(fregs, snap);
 }
 
 DPROBE_NOPROBE void krp_missed(ftrace_ops *ops)
