@@ -9,6 +9,8 @@
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
 
+#include "arch/x86_64/uaccess.h"
+
 #include <dprobe/fprobe.h>
 #include <dprobe/kprobes.h>
 
@@ -50,6 +52,20 @@ struct trace_event {
     std::vector<filter_field> fields;
 };
 
+// An argument the record writer stores without the fetch-arg interpreter: a register, an
+// immediate or a saved entry argument, stored as is or dereferenced once (the shapes
+// `$argN`, `%reg`, `$retval`, `\imm`, `+off(%reg)` of 1-8 bytes). Same results as the
+// interpreter's (fetch_run), checked by the tests; ~2 ns instead of ~6 ns per argument.
+struct fast_arg {
+    enum : uint8_t { REGS, IMM, EDATA } src;
+    bool mem;         // read SIZE bytes at value + mem_off (a fault leaves zeroes)
+    uint8_t size;
+    uint16_t dest;    // offset in the record
+    uint32_t param;   // pt_regs byte offset (REGS), entry-data offset (EDATA)
+    int64_t mem_off;
+    uint64_t imm;
+};
+
 struct trace_probe {
     trace_probe_hooks hooks{};
     probe_definition def;
@@ -61,6 +77,8 @@ struct trace_probe {
     bool fprobe_registered = false;
     std::atomic<unsigned long> nhit{0};
     std::string symbol; // kprobe symbol_name / fprobe filter
+    bool fast = false;  // every argument is a fast_arg
+    std::vector<fast_arg> fast_args;
 };
 
 namespace {
@@ -96,6 +114,108 @@ DPROBE_NOPROBE inline int32_t current_tid() noexcept
     return t ? t->tid : static_cast<int32_t>(syscall(SYS_gettid));
 }
 
+// Compiles ARGS into fast_args when every one has a fast shape.
+bool compile_fast_args(const probe_definition &def, std::vector<fast_arg> &out)
+{
+    static constexpr uint32_t arg_regs[] = {offsetof(pt_regs, di), offsetof(pt_regs, si),
+                                            offsetof(pt_regs, dx), offsetof(pt_regs, cx),
+                                            offsetof(pt_regs, r8), offsetof(pt_regs, r9)};
+    size_t args_off = probe_layout(def).args_off;
+    out.clear();
+    for (const probe_arg &a : def.args) {
+        if (a.count || a.dynamic)
+            return false;
+        const fetch_insn *c = a.prog.code.data();
+        if (c->op == fetch_op::NOP_SYMBOL)
+            c++;
+        fast_arg f{};
+        switch (c->op) {
+        case fetch_op::REG:
+            if (c->param > offsetof(pt_regs, ss) || c->param % sizeof(long))
+                return false;
+            f.src = fast_arg::REGS;
+            f.param = c->param;
+            break;
+        case fetch_op::ARG:
+            if (c->param >= std::size(arg_regs))
+                return false;
+            f.src = fast_arg::REGS;
+            f.param = arg_regs[c->param];
+            break;
+        case fetch_op::RETVAL:
+            f.src = fast_arg::REGS;
+            f.param = offsetof(pt_regs, ax);
+            break;
+        case fetch_op::STACKP:
+            f.src = fast_arg::REGS;
+            f.param = offsetof(pt_regs, sp);
+            break;
+        case fetch_op::IMM:
+            f.src = fast_arg::IMM;
+            f.imm = c->immediate;
+            break;
+        case fetch_op::EDATA:
+            f.src = fast_arg::EDATA;
+            f.param = static_cast<uint32_t>(c->offset);
+            break;
+        default:
+            return false;
+        }
+        const fetch_insn *st = c + 1;
+        if (st->op == fetch_op::ST_RAW) {
+            f.mem = false;
+        } else if (st->op == fetch_op::ST_MEM || st->op == fetch_op::ST_UMEM) {
+            f.mem = true;
+            f.mem_off = st->offset;
+        } else {
+            return false;
+        }
+        if ((st + 1)->op != fetch_op::END || !st->size || st->size > 8 ||
+            a.prog.field_size != st->size)
+            return false;
+        f.size = st->size;
+        f.dest = static_cast<uint16_t>(args_off + a.offset);
+        out.push_back(f);
+    }
+    return true;
+}
+
+DPROBE_NOPROBE void store_fast_args(const trace_probe &tp, const fetch_context &ctx,
+                                    uint8_t *rec) noexcept
+{
+    const auto *regs = reinterpret_cast<const char *>(ctx.regs);
+    for (const fast_arg &f : tp.fast_args) {
+        unsigned long v = 0;
+        switch (f.src) {
+        case fast_arg::REGS:
+            std::memcpy(&v, regs + f.param, sizeof(v));
+            break;
+        case fast_arg::IMM:
+            v = f.imm;
+            break;
+        case fast_arg::EDATA:
+            if (!ctx.edata) {
+                std::memset(rec + f.dest, 0, f.size);
+                continue;
+            }
+            std::memcpy(&v, static_cast<const char *>(ctx.edata) + f.param, sizeof(v));
+            break;
+        }
+        uint8_t *dst = rec + f.dest;
+        if (f.mem) {
+            if (copy_from_user_nofault(dst, reinterpret_cast<const void *>(v + f.mem_off), f.size))
+                std::memset(dst, 0, f.size);
+        } else {
+            switch (f.size) { // little-endian: the low bytes
+            case 8: std::memcpy(dst, &v, 8); break;
+            case 4: { uint32_t x = uint32_t(v); std::memcpy(dst, &x, 4); break; }
+            case 2: { uint16_t x = uint16_t(v); std::memcpy(dst, &x, 2); break; }
+            default: std::memcpy(dst, &v, f.size); break;
+            }
+        }
+    }
+}
+
 // The common part of every handler: build the record in the ring buffer, filter, commit.
 DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx,
                                       uintptr_t ip, uintptr_t ret_ip) noexcept
@@ -108,7 +228,14 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     if (!ev)
         return;
     auto *rec = static_cast<uint8_t *>(ev);
-    size_t used = probe_record_store(rec, len, def, ctx, tp.id, current_tid(), ip, ret_ip);
+    size_t used;
+    if (tp.fast) {
+        probe_record_init(rec, def, tp.id, current_tid(), ip, ret_ip);
+        store_fast_args(tp, ctx, rec);
+        used = len;
+    } else {
+        used = probe_record_store(rec, len, def, ctx, tp.id, current_tid(), ip, ret_ip);
+    }
     const event_filter *f = tp.event->filter.load(std::memory_order_acquire);
     if (f) {
         event_filter::context fc;
@@ -435,6 +562,8 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->id = ev->id;
     tp->has_dyn = d.has_dynamic_args();
     tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
+    tp->fast = !tp->has_dyn && compile_fast_args(d, tp->fast_args) &&
+               !std::getenv("DPROBE_NO_FAST_ARGS"); // tests compare both writers
 
     // An fprobe appended to an enabled event is registered now.
     if (d.kind == probe_kind::fprobe && ev->enabled) {

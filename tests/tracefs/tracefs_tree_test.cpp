@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -34,6 +35,12 @@ TARGET int tfs_mul(int a, int b)
 {
     asm volatile("" ::: "memory");
     return a * b;
+}
+
+TARGET long tfs_mix(long a, const int *p, long c, long d, long e, long f)
+{
+    asm volatile("" ::: "memory");
+    return a + c + d + e + f + (p ? 1 : 0);
 }
 
 TARGET long tfs_str(const char *s, long n)
@@ -537,6 +544,55 @@ TEST_F(TraceFsTree, UprobeStylePlace)
     ASSERT_EQ(wr("events/uprobes/um/enable", "0"), 0);
     ASSERT_EQ(wr("uprobe_events", "", true), 0);
     EXPECT_EQ(rd("dynamic_events"), "");
+}
+
+// The record writer stores simple arguments itself (fast_arg) and leaves the rest to the
+// fetch-arg interpreter; both must write the same records. DPROBE_NO_FAST_ARGS=1 at creation
+// forces the interpreter.
+TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
+{
+    const std::string fargs = " a=$arg1:s8 b=$arg1:u64 c=$arg2:x16 d=+0($arg2):u32"
+                              " e=+4($arg2):s16 f=+0($arg4):u64 g=\\123 h=$arg6:x32 i=$arg5:s32"
+                              " j=$stack:x64 k=+8($arg2):u8";
+    const std::string kargs = " a=%di:s8 b=%di:u64 c=%si:x16 d=+0(%si):u32 e=+4(%si):s16"
+                              " f=+0(%cx):u64 g=\\123 h=%r9:x32 i=%r8:s32 j=$stack:x64 k=+8(%si):u8"
+                              " l=%ip:x64 m=$stack0:x64 n=$arg3";
+    const std::string ret_args = " r=$retval:s64 a=$arg1:s16 p=+0($arg2):x32 x=$arg6";
+    for (const char *grp : {"slow", "fast"}) {
+        std::string g = grp;
+        if (g == "slow") {
+            ASSERT_EQ(setenv("DPROBE_NO_FAST_ARGS", "1", 1), 0);
+        }
+        ASSERT_EQ(wr("dynamic_events", "f:" + g + "/mix tfs_mix" + fargs + "\n"
+                                       "f:" + g + "/mixret tfs_mix%return" + ret_args + "\n"
+                                       "p:" + g + "/kmix tfs_mix" + kargs),
+                  0)
+            << rd("error_log");
+        unsetenv("DPROBE_NO_FAST_ARGS");
+    }
+    ASSERT_EQ(wr("events/enable", "1"), 0);
+    int vals[4] = {-123456, 0x7f01, 0x11, 0x22};
+    tfs_mix(-2, vals, 3, 16 /* unmapped */, -77, 0x123456789);
+    tfs_mix(0x1ff, vals + 1, 4, reinterpret_cast<long>(vals), 5, -1);
+    ASSERT_EQ(wr("events/enable", "0"), 0);
+    std::map<std::string, std::vector<std::string>> by_event;
+    for (const auto &l : pipe_lines()) {
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(l, m, std::regex(": (k?mix(ret)?): \\((.*)\\) (.*)$"))) << l;
+        by_event[m[1].str()].push_back(m[3].str() + " | " + m[4].str());
+    }
+    // Each event name appears twice (slow and fast group), in hit order: slow/fast pairs of
+    // the same hit have identical text.
+    for (const char *ev : {"mix", "mixret", "kmix"}) {
+        auto &v = by_event[ev];
+        ASSERT_EQ(v.size(), 4u) << ev;
+        std::sort(v.begin(), v.end());
+        EXPECT_EQ(v[0], v[1]) << ev;
+        EXPECT_EQ(v[2], v[3]) << ev;
+        EXPECT_NE(v[0], v[2]) << ev;
+    }
+    EXPECT_TRUE(contains(by_event["mix"][0] + by_event["mix"][2], " f=0 ")) // the faulting read
+        << by_event["mix"][0] << "\n" << by_event["mix"][2];
 }
 
 TEST_F(TraceFsTree, AvailableFilterFunctions)
