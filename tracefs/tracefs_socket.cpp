@@ -35,6 +35,7 @@ struct server_state {
     std::thread acceptor;
     std::atomic<bool> stop{false};
     unsigned active = 0; // connection threads running
+    pid_t pid = 0;       // the process serving (a forked child has no server threads)
 };
 
 server_state &srv()
@@ -378,6 +379,8 @@ int tracefs_socket_start(const std::string &path)
     chmod(path.c_str(), 0600);
     s.listen_fd = fd;
     s.path = path;
+    s.pid = getpid();
+    s.active = 0;
     s.stop.store(false, std::memory_order_release);
     sigset_t saved;
     block_async_signals(saved);
@@ -404,6 +407,14 @@ void tracefs_socket_stop()
         std::lock_guard<std::mutex> g(s.m);
         if (s.listen_fd < 0)
             return;
+        if (s.pid != getpid()) {
+            // A forked child: the threads and the socket file are the parent's.
+            s.acceptor.detach();
+            ::close(s.listen_fd);
+            s.listen_fd = -1;
+            s.path.clear();
+            return;
+        }
         s.stop.store(true, std::memory_order_release);
         acceptor = std::move(s.acceptor);
         fd = s.listen_fd;

@@ -21,6 +21,12 @@
 #include <cstring>
 #include <optional>
 
+// The optprobes switch (the kernel's debug.kprobes-optimization sysctl), provided by the
+// kprobe layer once jump optimization lands: 0 unoptimizes every probe, 1 optimizes again.
+// Weak: until the kprobe layer defines them, kprobes/optimization is not in the tree.
+extern "C" int kprobes_set_optimization(int enabled) __attribute__((weak));
+extern "C" int kprobes_optimization(void) __attribute__((weak));
+
 namespace dprobe {
 
 struct tracefs_tree::node {
@@ -243,10 +249,20 @@ std::optional<node> resolve_events(const std::vector<std::string> &p)
     return std::nullopt;
 }
 
+bool have_optimization_knob()
+{
+    return kprobes_set_optimization != nullptr && kprobes_optimization != nullptr;
+}
+
 std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
 {
     if (p.size() == 1)
-        return dir([] { return std::vector<std::string>{"blacklist", "enabled", "list"}; });
+        return dir([] {
+            std::vector<std::string> v{"blacklist", "enabled", "list"};
+            if (have_optimization_knob())
+                v.push_back("optimization");
+            return v;
+        });
     if (p.size() != 2)
         return std::nullopt;
     if (p[1] == "list")
@@ -260,6 +276,15 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
                       if (parse_bool(s, on))
                           return -EINVAL;
                       return kprobes_set_enabled(on ? 1 : 0);
+                  });
+    if (p[1] == "optimization" && have_optimization_knob())
+        return rw([] { return std::string(kprobes_optimization() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      // proc_dointvec_minmax over 0..1, as the sysctl.
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1)
+                          return -EINVAL;
+                      return kprobes_set_optimization(int(v));
                   });
     return std::nullopt;
 }
@@ -599,6 +624,8 @@ const char *tracefs_tree::readme()
   kprobes/list		- registered kprobes
   kprobes/enabled	- 0 disarms every kprobe, 1 rearms them
   kprobes/blacklist	- address ranges that cannot be probed
+  kprobes/optimization	- 0 unoptimizes every kprobe, 1 allows jump optimization
+			  (the sysctl debug.kprobes-optimization; when the kprobe layer has it)
   events/		- Directory containing all trace event subsystems:
       enable		- Write 0/1 to enable/disable tracing of all events
   events/name/		- Directory containing all trace events of a group

@@ -24,6 +24,9 @@
 //   events/<group>/{enable,filter}
 //   events/<group>/<event>/{enable,filter,format,id}
 //   kprobes/list, kprobes/enabled, kprobes/blacklist   (debugfs kprobes/ of the kernel)
+//   kprobes/optimization             the sysctl debug.kprobes-optimization (0 unoptimizes
+//                                    every kprobe); present once the kprobe layer defines
+//                                    int kprobes_set_optimization(int), kprobes_optimization()
 //
 // Every write() is one command batch, processed as the kernel processes it; offsets of
 // writes are ignored. Reads of regular files see a snapshot generated at the first read of
