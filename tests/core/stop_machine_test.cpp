@@ -151,7 +151,7 @@ TEST(stop_machine, signals_in_flight_are_delivered)
             raised.fetch_add(1);
         }
     });
-    for (int i = 0; i < 50; ++i)
+    for (int i = 0; i < 400; ++i) // enough rounds to catch a thread mid-delivery
         ASSERT_EQ(0, dprobe::stop_machine(nothing, nullptr));
     done = true;
     t.join();
