@@ -138,6 +138,8 @@ DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl,
 
 DPROBE_NOPROBE bool has_post_handler(const kp_children *cl) noexcept
 {
+    if (!cl->any_post)
+        return false;
     for (uint32_t i = 0; i < cl->n; ++i) {
         const struct kprobe *p = cl->kp[i];
         if (p->ainsn.kind == kind_kprobe && p->post_handler && child_enabled(p))
@@ -245,7 +247,9 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         if (has_post_handler(cl))
             run_post_handlers(t, cl, &regs);
         arch::pt_regs_to_uc(&regs, uc);
-    } else if (rec->boostable && !has_post_handler(cl)) {
+    } else if (rec->boostable && (!rec->has_ss || !has_post_handler(cl))) {
+        // (An emulated branch whose target could not be read has no ss copy: its copy runs
+        // and faults where the original would have; no post handler then.)
         arch::pt_regs_to_uc(&regs, uc);
         arch::uc_set_ip(uc, rec->boost_addr);
     } else {
@@ -269,6 +273,13 @@ DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
         if (!r->slot)
             continue;
         if (r->boostable && ip == r->boost_addr) {
+            arch::uc_set_ip(uc, r->addr);
+            break;
+        }
+        if (r->boostable && ip > r->boost_addr && ip < r->boost_addr + r->boost_len &&
+            r->insn.k == arch::insn::call_indirect) {
+            // `call *mem` runs as `push $ret ; jmp *mem`: the jmp faulted, undo the push.
+            arch::uc_set_sp(uc, arch::uc_sp(uc) + 8);
             arch::uc_set_ip(uc, r->addr);
             break;
         }

@@ -31,6 +31,7 @@ enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1 };
 // Immutable list of the probes registered at one address, in registration order.
 struct kp_children {
     uint32_t n;
+    bool any_post; // some plain kprobe of the list has a post handler (enabled or not)
     struct kprobe *kp[];
 };
 
@@ -57,6 +58,7 @@ struct kp_record {
     bool has_ss = false;    // the ss copy exists (copy + int3)
     exec_chunk slot;
     uintptr_t boost_addr = 0, ss_addr = 0, ss_int3 = 0;
+    uint8_t boost_len = 0; // the copy, without the jmp back
 
     // ftrace path: one ops for the plain kprobes at the site.
     ftrace_site *site = nullptr;

@@ -4,6 +4,7 @@
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/insn_bytes.h"
 #include "arch/x86_64/relocate.h"
+#include "arch/x86_64/uaccess.h"
 #include "core/compiler.h"
 #include "core/signal_chain.h"
 #include "core/symbols.h"
@@ -59,6 +60,9 @@ void install_hooks()
     if (hooks_installed)
         return;
     signal_chain_add_hook(SIGTRAP, kprobe_trap_hook);
+    // The int3 hook reads branch targets with the nofault copy before emulating.
+    signal_chain_add_hook(SIGSEGV, uaccess_fixup_fault);
+    signal_chain_add_hook(SIGBUS, uaccess_fixup_fault);
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL})
         signal_chain_add_hook(sig, kprobe_fault_hook);
     hooks_installed = true;
@@ -89,6 +93,9 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
     if (!cl)
         throw std::bad_alloc();
     cl->n = static_cast<uint32_t>(v.size());
+    cl->any_post = false;
+    for (struct kprobe *p : v)
+        cl->any_post |= p->ainsn.kind == kind_kprobe && p->post_handler;
     std::copy(v.begin(), v.end(), cl->kp);
     return cl;
 }
@@ -310,7 +317,7 @@ int build_int3_record(const resolved &r, kp_record *rec)
     }
     exec_chunk slot = exec_alloc(lo, hi, slot_size);
     if (!slot)
-        return emu ? 0 : -ENOMEM;
+        return emu && !i->ind_is_mem ? 0 : -ENOMEM;
     uint8_t buf[arch::MAX_RELOCATED_INSN_SIZE];
     const char *why = nullptr;
     int n = arch::relocate_one(*i, slot.rx, buf, &why);
@@ -320,6 +327,7 @@ int build_int3_record(const resolved &r, kp_record *rec)
             std::memcpy(slot.rw + n, j->data(), j->size());
             rec->boostable = true;
             rec->boost_addr = slot.rx;
+            rec->boost_len = static_cast<uint8_t>(n);
         }
     }
     if (!emu) {
@@ -337,6 +345,12 @@ int build_int3_record(const resolved &r, kp_record *rec)
             rec->boostable = rec->has_ss = false;
             return -EINVAL;
         }
+    }
+    if (i->ind_is_mem && !rec->boostable) {
+        // The emulation reads the branch target; when it is unreadable the copy runs (and
+        // faults like the original would): no copy, no probe.
+        exec_free(slot);
+        return -EINVAL;
     }
     rec->slot = slot;
     return 0;

@@ -221,6 +221,19 @@ insn_fault_resume:
 	ret
 ENDF insn_fault
 
+/* An indirect call through memory that faults when A does not point to a function pointer;
+ * the SIGSEGV handler resumes at insn_badcall_resume with rax = 41. */
+FUNC insn_badcall
+	mov $1, %eax
+	.globl insn_badcall_call
+insn_badcall_call:
+	call *(%rdi)
+	.globl insn_badcall_resume
+insn_badcall_resume:
+	add %rsi, %rax
+	ret
+ENDF insn_badcall
+
 /* Arithmetic odds and ends, and a system call (getpid). */
 FUNC insn_misc
 	mov %rdi, %rax

@@ -26,8 +26,11 @@ long insn_sse(long, long);
 long insn_avx(long, long);
 long insn_fault(long, long);
 long insn_misc(long, long);
+long insn_badcall(long, long);
+long insn_stack_helper(long, long);
 long traced_call(long (*fn)(long, long), long a, long b);
 extern char insn_fault_load[], insn_fault_resume[];
+extern char insn_badcall_call[], insn_badcall_resume[];
 }
 
 namespace {
@@ -54,17 +57,29 @@ void on_sigtrap(int, siginfo_t *si, void *ucv)
     last_rip = rip;
 }
 
+// Faulting instructions of the targets and where the handler resumes each.
+bool is_fault_insn(uintptr_t rip)
+{
+    return rip == reinterpret_cast<uintptr_t>(insn_fault_load) ||
+           rip == reinterpret_cast<uintptr_t>(insn_badcall_call);
+}
+
+std::atomic<uintptr_t> fault_sp; // the stack pointer the handler saw at the fault
+
 void on_sigsegv(int, siginfo_t *, void *ucv)
 {
     auto *uc = static_cast<ucontext_t *>(ucv);
     const uintptr_t rip = uc->uc_mcontext.gregs[REG_RIP];
-    if (rip != reinterpret_cast<uintptr_t>(insn_fault_load)) {
+    if (!is_fault_insn(rip)) {
         static const char msg[] = "insn_test: SIGSEGV at an unexpected address\n";
         (void)!write(2, msg, sizeof msg - 1);
         _exit(3);
     }
     ++segv_count;
-    const auto resume = reinterpret_cast<uintptr_t>(insn_fault_resume);
+    fault_sp = uc->uc_mcontext.gregs[REG_RSP];
+    const auto resume = reinterpret_cast<uintptr_t>(
+        rip == reinterpret_cast<uintptr_t>(insn_fault_load) ? insn_fault_resume
+                                                            : insn_badcall_resume);
     uc->uc_mcontext.gregs[REG_RIP] = resume;
     uc->uc_mcontext.gregs[REG_RAX] = 41;
     if (tracing) {
@@ -118,6 +133,7 @@ struct target {
 };
 
 long fault_cell = 1000;
+long (*helper_ptr)(long, long) = insn_stack_helper;
 
 std::vector<target> targets()
 {
@@ -133,6 +149,8 @@ std::vector<target> targets()
         {"insn_fault", insn_fault, 0, 1},
         {"insn_fault", insn_fault, reinterpret_cast<long>(&fault_cell), 2},
         {"insn_misc", insn_misc, 1234567, 89},
+        {"insn_badcall", insn_badcall, 0, 4},
+        {"insn_badcall", insn_badcall, reinterpret_cast<long>(&helper_ptr), 4},
     };
     if (__builtin_cpu_supports("avx2"))
         v.push_back({"insn_avx", insn_avx, 5, 6});
@@ -234,7 +252,7 @@ TEST_P(insn_test, probe_every_instruction)
             EXPECT_EQ(ref.counts[i.addr - ref.lo], pre_hits) << what;
             if (with_post) {
                 // A faulting instruction never completes: no post handler for that hit.
-                const bool at_fault = i.addr == reinterpret_cast<uintptr_t>(insn_fault_load);
+                const bool at_fault = is_fault_insn(i.addr);
                 EXPECT_EQ(pre_hits - (at_fault ? faulted : 0), post_hits) << what;
             }
             EXPECT_EQ(0u, nmissed) << what;
