@@ -62,3 +62,13 @@ __attribute__((noinline)) unsigned long kprobe_recursive_target(unsigned long de
     __asm__ volatile("" ::: "memory");
     return r;
 }
+
+void (*volatile block_hook)(void);
+
+__attribute__((noinline)) unsigned long kprobe_blocking_target(unsigned long x)
+{
+    if (block_hook)
+        block_hook();
+    __asm__ volatile("" : "+r"(x));
+    return x + 1;
+}

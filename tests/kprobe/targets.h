@@ -26,6 +26,10 @@ unsigned nokprobe_target(unsigned value);
 /* Returns DEPTH after recursing DEPTH times. */
 unsigned long kprobe_recursive_target(unsigned long depth);
 
+/* Calls block_hook (when set) before returning X + 1. */
+extern void (*volatile block_hook)(void);
+unsigned long kprobe_blocking_target(unsigned long x);
+
 /* A call count, for hot loops. */
 unsigned long counted_target(unsigned long x);
 
