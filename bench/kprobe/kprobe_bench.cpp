@@ -26,6 +26,7 @@ long kp_bench_site1(long);
 long kp_bench_site2(long);
 long kp_bench_site3(long);
 long kp_bench_site4(long);
+long kp_bench_site5(long);
 long kp_bench_raw_int3(long);
 }
 
@@ -53,6 +54,7 @@ int on_fentry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs 
     bump();
     return 0;
 }
+void on_fexit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *) {}
 void raw_trap(int) {}
 
 double now_ns()
@@ -107,6 +109,7 @@ int main(int argc, char **argv)
     s.push_back({"kprobe on a patch site [FTRACE] + post_handler", kp_bench_site2, 1, false});
     s.push_back({"kretprobe, patch-site entry [FTRACE]", kp_bench_site3, 1, false});
     s.push_back({"(reference) fprobe entry handler on a site", kp_bench_site4, 1, false});
+    s.push_back({"(reference) fprobe entry + exit handlers", kp_bench_site5, 1, false});
     s[0].counts = s[1].counts = s[2].counts = false;
 
     struct kprobe kp1 = {}, kp2 = {}, kp_site1 = {}, kp_site2 = {};
@@ -127,6 +130,9 @@ int main(int argc, char **argv)
     rp2.handler = on_ret;
     struct fprobe fp = {};
     fp.entry_handler = on_fentry;
+    struct fprobe fp2 = {};
+    fp2.entry_handler = on_fentry;
+    fp2.exit_handler = on_fexit;
     struct kprobe *kps[] = {&kp1, &kp2, &kp_site1, &kp_site2};
     struct kretprobe *rps[] = {&rp1, &rp2};
     if (int err = register_kprobes(kps, 4)) {
@@ -138,6 +144,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if (int err = register_fprobe(&fp, "kp_bench_site4", nullptr)) {
+        std::fprintf(stderr, "register_fprobe: %d\n", err);
+        return 1;
+    }
+    if (int err = register_fprobe(&fp2, "kp_bench_site5", nullptr)) {
         std::fprintf(stderr, "register_fprobe: %d\n", err);
         return 1;
     }
@@ -171,6 +181,7 @@ int main(int argc, char **argv)
         }
     }
     unregister_fprobe(&fp);
+    unregister_fprobe(&fp2);
     unregister_kretprobes(rps, 2);
     unregister_kprobes(kps, 4);
 
