@@ -94,9 +94,9 @@ struct scenario {
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-    const long fast = quick ? 200'000 : 2'000'000;
-    const long slow = quick ? 2'000 : 20'000;
-    const int rounds = quick ? 3 : 10;
+    const long fast = quick ? 100'000 : 200'000;
+    const long slow = quick ? 1'000 : 2'000;
+    const int rounds = quick ? 5 : 60;
 
     std::vector<scenario> s;
     s.push_back({"unprobed call (plain function)", kp_bench_plain0, -1, false});
