@@ -159,8 +159,7 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
         arch::uc_set_ip(uc, next);
         return true;
     }
-    kp_read_lock(t);
-    ++th.depth;
+    kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     if (cl) {
         struct pt_regs regs;
@@ -173,13 +172,26 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     }
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    --th.depth;
-    kp_read_unlock(t);
+    kp_leave(t);
     stats().ss_hits.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
 } // namespace
+
+// The read side nests (a signal handler's hit inside the hook, get_kprobe() from a
+// handler): only the outermost level moves the sequence number.
+DPROBE_NOPROBE void kp_enter(task_ctx *t) noexcept
+{
+    if (tls_kp.depth++ == 0)
+        kp_read_lock(t);
+}
+
+DPROBE_NOPROBE void kp_leave(task_ctx *t) noexcept
+{
+    if (--tls_kp.depth == 0)
+        kp_read_unlock(t);
+}
 
 DPROBE_NOPROBE struct ftrace_regs *int3_fregs() noexcept { return tls_kp.int3_fregs; }
 DPROBE_NOPROBE void set_int3_fregs(struct ftrace_regs *f) noexcept { tls_kp.int3_fregs = f; }
@@ -207,8 +219,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         run_bare(rec, uc);
         return true;
     }
-    kp_read_lock(t);
-    ++th.depth;
+    kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     if (th.depth > 1 || t->current_kprobe || !cl) {
         // Hit while a kprobe handler (or this hook) runs on this thread: not handled.
@@ -220,8 +231,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         t->kprobe_status = KPROBE_REENTER;
         run_bare(rec, uc);
         t->kprobe_status = status;
-        --th.depth;
-        kp_read_unlock(t);
+        kp_leave(t);
         return true;
     }
 
@@ -259,8 +269,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     }
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    --th.depth;
-    kp_read_unlock(t);
+    kp_leave(t);
     return true;
 }
 

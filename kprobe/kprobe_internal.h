@@ -99,6 +99,9 @@ inline void kp_read_unlock(task_ctx *t) noexcept
     kp_seq_ref(t).store(reinterpret_cast<void *>(kp_seq(t, std::memory_order_relaxed) + 1),
                         std::memory_order_release);
 }
+// Nesting-aware read side for the kprobe layer's code (kprobe_int3.cpp).
+void kp_enter(task_ctx *t) noexcept;
+void kp_leave(task_ctx *t) noexcept;
 // Waits until no thread is inside the int3 hook or ftrace dispatch code it was in before.
 void kprobe_synchronize();
 

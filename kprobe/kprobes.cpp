@@ -634,7 +634,7 @@ DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
 {
     task_ctx *t = current_task_ctx();
     if (t)
-        kp_read_lock(t);
+        kp_enter(t);
     struct kprobe *p = nullptr;
     const auto a = reinterpret_cast<uintptr_t>(addr);
     for (kp_record *r = first_record(); r && !p; r = r->all_next) {
@@ -644,7 +644,7 @@ DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
             p = cl->kp[0];
     }
     if (t)
-        kp_read_unlock(t);
+        kp_leave(t);
     return p;
 }
 
