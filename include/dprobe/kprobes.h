@@ -30,7 +30,8 @@ DPROBE_EXTERN_C_BEGIN
 typedef unsigned char kprobe_opcode_t;
 
 /* Default member initializers in C++, so designated initializers of kernel-style code
- * ({ .symbol_name = ..., .pre_handler = ... }) build cleanly with -Wextra. */
+ * ({ .symbol_name = ..., .pre_handler = ... }) build cleanly with -Wextra. In C++, clear a
+ * struct with `kp = {}` rather than memset (g++ -Wclass-memaccess). */
 #ifdef __cplusplus
 #define DPROBE_DFLT = {}
 #else
