@@ -9,6 +9,13 @@
 //  - The list of kprobes at an address (kp_children) is immutable and replaced as a whole;
 //    an old list is freed after kprobe_synchronize(), which waits for every thread inside
 //    the int3 hook (kp_read_lock) and inside ftrace dispatch.
+//
+// Where jump optimization (optprobes) plugs in: an int3 record armed by sync_record() with no
+// post handler among its probes is the candidate; the optimizer replaces the int3 and the
+// following bytes by a jmp to a detour (setting KPROBE_FLAG_OPTIMIZED on the probes, which
+// kprobes_list_text() prints), must undo that before sync_record() disarms or a post handler
+// joins, and must make recover_original_bytes() return the bytes under its jmp. The int3 hook
+// keeps working for a thread that trapped before the jmp was written.
 #pragma once
 
 #include "arch/x86_64/insn.h"
