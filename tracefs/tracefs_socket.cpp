@@ -264,6 +264,8 @@ private:
         std::unique_ptr<tracefs_file> f;
         if (int r = tracefs_tree::instance().open(path, O_RDONLY, f))
             return err(r);
+        if (!f->is_stream())
+            return err(EINVAL); // PIPE is for trace_pipe; READ the other files
         auto last = std::chrono::steady_clock::now();
         bool timed_out = false, gone = false;
         tracefs_read_opts opts;

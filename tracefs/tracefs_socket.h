@@ -20,7 +20,8 @@
 //                                   (< 0: no limit); payload "1" (readable) or "0"
 //   PIPE <path> [<timeout_ms>]      consuming stream of trace_pipe: one frame per chunk of
 //                                   text as events arrive, "END\n" after timeout_ms without
-//                                   data (absent or < 0: until the client hangs up)
+//                                   data (absent or < 0: until the client hangs up);
+//                                   EINVAL for a file that is not a stream
 //
 // Replies:
 //   OK <n>\n<n bytes>               success; n is 0 for WRITE, TRUNCWRITE and TRUNC
