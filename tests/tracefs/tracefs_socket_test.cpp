@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -155,11 +156,21 @@ TEST_F(TraceFsSocket, MalformedRequests)
     sa.sun_family = AF_UNIX;
     std::strcpy(sa.sun_path, path.c_str());
     ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa), 0);
+    // Sends REQ and collects what arrives until the server is quiet for 200 ms.
     auto ask = [fd](const std::string &req) {
         EXPECT_EQ(write(fd, req.data(), req.size()), ssize_t(req.size()));
-        char buf[256];
-        ssize_t n = read(fd, buf, sizeof buf);
-        return n > 0 ? std::string(buf, size_t(n)) : std::string();
+        std::string got;
+        for (;;) {
+            pollfd p{fd, POLLIN, 0};
+            if (poll(&p, 1, 200) <= 0)
+                break;
+            char buf[256];
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n <= 0)
+                break;
+            got.append(buf, size_t(n));
+        }
+        return got;
     };
     EXPECT_EQ(ask("FROB trace\n"), "ERR 22 EINVAL\n");
     EXPECT_EQ(ask("READ\n"), "ERR 22 EINVAL\n");
