@@ -319,8 +319,10 @@ int tracefs_fuse_mount(const std::string &mountpoint)
     s.stopping.store(false);
     struct fuse *f = nullptr;
     bool mounted = false;
-    // auto_unmount (through fusermount3) unmounts even when the process is killed.
-    if (have_fusermount()) {
+    // auto_unmount (through fusermount3) unmounts even when the process is killed, but keeps a
+    // fusermount3 child alive in the traced process (visible to its wait()), so only on request.
+    const char *au = std::getenv("DPROBE_TRACEFS_AUTO_UNMOUNT");
+    if (au && std::strcmp(au, "1") == 0 && have_fusermount()) {
         f = new_fuse(true);
         if (f && fuse_mount(f, mp.c_str()) == 0)
             mounted = true;

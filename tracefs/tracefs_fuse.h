@@ -9,9 +9,11 @@
 // supports poll(2)/select(2): a notifier thread wakes pollers when events arrive.
 //
 // Unmount: tracefs_fuse_unmount(), which dprobe_tracefs_start() also registers with atexit;
-// if the mount is still there afterwards, `fusermount3 -u -z` is run. When fusermount3 is
-// available the mount uses libfuse's auto_unmount, so the kernel mount goes away even if
-// the process is killed.
+// if the mount is still there afterwards, `fusermount3 -u -z` is run. A process killed by a
+// signal leaves a dead mount behind ("Transport endpoint is not connected"): `fusermount3 -u`
+// removes it (the dprobe CLI does, as it knows the mount point). DPROBE_TRACEFS_AUTO_UNMOUNT=1
+// mounts with libfuse's auto_unmount instead, which cleans up even after SIGKILL but keeps a
+// fusermount3 child process in the traced program for its whole life (its wait() sees it).
 #pragma once
 
 #include <string>

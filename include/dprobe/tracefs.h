@@ -16,6 +16,8 @@
  *   socket       $DPROBE_TRACEFS_SOCKET, else $XDG_RUNTIME_DIR/dprobe/dprobe-<pid>.sock
  *                (/tmp/dprobe-<uid>/dprobe-<pid>.sock)
  * DPROBE_NO_FUSE=1 skips the FUSE mount (the socket is still served).
+ * DPROBE_TRACEFS_AUTO_UNMOUNT=1 mounts with libfuse's auto_unmount (cleaned up even after
+ * SIGKILL, at the price of a fusermount3 child process for the program's lifetime).
  * Both are served by threads of this process and go away at exit (atexit), or with
  * dprobe_tracefs_stop().
  */
