@@ -24,13 +24,15 @@ using dprobe::fprobe_kprobe_busy_begin;
 using dprobe::fprobe_kprobe_busy_end;
 
 struct fprobe_hlist {
-    ftrace_ops ops;
+    ftrace_ops ops; // first: the hot path gets from the ops to its hlist without a load
     struct fprobe *fp = nullptr;
     std::vector<ftrace_site *> sites;
     fprobe_hlist *next_free = nullptr;
 };
 
 namespace {
+
+inline fprobe_hlist *hlist_of(ftrace_ops *ops) { return reinterpret_cast<fprobe_hlist *>(ops); }
 
 std::mutex fprobe_mutex;
 fprobe_hlist *free_hlists;
@@ -48,7 +50,7 @@ DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
 DPROBE_NOPROBE int fprobe_ops_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                                     struct ftrace_regs *fregs, void *data)
 {
-    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    auto *hl = hlist_of(ops);
     struct fprobe *fp = hl->fp;
     if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
         return 1;
@@ -70,7 +72,7 @@ DPROBE_NOPROBE int fprobe_ops_entry(ftrace_ops *ops, unsigned long ip, unsigned 
 DPROBE_NOPROBE void fprobe_ops_exit(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip,
                                     struct ftrace_regs *fregs, void *data)
 {
-    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    auto *hl = hlist_of(ops);
     struct fprobe *fp = hl->fp;
     if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
         return;
@@ -89,7 +91,7 @@ DPROBE_NOPROBE void fprobe_ops_exit(ftrace_ops *ops, unsigned long ip, unsigned 
 
 DPROBE_NOPROBE void fprobe_ops_missed(ftrace_ops *ops)
 {
-    auto *hl = static_cast<fprobe_hlist *>(ops->priv);
+    auto *hl = hlist_of(ops);
     __atomic_add_fetch(&hl->fp->nmissed, 1, __ATOMIC_RELAXED);
 }
 
