@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
@@ -83,6 +84,31 @@ region *map_region(uintptr_t lo, uintptr_t hi)
     regions.push_back({reinterpret_cast<uintptr_t>(rx), static_cast<uint8_t *>(rw), 0, {}});
     mapped_bytes += region_size;
     return &regions.back();
+}
+
+// After fork() the child's regions would still share their pages with the parent (memfd,
+// MAP_SHARED): stubs either process writes later would land in the other. Give the child
+// its own copy of each region, mapped at the same two addresses.
+void unshare_after_fork()
+{
+    for (auto &r : regions) {
+        int fd = memfd_create("dprobe-text", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, region_size) < 0 ||
+            pwrite(fd, r.rw, region_size, 0) != static_cast<ssize_t>(region_size)) {
+            if (fd >= 0)
+                close(fd);
+            continue; // keep sharing rather than lose the code
+        }
+        mmap(reinterpret_cast<void *>(r.rx), region_size, PROT_READ | PROT_EXEC,
+             MAP_SHARED | MAP_FIXED, fd, 0);
+        mmap(r.rw, region_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+        close(fd);
+    }
+}
+
+__attribute__((constructor)) void register_fork_handler()
+{
+    pthread_atfork(nullptr, nullptr, unshare_after_fork);
 }
 
 } // namespace

@@ -82,10 +82,10 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
         }
     }
     hooks_in_flight.fetch_sub(1);
-    if (!handled && reqs == nullptr) {
+    if (!handled) {
         // The int3 may have been written by a batch that has completed since this thread
-        // trapped (the kernel's do_int3 makes the same check): if the byte is no longer an
-        // int3, run whatever instruction is there now.
+        // trapped (the kernel's do_int3 makes the same check), possibly with another batch
+        // under way now: if the byte is no longer an int3, run whatever is there now.
         const auto *p = reinterpret_cast<const volatile uint8_t *>(at);
         if (*p != int3_opcode && recently_poked(at)) {
             arch::uc_set_ip(uc, at);

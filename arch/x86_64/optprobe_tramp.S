@@ -18,7 +18,7 @@
 
 #define OPT_FRAME 176 /* pt_regs (168) + the r11 parking slot at the top */
 
-	.section .text.dprobe_noprobe, "ax", @progbits
+	.section dprobe_noprobe_text, "ax", @progbits
 	.globl dprobe_optprobe_caller
 	.hidden dprobe_optprobe_caller
 	.type dprobe_optprobe_caller, @function

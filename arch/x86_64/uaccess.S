@@ -21,7 +21,7 @@ dprobe_uaccess_extable_start:
     .popsection
 
     /* Runs inside probe handlers: kept with the code dprobe never probes. */
-    .section .text.dprobe_noprobe, "ax", @progbits
+    .section dprobe_noprobe_text, "ax", @progbits
 
 /* long copy_from_user_nofault(void *dst %rdi, const void *src %rsi, size_t size %rdx) */
     .globl copy_from_user_nofault

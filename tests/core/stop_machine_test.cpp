@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <vector>
 
+void main_marker_fn() {}
+
 namespace {
 
 std::atomic<unsigned long> counters[4];
@@ -161,3 +163,26 @@ TEST(stop_machine, signals_in_flight_are_delivered)
 }
 
 } // namespace
+
+// (exec_mem) After fork, the child's executable memory is its own: code the child writes
+// is not seen by the parent.
+#include "core/exec_mem.h"
+#include <sys/wait.h>
+
+TEST(exec_mem, child_writes_stay_in_the_child)
+{
+    dprobe::exec_chunk c = dprobe::exec_alloc(reinterpret_cast<uintptr_t>(&main_marker_fn),
+                                              reinterpret_cast<uintptr_t>(&main_marker_fn), 16);
+    ASSERT_TRUE(c);
+    c.rw[0] = 0xc3; // ret
+    pid_t pid = fork();
+    if (pid == 0) {
+        c.rw[0] = 0x90;
+        _exit(reinterpret_cast<volatile uint8_t *>(c.rx)[0] == 0x90 ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child could not write";
+    EXPECT_EQ(0xc3, reinterpret_cast<volatile uint8_t *>(c.rx)[0]) << "child's write leaked";
+    dprobe::exec_free(c);
+}
