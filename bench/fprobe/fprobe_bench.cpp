@@ -4,6 +4,9 @@
 // another run.
 #include "targets.h"
 
+#include "arch/x86_64/insn.h"
+#include "core/optprobe.h"
+
 #include <dprobe/fprobe.h>
 
 #include <benchmark/benchmark.h>
@@ -16,6 +19,7 @@ using fn = unsigned long (*)(unsigned long);
 fn volatile plain_fn = bench_plain;
 fn volatile site_fn = bench_site;
 fn volatile fentry_fn = bench_fentry;
+fn volatile mid_fn = bench_mid;
 
 int empty_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
 {
@@ -72,6 +76,29 @@ void BM_entry_exit_fentry(benchmark::State &s)
 {
     BM_fprobe<true, false>(s, "bench_fentry", fentry_fn);
 }
+// No compiled-in site: the entry instructions jump to a detour (a jump site).
+void BM_entry_only_jump(benchmark::State &s) { BM_fprobe<false, false>(s, "bench_plain", plain_fn); }
+void BM_entry_exit_jump(benchmark::State &s) { BM_fprobe<true, false>(s, "bench_plain", plain_fn); }
+
+// An optimized probe in the middle of a function (the kernel's optprobe): jmp to a detour
+// that saves the complete register and vector state, calls the handler, restores, runs the
+// relocated instructions and jumps back. Placed on the second instruction of bench_mid.
+void empty_opt_handler(void *, struct pt_regs *) {}
+void BM_optprobe_mid_function(benchmark::State &state)
+{
+    auto start = reinterpret_cast<uintptr_t>(bench_mid);
+    auto i = dprobe::arch::insn_decode(reinterpret_cast<const void *>(start), 16, start);
+    std::string why;
+    auto op = dprobe::optprobe_prepare(start, 64, reinterpret_cast<const uint8_t *>(start),
+                                       start + i->len, empty_opt_handler, nullptr, &why);
+    if (!op || dprobe::optprobe_arm(*op) != 0) {
+        state.SkipWithError(("optprobe: " + why).c_str());
+        return;
+    }
+    run_calls(state, mid_fn);
+    dprobe::optprobe_disarm(*op, op->orig);
+}
+void BM_untraced_mid(benchmark::State &state) { run_calls(state, mid_fn); }
 
 // Register + unregister an fprobe with entry and exit handlers on N functions.
 void BM_register_unregister(benchmark::State &state)
@@ -114,6 +141,10 @@ BENCHMARK(BM_entry_only);
 BENCHMARK(BM_entry_exit);
 BENCHMARK(BM_entry_exit_data);
 BENCHMARK(BM_entry_exit_fentry);
+BENCHMARK(BM_entry_only_jump);
+BENCHMARK(BM_entry_exit_jump);
+BENCHMARK(BM_untraced_mid);
+BENCHMARK(BM_optprobe_mid_function);
 BENCHMARK(BM_register_unregister)->Arg(1)->Arg(100)->Arg(10000)->UseManualTime()->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 
