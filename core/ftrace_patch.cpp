@@ -99,15 +99,9 @@ int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site
     if (int err = text_poke_stopped(jumps, moves)) {
         // Undo the plain part so the batch is all or nothing.
         std::vector<text_poke_req> undo;
-        for (size_t i = 0; i < reqs.size(); ++i)
-            if (sites[i]->kind != site_kind::jump) {
-                text_poke_req r;
-                r.addr = sites[i]->ip;
-                r.len = sites[i]->len;
-                arch::site_nop_bytes(sites[i]->len, r.bytes);
-                r.emu = text_poke_req::emulate::nop;
-                undo.push_back(r);
-            }
+        for (ftrace_site *s : sites)
+            if (s->kind != site_kind::jump)
+                undo.push_back(disable_req(s));
         text_poke_batch(undo);
         return err;
     }

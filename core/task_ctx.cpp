@@ -1,7 +1,8 @@
 #include "core/task_ctx.h"
 
+#include "core/membarrier.h"
+
 #include <cstring>
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -87,34 +88,11 @@ task_ctx *alloc_task_ctx() noexcept
     return t;
 }
 
-namespace {
-
-bool membarrier_ready()
-{
-    static const bool ok =
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    return ok;
-}
-
-void full_barrier_everywhere()
-{
-    if (membarrier_ready() &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-        return;
-    // Without membarrier: an mprotect that changes protections IPIs every CPU running this
-    // process (TLB shootdown), which orders their earlier stores before ours continues.
-    static uint8_t page[4096] __attribute__((aligned(4096)));
-    mprotect(page, sizeof page, PROT_READ);
-    mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
-}
-
-} // namespace
-
 task_ctx *task_ctx_list() noexcept { return ctx_head.load(std::memory_order_acquire); }
 
 void synchronize_dispatch()
 {
-    full_barrier_everywhere();
+    membarrier_everywhere(false);
     task_ctx *self = tls_task_ctx;
     for (task_ctx *t = ctx_head.load(std::memory_order_acquire); t; t = t->next) {
         if (t == self)
@@ -126,7 +104,7 @@ void synchronize_dispatch()
                t->in_use.load(std::memory_order_acquire))
             sched_yield();
     }
-    full_barrier_everywhere();
+    membarrier_everywhere(false);
 }
 
 } // namespace dprobe

@@ -1,6 +1,7 @@
 #include "core/text_poke.h"
 
 #include "arch/x86_64/uctx.h"
+#include "core/membarrier.h"
 #include "core/signal_chain.h"
 #include "core/stop_machine.h"
 
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <linux/membarrier.h>
 #include <mutex>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -93,16 +93,6 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
         }
     }
     return handled;
-}
-
-bool membarrier_registered()
-{
-    static int state = [] {
-        if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
-            return 1;
-        return 0;
-    }();
-    return state == 1;
 }
 
 struct mapping {
@@ -310,17 +300,7 @@ int process_thread_count()
     return std::atoi(p);
 }
 
-void text_poke_sync()
-{
-    if (membarrier_registered() &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
-        return;
-    // Fallback: an mprotect that changes nothing still shoots down TLBs with IPIs on every
-    // CPU running this process, and returning from the IPI serialises those CPUs.
-    static uint8_t page[4096] __attribute__((aligned(4096)));
-    mprotect(page, sizeof page, PROT_READ);
-    mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
-}
+void text_poke_sync() { membarrier_everywhere(true); }
 
 int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
 {

@@ -15,6 +15,7 @@
  * the control bits (callee-saved) but may raise sticky exception flags.
  */
 #include "arch/x86_64/ftrace_frame.h"
+#include "arch/x86_64/tramp_macros.inc"
 
 	.section dprobe_noprobe_text, "ax", @progbits
 
@@ -67,21 +68,8 @@ dprobe_ftrace_caller_\vsize:
 	SAVE_FLAGS
 	mov ENTRY_FRAME(\vsize) - 8(%rsp), %rax
 	mov %rax, PTR_R11(%rsp)
-	mov %rdi, PTR_DI(%rsp)
-	mov %rsi, PTR_SI(%rsp)
-	mov %rdx, PTR_DX(%rsp)
-	mov %rcx, PTR_CX(%rsp)
-	mov %r8, PTR_R8(%rsp)
-	mov %r9, PTR_R9(%rsp)
-	mov %r10, PTR_R10(%rsp)
-	mov %rbp, PTR_BP(%rsp)
-	mov %rbx, PTR_BX(%rsp)
-	.cfi_rel_offset rbx, PTR_BX
-	/* Callee-saved, never restored: stored so kprobes on sites get a full pt_regs. */
-	mov %r12, PTR_R12(%rsp)
-	mov %r13, PTR_R13(%rsp)
-	mov %r14, PTR_R14(%rsp)
-	mov %r15, PTR_R15(%rsp)
+	SAVE_SCRATCH_GPRS
+	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	SAVE_VEC \vsize, 2
@@ -117,17 +105,8 @@ dprobe_ftrace_caller_\vsize:
 	RESTORE_VEC \vsize, 5
 	RESTORE_VEC \vsize, 6
 	RESTORE_VEC \vsize, 7
-	mov PTR_DI(%rsp), %rdi
-	mov PTR_SI(%rsp), %rsi
-	mov PTR_DX(%rsp), %rdx
-	mov PTR_CX(%rsp), %rcx
-	mov PTR_R8(%rsp), %r8
-	mov PTR_R9(%rsp), %r9
-	mov PTR_R10(%rsp), %r10
+	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
-	mov PTR_BP(%rsp), %rbp
-	mov PTR_BX(%rsp), %rbx
-	.cfi_restore rbx
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
 	lea ENTRY_FRAME(\vsize)(%rsp), %rsp
@@ -159,22 +138,9 @@ dprobe_return_to_handler_\vsize:
 	.cfi_offset rip, -8
 	mov %rax, PTR_AX(%rsp)
 	SAVE_FLAGS
-	mov %rdx, PTR_DX(%rsp)
-	mov %rdi, PTR_DI(%rsp)
-	mov %rsi, PTR_SI(%rsp)
-	mov %rcx, PTR_CX(%rsp)
-	mov %r8, PTR_R8(%rsp)
-	mov %r9, PTR_R9(%rsp)
-	mov %r10, PTR_R10(%rsp)
+	SAVE_SCRATCH_GPRS
 	mov %r11, PTR_R11(%rsp)
-	mov %rbp, PTR_BP(%rsp)
-	mov %rbx, PTR_BX(%rsp)
-	.cfi_rel_offset rbx, PTR_BX
-	/* Callee-saved, never restored: stored so kprobes on sites get a full pt_regs. */
-	mov %r12, PTR_R12(%rsp)
-	mov %r13, PTR_R13(%rsp)
-	mov %r14, PTR_R14(%rsp)
-	mov %r15, PTR_R15(%rsp)
+	STORE_CALLEE_SAVED
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
 	lea FR_VEC(%rsp), %rax
@@ -217,17 +183,8 @@ dprobe_return_to_handler_\vsize:
 3:
 	RESTORE_VEC \vsize, 0
 	RESTORE_VEC \vsize, 1
-	mov PTR_DX(%rsp), %rdx
-	mov PTR_DI(%rsp), %rdi
-	mov PTR_SI(%rsp), %rsi
-	mov PTR_CX(%rsp), %rcx
-	mov PTR_R8(%rsp), %r8
-	mov PTR_R9(%rsp), %r9
-	mov PTR_R10(%rsp), %r10
+	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
-	mov PTR_BP(%rsp), %rbp
-	mov PTR_BX(%rsp), %rbx
-	.cfi_restore rbx
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
 	lea RET_FRAME(\vsize) + 8(%rsp), %rsp

@@ -15,6 +15,7 @@
  * DF may be set mid-function; C code needs it clear (cld), popfq puts it back.
  */
 #include "arch/x86_64/ftrace_frame.h"
+#include "arch/x86_64/tramp_macros.inc"
 
 #define OPT_FRAME 176 /* pt_regs (168) + the r11 parking slot at the top */
 
@@ -32,20 +33,8 @@ dprobe_optprobe_caller:
 	mov %rax, PTR_AX(%rsp)
 	mov OPT_FRAME - 8(%rsp), %rax
 	mov %rax, PTR_R11(%rsp)
-	mov %rbx, PTR_BX(%rsp)
-	.cfi_rel_offset rbx, PTR_BX
-	mov %rcx, PTR_CX(%rsp)
-	mov %rdx, PTR_DX(%rsp)
-	mov %rsi, PTR_SI(%rsp)
-	mov %rdi, PTR_DI(%rsp)
-	mov %rbp, PTR_BP(%rsp)
-	mov %r8, PTR_R8(%rsp)
-	mov %r9, PTR_R9(%rsp)
-	mov %r10, PTR_R10(%rsp)
-	mov %r12, PTR_R12(%rsp)
-	mov %r13, PTR_R13(%rsp)
-	mov %r14, PTR_R14(%rsp)
-	mov %r15, PTR_R15(%rsp)
+	SAVE_SCRATCH_GPRS
+	STORE_CALLEE_SAVED
 	movq $-1, PTR_ORIG_AX(%rsp)
 	movq $0, PTR_IP(%rsp)
 	movq $0x33, PTR_CS(%rsp)
@@ -85,22 +74,14 @@ dprobe_optprobe_caller:
 	xrstor (%rsp)
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
+	/* A handler may change any register in pt_regs: all are written back. */
+	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
-	mov PTR_CX(%rsp), %rcx
-	mov PTR_DX(%rsp), %rdx
-	mov PTR_SI(%rsp), %rsi
-	mov PTR_DI(%rsp), %rdi
-	mov PTR_BP(%rsp), %rbp
-	mov PTR_R8(%rsp), %r8
-	mov PTR_R9(%rsp), %r9
-	mov PTR_R10(%rsp), %r10
 	mov PTR_R12(%rsp), %r12
 	mov PTR_R13(%rsp), %r13
 	mov PTR_R14(%rsp), %r14
 	mov PTR_R15(%rsp), %r15
 	mov PTR_AX(%rsp), %rax
-	mov PTR_BX(%rsp), %rbx
-	.cfi_restore rbx
 	pushq PTR_FLAGS(%rsp)
 	popfq
 	lea OPT_FRAME(%rsp), %rsp
