@@ -50,7 +50,11 @@ int optprobe_arm(optprobe &op);
 // tail) back over the jmp. A thread reaching the site meanwhile runs the relocated copy.
 int optprobe_disarm(optprobe &op, const uint8_t *bytes);
 
-// Releases the detour once no thread can run it any more (after quiescence).
+// Releases the detour and OP. The detour refers to OP, and a thread may be anywhere in it
+// for as long as it can still be running code it entered before the disarm (a thread
+// preempted inside it): only call this when no thread can be (the callers keep disarmed
+// optprobes for the life of the process, like the kernel keeps insn slots until a
+// quiescent state).
 void optprobe_free(std::unique_ptr<optprobe> op);
 
 } // namespace dprobe

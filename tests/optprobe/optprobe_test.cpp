@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <immintrin.h>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -117,6 +118,9 @@ TEST(optprobe, arm_and_disarm_while_threads_run)
             }
         });
     auto b = boundaries();
+    // A thread may still be inside a disarmed detour, which points at its optprobe: keep
+    // them all until the threads are gone.
+    std::vector<std::unique_ptr<dprobe::optprobe>> retired;
     for (int round = 0; round < 40; ++round) {
         std::string why;
         auto op = dprobe::optprobe_prepare(start, size, code.data(), b[1 + round % 8],
@@ -127,7 +131,7 @@ TEST(optprobe, arm_and_disarm_while_threads_run)
         while (calls.load() < c + 200)
             std::this_thread::yield();
         ASSERT_EQ(0, dprobe::optprobe_disarm(*op, op->orig));
-        // The detour stays allocated: a thread may still be in it (no free here).
+        retired.push_back(std::move(op));
     }
     stop = true;
     for (auto &t : ts)
