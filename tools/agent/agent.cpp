@@ -9,7 +9,11 @@
 #include "tracefs/probe_parse.h"
 #include "tracefs/trace_events.h"
 
+#include <dprobe/tracefs.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <dirent.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -129,7 +133,10 @@ void apply_events(const std::vector<std::string> &lines)
 
 void on_process_exit(int status, void *)
 {
-    if (state().active && state().pid == getpid())
+    if (!state().active)
+        return;
+    exit_in_fork_child();
+    if (state().pid == getpid())
         finish("exit", status);
 }
 
@@ -148,6 +155,8 @@ __attribute__((constructor)) void dprobe_agent_init()
         agent_fail(std::string("cannot open the trace file ") + out + ": " + std::strerror(errno));
 
     trace_clock_init();
+    // The agent's own setup is not part of the program's trace.
+    ring_buffer_set_tracing_on(false);
     if (const char *c = std::getenv("DPROBE_CLOCK"); c && *c)
         if (ring_buffer_set_clock(c) < 0)
             agent_fail(std::string("unknown trace clock '") + c + "'");
@@ -179,10 +188,48 @@ __attribute__((constructor)) void dprobe_agent_init()
     install_fork_handlers();
     on_exit(on_process_exit, nullptr);
     start_consumer();
+    tracefs_up();
+    ring_buffer_set_tracing_on(true);
     status_send("ready " + std::to_string(st.pid) + " " + std::to_string(st.events.size()) + " " +
                 std::to_string(st.graph_functions));
 }
 
 } // namespace
+
+// The program's tracefs (FUSE mount and socket) for `dprobe ctl` and `echo`/`cat` while it
+// runs; the CLI is told where, so it can clean a mount up if the program is killed.
+void tracefs_up()
+{
+    const char *v = std::getenv("DPROBE_TRACEFS");
+    if (v && std::strcmp(v, "0") == 0)
+        return;
+    auto tasks = [] {
+        std::vector<int32_t> v;
+        if (DIR *d = opendir("/proc/self/task")) {
+            while (struct dirent *e = readdir(d))
+                if (e->d_name[0] != '.')
+                    v.push_back(std::atoi(e->d_name));
+            closedir(d);
+        }
+        return v;
+    };
+    auto before = tasks();
+    int r = dprobe_tracefs_start(nullptr);
+    // Its server threads are the agent's too: keep their own probe hits out of the trace.
+    for (int32_t t : tasks())
+        if (std::find(before.begin(), before.end(), t) == before.end())
+            state().add_own_tid(t);
+    const char *m = dprobe_tracefs_mountpoint();
+    const char *sock = dprobe_tracefs_socket();
+    if (m)
+        status_send(std::string("mount ") + m);
+    if (sock)
+        status_send(std::string("socket ") + sock);
+    if (r < 0)
+        status_send(std::string("warn tracefs: ") + (m ? "socket" : "FUSE mount") +
+                    " not available: " + std::strerror(-r));
+}
+
+void tracefs_down() { dprobe_tracefs_stop(); }
 
 } // namespace dprobe::agent

@@ -40,6 +40,24 @@ struct agent_state {
     std::vector<std::pair<uint64_t, std::string>> objects; // described so far: id, "0xbias path"
     uint64_t records = 0, lost = 0, bytes = 0;
     unsigned graph_functions = 0;
+    // The agent's own threads: their hits of probes (malloc in the streamer, say) are
+    // dropped when draining, so recording does not feed on itself.
+    std::atomic<int32_t> own_tids[16] = {};
+    void add_own_tid(int32_t tid) noexcept
+    {
+        for (auto &t : own_tids) {
+            int32_t z = 0;
+            if (t.compare_exchange_strong(z, tid))
+                return;
+        }
+    }
+    bool is_own_tid(int32_t tid) const noexcept
+    {
+        for (auto &t : own_tids)
+            if (t.load(std::memory_order_relaxed) == tid)
+                return true;
+        return false;
+    }
 };
 
 agent_state &state();
@@ -69,8 +87,14 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
 // After fork: the calling thread's cached tid is stale.
 void funcgraph_forget_tid() noexcept;
 
+// ---- agent.cpp ----
+void tracefs_up();
+void tracefs_down();
+
 // ---- lifecycle.cpp ----
 void install_signal_handlers();
 void install_fork_handlers();
+// At exit in a forked child whose session was not opened yet.
+void exit_in_fork_child();
 
 } // namespace dprobe::agent

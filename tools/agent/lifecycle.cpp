@@ -2,6 +2,8 @@
 // (the child gets its own session in the same file), exec (flush before the image goes).
 #include "tools/agent/agent.h"
 
+#include "core/ring_buffer.h"
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -34,6 +36,7 @@ void flush_for_signal(int sig)
 void signal_watch()
 {
     agent_state &st = state();
+    st.add_own_tid(static_cast<int32_t>(gettid()));
     while (!st.stop.load(std::memory_order_acquire)) {
         int sig = g_fatal.load(std::memory_order_acquire);
         if (sig) {
@@ -85,8 +88,10 @@ bool owns_session() { return state().active && state().pid == getpid(); }
 
 void before_exec()
 {
-    if (owns_session())
-        finish("exec", 0);
+    if (!owns_session())
+        return;
+    finish("exec", 0);
+    tracefs_down(); // the new image mounts its own at the same place
 }
 
 void after_failed_exec()
@@ -96,6 +101,8 @@ void after_failed_exec()
         return;
     st.finished.store(false);
     start_consumer();
+    tracefs_up();
+    ring_buffer_set_tracing_on(true);
 }
 
 template <class F> F real(const char *name)
@@ -105,22 +112,59 @@ template <class F> F real(const char *name)
 
 void atfork_prepare() { state().lock.lock(); }
 void atfork_parent() { state().lock.unlock(); }
+// The child of a fork. It may only be on its way to exec (libfuse forks fusermount3, a
+// shell forks every command), and locks other parent threads held are still held here: do
+// nothing heavy now. A helper thread opens the child's session a little later unless the
+// child has exec'd by then, and an exit before that opens and closes it at once.
+std::atomic<bool> g_fork_claimed{true};
+
+void fork_session_start()
+{
+    if (g_fork_claimed.exchange(true))
+        return;
+    start_session("fork"); // sets st.pid: the child owns its session from here on
+    start_consumer();
+    ring_buffer_set_tracing_on(true);
+    g_watch = std::thread(signal_watch);
+    g_watch.detach();
+}
+
 void atfork_child()
 {
     agent_state &st = state();
     st.lock.unlock();
     if (!st.active)
         return;
+    for (auto &t : st.own_tids)
+        t.store(0);
     funcgraph_forget_tid();
     // The threads did not come along: forget them without touching their handles.
     new (&st.consumer) std::thread();
     new (&g_watch) std::thread();
+    st.pid = 0;
     st.records = st.lost = st.bytes = 0;
     st.finished.store(false);
-    start_session("fork");
-    start_consumer();
-    g_watch = std::thread(signal_watch);
-    g_watch.detach();
+    g_fatal.store(0);
+    g_flushed.store(false);
+    g_fork_claimed.store(false);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_create(
+        &t, &attr,
+        [](void *) -> void * {
+            struct timespec ts {0, 20 * 1000 * 1000};
+            nanosleep(&ts, nullptr);
+            fork_session_start();
+            return nullptr;
+        },
+        nullptr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    pthread_attr_destroy(&attr);
 }
 
 } // namespace
@@ -154,6 +198,15 @@ void install_signal_handlers()
 }
 
 void install_fork_handlers() { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+void exit_in_fork_child()
+{
+    // A forked child exiting before its helper opened its session: open and close it here.
+    if (state().pid != getpid() && !g_fork_claimed.exchange(true)) {
+        start_session("fork");
+        finish("exit", 0);
+    }
+}
 
 } // namespace dprobe::agent
 

@@ -133,6 +133,8 @@ void drain_locked()
         ring_buffer_reader rd(ring_buffer_reader::CONSUME);
         rb_record rec;
         while (rd.next(rec)) {
+            if (st.is_own_tid(rec.tid))
+                continue;
             const char *c = rec.comm && *rec.comm ? rec.comm : nullptr;
             auto it = st.comms.find(rec.tid);
             if (it == st.comms.end() || (c && it->second != c)) {
@@ -176,8 +178,12 @@ void consumer_main()
 {
     agent_state &st = state();
     // Keep this thread's own activity out of the trace.
+    st.add_own_tid(static_cast<int32_t>(gettid()));
     uint64_t last_stat = 0;
     while (!st.stop.load(std::memory_order_acquire)) {
+        // Batch: at most 50 drains a second, however busy the program is.
+        struct timespec pause {0, 20 * 1000 * 1000};
+        nanosleep(&pause, nullptr);
         ring_buffer_wait(100);
         {
             std::lock_guard<std::mutex> g(st.lock);
@@ -226,6 +232,7 @@ void finish(const char *reason, int value)
     agent_state &st = state();
     if (st.finished.exchange(true))
         return;
+    ring_buffer_set_tracing_on(false); // what follows is the agent's own work
     stop_consumer();
     std::lock_guard<std::mutex> g(st.lock);
     drain_locked();

@@ -6,6 +6,7 @@
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/record_util.h"
 #include "tools/trace_file.h"
+#include "tracefs/tracefs_client.h"
 
 #include <cerrno>
 #include <climits>
@@ -132,7 +133,7 @@ std::string join_lines(const std::vector<std::string> &v)
 struct live_status {
     std::map<int, std::array<uint64_t, 3>> per_pid; // records, lost, bytes
     std::string error;
-    std::vector<std::string> mounts;
+    std::vector<std::string> mounts, warnings;
     bool ready = false;
     unsigned functions = 0, events = 0;
     void take(const std::string &msg)
@@ -147,6 +148,8 @@ struct live_status {
                 per_pid[pid] = {r, l, b};
         } else if (msg.rfind("mount ", 0) == 0) {
             mounts.push_back(msg.substr(6));
+        } else if (msg.rfind("warn ", 0) == 0) {
+            warnings.push_back(msg.substr(5));
         } else if (msg.rfind("ready ", 0) == 0) {
             int pid = 0;
             if (std::sscanf(msg.c_str() + 6, "%d %u %u", &pid, &events, &functions) >= 1)
@@ -275,8 +278,8 @@ int run_record(const record_opts &o)
         pid_t w = waitpid(child, &status, WNOHANG);
         if (tty && w == 0) {
             auto t = ls.total();
-            std::fprintf(stderr, "\r\033[K[ dprobe record: %s: %llu events, %llu lost, %.2f MB ]",
-                         o.command.front().c_str(), static_cast<unsigned long long>(t[0]),
+            std::fprintf(stderr, "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
+                         o.command.front().c_str(), static_cast<int>(child), static_cast<unsigned long long>(t[0]),
                          static_cast<unsigned long long>(t[1]), t[2] / 1048576.0);
             std::fflush(stderr);
         }
@@ -290,6 +293,11 @@ int run_record(const record_opts &o)
     ::close(sv[0]);
     if (tty)
         std::fprintf(stderr, "\r\033[K");
+    for (const std::string &w : ls.warnings)
+        if (!o.quiet)
+            std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
+    // A program killed before its atexit handlers ran leaves its FUSE mount: remove it.
+    ls.mounts.push_back(tracefs_default_mountpoint(child));
     for (const std::string &m : ls.mounts)
         if (tools::unmount_if_mounted(m))
             std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n", m.c_str());

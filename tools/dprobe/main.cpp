@@ -110,6 +110,7 @@ int main(int argc, char **argv)
     setup_report(app);
     setup_probe(app);
     setup_funcs(app);
+    setup_ctl(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {
