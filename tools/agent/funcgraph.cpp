@@ -105,7 +105,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             ips.push_back(s->ip);
         }
         if (ips.size() == before && sites.empty()) {
-            *err = "no function with a patch site matches -F '" + g + "'";
+            *err = "no function that can be traced matches -F '" + g + "'";
             return -ENOENT;
         }
     }

@@ -195,11 +195,16 @@ int run_record(const record_opts &o)
     std::vector<std::string> lines;
     if (!resolve_events(o, img.get(), lines))
         return 1;
+    // Like uftrace: without -F, the graph covers the program's own functions (not its
+    // libraries'), less the C runtime's start-up and tear-down helpers.
     std::vector<std::string> globs = o.graph_globs;
-    if (globs.empty() && o.graph)
-        globs.push_back("*");
-    if (lines.empty() && globs.empty())
-        return fail("record", "nothing to record: give events (-e) or functions (-F, --graph)");
+    std::vector<std::string> notrace = o.notrace;
+    if (globs.empty() && (o.graph || lines.empty())) {
+        globs.push_back(img ? img->module_name() + ":*" : "*");
+        for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
+                                "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
+            notrace.push_back(crt);
+    }
 
     std::string agent;
     if (!tools::find_agent(agent))
@@ -238,7 +243,7 @@ int run_record(const record_opts &o)
         setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
         setenv("DPROBE_EVENTS", join_lines(lines).c_str(), 1);
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
-        setenv("DPROBE_GRAPH_NOTRACE", join_lines(o.notrace).c_str(), 1);
+        setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (o.buffer_kb)
             setenv("DPROBE_BUFFER_KB", std::to_string(o.buffer_kb).c_str(), 1);
         if (!o.clock.empty())
@@ -343,7 +348,8 @@ void setup_record(CLI::App &app)
     sub->add_option("-N,--notrace", o->notrace, "Leave functions matching GLOB out of the graph")
         ->type_name("GLOB");
     sub->add_flag("-g,--graph", o->graph,
-                  "Record the function graph (every function with a patch site unless -F)");
+                  "Record the function graph of the program's functions (the default "
+                  "without -e or -F)");
     sub->add_option("-o,--output", o->output, "Trace file to write")
         ->capture_default_str()
         ->type_name("FILE");
