@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the dprobe command, uftrace style: record a small program, report it,
+compare with an expected file after masking what changes from run to run (timestamps,
+durations, thread and process ids, CPUs, addresses, offsets that depend on the flavour).
+
+  e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
+
+CASE is one of: graph, text, chrome, crash, forkexec, errors, funcs, probe.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+DPROBE, PROGS, FLAVOUR, CASE = sys.argv[1:5]
+EXPECTED = sys.argv[5] if len(sys.argv) > 5 else None
+WORK = tempfile.mkdtemp(prefix="dprobe-e2e-")
+ENV = dict(os.environ, DPROBE_PROBES=os.path.join(WORK, "probes"),
+           XDG_RUNTIME_DIR=os.path.join(WORK, "run"))
+os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o700)
+failures = []
+
+
+def prog(name):
+    return os.path.join(PROGS, FLAVOUR, name)
+
+
+def run(args, ok=True):
+    p = subprocess.run([DPROBE] + args, cwd=WORK, env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    if ok and p.returncode != 0:
+        sys.exit("FAIL: dprobe %s exited %d\nstdout:\n%s\nstderr:\n%s" %
+                 (" ".join(args), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+class Ids:
+    """Numbers ids in order of first appearance: T1, T2 ..."""
+
+    def __init__(self, prefix):
+        self.prefix, self.map = prefix, {}
+
+    def __call__(self, v):
+        return self.map.setdefault(v, "%s%d" % (self.prefix, len(self.map) + 1))
+
+
+def mask_common(s):
+    s = re.sub(r"\+0x[0-9a-f]+/0x[0-9a-f]+", "+OFF/SIZE", s)
+    return re.sub(r"0x[0-9a-f]{5,}", "ADDR", s)
+
+
+def mask_graph(out):
+    tids, pids, lines = Ids("T"), Ids("P"), []
+    for line in out.splitlines():
+        m = re.match(r"^ *(\d+)\) (.{14})\|  (.*)$", line)
+        if m:
+            dur = "   DURATION   " if m.group(2).strip() else " " * 14
+            lines.append("%s) %s|  %s" % (tids(m.group(1)), dur, m.group(3)))
+            continue
+        m = re.match(r"^ *(\d+)\)  /\* thread (\d+) \((.*)\), process (\d+) \*/$", line)
+        if m:
+            lines.append("%s)  /* thread %s (%s), process %s */" %
+                         (tids(m.group(1)), tids(m.group(2)), m.group(3), pids(m.group(4))))
+            continue
+        lines.append(line)
+    return mask_common("\n".join(lines) + "\n")
+
+
+def mask_text(out):
+    tids, lines = Ids("T"), []
+    for line in out.splitlines():
+        line = re.sub(r"#P:\d+", "#P:N", line)
+        m = re.match(r"^ *(\S+)-(\d+) +\[\d+\] (.....) +\d+\.\d+: (.*)$", line)
+        if m:
+            line = "%s-%s [CPU] %s TIME: %s" % (m.group(1), tids(m.group(2)), m.group(3),
+                                                 m.group(4))
+        lines.append(line)
+    return mask_common("\n".join(lines) + "\n")
+
+
+def compare(actual, name):
+    path = os.path.join(EXPECTED, name)
+    if os.environ.get("DPROBE_UPDATE_EXPECTED"):
+        with open(path, "w") as f:
+            f.write(actual)
+    with open(path) as f:
+        expected = f.read()
+    if actual != expected:
+        import difflib
+        sys.stdout.writelines(difflib.unified_diff(expected.splitlines(True),
+                                                   actual.splitlines(True), name, "actual"))
+    check(actual == expected, "%s output differs from %s" % (CASE, name))
+
+
+def mounts_left():
+    with open("/proc/self/mountinfo") as f:
+        return [l for l in f if WORK in l]
+
+
+def record(args, ok=True):
+    p = run(["record", "-q"] + args, ok=ok)
+    check(not mounts_left(), "no tracefs mount left after record %s" % args)
+    return p
+
+
+def chrome_check(path):
+    with open(path) as f:
+        doc = json.load(f)  # raises on invalid JSON
+    events = doc["traceEvents"]
+    stacks, ends = {}, 0
+    for e in events:
+        key = (e.get("pid"), e.get("tid"))
+        if e["ph"] == "B":
+            stacks.setdefault(key, []).append(e)
+        elif e["ph"] == "E":
+            st = stacks.get(key)
+            check(bool(st), "E without B on thread %s" % (key,))
+            if st:
+                b = st.pop()
+                check(b["name"] == e["name"], "E %s closes B %s" % (e["name"], b["name"]))
+                check(e["ts"] >= b["ts"], "E before its B")
+                ends += 1
+    for key, st in stacks.items():
+        check(not st, "unclosed B events on thread %s: %s" % (key, [b["name"] for b in st]))
+    return doc, ends
+
+
+if CASE == "graph":
+    p = record(["-o", "g.dat", "--", prog("graph")])
+    check(p.stdout.strip() == "7 23", "the program's output is kept (%r)" % p.stdout)
+    compare(mask_graph(run(["report", "-i", "g.dat", "--format", "graph"]).stdout), "graph.graph")
+elif CASE == "text":
+    record(["-o", "a.dat",
+            "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",
+            "-e", "r:probe_args/add_ret args:add ret=$retval:s64",
+            "-e", "f:slen_entry slen s=+0($arg1):string",
+            "--", prog("args")])
+    compare(mask_text(run(["report", "-i", "a.dat"]).stdout), "args.text")
+elif CASE == "chrome":
+    record(["-o", "c.dat", "--graph", "-e", "f:leaf_arg leaf x=$arg1:s32", "--", prog("graph")])
+    run(["report", "-i", "c.dat", "--format", "chrome", "-o", "c.json"])
+    doc, ends = chrome_check(os.path.join(WORK, "c.json"))
+    names = sorted({e["name"] for e in doc["traceEvents"] if e["ph"] == "B"})
+    check(names == ["fib", "leaf", "main", "middle", "worker"], "B names %s" % names)
+    check(ends == 13, "13 calls closed, got %d" % ends)
+    inst = [e for e in doc["traceEvents"] if e["ph"] == "i"]
+    check(sorted(e["args"]["x"] for e in inst) == ["1", "10", "11", "2"],
+          "leaf_arg instants carry x: %s" % [e["args"] for e in inst])
+    check(len({e["tid"] for e in inst}) == 2, "instant events on two threads")
+elif CASE == "crash":
+    p = record(["-o", "x.dat", "-F", "step", "--", prog("crash")], ok=False)
+    check(p.returncode == 128 + 11, "exit status 139 for SIGSEGV, got %d" % p.returncode)
+    check("terminated by signal 11" in p.stderr, "says the program died: %r" % p.stderr)
+    out = mask_graph(run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout)
+    check(out.count("step();") == 5, "the 5 calls before the crash were flushed:\n" + out)
+elif CASE == "forkexec":
+    p = record(["-o", "f.dat", "-F", "in_*", "--", prog("forkexec")])
+    check("parent 2" in p.stdout and "child 3" in p.stdout, "both images ran: %r" % p.stdout)
+    out = run(["report", "-i", "f.dat", "--format", "graph", "--no-header"]).stdout
+    check("in_parent();" in out and "in_child();" in out, "both images traced:\n" + out)
+    procs = set(re.findall(r"process (\d+)", out))
+    check(len(procs) == 2, "two processes in the graph: %s" % procs)
+elif CASE == "errors":
+    p = record(["-F", "leaf", "--", os.path.join(WORK, "no-such-program")], ok=False)
+    check(p.returncode != 0 and "no-such-program': command not found" in p.stderr,
+          "missing program: %r" % p.stderr)
+    p = record(["-e", "p:bad graph:no_such_function", "--", prog("graph")], ok=False)
+    check(p.returncode != 0 and "no_such_function" in p.stderr and
+          "Invalid probed address or symbol" in p.stderr and "^" in p.stderr,
+          "unknown symbol: %r" % p.stderr)
+    p = record(["-e", "p:bad libc.so.6:no_such_libc_function", "--", prog("graph")], ok=False)
+    check(p.returncode != 0 and "Invalid probed address or symbol" in p.stderr,
+          "unknown symbol in a library (found by the agent): %r" % p.stderr)
+    check(p.stdout == "", "the program did not run after a rejected event")
+    p = record(["-e", "p:bad leaf x=%nosuchreg", "--", prog("graph")], ok=False)
+    caret = [l for l in p.stderr.splitlines() if l.strip() == "^"]
+    cmd = [l for l in p.stderr.splitlines() if "Command:" in l]
+    check(p.returncode != 0 and "Invalid register name" in p.stderr and caret and cmd and
+          cmd[0].index("%nosuchreg") == caret[0].index("^"),
+          "malformed event line, caret under the bad argument: %r" % p.stderr)
+    p = record(["-o", os.path.join(WORK, "no-dir", "x.dat"), "-F", "leaf", "--", prog("graph")],
+               ok=False)
+    check(p.returncode != 0 and "cannot write" in p.stderr and "no-dir" in p.stderr,
+          "unwritable output: %r" % p.stderr)
+    p = record(["-F", "no_such_glob*", "--", prog("graph")], ok=False)
+    check(p.returncode != 0 and "no_such_glob*" in p.stderr, "empty -F: %r" % p.stderr)
+    p = run(["report", "-i", os.path.join(WORK, "missing.dat")], ok=False)
+    check(p.returncode != 0 and "missing.dat" in p.stderr, "report of a missing file")
+elif CASE == "funcs":
+    out = run(["funcs", "-x", prog("graph")]).stdout
+    kinds = dict(re.findall(r"^0x[0-9a-f]+ +\d+ +(\S+) +(\S+)", out, re.M)[i][::-1]
+                 for i in range(len(re.findall(r"^0x", out, re.M))))
+    want = {"fentry": "fentry", "pfe": "patchable", "plain": "optimizable"}[FLAVOUR]
+    for f in ["leaf", "middle", "fib", "worker", "main"]:
+        check(kinds.get(f) == want, "%s is %s (got %s)" % (f, want, kinds.get(f)))
+    p = run(["funcs", "-x", os.path.join(WORK, "nope")], ok=False)
+    check(p.returncode != 0 and "nope" in p.stderr, "funcs names the missing binary")
+elif CASE == "probe":
+    p = run(["probe", "-x", prog("args"), "add%return $retval"])
+    check(p.stdout == "r:probe_args/add__return args:add arg1=$retval\n", repr(p.stdout))
+    p = run(["probe", "-x", prog("args"), "--add", "add a=%di:s32 b=%si:s32"])
+    p = run(["probe", "--list"])
+    check("probe_args:add" in p.stdout, "listed: %r" % p.stdout)
+    record(["-o", "p.dat", "-e", "probe_args:add", "--", prog("args")])
+    out = mask_text(run(["report", "-i", "p.dat", "--no-header"]).stdout)
+    check(out.count("add: (add+OFF/SIZE) a=") == 3, "stored probe recorded:\n" + out)
+    p = run(["probe", "-x", prog("args"), "nosuch"], ok=False)
+    check(p.returncode != 0 and "Invalid probed address or symbol" in p.stderr, p.stderr)
+    p = run(["probe", "--del", "probe_args:*"])
+    check("Removed event: probe_args:add" in p.stdout, p.stdout)
+else:
+    sys.exit("unknown case " + CASE)
+
+if failures:
+    print("%s/%s: %d check(s) failed (work dir %s)" % (CASE, FLAVOUR, len(failures), WORK))
+    sys.exit(1)
+print("%s/%s: ok" % (CASE, FLAVOUR))
