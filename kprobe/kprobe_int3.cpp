@@ -115,7 +115,9 @@ DPROBE_NOPROBE void run_bare(kp_record *rec, ucontext_t *uc) noexcept
             return;
         }
     }
-    if (rec->boostable) {
+    if (const uintptr_t copy = rec->opt_copy.load(std::memory_order_acquire)) {
+        arch::uc_set_ip(uc, copy);
+    } else if (rec->boostable) {
         arch::uc_set_ip(uc, rec->boost_addr);
     } else {
         push_ss(rec, true);
@@ -148,12 +150,25 @@ DPROBE_NOPROBE bool has_post_handler(const kp_children *cl) noexcept
     return false;
 }
 
+// Where a thread continues at NEXT after running REC's instruction out of line: inside an
+// optimized region, the same instruction in the detour's copy.
+DPROBE_NOPROBE uintptr_t continue_at(const kp_record *rec, uintptr_t next) noexcept
+{
+    const optprobe *op = rec->opt.get();
+    if (op && rec->optimized.load(std::memory_order_acquire) && next > op->addr &&
+        next < op->addr + op->len)
+        for (const rip_move &m : op->moves)
+            if (m.from == next)
+                return m.to;
+    return next;
+}
+
 // The ss copy's int3: the instruction ran; post handlers, then continue after it.
 DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
 {
     kp_thread &th = tls_kp;
     const bool reenter = pop_ss(rec);
-    const uintptr_t next = rec->insn.next();
+    const uintptr_t next = continue_at(rec, rec->insn.next());
     task_ctx *t = reenter ? nullptr : current_task_ctx();
     if (!t || th.depth || t->current_kprobe) {
         arch::uc_set_ip(uc, next);
@@ -257,6 +272,11 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         if (has_post_handler(cl))
             run_post_handlers(t, cl, &regs);
         arch::pt_regs_to_uc(&regs, uc);
+    } else if (const uintptr_t copy = rec->opt_copy.load(std::memory_order_acquire);
+               copy && !has_post_handler(cl)) {
+        // Being optimized: the region runs from the detour (no post handler to call).
+        arch::pt_regs_to_uc(&regs, uc);
+        arch::uc_set_ip(uc, copy);
     } else if (rec->boostable && (!rec->has_ss || !has_post_handler(cl))) {
         // (An emulated branch whose target could not be read has no ss copy: its copy runs
         // and faults where the original would have; no post handler then.)
@@ -271,6 +291,43 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     t->kprobe_status = 0;
     kp_leave(t);
     return true;
+}
+
+// An optimized record's detour calls this with the saved registers (regs->ip == addr + 1):
+// the kernel's optimized_callback(). Changes of regs->ip are ignored, as there.
+DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
+{
+    auto *rec = static_cast<kp_record *>(arg);
+    task_ctx *t = current_task_ctx();
+    if (unlikely(!t))
+        return;
+    kp_enter(t);
+    const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    if (tls_kp.depth > 1 || t->current_kprobe || !cl) {
+        if (tls_kp.depth > 1 || t->current_kprobe) {
+            count_missed(cl);
+            stats().reenter.fetch_add(1, std::memory_order_relaxed);
+        }
+        kp_leave(t);
+        return;
+    }
+    stats().opt_hits.fetch_add(1, std::memory_order_relaxed);
+    const unsigned long ip = regs->ip;
+    t->kprobe_status = KPROBE_HIT_ACTIVE;
+    for (uint32_t i = 0; i < cl->n; ++i) {
+        struct kprobe *p = cl->kp[i];
+        if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
+            continue;
+        t->current_kprobe = p;
+        // A non-zero return ends the chain (aggr_pre_handler); the ip it set is ignored.
+        const bool stop = p->pre_handler && p->pre_handler(p, regs);
+        regs->ip = ip;
+        if (stop)
+            break;
+    }
+    t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    kp_leave(t);
 }
 
 // A fault in a slot copy: show the program the original instruction's address, as if the
@@ -296,6 +353,18 @@ DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
             pop_ss(r);
             arch::uc_set_ip(uc, r->addr);
             break;
+        }
+        // An instruction of an optimized region, run from the detour's relocated copy.
+        const optprobe *op = r->opt.get();
+        if (op && ip >= op->mem.rx + op->copy_off && ip < op->mem.rx + op->mem.size) {
+            uintptr_t orig = ip == op->mem.rx + op->copy_off ? r->addr : 0;
+            for (const rip_move &m : op->moves)
+                if (m.to == ip)
+                    orig = m.from;
+            if (orig) {
+                arch::uc_set_ip(uc, orig);
+                break;
+            }
         }
     }
     return false;

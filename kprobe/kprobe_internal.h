@@ -21,6 +21,7 @@
 #include "arch/x86_64/insn.h"
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
+#include "core/optprobe.h"
 #include "core/task_ctx.h"
 
 #include <dprobe/kprobes.h>
@@ -29,7 +30,9 @@
 #include <csignal>
 #include <ucontext.h>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 
 namespace dprobe::kp {
 
@@ -70,6 +73,20 @@ struct kp_record {
     // ftrace path: one ops for the plain kprobes at the site.
     ftrace_site *site = nullptr;
     ftrace_ops ops;
+
+    // Jump optimization (int3 path only). The function holding addr, for the region checks.
+    uintptr_t func = 0;
+    size_t fsize = 0;
+    // The detour, prepared on the first optimization and then reused for every
+    // optimize/unoptimize cycle; never freed (a thread may still be inside it).
+    std::unique_ptr<optprobe> opt;
+    bool opt_refused = false; // optprobe_prepare() said no (opt_why): stays int3
+    std::string opt_why;
+    std::atomic<bool> optimized{false}; // the jmp is written (the int3 is not)
+    // While non-zero, an int3 hit without post handlers continues in the detour's relocated
+    // copy of the region (the kernel's setup_detour_execution) instead of the boost copy,
+    // whose jmp back may land inside the region once the jmp is written.
+    std::atomic<uintptr_t> opt_copy{0};
 
     kp_record *hash_next = nullptr;    // by addr
     kp_record *ss_hash_next = nullptr; // by ss_int3
@@ -115,6 +132,9 @@ void kprobe_synchronize();
 // Signal hooks (kprobe_int3.cpp).
 bool kprobe_trap_hook(int sig, siginfo_t *info, ucontext_t *uc);
 bool kprobe_fault_hook(int sig, siginfo_t *info, ucontext_t *uc);
+// The handler of an optimized record's detour (ARG is the kp_record): the int3 path's pre
+// handler part, without the trap.
+void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept;
 // The ftrace ops callback of plain kprobes on a patch site.
 int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                         struct ftrace_regs *fregs, void *data);
@@ -187,7 +207,7 @@ inline bool child_enabled(const struct kprobe *p) noexcept
 
 // Counters of the int3 path (whose hits cost microseconds anyway), for tests.
 struct kp_stats {
-    std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, reenter{0};
+    std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, reenter{0}, opt_hits{0};
 };
 kp_stats &stats() noexcept;
 

@@ -8,6 +8,7 @@
 #include "core/compiler.h"
 #include "core/signal_chain.h"
 #include "core/symbols.h"
+#include "core/optprobe.h"
 #include "core/text_poke.h"
 #include "kprobe/kprobe_internal.h"
 
@@ -44,6 +45,7 @@ DPROBE_NOPROBE inline size_t bucket(uintptr_t a) noexcept
 std::unordered_set<const struct kprobe *> registered;
 std::vector<kp_children *> garbage; // lists replaced since the last synchronize
 bool all_disarmed = false;
+bool optimization_on = true; // debug.kprobes-optimization
 bool hooks_installed = false;
 struct kprobe busy_probe;
 
@@ -136,15 +138,151 @@ int poke_byte(uintptr_t addr, uint8_t byte)
     return text_poke_batch(one);
 }
 
+// --- jump optimization (the kernel's optprobes) ---------------------------------------------
+
+// Whether REC's probes allow a jmp: an int3 record of plain kprobes without post handlers,
+// with optimization and kprobes on. (The region checks are optprobe_prepare()'s.)
+bool opt_allowed(const kp_record *rec)
+{
+    if (!optimization_on || all_disarmed || rec->mode != kp_mode::int3 || rec->gone.load())
+        return false;
+    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
+    if (!cl || cl->any_post)
+        return false;
+    for (uint32_t i = 0; i < cl->n; ++i)
+        if (cl->kp[i]->ainsn.kind != kind_kprobe)
+            return false; // a kretprobe's int3 entry needs the trap's context
+    return true;
+}
+
+// The bytes [a, a + len) hold an armed int3 of another record (the kernel's -EEXIST).
+bool armed_probe_within(const kp_record *self, uintptr_t a, size_t len)
+{
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r != self && r->mode == kp_mode::int3 && !r->gone.load() && r->armed.load() &&
+            r->addr >= a && r->addr < a + len)
+            return true;
+    return false;
+}
+
+void set_opt_flags(kp_record *rec, bool on)
+{
+    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; cl && i < cl->n; ++i) {
+        if (on)
+            __atomic_or_fetch(&cl->kp[i]->flags, KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELEASE);
+        else
+            __atomic_and_fetch(&cl->kp[i]->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELEASE);
+    }
+}
+
+// Back to the int3 probe: int3 + the original tail over the jmp.
+int unoptimize(kp_record *rec)
+{
+    if (!rec->optimized.load())
+        return 0;
+    optprobe &op = *rec->opt;
+    uint8_t bytes[sizeof op.orig];
+    std::memcpy(bytes, op.orig, op.len);
+    bytes[0] = arch::INT3_INSN_OPCODE;
+    // Hits during the rewrite continue in the detour's copy (a jmp back from the boost copy
+    // could land in the half-restored region); after it, in the boost copy again.
+    if (int err = optprobe_disarm(op, bytes))
+        return err;
+    rec->opt_copy.store(0);
+    rec->optimized.store(false);
+    set_opt_flags(rec, false);
+    return 0;
+}
+
+// Unoptimizes the records whose jmp covers ADDR past its first byte (a probe is going there).
+int unoptimize_covering(uintptr_t addr)
+{
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r->optimized.load() && addr > r->addr && addr < r->addr + r->opt->len)
+            if (int err = unoptimize(r))
+                return err;
+    return 0;
+}
+
+void try_optimize(kp_record *rec)
+{
+    if (rec->optimized.load() || rec->opt_refused || !rec->armed.load() || !opt_allowed(rec))
+        return;
+    if (!rec->opt) {
+        std::vector<uint8_t> code(rec->fsize);
+        std::memcpy(code.data(), reinterpret_cast<const void *>(rec->func), rec->fsize);
+        recover_original_bytes(rec->func, code.data(), code.size());
+        std::string why;
+        rec->opt = optprobe_prepare(rec->func, rec->fsize, code.data(), rec->addr,
+                                    kprobe_opt_handler, rec, &why);
+        if (!rec->opt) {
+            rec->opt_refused = true;
+            rec->opt_why = why.empty() ? "refused" : why;
+            return;
+        }
+    }
+    if (armed_probe_within(rec, rec->addr, rec->opt->len))
+        return; // re-tried when that probe goes
+    optprobe &op = *rec->opt;
+    // Threads that trap from now on continue in the detour's copy; wait for those still in
+    // the hook, which may have sent theirs to the boost copy.
+    rec->opt_copy.store(op.mem.rx + op.copy_off);
+    kprobe_synchronize();
+    // optprobe_arm(), plus the threads between the hook and the end of the boost copy (its
+    // jmp back would land inside the region): to the same places of the detour's copy.
+    std::vector<rip_move> moves = op.moves;
+    if (rec->boostable) {
+        moves.push_back({rec->boost_addr, op.mem.rx + op.copy_off});
+        const uintptr_t next = rec->insn.next();
+        for (const rip_move &m : op.moves)
+            if (m.from == next)
+                moves.push_back({rec->boost_addr + rec->boost_len, m.to});
+    }
+    text_poke_req r;
+    r.addr = op.addr;
+    r.len = op.len;
+    auto jmp = arch::make_jmp_rel32(op.addr, op.mem.rx);
+    std::memcpy(r.bytes, jmp->data(), jmp->size());
+    std::memset(r.bytes + 5, arch::INT3_INSN_OPCODE, op.len - 5u);
+    if (text_poke_stopped({&r, 1}, moves) != 0) {
+        rec->opt_copy.store(0);
+        return;
+    }
+    op.armed = true;
+    rec->optimized.store(true, std::memory_order_release);
+    set_opt_flags(rec, true);
+}
+
+// After every change of probes or knobs: unoptimize what may not stay, optimize candidates,
+// and keep the OPTIMIZED flag on every probe of an optimized record (new ones included).
+void update_optimization()
+{
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r->optimized.load() && (!opt_allowed(r) || !r->armed.load() ||
+                                    armed_probe_within(r, r->addr, r->opt->len)))
+            unoptimize(r);
+    for (kp_record *r = all_records.load(); r; r = r->all_next) {
+        try_optimize(r);
+        if (r->optimized.load())
+            set_opt_flags(r, true);
+    }
+}
+
 // Brings the record's arming in line with its probes' states.
 int sync_record(kp_record *rec)
 {
     const bool live = !all_disarmed && !rec->gone.load();
     if (rec->mode == kp_mode::int3) {
         const bool want = live && (any_enabled(rec, kind_kprobe) || any_enabled(rec, kind_kretprobe));
+        if (rec->optimized.load() && (!want || !opt_allowed(rec)))
+            if (int err = unoptimize(rec))
+                return err;
         if (want == rec->armed.load())
             return 0;
         if (want) {
+            if (int err = unoptimize_covering(rec->addr))
+                return err;
             rec->armed.store(true);
             if (int err = poke_byte(rec->addr, arch::INT3_INSN_OPCODE)) {
                 rec->armed.store(false);
@@ -198,6 +336,10 @@ void refresh_gone()
             ftrace_ops_detach(&r->ops, one);
         }
         r->armed.store(false);
+        if (r->optimized.load()) {
+            r->optimized.store(false); // the code is gone: nothing to write back
+            set_opt_flags(r, false);
+        }
     }
 }
 
@@ -356,16 +498,42 @@ int build_int3_record(const resolved &r, kp_record *rec)
     return 0;
 }
 
-int create_record(const resolved &r, kp_record **out)
+// An int3 probe (registered) within the bytes a jump site at ADDR could cover.
+bool int3_probe_near(uintptr_t addr)
+{
+    for (kp_record *r = all_records.load(); r; r = r->all_next)
+        if (r->mode == kp_mode::int3 && !r->gone.load() && r->addr >= addr &&
+            r->addr < addr + sizeof(optprobe::orig) && (r->armed.load() || r->children.load()))
+            return true;
+    return false;
+}
+
+int create_record(const resolved &r, child_kind kind, kp_record **out)
 {
     auto rec = std::make_unique<kp_record>();
     rec->addr = r.addr;
     rec->obj_id = r.obj->id;
+    rec->func = r.func;
+    rec->fsize = r.fsize;
     ftrace_site *s = ftrace_location(r.func);
     if (!s)
         s = ftrace_location(r.addr);
-    if (s && !s->gone && r.addr > s->ip && r.addr < s->ip + s->len)
-        return -EILSEQ; // inside the site's NOP (the kernel's check_ftrace_location)
+    if (!s && kind == kind_kretprobe && r.on_entry && !int3_probe_near(r.addr)) {
+        // A function without a compiled-in site: ride on a jump site (no trap) when its entry
+        // allows one; else the int3 entry below. (Not over int3 probes: the jump site's
+        // detour copies the entry's live bytes.)
+        s = ftrace_location_or_jump(r.func);
+        if (s && (s->gone || !s->usable || s->ip != r.addr))
+            s = nullptr;
+    }
+    if (s && !s->gone && r.addr > s->ip && r.addr < s->ip + s->len) {
+        // Inside the site's NOP (the kernel's check_ftrace_location). A jump site nobody
+        // uses has written nothing: the int3 probe may go there (and keeps kretprobes on
+        // the int3 entry while it exists, see int3_probe_near).
+        if (s->kind != site_kind::jump || s->patched)
+            return -EILSEQ;
+        s = nullptr;
+    }
     if (s && !s->gone && s->usable && s->ip == r.addr) {
         rec->mode = kp_mode::ftrace;
         rec->site = s;
@@ -476,9 +644,18 @@ ftrace_site *record_site(const struct kprobe *p) noexcept
 
 void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
 {
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r->mode == kp_mode::int3 && !r->gone.load() && r->addr >= addr && r->addr < addr + len)
+    for (kp_record *r = all_records.load(); r; r = r->all_next) {
+        if (r->mode != kp_mode::int3 || r->gone.load())
+            continue;
+        if (r->optimized.load()) {
+            // The jmp (and the int3 filler after it) covers the whole region.
+            for (size_t i = 0; i < r->opt->len; ++i)
+                if (r->addr + i >= addr && r->addr + i < addr + len)
+                    buf[r->addr + i - addr] = r->opt->orig[i];
+        } else if (r->addr >= addr && r->addr < addr + len) {
             buf[r->addr - addr] = r->opcode;
+        }
+    }
 }
 
 bool kprobe_registered_locked(const struct kprobe *p) { return registered.count(p) != 0; }
@@ -502,7 +679,7 @@ int register_kprobe_locked(struct kprobe *p, child_kind kind)
         return -EINVAL;
     kp_record *rec = find_live_record(r.addr);
     if (!rec)
-        if (int err = create_record(r, &rec))
+        if (int err = create_record(r, kind, &rec))
             return err;
     if (kind == kind_kretprobe)
         kretprobe_set_site_ip(container_of_kretprobe(p), r.addr);
@@ -528,6 +705,7 @@ int register_kprobe_locked(struct kprobe *p, child_kind kind)
         p->ainsn.rec = nullptr;
         return err;
     }
+    update_optimization();
     if (garbage.size() > 64)
         synchronize_and_collect();
     return 0;
@@ -551,6 +729,7 @@ void unregister_kprobes_locked(struct kprobe *const *kps, int num)
         sync_record(rec);
         done.push_back(p);
     }
+    update_optimization();
     synchronize_and_collect();
     for (struct kprobe *p : done) {
         if (p->ainsn.kind == kind_kretprobe)
@@ -612,7 +791,9 @@ int disable_kprobe(struct kprobe *kp)
         return -EINVAL;
     refresh_gone();
     __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
-    return sync_record(static_cast<kp_record *>(kp->ainsn.rec));
+    int err = sync_record(static_cast<kp_record *>(kp->ainsn.rec));
+    update_optimization();
+    return err;
 }
 
 int enable_kprobe(struct kprobe *kp)
@@ -627,6 +808,7 @@ int enable_kprobe(struct kprobe *kp)
     int err = sync_record(static_cast<kp_record *>(kp->ainsn.rec));
     if (err)
         __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+    update_optimization();
     return err;
 }
 
@@ -707,6 +889,7 @@ int kprobes_set_enabled(int enabled)
         if (!r->gone.load())
             if (int err = sync_record(r); err && !ret)
                 ret = err;
+    update_optimization();
     return ret;
 }
 
@@ -714,6 +897,23 @@ int kprobes_enabled(void)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
     return !all_disarmed;
+}
+
+int kprobes_set_optimization(int on)
+{
+    if (on != 0 && on != 1)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    refresh_gone();
+    optimization_on = on;
+    update_optimization();
+    return 0;
+}
+
+int kprobes_optimization(void)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    return optimization_on;
 }
 
 } // extern "C"
@@ -757,7 +957,7 @@ std::string kprobes_list_text()
                 out += "[GONE]";
             if ((f & KPROBE_FLAG_DISABLED) && !(f & KPROBE_FLAG_GONE))
                 out += "[DISABLED]";
-            if (f & KPROBE_FLAG_OPTIMIZED)
+            if ((f & KPROBE_FLAG_OPTIMIZED) && !(f & (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE)))
                 out += "[OPTIMIZED]";
             if (f & KPROBE_FLAG_FTRACE)
                 out += "[FTRACE]";
@@ -765,6 +965,27 @@ std::string kprobes_list_text()
         }
     }
     return out;
+}
+
+std::string kprobe_optimization_status(const struct kprobe *p)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    if (!registered.count(p))
+        return "not registered";
+    auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
+    if (rec->mode != kp_mode::int3)
+        return "on a patch site (no trap to optimize)";
+    if (rec->optimized.load())
+        return "optimized";
+    if (rec->opt_refused)
+        return rec->opt_why;
+    if (!optimization_on)
+        return "optimization is off";
+    if (!opt_allowed(rec))
+        return "a post handler, a kretprobe, or kprobes disabled";
+    if (!rec->armed.load())
+        return "disabled";
+    return "another probe inside the region";
 }
 
 } // namespace dprobe

@@ -166,6 +166,14 @@ DPROBE_API void dump_kprobe(struct kprobe *kp);
 DPROBE_API int kprobes_set_enabled(int enabled);
 DPROBE_API int kprobes_enabled(void);
 
+/* kprobes/optimization (the sysctl debug.kprobes-optimization), 1 by default: int3 kprobes
+ * without post handlers (and not kretprobe entries) get their instructions replaced by a jmp
+ * to a detour that calls the pre handlers without a trap (KPROBE_FLAG_OPTIMIZED; changes of
+ * regs->ip are then ignored, as in the kernel). 0 turns every optimized probe back into an
+ * int3 probe. Returns 0, or -EINVAL for a value other than 0 and 1. */
+DPROBE_API int kprobes_set_optimization(int on);
+DPROBE_API int kprobes_optimization(void);
+
 /*
  * NOKPROBE_SYMBOL(fname): fname may not be probed. Records the function's address in the
  * _kprobe_blacklist section of the object; dprobe reads it per loaded object.
@@ -183,6 +191,8 @@ namespace dprobe {
 DPROBE_API std::string kprobes_list_text();
 /* The text of kprobes/blacklist: "0x<start>-0x<end>\t<sym>" per range. */
 DPROBE_API std::string kprobes_blacklist_text();
+/* "optimized", or why the registered probe P is not (for debugging and `dprobe funcs`). */
+DPROBE_API std::string kprobe_optimization_status(const struct kprobe *p);
 } // namespace dprobe
 #endif
 

@@ -3,10 +3,16 @@
 // unregister, enable, disable and globally disarm them.
 #include "targets.h"
 
+#include "kprobe/kprobe_internal.h"
+
 #include <dprobe/kprobes.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -176,6 +182,195 @@ TEST(kprobe_threads, arm_disarm_while_running)
     EXPECT_LE(post_hits.load(), pre_hits.load());
     EXPECT_LE(ret_hits.load(), w.calls.load() + 1000);
     EXPECT_FALSE(bad_regs);
+}
+
+// --- jump optimization ------------------------------------------------------------------------
+
+bool listed_optimized(const struct kprobe &p)
+{
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%016lx", reinterpret_cast<unsigned long>(p.addr));
+    const std::string list = dprobe::kprobes_list_text();
+    const size_t at = list.find(addr);
+    if (at == std::string::npos)
+        return false;
+    const std::string line = list.substr(at, list.find('\n', at) - at);
+    return line.find("[OPTIMIZED]") != std::string::npos;
+}
+
+// insn_hot+4 (lea ; add: 8 bytes) can take the jmp; it shows in the list until disabled.
+TEST(kprobe_optimized, listed_until_disabled)
+{
+    ASSERT_EQ(1, kprobes_optimization());
+    struct kprobe p = {};
+    p.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p.pre_handler = hot_pre;
+    ASSERT_EQ(0, register_kprobe(&p));
+    reset();
+    EXPECT_TRUE(kprobe_optimized(&p)) << dprobe::kprobe_optimization_status(&p);
+    EXPECT_TRUE(listed_optimized(p)) << dprobe::kprobes_list_text();
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(1u, pre_hits.load());
+    EXPECT_EQ(0, disable_kprobe(&p));
+    EXPECT_FALSE(kprobe_optimized(&p));
+    EXPECT_FALSE(listed_optimized(p));
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(1u, pre_hits.load());
+    EXPECT_EQ(0, enable_kprobe(&p));
+    EXPECT_TRUE(kprobe_optimized(&p));
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(2u, pre_hits.load());
+    unregister_kprobe(&p);
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(2u, pre_hits.load());
+    EXPECT_FALSE(bad_regs);
+}
+
+// A post handler cannot run after a jmp: a probe with one keeps the address an int3.
+TEST(kprobe_optimized, post_handler_joining_unoptimizes)
+{
+    struct kprobe a = {}, b = {};
+    a.addr = b.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    a.pre_handler = b.pre_handler = hot_pre;
+    b.post_handler = hot_post;
+    ASSERT_EQ(0, register_kprobe(&a));
+    EXPECT_TRUE(kprobe_optimized(&a));
+    ASSERT_EQ(0, register_kprobe(&b));
+    EXPECT_FALSE(kprobe_optimized(&a));
+    EXPECT_FALSE(kprobe_optimized(&b));
+    reset();
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(2u, pre_hits.load());
+    EXPECT_EQ(1u, post_hits.load());
+    unregister_kprobe(&b);
+    EXPECT_TRUE(kprobe_optimized(&a)); // the kernel re-optimizes too
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(3u, pre_hits.load());
+    unregister_kprobe(&a);
+}
+
+// A second probe inside the region (not at its first byte) turns the first back into an
+// int3 probe; both fire. When it goes, the first is optimized again.
+TEST(kprobe_optimized, second_probe_inside_region)
+{
+    struct kprobe p1 = {}, p2 = {};
+    p1.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p2.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(1)); // +8: inside [+4, +12)
+    p1.pre_handler = p2.pre_handler = hot_pre;
+    ASSERT_EQ(0, register_kprobe(&p1));
+    ASSERT_TRUE(kprobe_optimized(&p1));
+    ASSERT_EQ(0, register_kprobe(&p2));
+    EXPECT_FALSE(kprobe_optimized(&p1));
+    EXPECT_FALSE(listed_optimized(p1)) << dprobe::kprobes_list_text();
+    reset();
+    for (long i = 0; i < 100; ++i)
+        EXPECT_EQ(i + 1, hot(i, 0));
+    EXPECT_EQ(200u, pre_hits.load());
+    unregister_kprobe(&p2);
+    EXPECT_TRUE(kprobe_optimized(&p1));
+    reset();
+    for (long i = 0; i < 100; ++i)
+        EXPECT_EQ(i + 1, hot(i, 0));
+    EXPECT_EQ(100u, pre_hits.load());
+    unregister_kprobe(&p1);
+    EXPECT_FALSE(bad_regs);
+}
+
+TEST(kprobe_optimized, knob_off_and_on)
+{
+    struct kprobe p = {};
+    p.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p.pre_handler = hot_pre;
+    ASSERT_EQ(0, register_kprobe(&p));
+    ASSERT_TRUE(kprobe_optimized(&p));
+    EXPECT_EQ(-EINVAL, kprobes_set_optimization(2));
+    ASSERT_EQ(0, kprobes_set_optimization(0));
+    EXPECT_EQ(0, kprobes_optimization());
+    EXPECT_FALSE(kprobe_optimized(&p));
+    EXPECT_EQ("optimization is off", dprobe::kprobe_optimization_status(&p));
+    reset();
+    const unsigned long traps = dprobe::kp::stats().int3_hits.load();
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(1u, pre_hits.load());
+    EXPECT_EQ(traps + 1, dprobe::kp::stats().int3_hits.load());
+    ASSERT_EQ(0, kprobes_set_optimization(1));
+    EXPECT_TRUE(kprobe_optimized(&p));
+    const unsigned long opt = dprobe::kp::stats().opt_hits.load();
+    EXPECT_EQ(5, hot(2, 1));
+    EXPECT_EQ(2u, pre_hits.load());
+    EXPECT_EQ(traps + 1, dprobe::kp::stats().int3_hits.load());
+    EXPECT_EQ(opt + 1, dprobe::kp::stats().opt_hits.load());
+    // A new probe registered while the knob is off stays an int3 probe.
+    unregister_kprobe(&p);
+    ASSERT_EQ(0, kprobes_set_optimization(0));
+    p = {};
+    p.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p.pre_handler = hot_pre;
+    ASSERT_EQ(0, register_kprobe(&p));
+    EXPECT_FALSE(kprobe_optimized(&p));
+    ASSERT_EQ(0, kprobes_set_optimization(1));
+    EXPECT_TRUE(kprobe_optimized(&p));
+    unregister_kprobe(&p);
+}
+
+std::atomic<unsigned long> p1_hits;
+int p1_pre(struct kprobe *p, struct pt_regs *regs)
+{
+    p1_hits.fetch_add(1, std::memory_order_relaxed);
+    return hot_pre(p, regs);
+}
+
+// Exact counts while hot-loop threads run through a probe that is optimized and
+// unoptimized under them (the knob, a second probe coming and going inside the region):
+// it stays armed throughout, so it sees every call exactly once.
+TEST(kprobe_optimized, hot_loop_while_optimizing)
+{
+    struct kprobe p1 = {}, p2 = {};
+    p1.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p2.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(1));
+    p1.pre_handler = p1_pre;
+    p2.pre_handler = hot_pre;
+    p1_hits = 0;
+    ASSERT_EQ(0, register_kprobe(&p1));
+    reset();
+    workers w;
+    w.start(0);
+    unsigned long optimized_seen = 0;
+    for (int round = 0; round < 40; ++round) {
+        optimized_seen += kprobe_optimized(&p1) ? 1 : 0;
+        EXPECT_EQ(0, kprobes_set_optimization(round & 1));
+        if (round % 4 == 2) {
+            ASSERT_EQ(0, register_kprobe(&p2));
+            unregister_kprobe(&p2);
+            p2.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(1));
+            p2.flags = 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(0, kprobes_set_optimization(1));
+    EXPECT_TRUE(kprobe_optimized(&p1));
+    w.stop = true;
+    w.join();
+    unregister_kprobe(&p1);
+    EXPECT_EQ(0u, w.wrong.load());
+    EXPECT_EQ(w.calls.load(), p1_hits.load());
+    EXPECT_GT(optimized_seen, 10u);
+    EXPECT_FALSE(bad_regs);
+    EXPECT_EQ(0u, p1.nmissed);
+    // Exact counts with the probe optimized from start to end.
+    p1 = {};
+    p1.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(0));
+    p1.pre_handler = hot_pre;
+    ASSERT_EQ(0, register_kprobe(&p1));
+    ASSERT_TRUE(kprobe_optimized(&p1));
+    reset();
+    workers w2;
+    w2.start(50000);
+    w2.join();
+    unregister_kprobe(&p1);
+    EXPECT_EQ(0u, w2.wrong.load());
+    EXPECT_EQ(w2.calls.load(), pre_hits.load());
+    EXPECT_EQ(0u, p1.nmissed);
 }
 
 } // namespace
