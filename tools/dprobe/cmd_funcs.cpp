@@ -28,6 +28,9 @@ int run_funcs(const funcs_opts &o)
     if (!img)
         return fail("funcs", err);
     auto infos = tools::classify_functions(*img);
+    if (infos.empty())
+        return fail("funcs", o.bin + " has no function symbols (stripped?): probe it by "
+                             "address, or the library functions it calls");
     std::sort(infos.begin(), infos.end(), [&](const auto &a, const auto &b) {
         return o.names_only ? a.sym->name < b.sym->name : a.sym->addr < b.sym->addr;
     });
