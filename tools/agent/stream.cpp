@@ -6,6 +6,8 @@
 #include "core/symbols.h"
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
+#include "tracefs/probe_parse.h"
+#include "tracefs/trace_events.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -62,6 +64,48 @@ std::string objects_payload(bool only_new)
                 out += "- " + desc + "\n";
     st.objects = std::move(now);
     return out;
+}
+
+bool known_event(uint32_t id)
+{
+    if (id == tracefile::FUNCGRAPH_ENTRY_ID || id == tracefile::FUNCGRAPH_EXIT_ID)
+        return true;
+    for (const auto &e : state().events)
+        if (e.first == id)
+            return true;
+    return false;
+}
+
+// Events created while the program runs (`dprobe ctl`, echo into the FUSE tree): describe
+// them in the file when their first records arrive.
+void describe_new_events()
+{
+    agent_state &st = state();
+    trace_events &te = trace_events::instance();
+    std::string listing = te.listing(ACCEPT_DYNAMIC);
+    size_t pos = 0;
+    while (pos < listing.size()) {
+        size_t nl = listing.find('\n', pos);
+        std::string line = listing.substr(pos, nl == std::string::npos ? nl : nl - pos);
+        pos = nl == std::string::npos ? listing.size() : nl + 1;
+        dynevent_command cmd;
+        parse_options po;
+        po.check_files = false;
+        auto argv = argv_split(line);
+        if (argv.empty() || parse_dynevent(argv, po, cmd) ||
+            cmd.kind != dynevent_command::type::create)
+            continue;
+        int id = te.event_id(cmd.def.group, cmd.def.event);
+        if (id < 0 || known_event(static_cast<uint32_t>(id)))
+            continue;
+        auto fmt = te.format(cmd.def.group, cmd.def.event);
+        if (!fmt)
+            continue;
+        std::string payload = tracefile::event_payload(
+            static_cast<uint32_t>(id), cmd.def.group + "/" + cmd.def.event, line, *fmt);
+        st.events.emplace_back(static_cast<uint32_t>(id), payload);
+        write_chunk(tracefile::CHUNK_EVENT, payload);
+    }
 }
 
 } // namespace
@@ -121,6 +165,7 @@ void drain_locked()
         write_chunk(tracefile::CHUNK_OBJECTS, added);
     std::string recs, comms;
     uint64_t n = 0, lost = 0;
+    bool unknown = false;
     auto flush = [&] {
         if (!comms.empty())
             write_chunk(tracefile::CHUNK_COMM, comms);
@@ -151,6 +196,11 @@ void drain_locked()
                 st.comms[rec.tid] = name;
                 comms += std::to_string(rec.tid) + " " + name + "\n";
             }
+            if (rec.len >= 2 && !unknown) {
+                uint16_t type;
+                std::memcpy(&type, rec.payload, sizeof type);
+                unknown = !known_event(type);
+            }
             tracefile::append_record(recs, rec.ts, rec.tid, rec.cpu, rec.flags, rec.lost_before,
                                      rec.payload, rec.len);
             n++;
@@ -160,6 +210,8 @@ void drain_locked()
         }
     }
     flush();
+    if (unknown)
+        describe_new_events();
     st.records += n;
     st.lost += lost;
 }

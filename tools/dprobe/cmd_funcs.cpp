@@ -64,7 +64,7 @@ int run_funcs(const funcs_opts &o)
     if (shown == 0 && !o.globs.empty())
         return fail("funcs", "no function of " + o.bin + " matches '" + o.globs.front() + "'");
     if (!o.names_only)
-        std::fprintf(stderr, "%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n",
+        std::printf("%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n",
                      shown, counts[0], counts[1], counts[2], counts[3]);
     return 0;
 }
