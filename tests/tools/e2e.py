@@ -222,4 +222,6 @@ else:
 if failures:
     print("%s/%s: %d check(s) failed (work dir %s)" % (CASE, FLAVOUR, len(failures), WORK))
     sys.exit(1)
+import shutil
+shutil.rmtree(WORK, ignore_errors=True)
 print("%s/%s: ok" % (CASE, FLAVOUR))
