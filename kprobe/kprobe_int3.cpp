@@ -222,19 +222,33 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
             return ss_done(ss, uc);
         return false;
     }
-    if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode) {
-        // Disarmed after this thread trapped: run what is there now (the kernel does this).
-        arch::uc_set_ip(uc, at);
-        return true;
-    }
-    stats().int3_hits.fetch_add(1, std::memory_order_relaxed);
     kp_thread &th = tls_kp;
     task_ctx *t = current_task_ctx();
     if (unlikely(!t)) {
-        run_bare(rec, uc);
+        if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode)
+            arch::uc_set_ip(uc, at);
+        else
+            run_bare(rec, uc);
         return true;
     }
     kp_enter(t);
+    // (Inside the read side: the optimizer waits for this thread before writing a jmp over
+    // the address it is sent back to.)
+    if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode) {
+        // Disarmed after this thread trapped: run what is there now (the kernel does this).
+        // Inside another probe's optimized region, that is the detour's copy of the
+        // instruction (the thread may have been stopped with its SIGTRAP pending while the
+        // jmp was written over the address).
+        uintptr_t to = at;
+        for (const kp_record *r = first_record(); r && to == at; r = r->all_next)
+            if (r != rec && r->optimized.load(std::memory_order_acquire) && at > r->addr &&
+                at < r->addr + r->opt->len)
+                to = continue_at(r, at);
+        arch::uc_set_ip(uc, to);
+        kp_leave(t);
+        return true;
+    }
+    stats().int3_hits.fetch_add(1, std::memory_order_relaxed);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     if (th.depth > 1 || t->current_kprobe || !cl) {
         // Hit while a kprobe handler (or this hook) runs on this thread: not handled.

@@ -47,9 +47,10 @@ struct kp_children {
 
 enum class kp_mode : uint8_t { int3, ftrace };
 
-// Slot layout: [boost copy: relocated insn + jmp back] at rx, [ss copy: relocated insn +
+// Slot layout: [boost copy: relocated insn + jmp *target] at rx (target at slot_boost_target), [ss copy: relocated insn +
 // int3] at rx + ss_off. The ss copy's int3 tells the hook the instruction has run.
 constexpr size_t slot_ss_off = 64;
+constexpr size_t slot_boost_target = 56; // the boost copy's return address (8 bytes)
 constexpr size_t slot_size = 128;
 
 struct kp_record {

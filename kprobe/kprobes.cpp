@@ -176,6 +176,12 @@ void set_opt_flags(kp_record *rec, bool on)
     }
 }
 
+void set_boost_target(kp_record *rec, uintptr_t to)
+{
+    __atomic_store_n(reinterpret_cast<uintptr_t *>(rec->slot.rw + slot_boost_target), to,
+                     __ATOMIC_RELEASE);
+}
+
 // Back to the int3 probe: int3 + the original tail over the jmp.
 int unoptimize(kp_record *rec)
 {
@@ -190,6 +196,8 @@ int unoptimize(kp_record *rec)
     if (int err = optprobe_disarm(op, bytes))
         return err;
     rec->opt_copy.store(0);
+    if (rec->boostable)
+        set_boost_target(rec, rec->insn.next());
     rec->optimized.store(false);
     set_opt_flags(rec, false);
     return 0;
@@ -225,6 +233,13 @@ void try_optimize(kp_record *rec)
     if (armed_probe_within(rec, rec->addr, rec->opt->len))
         return; // re-tried when that probe goes
     optprobe &op = *rec->opt;
+    if (rec->emulate && rec->insn.next() < op.addr + op.len) {
+        // An emulated branch that falls through into the region: a thread the hook already
+        // sent there could not be redirected.
+        rec->opt_refused = true;
+        rec->opt_why = "an emulated branch followed by more of the region";
+        return;
+    }
     // Threads that trap from now on continue in the detour's copy; wait for those still in
     // the hook, which may have sent theirs to the boost copy.
     rec->opt_copy.store(op.mem.rx + op.copy_off);
@@ -237,7 +252,7 @@ void try_optimize(kp_record *rec)
         const uintptr_t next = rec->insn.next();
         for (const rip_move &m : op.moves)
             if (m.from == next)
-                moves.push_back({rec->boost_addr + rec->boost_len, m.to});
+                set_boost_target(rec, m.to);
     }
     text_poke_req r;
     r.addr = op.addr;
@@ -245,12 +260,16 @@ void try_optimize(kp_record *rec)
     auto jmp = arch::make_jmp_rel32(op.addr, op.mem.rx);
     std::memcpy(r.bytes, jmp->data(), jmp->size());
     std::memset(r.bytes + 5, arch::INT3_INSN_OPCODE, op.len - 5u);
+    // Optimized before the threads resume: one stopped with a SIGTRAP pending from an int3
+    // inside the region (another probe's, since removed) is sent to the detour's copy by the
+    // hook when the signal arrives, which happens as soon as it is released.
+    rec->optimized.store(true, std::memory_order_release);
     if (text_poke_stopped({&r, 1}, moves) != 0) {
+        rec->optimized.store(false);
         rec->opt_copy.store(0);
         return;
     }
     op.armed = true;
-    rec->optimized.store(true, std::memory_order_release);
     set_opt_flags(rec, true);
 }
 
@@ -463,14 +482,20 @@ int build_int3_record(const resolved &r, kp_record *rec)
     uint8_t buf[arch::MAX_RELOCATED_INSN_SIZE];
     const char *why = nullptr;
     int n = arch::relocate_one(*i, slot.rx, buf, &why);
-    if (n > 0 && static_cast<size_t>(n) + arch::JMP32_INSN_SIZE <= slot_ss_off) {
-        if (auto j = arch::make_jmp_rel32(slot.rx + n, i->next())) {
-            std::memcpy(slot.rw, buf, static_cast<size_t>(n));
-            std::memcpy(slot.rw + n, j->data(), j->size());
-            rec->boostable = true;
-            rec->boost_addr = slot.rx;
-            rec->boost_len = static_cast<uint8_t>(n);
-        }
+    // The boost copy goes back through `jmp *target(%rip)` (no flags or registers touched):
+    // the optimizer points the target into its detour when the jmp it writes covers where
+    // the copy would return, so a thread already on its way there lands somewhere valid.
+    if (n > 0 && static_cast<size_t>(n) + 6 <= slot_boost_target) {
+        std::memcpy(slot.rw, buf, static_cast<size_t>(n));
+        const int32_t disp = static_cast<int32_t>(slot_boost_target - (static_cast<size_t>(n) + 6));
+        const uint8_t jmp[2] = {0xff, 0x25};
+        std::memcpy(slot.rw + n, jmp, 2);
+        std::memcpy(slot.rw + n + 2, &disp, 4);
+        const uintptr_t next = i->next();
+        std::memcpy(slot.rw + slot_boost_target, &next, sizeof next);
+        rec->boostable = true;
+        rec->boost_addr = slot.rx;
+        rec->boost_len = static_cast<uint8_t>(n);
     }
     if (!emu) {
         // The ss copy must fall through to its int3: only non-branches get here.
@@ -518,9 +543,11 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
     ftrace_site *s = ftrace_location(r.func);
     if (!s)
         s = ftrace_location(r.addr);
-    if (!s && kind == kind_kretprobe && r.on_entry && !int3_probe_near(r.addr)) {
+    if (!s && kind == kind_kretprobe && optimization_on && r.on_entry &&
+        !int3_probe_near(r.addr)) {
         // A function without a compiled-in site: ride on a jump site (no trap) when its entry
-        // allows one; else the int3 entry below. (Not over int3 probes: the jump site's
+        // allows one (with optimization on: the jump site is the optimized entry probe);
+        // else the int3 entry below. (Not over int3 probes: the jump site's
         // detour copies the entry's live bytes.)
         s = ftrace_location_or_jump(r.func);
         if (s && (s->gone || !s->usable || s->ip != r.addr))

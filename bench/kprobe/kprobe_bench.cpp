@@ -27,7 +27,11 @@ long kp_bench_site2(long);
 long kp_bench_site3(long);
 long kp_bench_site4(long);
 long kp_bench_site5(long);
+long kp_bench_ret_jump(long);
 long kp_bench_raw_int3(long);
+long kp_bench_mid_opt(long);
+long kp_bench_mid_plain(long);
+extern char kp_bench_mid_probe[];
 }
 
 namespace {
@@ -87,6 +91,7 @@ struct scenario {
     double best = 1e18;
     unsigned long calls = 0, hits = 0;
     bool counts = true;
+    int optimization = 0; // kprobes/optimization while this scenario runs
 };
 
 } // namespace
@@ -110,7 +115,13 @@ int main(int argc, char **argv)
     s.push_back({"kretprobe, patch-site entry [FTRACE]", kp_bench_site3, 1, false});
     s.push_back({"(reference) fprobe entry handler on a site", kp_bench_site4, 1, false});
     s.push_back({"(reference) fprobe entry + exit handlers", kp_bench_site5, 1, false});
-    s[0].counts = s[1].counts = s[2].counts = false;
+    s.push_back({"unprobed call (plain function with a body)", kp_bench_mid_plain, -1, false});
+    s.push_back({"kprobe mid-function, optimized [OPTIMIZED]", kp_bench_mid_opt, 11, false});
+    s.push_back({"kprobe mid-function, int3 (optimization off)", kp_bench_mid_opt, 11, true});
+    s.push_back({"kretprobe, jump-site entry (function without a site)", kp_bench_ret_jump, 11,
+                 false});
+    s[0].counts = s[1].counts = s[2].counts = s[11].counts = false;
+    s[12].optimization = 1;
 
     struct kprobe kp1 = {}, kp2 = {}, kp_site1 = {}, kp_site2 = {};
     kp1.symbol_name = "kp_bench_plain1";
@@ -133,9 +144,18 @@ int main(int argc, char **argv)
     struct fprobe fp2 = {};
     fp2.entry_handler = on_fentry;
     fp2.exit_handler = on_fexit;
-    struct kprobe *kps[] = {&kp1, &kp2, &kp_site1, &kp_site2};
+    struct kprobe kp_mid = {};
+    kp_mid.addr = reinterpret_cast<kprobe_opcode_t *>(kp_bench_mid_probe);
+    kp_mid.pre_handler = on_pre;
+    struct kretprobe rp_jump = {};
+    rp_jump.kp.symbol_name = "kp_bench_ret_jump";
+    rp_jump.handler = on_ret;
+    struct kprobe *kps[] = {&kp1, &kp2, &kp_site1, &kp_site2, &kp_mid};
     struct kretprobe *rps[] = {&rp1, &rp2};
-    if (int err = register_kprobes(kps, 4)) {
+    // The baselines are int3 probes: registered with optimization off (a kretprobe keeps
+    // the entry it got); the optimized rows turn it on while they run.
+    kprobes_set_optimization(0);
+    if (int err = register_kprobes(kps, 5)) {
         std::fprintf(stderr, "register_kprobes: %d\n", err);
         return 1;
     }
@@ -143,6 +163,12 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "register_kretprobes: %d\n", err);
         return 1;
     }
+    kprobes_set_optimization(1);
+    if (int err = register_kretprobe(&rp_jump)) {
+        std::fprintf(stderr, "register_kretprobe: %d\n", err);
+        return 1;
+    }
+    kprobes_set_optimization(0);
     if (int err = register_fprobe(&fp, "kp_bench_site4", nullptr)) {
         std::fprintf(stderr, "register_fprobe: %d\n", err);
         return 1;
@@ -152,8 +178,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!kp1.ainsn.boostable || kprobe_ftrace(&kp1) || !kprobe_ftrace(&kp_site1) ||
-        !kprobe_ftrace(&rp2.kp) || kprobe_ftrace(&rp1.kp)) {
-        std::fprintf(stderr, "unexpected probe mechanisms\n");
+        !kprobe_ftrace(&rp2.kp) || kprobe_ftrace(&rp1.kp) || !kprobe_ftrace(&rp_jump.kp)) {
+        std::fprintf(stderr, "unexpected probe mechanisms (%d %d %d %d %d %d)\n",
+                     kp1.ainsn.boostable, kprobe_ftrace(&kp1), kprobe_ftrace(&kp_site1),
+                     kprobe_ftrace(&rp2.kp), kprobe_ftrace(&rp1.kp), kprobe_ftrace(&rp_jump.kp));
         return 1;
     }
 
@@ -166,9 +194,14 @@ int main(int argc, char **argv)
     raw_sa.sa_handler = raw_trap;
     sigemptyset(&raw_sa.sa_mask);
 
+    bool opt_ok = true;
     for (int r = 0; r < rounds; ++r) {
         for (scenario &sc : s) {
             const long iters = sc.slow ? slow : fast;
+            if (kprobes_optimization() != sc.optimization) {
+                kprobes_set_optimization(sc.optimization);
+                opt_ok &= (kprobe_optimized(&kp_mid) != 0) == (sc.optimization != 0);
+            }
             if (sc.raw)
                 real_sigaction(SIGTRAP, &raw_sa, &dprobe_sa);
             hits = 0;
@@ -180,10 +213,16 @@ int main(int argc, char **argv)
             sc.hits += hits.load();
         }
     }
+    kprobes_set_optimization(1);
     unregister_fprobe(&fp);
     unregister_fprobe(&fp2);
+    unregister_kretprobe(&rp_jump);
     unregister_kretprobes(rps, 2);
-    unregister_kprobes(kps, 4);
+    unregister_kprobes(kps, 5);
+    if (!opt_ok) {
+        std::fprintf(stderr, "the mid-function kprobe was not optimized when it should be\n");
+        return 1;
+    }
 
     const double raw_ns = s[2].best;
     std::printf("%-50s %10s %10s %11s\n", "", "ns/call", "ns/hit", "x raw int3");
@@ -200,5 +239,9 @@ int main(int argc, char **argv)
     std::printf("targets (issue 3): boosted <= 1.15x raw: %.2fx; single-stepped <= 2.3x raw: "
                 "%.2fx; on a patch site <= 5 ns: %.1f ns\n",
                 s[3].best / raw_ns, s[4].best / raw_ns, s[6].best - s[1].best);
+    std::printf("optimized mid-function kprobe: %.1f ns/hit (%.0fx less than its int3 form); "
+                "kretprobe jump-site entry: %.1f ns/hit (int3 entry: %.1f)\n",
+                s[12].best - s[11].best, (s[13].best - s[11].best) / (s[12].best - s[11].best),
+                s[14].best - s[11].best, s[5].best - s[0].best);
     return 0;
 }

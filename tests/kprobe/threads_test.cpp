@@ -17,6 +17,7 @@
 #include <vector>
 
 extern "C" long insn_hot(long, long);
+extern "C" long insn_sse(long, long);
 
 namespace {
 
@@ -371,6 +372,35 @@ TEST(kprobe_optimized, hot_loop_while_optimizing)
     EXPECT_EQ(0u, w2.wrong.load());
     EXPECT_EQ(w2.calls.load(), pre_hits.load());
     EXPECT_EQ(0u, p1.nmissed);
+}
+
+// A kretprobe on a function without a compiled-in site rides on a jump site (no trap) while
+// optimization is on; with it off it takes the int3 entry.
+TEST(kprobe_optimized, kretprobe_on_a_jump_site)
+{
+    const long expect = insn_sse(3, 4);
+    for (int on : {1, 0}) {
+        SCOPED_TRACE(on ? "optimization on" : "optimization off");
+        ASSERT_EQ(0, kprobes_set_optimization(on));
+        struct kretprobe rp = {};
+        rp.kp.symbol_name = on ? "insn_sse" : "insn_hot";
+        rp.handler = hot_ret;
+        rp.maxactive = 4;
+        ASSERT_EQ(0, register_kretprobe(&rp));
+        EXPECT_EQ(on != 0, kprobe_ftrace(&rp.kp) != 0);
+        reset();
+        const unsigned long traps = dprobe::kp::stats().int3_hits.load();
+        for (long i = 0; i < 100; ++i) {
+            if (on)
+                EXPECT_EQ(expect, insn_sse(3, 4));
+            else
+                EXPECT_EQ(i + 1, hot(i, 0));
+        }
+        EXPECT_EQ(100u, ret_hits.load());
+        EXPECT_EQ(traps + (on ? 0 : 100), dprobe::kp::stats().int3_hits.load());
+        unregister_kretprobe(&rp);
+    }
+    kprobes_set_optimization(1);
 }
 
 } // namespace
