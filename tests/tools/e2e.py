@@ -161,6 +161,20 @@ elif CASE == "crash":
     check("terminated by signal 11" in p.stderr, "says the program died: %r" % p.stderr)
     out = mask_graph(run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout)
     check(out.count("step();") == 5, "the 5 calls before the crash were flushed:\n" + out)
+elif CASE == "interrupt":
+    import signal
+    import time
+    p = subprocess.Popen([DPROBE, "record", "-q", "-o", "i.dat", "-F", "tick", "--",
+                          prog("loop")], cwd=WORK, env=ENV, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)  # what Ctrl-C does to the command
+    err = p.communicate(timeout=60)[1]
+    check(p.returncode == 128 + signal.SIGINT, "exit status 130, got %d" % p.returncode)
+    check("terminated by signal 2" in err, "says the program was interrupted: %r" % err)
+    check(not mounts_left(), "no tracefs mount left after an interrupt")
+    d = run(["report", "-i", "i.dat", "--format", "graph", "--no-header"]).stdout
+    check(d.count("tick();") >= 20, "the calls before the interrupt were flushed:\n" + d)
+    check("warning" not in run(["report", "-i", "i.dat"]).stderr, "a clean end record")
 elif CASE == "forkexec":
     p = record(["-o", "f.dat", "-F", "in_*", "--", prog("forkexec")])
     check("parent 2" in p.stdout and "child 3" in p.stdout, "both images ran: %r" % p.stdout)

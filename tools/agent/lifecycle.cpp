@@ -21,7 +21,7 @@ namespace dprobe::agent {
 
 namespace {
 
-constexpr int k_async_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int k_async_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
 constexpr int k_fault_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 std::atomic<int> g_fatal{0};      // the signal being handled
@@ -69,8 +69,11 @@ void fatal_handler(int sig, siginfo_t *, void *)
     bool async = false;
     for (int s : k_async_signals)
         async |= s == sig;
-    if (async && first)
-        return; // the watcher flushes and re-raises
+    // The watcher flushes and re-raises. A second Ctrl-C (the terminal's and the one
+    // `dprobe record` forwards) must not cut the flush short; a third one does.
+    static std::atomic<int> repeats{0};
+    if (async && (first || repeats.fetch_add(1) < 2))
+        return;
     if (first && state().active) {
         // A fault: wait (bounded) while the watcher thread flushes, then die.
         for (int i = 0; i < 150 && !g_flushed.load(std::memory_order_acquire); i++) {
