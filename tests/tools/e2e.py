@@ -175,6 +175,35 @@ elif CASE == "interrupt":
     d = run(["report", "-i", "i.dat", "--format", "graph", "--no-header"]).stdout
     check(d.count("tick();") >= 20, "the calls before the interrupt were flushed:\n" + d)
     check("warning" not in run(["report", "-i", "i.dat"]).stderr, "a clean end record")
+elif CASE == "ctl":
+    import signal
+    import time
+    sock = os.path.join(WORK, "tracefs.sock")
+    env = dict(ENV, DPROBE_TRACEFS_SOCKET=sock, DPROBE_NO_FUSE="1")
+    p = subprocess.Popen([DPROBE, "record", "-q", "-o", "t.dat", "-e", "f:tick_in tick i=$arg1:s32",
+                          "--", prog("loop")], cwd=WORK, env=env, stderr=subprocess.PIPE,
+                         text=True)
+    ctl = lambda *a, ok=True: run(["ctl", "--socket", sock] + list(a), ok=ok)
+    for _ in range(100):
+        if ctl("cat", "dynamic_events", ok=False).returncode == 0:
+            break
+        time.sleep(0.05)
+    check(ctl("cat", "dynamic_events").stdout == "f:fprobes/tick_in tick i=$arg1:s32\n",
+          "dynamic_events lists the recorded event")
+    check(ctl("read", "events/fprobes/tick_in/enable").stdout == "1\n", "the event is enabled")
+    ctl("write", "-a", "dynamic_events", "f:tick_out tick%return r=$retval:s32")
+    ctl("write", "events/fprobes/tick_out/enable", "1")
+    bad = ctl("write", "-a", "dynamic_events", "f:oops no_such_function", ok=False)
+    check(bad.returncode != 0 and "Invalid probed address or symbol" in bad.stderr and
+          "^" in bad.stderr, "a rejected line shows its error_log entry: %r" % bad.stderr)
+    check("events/" in ctl("ls").stdout, "ls lists the tree")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=60)
+    out = run(["report", "-i", "t.dat", "--no-header"]).stdout
+    check(out.count("tick_in:") >= 10 and out.count("tick_out:") >= 10,
+          "events added through ctl while recording are in the trace:\n" + out[-2000:])
+    check("Unknown type" not in out, "every record's event is described")
 elif CASE == "forkexec":
     p = record(["-o", "f.dat", "-F", "in_*", "--", prog("forkexec")])
     check("parent 2" in p.stdout and "child 3" in p.stdout, "both images ran: %r" % p.stdout)
