@@ -249,7 +249,7 @@ elif CASE == "funcs":
 elif CASE == "probe":
     p = run(["probe", "-x", prog("args"), "add%return $retval"])
     check(p.stdout == "r:probe_args/add__return args:add arg1=$retval\n", repr(p.stdout))
-    p = run(["probe", "-x", prog("args"), "--add", "add a=%di:s32 b=%si:s32"])
+    p = run(["probe", "-x", prog("args"), "--add", "add a b=%si:s32"])  # a: from DWARF
     p = run(["probe", "--list"])
     check("probe_args:add" in p.stdout, "listed: %r" % p.stdout)
     record(["-o", "p.dat", "-e", "probe_args:add", "--", prog("args")])

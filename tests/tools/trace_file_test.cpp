@@ -118,3 +118,22 @@ TEST(perf_probe, translation_against_a_binary)
     EXPECT_FALSE(r.ok);
     EXPECT_NE(r.error_log.find("Invalid register name"), std::string::npos);
 }
+
+TEST(perf_probe, parameter_names_from_dwarf)
+{
+    std::string err;
+    auto img = tools::elf_image::open(std::string(DPROBE_TEST_PROGS) + "/pfe/args", &err);
+    ASSERT_TRUE(img) << err;
+    auto r = tools::translate_perf_probe({"add", "b", "first=a"}, *img);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.line, "p:probe_args/add args:add b=$arg2:s32 first=$arg1:s32");
+    r = tools::translate_perf_probe({"slen", "s:string"}, *img);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.line, "p:probe_args/slen args:slen s=+0($arg1):string");
+    r = tools::translate_perf_probe({"add%return", "$params", "$retval"}, *img);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.line, "r:probe_args/add__return args:add a=$arg1:s32 b=$arg2:s32 arg3=$retval");
+    r = tools::translate_perf_probe({"add", "nosuch"}, *img);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.message.find("not a parameter of add"), std::string::npos) << r.message;
+}

@@ -175,7 +175,7 @@ void setup_probe(CLI::App &app)
     sub->footer(
         "PROBEDEF:\n"
         "   [[GROUP:]EVENT=]FUNC[+OFF|%return] [[NAME=]ARG[:TYPE] ...]\n"
-        "   ARG:  %REG | $argN | $retval | $stackN | $stack | $comm | @SYM[+-OFF]\n"
+        "   ARG:  PARAM | $params | %REG | $argN | $retval | $stackN | $comm | @SYM[+-OFF]\n"
         "         | +|-OFF(ARG) | \\IMM        TYPE: u8..u64 s8..s64 x8..x64 string symbol\n"
         "   GROUP defaults to probe_<BIN>, EVENT to FUNC, FUNC_OFF or FUNC__return.\n"
         "\n"

@@ -1,6 +1,7 @@
 #include "tools/dprobe/perf_probe.h"
 
 #include "arch/x86_64/insn_analysis.h"
+#include "tools/dprobe/dwarf_params.h"
 #include "tracefs/fetch_arg.h"
 
 #include <cctype>
@@ -188,10 +189,73 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
                        img.module_name() + ":" + func;
     if (off)
         line += "+" + std::to_string(off);
+    // Parameter names (perf's local variables, for the parameters): from DWARF.
+    std::vector<dwarf_param> params;
+    bool params_loaded = false;
+    std::string dwarf_err;
+    auto load_params = [&] {
+        if (!params_loaded)
+            params = dwarf_function_params(img.real_path(), func, &dwarf_err);
+        params_loaded = true;
+    };
+    auto is_ident = [](const std::string &w) {
+        if (w.empty() || !(std::isalpha(static_cast<unsigned char>(w[0])) || w[0] == '_'))
+            return false;
+        for (char c : w)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+                return false;
+        return true;
+    };
     for (size_t i = 1; i < spec.size(); i++) {
-        if (spec[i].empty())
+        std::string a = spec[i];
+        if (a.empty())
             continue;
-        line += " " + spec[i];
+        if (a == "$params") {
+            load_params();
+            if (params.empty()) {
+                r.message = "$params: " + (dwarf_err.empty() ? "no parameters" : dwarf_err);
+                return r;
+            }
+            for (const auto &p : params)
+                if (!p.fetch.empty())
+                    line += " " + p.name + "=" + p.fetch + ":" + p.type;
+            continue;
+        }
+        // [NAME=]VAR[:TYPE] where VAR is a parameter name.
+        std::string name, body = a, type;
+        if (auto eq = a.find('='); eq != std::string::npos) {
+            name = a.substr(0, eq);
+            body = a.substr(eq + 1);
+        }
+        if (auto colon = body.find(':'); colon != std::string::npos) {
+            type = body.substr(colon + 1);
+            body.resize(colon);
+        }
+        if (!is_ident(body)) {
+            line += " " + a;
+            continue;
+        }
+        load_params();
+        const dwarf_param *found = nullptr;
+        for (const auto &p : params)
+            if (p.name == body)
+                found = &p;
+        if (!found) {
+            r.message = "'" + body + "' is not a parameter of " + func +
+                        (dwarf_err.empty() ? "" : " (" + dwarf_err + ")");
+            return r;
+        }
+        if (found->fetch.empty()) {
+            r.message = "parameter '" + body + "' of " + func + " cannot be fetched: " +
+                        found->why + "; use %REG or $stackN";
+            return r;
+        }
+        // A pointer read as a string is the string it points to, as in perf.
+        std::string fetch = found->fetch;
+        if ((type == "string" || type == "ustring") && found->type == "x64")
+            fetch = "+0(" + fetch + ")";
+        line += " " + (name.empty() ? body : name) + "=" + fetch + ":" +
+                (type.empty() ? found->type : type);
     }
     r = check_dynevent_line(line, &img);
     if (r.ok)
