@@ -10,12 +10,16 @@
 //    an old list is freed after kprobe_synchronize(), which waits for every thread inside
 //    the int3 hook (kp_read_lock) and inside ftrace dispatch.
 //
-// Where jump optimization (optprobes) plugs in: an int3 record armed by sync_record() with no
-// post handler among its probes is the candidate; the optimizer replaces the int3 and the
-// following bytes by a jmp to a detour (setting KPROBE_FLAG_OPTIMIZED on the probes, which
-// kprobes_list_text() prints), must undo that before sync_record() disarms or a post handler
-// joins, and must make recover_original_bytes() return the bytes under its jmp. The int3 hook
-// keeps working for a thread that trapped before the jmp was written.
+// Jump optimization (optprobes, kprobes.cpp: update_optimization()): an int3 record armed by
+// sync_record() with no post handler and no kretprobe among its probes is the candidate; its
+// detour (core/optprobe) is prepared once and reused. The jmp replaces the int3 and the
+// following bytes (KPROBE_FLAG_OPTIMIZED on the probes, printed by kprobes_list_text()) and
+// is undone (int3 + original tail) before sync_record() disarms, before a probe is armed
+// inside the region, and when a post handler joins; recover_original_bytes() returns the
+// bytes under the jmp. The int3 hook keeps working for a thread that trapped before the jmp
+// was written (it restarts at the address, or, inside another record's region, at the
+// detour's copy of the instruction); opt_copy and the boost copy's indirect return keep
+// threads that are between the hook and the original code off the jmp's bytes.
 #pragma once
 
 #include "arch/x86_64/insn.h"

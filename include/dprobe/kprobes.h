@@ -12,7 +12,9 @@
  * instruction then runs out of line (copied and jumped back from, or copied and followed by
  * a second trap when a post_handler needs to run after it; branches are emulated). A probe on
  * a patch site (the __fentry__ call or -fpatchable-function-entry NOP of a function entry)
- * rides on the site instead: no trap, flagged KPROBE_FLAG_FTRACE.
+ * rides on the site instead: no trap, flagged KPROBE_FLAG_FTRACE. A probe without a
+ * post_handler whose instructions allow it is jump-optimized (KPROBE_FLAG_OPTIMIZED): a jmp to
+ * a detour replaces the int3, no trap either (see kprobes_set_optimization()).
  *
  * Handlers run on the thread that hit the probe, often inside a signal handler: they must be
  * async-signal-safe in spirit and short. As in the kernel, a probe hit while a kprobe handler
