@@ -57,6 +57,25 @@ bool known(pid_t tid)
     return false;
 }
 
+// Whether a SIGTRAP is queued for TID alone (an int3 it executed: the kernel sends that
+// signal to the thread, and a PTRACE_INTERRUPT stop can come before its delivery).
+bool trap_queued(pid_t tid)
+{
+    siginfo_t queued[8];
+    for (uint64_t off = 0;; off += 8) {
+        __ptrace_peeksiginfo_args a = {off, 0, 8};
+        long n = sys(SYS_ptrace, PTRACE_PEEKSIGINFO, tid, reinterpret_cast<long>(&a),
+                     reinterpret_cast<long>(queued));
+        if (n <= 0)
+            return false;
+        for (long i = 0; i < n; ++i)
+            if (queued[i].si_signo == SIGTRAP)
+                return true;
+        if (n < 8)
+            return false;
+    }
+}
+
 // Seizes and interrupts every thread not yet stopped; returns how many were added, or -1.
 long stop_new_threads(int dirfd)
 {
@@ -94,6 +113,7 @@ long stop_new_threads(int dirfd)
             stopped_thread &t = st.threads[st.n++];
             t.tid = tid;
             t.changed = false;
+            t.in_trap = false;
             if (long e = pt(PTRACE_INTERRUPT, tid)) {
                 st.error = static_cast<int>(e);
                 return -1;
@@ -115,6 +135,7 @@ long stop_new_threads(int dirfd)
                 st.error = static_cast<int>(e);
                 return -1;
             }
+            t.in_trap = t.pending_sig == SIGTRAP || trap_queued(tid);
             ++added;
         }
     }

@@ -27,6 +27,10 @@ struct stopped_thread {
     bool changed;   // set by FN when it modified regs
     int pending_sig; // the thread stopped while a signal was being delivered to it (it is
                      // delivered when the thread resumes); 0 for a plain stop
+    // The thread has executed an int3 whose SIGTRAP it has not handled yet (being delivered
+    // or still queued): its RIP is one past the int3, not an instruction boundary it is about
+    // to execute, and its SIGTRAP handler will decide where it goes from the trap address.
+    bool in_trap;
 };
 
 // Upper bound of threads handled; a process with more makes stop_machine fail.

@@ -219,6 +219,12 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
                 dst[i] = r.bytes[i];
         }
         for (size_t t = 0; t < n; ++t) {
+            // A thread inside an int3 trap is logically at the int3, not at its RIP (one
+            // past it, which may happen to be the next old boundary): moving it would skip
+            // the trapping instruction and hand its SIGTRAP handler an address no hook
+            // knows. Its handler resolves the trap address against the new bytes instead.
+            if (threads[t].in_trap)
+                continue;
             uintptr_t rip = threads[t].regs.rip;
             size_t lo = 0, hi = sp->moves.size();
             while (lo < hi) {
@@ -256,6 +262,10 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
             std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
         return 0;
     }
+    // A thread already trapped on an int3 at a region's start (an earlier batch's, or a
+    // kprobe's) finds new bytes there when its handler runs: let the handler recognise it.
+    for (const text_poke_req &r : reqs)
+        remember_poked(r.addr);
     stopped_poke sp{reqs, moves, {}, 0};
     const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     auto maps = read_maps();

@@ -162,6 +162,69 @@ TEST(stop_machine, signals_in_flight_are_delivered)
     signal(SIGUSR2, SIG_DFL);
 }
 
+std::atomic<int> traps_seen{0};
+void on_trap(int) { traps_seen.fetch_add(1); }
+
+struct trap_report {
+    pid_t trapped_tid, plain_tid;
+    int trapped_in_trap = -1, plain_in_trap = -1;
+};
+
+void find_traps(dprobe::stopped_thread *threads, size_t n, void *arg)
+{
+    auto *r = static_cast<trap_report *>(arg);
+    for (size_t i = 0; i < n; ++i) {
+        if (threads[i].tid == r->trapped_tid)
+            r->trapped_in_trap = threads[i].in_trap;
+        if (threads[i].tid == r->plain_tid)
+            r->plain_in_trap = threads[i].in_trap;
+    }
+}
+
+// A thread that has executed an int3 but not yet handled its SIGTRAP must be reported as
+// in a trap: its RIP is one past the int3, and text_poke must not move it as if it were
+// about to run the instruction there (that made jump-site enabling crash threads which
+// had hit the previous disable's temporary int3). The queued case is made deterministic
+// with a blocked, thread-directed SIGTRAP.
+TEST(stop_machine, thread_with_a_pending_sigtrap_is_in_a_trap)
+{
+    struct sigaction sa = {};
+    sa.sa_handler = on_trap;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old = {};
+    ASSERT_EQ(0, sigaction(SIGTRAP, &sa, &old));
+    std::atomic<bool> queued{false}, done{false};
+    std::atomic<pid_t> trapped{0}, plain{0};
+    std::thread t1([&] {
+        sigset_t trap;
+        sigemptyset(&trap);
+        sigaddset(&trap, SIGTRAP);
+        pthread_sigmask(SIG_BLOCK, &trap, nullptr);
+        trapped = static_cast<pid_t>(syscall(SYS_gettid));
+        syscall(SYS_tgkill, getpid(), trapped.load(), SIGTRAP);
+        queued = true;
+        while (!done.load())
+            std::this_thread::yield();
+        pthread_sigmask(SIG_UNBLOCK, &trap, nullptr); // delivered here, once
+    });
+    std::thread t2([&] {
+        plain = static_cast<pid_t>(syscall(SYS_gettid));
+        while (!done.load())
+            std::this_thread::yield();
+    });
+    while (!queued.load() || plain.load() == 0)
+        std::this_thread::yield();
+    trap_report r{trapped.load(), plain.load()};
+    ASSERT_EQ(0, dprobe::stop_machine(find_traps, &r));
+    done = true;
+    t1.join();
+    t2.join();
+    EXPECT_EQ(1, r.trapped_in_trap);
+    EXPECT_EQ(0, r.plain_in_trap);
+    EXPECT_EQ(1, traps_seen.load()); // stop_machine neither lost nor duplicated it
+    sigaction(SIGTRAP, &old, nullptr);
+}
+
 } // namespace
 
 // (exec_mem) After fork, the child's executable memory is its own: code the child writes
