@@ -1,7 +1,9 @@
 // dprobe probe: perf-probe syntax to dynamic_events lines; a probe list for `record`.
 #include "tools/dprobe/cli.h"
+#include "tools/dprobe/debuginfo.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
+#include "tools/dprobe/probe_show.h"
 
 #include <cstdio>
 
@@ -14,6 +16,8 @@ struct probe_opts {
     std::vector<std::string> words;
     std::vector<std::string> adds;
     std::vector<std::string> dels;
+    std::vector<std::string> line_ranges; // --line
+    std::vector<std::string> var_points;  // --vars
     bool list = false;
     bool force = false;
 };
@@ -39,6 +43,34 @@ std::string describe(const tools::stored_probe &p)
     return s + ")";
 }
 
+void show_notes(const tools::perf_probe_result &r)
+{
+    for (const auto &n : r.notes)
+        std::fprintf(stderr, "dprobe probe: note: %s\n", n.c_str());
+}
+
+// --line and --vars: listings from the debug info.
+int show_debuginfo(const probe_opts &o, const tools::elf_image &img)
+{
+    std::string err;
+    auto di = tools::debuginfo::open(img.real_path(), &err);
+    if (!di)
+        return fail("probe", err);
+    for (const auto &range : o.line_ranges) {
+        std::string out;
+        if (!tools::show_line_range(*di, range, out, &err))
+            return fail("probe", "--line '" + range + "': " + err);
+        std::fputs(out.c_str(), stdout);
+    }
+    for (const auto &point : o.var_points) {
+        std::string out;
+        if (!tools::show_available_vars(*di, img, point, out, &err))
+            return fail("probe", "--vars '" + point + "': " + err);
+        std::fputs(out.c_str(), stdout);
+    }
+    return 0;
+}
+
 void show_failure(const std::string &what, const tools::perf_probe_result &r)
 {
     fail("probe", what + ": " + r.message);
@@ -57,10 +89,11 @@ void show_failure(const std::string &what, const tools::perf_probe_result &r)
 int run_probe(const probe_opts &o)
 {
     const std::string list_path = probe_list_path();
-    int actions = !o.words.empty() + !o.adds.empty() + !o.dels.empty() + o.list;
+    int actions = !o.words.empty() + !o.adds.empty() + !o.dels.empty() + o.list +
+                  !o.line_ranges.empty() + !o.var_points.empty();
     if (actions == 0)
-        return fail("probe", "nothing to do: give a PROBEDEF, --add, --del or --list "
-                             "(see 'dprobe probe --help')");
+        return fail("probe", "nothing to do: give a PROBEDEF, --add, --del, --list, --line or "
+                             "--vars (see 'dprobe probe --help')");
     if (o.list || !o.dels.empty()) {
         std::string err;
         auto list = tools::load_probe_list(list_path, &err);
@@ -100,6 +133,10 @@ int run_probe(const probe_opts &o)
     auto img = tools::elf_image::open(o.bin, &err);
     if (!img)
         return fail("probe", err);
+    if (!o.line_ranges.empty() || !o.var_points.empty()) {
+        if (int rc = show_debuginfo(o, *img))
+            return rc;
+    }
 
     if (!o.words.empty()) {
         std::string spec = join(o.words);
@@ -108,6 +145,7 @@ int run_probe(const probe_opts &o)
             show_failure("'" + spec + "'", r);
             return 1;
         }
+        show_notes(r);
         std::printf("%s\n", r.line.c_str());
     }
     if (o.adds.empty())
@@ -123,6 +161,7 @@ int run_probe(const probe_opts &o)
             show_failure("'" + spec + "'", r);
             return 1;
         }
+        show_notes(r);
         auto p = tools::stored_probe_from_line(r.line);
         if (!p)
             return fail("probe", "internal: generated line has no event name: " + r.line);
@@ -160,7 +199,9 @@ void setup_probe(CLI::App &app)
     set_usage(sub, "dprobe probe [<options>] -x BIN 'PROBEDEF' [ARG...]\n"
                    "dprobe probe [<options>] -x BIN --add 'PROBEDEF' [--add 'PROBEDEF' ...]\n"
                    "dprobe probe [<options>] --del EVENT ...\n"
-                   "dprobe probe --list");
+                   "dprobe probe --list\n"
+                   "dprobe probe -x BIN --line 'FUNC[:RLN[+NUM|-RLN2]]|SRC[:ALN[+NUM|-ALN2]]'\n"
+                   "dprobe probe -x BIN --vars 'PROBEPOINT'");
     sub->description("Without --add, prints the dynamic_events line of PROBEDEF.");
     sub->add_option("-x,--exec", o->bin, "Executable or library the probe is in")
         ->type_name("BIN");
@@ -169,15 +210,25 @@ void setup_probe(CLI::App &app)
     sub->add_option("-d,--del", o->dels, "Delete stored probe events (globs allowed)")
         ->type_name("[GROUP:]EVENT");
     sub->add_flag("-l,--list", o->list, "List the stored probe events");
+    sub->add_option("-L,--line", o->line_ranges,
+                    "Show the source lines of a function or file, numbering those a probe can "
+                    "go on (needs -g)")
+        ->type_name("RANGE");
+    sub->add_option("-V,--vars", o->var_points,
+                    "Show the variables a probe at PROBEPOINT can fetch (needs -g)")
+        ->type_name("PROBEPOINT");
     sub->add_flag("-f,--force", o->force, "Replace a stored event of the same name");
     sub->add_option("probedef", o->words, "The probe definition (words are joined)")
         ->type_name("PROBEDEF");
     sub->footer(
         "PROBEDEF:\n"
-        "   [[GROUP:]EVENT=]FUNC[+OFF|%return] [[NAME=]ARG[:TYPE] ...]\n"
-        "   ARG:  PARAM | $params | %REG | $argN | $retval | $stackN | $comm | @SYM[+-OFF]\n"
-        "         | +|-OFF(ARG) | \\IMM        TYPE: u8..u64 s8..s64 x8..x64 string symbol\n"
-        "   GROUP defaults to probe_<BIN>, EVENT to FUNC, FUNC_OFF or FUNC__return.\n"
+        "   [[GROUP:]EVENT=]PROBEPOINT [[NAME=]ARG[:TYPE] ...]\n"
+        "   PROBEPOINT: FUNC[@SRC][+OFF|%return|:RLN]  or  SRC:ALN\n"
+        "         RLN counts lines from FUNC's declaration, ALN is a line of SRC (with -g)\n"
+        "   ARG:  VAR[->FIELD|.FIELD|[N]]... | $vars | $params (from the debug info)\n"
+        "         | %REG | $argN | $retval | $stackN | $comm | @SYM[+-OFF] | +|-OFF(ARG) | \\IMM\n"
+        "   TYPE: u8..u64 s8..s64 x8..x64 string symbol b<W>@<O>/<C>, TYPE[N]\n"
+        "   GROUP defaults to probe_<BIN>, EVENT to FUNC, FUNC_OFF, FUNC_L<RLN> or FUNC__return.\n"
         "\n"
         "The probe list is $DPROBE_PROBES, else ~/.cache/dprobe/probes.\n"
         "\n"
@@ -185,6 +236,10 @@ void setup_probe(CLI::App &app)
         "   dprobe probe -x ./app 'parse'                      print the line for parse's entry\n"
         "   dprobe probe -x ./app 'parse%return $retval'       its return value\n"
         "   dprobe probe -x ./app 'parse len=$arg2:u64 s=+0($arg1):string'\n"
+        "   dprobe probe -x ./app --line parse                 lines of parse a probe can go on\n"
+        "   dprobe probe -x ./app --vars parse:4               variables at its line 4\n"
+        "   dprobe probe -x ./app 'parse:4 len p->name:string' a line probe with variables\n"
+        "   dprobe probe -x ./app 'app.c:120 $vars'            every variable at app.c:120\n"
         "   dprobe probe -x ./app --add 'myev=parse+4 x=%di:u32'\n"
         "   dprobe record -e probe_app:parse -- ./app          use a stored probe\n"
         "   dprobe probe --del 'probe_app:*'");

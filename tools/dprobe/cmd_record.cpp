@@ -50,7 +50,8 @@ void forward_signal(int sig)
         kill(g_child, sig);
 }
 
-// -e takes a dynamic_events line, or the name of a probe stored by `dprobe probe --add`.
+// -e takes a dynamic_events line, the name of a probe stored by `dprobe probe --add`, or a
+// perf-probe definition on the program itself ('parse:4 len').
 bool looks_like_line(const std::string &e)
 {
     auto argv = argv_split(e);
@@ -94,12 +95,25 @@ bool resolve_events(const record_opts &o, const tools::elf_image *img,
             for (const auto &p : stored)
                 if (tools::probe_selected(e, p))
                     lines.push_back(p.line);
-            if (lines.size() == before) {
-                fail("record", "event '" + e + "' is neither a dynamic_events line nor a probe "
-                               "defined with 'dprobe probe --add' (see 'dprobe probe --list')");
-                return false;
+            if (lines.size() != before)
+                continue;
+            // perf-probe syntax on the program itself, as `dprobe probe -x PROG` reads it.
+            tools::perf_probe_result r;
+            if (img) {
+                r = tools::translate_perf_probe(argv_split(e), *img);
+                if (r.ok) {
+                    for (const auto &n : r.notes)
+                        std::fprintf(stderr, "dprobe record: note: %s\n", n.c_str());
+                    lines.push_back(r.line);
+                    continue;
+                }
             }
-            continue;
+            fail("record", "event '" + e + "' is neither a dynamic_events line, a probe defined "
+                           "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a probe of " +
+                           (img ? img->module_name() + ": " + r.message : "the program"));
+            if (!r.error_log.empty())
+                std::fputs(indent(r.error_log).c_str(), stderr);
+            return false;
         }
         // Parse errors, and for places in the program itself, the symbol checks too.
         tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
@@ -339,8 +353,9 @@ void setup_record(CLI::App &app)
     CLI::App *sub = app.add_subcommand("record", "Run a program and record its trace");
     set_usage(sub, "dprobe record [<options>] [--] PROG [ARGS...]");
     sub->add_option("-e,--event", o->events,
-                    "A dynamic_events line, or a probe stored by 'dprobe probe --add' "
-                    "([GROUP:]EVENT, globs allowed)")
+                    "A dynamic_events line, a probe stored by 'dprobe probe --add' "
+                    "([GROUP:]EVENT, globs allowed), or a perf-probe definition on PROG "
+                    "('parse:4 len')")
         ->type_name("EVENT");
     sub->add_option("-F,--filter", o->graph_globs,
                     "Record the function graph of functions matching GLOB (implies --graph)")
@@ -369,6 +384,7 @@ void setup_record(CLI::App &app)
         "   dprobe record -e 'f:parse_entry parse len=$arg2:u64' -- ./app input.txt\n"
         "   dprobe record -e 'p:myprobe libc.so.6:malloc size=%di:u64' -- ./app\n"
         "   dprobe record -e probe_app:parse -o app.dat -- ./app   a stored probe\n"
+        "   dprobe record -e 'parse:4 len p->name:string' -- ./app  a line of parse (needs -g)\n"
         "\n"
         "Then: dprobe report [-i FILE] [--format text|graph|chrome]");
     sub->callback([o, sub] {

@@ -2,10 +2,6 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstring>
 
 namespace dprobe::tools {
 
@@ -60,68 +56,37 @@ void classify(Dwarf_Die *type_die, dwarf_param &p, bool &integer, bool &floating
 
 } // namespace
 
-std::vector<dwarf_param> dwarf_function_params(const std::string &path, const std::string &func,
-                                               std::string *err)
+std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func)
 {
     std::vector<dwarf_param> out;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *err = path + ": " + std::strerror(errno);
+    Dwarf_Die p;
+    unsigned next_int = 1;
+    bool mapped = true;
+    if (dwarf_child(func, &p) != 0)
         return out;
-    }
-    Dwarf *dw = dwarf_begin(fd, DWARF_C_READ);
-    if (!dw) {
-        ::close(fd);
-        *err = path + " has no debug info (build with -g to name parameters)";
-        return out;
-    }
-    bool found = false;
-    Dwarf_Off off = 0, next;
-    size_t hsize;
-    while (!found && dwarf_nextcu(dw, off, &next, &hsize, nullptr, nullptr, nullptr) == 0) {
-        Dwarf_Die cu, child;
-        if (dwarf_offdie(dw, off + hsize, &cu) && dwarf_child(&cu, &child) == 0) {
-            do {
-                if (dwarf_tag(&child) != DW_TAG_subprogram)
-                    continue;
-                const char *n = dwarf_diename(&child);
-                if (!n || func != n || dwarf_hasattr(&child, DW_AT_declaration))
-                    continue;
-                found = true;
-                Dwarf_Die p;
-                unsigned next_int = 1;
-                bool mapped = true;
-                if (dwarf_child(&child, &p) == 0) {
-                    do {
-                        if (dwarf_tag(&p) != DW_TAG_formal_parameter)
-                            continue;
-                        dwarf_param dp;
-                        const char *pn = dwarf_diename(&p);
-                        dp.name = pn ? pn : "";
-                        Dwarf_Attribute ta;
-                        Dwarf_Die td;
-                        bool integer = false, floating = false;
-                        Dwarf_Die *tdp = dwarf_attr(&p, DW_AT_type, &ta) && dwarf_formref_die(&ta, &td)
-                                             ? &td : nullptr;
-                        classify(tdp, dp, integer, floating);
-                        if (integer && mapped)
-                            dp.fetch = "$arg" + std::to_string(next_int++);
-                        else if (integer)
-                            dp.why = "follows a parameter passed by value";
-                        else if (!floating)
-                            mapped = false;
-                        out.push_back(std::move(dp));
-                    } while (dwarf_siblingof(&p, &p) == 0);
-                }
-                break;
-            } while (dwarf_siblingof(&child, &child) == 0);
-        }
-        off = next;
-    }
-    dwarf_end(dw);
-    ::close(fd);
-    if (!found)
-        *err = "no debug info for function '" + func + "' in " + path;
+    do {
+        if (dwarf_tag(&p) != DW_TAG_formal_parameter)
+            continue;
+        dwarf_param dp;
+        const char *pn = dwarf_diename(&p);
+        dp.name = pn ? pn : "";
+        Dwarf_Attribute ta;
+        Dwarf_Die td;
+        bool integer = false, floating = false;
+        Dwarf_Die *tdp = dwarf_attr_integrate(&p, DW_AT_type, &ta) && dwarf_formref_die(&ta, &td)
+                             ? &td
+                             : nullptr;
+        if (tdp)
+            dp.type_die = td;
+        classify(tdp, dp, integer, floating);
+        if (integer && mapped)
+            dp.fetch = "$arg" + std::to_string(next_int++);
+        else if (integer)
+            dp.why = "follows a parameter passed by value";
+        else if (!floating)
+            mapped = false;
+        out.push_back(std::move(dp));
+    } while (dwarf_siblingof(&p, &p) == 0);
     return out;
 }
 

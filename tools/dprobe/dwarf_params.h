@@ -1,7 +1,13 @@
-// Function parameters by name from a binary's DWARF, so perf-probe style specs can say
-// `parse len` instead of `parse len=$arg2:u64`.
+// Where a function's parameters are at its entry, by the SysV x86-64 calling convention
+// rather than by their DWARF locations: at the entry of a function built without
+// optimization the DWARF location is the stack slot the prologue has not filled yet, so
+// perf skips the prologue; dprobe instead reads the argument registers ($argN), which also
+// keeps entry probes on the function's patch site.
 #pragma once
 
+#include <elfutils/libdw.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,11 +18,10 @@ struct dwarf_param {
     std::string fetch; // "$argN" when the parameter arrives in an integer register or slot
     std::string type;  // "u32", "s64", "x64" (pointers), "" when not a scalar
     std::string why;   // why fetch is empty (a float, a struct passed by value before it, ...)
+    std::optional<Dwarf_Die> type_die;
 };
 
-// The parameters of FUNC in the file PATH, in order. Empty (and *err set) without DWARF or
-// without FUNC in it.
-std::vector<dwarf_param> dwarf_function_params(const std::string &path, const std::string &func,
-                                               std::string *err);
+// The parameters of the function FUNC (a DW_TAG_subprogram with code), in order.
+std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func);
 
 } // namespace dprobe::tools

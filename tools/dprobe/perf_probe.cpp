@@ -1,11 +1,15 @@
 #include "tools/dprobe/perf_probe.h"
 
 #include "arch/x86_64/insn_analysis.h"
-#include "tools/dprobe/dwarf_params.h"
+#include "tools/dprobe/debuginfo.h"
+#include "tools/dprobe/probe_finder.h"
+#include "tools/dprobe/probe_point.h"
 #include "tracefs/fetch_arg.h"
 
 #include <cctype>
 #include <cerrno>
+#include <memory>
+#include <optional>
 #include <set>
 
 namespace dprobe::tools {
@@ -119,6 +123,22 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     return r;
 }
 
+namespace {
+
+// "NAME=FETCH:TYPE" with a name not used yet (perf names an argument after its variable or
+// last member; two "x" become x and x_1).
+std::string arg_text(const var_fetch &v, bool named, std::set<std::string> &used)
+{
+    std::string name = v.name;
+    if (!named)
+        for (int i = 1; used.count(name); i++)
+            name = v.name + "_" + std::to_string(i);
+    used.insert(name);
+    return name + "=" + v.fetch + ":" + v.type;
+}
+
+} // namespace
+
 perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, const elf_image &img)
 {
     perf_probe_result r;
@@ -142,122 +162,94 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
             return r;
         }
     }
-    bool is_return = false;
-    if (auto pct = head.find('%'); pct != std::string::npos) {
-        if (head.substr(pct) != "%return") {
-            r.message = "'" + spec.front() + "': unknown suffix '" + head.substr(pct) +
-                        "' (only %return)";
+    perf_probe_point pp;
+    if (!parse_perf_probe_point(head, pp, &r.message))
+        return r;
+    std::vector<perf_probe_arg> args;
+    std::vector<std::string> raw; // the words, for arguments that pass through
+    bool need_dwarf = pp.needs_debuginfo();
+    for (size_t i = 1; i < spec.size(); i++) {
+        if (spec[i].empty())
+            continue;
+        perf_probe_arg a;
+        if (!parse_perf_probe_arg(spec[i], a, &r.message))
+            return r;
+        need_dwarf |= a.is_variable() || a.var == "$vars" || a.var == "$params";
+        args.push_back(std::move(a));
+        raw.push_back(spec[i]);
+    }
+
+    std::string place = pp.function + (pp.offset ? "+" + std::to_string(pp.offset) : "");
+    std::string auto_event = pp.function + (pp.retprobe ? "__return"
+                                            : pp.offset ? "_" + std::to_string(pp.offset)
+                                                        : "");
+    std::unique_ptr<debuginfo> di;
+    std::optional<probe_finder> finder;
+    probe_site site;
+    if (need_dwarf) {
+        std::string err;
+        di = debuginfo::open(img.real_path(), &err);
+        if (!di) {
+            r.message = err;
             return r;
         }
-        is_return = true;
-        head.resize(pct);
-    }
-    std::string func = head;
-    unsigned long off = 0;
-    if (auto plus = head.find('+'); plus != std::string::npos) {
-        func = head.substr(0, plus);
-        std::string o = head.substr(plus + 1);
-        unsigned long long v = 0;
-        if (o.empty() || kstrtoull(o, 0, v) != 0 || v > 0xffffffffull) {
-            r.message = "'" + spec.front() + "': bad offset '" + o + "'";
+        finder.emplace(*di, img);
+        if (!finder->resolve(pp, site, &r.message))
             return r;
-        }
-        off = v;
-    }
-    if (func.empty() || func.find_first_of("@:;") != std::string::npos) {
-        r.message = "'" + spec.front() +
-                    "': expected FUNC[+OFF|%return] (source lines and files need debug info, "
-                    "which dprobe probe does not read)";
-        return r;
-    }
-    if (is_return && off) {
-        r.message = "'" + spec.front() + "': %return needs the function entry, not +" +
-                    std::to_string(off);
-        return r;
+        place = site.symbol + (site.offset ? "+" + std::to_string(site.offset) : "");
+        auto_event = site.event;
     }
     if (group.empty())
         group = perf_group_for(img.module_name());
-    if (event.empty()) {
-        event = func;
-        if (is_return)
-            event += "__return";
-        else if (off)
-            event += "_" + std::to_string(off);
-        event = sanitize_event_name(event);
-    }
-    std::string line = std::string(is_return ? "r:" : "p:") + group + "/" + event + " " +
-                       img.module_name() + ":" + func;
-    if (off)
-        line += "+" + std::to_string(off);
-    // Parameter names (perf's local variables, for the parameters): from DWARF.
-    std::vector<dwarf_param> params;
-    bool params_loaded = false;
-    std::string dwarf_err;
-    auto load_params = [&] {
-        if (!params_loaded)
-            params = dwarf_function_params(img.real_path(), func, &dwarf_err);
-        params_loaded = true;
-    };
-    auto is_ident = [](const std::string &w) {
-        if (w.empty() || !(std::isalpha(static_cast<unsigned char>(w[0])) || w[0] == '_'))
-            return false;
-        for (char c : w)
-            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-                return false;
-        return true;
-    };
-    for (size_t i = 1; i < spec.size(); i++) {
-        std::string a = spec[i];
-        if (a.empty())
-            continue;
-        if (a == "$params") {
-            load_params();
-            if (params.empty()) {
-                r.message = "$params: " + (dwarf_err.empty() ? "no parameters" : dwarf_err);
+    if (event.empty())
+        event = sanitize_event_name(auto_event);
+    std::string line = std::string(pp.retprobe ? "r:" : "p:") + group + "/" + event + " " +
+                       img.module_name() + ":" + place;
+    std::set<std::string> used;
+    for (size_t i = 0; i < args.size(); i++) {
+        const perf_probe_arg &a = args[i];
+        if (a.var == "$vars" || a.var == "$params") {
+            if (!a.name.empty() || !a.type.empty() || !a.fields.empty()) {
+                r.message = "'" + a.var + "' takes no name, type or member";
                 return r;
             }
-            for (const auto &p : params)
-                if (!p.fetch.empty())
-                    line += " " + p.name + "=" + p.fetch + ":" + p.type;
+            bool params_only = a.var == "$params" || site.entry;
+            size_t n = 0;
+            for (const site_variable &v : finder->variables(site)) {
+                if (params_only && !v.param)
+                    continue;
+                if (!v.fetchable) {
+                    r.notes.push_back(a.var + ": left out '" + v.name + "': " +
+                                      (v.why.rfind("'", 0) == 0 ? v.why : v.name + " " + v.why));
+                    continue;
+                }
+                if (used.count(v.fetch.name))
+                    continue; // already named explicitly or by an earlier $vars
+                line += " " + arg_text(v.fetch, false, used);
+                n++;
+            }
+            if (n == 0) {
+                r.message = a.var + ": no " + (params_only ? "parameter" : "variable") +
+                            " can be fetched at " + place;
+                return r;
+            }
             continue;
         }
-        // [NAME=]VAR[:TYPE] where VAR is a parameter name.
-        std::string name, body = a, type;
-        if (auto eq = a.find('='); eq != std::string::npos) {
-            name = a.substr(0, eq);
-            body = a.substr(eq + 1);
-        }
-        if (auto colon = body.find(':'); colon != std::string::npos) {
-            type = body.substr(colon + 1);
-            body.resize(colon);
-        }
-        if (!is_ident(body)) {
-            line += " " + a;
+        if (a.is_variable()) {
+            var_fetch v;
+            if (!finder->translate(site, a, v, &r.message))
+                return r;
+            line += " " + arg_text(v, !a.name.empty(), used);
             continue;
         }
-        load_params();
-        const dwarf_param *found = nullptr;
-        for (const auto &p : params)
-            if (p.name == body)
-                found = &p;
-        if (!found) {
-            r.message = "'" + body + "' is not a parameter of " + func +
-                        (dwarf_err.empty() ? "" : " (" + dwarf_err + ")");
-            return r;
-        }
-        if (found->fetch.empty()) {
-            r.message = "parameter '" + body + "' of " + func + " cannot be fetched: " +
-                        found->why + "; use %REG or $stackN";
-            return r;
-        }
-        // A pointer read as a string is the string it points to, as in perf.
-        std::string fetch = found->fetch;
-        if ((type == "string" || type == "ustring") && found->type == "x64")
-            fetch = "+0(" + fetch + ")";
-        line += " " + (name.empty() ? body : name) + "=" + fetch + ":" +
-                (type.empty() ? found->type : type);
+        // Anything else is a fetch arg as dynamic_events writes it.
+        if (!a.name.empty())
+            used.insert(a.name);
+        line += " " + raw[i];
     }
+    auto notes = std::move(r.notes);
     r = check_dynevent_line(line, &img);
+    r.notes = std::move(notes);
     if (r.ok)
         r.line = r.def.listing();
     return r;

@@ -1,11 +1,14 @@
 // perf-probe syntax to dynamic_events lines, checked offline against the binary.
 //
-//   [[GROUP:]EVENT=]FUNC[+OFF|%return] [[NAME=]ARG[:TYPE] ...]
+//   [[GROUP:]EVENT=]POINT [[NAME=]ARG[:TYPE] ...]
+//   POINT: FUNC[@SRC][+OFF|%return|:RLN]  or  SRC:ALN           (see probe_point.h)
+//   ARG:   VAR[->FIELD|.FIELD|[N]]... | $vars | $params | any dynamic_events fetch arg
+//          (%REG, $argN, $retval, $stackN, $comm, @SYM, +OFF(ARG), \IMM)
 //
-// ARG is anything a dynamic_events fetch arg accepts (%REG, $argN, $retval, $stackN, $comm,
-// @SYM, +OFF(ARG), \IMM). The place becomes `MODULE:FUNC[+OFF]` where MODULE is the binary's
-// file name, which dprobe resolves in the traced process like a kernel module name; the group
-// defaults to probe_<binary> and the event to FUNC, FUNC_OFF or FUNC__return, as perf does.
+// Source lines, files and variables come from the binary's DWARF (probe_finder.h). The
+// place becomes `MODULE:SYMBOL[+OFF]` where MODULE is the binary's file name, which dprobe
+// resolves in the traced process like a kernel module name; the group defaults to
+// probe_<binary> and the event to FUNC, FUNC_OFF, FUNC_L<RLN> or FUNC__return, as perf does.
 #pragma once
 
 #include "tools/dprobe/elf_image.h"
@@ -23,6 +26,7 @@ struct perf_probe_result {
     probe_definition def;  // parsed from line
     std::string message;   // on failure: what is wrong, one line
     std::string error_log; // on failure in the generated line: the error_log entry (caret)
+    std::vector<std::string> notes; // on success: what $vars/$params left out, and why
 };
 
 // The perf group name of a binary: "probe_" + its file name up to the first '.' or '-'.
