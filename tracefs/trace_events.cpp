@@ -465,11 +465,21 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->hooks.owner = tp.get();
     probe_definition &d = tp->def;
 
-    // @SYM and @+OFFSET arguments.
+    // @SYM and @+OFFSET arguments. A probe placed in an object (lib:sym) reads that
+    // object's symbol when it has one: its own static variables, not a namesake elsewhere.
     fetch_resolver resolver;
-    resolver.symbol = [](std::string_view name) -> std::optional<uintptr_t> {
+    std::string home = d.place.kind == probe_place::form::symbol ? d.place.object : "";
+    resolver.symbol = [home](std::string_view name) -> std::optional<uintptr_t> {
         auto &ks = kallsyms::instance();
-        auto hits = ks.lookup_data(name);
+        std::vector<sym_hit> hits;
+        if (!home.empty() && name.find(':') == std::string_view::npos) {
+            std::string in_home = home + ":" + std::string(name);
+            hits = ks.lookup_data(in_home);
+            if (hits.empty())
+                hits = ks.lookup_func(in_home);
+        }
+        if (hits.empty())
+            hits = ks.lookup_data(name);
         if (hits.empty())
             hits = ks.lookup_func(name);
         if (hits.empty())

@@ -109,7 +109,8 @@ bool resolve_events(const record_opts &o, const tools::elf_image *img,
                 }
             }
             fail("record", "event '" + e + "' is neither a dynamic_events line, a probe defined "
-                           "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a probe of " +
+                           "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a "
+                           "probe of " +
                            (img ? img->module_name() + ": " + r.message : "the program"));
             if (!r.error_log.empty())
                 std::fputs(indent(r.error_log).c_str(), stderr);

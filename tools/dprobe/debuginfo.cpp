@@ -102,7 +102,8 @@ bool file_matches(std::string_view full, std::string_view spec)
         return false;
     if (full.substr(full.size() - spec.size()) != spec)
         return false;
-    return full.size() == spec.size() || spec[0] == '/' || full[full.size() - spec.size() - 1] == '/';
+    return full.size() == spec.size() || spec[0] == '/' ||
+           full[full.size() - spec.size() - 1] == '/';
 }
 
 std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string *err)
@@ -255,7 +256,9 @@ std::vector<dwarf_line> debuginfo::function_lines(const dwarf_function &f) const
         if (!row.is_stmt || !row.file || !f.decl_file ||
             (row.file != f.decl_file && std::strcmp(row.file, f.decl_file) != 0))
             continue;
-        if (dwarf_haspc(&die, row.addr) <= 0)
+        // An inlined copy may have an empty range, its code merged into the caller's: its
+        // entry is still where its lines start.
+        if (dwarf_haspc(&die, row.addr) <= 0 && row.addr != f.entry)
             continue;
         bool inl = false;
         for (const auto &r : excluded)

@@ -340,7 +340,8 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
             Dwarf_Word bsize = 0;
             if (dwarf_attr(&child, DW_AT_byte_size, &a))
                 dwarf_formudata(&a, &bsize);
-            unsigned cbits = static_cast<unsigned>((bsize ? static_cast<int64_t>(bsize) : tsize) * 8);
+            int64_t bytes = bsize ? static_cast<int64_t>(bsize) : tsize;
+            unsigned cbits = static_cast<unsigned>(bytes * 8);
             if (cbits != 8 && cbits != 16 && cbits != 32 && cbits != 64)
                 return fail(why, "bitfield '" + name + "' has a container dprobe can't read");
             bitfield_info b;
@@ -409,7 +410,8 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
         if (a == DW_OP_implicit_pointer || a == DW_OP_GNU_implicit_pointer)
             return fail(why, "is an optimized-out pointer here (DW_OP_implicit_pointer)");
         if ((a == DW_OP_piece || a == DW_OP_bit_piece) && i + 1 != ops.size())
-            return fail(why, "is split into pieces here (DW_OP_piece), which fetch args can't join");
+            return fail(why, "is split into pieces here (DW_OP_piece), which fetch args "
+                             "can't join");
     }
     // One piece holding the whole variable is just its location.
     if (ops.back().atom == DW_OP_piece || ops.back().atom == DW_OP_bit_piece) {

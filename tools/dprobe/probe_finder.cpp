@@ -64,7 +64,8 @@ std::optional<Dwarf_Die> child_var(Dwarf_Die *scope, const std::string &name)
         const char *n = dwarf_diename(&c);
         if (!n || name != n)
             continue;
-        if (!best || dwarf_hasattr(&c, DW_AT_location) || dwarf_hasattr_integrate(&c, DW_AT_const_value))
+        if (!best || dwarf_hasattr(&c, DW_AT_location) ||
+            dwarf_hasattr_integrate(&c, DW_AT_const_value))
             best = c;
     } while (dwarf_siblingof(&c, &c) == 0);
     return best;
@@ -179,7 +180,8 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
         for (auto &[k, c] : by_func)
             cands.push_back(c);
     }
-    std::sort(cands.begin(), cands.end(), [](const cand &a, const cand &b) { return a.addr < b.addr; });
+    std::sort(cands.begin(), cands.end(),
+              [](const cand &a, const cand &b) { return a.addr < b.addr; });
     cands.erase(std::unique(cands.begin(), cands.end(),
                             [](const cand &a, const cand &b) { return a.addr == b.addr; }),
                 cands.end());
@@ -209,7 +211,9 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
                              " (is it stripped?)");
     site.symbol = s->name;
     site.offset = c.addr - s->addr;
-    site.entry = !pp.has_line && pp.offset == 0 && !c.f.inlined && site.offset == 0;
+    // Also for a line whose code starts at the entry: before the prologue, the DWARF
+    // location of a parameter at -O0 is a stack slot not written yet.
+    site.entry = !c.f.inlined && c.addr == c.f.entry && site.offset == 0;
     site.retprobe = pp.retprobe;
     if (pp.retprobe && !site.entry)
         return fail(err, "'" + pp.function + "' is only inlined here: an inlined copy has no "
@@ -241,7 +245,9 @@ std::optional<std::pair<std::string, int64_t>> probe_finder::symbolize(uint64_t 
         return std::make_pair(s->name, static_cast<int64_t>(vaddr - s->addr));
     const ksym *near = nullptr;
     for (const ksym &k : o.data) {
-        auto dist = [&](const ksym *x) { return x->addr > vaddr ? x->addr - vaddr : vaddr - x->addr; };
+        auto dist = [&](const ksym *x) {
+            return x->addr > vaddr ? x->addr - vaddr : vaddr - x->addr;
+        };
         if ((!near || dist(&k) < dist(near)) && unique(k.name))
             near = &k;
     }
@@ -379,7 +385,8 @@ bool probe_finder::translate(const probe_site &site, const perf_probe_arg &arg, 
 std::vector<site_variable> probe_finder::variables(const probe_site &site) const
 {
     std::vector<site_variable> out;
-    auto add = [&](Dwarf_Die *die, bool param, const fetch_loc *given, const std::string *given_why) {
+    auto add = [&](Dwarf_Die *die, bool param, const fetch_loc *given,
+                   const std::string *given_why) {
         site_variable v;
         const char *n = dwarf_diename(die);
         v.name = n ? n : "";

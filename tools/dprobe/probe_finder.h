@@ -8,9 +8,10 @@
 // - A function kept out of line is probed there, even if it is also inlined elsewhere; a
 //   function that only exists inlined is probed in its inlined copy when there is one copy.
 //   A line that lands in several functions is refused with the list.
-// - At a function entry (FUNC, FUNC%return) parameters come from the calling convention
-//   ($argN, see dwarf_params.h); local variables have no value yet and are refused. At a
-//   line or offset, every variable is read from its DWARF location at that address.
+// - At a function entry (FUNC, FUNC%return, a line whose code starts there) parameters come
+//   from the calling convention ($argN, see dwarf_params.h); local variables have no value
+//   yet and are refused. Elsewhere every variable is read from its DWARF location at that
+//   address.
 #pragma once
 
 #include "tools/dprobe/debuginfo.h"
@@ -29,7 +30,8 @@ struct probe_site {
     uint64_t offset = 0;
     dwarf_function func;    // the function copy the point is in (its scope)
     Dwarf_Die subprogram{}; // the out-of-line function containing addr (its frame base)
-    bool entry = false;     // FUNC or FUNC%return: parameters by the calling convention
+    bool entry = false;     // at the entry of an out-of-line function: parameters by the
+                            // calling convention
     bool retprobe = false;
     int line = 0;           // the absolute source line of a line probe, else 0
     const char *file = nullptr; // its file

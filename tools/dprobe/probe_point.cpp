@@ -59,7 +59,8 @@ bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::s
     bool file_spec = false;
     if (text.find_first_of("+@%") == std::string_view::npos) {
         size_t colon = text.find(':');
-        if (colon != std::string_view::npos && text.substr(0, colon).find('.') != std::string_view::npos)
+        if (colon != std::string_view::npos &&
+            text.substr(0, colon).find('.') != std::string_view::npos)
             file_spec = true;
     }
     size_t cut = text.find_first_of(":+@%");
@@ -69,7 +70,8 @@ bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::s
     else
         out.function = std::string(head);
     if (out.function.rfind("0x", 0) == 0)
-        return fail(err, "'" + whole + "': probe an address with FUNC+OFF, not an absolute address");
+        return fail(err, "'" + whole +
+                             "': probe an address with FUNC+OFF, not an absolute address");
     if (!file_spec && !out.function.empty() && !is_c_identifier(out.function))
         return fail(err, "'" + whole + "': '" + out.function + "' is not a function name");
     bool seen_at = false, seen_plus = false;
@@ -174,7 +176,8 @@ bool parse_perf_probe_arg(std::string_view text, perf_probe_arg &out, std::strin
         if (s[0] == '[') {
             size_t close = s.find(']');
             long v;
-            if (close == std::string_view::npos || !parse_int(s.substr(1, close - 1), LONG_MIN, LONG_MAX, v))
+            if (close == std::string_view::npos ||
+                !parse_int(s.substr(1, close - 1), LONG_MIN, LONG_MAX, v))
                 return fail(err, "'" + whole + "': an array index must be a number");
             f.is_index = true;
             f.index = v;
@@ -211,7 +214,8 @@ bool parse_line_range(std::string_view text, line_range_spec &out, std::string *
         size_t op = range.find_first_of("+-", 1);
         long start, end;
         if (!parse_int(range.substr(0, op), 0, INT_MAX, start))
-            return fail(err, "'" + whole + "': bad start line '" + std::string(range.substr(0, op)) + "'");
+            return fail(err, "'" + whole + "': bad start line '" +
+                                 std::string(range.substr(0, op)) + "'");
         out.start = static_cast<int>(start);
         if (op != std::string_view::npos) {
             if (!parse_int(range.substr(op + 1), 0, INT_MAX, end))
@@ -237,7 +241,8 @@ bool parse_line_range(std::string_view text, line_range_spec &out, std::string *
     } else if (is_c_identifier(name)) {
         out.function = std::string(name);
     } else {
-        return fail(err, "'" + whole + "': '" + std::string(name) + "' is not a function or file name");
+        return fail(err, "'" + whole + "': '" + std::string(name) +
+                             "' is not a function or file name");
     }
     return true;
 }
