@@ -1,5 +1,6 @@
 #include "core/membarrier.h"
 
+#include <atomic>
 #include <cstdint>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
@@ -9,13 +10,23 @@
 namespace dprobe {
 namespace {
 
+// Per command: 0 not tried yet, 1 registered, -1 refused. Not function-local statics: their
+// initialisation guard, held by a thread of the parent when another thread forks, is never
+// released in the child, and the child's first barrier then waited forever (seen with bash
+// under a libc-wide trace). Two threads registering at once is harmless: it is idempotent.
+std::atomic<int> registration[2];
+
 bool registered(bool sync_core)
 {
-    static const bool plain =
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    static const bool core =
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
-    return sync_core ? core : plain;
+    std::atomic<int> &r = registration[sync_core];
+    int v = r.load(std::memory_order_relaxed);
+    if (v == 0) {
+        const int cmd = sync_core ? MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE
+                                  : MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+        v = syscall(SYS_membarrier, cmd, 0, 0) == 0 ? 1 : -1;
+        r.store(v, std::memory_order_relaxed);
+    }
+    return v > 0;
 }
 
 } // namespace
@@ -33,5 +44,7 @@ void membarrier_everywhere(bool sync_core)
     mprotect(page, sizeof page, PROT_READ);
     mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
 }
+
+bool membarrier_expedited_available() { return registered(false); }
 
 } // namespace dprobe

@@ -9,4 +9,8 @@ namespace dprobe {
 // (..._SYNC_CORE), before this returns.
 void membarrier_everywhere(bool sync_core);
 
+// Whether the plain barrier is membarrier(2) itself (cheap enough to call in a loop), not
+// the mprotect fallback.
+bool membarrier_expedited_available();
+
 } // namespace dprobe

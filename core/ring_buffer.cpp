@@ -20,6 +20,7 @@
 #include "core/ring_buffer.h"
 
 #include "core/compiler.h"
+#include "core/membarrier.h"
 #include "core/trace_clock.h"
 
 #include <linux/futex.h>
@@ -590,21 +591,6 @@ void reap_locked() {
   }
 }
 
-void heavy_barrier() {
-  static int ok = [] {
-    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1
-                                                                                          : 0;
-  }();
-  if (!ok || syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
-bool heavy_barrier_available() {
-  heavy_barrier();
-  static bool ok = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) > 0;
-  return ok;
-}
-
 } // namespace
 
 struct ring_buffer_reader::impl {
@@ -724,10 +710,10 @@ bool ring_buffer_wait(int timeout_ms) {
   using clk = std::chrono::steady_clock;
   const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   // Without membarrier a wakeup can be missed (the writer has no fence); poll then.
-  const long slice_ms = heavy_barrier_available() ? 1000 : 10;
+  const long slice_ms = membarrier_expedited_available() ? 1000 : 10;
   for (;;) {
     g_waiting.store(1, std::memory_order_seq_cst);
-    heavy_barrier(); // writers now see g_waiting, or we see their commit
+    membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
     if (ring_buffer_has_data())
       return true;
     long long left_ns = slice_ms * 1000000LL;

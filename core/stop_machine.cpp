@@ -1,5 +1,7 @@
 #include "core/stop_machine.h"
 
+#include "arch/x86_64/raw_syscall.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -33,20 +35,11 @@ struct linux_dirent64 {
 };
 
 // The child calls no libc function: any of them could be a probed function.
-long sys(long nr, long a = 0, long b = 0, long c = 0, long d = 0)
-{
-    long ret;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
+using arch::raw_syscall;
 
 long pt(long req, pid_t tid, void *data = nullptr)
 {
-    return sys(SYS_ptrace, req, tid, 0, reinterpret_cast<long>(data));
+    return raw_syscall(SYS_ptrace, req, tid, 0, reinterpret_cast<long>(data));
 }
 
 bool known(pid_t tid)
@@ -64,7 +57,7 @@ bool trap_queued(pid_t tid)
     siginfo_t queued[8];
     for (uint64_t off = 0;; off += 8) {
         __ptrace_peeksiginfo_args a = {off, 0, 8};
-        long n = sys(SYS_ptrace, PTRACE_PEEKSIGINFO, tid, reinterpret_cast<long>(&a),
+        long n = raw_syscall(SYS_ptrace, PTRACE_PEEKSIGINFO, tid, reinterpret_cast<long>(&a),
                      reinterpret_cast<long>(queued));
         if (n <= 0)
             return false;
@@ -81,9 +74,9 @@ long stop_new_threads(int dirfd)
 {
     char buf[4096];
     long added = 0;
-    sys(SYS_lseek, dirfd, 0, SEEK_SET);
+    raw_syscall(SYS_lseek, dirfd, 0, SEEK_SET);
     for (;;) {
-        long nread = sys(SYS_getdents64, dirfd, reinterpret_cast<long>(buf), sizeof buf);
+        long nread = raw_syscall(SYS_getdents64, dirfd, reinterpret_cast<long>(buf), sizeof buf);
         if (nread < 0) {
             st.error = static_cast<int>(nread);
             return -1;
@@ -121,7 +114,7 @@ long stop_new_threads(int dirfd)
             int status = 0;
             long w;
             do {
-                w = sys(SYS_wait4, tid, reinterpret_cast<long>(&status), __WALL, 0);
+                w = raw_syscall(SYS_wait4, tid, reinterpret_cast<long>(&status), __WALL, 0);
             } while (w == -EINTR);
             if (w != tid || !WIFSTOPPED(status)) {
                 // The thread exited before stopping: forget it.
@@ -148,7 +141,7 @@ void release_all()
         stopped_thread &t = st.threads[i];
         if (t.changed)
             pt(PTRACE_SETREGS, t.tid, &t.regs);
-        sys(SYS_ptrace, PTRACE_DETACH, t.tid, 0, t.pending_sig);
+        raw_syscall(SYS_ptrace, PTRACE_DETACH, t.tid, 0, t.pending_sig);
     }
 }
 
@@ -170,24 +163,24 @@ void release_all()
     for (size_t i = 0; i < sizeof task; ++i)
         path[len + i] = task[i];
     int dirfd = static_cast<int>(
-        sys(SYS_open, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        raw_syscall(SYS_open, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dirfd < 0) {
         st.error = dirfd;
-        sys(SYS_exit, 1);
+        raw_syscall(SYS_exit, 1);
     }
     // Threads may be created while we stop the others: list again until nothing is new.
     long added;
     do {
         added = stop_new_threads(dirfd);
     } while (added > 0);
-    sys(SYS_close, dirfd);
+    raw_syscall(SYS_close, dirfd);
     if (added < 0) {
         release_all();
-        sys(SYS_exit, 1);
+        raw_syscall(SYS_exit, 1);
     }
     st.fn(st.threads, st.n, st.arg);
     release_all();
-    sys(SYS_exit, 0);
+    raw_syscall(SYS_exit, 0);
     __builtin_unreachable();
 }
 

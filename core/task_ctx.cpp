@@ -1,5 +1,6 @@
 #include "core/task_ctx.h"
 
+#include "arch/x86_64/raw_syscall.h"
 #include "core/membarrier.h"
 
 #include <cstring>
@@ -62,16 +63,31 @@ task_ctx *claim_free() noexcept
 
 __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
 
+namespace {
+// Set while this thread allocates its context. The allocation runs on a thread's first
+// probe hit and calls libc (pthread_once, pthread_setspecific, which may malloc), and those
+// functions may be probed themselves (a glob over all of libc): a hit meanwhile finds no
+// context and is dropped (uncounted: without a context the probe's users cannot be read
+// safely) instead of recursing.
+__thread bool tls_allocating __attribute__((tls_model("initial-exec")));
+} // namespace
+
 task_ctx *alloc_task_ctx() noexcept
 {
+    if (tls_allocating)
+        return nullptr;
+    tls_allocating = true;
     pthread_once(&key_once, make_key);
     task_ctx *t = claim_free();
     if (!t) {
-        void *p = mmap(nullptr, sizeof(task_ctx), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED)
+        // Raw system calls: mmap and gettid of libc may be probed.
+        long p = arch::raw_syscall(SYS_mmap, 0, sizeof(task_ctx), PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p < 0 && p > -4096) {
+            tls_allocating = false;
             return nullptr;
-        t = static_cast<task_ctx *>(p); // zero-filled by mmap
+        }
+        t = reinterpret_cast<task_ctx *>(p); // zero-filled by mmap
         t->in_use.store(1, std::memory_order_relaxed);
         task_ctx *head = ctx_head.load(std::memory_order_relaxed);
         do {
@@ -79,12 +95,13 @@ task_ctx *alloc_task_ctx() noexcept
         } while (!ctx_head.compare_exchange_weak(head, t, std::memory_order_release,
                                                  std::memory_order_relaxed));
     }
-    t->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    t->tid = static_cast<pid_t>(arch::raw_syscall(SYS_gettid));
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
     tls_task_ctx = t;
     pthread_setspecific(exit_key, t);
+    tls_allocating = false;
     return t;
 }
 

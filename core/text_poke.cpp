@@ -1,5 +1,6 @@
 #include "core/text_poke.h"
 
+#include "arch/x86_64/raw_syscall.h"
 #include "arch/x86_64/uctx.h"
 #include "core/membarrier.h"
 #include "core/signal_chain.h"
@@ -193,21 +194,11 @@ struct stopped_poke {
     int error;
 };
 
-long raw_syscall3(long nr, long a, long b, long c)
-{
-    long ret;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(nr), "D"(a), "S"(b), "d"(c)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-
 void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
 {
     auto *sp = static_cast<stopped_poke *>(arg);
     for (const mapping &m : sp->pages)
-        if (raw_syscall3(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
+        if (arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
                          m.prot | PROT_WRITE | PROT_EXEC) != 0)
             sp->error = -EFAULT;
     if (sp->error == 0) {
@@ -241,7 +232,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
         }
     }
     for (const mapping &m : sp->pages)
-        raw_syscall3(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end), m.prot);
+        arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end), m.prot);
 }
 
 } // namespace

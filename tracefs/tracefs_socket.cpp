@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace dprobe {
@@ -410,8 +411,11 @@ void tracefs_socket_stop()
         if (s.listen_fd < 0)
             return;
         if (s.pid != getpid()) {
-            // A forked child: the threads and the socket file are the parent's.
-            s.acceptor.detach();
+            // A forked child: the threads and the socket file are the parent's. Forget the
+            // handle without pthread_detach: the thread does not exist here, and detaching
+            // the parent's copied descriptor failed with EINVAL in shell children (detach()
+            // threw, std::terminate) when bash ran under a libc-wide trace.
+            new (&s.acceptor) std::thread();
             ::close(s.listen_fd);
             s.listen_fd = -1;
             s.path.clear();

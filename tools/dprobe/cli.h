@@ -17,6 +17,10 @@ void setup_ctl(CLI::App &app);
 
 extern int exit_status;
 
+// Takes PROG [ARGS...] of "dprobe record [<options>] [--] PROG [ARGS...]" out of argv, for
+// the record callback; returns the argc CLI11 parses (the options only).
+int record_take_program(CLI::App &app, int argc, char **argv);
+
 // The usage lines `--help` prints for SUB ("dprobe record [<options>] -- PROG [ARGS]").
 void set_usage(CLI::App *sub, std::string usage);
 

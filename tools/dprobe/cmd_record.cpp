@@ -348,6 +348,55 @@ int run_record(const record_opts &o)
 
 } // namespace
 
+namespace {
+
+std::vector<std::string> &program_args()
+{
+    static std::vector<std::string> args;
+    return args;
+}
+
+// Whether OPT of SUB, spelled as ARG ("-F", "--filter", "-qF"), takes the next argument as
+// its value.
+bool takes_next_arg(const CLI::App *sub, const std::string &arg)
+{
+    std::string name = arg;
+    if (arg.rfind("--", 0) == 0) {
+        if (arg.find('=') != std::string::npos)
+            return false; // --output=FILE
+    } else if (arg.size() > 2) {
+        const CLI::Option *first = sub->get_option_no_throw(arg.substr(0, 2));
+        if (first && first->get_items_expected_min() > 0)
+            return false; // -oFILE
+        name = "-" + arg.substr(arg.size() - 1); // -qF GLOB: flags, then one with a value
+    }
+    const CLI::Option *opt = sub->get_option_no_throw(name);
+    return opt && opt->get_items_expected_min() > 0;
+}
+
+} // namespace
+
+int record_take_program(CLI::App &app, int argc, char **argv)
+{
+    if (argc < 2 || std::string(argv[1]) != "record")
+        return argc;
+    const CLI::App *sub = app.get_subcommand_ptr("record").get();
+    // The program starts after "--", or at the first argument that is neither an option
+    // nor an option's value; from there on every argument is the program's, verbatim.
+    // (Left to CLI11, a positional "command" reordered them: "-- bash -c SCRIPT" ran bash
+    // without its -c.)
+    for (int i = 2; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--" || a.size() < 2 || a[0] != '-') {
+            program_args().assign(argv + i + (a == "--"), argv + argc);
+            return i;
+        }
+        if (takes_next_arg(sub, a))
+            ++i;
+    }
+    return argc;
+}
+
 void setup_record(CLI::App &app)
 {
     auto o = std::make_shared<record_opts>();
@@ -375,9 +424,7 @@ void setup_record(CLI::App &app)
         ->type_name("CLOCK");
     sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
-    sub->add_option("command", o->command, "The program to run and its arguments")
-        ->type_name("PROG [ARGS]");
-    sub->prefix_command();
+    // PROG and its arguments are cut off argv before CLI11 parses (record_take_program).
     sub->footer(
         "Examples:\n"
         "   dprobe record --graph -- ./app                     every function with a site\n"
@@ -389,9 +436,7 @@ void setup_record(CLI::App &app)
         "\n"
         "Then: dprobe report [-i FILE] [--format text|graph|chrome]");
     sub->callback([o, sub] {
-        for (const std::string &r : sub->remaining())
-            if (!(o->command.empty() && r == "--"))
-                o->command.push_back(r);
+        o->command = program_args();
         exit_status = run_record(*o);
     });
 }

@@ -111,6 +111,7 @@ int main(int argc, char **argv)
     setup_probe(app);
     setup_funcs(app);
     setup_ctl(app);
+    argc = record_take_program(app, argc, argv);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp &e) {

@@ -1,0 +1,22 @@
+// System calls without libc, for code that runs while probes fire or while other threads
+// are stopped: any libc function (mmap, syscall, gettid ...) may itself be probed, or be
+// half-way through a lock another thread holds.
+#pragma once
+
+namespace dprobe::arch {
+
+inline long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0,
+                        long f = 0) noexcept
+{
+    long ret;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+} // namespace dprobe::arch
