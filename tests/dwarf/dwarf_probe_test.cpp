@@ -414,6 +414,11 @@ TEST_P(on_prog, function_entry_uses_the_calling_convention)
     ASSERT_TRUE(r.ok) << r.message;
     EXPECT_EQ(r.line, "p:probe_dwvars/score dwvars:score id=+0($arg1):s64 scale=$arg2:s32 "
                       "name=+0(+24($arg1)):string");
+    // A char pointer is its text by default, the pointer with :x64.
+    r = probe("score it->name p=it->name:x64");
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.line, "p:probe_dwvars/score dwvars:score name=+0(+24($arg1)):string "
+                      "p=+24($arg1):x64");
     r = probe("score%return $params $retval");
     ASSERT_TRUE(r.ok) << r.message;
     EXPECT_EQ(r.line, "r:probe_dwvars/score__return dwvars:score it=$arg1:x64 scale=$arg2:s32 "

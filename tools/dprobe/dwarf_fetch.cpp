@@ -7,6 +7,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace dprobe::tools {
 
@@ -256,6 +257,14 @@ bool is_char(Dwarf_Die *type)
         dwarf_formudata(&a, &enc);
     return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char ||
            enc == DW_ATE_signed || enc == DW_ATE_unsigned;
+}
+
+// Plain `char` (not signed/unsigned char, which usually hold bytes, not text).
+bool is_text_char(Dwarf_Die *type)
+{
+    auto r = real_type(type);
+    const char *n = r ? dwarf_diename(&*r) : nullptr;
+    return r && dwarf_tag(&*r) == DW_TAG_base_type && n && std::strcmp(n, "char") == 0;
 }
 
 // Number of subranges and the element count of the first one (-1 when unknown).
@@ -595,7 +604,17 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
         type_out = (is_signed ? "s" : "u") + std::to_string(size * 8);
         return true;
     }
-    case DW_TAG_pointer_type:
+    case DW_TAG_pointer_type: {
+        // A char pointer is the text it points to (":x64" gives the pointer).
+        auto pointee = type_of(&*rt);
+        if (pointee && is_text_char(&*pointee)) {
+            loc.derefs.push_back(0);
+            type_out = "string";
+            return true;
+        }
+        type_out = "x64";
+        return true;
+    }
     case DW_TAG_reference_type:
     case DW_TAG_rvalue_reference_type:
     case DW_TAG_ptr_to_member_type:

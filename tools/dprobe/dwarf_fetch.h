@@ -76,8 +76,8 @@ bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> 
 
 // The fetch type for a value of TYPE at LOC (perf's convert_variable_type): CAST when the
 // user gave one (":string" on a char pointer reads the string it points to), bitfields as
-// b<W>@<O>/<C>, integers u/s8..64, pointers x64, char arrays as strings, arrays of scalars
-// as TYPE[N]. May add a memory read to LOC. False with *why for types with no fetch type
+// b<W>@<O>/<C>, integers u/s8..64, char pointers and char arrays as strings, other pointers
+// x64, arrays of scalars as TYPE[N]. May add a memory read to LOC. False with *why for types with no fetch type
 // (structs, floats without a cast).
 bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_info> &bitfield,
                   const std::string &cast, const std::string &varname, std::string &type_out,
