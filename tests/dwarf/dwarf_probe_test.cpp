@@ -507,6 +507,27 @@ TEST_P(on_prog, inlined_function)
     }
 }
 
+TEST_P(on_prog, aliases_and_separate_debug_files)
+{
+    // A symbol the DWARF does not name is the function at its address.
+    auto r = probe("score_alias it->id");
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.line, "p:probe_dwvars/score_alias dwvars:score_alias id=+0($arg1):s64");
+    // The same line in a stripped copy, its DWARF found through .gnu_debuglink.
+    std::string err;
+    auto stripped = elf_image::open(bin(GetParam(), "stripped/dwvars"), &err);
+    ASSERT_TRUE(stripped) << err;
+    auto di = debuginfo::open(stripped->real_path(), &err);
+    ASSERT_TRUE(di) << err;
+    EXPECT_THAT(di->debug_path(), HasSubstr("stripped/dwvars.debug"));
+    std::string spec = rel("score", "probe:score") + " s it->pos.x";
+    auto a = translate_perf_probe(argv_split(spec), *stripped);
+    auto b = probe(spec);
+    ASSERT_TRUE(a.ok) << a.message;
+    ASSERT_TRUE(b.ok) << b.message;
+    EXPECT_EQ(a.line, b.line);
+}
+
 TEST_P(on_prog, shared_library_statics)
 {
     std::string err;
@@ -524,7 +545,7 @@ TEST_P(on_prog, show_line_range)
     std::string err, out;
     auto di = debuginfo::open(bin(GetParam()), &err);
     ASSERT_TRUE(di) << err;
-    ASSERT_TRUE(show_line_range(*di, "locals", out, &err)) << err;
+    ASSERT_TRUE(show_line_range(*di, *img_, "locals", out, &err)) << err;
     std::string src = std::string(DWARF_TEST_SRC) + "/dwvars.c";
     EXPECT_THAT(out, ::testing::StartsWith("<locals@" + src +
                                            ":0>\n         NOINLINE void locals(int seed)\n"));
@@ -535,10 +556,10 @@ TEST_P(on_prog, show_line_range)
     EXPECT_THAT(out, HasSubstr("\n             /* A line without code. */\n"));
     EXPECT_THAT(out, HasSubstr("\n         \n")); // the blank line
     // A sub-range: only lines 1..2 after the declaration, then nothing more.
-    ASSERT_TRUE(show_line_range(*di, "locals:1+2", out, &err)) << err;
+    ASSERT_TRUE(show_line_range(*di, *img_, "locals:1+2", out, &err)) << err;
     EXPECT_THAT(out, ::testing::StartsWith("<locals@" + src + ":1>\n"));
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3);
-    EXPECT_FALSE(show_line_range(*di, "nosuch", out, &err));
+    EXPECT_FALSE(show_line_range(*di, *img_, "nosuch", out, &err));
     EXPECT_THAT(err, HasSubstr("no function 'nosuch'"));
 }
 

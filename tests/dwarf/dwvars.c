@@ -42,6 +42,9 @@ NOINLINE long score(struct item *it, int scale)
     return s + twice(scale);
 }
 
+/* A second name of score, which only the symbol table knows. */
+long score_alias(struct item *it, int scale) __attribute__((alias("score")));
+
 NOINLINE int sum_array(const int *a, int n)
 {
     int total = 0;

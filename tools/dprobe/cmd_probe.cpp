@@ -58,7 +58,7 @@ int show_debuginfo(const probe_opts &o, const tools::elf_image &img)
         return fail("probe", err);
     for (const auto &range : o.line_ranges) {
         std::string out;
-        if (!tools::show_line_range(*di, range, out, &err))
+        if (!tools::show_line_range(*di, img, range, out, &err))
             return fail("probe", "--line '" + range + "': " + err);
         std::fputs(out.c_str(), stdout);
     }

@@ -2,10 +2,13 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -106,6 +109,36 @@ bool file_matches(std::string_view full, std::string_view spec)
            full[full.size() - spec.size() - 1] == '/';
 }
 
+// Where distributions install the DWARF of stripped files (the -dbg / -dbgsym packages), by
+// build id, then by .gnu_debuglink name, as gdb and perf look for it.
+std::vector<std::string> separate_debug_files(Elf *elf, const std::string &path)
+{
+    std::vector<std::string> out;
+    const void *id = nullptr;
+    ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+    if (n > 1) {
+        static const char hexd[] = "0123456789abcdef";
+        std::string hex;
+        for (ssize_t i = 0; i < n; i++) {
+            unsigned char b = static_cast<const unsigned char *>(id)[i];
+            hex += hexd[b >> 4];
+            hex += hexd[b & 15];
+        }
+        out.push_back("/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) +
+                      ".debug");
+    }
+    GElf_Word crc;
+    if (const char *link = dwelf_elf_gnu_debuglink(elf, &crc)) {
+        char buf[PATH_MAX];
+        std::string real = ::realpath(path.c_str(), buf) ? buf : path;
+        std::string dir = real.substr(0, real.rfind('/') + 1);
+        out.push_back(dir + link);
+        out.push_back(dir + ".debug/" + link);
+        out.push_back("/usr/lib/debug" + dir + link);
+    }
+    return out;
+}
+
 std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string *err)
 {
     std::unique_ptr<debuginfo> d(new debuginfo);
@@ -115,14 +148,34 @@ std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string 
         *err = path + ": " + std::strerror(errno);
         return nullptr;
     }
-    d->dw_ = dwarf_begin(d->fd_, DWARF_C_READ);
-    if (!d->dw_) {
-        *err = path + " has no debug info (build it with -g)";
+    elf_version(EV_CURRENT);
+    d->elf_ = elf_begin(d->fd_, ELF_C_READ_MMAP, nullptr);
+    if (!d->elf_) {
+        *err = path + ": not an ELF file";
         return nullptr;
     }
-    // .eh_frame is what every x86-64 binary has; .debug_frame only some.
-    if (Elf *elf = dwarf_getelf(d->dw_))
-        d->cfi_eh_ = dwarf_getcfi_elf(elf);
+    d->dw_ = dwarf_begin_elf(d->elf_, DWARF_C_READ, nullptr);
+    if (!d->dw_) {
+        for (const std::string &dbg : separate_debug_files(d->elf_, path)) {
+            int fd = ::open(dbg.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            if (Dwarf *dw = dwarf_begin(fd, DWARF_C_READ)) {
+                d->dw_ = dw;
+                d->debug_fd_ = fd;
+                d->debug_path_ = dbg;
+                break;
+            }
+            ::close(fd);
+        }
+    }
+    if (!d->dw_) {
+        *err = path + " has no debug info (build it with -g, or install its debug symbols)";
+        return nullptr;
+    }
+    // The call-frame information of the file itself: .eh_frame is what every x86-64 binary
+    // has (a separate debug file has only its headers); .debug_frame only some.
+    d->cfi_eh_ = dwarf_getcfi_elf(d->elf_);
     d->cfi_dbg_ = dwarf_getcfi(d->dw_);
     return d;
 }
@@ -133,6 +186,10 @@ debuginfo::~debuginfo()
         dwarf_cfi_end(cfi_eh_);
     if (dw_)
         dwarf_end(dw_);
+    if (elf_)
+        elf_end(elf_);
+    if (debug_fd_ >= 0)
+        ::close(debug_fd_);
     if (fd_ >= 0)
         ::close(fd_);
 }

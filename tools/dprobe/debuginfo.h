@@ -37,7 +37,9 @@ struct dwarf_line {
 
 class debuginfo {
 public:
-    // Opens PATH. nullptr with *err set when the file can't be read or has no DWARF.
+    // Opens PATH, or for a stripped file its separate debug file (found by build id or
+    // .gnu_debuglink under /usr/lib/debug, where debug-symbol packages put them). nullptr
+    // with *err set when the file can't be read or has no DWARF anywhere.
     static std::unique_ptr<debuginfo> open(const std::string &path, std::string *err);
     ~debuginfo();
     debuginfo(const debuginfo &) = delete;
@@ -45,6 +47,8 @@ public:
 
     Dwarf *dwarf() const { return dw_; }
     const std::string &path() const { return path_; }
+    // The separate debug file the DWARF came from; empty when it is PATH itself.
+    const std::string &debug_path() const { return debug_path_; }
 
     // Every compilation unit.
     std::vector<Dwarf_Die> units() const;
@@ -77,10 +81,11 @@ public:
 
 private:
     debuginfo() = default;
-    std::string path_;
-    int fd_ = -1;
+    std::string path_, debug_path_;
+    int fd_ = -1, debug_fd_ = -1;
+    Elf *elf_ = nullptr; // PATH itself: its .eh_frame
     Dwarf *dw_ = nullptr;
-    Dwarf_CFI *cfi_eh_ = nullptr;  // from .eh_frame (owned by dw_'s Elf; freed by dwarf_cfi_end)
+    Dwarf_CFI *cfi_eh_ = nullptr;  // from PATH's .eh_frame (freed by dwarf_cfi_end)
     Dwarf_CFI *cfi_dbg_ = nullptr; // from .debug_frame (owned by dw_)
 };
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace dprobe::tools {
 
@@ -106,6 +107,21 @@ struct probe_finder::found_var {
     std::optional<Dwarf_Die> type;
 };
 
+std::vector<dwarf_function> probe_finder::functions(const std::string &name,
+                                                    const std::string &file) const
+{
+    auto funcs = di_.find_functions(name, file);
+    if (!funcs.empty() || !file.empty())
+        return funcs;
+    std::set<uintptr_t> addrs;
+    for (const ksym *k : img_.object().funcs_named(name))
+        addrs.insert(k->addr);
+    if (addrs.size() == 1)
+        if (auto f = di_.function_at(*addrs.begin()); f && f->entry == *addrs.begin())
+            funcs.push_back(*f);
+    return funcs;
+}
+
 bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::string *err) const
 {
     site = probe_site{};
@@ -117,7 +133,7 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
     };
     std::vector<cand> cands;
     if (!pp.function.empty()) {
-        auto funcs = di_.find_functions(pp.function, pp.file);
+        auto funcs = functions(pp.function, pp.file);
         if (funcs.empty()) {
             if (!pp.file.empty())
                 return fail(err, "no function '" + pp.function + "' declared in a file matching '" +
@@ -211,6 +227,10 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
                              " (is it stripped?)");
     site.symbol = s->name;
     site.offset = c.addr - s->addr;
+    // Among aliases (free, cfree), the name the user gave.
+    for (const ksym *k : img_.object().funcs_named(pp.function))
+        if (k->addr == s->addr)
+            site.symbol = k->name;
     // Also for a line whose code starts at the entry: before the prologue, the DWARF
     // location of a parameter at -O0 is a stack slot not written yet.
     site.entry = !c.f.inlined && c.addr == c.f.entry && site.offset == 0;

@@ -53,6 +53,11 @@ class probe_finder {
 public:
     probe_finder(const debuginfo &di, const elf_image &img) : di_(di), img_(img) {}
 
+    // The copies of function NAME (declared in FILE when not empty), as debuginfo finds
+    // them; else, when NAME is a symbol of the binary, the function at its address (an
+    // alias: malloc is __libc_malloc in glibc's debug info).
+    std::vector<dwarf_function> functions(const std::string &name, const std::string &file) const;
+
     // Resolves PP (which must name a function or a source line) to one site.
     bool resolve(const perf_probe_point &pp, probe_site &site, std::string *err) const;
 

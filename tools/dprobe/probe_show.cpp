@@ -22,8 +22,8 @@ constexpr int additional_lines = 2;
 
 } // namespace
 
-bool show_line_range(const debuginfo &di, const std::string &range, std::string &out,
-                     std::string *err)
+bool show_line_range(const debuginfo &di, const elf_image &img, const std::string &range,
+                     std::string &out, std::string *err)
 {
     line_range_spec lr;
     if (!parse_line_range(range, lr, err))
@@ -33,7 +33,7 @@ bool show_line_range(const debuginfo &di, const std::string &range, std::string 
     int offset = 0; // FUNC's declaration line: numbers are relative to it
     int start, end;
     if (!lr.function.empty()) {
-        auto funcs = di.find_functions(lr.function, lr.file);
+        auto funcs = probe_finder(di, img).functions(lr.function, lr.file);
         if (funcs.empty())
             return fail(err, "no function '" + lr.function + "'" +
                                  (lr.file.empty() ? "" : " declared in '" + lr.file + "'") +
@@ -65,8 +65,13 @@ bool show_line_range(const debuginfo &di, const std::string &range, std::string 
     if (lines.empty())
         return fail(err, "no line of '" + range + "' has code to probe in " + di.path());
     std::ifstream src(path);
-    if (!src)
-        return fail(err, "cannot open the source file " + path);
+    if (!src) {
+        std::string nums;
+        for (int ln : lines)
+            nums += (nums.empty() ? "" : " ") + std::to_string(ln - offset);
+        return fail(err, "cannot open the source file " + path + "; the lines with code are: " +
+                             nums);
+    }
     char head[64];
     out = "<";
     if (!lr.function.empty()) {

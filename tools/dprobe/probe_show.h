@@ -17,8 +17,8 @@
 namespace dprobe::tools {
 
 // The --line listing of RANGE (its text, as perf's -L syntax) into OUT. False with *err.
-bool show_line_range(const debuginfo &di, const std::string &range, std::string &out,
-                     std::string *err);
+bool show_line_range(const debuginfo &di, const elf_image &img, const std::string &range,
+                     std::string &out, std::string *err);
 
 // The --vars listing at POINT (perf probe point syntax) into OUT. False with *err.
 bool show_available_vars(const debuginfo &di, const elf_image &img, const std::string &point,
