@@ -4,7 +4,7 @@ PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all setup configure build check run install bench asan clean
+.PHONY: all setup configure build check run install bench peers asan clean
 
 all: build
 
@@ -30,6 +30,10 @@ run: setup
 bench: setup
 	$(MAKE) build
 	@bash scripts/run-bench $(BUILD)
+
+# dprobe side by side with kernel uprobes, LLVM XRay and uftrace (Documentation/overhead.md).
+peers: setup
+	@python3 bench/peers/run --build $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -1,0 +1,316 @@
+// How dprobe's costs grow: the hot path with 1, 1,000 and 100,000 other probes registered,
+// register/unregister time for 1 to 100,000 functions, memory per patch site and per thread.
+// The other probes sit on generated functions (gen_funcs.py): a 5-byte patchable NOP, then
+// ordinary instructions.
+#include "bench/peers/peers.h"
+
+#include <dprobe/fprobe.h>
+#include <dprobe/kprobes.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <pthread.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" {
+extern unsigned long (*const peers_fn_table[])(unsigned long);
+extern const unsigned peers_fn_count;
+}
+
+namespace peers
+{
+
+namespace
+{
+
+std::atomic<uint64_t> other_hits, leaf_entries, leaf_exits;
+
+int other_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    other_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+void other_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *) {}
+int other_pre(struct kprobe *, struct pt_regs *)
+{
+    other_hits.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+int leaf_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    leaf_entries.store(leaf_entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return 0;
+}
+void leaf_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    leaf_exits.store(leaf_exits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+int leaf_pre(struct kprobe *, struct pt_regs *)
+{
+    leaf_entries.store(leaf_entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return 0;
+}
+
+// Calls each of the first N generated functions once; returns how many of those calls the
+// other probes saw.
+uint64_t call_others(unsigned n)
+{
+    uint64_t before = other_hits.load();
+    unsigned long x = 0;
+    for (unsigned i = 0; i < n; ++i)
+        x += peers_fn_table[i](i);
+    __asm__ volatile("" ::"r"(x));
+    return other_hits.load() - before;
+}
+
+// The glob that matches exactly the first N generated functions (N a power of ten).
+std::string glob_for(unsigned n)
+{
+    std::string g = "peers_fn_";
+    unsigned digits = 0;
+    for (unsigned v = n; v > 1; v /= 10)
+        ++digits;
+    g += std::string(6 - digits, '0');
+    g += std::string(digits, '?');
+    return g;
+}
+
+struct proc_mem {
+    long rss_kb = 0, size_kb = 0;
+};
+
+proc_mem read_mem()
+{
+    proc_mem m;
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0)
+            m.rss_kb = std::stol(line.substr(6));
+        else if (line.rfind("VmSize:", 0) == 0)
+            m.size_kb = std::stol(line.substr(7));
+    }
+    return m;
+}
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// ---- the hot path with other probes registered -------------------------------------
+
+void hot_path(int rounds, unsigned max_funcs)
+{
+    std::vector<unsigned> counts;
+    for (unsigned k : {1u, 1000u, 100000u})
+        if (k <= max_funcs && k <= peers_fn_count) counts.push_back(k);
+    for (unsigned k : counts) {
+        // K other probes of each kind: an fprobe over K functions (K patch sites), and K
+        // kprobes (on each function's patch site, [FTRACE]).
+        struct fprobe others = {};
+        others.entry_handler = other_entry;
+        others.exit_handler = other_exit;
+        int err = register_fprobe(&others, glob_for(k).c_str(), nullptr);
+        std::vector<struct kprobe> kps(k);
+        std::vector<struct kprobe *> kpp(k);
+        for (unsigned i = 0; i < k; ++i) {
+            kps[i].addr = reinterpret_cast<kprobe_opcode_t *>(peers_fn_table[i]);
+            kps[i].pre_handler = other_pre;
+            kpp[i] = &kps[i];
+        }
+        double t0 = now_ns();
+        int kerr = register_kprobes(kpp.data(), static_cast<int>(k));
+        double kreg_ms = (now_ns() - t0) / 1e6;
+        uint64_t seen = call_others(k);
+        if (err || kerr || seen != 2ull * k) {
+            std::printf("{\"kind\":\"hot_path\",\"others\":%u,\"skipped\":\"register: %d/%d, "
+                        "%lu of %u hits\"}\n",
+                        k, err, kerr, static_cast<unsigned long>(seen), 2 * k);
+            if (!err) unregister_fprobe(&others);
+            if (!kerr) unregister_kprobes(kpp.data(), static_cast<int>(k));
+            continue;
+        }
+        std::vector<mode> modes;
+        {
+            auto fp = std::make_shared<struct fprobe>();
+            mode m;
+            m.tool = "dprobe";
+            m.key = "fprobe";
+            m.name = "fprobe entry+exit, patch site";
+            m.calls = 1000000;
+            m.untraced = m.traced = caller_pfe;
+            m.arm = [fp]() -> std::string {
+                *fp = {};
+                fp->entry_handler = leaf_entry;
+                fp->exit_handler = leaf_exit;
+                return register_fprobe(fp.get(), "leaf_pfe", nullptr) ? "register_fprobe" : "";
+            };
+            m.disarm = [fp] { unregister_fprobe(fp.get()); };
+            m.hits = [] { return std::min(leaf_entries.load(), leaf_exits.load()); };
+            modes.push_back(std::move(m));
+        }
+        {
+            auto kp = std::make_shared<struct kprobe>();
+            mode m;
+            m.tool = "dprobe";
+            m.key = "kprobe_opt";
+            m.name = "optimized kprobe on ordinary instructions";
+            m.calls = 1000000;
+            m.untraced = m.traced = caller_plain;
+            m.arm = [kp]() -> std::string {
+                *kp = {};
+                kp->addr = reinterpret_cast<kprobe_opcode_t *>(leaf_plain_insn);
+                kp->pre_handler = leaf_pre;
+                if (register_kprobe(kp.get())) return "register_kprobe";
+                return kprobe_optimized(kp.get()) ? "" : "not optimized";
+            };
+            m.disarm = [kp] { unregister_kprobe(kp.get()); };
+            m.hits = [] { return leaf_entries.load(); };
+            modes.push_back(std::move(m));
+        }
+        // run_rounds prints the modes; tag them with the number of other probes first.
+        std::printf("{\"kind\":\"hot_path_begin\",\"others\":%u,\"kprobes_register_ms\":%.3f}\n", k,
+                    kreg_ms);
+        run_rounds(modes, rounds);
+        std::printf("{\"kind\":\"hot_path_end\",\"others\":%u}\n", k);
+        unregister_kprobes(kpp.data(), static_cast<int>(k));
+        unregister_fprobe(&others);
+    }
+}
+
+// ---- registration time -------------------------------------------------------------
+
+void registration(int rounds, unsigned max_funcs)
+{
+    for (unsigned n = 1; n <= max_funcs && n <= peers_fn_count; n *= 10) {
+        std::vector<double> reg, unreg, kreg, kunreg;
+        bool ok = true;
+        for (int r = 0; r < rounds && ok; ++r) {
+            struct fprobe fp = {};
+            fp.entry_handler = other_entry;
+            fp.exit_handler = other_exit;
+            double t0 = now_ns();
+            int err = register_fprobe(&fp, glob_for(n).c_str(), nullptr);
+            double t1 = now_ns();
+            if (err) {
+                ok = false;
+                break;
+            }
+            ok = call_others(n) == n;
+            double t2 = now_ns();
+            unregister_fprobe(&fp);
+            double t3 = now_ns();
+            reg.push_back((t1 - t0) / 1e6);
+            unreg.push_back((t3 - t2) / 1e6);
+            ok = ok && call_others(n) == 0;
+            // The same functions as N kprobes (each on its function's patch site).
+            std::vector<struct kprobe> kps(n);
+            std::vector<struct kprobe *> kpp(n);
+            for (unsigned i = 0; i < n; ++i) {
+                kps[i].addr = reinterpret_cast<kprobe_opcode_t *>(peers_fn_table[i]);
+                kps[i].pre_handler = other_pre;
+                kpp[i] = &kps[i];
+            }
+            t0 = now_ns();
+            err = register_kprobes(kpp.data(), static_cast<int>(n));
+            t1 = now_ns();
+            if (err) {
+                ok = false;
+                break;
+            }
+            ok = ok && call_others(n) == n;
+            t2 = now_ns();
+            unregister_kprobes(kpp.data(), static_cast<int>(n));
+            t3 = now_ns();
+            kreg.push_back((t1 - t0) / 1e6);
+            kunreg.push_back((t3 - t2) / 1e6);
+        }
+        std::printf("{\"kind\":\"registration\",\"functions\":%u,\"ok\":%s,"
+                    "\"fprobe_register_ms\":%.3f,\"fprobe_unregister_ms\":%.3f,"
+                    "\"kprobes_register_ms\":%.3f,\"kprobes_unregister_ms\":%.3f}\n",
+                    n, ok ? "true" : "false", median(reg), median(unreg), median(kreg),
+                    median(kunreg));
+        std::fflush(stdout);
+    }
+}
+
+// ---- memory ------------------------------------------------------------------------------
+
+void memory(unsigned max_funcs)
+{
+    const unsigned n = std::min(max_funcs, peers_fn_count);
+    call_others(n); // the functions' own pages resident before measuring
+    proc_mem m0 = read_mem();
+    struct fprobe fp = {};
+    fp.entry_handler = other_entry;
+    fp.exit_handler = other_exit;
+    std::string glob = n == peers_fn_count ? "peers_fn_*" : glob_for(n);
+    if (register_fprobe(&fp, glob.c_str(), nullptr) == 0) {
+        uint64_t seen = call_others(n);
+        proc_mem m1 = read_mem();
+        std::printf("{\"kind\":\"memory_site\",\"sites\":%u,\"hits_ok\":%s,\"rss_bytes_per_site\":"
+                    "%.1f,\"vm_bytes_per_site\":%.1f}\n",
+                    n, seen == n ? "true" : "false", (m1.rss_kb - m0.rss_kb) * 1024.0 / n,
+                    (m1.size_kb - m0.size_kb) * 1024.0 / n);
+        unregister_fprobe(&fp);
+    }
+
+    // Per thread: T threads that each call the probed leaf once and wait, against T threads
+    // that call it with no probe registered (their own stacks cancel out).
+    const int threads = 64;
+    auto park = [&](bool probed) {
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        struct fprobe lp = {};
+        lp.entry_handler = leaf_entry;
+        lp.exit_handler = leaf_exit;
+        if (probed && register_fprobe(&lp, "leaf_pfe", nullptr) != 0) return proc_mem{};
+        std::vector<std::thread> ts;
+        for (int i = 0; i < threads; ++i)
+            ts.emplace_back([&] {
+                caller_fn volatile f = caller_pfe;
+                f(1);
+                ready.fetch_add(1);
+                while (!go.load())
+                    std::this_thread::yield();
+            });
+        while (ready.load() < threads)
+            std::this_thread::yield();
+        proc_mem m = read_mem();
+        go.store(true);
+        for (auto &t : ts)
+            t.join();
+        if (probed) unregister_fprobe(&lp);
+        return m;
+    };
+    park(false); // thread stacks cached by glibc from here on
+    proc_mem plain = park(false);
+    uint64_t e0 = leaf_entries.load();
+    proc_mem probed = park(true);
+    uint64_t hits = leaf_entries.load() - e0;
+    std::printf("{\"kind\":\"memory_thread\",\"threads\":%d,\"hits_ok\":%s,"
+                "\"rss_bytes_per_thread\":%.1f,\"vm_bytes_per_thread\":%.1f}\n",
+                threads, hits == static_cast<uint64_t>(threads) ? "true" : "false",
+                (probed.rss_kb - plain.rss_kb) * 1024.0 / threads,
+                (probed.size_kb - plain.size_kb) * 1024.0 / threads);
+    std::fflush(stdout);
+}
+
+} // namespace
+
+void run_scaling(int rounds, unsigned max_funcs)
+{
+    memory(max_funcs);
+    registration(std::max(1, std::min(rounds, 5)), max_funcs);
+    hot_path(rounds, max_funcs);
+}
+
+} // namespace peers
