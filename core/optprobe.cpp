@@ -5,32 +5,29 @@
 #include "arch/x86_64/relocate.h"
 #include "core/compiler.h"
 
-#include <cpuid.h>
+#include <Zydis/Mnemonic.h>
+
 #include <cstring>
 
 extern "C" void dprobe_optprobe_caller();
-
-// Read by the trampoline: the XSAVE area size for this CPU's enabled state, and whether the
-// compacted form (xsavec) is available.
-extern "C" {
-__attribute__((visibility("hidden"))) unsigned long dprobe_xsave_size;
-__attribute__((visibility("hidden"))) unsigned char dprobe_have_xsavec;
-}
+extern "C" void dprobe_optprobe_caller_light();
 
 namespace dprobe {
 namespace {
 
-__attribute__((constructor)) void detect_xsave()
+// lea -128(%rsp),%rsp ; mov %r11,-16(%rsp) ; movabs $op,%r11 ; call *6(%rip) ; jmp +12 ;
+// (4 bytes of padding) ; .quad dprobe_optprobe_caller[_light] ; lea 128(%rsp),%rsp
+// The caller's address sits at k_caller_slot, 8-byte aligned (chunks are 16-aligned), so
+// switching between the full and the light caller is one atomic store.
+constexpr size_t k_caller_slot = 32;
+constexpr size_t k_head_size = 48;
+
+uintptr_t caller_for(bool light)
 {
-    unsigned a, b, c, d;
-    // CPUID.(EAX=0DH, ECX=0): EBX = bytes needed by XSAVE for the features enabled in XCR0.
-    dprobe_xsave_size = __get_cpuid_count(0xd, 0, &a, &b, &c, &d) ? b : 1024;
-    dprobe_xsave_size = (dprobe_xsave_size + 63) & ~63UL;
-    dprobe_have_xsavec = __get_cpuid_count(0xd, 1, &a, &b, &c, &d) && (a & 2);
+    return reinterpret_cast<uintptr_t>(light ? &dprobe_optprobe_caller_light
+                                             : &dprobe_optprobe_caller);
 }
 
-// lea -128(%rsp),%rsp ; mov %r11,-8(%rsp) ; movabs $op,%r11 ; call *8(%rip) ; jmp +8 ;
-// .quad dprobe_optprobe_caller ; lea 128(%rsp),%rsp
 size_t write_head(uint8_t *p, optprobe *op)
 {
     size_t n = 0;
@@ -39,18 +36,30 @@ size_t write_head(uint8_t *p, optprobe *op)
             p[n++] = x;
     };
     put({0x48, 0x8d, 0x64, 0x24, 0x80});   // lea -0x80(%rsp),%rsp
-    put({0x4c, 0x89, 0x5c, 0x24, 0xf8});   // mov %r11,-0x8(%rsp)
+    // r11 goes below the slot the call's return address takes: the caller's frame top.
+    put({0x4c, 0x89, 0x5c, 0x24, 0xf0});   // mov %r11,-0x10(%rsp)
     put({0x49, 0xbb});                     // movabs $op,%r11
     auto v = reinterpret_cast<uintptr_t>(op);
     std::memcpy(p + n, &v, 8);
     n += 8;
-    put({0xff, 0x15, 0x02, 0, 0, 0});      // call *2(%rip)
-    put({0xeb, 0x08});                     // jmp over the address
-    auto t = reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller);
+    put({0xff, 0x15, 0x06, 0, 0, 0});      // call *6(%rip): the slot at 32
+    put({0xeb, 0x0c});                     // jmp over the padding and the slot, to 40
+    put({0xcc, 0xcc, 0xcc, 0xcc});
+    const uintptr_t t = caller_for(false);
     std::memcpy(p + n, &t, 8);
     n += 8;
     put({0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0}); // lea 0x80(%rsp),%rsp
     return n;
+}
+
+// Whether the function may set DF (std, or flags popped from memory): the light caller
+// saves the arithmetic flags only and runs handlers with DF as it finds it.
+bool may_set_df(const arch::func_analysis &fa)
+{
+    for (const arch::insn &i : fa.insns)
+        if (i.mnemonic == ZYDIS_MNEMONIC_STD || i.pops_flags)
+            return true;
+    return false;
 }
 
 } // namespace
@@ -75,7 +84,8 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
     std::memcpy(op->orig, code + (addr - func), check.len);
     op->fn = fn;
     op->arg = arg;
-    const size_t head = 48;
+    op->df_safe = !may_set_df(fa);
+    const size_t head = k_head_size;
     op->mem = exec_alloc(addr, addr + check.len,
                          head + check.region.size() * arch::MAX_RELOCATED_INSN_SIZE + 5);
     if (!op->mem) {
@@ -83,6 +93,7 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
         return nullptr;
     }
     size_t n = write_head(op->mem.rw, op.get());
+    static_assert(k_caller_slot % 8 == 0);
     const bool back = !check.region.back().is_unconditional_exit();
     auto rel = arch::relocate_insns(check.region, op->mem.rx + n, addr + check.len, back);
     if (!rel) {
@@ -129,6 +140,19 @@ int optprobe_disarm(optprobe &op, const uint8_t *bytes)
     return err;
 }
 
+bool optprobe_set_light(optprobe &op, optprobe_light_handler light_fn)
+{
+    const bool light = light_fn && op.df_safe;
+    // The light handler is read by the light caller only: set it before switching to it
+    // (a thread already in the full caller keeps using op.fn).
+    if (light)
+        __atomic_store_n(&op.light_fn, light_fn, __ATOMIC_RELEASE);
+    __atomic_store_n(reinterpret_cast<uintptr_t *>(op.mem.rw + k_caller_slot), caller_for(light),
+                     __ATOMIC_RELEASE);
+    op.light = light;
+    return light;
+}
+
 void optprobe_free(std::unique_ptr<optprobe> op)
 {
     if (op && !op->armed)
@@ -144,4 +168,11 @@ extern "C" DPROBE_NOPROBE void dprobe_optprobe_dispatch(dprobe::optprobe *op,
     // ignored, as with the kernel's optimized probes.
     regs->ip = op->addr + 1;
     op->fn(op->arg, regs);
+}
+
+extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
+                                                            struct pt_regs *regs) noexcept
+{
+    regs->ip = op->addr + 1;
+    return __atomic_load_n(&op->light_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
 }

@@ -21,6 +21,9 @@
 namespace dprobe {
 
 using optprobe_handler = void (*)(void *arg, struct pt_regs *regs);
+// The light detour's handler (see optprobe_set_light): returns 1, before changing anything,
+// when it cannot run without the extended state saved (the full handler then runs).
+using optprobe_light_handler = int (*)(void *arg, struct pt_regs *regs);
 
 struct optprobe {
     uintptr_t addr = 0;      // the probe address: the region starts here
@@ -30,8 +33,11 @@ struct optprobe {
     uint32_t copy_off = 0;   // the relocated instructions' offset in the detour
     std::vector<rip_move> moves; // region instruction -> its copy (for threads inside)
     optprobe_handler fn = nullptr;
+    optprobe_light_handler light_fn = nullptr;
     void *arg = nullptr;
     bool armed = false;
+    bool df_safe = false; // the function never sets DF: a light detour may serve it
+    bool light = false;   // the detour calls the light caller
 };
 
 // Prepares the detour for a probe at ADDR in the function [FUNC, FUNC+SIZE). CODE points to
@@ -40,6 +46,14 @@ struct optprobe {
 std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const uint8_t *code,
                                            uintptr_t addr, optprobe_handler fn, void *arg,
                                            std::string *why);
+
+// Switches OP's detour between the full caller (LIGHT_FN null), which saves the whole
+// register and extended state, and the light one, which saves the general registers and
+// the arithmetic flags only and calls LIGHT_FN. Only for handlers that provably leave the
+// extended state alone (arch::ext_state_clean) in a function that never sets DF
+// (op.df_safe; otherwise the full caller stays). One atomic store: threads in either caller
+// finish there. Returns whether the light caller is now in use.
+bool optprobe_set_light(optprobe &op, optprobe_light_handler light_fn);
 
 // Writes the jmp (all other threads stopped; a thread stopped inside the region continues in
 // the relocated copy). What the region held before (original bytes, or a kprobe's int3 over
@@ -60,3 +74,5 @@ void optprobe_free(std::unique_ptr<optprobe> op);
 } // namespace dprobe
 
 extern "C" void dprobe_optprobe_dispatch(dprobe::optprobe *op, struct pt_regs *regs) noexcept;
+extern "C" int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
+                                              struct pt_regs *regs) noexcept;

@@ -11,6 +11,7 @@
 //    int3 after the copy instead of TF), which also survives popf and signals in between.
 // Everything here is async-signal-safe, allocation-free and calls no libc function, so a
 // probe on a libc function that this code used cannot recurse.
+#include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/uaccess.h"
 #include "arch/x86_64/uctx.h"
@@ -307,27 +308,35 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     return true;
 }
 
-// An optimized record's detour calls this with the saved registers (regs->ip == addr + 1):
-// the kernel's optimized_callback(). Changes of regs->ip are ignored, as there.
-DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
+namespace {
+
+// The optimized hit (the kernel's optimized_callback()). LIGHT: called from a light detour,
+// which saved no extended state: answers 1, before any handler ran, when the list of probes
+// holds one whose handler is not known to leave that state alone (it joined after the
+// detour went light); the detour then saves it and calls the full version.
+template <bool light>
+DPROBE_NOPROBE __attribute__((always_inline)) inline int
+opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
 {
-    auto *rec = static_cast<kp_record *>(arg);
-    task_ctx *t = current_task_ctx();
-    if (unlikely(!t))
-        return;
     kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
+    if (light && cl && !cl->all_ext_clean) {
+        kp_leave(t);
+        return 1;
+    }
     if (tls_kp.depth > 1 || t->current_kprobe || !cl) {
         if (tls_kp.depth > 1 || t->current_kprobe) {
             count_missed(cl);
             stats().reenter.fetch_add(1, std::memory_order_relaxed);
         }
         kp_leave(t);
-        return;
+        return 0;
     }
     stats().opt_hits.fetch_add(1, std::memory_order_relaxed);
     const unsigned long ip = regs->ip;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
+    if (light)
+        ++dprobe_ext_unsaved; // fprobes hit by the handlers save it themselves
     for (uint32_t i = 0; i < cl->n; ++i) {
         struct kprobe *p = cl->kp[i];
         if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
@@ -339,9 +348,33 @@ DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
         if (stop)
             break;
     }
+    if (light)
+        --dprobe_ext_unsaved;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
     kp_leave(t);
+    return 0;
+}
+
+} // namespace
+
+// An optimized record's detour calls this with the saved registers (regs->ip == addr + 1).
+// Changes of regs->ip are ignored, as with the kernel's optimized probes.
+DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
+{
+    task_ctx *t = current_task_ctx();
+    if (likely(t))
+        opt_hit<false>(t, static_cast<kp_record *>(arg), regs);
+}
+
+// The same from a light detour (kp_children::all_ext_clean). A thread's first hit
+// allocates its context, which is not known to leave the extended state alone: 1 then.
+DPROBE_NOPROBE int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noexcept
+{
+    task_ctx *t = peek_task_ctx();
+    if (unlikely(!t))
+        return 1;
+    return opt_hit<true>(t, static_cast<kp_record *>(arg), regs);
 }
 
 // A fault in a slot copy: show the program the original instruction's address, as if the

@@ -46,6 +46,9 @@ enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1 };
 struct kp_children {
     uint32_t n;
     bool any_post; // some plain kprobe of the list has a post handler (enabled or not)
+    // Every pre handler of the list provably leaves the extended register state alone
+    // (arch::ext_state_clean): an optimized record may use the light detour.
+    bool all_ext_clean;
     struct kprobe *kp[];
 };
 
@@ -140,6 +143,10 @@ bool kprobe_fault_hook(int sig, siginfo_t *info, ucontext_t *uc);
 // The handler of an optimized record's detour (ARG is the kp_record): the int3 path's pre
 // handler part, without the trap.
 void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept;
+// The same for a light detour (optprobe_set_light): 1 when the full one must run instead.
+int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noexcept;
+// Whether P (registered) is optimized with a light detour (core/optprobe.h), for tests.
+bool kprobe_light_detour(const struct kprobe *p);
 // The ftrace ops callback of plain kprobes on a patch site.
 int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                         struct ftrace_regs *fregs, void *data);

@@ -1,6 +1,7 @@
 // kprobe registration (kernel/kprobes.c's role): address resolution and safety checks,
 // per-address records shared by every probe at the address (the kernel's aggregate probes),
 // arming and disarming, quiescence on unregister, [GONE] on dlclose, and kprobes/list.
+#include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/insn_bytes.h"
 #include "arch/x86_64/relocate.h"
@@ -96,8 +97,13 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
         throw std::bad_alloc();
     cl->n = static_cast<uint32_t>(v.size());
     cl->any_post = false;
-    for (struct kprobe *p : v)
+    cl->all_ext_clean = true;
+    for (struct kprobe *p : v) {
         cl->any_post |= p->ainsn.kind == kind_kprobe && p->post_handler;
+        if (p->ainsn.kind == kind_kprobe && p->pre_handler)
+            cl->all_ext_clean &=
+                arch::ext_state_clean(reinterpret_cast<uintptr_t>(p->pre_handler));
+    }
     std::copy(v.begin(), v.end(), cl->kp);
     return cl;
 }
@@ -213,6 +219,28 @@ int unoptimize_covering(uintptr_t addr)
     return 0;
 }
 
+// The light detour's own code (the core's light dispatch and the kprobe layer's light
+// handler) must leave the extended state alone too: checked once, on the code as built.
+// Their indirect calls are the handler calls, which are scanned per probe.
+bool light_dispatch_clean()
+{
+    static const bool clean =
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_light),
+                              true) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&kprobe_opt_handler_light), true);
+    return clean;
+}
+
+// An optimized record's detour goes light when every pre handler it calls is known to leave
+// the extended state alone (the light handler re-checks the list it sees on each hit).
+void update_light(kp_record *rec)
+{
+    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
+    const bool want = cl && cl->all_ext_clean && light_dispatch_clean();
+    if (want != rec->opt->light)
+        optprobe_set_light(*rec->opt, want ? kprobe_opt_handler_light : nullptr);
+}
+
 void try_optimize(kp_record *rec)
 {
     if (rec->optimized.load() || rec->opt_refused || !rec->armed.load() || !opt_allowed(rec))
@@ -270,6 +298,7 @@ void try_optimize(kp_record *rec)
         return;
     }
     op.armed = true;
+    update_light(rec);
     set_opt_flags(rec, true);
 }
 
@@ -283,8 +312,10 @@ void update_optimization()
             unoptimize(r);
     for (kp_record *r = all_records.load(); r; r = r->all_next) {
         try_optimize(r);
-        if (r->optimized.load())
+        if (r->optimized.load()) {
+            update_light(r);
             set_opt_flags(r, true);
+        }
     }
 }
 
@@ -1014,5 +1045,18 @@ std::string kprobe_optimization_status(const struct kprobe *p)
         return "disabled";
     return "another probe inside the region";
 }
+
+namespace kp {
+
+bool kprobe_light_detour(const struct kprobe *p)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    if (!registered.count(p))
+        return false;
+    auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
+    return rec->mode == kp_mode::int3 && rec->optimized.load() && rec->opt && rec->opt->light;
+}
+
+} // namespace kp
 
 } // namespace dprobe

@@ -33,6 +33,20 @@
 	sahf
 .endm
 
+/* Calls FN (C++, arguments already in rdi/rsi). Inside the handler of a light optprobe
+ * detour (arch/x86_64/ext_state.h) nobody saved the extended state the probed code may
+ * have live: then FN runs with the whole of it saved around it. Clobbers rax, r11. */
+.macro CALL_HANDLERS fn
+	movq dprobe_ext_unsaved@gottpoff(%rip), %rax
+	cmpl $0, %fs:(%rax)
+	jne 8f
+	call \fn
+	jmp 9f
+8:	lea \fn(%rip), %r11
+	call dprobe_call_ext_saved
+9:
+.endm
+
 .macro SAVE_VEC kind, n
 	.if \kind == 16
 	movdqu %xmm\n, FR_VEC + \n * 16(%rsp)
@@ -91,7 +105,7 @@ dprobe_ftrace_caller_\vsize:
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 	and $-16, %rsp
-	call dprobe_ftrace_entry
+	CALL_HANDLERS dprobe_ftrace_entry
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
 	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
@@ -168,7 +182,7 @@ dprobe_return_to_handler_\vsize:
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 	and $-16, %rsp
-	call dprobe_ftrace_return
+	CALL_HANDLERS dprobe_ftrace_return
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
 	mov %rax, RET_FRAME(\vsize)(%rsp)

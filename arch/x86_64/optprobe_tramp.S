@@ -4,15 +4,23 @@
  *
  * The detour of a probe is:
  *     lea -128(%rsp), %rsp        step over the red zone the probed code may be using
- *     mov %r11, -8(%rsp)          park r11
+ *     mov %r11, -16(%rsp)         park r11 below the return address the call pushes
  *     movabs $optprobe, %r11
  *     call *dprobe_optprobe_caller(%rip)
  *     lea 128(%rsp), %rsp
  *     <the relocated instructions the jmp replaced>
  *     jmp <after them>
- * Here the full state is saved: a struct pt_regs (with the complete rflags), then the whole
- * x87/SSE/AVX/AVX-512 state with xsavec (or xsave), since a handler may clobber any of it.
- * DF may be set mid-function; C code needs it clear (cld), popfq puts it back.
+ * dprobe_optprobe_caller saves the full state: a struct pt_regs (with the complete rflags),
+ * then the whole x87/SSE/AVX/AVX-512 state with xsavec (or xsave), since a handler may
+ * clobber any of it. DF may be set mid-function; C code needs it clear (cld), popfq puts it
+ * back.
+ *
+ * dprobe_optprobe_caller_light is for handlers that provably leave the extended state alone
+ * (arch/x86_64/ext_state.h) in functions that never set DF (no std, no popf): it keeps the
+ * general registers and the arithmetic flags only (lahf/seto, no pushf/popf), and calls
+ * dprobe_optprobe_dispatch_light, which may answer "not now" (1) before anything ran, for
+ * instance on a thread's first hit, which allocates: then the extended state is saved after
+ * all and the full dispatch runs.
  */
 #include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/tramp_macros.inc"
@@ -89,5 +97,127 @@ dprobe_optprobe_caller:
 	ret
 	.cfi_endproc
 	.size dprobe_optprobe_caller, . - dprobe_optprobe_caller
+
+	.globl dprobe_optprobe_caller_light
+	.hidden dprobe_optprobe_caller_light
+	.type dprobe_optprobe_caller_light, @function
+	.p2align 5
+dprobe_optprobe_caller_light:
+	.cfi_startproc
+	lea -OPT_FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset OPT_FRAME
+	mov %rax, PTR_AX(%rsp)
+	mov OPT_FRAME - 8(%rsp), %rax
+	mov %rax, PTR_R11(%rsp)
+	SAVE_SCRATCH_GPRS
+	STORE_CALLEE_SAVED
+	/* rflags as pushf would show them: the arithmetic flags (lahf: SF ZF AF PF CF at
+	 * their rflags positions; seto: OF, bit 11), IF and the reserved bit 1; DF is clear
+	 * (the function never sets it). Nothing above changed the flags. */
+	lahf
+	seto %al
+	movzbl %ah, %ecx
+	movzbl %al, %eax
+	shl $11, %eax
+	or %ecx, %eax
+	or $0x202, %eax
+	mov %rax, PTR_FLAGS(%rsp)
+	movq $-1, PTR_ORIG_AX(%rsp)
+	movq $0, PTR_IP(%rsp)
+	movq $0x33, PTR_CS(%rsp)
+	movq $0x2b, PTR_SS(%rsp)
+	lea OPT_FRAME + 8 + 128(%rsp), %rax
+	mov %rax, PTR_SP(%rsp)
+	/* The parking slot keeps the optprobe for the fallback below. */
+	mov %r11, OPT_FRAME - 8(%rsp)
+	mov %rsp, %rbx
+	.cfi_def_cfa_register rbx
+	and $-16, %rsp
+	mov %r11, %rdi
+	mov %rbx, %rsi
+	call dprobe_optprobe_dispatch_light
+	test %eax, %eax
+	jnz 2f
+1:	mov %rbx, %rsp
+	.cfi_def_cfa_register rsp
+	/* The flags a handler may have changed in pt_regs: OF into al, the rest into ah. */
+	mov PTR_FLAGS(%rsp), %rax
+	mov %eax, %ecx
+	shr $11, %ecx
+	and $1, %ecx
+	mov %al, %ah
+	mov %cl, %al
+	add $0x7f, %al
+	sahf
+	RESTORE_SCRATCH_GPRS
+	mov PTR_R11(%rsp), %r11
+	mov PTR_R12(%rsp), %r12
+	mov PTR_R13(%rsp), %r13
+	mov PTR_R14(%rsp), %r14
+	mov PTR_R15(%rsp), %r15
+	mov PTR_AX(%rsp), %rax
+	lea OPT_FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset -OPT_FRAME
+	ret
+	.cfi_adjust_cfa_offset OPT_FRAME
+	.cfi_def_cfa_register rbx
+2:	/* Not now: save the extended state and run the full dispatch. */
+	mov OPT_FRAME - 8(%rbx), %rdi
+	mov %rbx, %rsi
+	lea dprobe_optprobe_dispatch(%rip), %r11
+	call dprobe_call_ext_saved
+	jmp 1b
+	.cfi_endproc
+	.size dprobe_optprobe_caller_light, . - dprobe_optprobe_caller_light
+
+/*
+ * dprobe_call_ext_saved: calls *%r11 (arguments in rdi, rsi) with the whole extended state
+ * saved around it, and returns its rax. Called with a 16-byte aligned stack.
+ */
+	.globl dprobe_call_ext_saved
+	.hidden dprobe_call_ext_saved
+	.type dprobe_call_ext_saved, @function
+	.p2align 4
+dprobe_call_ext_saved:
+	.cfi_startproc
+	push %rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset rbp, 0
+	mov %rsp, %rbp
+	.cfi_def_cfa_register rbp
+	push %rbx
+	.cfi_rel_offset rbx, -8
+	sub dprobe_xsave_size(%rip), %rsp
+	and $-64, %rsp
+	movq $0, 512(%rsp)
+	movq $0, 520(%rsp)
+	movq $0, 528(%rsp)
+	movq $0, 536(%rsp)
+	movq $0, 544(%rsp)
+	movq $0, 552(%rsp)
+	movq $0, 560(%rsp)
+	movq $0, 568(%rsp)
+	mov %rdx, %rbx
+	mov $-1, %eax
+	mov $-1, %edx
+	cmpb $0, dprobe_have_xsavec(%rip)
+	je 1f
+	xsavec (%rsp)
+	jmp 2f
+1:	xsave (%rsp)
+2:	mov %rbx, %rdx
+	cld
+	call *%r11
+	mov %rax, %rbx
+	mov $-1, %eax
+	mov $-1, %edx
+	xrstor (%rsp)
+	mov %rbx, %rax
+	mov -8(%rbp), %rbx
+	leave
+	.cfi_def_cfa rsp, 8
+	ret
+	.cfi_endproc
+	.size dprobe_call_ext_saved, . - dprobe_call_ext_saved
 
 	.section .note.GNU-stack, "", @progbits

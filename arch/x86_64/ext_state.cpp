@@ -1,0 +1,249 @@
+#include "arch/x86_64/ext_state.h"
+
+#include "arch/x86_64/uaccess.h"
+
+#include <Zydis/Zydis.h>
+
+#include <cpuid.h>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned long dprobe_xsave_size;
+__attribute__((visibility("hidden"))) unsigned char dprobe_have_xsavec;
+__attribute__((visibility("hidden"))) __thread unsigned dprobe_ext_unsaved
+    __attribute__((tls_model("initial-exec")));
+}
+
+namespace dprobe::arch
+{
+
+namespace
+{
+
+__attribute__((constructor)) void detect_xsave()
+{
+    unsigned a, b, c, d;
+    // CPUID.(EAX=0DH, ECX=0): EBX = bytes needed by XSAVE for the features enabled in XCR0.
+    dprobe_xsave_size = __get_cpuid_count(0xd, 0, &a, &b, &c, &d) ? b : 1024;
+    dprobe_xsave_size = (dprobe_xsave_size + 63) & ~63UL;
+    dprobe_have_xsavec = __get_cpuid_count(0xd, 1, &a, &b, &c, &d) && (a & 2);
+}
+
+// Instruction categories of integer code. Anything else (x87, SSE, AVX*, MMX, KMASK,
+// XSAVE, AES, SHA, ...) may read or write the extended state. Categories here that also
+// hold vector forms (DATAXFER has movd/movq, CONVERT has cvtsi2sd, ...) are caught by the
+// operand check.
+bool integer_category(ZydisInstructionCategory c)
+{
+    switch (c) {
+    case ZYDIS_CATEGORY_ADOX_ADCX:
+    case ZYDIS_CATEGORY_BINARY:
+    case ZYDIS_CATEGORY_BITBYTE:
+    case ZYDIS_CATEGORY_BMI1:
+    case ZYDIS_CATEGORY_BMI2:
+    case ZYDIS_CATEGORY_CALL:
+    case ZYDIS_CATEGORY_CET:
+    case ZYDIS_CATEGORY_CMOV:
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_CONVERT:
+    case ZYDIS_CATEGORY_DATAXFER:
+    case ZYDIS_CATEGORY_FLAGOP:
+    case ZYDIS_CATEGORY_LOGICAL:
+    case ZYDIS_CATEGORY_LZCNT:
+    case ZYDIS_CATEGORY_MISC:
+    case ZYDIS_CATEGORY_NOP:
+    case ZYDIS_CATEGORY_POP:
+    case ZYDIS_CATEGORY_PREFETCH:
+    case ZYDIS_CATEGORY_PUSH:
+    case ZYDIS_CATEGORY_RDPID:
+    case ZYDIS_CATEGORY_RDRAND:
+    case ZYDIS_CATEGORY_RDSEED:
+    case ZYDIS_CATEGORY_RET:
+    case ZYDIS_CATEGORY_ROTATE:
+    case ZYDIS_CATEGORY_SEMAPHORE:
+    case ZYDIS_CATEGORY_SETCC:
+    case ZYDIS_CATEGORY_SHIFT:
+    case ZYDIS_CATEGORY_STRINGOP:
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_WIDENOP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Instructions of other categories that only touch general registers and memory.
+bool integer_mnemonic(ZydisMnemonic m)
+{
+    switch (m) {
+    case ZYDIS_MNEMONIC_RDTSC:
+    case ZYDIS_MNEMONIC_RDTSCP:
+    case ZYDIS_MNEMONIC_RDPMC:
+    case ZYDIS_MNEMONIC_XGETBV:
+    case ZYDIS_MNEMONIC_CPUID:
+    case ZYDIS_MNEMONIC_PAUSE:
+    case ZYDIS_MNEMONIC_LFENCE:
+    case ZYDIS_MNEMONIC_MFENCE:
+    case ZYDIS_MNEMONIC_SFENCE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Register classes integer code uses.
+bool integer_register(ZydisRegister r)
+{
+    if (r == ZYDIS_REGISTER_NONE) return true;
+    switch (ZydisRegisterGetClass(r)) {
+    case ZYDIS_REGCLASS_GPR8:
+    case ZYDIS_REGCLASS_GPR16:
+    case ZYDIS_REGCLASS_GPR32:
+    case ZYDIS_REGCLASS_GPR64:
+    case ZYDIS_REGCLASS_FLAGS:
+    case ZYDIS_REGCLASS_IP:
+    case ZYDIS_REGCLASS_SEGMENT:
+        return true;
+    default:
+        return false; // x87, MMX, XMM/YMM/ZMM, TMM, masks, MXCSR, control, ...
+    }
+}
+
+// Why the instruction may touch the extended state, or nullptr.
+const char *ext_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops)
+{
+    if (!integer_category(zi.meta.category) && !integer_mnemonic(zi.mnemonic))
+        return "its kind may use the extended state";
+    for (unsigned i = 0; i < zi.operand_count; ++i) {
+        const ZydisDecodedOperand &o = ops[i];
+        if (o.type == ZYDIS_OPERAND_TYPE_REGISTER && !integer_register(o.reg.value))
+            return "it has an extended-state register operand";
+        if (o.type == ZYDIS_OPERAND_TYPE_MEMORY &&
+            (!integer_register(o.mem.base) || !integer_register(o.mem.index)))
+            return "it addresses memory through a vector register";
+    }
+    return nullptr;
+}
+
+// Up to 15 readable bytes at ADDR (fewer before an unreadable page).
+size_t read_code(uintptr_t addr, uint8_t (&buf)[ZYDIS_MAX_INSTRUCTION_LENGTH])
+{
+    if (copy_from_user_nofault(buf, reinterpret_cast<const void *>(addr), sizeof buf) == 0)
+        return sizeof buf;
+    size_t n = 0;
+    while (n < sizeof buf &&
+           copy_from_user_nofault(buf + n, reinterpret_cast<const void *>(addr + n), 1) == 0)
+        ++n;
+    return n;
+}
+
+std::string at(const char *mnemonic, uintptr_t pc, const char *what)
+{
+    char b[160];
+    std::snprintf(b, sizeof b, "%s at %#lx: %s", mnemonic, static_cast<unsigned long>(pc), what);
+    return b;
+}
+
+} // namespace
+
+ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_t max_insns)
+{
+    ext_state_scan res;
+    ZydisDecoder dec;
+    if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64))) {
+        res.why = "no decoder";
+        return res;
+    }
+    struct item {
+        uintptr_t pc;
+        bool in_root;
+    };
+    std::vector<item> work{{root, true}};
+    std::unordered_set<uintptr_t> seen, functions{root};
+    while (!work.empty()) {
+        item it = work.back();
+        work.pop_back();
+        for (uintptr_t pc = it.pc;;) {
+            if (!seen.insert(pc).second) break; // this path joins code already scanned
+            if (++res.insns > max_insns) {
+                res.why = "more than " + std::to_string(max_insns) + " instructions to scan";
+                return res;
+            }
+            uint8_t buf[ZYDIS_MAX_INSTRUCTION_LENGTH];
+            const size_t avail = read_code(pc, buf);
+            ZydisDecodedInstruction zi;
+            ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+            if (!avail || !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, buf, avail, &zi, ops))) {
+                res.why = at("code", pc, avail ? "does not decode" : "is not readable");
+                return res;
+            }
+            const char *name = ZydisMnemonicGetString(zi.mnemonic);
+            const uintptr_t next = pc + zi.length;
+            const bool rel = zi.raw.imm[0].is_relative;
+            uintptr_t target = 0;
+            if (rel) ZydisCalcAbsoluteAddress(&zi, &ops[0], pc, &target);
+            if (zi.mnemonic == ZYDIS_MNEMONIC_INT3) {
+                res.why = at(name, pc, "a probe or a trap: what runs there is not known");
+                return res;
+            }
+            if (zi.mnemonic == ZYDIS_MNEMONIC_UD0 || zi.mnemonic == ZYDIS_MNEMONIC_UD1 ||
+                zi.mnemonic == ZYDIS_MNEMONIC_UD2 || zi.mnemonic == ZYDIS_MNEMONIC_HLT)
+                break; // faults: the kernel saves the state around signal handlers
+            if (zi.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR || zi.mnemonic == ZYDIS_MNEMONIC_INT ||
+                zi.mnemonic == ZYDIS_MNEMONIC_INTO || zi.mnemonic == ZYDIS_MNEMONIC_INT1 ||
+                zi.mnemonic == ZYDIS_MNEMONIC_XBEGIN || zi.mnemonic == ZYDIS_MNEMONIC_IRET ||
+                zi.mnemonic == ZYDIS_MNEMONIC_IRETD || zi.mnemonic == ZYDIS_MNEMONIC_IRETQ) {
+                res.why = at(name, pc, "unusual control transfer");
+                return res;
+            }
+            if (const char *why = ext_use(zi, ops)) {
+                res.why = at(name, pc, why);
+                return res;
+            }
+            const ZydisInstructionCategory cat = zi.meta.category;
+            if (cat == ZYDIS_CATEGORY_RET) break;
+            if (cat == ZYDIS_CATEGORY_CALL) {
+                if (!rel && !(it.in_root && root_calls_vetted)) {
+                    res.why = at(name, pc, "indirect call: the callee is not known");
+                    return res;
+                }
+                if (rel && functions.insert(target).second) work.push_back({target, false});
+                pc = next;
+            } else if (cat == ZYDIS_CATEGORY_UNCOND_BR || cat == ZYDIS_CATEGORY_COND_BR) {
+                if (!rel) {
+                    res.why = at(name, pc, "indirect jump: the target is not known");
+                    return res;
+                }
+                if (cat == ZYDIS_CATEGORY_COND_BR) work.push_back({target, it.in_root});
+                pc = cat == ZYDIS_CATEGORY_COND_BR ? next : target;
+            } else {
+                pc = next;
+            }
+        }
+    }
+    res.functions = functions.size();
+    res.clean = true;
+    return res;
+}
+
+bool ext_state_clean(uintptr_t root, bool root_calls_vetted)
+{
+    static std::mutex mu;
+    static std::unordered_map<uintptr_t, bool> cache[2];
+    {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = cache[root_calls_vetted].find(root);
+        if (it != cache[root_calls_vetted].end()) return it->second;
+    }
+    const bool clean = ext_state_scan_code(root, root_calls_vetted).clean;
+    std::lock_guard<std::mutex> g(mu);
+    cache[root_calls_vetted][root] = clean;
+    return clean;
+}
+
+} // namespace dprobe::arch

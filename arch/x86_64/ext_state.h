@@ -1,0 +1,58 @@
+// The extended register state (x87, MMX, SSE/AVX/AVX-512 vector and mask registers, MXCSR)
+// around probe handlers.
+//
+// An optimized probe in the middle of a function may find any register live, so its detour
+// must keep everything a handler could change. Saving the whole extended state (xsavec +
+// xrstor, about 2.7 KB with AVX-512) costs far more than the rest of a hit. But most
+// handlers are integer code: when every instruction reachable from the handler (following
+// direct calls and jumps) provably leaves the extended state alone, the detour can skip it
+// and keep only the general registers and the flags (the "light" detour).
+//
+// What the light detour must still guard against is code that runs in the middle of a
+// handler without having been scanned: a probe hit inside it. An int3 probe traps (the
+// kernel saves and restores the whole state around the signal handler) and a nested kprobe
+// handler does not run anyway (recursion), but an fprobe on a function the handler calls
+// runs its own handlers from the ftrace trampolines. So while a light handler runs, the
+// thread's dprobe_ext_unsaved counter is non-zero, and the ftrace trampolines then save and
+// restore the whole extended state around their handlers (dprobe_call_ext_saved).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" {
+// Bytes XSAVE needs for the features enabled in XCR0 (64-byte multiple), and whether the
+// compacted form (xsavec) exists. Read by the trampolines.
+extern unsigned long dprobe_xsave_size;
+extern unsigned char dprobe_have_xsavec;
+// Non-zero while this thread runs a handler entered through a light detour.
+extern __thread unsigned dprobe_ext_unsaved __attribute__((tls_model("initial-exec")));
+}
+
+namespace dprobe::arch
+{
+
+struct ext_state_scan {
+    bool clean = false; // nothing reachable touches the extended state
+    std::string why;    // otherwise: the first reason found ("movaps at 0x...: ...")
+    size_t functions = 0, insns = 0;
+};
+
+// Follows the control flow from the function at ROOT: both ways at conditional branches,
+// into every direct call, through direct jumps (tail calls too), until each path returns.
+// Not clean: an instruction with an x87/MMX/vector/mask register operand or of a category
+// that may touch such state (xsave, ldmxcsr, vzeroupper, ...); an indirect jump; an int3 (a
+// probe in the code: what it runs is not known); an instruction that does not decode; more
+// than MAX_INSNS instructions in all. Indirect calls are not clean either, except in ROOT
+// itself when ROOT_CALLS_VETTED: a dispatcher whose indirect calls go to handlers that are
+// scanned on their own. Reads code with copy_from_user_nofault (a bad address is "not
+// clean", never a crash).
+ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted = false,
+                                   size_t max_insns = 20000);
+
+// Cached ext_state_scan_code(ROOT, ROOT_CALLS_VETTED).clean (the code does not change
+// under a registered handler; thread-safe).
+bool ext_state_clean(uintptr_t root, bool root_calls_vetted = false);
+
+} // namespace dprobe::arch

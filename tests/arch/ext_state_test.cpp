@@ -1,0 +1,260 @@
+// The extended-state scan that lets an optimized probe skip saving vector state: integer
+// code (and what it calls) is clean; anything that may touch x87/SSE/AVX/AVX-512/mask
+// registers or MXCSR, anything the scan cannot follow (indirect jumps, calls through the
+// PLT, int3) is not. A wrong "clean" would let a handler corrupt the probed code's
+// registers, so every kind of refusal is checked here.
+#include "arch/x86_64/ext_state.h"
+#include "arch/x86_64/uaccess.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern "C" {
+void es_ret();
+void es_integer();
+void es_calls_integer();
+void es_calls_sse();
+void es_tail_sse();
+void es_cond_sse();
+void es_loop_sse();
+void es_indirect_call();
+void es_calls_indirect();
+void es_indirect_jmp();
+void es_int3();
+void es_movq_xmm();
+void es_vzeroupper();
+void es_ldmxcsr();
+void es_fld();
+void es_kmov();
+void es_xsave();
+void es_emms();
+void es_gather();
+void es_cpuid_rdtsc_syscall();
+void es_ud2_path();
+// C handlers as a compiler emits them.
+unsigned long es_c_counter;
+void es_c_count()
+{
+    es_c_counter = es_c_counter + 1;
+}
+double es_c_double(double x)
+{
+    return x * 3.0;
+}
+void es_c_memcpy(char *d, const char *s, unsigned long n)
+{
+    std::memcpy(d, s, n);
+}
+void es_c_printf(int x)
+{
+    std::printf("%d\n", x);
+}
+}
+
+__asm__(R"(
+	.text
+	.p2align 4
+es_ret:
+	ret
+es_integer:
+	endbr64
+	push %rbx
+	mov $5, %ebx
+1:	lea 1(%rdi,%rbx,2), %rax
+	imul $3, %rax
+	lock addq $1, es_c_counter(%rip)
+	dec %ebx
+	jnz 1b
+	cmovz %rax, %rdx
+	rep stosb
+	pop %rbx
+	ret
+es_calls_integer:
+	call es_integer
+	call es_ret
+	ret
+es_sse_callee:
+	movaps %xmm0, %xmm1
+	ret
+es_calls_sse:
+	call es_integer
+	call es_sse_callee
+	ret
+es_tail_sse:
+	add $1, %rax
+	jmp es_sse_callee
+es_cond_sse:
+	test %rdi, %rdi
+	jz 2f
+	ret
+2:	addsd %xmm1, %xmm0
+	ret
+es_loop_sse:
+	mov $3, %ecx
+3:	loop 3b
+	jrcxz 4f
+	ret
+4:	pxor %xmm2, %xmm2
+	ret
+es_indirect_call:
+	call *%rax
+	ret
+es_calls_indirect:
+	call es_indirect_call
+	ret
+es_indirect_jmp:
+	jmp *(%rdi)
+es_int3:
+	int3
+	ret
+es_movq_xmm:
+	movq %rax, %xmm0
+	ret
+es_vzeroupper:
+	vzeroupper
+	ret
+es_ldmxcsr:
+	ldmxcsr (%rdi)
+	ret
+es_fld:
+	fldz
+	fstp %st(0)
+	ret
+es_kmov:
+	kmovw %eax, %k1
+	ret
+es_xsave:
+	xsave (%rdi)
+	ret
+es_emms:
+	emms
+	ret
+es_gather:
+	vpgatherdd %xmm2, (%rdi,%xmm1,4), %xmm0
+	ret
+es_cpuid_rdtsc_syscall:
+	push %rbx
+	cpuid
+	rdtsc
+	pause
+	mfence
+	mov $39, %eax
+	syscall
+	pop %rbx
+	ret
+es_ud2_path:
+	test %rdi, %rdi
+	jnz 5f
+	ud2
+5:	ret
+)");
+
+namespace
+{
+
+using dprobe::arch::ext_state_scan_code;
+
+uintptr_t addr(void (*f)())
+{
+    return reinterpret_cast<uintptr_t>(f);
+}
+template <typename F> uintptr_t addr(F *f)
+{
+    return reinterpret_cast<uintptr_t>(f);
+}
+
+TEST(ext_state, integer_code_is_clean)
+{
+    for (uintptr_t f : {addr(es_ret), addr(es_integer), addr(es_calls_integer),
+                        addr(es_cpuid_rdtsc_syscall), addr(es_ud2_path), addr(es_c_count)}) {
+        auto r = ext_state_scan_code(f);
+        EXPECT_TRUE(r.clean) << std::hex << f << ": " << r.why;
+    }
+    auto r = ext_state_scan_code(addr(es_calls_integer));
+    EXPECT_EQ(3u, r.functions); // itself, es_integer, es_ret
+}
+
+TEST(ext_state, vector_x87_mask_and_control_instructions_are_not)
+{
+    for (uintptr_t f :
+         {addr(es_movq_xmm), addr(es_vzeroupper), addr(es_ldmxcsr), addr(es_fld), addr(es_kmov),
+          addr(es_xsave), addr(es_emms), addr(es_gather), addr(es_c_double)}) {
+        auto r = ext_state_scan_code(f);
+        EXPECT_FALSE(r.clean) << std::hex << f;
+        EXPECT_FALSE(r.why.empty());
+    }
+}
+
+TEST(ext_state, every_path_is_followed)
+{
+    // Into calls, through tail jumps, both ways at jcc, loop and jrcxz targets.
+    for (uintptr_t f :
+         {addr(es_calls_sse), addr(es_tail_sse), addr(es_cond_sse), addr(es_loop_sse)}) {
+        auto r = ext_state_scan_code(f);
+        EXPECT_FALSE(r.clean) << std::hex << f;
+    }
+    // Refused for the vector instruction at the end of the path, not for the branch itself.
+    EXPECT_NE(std::string::npos, ext_state_scan_code(addr(es_calls_sse)).why.find("movaps"));
+    EXPECT_NE(std::string::npos, ext_state_scan_code(addr(es_tail_sse)).why.find("movaps"));
+    EXPECT_NE(std::string::npos, ext_state_scan_code(addr(es_cond_sse)).why.find("addsd"));
+    EXPECT_NE(std::string::npos, ext_state_scan_code(addr(es_loop_sse)).why.find("pxor"))
+        << ext_state_scan_code(addr(es_loop_sse)).why;
+}
+
+TEST(ext_state, what_cannot_be_followed_is_not_clean)
+{
+    EXPECT_FALSE(ext_state_scan_code(addr(es_indirect_jmp)).clean);
+    EXPECT_FALSE(ext_state_scan_code(addr(es_int3)).clean);
+    EXPECT_FALSE(ext_state_scan_code(addr(es_indirect_call)).clean);
+    // Calls through the PLT end in an indirect jump.
+    EXPECT_FALSE(ext_state_scan_code(addr(es_c_memcpy)).clean);
+    EXPECT_FALSE(ext_state_scan_code(addr(es_c_printf)).clean);
+    // A dispatcher's own indirect calls may be vetted (its handlers are scanned apart), not
+    // those of the functions it calls.
+    EXPECT_TRUE(ext_state_scan_code(addr(es_indirect_call), true).clean);
+    EXPECT_FALSE(ext_state_scan_code(addr(es_calls_indirect), true).clean);
+    // A budget on the instructions scanned.
+    EXPECT_FALSE(ext_state_scan_code(addr(es_integer), false, 3).clean);
+}
+
+void fault_handler(int sig, siginfo_t *info, void *ucv)
+{
+    if (dprobe::uaccess_fixup_fault(sig, info, static_cast<ucontext_t *>(ucv))) return;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+TEST(ext_state, unreadable_code_is_not_clean)
+{
+    struct sigaction sa {
+    }, old{};
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old);
+    const long pg = sysconf(_SC_PAGESIZE);
+    void *p = mmap(nullptr, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, p);
+    // A page of NOPs running into an unreadable one.
+    std::memset(p, 0x90, pg);
+    ASSERT_EQ(0, mprotect(static_cast<char *>(p) + pg, pg, PROT_NONE));
+    auto r = ext_state_scan_code(reinterpret_cast<uintptr_t>(p) + pg - 16);
+    EXPECT_FALSE(r.clean);
+    EXPECT_NE(std::string::npos, r.why.find("not readable")) << r.why;
+    munmap(p, 2 * pg);
+    sigaction(SIGSEGV, &old, nullptr);
+}
+
+TEST(ext_state, cached_answer)
+{
+    EXPECT_TRUE(dprobe::arch::ext_state_clean(addr(es_integer)));
+    EXPECT_FALSE(dprobe::arch::ext_state_clean(addr(es_calls_sse)));
+    EXPECT_TRUE(dprobe::arch::ext_state_clean(addr(es_integer)));
+}
+
+} // namespace
