@@ -12,11 +12,9 @@
 #include <cstring>
 #include <memory>
 
-namespace peers
-{
+namespace peers {
 
-namespace
-{
+namespace {
 
 struct counter {
     uint64_t n = 0;
@@ -40,6 +38,15 @@ void count_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_reg
 }
 int count_pre(struct kprobe *, struct pt_regs *)
 {
+    entries.bump();
+    return 0;
+}
+// Touches the vector registers: not provably clean, so its optimized probe keeps the full
+// detour (xsavec/xrstor of the whole extended state), as any handler calling libc would.
+int count_pre_fp(struct kprobe *, struct pt_regs *)
+{
+    static volatile double d;
+    d = d + 1.0;
     entries.bump();
     return 0;
 }
@@ -89,7 +96,7 @@ void add_fprobe(std::vector<mode> &modes, const char *key, const char *name, con
 // A kprobe at ADDR, jump-optimized or an int3 (boosted: the copy runs out of line and
 // jumps back).
 void add_kprobe(std::vector<mode> &modes, const char *key, const char *name, void *addr,
-                bool optimized, unsigned long calls)
+                bool optimized, unsigned long calls, kprobe_pre_handler_t pre = count_pre)
 {
     auto kp = std::make_shared<struct kprobe>();
     mode m;
@@ -98,10 +105,10 @@ void add_kprobe(std::vector<mode> &modes, const char *key, const char *name, voi
     m.name = name;
     m.calls = calls;
     m.untraced = m.traced = caller_plain;
-    m.arm = [kp, addr, optimized]() -> std::string {
+    m.arm = [kp, addr, optimized, pre]() -> std::string {
         *kp = {};
         kp->addr = static_cast<kprobe_opcode_t *>(addr);
-        kp->pre_handler = count_pre;
+        kp->pre_handler = pre;
         // The int3 row runs with the optimization knob off (as after
         // `echo 0 > kprobes/optimization`): turning it on again would optimize the probe.
         kprobes_set_optimization(optimized);
@@ -195,6 +202,9 @@ void add_dprobe_modes(std::vector<mode> &modes, double scale)
                leaf_plain_insn, true, n(1e6));
     add_kprobe(modes, "kprobe_opt_nop", "optimized kprobe on a 5-byte NOP", leaf_plain_nop, true,
                n(1e6));
+    add_kprobe(modes, "kprobe_opt_full",
+               "optimized kprobe, handler using vector registers (full state saved)",
+               leaf_plain_insn, true, n(5e5), count_pre_fp);
     add_kprobe(modes, "kprobe_int3", "int3 kprobe on ordinary instructions (boosted)",
                leaf_plain_insn, false, n(2e4));
     add_kretprobe(modes, n(1e6));

@@ -14,8 +14,7 @@
 #include <ctime>
 #include <sstream>
 
-namespace peers
-{
+namespace peers {
 
 double now_ns()
 {
@@ -64,8 +63,7 @@ std::string json_escape(const std::string &s)
     return o;
 }
 
-namespace
-{
+namespace {
 
 std::string json_array(const std::vector<double> &v)
 {
@@ -134,8 +132,7 @@ void run_rounds(std::vector<mode> &modes, int rounds)
 
 } // namespace peers
 
-namespace
-{
+namespace {
 
 void on_signal(int sig)
 {

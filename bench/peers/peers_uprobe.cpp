@@ -14,11 +14,9 @@
 #include <cerrno>
 #include <unistd.h>
 
-namespace peers
-{
+namespace peers {
 
-namespace
-{
+namespace {
 
 std::string &exe_path()
 {

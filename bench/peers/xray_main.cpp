@@ -25,8 +25,7 @@ extern "C" unsigned long caller_xray(unsigned long);
 
 #define NEVER [[clang::xray_never_instrument]]
 
-namespace
-{
+namespace {
 
 int32_t leaf_id = -1;
 uint64_t leaf_entries;

@@ -39,25 +39,29 @@ DPROBE_NOPROBE inline int32_t current_tid() noexcept
     return t_tid;
 }
 
+// The records' own timestamps (taken by ring_buffer_reserve) are the call and return times:
+// one clock read per event instead of two (a TSC read costs ~10 ns on some machines).
 DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
                                struct ftrace_regs *, void *data) noexcept
 {
     auto *gd = static_cast<graph_data *>(data);
     int32_t depth = t_depth++;
     gd->depth = depth;
-    gd->calltime = trace_clock_now();
     void *p = ring_buffer_reserve(sizeof(tracefile::funcgraph_entry_rec));
-    if (p) {
-        auto *r = static_cast<tracefile::funcgraph_entry_rec *>(p);
-        r->type = tracefile::FUNCGRAPH_ENTRY_ID;
-        r->flags = 0;
-        r->preempt_count = 0;
-        r->pid = current_tid();
-        r->func = ip;
-        r->depth = depth;
-        r->pad = 0;
-        ring_buffer_commit(p);
+    if (!p) {
+        gd->calltime = trace_clock_now();
+        return 0;
     }
+    gd->calltime = ring_buffer_event_header(p)->ts;
+    auto *r = static_cast<tracefile::funcgraph_entry_rec *>(p);
+    r->type = tracefile::FUNCGRAPH_ENTRY_ID;
+    r->flags = 0;
+    r->preempt_count = 0;
+    r->pid = current_tid();
+    r->func = ip;
+    r->depth = depth;
+    r->pad = 0;
+    ring_buffer_commit(p);
     return 0;
 }
 
@@ -78,7 +82,7 @@ DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long ip, unsigned long,
     r->depth = gd->depth;
     r->overrun = 0;
     r->calltime = gd->calltime;
-    r->rettime = trace_clock_now();
+    r->rettime = ring_buffer_event_header(p)->ts;
     ring_buffer_commit(p);
 }
 
