@@ -332,7 +332,7 @@ opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
         kp_leave(t);
         return 0;
     }
-    stats().opt_hits.fetch_add(1, std::memory_order_relaxed);
+    count_opt_hit(t);
     const unsigned long ip = regs->ip;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     if (light)

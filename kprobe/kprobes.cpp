@@ -1048,6 +1048,15 @@ std::string kprobe_optimization_status(const struct kprobe *p)
 
 namespace kp {
 
+unsigned long opt_hits_total() noexcept
+{
+    unsigned long n = 0;
+    for (task_ctx *t = task_ctx_list(); t; t = t->next)
+        n += reinterpret_cast<uintptr_t>(
+            std::atomic_ref<void *>(t->kprobe_scratch[1]).load(std::memory_order_relaxed));
+    return n;
+}
+
 bool kprobe_light_detour(const struct kprobe *p)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());

@@ -18,11 +18,9 @@ __attribute__((visibility("hidden"))) __thread unsigned dprobe_ext_unsaved
     __attribute__((tls_model("initial-exec")));
 }
 
-namespace dprobe::arch
-{
+namespace dprobe::arch {
 
-namespace
-{
+namespace {
 
 __attribute__((constructor)) void detect_xsave()
 {

@@ -47,8 +47,9 @@ struct mode {
     uint64_t expected_hits = 0, seen_hits = 0;
 };
 
-double now_ns();
-// ns per call of one run of F over CALLS calls.
+double now_ns(); // CLOCK_MONOTONIC
+// ns per call of one run of F over CALLS calls: CPU time of the calling thread (user and
+// kernel), so that time spent preempted by other load on the machine is left out.
 double time_run(caller_fn f, unsigned long calls);
 // Runs every mode ROUNDS times, interleaved, then prints each mode as a JSON line.
 void run_rounds(std::vector<mode> &modes, int rounds);

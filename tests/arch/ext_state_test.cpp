@@ -154,8 +154,7 @@ es_ud2_path:
 5:	ret
 )");
 
-namespace
-{
+namespace {
 
 using dprobe::arch::ext_state_scan_code;
 

@@ -296,11 +296,11 @@ TEST(kprobe_optimized, knob_off_and_on)
     EXPECT_EQ(traps + 1, dprobe::kp::stats().int3_hits.load());
     ASSERT_EQ(0, kprobes_set_optimization(1));
     EXPECT_TRUE(kprobe_optimized(&p));
-    const unsigned long opt = dprobe::kp::stats().opt_hits.load();
+    const unsigned long opt = dprobe::kp::opt_hits_total();
     EXPECT_EQ(5, hot(2, 1));
     EXPECT_EQ(2u, pre_hits.load());
     EXPECT_EQ(traps + 1, dprobe::kp::stats().int3_hits.load());
-    EXPECT_EQ(opt + 1, dprobe::kp::stats().opt_hits.load());
+    EXPECT_EQ(opt + 1, dprobe::kp::opt_hits_total());
     // A new probe registered while the knob is off stays an int3 probe.
     unregister_kprobe(&p);
     ASSERT_EQ(0, kprobes_set_optimization(0));

@@ -45,8 +45,7 @@ void light_dirty_64();
 void light_nested();
 }
 
-namespace
-{
+namespace {
 
 using state_fn = void (*)(const light_state *, light_state *);
 
