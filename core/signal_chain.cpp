@@ -33,16 +33,21 @@ sigaction_fn real_sigaction()
     return fn ? fn : ::sigaction;
 }
 
-void reraise_default(int sig)
+void reraise_default(int sig, const siginfo_t *info)
 {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     real_sigaction()(sig, &dfl, nullptr);
     chains[sig].owned.store(false, std::memory_order_release);
-    // A synchronous fault re-executes and now gets the default action; a trap (int3, TF)
-    // does not re-execute, so send it again: delivered when this handler returns.
-    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+    // A fault raised by the kernel re-executes its instruction and now gets the default
+    // action with its own siginfo (the core file shows the real si_code and address, as
+    // without dprobe). A trap (int3, TF) or a sent signal does not come back by itself:
+    // send it again, delivered when this handler returns.
+    const bool refault = info && info->si_code > 0 &&
+                         (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
+    if (!refault)
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
 }
 
 void chain_handler(int sig, siginfo_t *info, void *ucv)
@@ -71,7 +76,7 @@ void chain_handler(int sig, siginfo_t *info, void *ucv)
     }
     // SIG_IGN of a synchronous fault would loop forever; the kernel forces the default
     // action in that case, and so do we.
-    reraise_default(sig);
+    reraise_default(sig, info);
     errno = saved_errno;
 }
 
