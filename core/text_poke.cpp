@@ -257,7 +257,12 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
     // kprobe's) finds new bytes there when its handler runs: let the handler recognise it.
     for (const text_poke_req &r : reqs)
         remember_poked(r.addr);
-    stopped_poke sp{reqs, moves, {}, 0};
+    // The stopped side looks threads up by binary search: sorted here, whatever order the
+    // caller built them in (a region's moves plus an out-of-line copy's, say).
+    std::vector<rip_move> sorted(moves.begin(), moves.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
+    stopped_poke sp{reqs, sorted, {}, 0};
     const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     auto maps = read_maps();
     std::vector<uintptr_t> pages;

@@ -43,8 +43,9 @@ struct rip_move {
 };
 
 // Writes every request while all other threads are stopped (stop_machine), moving any thread
-// whose instruction pointer is one of MOVES' `from` addresses to its `to`. For rewrites the
-// int3 protocol cannot make safe. A single-threaded process is written directly.
+// whose instruction pointer is one of MOVES' `from` addresses (listed in any order) to its
+// `to`. For rewrites the int3 protocol cannot make safe. A single-threaded process is written
+// directly.
 int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves);
 
 // Serialises the instruction stream of every thread of the process.
