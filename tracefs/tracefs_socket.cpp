@@ -1,6 +1,7 @@
 // Unix socket binding of the tracefs tree (protocol in tracefs_socket.h).
 #include "tracefs/tracefs_socket.h"
 
+#include "core/kthread.h"
 #include "core/ring_buffer.h"
 #include "tracefs/tracefs_tree.h"
 
@@ -341,9 +342,10 @@ void accept_loop(int lfd)
             std::lock_guard<std::mutex> g(s.m);
             s.active++;
         }
-        try {
-            std::thread(serve_connection, fd).detach();
-        } catch (...) {
+        std::thread t;
+        if (kthread_run(t, [fd] { serve_connection(fd); })) {
+            t.detach();
+        } else {
             ::close(fd);
             std::lock_guard<std::mutex> g(s.m);
             s.active--;
@@ -387,9 +389,7 @@ int tracefs_socket_start(const std::string &path)
     s.stop.store(false, std::memory_order_release);
     sigset_t saved;
     block_async_signals(saved);
-    try {
-        s.acceptor = std::thread(accept_loop, fd);
-    } catch (...) {
+    if (!kthread_run(s.acceptor, [fd] { accept_loop(fd); })) {
         pthread_sigmask(SIG_SETMASK, &saved, nullptr);
         ::close(fd);
         s.listen_fd = -1;

@@ -2,6 +2,7 @@
 // (the child gets its own session in the same file), exec (flush before the image goes).
 #include "tools/agent/agent.h"
 
+#include "core/kthread.h"
 #include "core/ring_buffer.h"
 
 #include <atomic>
@@ -89,8 +90,25 @@ void fatal_handler(int sig, siginfo_t *, void *)
 // without owning the file position: only the process that opened the session writes.
 bool owns_session() { return state().active && state().pid == getpid(); }
 
+// Who opens a fork child's session: the helper (fork_open -> fork_opening -> fork_done),
+// or an exit that comes first (fork_open -> fork_done). An exit or exec that finds the
+// helper half-way waits for it: closing a session while it is being opened lost the
+// child's flush.
+enum fork_session : int { fork_done, fork_open, fork_opening };
+std::atomic<int> g_fork_session{fork_done};
+
+void wait_fork_session_opened()
+{
+    // Bounded: a helper stuck for seconds must not hold the program's exit.
+    for (int i = 0; i < 2000 && g_fork_session.load() == fork_opening; ++i) {
+        struct timespec ts {0, 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
+}
+
 void before_exec()
 {
+    wait_fork_session_opened();
     if (!owns_session())
         return;
     finish("exec", 0);
@@ -119,17 +137,17 @@ void atfork_parent() { state().lock.unlock(); }
 // shell forks every command), and locks other parent threads held are still held here: do
 // nothing heavy now. A helper thread opens the child's session a little later unless the
 // child has exec'd by then, and an exit before that opens and closes it at once.
-std::atomic<bool> g_fork_claimed{true};
-
 void fork_session_start()
 {
-    if (g_fork_claimed.exchange(true))
+    int expect = fork_open;
+    if (!g_fork_session.compare_exchange_strong(expect, fork_opening))
         return;
     start_session("fork"); // sets st.pid: the child owns its session from here on
     start_consumer();
     ring_buffer_set_tracing_on(true);
-    g_watch = std::thread(signal_watch);
-    g_watch.detach();
+    if (kthread_run(g_watch, signal_watch))
+        g_watch.detach();
+    g_fork_session.store(fork_done);
 }
 
 void atfork_child()
@@ -149,7 +167,7 @@ void atfork_child()
     st.finished.store(false);
     g_fatal.store(0);
     g_flushed.store(false);
-    g_fork_claimed.store(false);
+    g_fork_session.store(fork_open);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -194,9 +212,10 @@ void install_signal_handlers()
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    g_watch = std::thread(signal_watch);
-    pthread_setname_np(g_watch.native_handle(), "dprobe-signal");
-    g_watch.detach();
+    if (kthread_run(g_watch, signal_watch)) {
+        pthread_setname_np(g_watch.native_handle(), "dprobe-signal");
+        g_watch.detach();
+    }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
@@ -205,10 +224,14 @@ void install_fork_handlers() { pthread_atfork(atfork_prepare, atfork_parent, atf
 void exit_in_fork_child()
 {
     // A forked child exiting before its helper opened its session: open and close it here.
-    if (state().pid != getpid() && !g_fork_claimed.exchange(true)) {
+    int expect = fork_open;
+    if (state().pid != getpid() &&
+        g_fork_session.compare_exchange_strong(expect, fork_done)) {
         start_session("fork");
         finish("exit", 0);
+        return;
     }
+    wait_fork_session_opened(); // then the caller closes it
 }
 
 } // namespace dprobe::agent

@@ -2,6 +2,7 @@
 // the final flush.
 #include "tools/agent/agent.h"
 
+#include "core/kthread.h"
 #include "core/ring_buffer.h"
 #include "core/symbols.h"
 #include "core/trace_clock.h"
@@ -268,8 +269,12 @@ void start_consumer()
     for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT})
         sigdelset(&all, s);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    st.consumer = std::thread(consumer_main);
-    pthread_setname_np(st.consumer.native_handle(), "dprobe-stream");
+    if (kthread_run(st.consumer, consumer_main))
+        pthread_setname_np(st.consumer.native_handle(), "dprobe-stream");
+    else
+        std::fprintf(stderr, "dprobe agent: no thread for the trace stream (pid %d): its "
+                             "events are not recorded\n",
+                     static_cast<int>(getpid()));
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
