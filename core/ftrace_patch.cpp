@@ -71,7 +71,11 @@ int ensure_stub(ftrace_site *s)
     exec_chunk c = exec_alloc(s->ip, s->ip + s->len, arch::ftrace_stub_size);
     if (!c)
         return -ENOMEM;
-    arch::write_ftrace_stub(c.rw, s, arch::ftrace_caller());
+    if (s->kind == site_kind::jump)
+        arch::return_keeps_all_xmm(); // before any return of its function is hooked
+    arch::write_ftrace_stub(c.rw, s,
+                            s->kind == site_kind::jump ? arch::ftrace_caller_all()
+                                                       : arch::ftrace_caller());
     s->stub = c;
     if (s->kind == site_kind::jump)
         jump_site_link_stub(s);

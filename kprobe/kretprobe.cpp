@@ -313,6 +313,9 @@ int register_kretprobe(struct kretprobe *rp)
         return err;
     if ((err = kretprobe_prepare(rp)))
         return err;
+    // The function may be a plain one (an int3 entry): its callers' vector registers are
+    // kept across the exit handler (arch/x86_64/ftrace_tramp.S).
+    dprobe::arch::return_keeps_all_xmm();
     err = register_kprobe_locked(&rp->kp, kind_kretprobe);
     if (err) {
         free_ctl(ctl_of(rp));

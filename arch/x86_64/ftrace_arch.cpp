@@ -12,9 +12,14 @@ extern "C" {
 void dprobe_ftrace_caller_16();
 void dprobe_ftrace_caller_32();
 void dprobe_ftrace_caller_64();
+void dprobe_ftrace_caller_all_16();
+void dprobe_ftrace_caller_all_32();
+void dprobe_ftrace_caller_all_64();
 void dprobe_return_to_handler_16();
 void dprobe_return_to_handler_32();
 void dprobe_return_to_handler_64();
+// Read by the return trampolines (ftrace_tramp.S).
+__attribute__((visibility("hidden"))) uint8_t dprobe_ret_keep_all_xmm;
 }
 
 static_assert(offsetof(struct pt_regs, r11) == PTR_R11);
@@ -22,8 +27,10 @@ static_assert(offsetof(struct pt_regs, flags) == PTR_FLAGS);
 static_assert(offsetof(struct pt_regs, ss) == PTR_SS);
 static_assert(offsetof(struct ftrace_regs, vec) == FREGS_VEC);
 static_assert(offsetof(struct ftrace_regs, vec_size) == FREGS_VEC_SIZE);
-static_assert(ENTRY_FRAME(64) % 16 == 0 && ENTRY_FRAME(16) % 16 == 0);
+static_assert(ENTRY_FRAME(64, 0) % 16 == 0 && ENTRY_FRAME(16, 0) % 16 == 0 &&
+              ENTRY_FRAME(64, 8) % 16 == 0 && ENTRY_FRAME(16, 8) % 16 == 0);
 static_assert((RET_FRAME(16) + 8) % 16 == 8); // keeps a sane alignment at the C call
+static_assert(sizeof(struct ftrace_regs) <= FR_X87_COUNT);
 
 namespace dprobe::arch {
 
@@ -153,6 +160,20 @@ uintptr_t ftrace_caller() noexcept
     case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_64);
     case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_32);
     default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_16);
+    }
+}
+
+void return_keeps_all_xmm() noexcept
+{
+    __atomic_store_n(&dprobe_ret_keep_all_xmm, 1, __ATOMIC_SEQ_CST);
+}
+
+uintptr_t ftrace_caller_all() noexcept
+{
+    switch (vector_size()) {
+    case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_64);
+    case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_32);
+    default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_16);
     }
 }
 

@@ -40,9 +40,17 @@ bool site_call_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) 
 constexpr size_t ftrace_stub_size = 32;
 void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noexcept;
 
-// The fentry and return trampolines for this CPU's vector registers.
+// The fentry and return trampolines for this CPU's vector registers. ftrace_caller() keeps
+// the argument registers xmm0-7 (patch sites: their code was built with -fipa-ra off);
+// ftrace_caller_all() keeps all sixteen (jump sites, in plain functions whose callers may
+// keep values in the registers such a function leaves alone).
 uintptr_t ftrace_caller() noexcept;
+uintptr_t ftrace_caller_all() noexcept;
 uintptr_t return_to_handler() noexcept;
+// From now on the return trampoline keeps xmm2-15 too: call before hooking the return of a
+// plain function (a jump site's, a kretprobe's on an instruction), whose callers may keep
+// values there (-fipa-ra). Never turned off.
+void return_keeps_all_xmm() noexcept;
 // The same, as a variable for the hot path (set before any site is enabled).
 extern uintptr_t return_to_handler_addr;
 // Bytes saved per vector register (16 xmm, 32 ymm, 64 zmm).

@@ -30,12 +30,15 @@
 #define FREGS_VEC_SIZE 176
 /* trampoline-private */
 #define FR_X87_COUNT 192 /* return trampoline: x87 registers saved (0-2) */
+#define FR_KEEP_ALL 196  /* return trampoline: xmm2-15 saved (0/1) */
 #define FR_X87 208       /* two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
 #define FR_VEC 240       /* vector save area */
 
-/* Entry frame: 8 vector registers + the r11 parking slot at the top (FRAME-8). */
-#define ENTRY_FRAME(vsize) (FR_VEC + 8 * (vsize) + 16)
-/* Return frame: 2 vector registers; the slot above it holds the real return address. */
-#define RET_FRAME(vsize) (FR_VEC + 2 * (vsize))
+/* Entry frame: 8 vector registers, NX more xmm registers (jump sites) and the r11 parking
+ * slot at the top (FRAME-8). */
+#define ENTRY_FRAME(vsize, nx) (FR_VEC + 8 * (vsize) + (nx) * 16 + 16)
+/* Return frame: 2 vector registers and xmm2-15; the slot above it holds the real return
+ * address. */
+#define RET_FRAME(vsize) (FR_VEC + 2 * (vsize) + 14 * 16)
 
 #endif

@@ -5,7 +5,16 @@
  *     mov %r11, -8(%rsp)      park r11 in the (unused) red zone of the probed function
  *     movabs $site, %r11      the site record
  *     jmp *tramp(%rip)        one of the dprobe_ftrace_caller_* variants below
- * The variants differ only in how much of each vector register they keep (xmm, ymm, zmm).
+ * The variants differ in how much of each vector register they keep (xmm, ymm, zmm), and
+ * in how many of them: a patch site is in code built with -pg/-mfentry/-fpatchable-function-
+ * entry, where GCC turns interprocedural register allocation (-fipa-ra) off, so its callers
+ * expect every call-clobbered register clobbered and only the argument registers xmm0-7 need
+ * keeping. A jump site is in a plain function whose callers in the same unit may keep values
+ * in any vector register the function is known not to touch: its entry keeps all sixteen.
+ * The return trampoline serves both kinds and kretprobes on any function: it keeps the
+ * result registers xmm0/xmm1, and xmm2-15 as well once a jump site or a kretprobe has been
+ * set up in the process (dprobe_ret_keep_all_xmm), so that code built with patch sites
+ * alone does not pay for them.
  *
  * Everything the probed code can observe is preserved: all caller-saved general registers
  * (the caller may rely on a callee's known clobbers with -fipa-ra), the vector argument
@@ -67,20 +76,48 @@
 	.endif
 .endm
 
-.macro FTRACE_CALLER vsize
-	.globl dprobe_ftrace_caller_\vsize
-	.hidden dprobe_ftrace_caller_\vsize
-	.type dprobe_ftrace_caller_\vsize, @function
+/* xmm FIRST .. FIRST+COUNT-1, 16 bytes each, from offset BASE: the registers past the
+ * argument or result ones. Their low 128 bits are what code built for the x86-64 baseline
+ * (SSE2, as distributions build) can keep in them. */
+.macro SAVE_XMMS kind, first, count, base
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \n >= \first && \n < \first + \count
+	.if \kind == 16
+	movdqu %xmm\n, \base + (\n - \first) * 16(%rsp)
+	.else
+	vmovdqu %xmm\n, \base + (\n - \first) * 16(%rsp)
+	.endif
+	.endif
+	.endr
+.endm
+
+.macro RESTORE_XMMS kind, first, count, base
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \n >= \first && \n < \first + \count
+	.if \kind == 16
+	movdqu \base + (\n - \first) * 16(%rsp), %xmm\n
+	.else
+	vmovdqu \base + (\n - \first) * 16(%rsp), %xmm\n
+	.endif
+	.endif
+	.endr
+.endm
+
+/* NX: 0 for patch sites, 8 for jump sites (NAME ends in _all): xmm8-15 kept too. */
+.macro FTRACE_CALLER vsize, nx, name
+	.globl \name
+	.hidden \name
+	.type \name, @function
 	.p2align 5
-dprobe_ftrace_caller_\vsize:
+\name:
 	.cfi_startproc
 	/* [rsp] = return address into the probed function (site + call length), and the
 	 * stub parked r11 at -8(%rsp), which becomes the top slot of this frame. */
-	lea -ENTRY_FRAME(\vsize)(%rsp), %rsp
-	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize)
+	lea -ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize, \nx)
 	mov %rax, PTR_AX(%rsp)
 	SAVE_FLAGS
-	mov ENTRY_FRAME(\vsize) - 8(%rsp), %rax
+	mov ENTRY_FRAME(\vsize, \nx) - 8(%rsp), %rax
 	mov %rax, PTR_R11(%rsp)
 	SAVE_SCRATCH_GPRS
 	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
@@ -92,12 +129,13 @@ dprobe_ftrace_caller_\vsize:
 	SAVE_VEC \vsize, 5
 	SAVE_VEC \vsize, 6
 	SAVE_VEC \vsize, 7
+	SAVE_XMMS \vsize, 8, \nx, (FR_VEC+8*\vsize)
 	lea FR_VEC(%rsp), %rax
 	mov %rax, FREGS_VEC(%rsp)
 	movq $\vsize, FREGS_VEC_SIZE(%rsp)
-	mov ENTRY_FRAME(\vsize)(%rsp), %rax
+	mov ENTRY_FRAME(\vsize, \nx)(%rsp), %rax
 	mov %rax, PTR_IP(%rsp)
-	lea ENTRY_FRAME(\vsize) + 8(%rsp), %rax
+	lea ENTRY_FRAME(\vsize, \nx) + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
 	mov %r11, %rdi
 	mov %rsp, %rsi
@@ -110,7 +148,7 @@ dprobe_ftrace_caller_\vsize:
 	.cfi_def_cfa_register rsp
 	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
 	mov PTR_IP(%rsp), %rax
-	mov %rax, ENTRY_FRAME(\vsize)(%rsp)
+	mov %rax, ENTRY_FRAME(\vsize, \nx)(%rsp)
 	RESTORE_VEC \vsize, 0
 	RESTORE_VEC \vsize, 1
 	RESTORE_VEC \vsize, 2
@@ -119,15 +157,16 @@ dprobe_ftrace_caller_\vsize:
 	RESTORE_VEC \vsize, 5
 	RESTORE_VEC \vsize, 6
 	RESTORE_VEC \vsize, 7
+	RESTORE_XMMS \vsize, 8, \nx, (FR_VEC+8*\vsize)
 	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
-	lea ENTRY_FRAME(\vsize)(%rsp), %rsp
-	.cfi_adjust_cfa_offset -ENTRY_FRAME(\vsize)
+	lea ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+	.cfi_adjust_cfa_offset -ENTRY_FRAME(\vsize, \nx)
 	ret
 	.cfi_endproc
-	.size dprobe_ftrace_caller_\vsize, . - dprobe_ftrace_caller_\vsize
+	.size \name, . - \name
 .endm
 
 /*
@@ -157,6 +196,14 @@ dprobe_return_to_handler_\vsize:
 	STORE_CALLEE_SAVED
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
+	/* xmm2-15 once a plain function may return here (see the top of this file); the
+	 * decision is kept in the frame for the restore (the switch only ever turns on). */
+	movzbl dprobe_ret_keep_all_xmm(%rip), %eax
+	mov %eax, FR_KEEP_ALL(%rsp)
+	test %eax, %eax
+	jz 5f
+	SAVE_XMMS \vsize, 2, 14, (FR_VEC+2*\vsize)
+5:
 	lea FR_VEC(%rsp), %rax
 	mov %rax, FREGS_VEC(%rsp)
 	movq $\vsize, FREGS_VEC_SIZE(%rsp)
@@ -197,6 +244,10 @@ dprobe_return_to_handler_\vsize:
 3:
 	RESTORE_VEC \vsize, 0
 	RESTORE_VEC \vsize, 1
+	cmpl $0, FR_KEEP_ALL(%rsp)
+	je 6f
+	RESTORE_XMMS \vsize, 2, 14, (FR_VEC+2*\vsize)
+6:
 	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
@@ -211,9 +262,12 @@ dprobe_return_to_handler_\vsize:
 	.size dprobe_return_to_handler_\vsize, . - dprobe_return_to_handler_\vsize
 .endm
 
-FTRACE_CALLER 16
-FTRACE_CALLER 32
-FTRACE_CALLER 64
+FTRACE_CALLER 16, 0, dprobe_ftrace_caller_16
+FTRACE_CALLER 32, 0, dprobe_ftrace_caller_32
+FTRACE_CALLER 64, 0, dprobe_ftrace_caller_64
+FTRACE_CALLER 16, 8, dprobe_ftrace_caller_all_16
+FTRACE_CALLER 32, 8, dprobe_ftrace_caller_all_32
+FTRACE_CALLER 64, 8, dprobe_ftrace_caller_all_64
 RETURN_HANDLER 16
 RETURN_HANDLER 32
 RETURN_HANDLER 64
