@@ -628,6 +628,10 @@ std::string sanitize_event_name(std::string name)
     for (char &c : name)
         if (!is_alnum(c) && c != '_')
             c = '_';
+    // An fprobe on "9lives" or "3d.so:f" (user-space symbols and objects may start with a
+    // digit) would otherwise get a name that no command can name again.
+    if (!name.empty() && name[0] >= '0' && name[0] <= '9')
+        name = truncate_name("_" + name);
     return name;
 }
 

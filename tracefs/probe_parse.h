@@ -128,7 +128,8 @@ probe_error registration_error(probe_err err, int errnum);
 std::vector<std::string> argv_split(std::string_view line);
 
 // Sanitizes an automatically built event name (':', '.', '*' and other non-identifier
-// characters become '_').
+// characters become '_'; a leading digit gets a '_' in front, as the kernel does for
+// tracepoint event names), so that the event's listing parses back.
 std::string sanitize_event_name(std::string name);
 
 // The kernel's trace_parse_run_command(): splits BUF into lines, strips '#' comments, splits

@@ -1,8 +1,10 @@
 // Fuzz target for the instruction layer: decode arbitrary bytes as a function, analyse it,
 // pick optprobe regions, relocate them and check that every copy means what the original
 // meant (same absolute operand and branch targets, original return addresses, jmp back).
-// With clang this is a libFuzzer target; otherwise DPROBE_FUZZ_STANDALONE builds a driver
-// that runs the same body over a deterministic pseudo-random corpus for a few seconds.
+// Input: 16 bytes choosing the function's address, the slot's distance and the smallest
+// region, then up to 512 bytes of code.
+#include "tests/fuzz/fuzz_driver.h"
+
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
@@ -259,24 +261,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef DPROBE_FUZZ_STANDALONE
-#include <chrono>
-
-// A deterministic corpus: random bytes, x86-flavoured random instructions, and real code of
-// this executable with a few bytes mutated. DPROBE_FUZZ_SECONDS overrides the duration.
-int main(int argc, char **argv)
+// Inputs for the standalone driver: random bytes, x86-flavoured random instructions, and real
+// code of this executable and of libc with a few bytes mutated.
+void dprobe_fuzz_generate(std::vector<uint8_t> &in, fuzz_rng &rng)
 {
-    double seconds = 3;
-    if (const char *s = std::getenv("DPROBE_FUZZ_SECONDS"))
-        seconds = std::atof(s);
-    uint64_t x = 0x9e3779b97f4a7c15ULL;
-    if (argc > 1)
-        x ^= std::strtoull(argv[1], nullptr, 0);
-    const auto next = [&x] {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return x;
-    };
+    const auto next = [&rng] { return rng.next(); };
     // Fragments that make branches, rip-relative operands and prefixes frequent.
     static const std::vector<std::vector<uint8_t>> frags = {
         {0x74}, {0x0f, 0x85}, {0xeb}, {0xe9}, {0xe8}, {0xe2}, {0xe3}, {0x67, 0xe3}, {0xe0},
@@ -289,44 +278,33 @@ int main(int argc, char **argv)
     const auto *self = reinterpret_cast<const uint8_t *>(&LLVMFuzzerTestOneInput);
     const auto *libc = reinterpret_cast<const uint8_t *>(&std::memcpy);
 
-    const auto start = std::chrono::steady_clock::now();
-    unsigned long runs = 0;
-    std::vector<uint8_t> in;
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
-           seconds) {
-        in.clear();
-        for (int k = 0; k < 2; ++k) {
-            const uint64_t v = next();
-            in.insert(in.end(), reinterpret_cast<const uint8_t *>(&v),
-                      reinterpret_cast<const uint8_t *>(&v) + 8);
-        }
-        const size_t len = 1 + next() % 200;
-        switch (next() % 3) {
-        case 0:
-            while (in.size() < 16 + len)
-                in.push_back(static_cast<uint8_t>(next()));
-            break;
-        case 1:
-            while (in.size() < 16 + len) {
-                const auto &f = frags[next() % frags.size()];
-                in.insert(in.end(), f.begin(), f.end());
-                for (uint64_t n = next() % 6; n; --n)
-                    in.push_back(static_cast<uint8_t>(next()));
-            }
-            break;
-        default: {
-            const uint8_t *src = (next() & 1) ? self : libc;
-            const size_t off = next() % 256;
-            in.insert(in.end(), src + off, src + off + len);
-            for (uint64_t n = next() % 3; n; --n)
-                in[16 + next() % len] = static_cast<uint8_t>(next());
-            break;
-        }
-        }
-        LLVMFuzzerTestOneInput(in.data(), in.size());
-        ++runs;
+    for (int k = 0; k < 2; ++k) {
+        const uint64_t v = next();
+        in.insert(in.end(), reinterpret_cast<const uint8_t *>(&v),
+                  reinterpret_cast<const uint8_t *>(&v) + 8);
     }
-    std::printf("relocate_fuzz: %lu inputs in %.1f s, all invariants held\n", runs, seconds);
-    return 0;
+    const size_t len = 1 + next() % 200;
+    switch (next() % 3) {
+    case 0:
+        while (in.size() < 16 + len)
+            in.push_back(static_cast<uint8_t>(next()));
+        break;
+    case 1:
+        while (in.size() < 16 + len) {
+            const auto &f = frags[next() % frags.size()];
+            in.insert(in.end(), f.begin(), f.end());
+            for (uint64_t n = next() % 6; n; --n)
+                in.push_back(static_cast<uint8_t>(next()));
+        }
+        break;
+    default: {
+        const uint8_t *src = (next() & 1) ? self : libc;
+        const size_t off = next() % 256;
+        in.insert(in.end(), src + off, src + off + len);
+        for (uint64_t n = next() % 3; n; --n)
+            in[16 + next() % len] = static_cast<uint8_t>(next());
+        break;
+    }
+    }
 }
 #endif

@@ -57,6 +57,9 @@ const accepted_case accepted[] = {
     {"f:fprobes/x vfs_read%return arg1=$retval", "f:fprobes/x vfs_read%return arg1=$retval"},
     {"f libc.so.6:malloc size=$arg1", "f:fprobes/libc_so_6_malloc__entry libc.so.6:malloc size=$arg1"},
     {"f parse_* $arg1", "f:fprobes/parse____entry parse_* arg1=$arg1"},
+    // A generated name never starts with a digit (it could not be named again).
+    {"f 9lives", "f:fprobes/_9lives__entry 9lives"},
+    {"f 3d.so:draw%return", "f:fprobes/_3d_so_draw__exit 3d.so:draw%return"},
     {"p:uprobes/x /bin/sh:0x46420", "p:uprobes/x /bin/sh:0x0000000000046420"},
     {"p /bin/sh:0x46420 %ip %ax", "p:uprobes/p_sh_0x46420 /bin/sh:0x0000000000046420 arg1=%ip arg2=%ax"},
     {"r /bin/sh:100(0x20)", "r:uprobes/p_sh_0x64 /bin/sh:0x0000000000000064(0x20)"},
