@@ -26,9 +26,47 @@ namespace {
 
 constexpr uint8_t int3_opcode = 0xcc;
 
+// The probes of one hit whose pre phase ran (they were enabled when the pre handlers were
+// called) and that have a post handler: only they get their post handler after the step, so
+// a probe enabled or registered in between never sees a post without its pre (the kernel's
+// aggr_post_handler looks at the flag alone). More than fit: every enabled one.
+struct post_set {
+    static constexpr uint32_t capacity = 4;
+    uint32_t n;
+    struct kprobe *kp[capacity];
+    void add(struct kprobe *p) noexcept
+    {
+        if (n < capacity)
+            kp[n] = p;
+        ++n;
+    }
+    bool has(const struct kprobe *p) const noexcept
+    {
+        if (n > capacity)
+            return true;
+        for (uint32_t i = 0; i < n; ++i)
+            if (kp[i] == p)
+                return true;
+        return false;
+    }
+    bool empty() const noexcept { return n == 0; }
+    // Member by member: a loop or a struct copy may become a call of memcpy, which may be
+    // probed.
+    void copy_from(const post_set &o) noexcept
+    {
+        static_assert(capacity == 4);
+        n = o.n;
+        kp[0] = o.kp[0];
+        kp[1] = o.kp[1];
+        kp[2] = o.kp[2];
+        kp[3] = o.kp[3];
+    }
+};
+
 struct ss_entry {
     kp_record *rec;
     bool reenter; // stepping without handlers: no post handler at the end
+    post_set post;
 };
 
 // Per-thread state of the int3 path that the task_ctx does not carry.
@@ -50,24 +88,33 @@ DPROBE_NOPROBE inline void copy_regs(struct pt_regs *dst, const struct pt_regs *
         d[i] = s[i];
 }
 
-DPROBE_NOPROBE void push_ss(kp_record *rec, bool reenter) noexcept
+DPROBE_NOPROBE void push_ss(kp_record *rec, bool reenter, const post_set *post) noexcept
 {
     kp_thread &th = tls_kp;
     if (th.ss_n == sizeof th.ss / sizeof th.ss[0])
         th.ss_n = 0; // only steps abandoned by longjmps out of faults pile up like this
-    th.ss[th.ss_n++] = {rec, reenter};
+    ss_entry &e = th.ss[th.ss_n++];
+    e.rec = rec;
+    e.reenter = reenter;
+    if (post)
+        e.post.copy_from(*post);
+    else
+        e.post.n = 0;
 }
 
-// Pops the innermost pending step of REC (and the stale ones above it). Returns whether it
-// was a reentry step; a step nobody recorded counts as one (no post handler).
-DPROBE_NOPROBE bool pop_ss(kp_record *rec) noexcept
+// Pops the innermost pending step of REC (and the stale ones above it) into *POST (when
+// given). Returns whether it was a reentry step; a step nobody recorded counts as one (no
+// post handler).
+DPROBE_NOPROBE bool pop_ss(kp_record *rec, post_set *post = nullptr) noexcept
 {
     kp_thread &th = tls_kp;
     for (uint32_t i = th.ss_n; i-- > 0;) {
         if (th.ss[i].rec == rec) {
-            bool reenter = th.ss[i].reenter;
+            const ss_entry &e = th.ss[i];
+            if (post)
+                post->copy_from(e.post);
             th.ss_n = i;
-            return reenter;
+            return e.reenter;
         }
     }
     return true;
@@ -121,34 +168,24 @@ DPROBE_NOPROBE void run_bare(kp_record *rec, ucontext_t *uc) noexcept
     } else if (rec->boostable) {
         arch::uc_set_ip(uc, rec->boost_addr);
     } else {
-        push_ss(rec, true);
+        push_ss(rec, true, nullptr);
         arch::uc_set_ip(uc, rec->ss_addr);
     }
 }
 
-DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl,
-                                      struct pt_regs *regs) noexcept
+// The post handlers of the probes in POST that are still enabled.
+DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl, struct pt_regs *regs,
+                                      const post_set &post) noexcept
 {
     t->kprobe_status = KPROBE_HIT_SSDONE;
     for (uint32_t i = 0; i < cl->n; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind != kind_kprobe || !p->post_handler || !child_enabled(p))
+        if (p->ainsn.kind != kind_kprobe || !p->post_handler || !child_enabled(p) ||
+            !post.has(p))
             continue;
         t->current_kprobe = p;
         p->post_handler(p, regs, 0);
     }
-}
-
-DPROBE_NOPROBE bool has_post_handler(const kp_children *cl) noexcept
-{
-    if (!cl->any_post)
-        return false;
-    for (uint32_t i = 0; i < cl->n; ++i) {
-        const struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind == kind_kprobe && p->post_handler && child_enabled(p))
-            return true;
-    }
-    return false;
 }
 
 // Where a thread continues at NEXT after running REC's instruction out of line: inside an
@@ -168,7 +205,8 @@ DPROBE_NOPROBE uintptr_t continue_at(const kp_record *rec, uintptr_t next) noexc
 DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
 {
     kp_thread &th = tls_kp;
-    const bool reenter = pop_ss(rec);
+    post_set post = {};
+    const bool reenter = pop_ss(rec, &post);
     const uintptr_t next = continue_at(rec, rec->insn.next());
     task_ctx *t = reenter ? nullptr : current_task_ctx();
     if (!t || th.depth || t->current_kprobe) {
@@ -181,7 +219,7 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
         struct pt_regs regs;
         arch::uc_to_pt_regs(uc, &regs);
         regs.ip = next;
-        run_post_handlers(t, cl, &regs);
+        run_post_handlers(t, cl, &regs, post);
         arch::pt_regs_to_uc(&regs, uc);
     } else {
         arch::uc_set_ip(uc, next);
@@ -269,11 +307,14 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     arch::uc_to_pt_regs(uc, &regs); // regs.ip == at + 1, as after the kernel's int3
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     bool skip = false;
+    post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
         if (!child_enabled(p))
             continue;
         t->current_kprobe = p;
+        if (p->ainsn.kind == kind_kprobe && p->post_handler)
+            post.add(p);
         if (p->ainsn.kind == kind_kretprobe) {
             kretprobe_int3_entry(container_of_kretprobe(p), &regs, uc);
             regs.ip = at + 1;
@@ -284,22 +325,22 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     if (skip) {
         arch::pt_regs_to_uc(&regs, uc);
     } else if (rec->emulate && emulate_branch(rec, &regs)) {
-        if (has_post_handler(cl))
-            run_post_handlers(t, cl, &regs);
+        if (!post.empty())
+            run_post_handlers(t, cl, &regs, post);
         arch::pt_regs_to_uc(&regs, uc);
     } else if (const uintptr_t copy = rec->opt_copy.load(std::memory_order_acquire);
-               copy && !has_post_handler(cl)) {
+               copy && post.empty()) {
         // Being optimized: the region runs from the detour (no post handler to call).
         arch::pt_regs_to_uc(&regs, uc);
         arch::uc_set_ip(uc, copy);
-    } else if (rec->boostable && (!rec->has_ss || !has_post_handler(cl))) {
+    } else if (rec->boostable && (!rec->has_ss || post.empty())) {
         // (An emulated branch whose target could not be read has no ss copy: its copy runs
         // and faults where the original would have; no post handler then.)
         arch::pt_regs_to_uc(&regs, uc);
         arch::uc_set_ip(uc, rec->boost_addr);
     } else {
         arch::pt_regs_to_uc(&regs, uc);
-        push_ss(rec, false);
+        push_ss(rec, false, &post);
         arch::uc_set_ip(uc, rec->ss_addr);
     }
     t->current_kprobe = nullptr;
@@ -439,19 +480,22 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     regs->ip = ip + 1; // as if the int3 had trapped
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     bool skip = false;
+    post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
         if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
             continue;
         t->current_kprobe = p;
+        if (p->post_handler)
+            post.add(p);
         if (p->pre_handler && p->pre_handler(p, regs))
             skip = true; // the trampoline continues at the handler's regs->ip
     }
     if (!skip) {
         // Emulate stepping over the site's NOP.
         regs->ip = ip + rec->site->len;
-        if (has_post_handler(cl))
-            run_post_handlers(t, cl, regs);
+        if (!post.empty())
+            run_post_handlers(t, cl, regs, post);
         regs->ip = orig_ip;
     }
     fregs_undo_pt_regs(fregs, snap);
