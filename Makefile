@@ -3,8 +3,11 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# The ASan+UBSan build of the whole suite, and the seconds each libFuzzer target runs.
+ASAN_BUILD ?= build-asan
+FUZZ_SECONDS ?= 45
 
-.PHONY: all setup configure build check run install bench peers asan clean
+.PHONY: all setup configure build check check-asan check-fuzz run install bench peers clean
 
 all: build
 
@@ -19,9 +22,23 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Everything CI runs: the test suite, the same suite under ASan+UBSan, and the fuzzers.
 check: setup
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	$(MAKE) check-asan
+	$(MAKE) check-fuzz
+
+# The whole test suite built with -fsanitize=address,undefined (Documentation/reliability.md).
+check-asan: setup
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPROBE_SANITIZE=ON \
+	  -DDPROBE_BENCH=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The libFuzzer targets (clang), FUZZ_SECONDS each, side by side (scripts/fuzz).
+check-fuzz: setup
+	bash scripts/fuzz $(FUZZ_SECONDS)
 
 run: setup
 	$(MAKE) build
@@ -39,4 +56,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

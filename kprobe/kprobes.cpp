@@ -44,7 +44,10 @@ DPROBE_NOPROBE inline size_t bucket(uintptr_t a) noexcept
 
 // Everything below is under kprobe_mutex().
 std::unordered_set<const struct kprobe *> registered;
-std::vector<kp_children *> garbage; // lists replaced since the last synchronize
+// Lists replaced since the last synchronize. Never destroyed: the program's threads may
+// still register and unregister probes while exit() runs the static destructors, and the
+// lists it holds must stay reachable (LeakSanitizer reported them once it was destroyed).
+std::vector<kp_children *> &garbage = *new std::vector<kp_children *>;
 bool all_disarmed = false;
 bool optimization_on = true; // debug.kprobes-optimization
 bool hooks_installed = false;

@@ -21,6 +21,15 @@ WORK = tempfile.mkdtemp(prefix="dprobe-e2e-")
 ENV = dict(os.environ, DPROBE_PROBES=os.path.join(WORK, "probes"),
            XDG_RUNTIME_DIR=os.path.join(WORK, "run"))
 os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o700)
+if os.environ.get("DPROBE_E2E_ASAN_RUNTIME"):
+    # The ASan build (tests/tools/CMakeLists.txt): an instrumented CLI and agent record
+    # uninstrumented programs. The agent needs the ASan runtime loaded, so it is preloaded
+    # too; `dprobe record` puts its agent first in LD_PRELOAD, ahead of the runtime, which
+    # ASan would refuse (verify_asan_link_order) although the runtime still interposes
+    # before libc and initializes before the agent. The programs' own faults must kill them
+    # as without ASan (crash case), so ASan leaves SIGSEGV and SIGBUS alone.
+    ENV["LD_PRELOAD"] = os.environ["DPROBE_E2E_ASAN_RUNTIME"]
+    ENV["ASAN_OPTIONS"] = "verify_asan_link_order=0:handle_segv=0:handle_sigbus=0"
 failures = []
 
 
