@@ -71,7 +71,10 @@ void for_each_named(const std::vector<ksym> &v, const std::vector<uint32_t> &nam
                     std::string_view name, F &&f)
 {
     auto lo = std::lower_bound(names.begin(), names.end(), name,
-                               [&](uint32_t i, std::string_view n) { return v[i].name < n; });
+                               [&](uint32_t i, std::string_view n) {
+                                   // compare(): clang 14 cannot rewrite < into libstdc++ 12's <=>.
+                                   return v[i].name.compare(n) < 0;
+                               });
     for (; lo != names.end() && v[*lo].name == name; ++lo)
         f(v[*lo]);
 }

@@ -79,15 +79,6 @@ struct kp_thread {
 
 __thread kp_thread tls_kp __attribute__((tls_model("initial-exec")));
 
-DPROBE_NOPROBE inline void copy_regs(struct pt_regs *dst, const struct pt_regs *src) noexcept
-{
-    // Word by word: a struct copy may become a call of memcpy, which may be probed.
-    auto *d = reinterpret_cast<volatile unsigned long *>(dst);
-    auto *s = reinterpret_cast<const unsigned long *>(src);
-    for (size_t i = 0; i < sizeof(struct pt_regs) / sizeof(long); ++i)
-        d[i] = s[i];
-}
-
 DPROBE_NOPROBE void push_ss(kp_record *rec, bool reenter, const post_set *post) noexcept
 {
     kp_thread &th = tls_kp;

@@ -32,7 +32,8 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 [[noreturn]] void fail(const char *what, const std::string &detail)
 {
@@ -41,8 +42,7 @@ namespace {
 }
 #define CHECK(c, detail)                                                                           \
     do {                                                                                           \
-        if (!(c))                                                                                  \
-            fail(#c, detail);                                                                      \
+        if (!(c)) fail(#c, detail);                                                                \
     } while (0)
 
 // Memory the fetch programs read: one readable page between two unreadable ones, so a
@@ -54,11 +54,9 @@ struct scratch_pages {
     {
         size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
         void *m = mmap(nullptr, 3 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            std::abort();
+        if (m == MAP_FAILED) std::abort();
         page = static_cast<uint8_t *>(m) + size;
-        if (mprotect(page, size, PROT_READ | PROT_WRITE))
-            std::abort();
+        if (mprotect(page, size, PROT_READ | PROT_WRITE)) std::abort();
     }
 };
 
@@ -75,7 +73,8 @@ void fill_regs(pt_regs &r, std::string_view input)
     scratch_pages &s = scratch();
     // The page holds the input repeated, with a NUL every 61 bytes so strings end.
     for (size_t i = 0; i < s.size; ++i)
-        s.page[i] = input.empty() ? 0 : (i % 61 == 60 ? 0 : static_cast<uint8_t>(input[i % input.size()]));
+        s.page[i] =
+            input.empty() ? 0 : (i % 61 == 60 ? 0 : static_cast<uint8_t>(input[i % input.size()]));
     uint64_t h = 1469598103934665603ULL;
     for (unsigned char c : input)
         h = (h ^ c) * 1099511628211ULL;
@@ -97,7 +96,10 @@ void fill_regs(pt_regs &r, std::string_view input)
     r.sp = reinterpret_cast<unsigned long>(s.page + s.size / 2);
 }
 
-std::string argv_text(std::span<const std::string> argv) { return join_argv(argv); }
+std::string argv_text(std::span<const std::string> argv)
+{
+    return join_argv(argv);
+}
 
 void check_log(const error_log &log)
 {
@@ -142,22 +144,19 @@ void check_format(const probe_definition &def)
     CHECK(r == 0, def.listing() + "\n" + format);
 }
 
-void run_probe(probe_definition &def, std::span<const std::string> filters,
-               std::string_view input)
+void run_probe(probe_definition &def, std::span<const std::string> filters, std::string_view input)
 {
     // @SYM resolves into the scratch page, @+OFFSET too.
     uint8_t *page = scratch().page;
     fetch_resolver resolver;
     resolver.symbol = [page](std::string_view name) -> std::optional<uintptr_t> {
-        if (name.empty() || name[0] == 'Z')
-            return std::nullopt; // an unknown symbol now and then
+        if (name.empty() || name[0] == 'Z') return std::nullopt; // an unknown symbol now and then
         return reinterpret_cast<uintptr_t>(page + name.size() * 8);
     };
     resolver.file_offset = [page](uint64_t off) -> std::optional<uintptr_t> {
         return reinterpret_cast<uintptr_t>(page) + off;
     };
-    if (resolve_fetch_args(def.args, resolver, 2))
-        return;
+    if (resolve_fetch_args(def.args, resolver, 2)) return;
 
     pt_regs regs;
     fill_regs(regs, input);
@@ -172,8 +171,8 @@ void run_probe(probe_definition &def, std::span<const std::string> filters,
     CHECK(l.fixed_size >= l.args_off && l.args_off >= TRACE_ENTRY_HEADER_SIZE, def.listing());
     const size_t len = l.fixed_size + trace_args_dynamic_size(def.args, ctx);
     std::vector<uint8_t> rec(len);
-    const size_t used =
-        probe_record_store(rec.data(), len, def, ctx, 1000, 42, 0x401000, def.is_return ? 0x402000 : 0);
+    const size_t used = probe_record_store(rec.data(), len, def, ctx, 1000, 42, 0x401000,
+                                           def.is_return ? 0x402000 : 0);
     CHECK(used <= len, def.listing());
     const std::string text = format_probe_record(def, rec.data(), used, nullptr);
     CHECK(!text.empty(), def.listing());
@@ -210,14 +209,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         opts.accept = mask ? mask : static_cast<unsigned>(ACCEPT_DYNAMIC);
         in.remove_prefix(1);
     }
-    if (in.size() > 8192)
-        return 0;
+    if (in.size() > 8192) return 0;
 
     std::vector<std::string> commands, filters;
     for (size_t at = 0; at <= in.size();) {
         size_t nl = in.find('\n', at);
-        if (nl == std::string_view::npos)
-            nl = in.size();
+        if (nl == std::string_view::npos) nl = in.size();
         std::string line(in.substr(at, nl - at));
         if (!line.empty() && line[0] == '&')
             filters.push_back(line.substr(1));
@@ -236,8 +233,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         dynevent_command cmd;
         const int r = parse_dynevent_logged(argv, opts, log, cmd);
         CHECK(r <= 0, argv_text(argv));
-        if (r == 0 && cmd.kind == dynevent_command::type::create)
-            defs.push_back(cmd.def);
+        if (r == 0 && cmd.kind == dynevent_command::type::create) defs.push_back(cmd.def);
         return 0; // go on with the next line
     });
     check_log(log);
@@ -245,8 +241,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     // Each line on its own, with the error reported where it points.
     for (const auto &c : commands) {
         const auto argv = argv_split(c);
-        if (argv.empty())
-            continue;
+        if (argv.empty()) continue;
         dynevent_command cmd;
         const char *loc = nullptr;
         const probe_error e = parse_dynevent(argv, opts, cmd, &loc);
@@ -276,10 +271,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         // The kernel's append rules against the probes accepted so far.
         std::vector<const probe_definition *> same;
         for (const auto &d : defs)
-            if (d.group == def.group && d.event == def.event)
-                same.push_back(&d);
-        if (!same.empty())
-            (void)check_append(same, def);
+            if (d.group == def.group && d.event == def.event) same.push_back(&d);
+        if (!same.empty()) (void)check_append(same, def);
         run_probe(def, filters, in);
     }
     return 0;
@@ -291,32 +284,52 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 void dprobe_fuzz_generate(std::vector<uint8_t> &out, fuzz_rng &rng)
 {
     static const char *const heads[] = {
-        "p", "r", "r4", "r0x10", "f", "p:grp/ev", "r:ev", "f:fprobes/x", "p:x", "-:grp/ev", "-:ev",
-        "-:", "!p:x", "p:", "r99999:e", "f:g/",
+        "p",   "r",        "r4",   "r0x10", "f",    "p:grp/ev", "r:ev",     "f:fprobes/x",
+        "p:x", "-:grp/ev", "-:ev", "-:",    "!p:x", "p:",       "r99999:e", "f:g/",
     };
     static const char *const places[] = {
-        "do_work", "do_work+4", "do_work+0x10", "libc.so.6:malloc", "0x401000", "do_work%return",
-        "/bin/sh:0x46420", "/bin/sh:0x10(0x20)", "/bin/sh:0x10%return", "parse_*", "sym-1",
-        "lib:sym+0x100000000", "a:b:c",
+        "do_work",
+        "do_work+4",
+        "do_work+0x10",
+        "libc.so.6:malloc",
+        "0x401000",
+        "do_work%return",
+        "/bin/sh:0x46420",
+        "/bin/sh:0x10(0x20)",
+        "/bin/sh:0x10%return",
+        "parse_*",
+        "sym-1",
+        "lib:sym+0x100000000",
+        "a:b:c",
     };
     static const char *const fetches[] = {
-        "%ax", "%di", "%ip", "%sp", "$stack", "$stack3", "$retval", "$comm", "$COMM", "$arg1",
-        "$arg6", "$arg9", "+8(%di)", "-4(%si)", "+0(+8(%di))", "+u0(%dx)", "@sym", "@sym+8",
-        "@0x1000", "@+0x20", "\\123", "\\-1", "\\\"str\"", "$arg*", "+0($stack1)", "%r15",
+        "%ax",         "%di",       "%ip",   "%sp",         "$stack",  "$stack3", "$retval",
+        "$comm",       "$COMM",     "$arg1", "$arg6",       "$arg9",   "+8(%di)", "-4(%si)",
+        "+0(+8(%di))", "+u0(%dx)",  "@sym",  "@sym+8",      "@0x1000", "@+0x20",  "\\123",
+        "\\-1",        "\\\"str\"", "$arg*", "+0($stack1)", "%r15",
     };
     static const char *const types[] = {
-        "", "", ":u8", ":s16", ":u32", ":x64", ":s64", ":string", ":ustring", ":symbol",
-        ":symstr", ":char", ":b3@2/8", ":b4@28/32", ":u8[4]", ":x16[2]", ":string[2]", ":u64[64]",
+        "",        "",          ":u8",      ":s16",    ":u32",       ":x64",
+        ":s64",    ":string",   ":ustring", ":symbol", ":symstr",    ":char",
+        ":b3@2/8", ":b4@28/32", ":u8[4]",   ":x16[2]", ":string[2]", ":u64[64]",
     };
     static const char *const filters[] = {
-        "&a == 1", "&a > 0 && b < 2", "&arg1 ~ \"x*\"", "&!(a & 4)", "&common_pid != 0",
-        "&COMM == \"fuzz\"", "&(a == 1 || b == 2) && c", "&s ~ \"!a?[bc]*\"", "&CPU < 4",
-        "&__probe_ip == 0x401000", "&a == 'x", "&(((a == 1)",
+        "&a == 1",
+        "&a > 0 && b < 2",
+        "&arg1 ~ \"x*\"",
+        "&!(a & 4)",
+        "&common_pid != 0",
+        "&COMM == \"fuzz\"",
+        "&(a == 1 || b == 2) && c",
+        "&s ~ \"!a?[bc]*\"",
+        "&CPU < 4",
+        "&__probe_ip == 0x401000",
+        "&a == 'x",
+        "&(((a == 1)",
     };
     auto pick = [&rng](const auto &arr) { return std::string(arr[rng.next() % std::size(arr)]); };
     std::string s;
-    if (rng.next() % 4 == 0)
-        s += static_cast<char>(rng.next() % 8);
+    if (rng.next() % 4 == 0) s += static_cast<char>(rng.next() % 8);
     for (uint64_t lines = 1 + rng.next() % 3; lines; --lines) {
         s += pick(heads) + " " + pick(places);
         for (uint64_t n = rng.next() % 5; n; --n) {
@@ -327,8 +340,7 @@ void dprobe_fuzz_generate(std::vector<uint8_t> &out, fuzz_rng &rng)
             s += pick(fetches) + pick(types);
         }
         s += "\n";
-        if (rng.next() % 2)
-            s += pick(filters) + "\n";
+        if (rng.next() % 2) s += pick(filters) + "\n";
     }
     for (uint64_t n = rng.next() % 3; n && !s.empty(); --n) {
         const size_t at = rng.next() % s.size();

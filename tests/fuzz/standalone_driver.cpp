@@ -22,7 +22,8 @@
 #include <iterator>
 #include <string>
 
-namespace {
+namespace
+{
 
 const std::vector<uint8_t> *current; // the input being run, for the crash handler
 
@@ -53,8 +54,7 @@ void run(const std::vector<uint8_t> &in)
 bool run_file(const std::string &path)
 {
     std::ifstream f(path, std::ios::binary);
-    if (!f)
-        return false;
+    if (!f) return false;
     std::vector<uint8_t> in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::fprintf(stderr, "running %s (%zu bytes)\n", path.c_str(), in.size());
     run(in);
@@ -65,19 +65,16 @@ bool run_file(const std::string &path)
 void collect(const std::string &path, std::vector<std::string> &out)
 {
     struct stat st;
-    if (stat(path.c_str(), &st) != 0)
-        return;
+    if (stat(path.c_str(), &st) != 0) return;
     if (!S_ISDIR(st.st_mode)) {
         out.push_back(path);
         return;
     }
     DIR *d = opendir(path.c_str());
-    if (!d)
-        return;
+    if (!d) return;
     std::vector<std::string> names;
     while (dirent *e = readdir(d))
-        if (e->d_name[0] != '.')
-            names.push_back(e->d_name);
+        if (e->d_name[0] != '.') names.push_back(e->d_name);
     closedir(d);
     std::sort(names.begin(), names.end());
     for (const auto &n : names)
@@ -109,11 +106,9 @@ int main(int argc, char **argv)
         return 0;
     }
     double seconds = 3;
-    if (const char *s = std::getenv("DPROBE_FUZZ_SECONDS"))
-        seconds = std::atof(s);
+    if (const char *s = std::getenv("DPROBE_FUZZ_SECONDS")) seconds = std::atof(s);
     fuzz_rng rng{0x9e3779b97f4a7c15ULL};
-    if (argc > 1)
-        rng.x ^= std::strtoull(argv[1], nullptr, 0);
+    if (argc > 1) rng.x ^= std::strtoull(argv[1], nullptr, 0);
     const auto start = std::chrono::steady_clock::now();
     unsigned long runs = 0;
     std::vector<uint8_t> in;

@@ -44,7 +44,8 @@ unsigned long stress_asm(unsigned long);
 extern char stress_asm_int3[], stress_asm_opt[];
 }
 
-namespace {
+namespace
+{
 
 using target_fn = unsigned long (*)(unsigned long);
 
@@ -107,7 +108,10 @@ const probe_def defs[] = {
 constexpr int NP = sizeof defs / sizeof defs[0];
 constexpr int NCONTROL = 3;
 
-bool is_fprobe(pkind k) { return k == pkind::fprobe_exit || k == pkind::fprobe_entry; }
+bool is_fprobe(pkind k)
+{
+    return k == pkind::fprobe_exit || k == pkind::fprobe_entry;
+}
 bool has_exit(pkind k)
 {
     return k == pkind::fprobe_exit || k == pkind::kprobe_post || k == pkind::kretprobe;
@@ -139,8 +143,7 @@ void hit_entry(int i, unsigned long arg)
         stray_hits.fetch_add(1, std::memory_order_relaxed);
         return;
     }
-    if (arg != cur.tag)
-        bad_args.fetch_add(1, std::memory_order_relaxed);
+    if (arg != cur.tag) bad_args.fetch_add(1, std::memory_order_relaxed);
     ++cur.entry[i];
 }
 
@@ -155,18 +158,15 @@ void hit_exit(int i, unsigned long retval, bool check_ret)
     ++cur.exit[i];
 }
 
-int fp_entry(struct fprobe *fp, unsigned long, unsigned long, struct ftrace_regs *fregs,
-             void *data)
+int fp_entry(struct fprobe *fp, unsigned long, unsigned long, struct ftrace_regs *fregs, void *data)
 {
     const int i = static_cast<int>(fp - fps);
     hit_entry(i, ftrace_regs_get_argument(fregs, 0));
-    if (data)
-        *static_cast<unsigned long *>(data) = ftrace_regs_get_argument(fregs, 0);
+    if (data) *static_cast<unsigned long *>(data) = ftrace_regs_get_argument(fregs, 0);
     return 0;
 }
 
-void fp_exit(struct fprobe *fp, unsigned long, unsigned long, struct ftrace_regs *fregs,
-             void *data)
+void fp_exit(struct fprobe *fp, unsigned long, unsigned long, struct ftrace_regs *fregs, void *data)
 {
     const int i = static_cast<int>(fp - fps);
     if (*static_cast<unsigned long *>(data) != cur.tag)
@@ -206,8 +206,8 @@ struct figures {
     std::atomic<unsigned long> stable_armed[NP]{}, stable_disarmed[NP]{}, racing[NP]{},
         racing_seen[NP]{};
     std::atomic<unsigned long> lost[NP]{}, extra[NP]{};
-    std::atomic<unsigned long> registers{0}, unregisters{0}, enables{0}, disables{0},
-        knob_flips{0}, failed_ops{0}, nmissed{0}, optimized_seen{0}, ftrace_regs{0};
+    std::atomic<unsigned long> registers{0}, unregisters{0}, enables{0}, disables{0}, knob_flips{0},
+        failed_ops{0}, nmissed{0}, optimized_seen{0}, ftrace_regs{0};
     std::atomic<unsigned long> op_ns{0}; // time spent in the control operations
     std::atomic<unsigned long> probe_ops[NP]{}, probe_op_ns[NP]{};
     std::mutex log_lock;
@@ -215,8 +215,7 @@ struct figures {
     void note(const std::string &s)
     {
         std::lock_guard<std::mutex> g(log_lock);
-        if (log.size() < 20)
-            log.push_back(s);
+        if (log.size() < 20) log.push_back(s);
     }
 };
 figures fig;
@@ -241,8 +240,7 @@ void worker(int w)
         }
     };
     while (!stop_workers.load(std::memory_order_relaxed)) {
-        if (n % 65536 == 0)
-            publish();
+        if (n % 65536 == 0) publish();
         const int t = static_cast<int>(n % NTARGETS);
         const unsigned long tag = (static_cast<unsigned long>(w) << 40) | n;
         ++n;
@@ -302,7 +300,10 @@ enum class reg_state : uint8_t { unregistered, enabled, disabled };
 reg_state rstate[NP];
 std::atomic<int> kretprobe_maxactive{64};
 
-void begin_change(std::atomic<uint64_t> &s) { s.store(s.load() | 1, std::memory_order_seq_cst); }
+void begin_change(std::atomic<uint64_t> &s)
+{
+    s.store(s.load() | 1, std::memory_order_seq_cst);
+}
 void end_change(std::atomic<uint64_t> &s, bool armed)
 {
     const uint64_t v = ((s.load() >> 2) + 1) << 2;
@@ -339,8 +340,7 @@ void do_register(int i, bool disabled)
         rp.data_size = sizeof(unsigned long);
         rp.maxactive = kretprobe_maxactive.load();
         err = register_kretprobe(&rp);
-        if (!err && kprobe_ftrace(&rp.kp))
-            fig.ftrace_regs.fetch_add(1);
+        if (!err && kprobe_ftrace(&rp.kp)) fig.ftrace_regs.fetch_add(1);
     } else {
         struct kprobe &kp = kps[i];
         kp = {};
@@ -349,12 +349,10 @@ void do_register(int i, bool disabled)
         else
             kp.symbol_name = targets[d.t].name;
         kp.pre_handler = kp_pre;
-        if (d.kind == pkind::kprobe_post)
-            kp.post_handler = kp_post;
+        if (d.kind == pkind::kprobe_post) kp.post_handler = kp_post;
         kp.flags = disabled ? KPROBE_FLAG_DISABLED : 0;
         err = register_kprobe(&kp);
-        if (!err && kprobe_ftrace(&kp))
-            fig.ftrace_regs.fetch_add(1);
+        if (!err && kprobe_ftrace(&kp)) fig.ftrace_regs.fetch_add(1);
     }
     if (err)
         failed(i, "register", err);
@@ -368,8 +366,7 @@ void do_unregister(int i)
     const pkind k = defs[i].kind;
     if (is_fprobe(k)) {
         fig.nmissed.fetch_add(__atomic_load_n(&fps[i].nmissed, __ATOMIC_RELAXED));
-        if (int err = unregister_fprobe(&fps[i]))
-            failed(i, "unregister", err);
+        if (int err = unregister_fprobe(&fps[i])) failed(i, "unregister", err);
     } else if (k == pkind::kretprobe) {
         unregister_kretprobe(&rps[i]);
         fig.nmissed.fetch_add(static_cast<unsigned long>(rps[i].nmissed) + rps[i].kp.nmissed);
@@ -485,8 +482,7 @@ double env_number(const char *name, double dflt)
 
 bool covered()
 {
-    if (!fig.optimized_seen.load() || !fig.ftrace_regs.load())
-        return false;
+    if (!fig.optimized_seen.load() || !fig.ftrace_regs.load()) return false;
     for (int i = 0; i < NP; ++i)
         if (!fig.stable_armed[i].load() || !fig.stable_disarmed[i].load() || !fig.racing[i].load())
             return false;
@@ -539,8 +535,7 @@ TEST(stress, probes_come_and_go_while_threads_call)
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (int i = 0; i < NP; ++i)
-        if (rstate[i] != reg_state::unregistered)
-            do_unregister(i);
+        if (rstate[i] != reg_state::unregistered) do_unregister(i);
     // Nothing fires any more.
     cur.t = -2;
     for (int t = 0; t < NTARGETS; ++t)
