@@ -419,8 +419,16 @@ size_t insn_copy_len(const insn &i) noexcept
     uint8_t buf[MAX_RELOCATED_INSN_SIZE];
     const char *why = nullptr;
     // Lengths never depend on where the copy goes (branches are always rel32, displacements
-    // always disp32), so build it at the original address, from which targets are reachable.
-    const int n = relocate_one(i, i.addr, buf, &why);
+    // always disp32), so build it where its target is surely reachable: at the target itself.
+    // (Not at the original address: a `call *disp(%rip)` copy reads its operand from after a
+    // push, a few bytes further than the original did, too far when disp is near -2 GiB.)
+    uintptr_t at = i.addr;
+    if (i.is_rip_relative)
+        at = i.rip_target;
+    else if (i.k == insn::jmp_rel || i.k == insn::jcc_rel || i.k == insn::call_rel ||
+             i.k == insn::loop_rel)
+        at = i.branch_target;
+    const int n = relocate_one(i, at, buf, &why);
     return n < 0 ? 0 : static_cast<size_t>(n);
 }
 

@@ -635,6 +635,26 @@ TEST(relocate, errors)
     EXPECT_FALSE(relocate_insns({&edge, 1}, 0x100000001, 0, false));
 }
 
+TEST(relocate, copy_len_of_operands_at_the_edge_of_reach)
+{
+    // call *-2^31(%rip) (found by tests/fuzz/relocate_fuzz): its copy (push; jmp *x(%rip))
+    // can be built near the operand, and insn_copy_len() must say how long it is.
+    const uintptr_t A = 0x7f002e098f3c;
+    auto call = dec({0xff, 0x15, 0x00, 0x00, 0x00, 0x80}, A);
+    auto r = relocate_insns({&call, 1}, A - 0x10000000, 0, false);
+    ASSERT_TRUE(r) << r.error.message;
+    EXPECT_EQ(insn_copy_len(call), r.copy->bytes.size());
+    // The same for a jcc and a call whose target is 2 GiB away.
+    auto jz = dec({0x0f, 0x84, 0x00, 0x00, 0x00, 0x80}, A);
+    r = relocate_insns({&jz, 1}, A - 0x10000000, 0, false);
+    ASSERT_TRUE(r) << r.error.message;
+    EXPECT_EQ(insn_copy_len(jz), r.copy->bytes.size());
+    auto rel = dec({0xe8, 0x00, 0x00, 0x00, 0x80}, A);
+    r = relocate_insns({&rel, 1}, A - 0x10000000, 0, false);
+    ASSERT_TRUE(r) << r.error.message;
+    EXPECT_EQ(insn_copy_len(rel), r.copy->bytes.size());
+}
+
 TEST(relocate, rip_relative_keeps_target_and_encoding)
 {
     // vmovaps, cmpl $imm, lea, jmp *x(%rip), call *x(%rip): each copy refers to the same
