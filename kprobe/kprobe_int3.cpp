@@ -179,13 +179,17 @@ DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl, struct
     }
 }
 
-// Where a thread continues at NEXT after running REC's instruction out of line: inside an
-// optimized region, the same instruction in the detour's copy.
+// Where a thread continues at NEXT after running REC's instruction out of line: inside a
+// region that is optimized or being optimized (opt_copy is published before the optimizer
+// waits for the threads in the hook and writes the jmp), the same instruction in the
+// detour's copy, which is valid code either way.
 DPROBE_NOPROBE uintptr_t continue_at(const kp_record *rec, uintptr_t next) noexcept
 {
     const optprobe *op = rec->opt.get();
-    if (op && rec->optimized.load(std::memory_order_acquire) && next > op->addr &&
-        next < op->addr + op->len)
+    if (op &&
+        (rec->opt_copy.load(std::memory_order_acquire) ||
+         rec->optimized.load(std::memory_order_acquire)) &&
+        next > op->addr && next < op->addr + op->len)
         for (const rip_move &m : op->moves)
             if (m.from == next)
                 return m.to;
@@ -198,13 +202,20 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     kp_thread &th = tls_kp;
     post_set post = {};
     const bool reenter = pop_ss(rec, &post);
+    task_ctx *t = reenter ? peek_task_ctx() : current_task_ctx();
+    // NEXT is chosen inside the read side: a step that ends while the jmp of an optimized
+    // probe is being written over NEXT (the post handler that kept that probe on int3 just
+    // left) must go to the detour's copy, and the optimizer waits for this thread, after
+    // publishing opt_copy, before it writes the jmp.
+    if (t)
+        kp_enter(t);
     const uintptr_t next = continue_at(rec, rec->insn.next());
-    task_ctx *t = reenter ? nullptr : current_task_ctx();
-    if (!t || th.depth || t->current_kprobe) {
+    if (!t || reenter || th.depth > 1 || t->current_kprobe) {
         arch::uc_set_ip(uc, next);
+        if (t)
+            kp_leave(t);
         return true;
     }
-    kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     if (cl) {
         struct pt_regs regs;
