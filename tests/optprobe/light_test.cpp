@@ -47,6 +47,21 @@ void light_nested();
 
 namespace {
 
+// Under ASan and UBSan every function, the test's handlers and the light dispatch included,
+// calls into the sanitizer runtime: none is provably clean, and the full detour serves all
+// of them (the registers must survive all the same).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool light_possible = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+constexpr bool light_possible = false;
+#else
+constexpr bool light_possible = true;
+#endif
+#else
+constexpr bool light_possible = true;
+#endif
+
 using state_fn = void (*)(const light_state *, light_state *);
 
 struct width {
@@ -164,7 +179,7 @@ void run_case(const width &wd, const probe_case &pc, bool with_nested_fprobe)
     ASSERT_EQ(0, register_kprobe(&kp)) << pc.what;
     ASSERT_TRUE(kprobe_optimized(&kp))
         << pc.what << ": " << dprobe::kprobe_optimization_status(&kp);
-    EXPECT_EQ(pc.light, dprobe::kp::kprobe_light_detour(&kp)) << pc.what;
+    EXPECT_EQ(pc.light && light_possible, dprobe::kp::kprobe_light_detour(&kp)) << pc.what;
     struct fprobe fp = {};
     fp.entry_handler = dirty_fprobe_entry;
     if (with_nested_fprobe) {
@@ -224,7 +239,7 @@ TEST(optprobe_light, a_dirty_handler_joining_turns_the_detour_full)
     b.pre_handler = dirty_pre;
     dirty_fn = wd.dirty;
     ASSERT_EQ(0, register_kprobe(&a));
-    EXPECT_TRUE(dprobe::kp::kprobe_light_detour(&a));
+    EXPECT_EQ(light_possible, dprobe::kp::kprobe_light_detour(&a));
     ASSERT_EQ(0, register_kprobe(&b));
     EXPECT_TRUE(kprobe_optimized(&b));
     EXPECT_FALSE(dprobe::kp::kprobe_light_detour(&b));
@@ -235,7 +250,7 @@ TEST(optprobe_light, a_dirty_handler_joining_turns_the_detour_full)
     EXPECT_EQ(2u, hits);
     expect_same(in, out, 16, false, "clean + dirty handlers");
     unregister_kprobe(&b);
-    EXPECT_TRUE(dprobe::kp::kprobe_light_detour(&a));
+    EXPECT_EQ(light_possible, dprobe::kp::kprobe_light_detour(&a));
     unregister_kprobe(&a);
 }
 
