@@ -533,6 +533,11 @@ out:
     // Second pass: a jump to a label with the same condition goes to that label's target.
     for (int i = n - 1; i--;) {
         int target = prog[size_t(i)].target;
+        // A predicate that no && or || linked keeps its "previous" target (-1 for the first
+        // one): the kernel reads prog[-1] there and only then finds the program invalid.
+        // Found by dynevent_fuzz ("a == 1 || b == 9 &&").
+        if (target < 0 || target > n + 1)
+            return fail(filter_err::INVALID_FILTER, 0);
         if (prog[size_t(i)].when_to_branch == prog[size_t(target)].when_to_branch)
             prog[size_t(i)].target = prog[size_t(target)].target;
     }

@@ -269,6 +269,9 @@ TEST_F(EventFilter, Errors)
         {"a == 123456789012345678901234", filter_err::OPERAND_TOO_LONG, 30},
         {"", filter_err::ERRNO, 0},
         {"()", filter_err::ERRNO, 0},
+        // A dangling && after an ||: a predicate no operator linked (found by dynevent_fuzz).
+        {"a == 1 || b == 9 &&", filter_err::INVALID_FILTER, 0},
+        {"a == 1 || b == 9 && ", filter_err::INVALID_FILTER, 0},
     };
     for (const auto &c : cases) {
         filter_parse_error pe = fails(c.text);
