@@ -274,7 +274,9 @@ elif CASE == "libc":
     # pipelines, and in a two-threaded program: same output and status as untraced, and
     # no process lost. (Found: a thread's first probe hit allocated its context through
     # probed libc functions and recursed; a fork child's first ring-buffer wait hung on a
-    # static initialisation guard the parent held; a shell child's socket shutdown threw.)
+    # static initialisation guard the parent held; a shell child's socket shutdown threw;
+    # under load, a shell child exec'ing while its helper opened its session left a session
+    # that never ended, and a thread that could not be created terminated the program.)
     script = ("s=0; for i in 1 2 3 4 5 6; do v=$(echo $i | tr 0-9 a-j); s=$((s+i)); "
               "( echo sub$i ) | cat; done; echo sum=$s $v; ls / > /dev/null; exit 3")
     for cmd in (["bash", "-c", script], [prog("graph")]):

@@ -96,6 +96,8 @@ bool owns_session() { return state().active && state().pid == getpid(); }
 // child's flush.
 enum fork_session : int { fork_done, fork_open, fork_opening };
 std::atomic<int> g_fork_session{fork_done};
+pid_t g_fork_pid;         // the fork child those states are about (a vfork child shares them)
+bool g_exec_took_session; // before_exec kept the helper from opening it under the exec
 
 void wait_fork_session_opened()
 {
@@ -108,6 +110,11 @@ void wait_fork_session_opened()
 
 void before_exec()
 {
+    // A fork child exec'ing before its helper opened its session: the helper must not open
+    // it now (the exec would kill it half-way, leaving a session that never ends).
+    int expect = fork_open;
+    g_exec_took_session = getpid() == g_fork_pid &&
+                          g_fork_session.compare_exchange_strong(expect, fork_done);
     wait_fork_session_opened();
     if (!owns_session())
         return;
@@ -117,6 +124,10 @@ void before_exec()
 
 void after_failed_exec()
 {
+    if (g_exec_took_session) { // still the same process: its session can open as before
+        g_exec_took_session = false;
+        g_fork_session.store(fork_open);
+    }
     agent_state &st = state();
     if (!owns_session() || !st.finished.load())
         return;
@@ -167,6 +178,8 @@ void atfork_child()
     st.finished.store(false);
     g_fatal.store(0);
     g_flushed.store(false);
+    g_fork_pid = getpid();
+    g_exec_took_session = false;
     g_fork_session.store(fork_open);
     pthread_t t;
     pthread_attr_t attr;
