@@ -87,6 +87,13 @@ struct ftrace_ops {
 // turned into NOPs). Called by everything that looks sites up.
 void ftrace_update_objects();
 
+// Turns the one-byte NOP sleds (gcc's -fpatchable-function-entry) found after other threads
+// had started, which are unusable until then, into one NOP each while every other thread is
+// stopped (stop_machine), moving a thread stopped inside a sled to its end: what a runtime
+// loaded into a running process (dprobe attach) needs to use them. Returns the number of
+// sites made usable, or -errno (the sleds stay as they were).
+int ftrace_convert_sleds();
+
 // The site at IP, or the site of the function whose symbol is at IP; nullptr if none.
 // Looks only at objects already scanned: call ftrace_update_objects() first.
 ftrace_site *ftrace_location(uintptr_t ip);

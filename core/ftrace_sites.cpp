@@ -32,6 +32,8 @@ const char *site_kind_name(site_kind k)
 
 namespace {
 
+constexpr const char *k_late_sled = "one-byte NOP sled found after other threads started";
+
 // Copies up to 16 bytes of code at IP that lie inside the object's executable segment.
 bool read_entry(const loaded_object &obj, uintptr_t ip, uint8_t (&buf)[16])
 {
@@ -128,8 +130,9 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
             } else {
                 // A thread could be between two of the one-byte NOPs; rewriting them as one
                 // instruction under it would make it run the middle of an instruction.
+                // ftrace_convert_sleds() does it with the threads stopped.
                 site->usable = false;
-                site->why = "one-byte NOP sled found after other threads started";
+                site->why = k_late_sled;
             }
             break;
         case arch::entry_kind::none:
@@ -176,6 +179,42 @@ void ftrace_update_objects()
         }
         st.by_object.erase(it);
     }
+}
+
+int ftrace_convert_sleds()
+{
+    ftrace_update_objects();
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<ftrace_site *> sleds;
+    std::vector<text_poke_req> reqs;
+    std::vector<rip_move> moves;
+    for (auto &[id, list] : st.by_object)
+        for (auto &s : list.sites) {
+            if (s->kind != site_kind::nop || s->usable || s->why != k_late_sled || s->gone)
+                continue;
+            text_poke_req r;
+            r.addr = s->ip;
+            r.len = s->len;
+            arch::site_nop_bytes(s->len, r.bytes);
+            r.emu = text_poke_req::emulate::nop;
+            reqs.push_back(r);
+            // Every NOP of a sled is equivalent to running the rest of it.
+            for (uint8_t i = 1; i < s->len; ++i)
+                moves.push_back({s->ip + i, s->ip + s->len});
+            sleds.push_back(s.get());
+        }
+    if (sleds.empty())
+        return 0;
+    std::sort(moves.begin(), moves.end(),
+              [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
+    if (int err = text_poke_stopped(reqs, moves))
+        return err;
+    for (ftrace_site *s : sleds) {
+        s->usable = true;
+        s->why = nullptr;
+    }
+    return static_cast<int>(sleds.size());
 }
 
 ftrace_site *ftrace_location_or_jump(uintptr_t ip)

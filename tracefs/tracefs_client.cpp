@@ -5,9 +5,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
 namespace dprobe {
 namespace {
@@ -91,11 +94,54 @@ void tracefs_client::close()
     inbuf_.clear();
 }
 
+namespace {
+
+// Live sockets named dprobe-PID.sock, wherever they are bound: a process that `dprobe attach`
+// loaded the runtime into serves its tracefs where its own environment says, which need not
+// be where ours would put it.
+std::vector<std::string> bound_sockets_of(pid_t pid)
+{
+    std::vector<std::string> out;
+    std::ifstream in("/proc/net/unix");
+    std::string line, name = "/dprobe-" + std::to_string(pid) + ".sock";
+    while (std::getline(in, line)) {
+        size_t slash = line.find('/');
+        if (slash == std::string::npos)
+            continue;
+        std::string path = line.substr(slash);
+        if (path.size() > name.size() &&
+            path.compare(path.size() - name.size(), name.size(), name) == 0 &&
+            std::find(out.begin(), out.end(), path) == out.end())
+            out.push_back(path);
+    }
+    return out;
+}
+
+} // namespace
+
 int tracefs_client::connect(const std::string &target)
 {
+    if (!all_digits(target))
+        return connect_path(target);
+    pid_t pid = static_cast<pid_t>(std::atoi(target.c_str()));
+    int r = connect_path(tracefs_default_socket(pid));
+    if (r != -ENOENT && r != -ECONNREFUSED)
+        return r;
+    for (const std::string &p : bound_sockets_of(pid)) {
+        if (connect_path(p) != 0)
+            continue;
+        struct ucred cred {};
+        socklen_t cl = sizeof cred;
+        if (getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid == pid)
+            return 0; // served by that very process
+        close();
+    }
+    return r;
+}
+
+int tracefs_client::connect_path(const std::string &path)
+{
     close();
-    std::string path = all_digits(target) ? tracefs_default_socket(std::atoi(target.c_str()))
-                                          : target;
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     if (path.size() >= sizeof sa.sun_path)

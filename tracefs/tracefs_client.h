@@ -60,7 +60,10 @@ public:
     tracefs_client(const tracefs_client &) = delete;
     tracefs_client &operator=(const tracefs_client &) = delete;
 
-    // TARGET: pid or socket path. Returns 0 or -errno.
+    // TARGET: pid or socket path. A pid's socket is looked for where this process's
+    // environment puts it (tracefs_default_socket), then among the live sockets named
+    // dprobe-PID.sock served by that process (one `dprobe attach` started, whose environment
+    // differs). Returns 0 or -errno.
     int connect(const std::string &target);
     tracefs_reply request(tracefs_op op, std::string_view path, std::string_view data = {},
                           int timeout_ms = 0);
@@ -70,6 +73,7 @@ public:
     int fd() const { return fd_; }
 
 private:
+    int connect_path(const std::string &path);
     int fd_ = -1;
     std::string inbuf_;
     bool send_all(std::string_view s);

@@ -1,5 +1,6 @@
-// The preload agent's start: read DPROBE_*, apply the events, start the function graph,
-// open the session in the trace file and start streaming, all before main.
+// The agent's start: apply the events, start the function graph, open the session in the
+// trace file and start streaming. Preloaded by `dprobe record`, from DPROBE_* before main;
+// loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
 
 #include "core/ftrace.h"
@@ -13,8 +14,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <dirent.h>
+#include <climits>
 #include <cstdio>
+#include <dirent.h>
+#include <dlfcn.h>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -91,7 +94,16 @@ std::string last_error_log()
     return entries.empty() ? std::string() : error_log::format_entry(entries.back());
 }
 
-void apply_events(const std::vector<std::string> &lines)
+// Every dynamic event of the process disabled and deleted.
+void remove_all_events()
+{
+    trace_events &te = trace_events::instance();
+    te.set_group_enabled("", false);
+    te.release_all(ACCEPT_DYNAMIC);
+}
+
+// Applies and enables LINES; "" or what went wrong (with the error_log entry).
+std::string apply_events(const std::vector<std::string> &lines)
 {
     agent_state &st = state();
     trace_events &te = trace_events::instance();
@@ -100,8 +112,8 @@ void apply_events(const std::vector<std::string> &lines)
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
             std::string log = last_error_log();
-            agent_fail("event '" + line + "' rejected: " + std::strerror(-r) +
-                       (log.empty() ? "" : "\n" + log));
+            return "event '" + line + "' rejected: " + std::strerror(-r) +
+                   (log.empty() ? "" : "\n" + log);
         }
         dynevent_command cmd;
         parse_options po;
@@ -113,8 +125,8 @@ void apply_events(const std::vector<std::string> &lines)
         r = te.set_enabled(def.group, def.event, true);
         if (r < 0) {
             std::string log = last_error_log();
-            agent_fail("cannot enable " + def.group + "/" + def.event + ": " +
-                       std::strerror(-r) + (log.empty() ? "" : "\n" + log));
+            return "cannot enable " + def.group + "/" + def.event + ": " + std::strerror(-r) +
+                   (log.empty() ? "" : "\n" + log);
         }
         int id = te.event_id(def.group, def.event);
         auto fmt = te.format(def.group, def.event);
@@ -129,6 +141,7 @@ void apply_events(const std::vector<std::string> &lines)
                                                             def.group + "/" + def.event,
                                                             def.listing(), *fmt));
     }
+    return "";
 }
 
 void on_process_exit(int status, void *)
@@ -140,11 +153,37 @@ void on_process_exit(int status, void *)
         finish("exit", status);
 }
 
+// Whether this object was preloaded (LD_PRELOAD names it), rather than loaded later by
+// dlopen (dprobe attach) into a process that inherited DPROBE_* from a recorded parent.
+bool preloaded()
+{
+    const char *pre = std::getenv("LD_PRELOAD");
+    Dl_info info {};
+    if (!pre || !dladdr(reinterpret_cast<void *>(&preloaded), &info) || !info.dli_fname)
+        return false;
+    char self[PATH_MAX];
+    if (!realpath(info.dli_fname, self))
+        return false;
+    std::string list = pre;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t end = list.find_first_of(" :", pos);
+        std::string item = list.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        char rp[PATH_MAX];
+        if (!item.empty() && realpath(item.c_str(), rp) && std::strcmp(rp, self) == 0)
+            return true;
+        if (end == std::string::npos)
+            break;
+        pos = end + 1;
+    }
+    return false;
+}
+
 __attribute__((constructor)) void dprobe_agent_init()
 {
     const char *out = std::getenv("DPROBE_OUTPUT");
-    if (!out || !*out)
-        return; // preloaded without `dprobe record`: the runtime only
+    if (!out || !*out || !preloaded())
+        return; // preloaded without `dprobe record`, or loaded by `dprobe attach`
     agent_state &st = state();
     st.output = out;
     if (const char *fd = std::getenv("DPROBE_STATUS_FD"); fd && *fd)
@@ -154,24 +193,61 @@ __attribute__((constructor)) void dprobe_agent_init()
     if (st.out_fd < 0)
         agent_fail(std::string("cannot open the trace file ") + out + ": " + std::strerror(errno));
 
+    agent_config c;
+    c.events = env_lines("DPROBE_EVENTS");
+    c.graph = env_lines("DPROBE_GRAPH");
+    c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
+    if (const char *kb = std::getenv("DPROBE_BUFFER_KB"); kb && *kb) {
+        c.buffer_kb = std::strtoul(kb, nullptr, 10);
+        if (!c.buffer_kb)
+            agent_fail(std::string("bad buffer size '") + kb + "'");
+    }
+    if (const char *clk = std::getenv("DPROBE_CLOCK"))
+        c.clock = clk;
+    const char *tfs = std::getenv("DPROBE_TRACEFS");
+    c.tracefs = !(tfs && std::strcmp(tfs, "0") == 0);
+    std::string err = agent_start(c, "start");
+    if (!err.empty())
+        agent_fail(err);
+}
+
+} // namespace
+
+std::string agent_start(const agent_config &c, const char *reason)
+{
+    agent_state &st = state();
     trace_clock_init();
     // The agent's own setup is not part of the program's trace.
     ring_buffer_set_tracing_on(false);
-    if (const char *c = std::getenv("DPROBE_CLOCK"); c && *c)
-        if (ring_buffer_set_clock(c) < 0)
-            agent_fail(std::string("unknown trace clock '") + c + "'");
-    if (const char *kb = std::getenv("DPROBE_BUFFER_KB"); kb && *kb)
-        if (ring_buffer_set_size_kb(std::strtoul(kb, nullptr, 10)) < 0)
-            agent_fail(std::string("bad buffer size '") + kb + "'");
+    if (!c.clock.empty() && ring_buffer_set_clock(c.clock.c_str()) < 0)
+        return "unknown trace clock '" + c.clock + "'";
+    if (c.buffer_kb && ring_buffer_set_size_kb(c.buffer_kb) < 0)
+        return "bad buffer size '" + std::to_string(c.buffer_kb) + "'";
 
     ftrace_update_objects();
-    apply_events(env_lines("DPROBE_EVENTS"));
-    auto graph = env_lines("DPROBE_GRAPH");
-    if (!graph.empty()) {
-        std::string err;
-        int n = funcgraph_start(graph, env_lines("DPROBE_GRAPH_NOTRACE"), &err);
+    if (st.attached) {
+        // gcc's one-byte NOP sleds of a program that already runs threads: made usable with
+        // every thread stopped outside them.
+        int n = ftrace_convert_sleds();
         if (n < 0)
-            agent_fail(err);
+            status_send(std::string("warn patchable-function-entry sites left unused: cannot "
+                                    "stop the threads: ") +
+                        std::strerror(-n));
+    }
+    std::string err = apply_events(c.events);
+    if (!err.empty()) {
+        remove_all_events();
+        st.events.clear();
+        return err;
+    }
+    st.graph_functions = 0;
+    if (!c.graph.empty()) {
+        int n = funcgraph_start(c.graph, c.notrace, &err);
+        if (n < 0) {
+            remove_all_events();
+            st.events.clear();
+            return err;
+        }
         st.graph_functions = static_cast<unsigned>(n);
         st.events.emplace_back(tracefile::FUNCGRAPH_ENTRY_ID,
                                tracefile::event_payload(tracefile::FUNCGRAPH_ENTRY_ID,
@@ -182,27 +258,54 @@ __attribute__((constructor)) void dprobe_agent_init()
                                                         "ftrace/funcgraph_exit", "",
                                                         tracefile::funcgraph_exit_format()));
     }
+    st.finished.store(false);
+    st.records = st.lost = st.bytes = 0;
     st.active = true;
-    start_session("start");
+    start_session(reason);
     install_signal_handlers();
-    install_fork_handlers();
-    on_exit(on_process_exit, nullptr);
+    static bool once = false; // neither can be undone: they check st.active
+    if (!once) {
+        install_fork_handlers();
+        on_exit(on_process_exit, nullptr);
+        once = true;
+    }
     start_consumer();
-    tracefs_up();
+    if (c.tracefs)
+        tracefs_up();
     ring_buffer_set_tracing_on(true);
     status_send("ready " + std::to_string(st.pid) + " " + std::to_string(st.events.size()) + " " +
                 std::to_string(st.graph_functions));
+    return "";
 }
 
-} // namespace
+void agent_stop(const char *reason)
+{
+    agent_state &st = state();
+    if (!st.active)
+        return;
+    // Probes first, so nothing new arrives; then the last records, STATS and END.
+    remove_all_events();
+    funcgraph_stop();
+    finish(reason, 0);
+    tracefs_down();
+    remove_signal_handlers();
+    std::lock_guard<std::mutex> g(st.lock);
+    st.active = false;
+    if (st.out_fd >= 0)
+        ::close(st.out_fd);
+    st.out_fd = -1;
+    st.events.clear();
+    st.event_chunks.clear();
+    st.comms.clear();
+    st.objects.clear();
+    for (auto &t : st.own_tids)
+        t.store(0);
+}
 
 // The program's tracefs (FUSE mount and socket) for `dprobe ctl` and `echo`/`cat` while it
 // runs; the CLI is told where, so it can clean a mount up if the program is killed.
 void tracefs_up()
 {
-    const char *v = std::getenv("DPROBE_TRACEFS");
-    if (v && std::strcmp(v, "0") == 0)
-        return;
     auto tasks = [] {
         std::vector<int32_t> v;
         if (DIR *d = opendir("/proc/self/task")) {

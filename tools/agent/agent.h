@@ -1,4 +1,9 @@
-// The preload agent of `dprobe record` (libdprobe-preload.so): internal interfaces.
+// The agent of `dprobe record` and `dprobe attach` (libdprobe-preload.so): internal
+// interfaces.
+//
+// Preloaded by `dprobe record`, it starts from the environment in a constructor (below).
+// Loaded into a running process by `dprobe attach` (attach.cpp), it gets the same settings
+// over a socket from the command, and stops again on `dprobe detach`.
 //
 // Environment (set by `dprobe record`; without DPROBE_OUTPUT the agent does nothing):
 //   DPROBE_OUTPUT         trace file to append to (created with its header by the CLI)
@@ -11,6 +16,8 @@
 //   DPROBE_TRACEFS        "0": do not serve the tracefs tree
 #pragma once
 
+#include "tools/attach_protocol.h"
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -21,8 +28,12 @@
 
 namespace dprobe::agent {
 
+// What to record: from DPROBE_* (record) or the attach command's settings message.
+using agent_config = attach::settings;
+
 struct agent_state {
     bool active = false;
+    bool attached = false; // loaded by `dprobe attach` (no exec/sigaction interposition)
     int out_fd = -1;
     int status_fd = -1;
     pid_t pid = 0;
@@ -87,12 +98,27 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
 // After fork: the calling thread's cached tid is stale.
 void funcgraph_forget_tid() noexcept;
 
+// Unregisters the function-graph fprobe, if registered.
+void funcgraph_stop();
+
 // ---- agent.cpp ----
+// Applies CONFIG (events enabled, the graph registered) and starts recording into
+// state().out_fd: a new session (REASON "start" or "attach"), the consumer thread, the
+// fatal-signal handlers and the tracefs. Returns "" or what went wrong, with nothing of
+// CONFIG left applied.
+std::string agent_start(const agent_config &config, const char *reason);
+// Everything agent_start did, undone: events disabled and deleted (also those added
+// through the tracefs meanwhile), the graph unregistered, the final flush with an END record
+// of REASON, the tracefs and the agent's threads stopped. The process keeps running untraced.
+void agent_stop(const char *reason);
 void tracefs_up();
 void tracefs_down();
 
 // ---- lifecycle.cpp ----
 void install_signal_handlers();
+// Puts back the dispositions install_signal_handlers() changed (where the program did not
+// install its own since) and ends the watcher thread.
+void remove_signal_handlers();
 void install_fork_handlers();
 // At exit in a forked child whose session was not opened yet.
 void exit_in_fork_child();

@@ -87,6 +87,7 @@ DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long ip, unsigned long,
 }
 
 struct fprobe g_graph_probe = {};
+bool g_graph_registered = false;
 
 } // namespace
 
@@ -127,7 +128,17 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         *err = "register_fprobe_ips: " + std::string(std::strerror(-ret));
         return ret;
     }
+    g_graph_registered = true;
     return static_cast<int>(ips.size());
+}
+
+void funcgraph_stop()
+{
+    if (!g_graph_registered)
+        return;
+    unregister_fprobe(&g_graph_probe);
+    g_graph_registered = false;
+    g_graph_probe = {};
 }
 
 } // namespace dprobe::agent

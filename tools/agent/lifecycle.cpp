@@ -33,12 +33,19 @@ void flush_for_signal(int sig)
     g_flushed.store(true, std::memory_order_release);
 }
 
-// Runs on the consumer thread every wake-up: an asynchronous fatal signal arrived.
+std::atomic<bool> g_watch_stop{false};
+std::atomic<bool> g_watch_running{false};
+
+// The watcher thread: flushes and re-raises when an asynchronous fatal signal arrived.
 void signal_watch()
 {
     agent_state &st = state();
     st.add_own_tid(static_cast<int32_t>(gettid()));
-    while (!st.stop.load(std::memory_order_acquire)) {
+    struct running_flag {
+        ~running_flag() { g_watch_running.store(false, std::memory_order_release); }
+    } running;
+    while (!st.stop.load(std::memory_order_acquire) &&
+           !g_watch_stop.load(std::memory_order_acquire)) {
         int sig = g_fatal.load(std::memory_order_acquire);
         if (sig) {
             flush_for_signal(sig);
@@ -156,8 +163,11 @@ void fork_session_start()
     start_session("fork"); // sets st.pid: the child owns its session from here on
     start_consumer();
     ring_buffer_set_tracing_on(true);
+    g_watch_running.store(true);
     if (kthread_run(g_watch, signal_watch))
         g_watch.detach();
+    else
+        g_watch_running.store(false);
     g_fork_session.store(fork_done);
 }
 
@@ -225,11 +235,39 @@ void install_signal_handlers()
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
+    g_watch_stop.store(false);
+    g_watch_running.store(true);
     if (kthread_run(g_watch, signal_watch)) {
         pthread_setname_np(g_watch.native_handle(), "dprobe-signal");
         g_watch.detach();
+    } else {
+        g_watch_running.store(false);
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void remove_signal_handlers()
+{
+    for (const int *set : {k_async_signals, k_fault_signals})
+        for (size_t i = 0; i < 5; i++) {
+            int sig = set[i];
+            struct sigaction cur {};
+            if (sigaction(sig, nullptr, &cur) != 0)
+                continue;
+            if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fatal_handler) {
+                struct sigaction dfl {};
+                dfl.sa_handler = SIG_DFL;
+                sigemptyset(&dfl.sa_mask);
+                sigaction(sig, &dfl, nullptr);
+            }
+        }
+    // The watcher is detached (a joinable std::thread would abort the program at exit):
+    // wait for it to notice, at most a few of its 20 ms rounds.
+    g_watch_stop.store(true, std::memory_order_release);
+    for (int i = 0; i < 100 && g_watch_running.load(std::memory_order_acquire); i++) {
+        struct timespec ts {0, 5 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+    }
 }
 
 void install_fork_handlers() { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }

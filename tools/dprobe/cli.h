@@ -14,6 +14,7 @@ void setup_report(CLI::App &app);
 void setup_probe(CLI::App &app);
 void setup_funcs(CLI::App &app);
 void setup_ctl(CLI::App &app);
+void setup_attach(CLI::App &app); // attach and detach
 
 extern int exit_status;
 

@@ -2,6 +2,7 @@
 // (perf record, trace-cmd record, uftrace record).
 #include "tools/dprobe/cli.h"
 #include "tools/dprobe/elf_image.h"
+#include "tools/dprobe/event_args.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/record_util.h"
@@ -48,93 +49,6 @@ void forward_signal(int sig)
     g_interrupted = sig;
     if (g_child > 0)
         kill(g_child, sig);
-}
-
-// -e takes a dynamic_events line, the name of a probe stored by `dprobe probe --add`, or a
-// perf-probe definition on the program itself ('parse:4 len').
-bool looks_like_line(const std::string &e)
-{
-    auto argv = argv_split(e);
-    if (argv.size() < 2 || argv[0].empty())
-        return !argv.empty() && argv[0].size() >= 2 && argv[0][0] == '-' && argv[0][1] == ':';
-    const std::string &h = argv[0];
-    if (!std::strchr("pfrt-", h[0]))
-        return false;
-    size_t i = 1;
-    while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])))
-        i++;
-    return i == h.size() || h[i] == ':';
-}
-
-std::string indent(const std::string &text)
-{
-    std::string out;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        out += "  " + text.substr(pos, nl - pos) + "\n";
-        pos = nl == std::string::npos ? text.size() : nl + 1;
-    }
-    return out;
-}
-
-// The lines to apply, each checked; false after printing what is wrong.
-bool resolve_events(const record_opts &o, const tools::elf_image *img,
-                    std::vector<std::string> &lines)
-{
-    std::vector<tools::stored_probe> stored;
-    bool stored_loaded = false;
-    for (const std::string &e : o.events) {
-        if (!looks_like_line(e)) {
-            if (!stored_loaded) {
-                std::string err;
-                stored = tools::load_probe_list(probe_list_path(), &err);
-                stored_loaded = true;
-            }
-            size_t before = lines.size();
-            for (const auto &p : stored)
-                if (tools::probe_selected(e, p))
-                    lines.push_back(p.line);
-            if (lines.size() != before)
-                continue;
-            // perf-probe syntax on the program itself, as `dprobe probe -x PROG` reads it.
-            tools::perf_probe_result r;
-            if (img) {
-                r = tools::translate_perf_probe(argv_split(e), *img);
-                if (r.ok) {
-                    for (const auto &n : r.notes)
-                        std::fprintf(stderr, "dprobe record: note: %s\n", n.c_str());
-                    lines.push_back(r.line);
-                    continue;
-                }
-            }
-            fail("record", "event '" + e + "' is neither a dynamic_events line, a probe defined "
-                           "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a "
-                           "probe of " +
-                           (img ? img->module_name() + ": " + r.message : "the program"));
-            if (!r.error_log.empty())
-                std::fputs(indent(r.error_log).c_str(), stderr);
-            return false;
-        }
-        // Parse errors, and for places in the program itself, the symbol checks too.
-        tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
-        if (r.ok && img && (r.def.kind == probe_kind::kprobe) &&
-            r.def.place.kind == probe_place::form::symbol) {
-            const std::string &obj = r.def.place.object;
-            bool in_prog = obj.empty() ? !img->object().funcs_named(r.def.place.symbol).empty()
-                                       : obj == img->module_name();
-            if (in_prog)
-                r = tools::check_dynevent_line(e, img);
-        }
-        if (!r.ok) {
-            fail("record", "bad event '" + e + "': " + r.message);
-            if (!r.error_log.empty())
-                std::fputs(indent(r.error_log).c_str(), stderr);
-            return false;
-        }
-        lines.push_back(e);
-    }
-    return true;
 }
 
 std::string join_lines(const std::vector<std::string> &v)
@@ -208,7 +122,7 @@ int run_record(const record_opts &o)
     auto img = tools::elf_image::open(prog, &err); // null for scripts: checks are skipped
 
     std::vector<std::string> lines;
-    if (!resolve_events(o, img.get(), lines))
+    if (!resolve_events("record", o.events, img.get(), lines))
         return 1;
     // Like uftrace: without -F, the graph covers the program's own functions (not its
     // libraries'), less the C runtime's start-up and tear-down helpers.

@@ -100,6 +100,8 @@ int main(int argc, char **argv)
     app.footer(
         "Commands:\n"
         "   record   Run a program and record its trace into a file\n"
+        "   attach   Trace a running process (until Ctrl-C, or 'dprobe detach')\n"
+        "   detach   End the attach session of a process\n"
         "   report   Show a recorded trace: text, function graph or Chrome JSON\n"
         "   probe    Define probe events in perf-probe syntax\n"
         "   funcs    List the functions of a binary that can be probed\n"
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
     setup_probe(app);
     setup_funcs(app);
     setup_ctl(app);
+    setup_attach(app);
     argc = record_take_program(app, argc, argv);
     try {
         app.parse(argc, argv);

@@ -155,12 +155,12 @@ bool unmount_if_mounted(const std::string &mountpoint)
     return true;
 }
 
-void print_record_summary(const std::string &file)
+void print_record_summary(const std::string &file, const char *cmd)
 {
     tracefile::trace_data d;
     std::string err;
     if (!tracefile::read_trace(file, d, &err)) {
-        std::fprintf(stderr, "dprobe record: %s\n", err.c_str());
+        std::fprintf(stderr, "dprobe %s: %s\n", cmd, err.c_str());
         return;
     }
     uint64_t records = 0, lost = 0, dropped = 0;
@@ -179,17 +179,17 @@ void print_record_summary(const std::string &file)
         unfinished |= s.end.empty();
     }
     std::fprintf(stderr,
-                 "[ dprobe record: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
+                 "[ dprobe %s: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
                  "%.3f MB written to %s ]\n",
-                 static_cast<unsigned long long>(records),
+                 cmd, static_cast<unsigned long long>(records),
                  static_cast<unsigned long long>(lost + dropped), threads.size(),
                  threads.size() == 1 ? "" : "s", pids.size(), pids.size() == 1 ? "" : "es",
                  d.bytes / 1048576.0, file.c_str());
     if (!d.warning.empty())
-        std::fprintf(stderr, "dprobe record: warning: %s\n", d.warning.c_str());
+        std::fprintf(stderr, "dprobe %s: warning: %s\n", cmd, d.warning.c_str());
     else if (unfinished)
-        std::fprintf(stderr, "dprobe record: warning: a process ended without flushing its "
-                             "trace (killed?); its last events may be missing\n");
+        std::fprintf(stderr, "dprobe %s: warning: a process ended without flushing its "
+                             "trace (killed?); its last events may be missing\n", cmd);
 }
 
 } // namespace dprobe::tools

@@ -16,7 +16,7 @@ bool can_preload(const std::string &path, std::string &why);
 bool find_agent(std::string &path);
 // Lazily unmounts MOUNTPOINT when it is still a mount. True when it had to.
 bool unmount_if_mounted(const std::string &mountpoint);
-// "[ dprobe record: N events (M lost) ... ]" from the trace file.
-void print_record_summary(const std::string &file);
+// "[ dprobe CMD: N events (M lost) ... ]" from the trace file.
+void print_record_summary(const std::string &file, const char *cmd = "record");
 
 } // namespace dprobe::tools

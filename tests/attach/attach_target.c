@@ -1,0 +1,187 @@
+/* A long-running program for the `dprobe attach` tests. It runs until told to stop, then
+ * prints a report that is the same whether or not it was traced meanwhile, and exits with
+ * status 7.
+ *
+ * Its threads are parked in different ways, since dprobe borrows one of them to load its
+ * runtime and every one of them must carry on unharmed:
+ *   reader   blocked in read() on stdin, until a line comes ("finish"); restarted by the
+ *            kernel with -ERESTARTSYS after a ptrace stop
+ *   sleeper  in nanosleep(); restarted through the kernel's restart block; counts a sleep
+ *            that fails or ends early as an anomaly
+ *   worker   calls fib() and take_string() (the probed functions) every millisecond and
+ *            checks their results
+ *   spinner  computes through spin_step() without any system call
+ * Modes (argv[1]):
+ *   (none)    reader, sleeper, worker, spinner; stdin's line ends the run
+ *   busy      no thread ever blocks: worker (without sleeping), spinner, and main spinning
+ *             too; SIGUSR1 ends the run
+ *   sleepers  every thread sleeps: sleeper, worker, main in nanosleep too, and a thread
+ *             in sigwait() (which ends the run on SIGUSR1)
+ *   nodump    like (none), non-dumpable: only CAP_SYS_PTRACE may trace it */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static atomic_int stop;
+static int busy;
+static long sleep_anomalies, fib_mismatches, string_mismatches, rounds;
+
+NOINLINE int fib(int n)
+{
+    return n < 2 ? n : fib(n - 1) + fib(n - 2);
+}
+
+NOINLINE int take_string(const char *s, int n)
+{
+    __asm__ volatile("" ::: "memory");
+    return (int)strlen(s) + n;
+}
+
+NOINLINE long spin_step(long x)
+{
+    return x * 2862933555777941757L + 3037000493L;
+}
+
+/* Sleeps NS; false when the sleep failed or was cut short. */
+static int sleep_ns(long ns)
+{
+    struct timespec req = {0, ns}, t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = nanosleep(&req, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return r == 0 && (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) >= ns;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop))
+        if (!sleep_ns(30 * 1000 * 1000))
+            sleep_anomalies++;
+    return NULL;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    static const char *words[] = {"alpha", "be", "gamma"};
+    while (!atomic_load(&stop)) {
+        int i = (int)(rounds % 3);
+        if (fib(6 + i) != (i == 0 ? 8 : i == 1 ? 13 : 21))
+            fib_mismatches++;
+        if (take_string(words[i], i) != (int)strlen(words[i]) + i)
+            string_mismatches++;
+        rounds++;
+        if (busy) {
+            for (int k = 0; k < 200; k++)
+                if (fib(12) != 144)
+                    fib_mismatches++;
+        } else if (!sleep_ns(1000 * 1000)) {
+            sleep_anomalies++;
+        }
+    }
+    return NULL;
+}
+
+static void *spinner(void *arg)
+{
+    long x = (long)arg;
+    while (!atomic_load(&stop))
+        for (int i = 0; i < 1000; i++)
+            x = spin_step(x);
+    return (void *)x;
+}
+
+static char got[64];
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    size_t n = 0;
+    while (n < sizeof got - 1) {
+        ssize_t r = read(0, got + n, sizeof got - 1 - n);
+        if (r <= 0) {
+            if (r < 0)
+                snprintf(got, sizeof got, "read error: %s\n", strerror(errno));
+            break;
+        }
+        n += (size_t)r;
+        got[n] = 0;
+        if (strchr(got, '\n'))
+            break;
+    }
+    atomic_store(&stop, 1);
+    return NULL;
+}
+
+static void *waiter(void *arg)
+{
+    sigset_t *set = arg;
+    int sig;
+    sigwait(set, &sig);
+    atomic_store(&stop, 1);
+    return NULL;
+}
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    atomic_store(&stop, 1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int sleepers = !strcmp(mode, "sleepers");
+    busy = !strcmp(mode, "busy");
+    if (!strcmp(mode, "nodump"))
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    static sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_t th[4];
+    int n = 0;
+    if (busy) {
+        signal(SIGUSR1, on_usr1);
+    } else if (sleepers) {
+        pthread_sigmask(SIG_BLOCK, &usr1, NULL); /* inherited: only sigwait() takes it */
+        pthread_create(&th[n++], NULL, waiter, &usr1);
+    } else {
+        pthread_create(&th[n++], NULL, reader, NULL);
+    }
+    if (!busy)
+        pthread_create(&th[n++], NULL, sleeper, NULL);
+    pthread_create(&th[n++], NULL, worker, NULL);
+    if (!sleepers)
+        pthread_create(&th[n++], NULL, spinner, (void *)1L);
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    long x = 2;
+    while (!atomic_load(&stop)) {
+        if (busy)
+            for (int i = 0; i < 1000; i++)
+                x = spin_step(x);
+        else if (sleepers && !sleep_ns(10 * 1000 * 1000))
+            sleep_anomalies++;
+        else if (!busy && !sleepers)
+            break; /* join below: main parked in futex() */
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    if (!busy && !sleepers)
+        printf("reader got: %s", got);
+    printf("sleep anomalies: %ld\n", sleep_anomalies);
+    printf("worker: %ld fib mismatches, %ld string mismatches, %s\n", fib_mismatches,
+           string_mismatches, rounds > 0 ? "ran" : "did not run");
+    return 7;
+}

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Tests of `dprobe attach` and `dprobe detach` on a running multi-threaded program
+(attach_target.c): the events recorded while attached are right, and the program finishes
+with its normal output and exit status, as if nothing had happened.
+
+  attach_test.py DPROBE TARGET EXIT_AUDIT_LIB CASE
+
+CASE:
+  basic       attach -B with an fprobe, a kprobe with arguments and a function graph; the
+              events while attached (file and tracefs); detach; the program carries on
+  foreground  attach in the foreground, Ctrl-C detaches
+  busy        no thread in a system call: the runtime is loaded by a running thread
+  sleepers    every thread in nanosleep: loaded by one, whose sleep must not end early
+  twice       attach twice (refused), detach twice (refused), attach again after detach
+  noperm      another user's process, a non-dumpable one: refused, with the reason
+  exits       the process exits while the runtime is being loaded
+  errors      no such process, kernel thread, bad event (process untouched), not attached
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+DPROBE, TARGET, AUDIT, CASE = sys.argv[1:5]
+WORK = tempfile.mkdtemp(prefix="dprobe-attach-")
+os.chmod(WORK, 0o777)  # the noperm case runs commands as another user here
+ENV = dict(os.environ, DPROBE_PROBES=os.path.join(WORK, "probes"),
+           XDG_RUNTIME_DIR=os.path.join(WORK, "run"))
+os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o700)
+failures = []
+
+FPROBE = "f:fibe fib n=$arg1:s32"
+KPROBE = "p:take take_string s=+0(%di):string n=%si:s32"
+EXPECTED = ("reader got: finish\nsleep anomalies: 0\n"
+            "worker: 0 fib mismatches, 0 string mismatches, ran\n")
+EXPECTED_QUIET = "sleep anomalies: 0\nworker: 0 fib mismatches, 0 string mismatches, ran\n"
+NOBODY = 65534
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def dprobe(*args, ok=True, prefix=(), timeout=60):
+    p = subprocess.run(list(prefix) + [DPROBE] + [str(a) for a in args], cwd=WORK, env=ENV,
+                       capture_output=True, text=True, timeout=timeout)
+    if ok and p.returncode != 0:
+        sys.exit("FAIL: dprobe %s exited %d\nstdout:\n%s\nstderr:\n%s" %
+                 (" ".join(map(str, args)), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+class Target:
+    """attach_target running with its stdin and stdout on pipes."""
+
+    def __init__(self, mode=None, prefix=(), env=None):
+        cmd = list(prefix) + [TARGET] + ([mode] if mode else [])
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, cwd=WORK, env=env or os.environ)
+        line = self.p.stdout.readline()
+        m = re.match(r"ready (\d+)", line)
+        if not m:
+            sys.exit("FAIL: the target did not start: %r" % line)
+        self.pid = int(m.group(1))
+
+    def finish(self, how="stdin"):
+        if how == "stdin":
+            self.p.stdin.write("finish\n")
+            self.p.stdin.flush()
+        else:
+            os.kill(self.pid, signal.SIGUSR1)
+        out = self.p.stdout.read()
+        return out, self.p.wait(timeout=60)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def report(dat):
+    p = dprobe("report", "-i", dat, "--no-header", ok=False)
+    return p.stdout, p.stderr
+
+
+def wait_for(dat, patterns, timeout=20):
+    """Waits until the (growing) trace file shows a line matching each pattern."""
+    end = time.time() + timeout
+    while time.time() < end:
+        out, _ = report(dat)
+        if all(re.search(p, out, re.M) for p in patterns):
+            return out
+        time.sleep(0.05)
+    out, _ = report(dat)
+    check(False, "events %s not seen in %s within %d s; report:\n%s" %
+          (patterns, dat, timeout, out[-2000:]))
+    return out
+
+
+def task_comms(pid):
+    out = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                out.append(f.read().strip())
+        except OSError:
+            pass
+    return out
+
+
+def mounted(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def check_events(out, fib=True):
+    """The events are right: fib's argument, take_string's string and its length."""
+    fibs = [int(n) for n in re.findall(r"fibe: \(fib\+0x0/0x[0-9a-f]+\) n=(-?\d+)", out)]
+    takes = re.findall(r'take: \(take_string\+0x0/0x[0-9a-f]+\) s="([^"]*)" n=(-?\d+)', out)
+    if fib:
+        check(fibs and all(0 <= n <= 12 for n in fibs), "fib arguments: %s" % fibs[:20])
+    check(takes and all((s, int(n)) in {("alpha", 0), ("be", 1), ("gamma", 2)}
+                        for s, n in takes), "take_string arguments: %s" % takes[:10])
+
+
+def check_detached(t, mount):
+    """After detach: no agent thread, no mount, no tracefs socket answering."""
+    comms = task_comms(t.pid)
+    check(not any(c.startswith("dprobe-") for c in comms),
+          "agent threads left after detach: %s" % comms)
+    check(not mount or not mounted(mount), "tracefs still mounted at %s" % mount)
+    p = dprobe("ctl", "-p", t.pid, "cat", "dynamic_events", ok=False)
+    check(p.returncode != 0, "the tracefs socket still answers after detach")
+
+
+def mountpoint(text):
+    """The tracefs mount point attach reported ("" when it had none)."""
+    m = re.search(r"^  tracefs: (\S+)$", text, re.M)
+    return m.group(1) if m else ""
+
+
+def case_basic():
+    t = Target()
+    dat = os.path.join(WORK, "basic.dat")
+    try:
+        p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", FPROBE, "-e", KPROBE,
+                   "-F", "take_string", "-o", dat)
+        check("recording 2 events (function graph of 1 function) into" in p.stdout,
+              "attach message: %r" % p.stdout)
+        mount = mountpoint(p.stdout)
+        check(not mount or mounted(mount), "tracefs not mounted at %r" % mount)
+        check(re.search(r"loaded .*libdprobe-preload\.so with thread \d+ \(blocked in ", p.stderr),
+              "attach -v message: %r" % p.stderr)
+        out = wait_for(dat, [r"fibe: ", r"take: ", r"funcgraph_entry: --> take_string",
+                             r"funcgraph_exit: <-- take_string"])
+        check_events(out)
+        # The tracefs of the process, as under record.
+        p = dprobe("ctl", "-p", t.pid, "cat", "dynamic_events")
+        check(p.stdout == "f:fprobes/fibe fib n=$arg1:s32\n"
+                          "p:kprobes/take take_string s=+0(%di):string n=%si:s32\n",
+              "dynamic_events: %r" % p.stdout)
+        p = dprobe("ctl", "-p", t.pid, "cat", "enabled_functions")
+        check(re.search(r"^fib \(1\)", p.stdout, re.M) and
+              re.search(r"^take_string \(\d\)", p.stdout, re.M),
+              "enabled_functions: %r" % p.stdout)
+        check(any(c.startswith("dprobe-") for c in task_comms(t.pid)), "no agent thread")
+        p = dprobe("detach", "-p", t.pid)
+        m = re.search(r"process %d \(attach_target\) detached: (\d+) events \(\d+ lost\), "
+                      r"[0-9.]+ MB written to (.*)" % t.pid, p.stdout)
+        check(m and int(m.group(1)) > 0 and m.group(2) == dat, "detach message: %r" % p.stdout)
+        check_detached(t, mount)
+        size = os.path.getsize(dat)
+        time.sleep(0.1)
+        check(os.path.getsize(dat) == size, "the trace file grows after detach")
+        out, err = report(dat)
+        check_events(out)
+        check("warning" not in err, "report warns: %r" % err)
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def case_foreground():
+    t = Target()
+    dat = os.path.join(WORK, "fg.dat")
+    try:
+        a = subprocess.Popen([DPROBE, "attach", "-p", str(t.pid), "-e", FPROBE, "-e", KPROBE,
+                              "-o", dat], cwd=WORK, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        line = a.stderr.readline()
+        check("recording 2 events into %s; Ctrl-C to detach" % dat in line,
+              "attach message: %r" % line)
+        line = a.stderr.readline()
+        mount = mountpoint(line)
+        check_events(wait_for(dat, [r"fibe: ", r"take: "]))
+        a.send_signal(signal.SIGINT)
+        rest = a.stderr.read()
+        rc = a.wait(timeout=60)
+        check(rc == 0, "attach exited %d after Ctrl-C: %s" % (rc, rest))
+        check(re.search(r"\[ dprobe attach: \d+ events \(\d+ lost\) from \d+ threads? in 1 "
+                        r"process, [0-9.]+ MB written to ", rest), "summary: %r" % rest)
+        check_detached(t, mount)
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def case_busy():
+    t = Target("busy")
+    dat = os.path.join(WORK, "busy.dat")
+    try:
+        p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", KPROBE, "-F", "take_string",
+                   "-o", dat)
+        check(re.search(r"with thread \d+ \(running", p.stderr), "attach -v: %r" % p.stderr)
+        out = wait_for(dat, [r"take: ", r"funcgraph_entry: --> take_string"])
+        check_events(out, fib=False)
+        dprobe("detach", "-p", t.pid)
+        check_detached(t, mountpoint(p.stdout))
+        out, rc = t.finish("usr1")
+        check(out == "sleep anomalies: 0\nworker: 0 fib mismatches, 0 string mismatches, ran\n",
+              "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def case_sleepers():
+    t = Target("sleepers")
+    dat = os.path.join(WORK, "sleepers.dat")
+    try:
+        # Several sessions: each one borrows a sleeping thread and puts it back.
+        for i in range(3):
+            p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", FPROBE, "-e", KPROBE,
+                       "-o", dat)
+            check(re.search(r"with thread \d+ \(blocked in (clock_nanosleep|nanosleep|"
+                            r"restart_syscall)\)", p.stderr), "attach -v: %r" % p.stderr)
+            check_events(wait_for(dat, [r"fibe: ", r"take: "]))
+            mount = mountpoint(p.stdout)
+            dprobe("detach", "-p", t.pid)
+            check_detached(t, mount)
+        out, rc = t.finish("usr1")
+        check(out == EXPECTED_QUIET, "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def case_twice():
+    t = Target()
+    dat = os.path.join(WORK, "twice.dat")
+    try:
+        dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-o", dat)
+        p = dprobe("attach", "-B", "-p", t.pid, "-e", KPROBE, "-o", dat + "2", ok=False)
+        check(p.returncode == 1 and "process %d (attach_target) is already attached" % t.pid
+              in p.stderr and "'dprobe detach -p %d'" % t.pid in p.stderr,
+              "second attach: %d %r" % (p.returncode, p.stderr))
+        p = dprobe("ctl", "-p", t.pid, "cat", "dynamic_events")
+        check(p.stdout == "f:fprobes/fibe fib n=$arg1:s32\n",
+              "the refused attach changed the session: %r" % p.stdout)
+        wait_for(dat, [r"fibe: "])
+        dprobe("detach", "-p", t.pid)
+        p = dprobe("detach", "-p", t.pid, ok=False)
+        check(p.returncode == 1 and "is not attached" in p.stderr,
+              "second detach: %d %r" % (p.returncode, p.stderr))
+        # Again: the runtime left idle serves a new session.
+        dat2 = os.path.join(WORK, "again.dat")
+        p = dprobe("attach", "-B", "-p", t.pid, "-e", KPROBE, "-o", dat2)
+        out = wait_for(dat2, [r"take: "])
+        check_events(out, fib=False)
+        check("fibe:" not in out, "the first session's event came back")
+        dprobe("detach", "-p", t.pid)
+        check_detached(t, mountpoint(p.stdout))
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def case_noperm():
+    as_nobody = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+    if os.geteuid() == 0:
+        # Root without CAP_SYS_PTRACE, and a process of another user.
+        t = Target(prefix=as_nobody)
+        try:
+            p = dprobe("attach", "-p", t.pid, "-e", FPROBE, ok=False,
+                       prefix=["setpriv", "--bounding-set=-sys_ptrace"])
+            check(p.returncode == 1 and re.search(
+                r"cannot trace process %d \(attach_target\): permission denied: it runs as "
+                r"user \S+ \(uid %d\) and you are \S+ \(uid 0\) without CAP_SYS_PTRACE: .*"
+                r"kernel\.yama\.ptrace_scope" % (t.pid, NOBODY), p.stderr),
+                "attach without CAP_SYS_PTRACE: %d %r" % (p.returncode, p.stderr))
+            p = dprobe("detach", "-p", t.pid, ok=False,
+                       prefix=["setpriv", "--bounding-set=-sys_ptrace"])
+            check(p.returncode == 1 and "permission denied" in p.stderr,
+                  "detach without CAP_SYS_PTRACE: %r" % p.stderr)
+            check(not os.path.exists(os.path.join(WORK, "dprobe.dat")),
+                  "a refused attach created its trace file")
+            out, rc = t.finish()
+            check(out == EXPECTED and rc == 7, "program after refused attach: %r %d" % (out, rc))
+        finally:
+            t.kill()
+        user = as_nobody
+    else:
+        user = []
+    # A non-dumpable process of the same user.
+    t = Target("nodump", prefix=user)
+    try:
+        p = dprobe("attach", "-p", t.pid, "-e", FPROBE, ok=False, prefix=user)
+        check(p.returncode == 1 and re.search(
+            r"cannot trace process %d \(attach_target\): permission denied: it is not "
+            r"dumpable .* needs CAP_SYS_PTRACE; kernel\.yama\.ptrace_scope" % t.pid, p.stderr),
+            "attach to a non-dumpable process: %d %r" % (p.returncode, p.stderr))
+        out, rc = t.finish()
+        check(out == EXPECTED and rc == 7, "program after refused attach: %r %d" % (out, rc))
+    finally:
+        t.kill()
+
+
+def case_exits():
+    # The process exits (status 3) when the dynamic linker opens the agent: in the middle
+    # of the injected dlopen.
+    t = Target(env=dict(os.environ, LD_AUDIT=AUDIT))
+    try:
+        p = dprobe("attach", "-p", t.pid, "-e", FPROBE, "-o", "exits.dat", ok=False)
+        check(p.returncode == 1 and
+              "process %d (attach_target) exited while dprobe was attaching" % t.pid in p.stderr,
+              "attach to an exiting process: %d %r" % (p.returncode, p.stderr))
+        rc = t.p.wait(timeout=30)
+        check(rc == 3, "the process exited with %d, not by its audit library" % rc)
+        check(not mounted("/tmp/dprobe-%d/%d" % (os.geteuid(), t.pid)), "a mount was left")
+        p = dprobe("attach", "-p", t.pid, ok=False)
+        check(p.returncode == 1 and "no process %d" % t.pid in p.stderr,
+              "attach to a reaped process: %r" % p.stderr)
+    finally:
+        t.kill()
+
+
+def case_errors():
+    # No such process: a child reaped already.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    p = dprobe("attach", "-p", gone.pid, ok=False)
+    check(p.returncode == 1 and p.stderr == "dprobe attach: no process %d\n" % gone.pid,
+          "no such process: %r" % p.stderr)
+    p = dprobe("detach", "-p", gone.pid, ok=False)
+    check(p.returncode == 1 and p.stderr == "dprobe detach: no process %d\n" % gone.pid,
+          "detach, no such process: %r" % p.stderr)
+    p = dprobe("attach", "-p", 2, ok=False)
+    check(p.returncode == 1 and "is a kernel thread" in p.stderr, "kthreadd: %r" % p.stderr)
+    p = dprobe("attach", ok=False)
+    check(p.returncode == 129 and "--pid is required" in p.stderr, "no -p: %r" % p.stderr)
+    t = Target()
+    try:
+        # Rejected offline: the process is not touched at all.
+        p = dprobe("attach", "-p", t.pid, "-e", "p:bad take_string x=%rzz", ok=False)
+        check(p.returncode == 1 and "Invalid register name" in p.stderr and "^" in p.stderr,
+              "bad event: %r" % p.stderr)
+        with open("/proc/%d/maps" % t.pid) as f:
+            check("libdprobe" not in f.read(), "a refused event line loaded the runtime")
+        p = dprobe("detach", "-p", t.pid, ok=False)
+        check(p.returncode == 1 and "has no dprobe runtime loaded: it was never attached"
+              in p.stderr, "detach never attached: %r" % p.stderr)
+        # Rejected by the process's tracefs: the error_log entry, nothing left applied.
+        p = dprobe("attach", "-p", t.pid, "-e", FPROBE, "-e", "f:nope libc.so.6:no_such_fn",
+                   "-o", "err.dat", ok=False)
+        check(p.returncode == 1 and "event 'f:nope libc.so.6:no_such_fn' rejected" in p.stderr
+              and "trace_fprobe: error:" in p.stderr, "unknown function: %r" % p.stderr)
+        p = dprobe("detach", "-p", t.pid, ok=False)
+        check(p.returncode == 1 and "is not attached" in p.stderr,
+              "a failed attach left a session: %r" % p.stderr)
+        comms = task_comms(t.pid)
+        check(not any(c.startswith("dprobe-") for c in comms),
+              "agent threads after a failed attach: %s" % comms)
+        p = dprobe("attach", "-p", t.pid, "-o", "/nonexistent/x.dat", ok=False)
+        check(p.returncode == 1 and "cannot write '/nonexistent/x.dat'" in p.stderr,
+              "unwritable output: %r" % p.stderr)
+        out, rc = t.finish()
+        check(out == EXPECTED and rc == 7, "program after failed attaches: %r %d" % (out, rc))
+    finally:
+        t.kill()
+
+
+CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
+         "sleepers": case_sleepers, "twice": case_twice, "noperm": case_noperm,
+         "exits": case_exits, "errors": case_errors}
+CASES[CASE]()
+if failures:
+    sys.exit("%d failure(s) in case %s (work dir %s)" % (len(failures), CASE, WORK))
+print("ok: %s" % CASE)

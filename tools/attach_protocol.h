@@ -1,0 +1,100 @@
+// The conversation between `dprobe attach` / `dprobe detach` and the agent they load into a
+// running process (tools/agent/attach.cpp), shared by both sides.
+//
+// The command listens on an abstract Unix SOCK_SEQPACKET socket (one message per send, no
+// file to leave behind, reachable whatever the process's user) and makes a thread of the
+// process call dprobe_agent_attach(NAME) or dprobe_agent_detach(NAME), NAME being the
+// socket's name without its leading NUL. Those only start an agent thread and return: the
+// work happens on that thread once the command has restored and released the process's
+// thread. The agent thread connects, and the command checks the peer is the process
+// (SO_PEERCRED) before it trusts anything.
+//
+//   agent -> command  "hello PID attach" | "hello PID detach"
+//   command -> agent  (attach) the settings below, with the trace file's descriptor
+//                     (SCM_RIGHTS): the process may not be able to open the path itself
+//   agent -> command  what `dprobe record`'s status socket carries: "error MSG",
+//                     "warn MSG", "mount PATH", "socket PATH",
+//                     "ready PID EVENTS FUNCTIONS", "stat PID RECORDS LOST BYTES",
+//                     and at the end "detached PID RECORDS LOST BYTES"
+//   command -> agent  "detach": end the session (attach in the foreground, on Ctrl-C)
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace dprobe::attach {
+
+// The exported entry points of libdprobe-preload.so the command calls in the process. They
+// return 0 when the agent thread started, else a negative errno: -EBUSY (attach: a session
+// is active), -EEXIST (a `dprobe record` session owns the process), -ENOENT (detach: no
+// attach session), -ENAMETOOLONG, -EAGAIN.
+inline constexpr const char *attach_symbol = "dprobe_agent_attach";
+inline constexpr const char *detach_symbol = "dprobe_agent_detach";
+
+// Agent threads are named "dprobe-..." (threads they create inherit the name): the command
+// never borrows one of them to run a call.
+inline constexpr const char *thread_name_prefix = "dprobe-";
+
+inline constexpr size_t max_message = 1 << 16;
+
+struct settings {
+    std::vector<std::string> events;  // dynamic_events lines, applied and enabled
+    std::vector<std::string> graph;   // function-graph globs
+    std::vector<std::string> notrace; // globs left out of the graph
+    size_t buffer_kb = 0;             // 0: the default
+    std::string clock;                // "": the default
+    bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
+    bool detach_on_hangup = false;    // the command's end (even killed) ends the session
+};
+
+// One "key value" line each; values never hold a newline (dynamic_events lines are lines).
+inline std::string encode(const settings &s)
+{
+    std::string out;
+    for (const auto &e : s.events)
+        out += "event " + e + "\n";
+    for (const auto &g : s.graph)
+        out += "graph " + g + "\n";
+    for (const auto &n : s.notrace)
+        out += "notrace " + n + "\n";
+    if (s.buffer_kb)
+        out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
+    if (!s.clock.empty())
+        out += "clock " + s.clock + "\n";
+    out += std::string("tracefs ") + (s.tracefs ? "1" : "0") + "\n";
+    out += std::string("hangup ") + (s.detach_on_hangup ? "detach" : "stay") + "\n";
+    return out;
+}
+
+inline settings decode(const std::string &text)
+{
+    settings s;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        pos = nl == std::string::npos ? text.size() : nl + 1;
+        size_t sp = line.find(' ');
+        std::string key = line.substr(0, sp);
+        std::string val = sp == std::string::npos ? "" : line.substr(sp + 1);
+        if (key == "event")
+            s.events.push_back(val);
+        else if (key == "graph")
+            s.graph.push_back(val);
+        else if (key == "notrace")
+            s.notrace.push_back(val);
+        else if (key == "buffer_kb")
+            s.buffer_kb = std::strtoul(val.c_str(), nullptr, 10);
+        else if (key == "clock")
+            s.clock = val;
+        else if (key == "tracefs")
+            s.tracefs = val != "0";
+        else if (key == "hangup")
+            s.detach_on_hangup = val == "detach";
+    }
+    return s;
+}
+
+} // namespace dprobe::attach
