@@ -11,12 +11,17 @@
 //
 //   agent -> command  "hello PID attach" | "hello PID detach"
 //   command -> agent  (attach) the settings below, with the trace file's descriptor
-//                     (SCM_RIGHTS): the process may not be able to open the path itself
+//                     (SCM_RIGHTS): the process may not be able to open the path itself;
+//                     (detach) "detach". Either is the go-ahead: the agent thread waits for
+//                     it, since the borrowed thread cannot be stopped (stop_machine) while
+//                     the command holds it
 //   agent -> command  what `dprobe record`'s status socket carries: "error MSG",
 //                     "warn MSG", "mount PATH", "socket PATH",
 //                     "ready PID EVENTS FUNCTIONS", "stat PID RECORDS LOST BYTES",
 //                     and at the end "detached PID RECORDS LOST BYTES"
 //   command -> agent  "detach": end the session (attach in the foreground, on Ctrl-C)
+//   Sessions end (and "detached" comes) with no probe left, the trace file ended, and the
+//   agent's threads on their way out; the command waits for those to be gone.
 #pragma once
 
 #include <cstddef>

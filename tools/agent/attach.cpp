@@ -176,6 +176,15 @@ void detach_main(std::string name)
     if (fd < 0)
         return;
     send_msg(fd, "hello " + std::to_string(getpid()) + " detach");
+    // The command says "detach" once it gave its borrowed thread back: until then that
+    // thread could not be stopped, which removing jump sites may need.
+    char buf[16];
+    struct pollfd p {fd, POLLIN, 0};
+    ssize_t n = poll(&p, 1, k_settings_wait_ms) == 1 ? recv(fd, buf, sizeof buf, 0) : -1;
+    if (n != 6 || std::memcmp(buf, "detach", 6) != 0) {
+        ::close(fd);
+        return;
+    }
     {
         std::lock_guard<std::mutex> g(g_attach_lock);
         agent_state &st = state();

@@ -356,6 +356,8 @@ int run_detach(pid_t pid)
     std::string err, msg;
     if (int e = link.accept_agent(pid, "detach", k_answer_ms, &err))
         return fail(cmd, e == -ESRCH ? who(pid) + " exited" : err);
+    if (!link.send("detach"))
+        return fail(cmd, who(pid) + " exited");
     for (;;) {
         int r = link.next(msg, k_setup_ms);
         if (r <= 0)
