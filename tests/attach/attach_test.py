@@ -11,7 +11,8 @@ CASE:
   foreground  attach in the foreground, Ctrl-C detaches
   busy        no thread in a system call: the runtime is loaded by a running thread
   sleepers    every thread in nanosleep: loaded by one, whose sleep must not end early
-  twice       attach twice (refused), detach twice (refused), attach again after detach
+  twice       attach twice (refused), detach twice (refused), attach again after detach;
+              a process `dprobe record` runs (refused)
   noperm      another user's process, a non-dumpable one: refused, with the reason
   exits       the process exits while the runtime is being loaded
   errors      no such process, kernel thread, bad event (process untouched), not attached
@@ -151,7 +152,7 @@ def case_basic():
     try:
         p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", FPROBE, "-e", KPROBE,
                    "-F", "take_string", "-o", dat)
-        check("recording 2 events (function graph of 1 function) into" in p.stdout,
+        check("recording 2 events and the function graph of 1 function into" in p.stdout,
               "attach message: %r" % p.stdout)
         mount = mountpoint(p.stdout)
         check(not mount or mounted(mount), "tracefs not mounted at %r" % mount)
@@ -283,6 +284,21 @@ def case_twice():
         out, rc = t.finish()
         check(out == EXPECTED, "program output after detach: %r" % out)
         check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+    # A process that `dprobe record` started has its session already.
+    t = Target(prefix=[DPROBE, "record", "-q", "-o", os.path.join(WORK, "rec.dat"), "-e",
+                       KPROBE, "--"])
+    try:
+        p = dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-o", dat, ok=False)
+        check(p.returncode == 1 and "is being recorded by 'dprobe record' already" in p.stderr,
+              "attach to a recorded process: %d %r" % (p.returncode, p.stderr))
+        p = dprobe("detach", "-p", t.pid, ok=False)
+        check(p.returncode == 1 and "is being recorded by 'dprobe record'" in p.stderr,
+              "detach of a recorded process: %d %r" % (p.returncode, p.stderr))
+        out, rc = t.finish()
+        check(out == EXPECTED and rc == 7, "recorded program: %r %d" % (out, rc))
+        check_events(report(os.path.join(WORK, "rec.dat"))[0], fib=False)
     finally:
         t.kill()
 

@@ -254,12 +254,13 @@ int run_attach(const attach_opts &o)
             break;
         }
     }
-    (void)events; // the graph's two record types count there too: say what the user gave
-    events = static_cast<unsigned>(lines.size());
-    std::string what = std::to_string(events) + " event" + (events == 1 ? "" : "s");
+    (void)events; // it counts the graph's two record types too: say what the user asked
+    std::string what;
+    if (!lines.empty())
+        what = std::to_string(lines.size()) + " event" + (lines.size() == 1 ? "" : "s");
     if (functions)
-        what += " (function graph of " + std::to_string(functions) + " function" +
-                (functions == 1 ? "" : "s") + ")";
+        what += std::string(what.empty() ? "" : " and ") + "the function graph of " +
+                std::to_string(functions) + " function" + (functions == 1 ? "" : "s");
     if (o.background) {
         std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(), what.c_str(),
                     o.output.c_str());

@@ -114,6 +114,10 @@ std::string ptrace_permission_message(pid_t pid)
     proc_status ps;
     if (!read_proc_status(pid, ps))
         return "no process " + std::to_string(pid);
+    std::string yama = read_text("/proc/sys/kernel/yama/ptrace_scope");
+    while (!yama.empty() && (yama.back() == '\n' || yama.back() == ' '))
+        yama.pop_back();
+    bool yama_restricts = !yama.empty() && yama != "0";
     std::string why;
     uid_t me = geteuid();
     bool cap = have_cap_sys_ptrace();
@@ -125,23 +129,23 @@ std::string ptrace_permission_message(pid_t pid)
         why = "it runs as user " + user_name(ps.uid) + " (uid " + std::to_string(ps.uid) +
               ") and you are " + user_name(me) + " (uid " + std::to_string(me) +
               ") without CAP_SYS_PTRACE: tracing a process needs its user or CAP_SYS_PTRACE";
-    else if (ps.uid != 0 && root_owned && !cap)
-        why = "it is not dumpable (a set-user-ID program, or prctl(PR_SET_DUMPABLE, 0)): "
-              "tracing it needs CAP_SYS_PTRACE";
+    else if (!cap && ((ps.uid != 0 && root_owned) || !yama_restricts))
+        why = "it is not dumpable (a set-user-ID program, or prctl(PR_SET_DUMPABLE, 0))" +
+              std::string(ps.uid == 0 || !root_owned ? ", or a security module refuses" : "") +
+              ": tracing it needs CAP_SYS_PTRACE";
     else if (!cap)
-        why = "it runs as your user, but tracing it needs what the Yama setting below allows, "
-              "or CAP_SYS_PTRACE";
+        why = "it runs as your user, but the Yama setting below allows that only with "
+              "CAP_SYS_PTRACE";
     else
         why = "refused although you have CAP_SYS_PTRACE (a security module, or another user "
               "namespace?)";
-    std::string yama = read_text("/proc/sys/kernel/yama/ptrace_scope");
-    while (!yama.empty() && (yama.back() == '\n' || yama.back() == ' '))
-        yama.pop_back();
     if (yama.empty()) {
         why += "; kernel.yama.ptrace_scope: not present (no Yama restriction)";
     } else {
         why += "; kernel.yama.ptrace_scope is " + yama;
-        if (yama == "1")
+        if (yama == "0")
+            why += " (any process of the same user may trace)";
+        else if (yama == "1")
             why += " (only a parent may trace without CAP_SYS_PTRACE; 'sysctl "
                    "kernel.yama.ptrace_scope=0' allows any process of the same user)";
         else if (yama == "2")
