@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -264,6 +265,40 @@ void run_fusermount_unmount(const std::string &mp)
     }
 }
 
+// Whether MP is a tracefs FUSE mount of dprobe's (mountinfo: "... MP ... - fuse.tracefs
+// dprobe ...").
+bool is_dprobe_mount(const std::string &mp)
+{
+    std::ifstream in("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string id, parent, dev, root, point, field;
+        if (!(ls >> id >> parent >> dev >> root >> point) || point != mp)
+            continue;
+        while (ls >> field && field != "-") {
+        }
+        std::string fstype, source;
+        if (ls >> fstype >> source && fstype == "fuse.tracefs" && source == "dprobe")
+            return true;
+    }
+    return false;
+}
+
+// A process killed while it served its tracefs leaves the mount behind, its server gone
+// (stat fails with ENOTCONN). Default mount points are named by PID, so a later process
+// that is given the same PID finds that dead mount where its own belongs. A dead dprobe
+// mount serves nobody: take it down (lazily, as `fusermount3 -u -z` does) and mount afresh.
+// Returns whether it is gone.
+bool clear_dead_mount(const std::string &mp)
+{
+    if (!is_dprobe_mount(mp))
+        return false;
+    if (umount2(mp.c_str(), MNT_DETACH) != 0)
+        run_fusermount_unmount(mp); // without CAP_SYS_ADMIN: the setuid helper
+    return !is_mounted(mp);
+}
+
 void loop_thread(struct fuse *f)
 {
     fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -303,7 +338,15 @@ int tracefs_fuse_mount(const std::string &mountpoint)
     }
     struct stat sb;
     bool created = false;
-    if (stat(mp.c_str(), &sb)) {
+    int sr = stat(mp.c_str(), &sb);
+    if (sr && errno == ENOTCONN) {
+        if (!clear_dead_mount(mp))
+            return -ENOTCONN;
+        sr = stat(mp.c_str(), &sb); // the directory under it, kept as we found it
+    }
+    if (sr) {
+        if (errno != ENOENT)
+            return -errno;
         size_t slash = mp.rfind('/');
         if (slash > 0)
             if (int r = tracefs_make_private_dir(mp.substr(0, slash)); r && r != -EPERM)

@@ -11,7 +11,9 @@
 // Unmount: tracefs_fuse_unmount(), which dprobe_tracefs_start() also registers with atexit;
 // if the mount is still there afterwards, `fusermount3 -u -z` is run. A process killed by a
 // signal leaves a dead mount behind ("Transport endpoint is not connected"): `fusermount3 -u`
-// removes it (the dprobe CLI does, as it knows the mount point). DPROBE_TRACEFS_AUTO_UNMOUNT=1
+// removes it (the dprobe CLI does, as it knows the mount point), and so does the next mount
+// at that point (a later process given the same PID mounts at the same default path).
+// DPROBE_TRACEFS_AUTO_UNMOUNT=1
 // mounts with libfuse's auto_unmount instead, which cleans up even after SIGKILL but keeps a
 // fusermount3 child process in the traced program for its whole life (its wait() sees it).
 #pragma once
@@ -20,8 +22,9 @@
 
 namespace dprobe {
 
-// Mounts at MOUNTPOINT (created mode 0700 if missing) and starts serving. Returns 0 or
-// -errno (ENODEV/ENOENT without /dev/fuse, EBUSY when already mounted by this process).
+// Mounts at MOUNTPOINT (created mode 0700 if missing; a dead dprobe tracefs mount there is
+// unmounted first) and starts serving. Returns 0 or -errno (ENODEV/ENOENT without /dev/fuse,
+// EBUSY when already mounted by this process, ENOTCONN when a dead mount cannot be removed).
 int tracefs_fuse_mount(const std::string &mountpoint);
 // Unmounts and stops the serving threads. Only the process that mounted does anything (a
 // forked child calling it leaves the parent's mount alone).

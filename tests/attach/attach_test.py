@@ -19,6 +19,7 @@ CASE:
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +32,9 @@ os.chmod(WORK, 0o777)  # the noperm case runs commands as another user here
 ENV = dict(os.environ, DPROBE_PROBES=os.path.join(WORK, "probes"),
            XDG_RUNTIME_DIR=os.path.join(WORK, "run"))
 os.makedirs(ENV["XDG_RUNTIME_DIR"], mode=0o700)
+# The targets serve their tracefs under the work directory too, away from the mounts and
+# sockets of other processes (a process killed elsewhere leaves its mount behind).
+TARGET_ENV = dict(os.environ, XDG_RUNTIME_DIR=ENV["XDG_RUNTIME_DIR"])
 failures = []
 
 FPROBE = "f:fibe fib n=$arg1:s32"
@@ -63,7 +67,7 @@ class Target:
     def __init__(self, mode=None, prefix=(), env=None):
         cmd = list(prefix) + [TARGET] + ([mode] if mode else [])
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, cwd=WORK, env=env or os.environ)
+                                  text=True, cwd=WORK, env=env or TARGET_ENV)
         line = self.p.stdout.readline()
         m = re.match(r"ready (\d+)", line)
         if not m:
@@ -348,7 +352,7 @@ def case_noperm():
 def case_exits():
     # The process exits (status 3) when the dynamic linker opens the agent: in the middle
     # of the injected dlopen.
-    t = Target(env=dict(os.environ, LD_AUDIT=AUDIT))
+    t = Target(env=dict(TARGET_ENV, LD_AUDIT=AUDIT))
     try:
         p = dprobe("attach", "-p", t.pid, "-e", FPROBE, "-o", "exits.dat", ok=False)
         check(p.returncode == 1 and
@@ -356,7 +360,8 @@ def case_exits():
               "attach to an exiting process: %d %r" % (p.returncode, p.stderr))
         rc = t.p.wait(timeout=30)
         check(rc == 3, "the process exited with %d, not by its audit library" % rc)
-        check(not mounted("/tmp/dprobe-%d/%d" % (os.geteuid(), t.pid)), "a mount was left")
+        check(not mounted(os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe", str(t.pid))),
+              "a mount was left")
         p = dprobe("attach", "-p", t.pid, ok=False)
         check(p.returncode == 1 and "no process %d" % t.pid in p.stderr,
               "attach to a reaped process: %r" % p.stderr)
@@ -416,3 +421,4 @@ CASES[CASE]()
 if failures:
     sys.exit("%d failure(s) in case %s (work dir %s)" % (len(failures), CASE, WORK))
 print("ok: %s" % CASE)
+shutil.rmtree(WORK, ignore_errors=True)
