@@ -402,7 +402,13 @@ void tracefs_fuse_unmount()
     std::lock_guard<std::mutex> g(s.m);
     if (!s.f || s.pid != getpid())
         return;
-    s.stopping.store(true, std::memory_order_release);
+    {
+        // Under poll_m: the notifier checks `stopping` and blocks atomically with respect to
+        // this store, so the wake-up cannot fall between its check and its wait (the lost
+        // wake-up left a process hanging in exit, joining the notifier).
+        std::lock_guard<std::mutex> pg(s.poll_m);
+        s.stopping.store(true, std::memory_order_release);
+    }
     s.poll_cv.notify_all();
     fuse_exit(s.f);
     fuse_unmount(s.f);
