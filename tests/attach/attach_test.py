@@ -13,14 +13,19 @@ CASE:
   sleepers    every thread in nanosleep: loaded by one, whose sleep must not end early
   twice       attach twice (refused), detach twice (refused), attach again after detach;
               a process `dprobe record` runs (refused)
-  noperm      another user's process, a non-dumpable one: refused, with the reason
+  noperm      another user's process (attached by root without CAP_SYS_PTRACE, and by a
+              third user), a non-dumpable one: refused, with the reason
   exits       the process exits while the runtime is being loaded
   errors      no such process, kernel thread, bad event (process untouched), not attached
+  notx86      a 32-bit x86 program (a tiny i386 ELF made here): refused, naming its machine
+              (exit 77, skipped, where the kernel cannot run i386 programs)
 """
 import os
+import errno
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -322,6 +327,15 @@ def case_noperm():
                 r"user \S+ \(uid %d\) and you are \S+ \(uid 0\) without CAP_SYS_PTRACE: .*"
                 r"kernel\.yama\.ptrace_scope" % (t.pid, NOBODY), p.stderr),
                 "attach without CAP_SYS_PTRACE: %d %r" % (p.returncode, p.stderr))
+            # Another non-root user.
+            other = ["setpriv", "--reuid=%d" % (NOBODY - 1), "--regid=%d" % (NOBODY - 1),
+                     "--clear-groups"]
+            p = dprobe("attach", "-p", t.pid, "-e", FPROBE, ok=False, prefix=other)
+            check(p.returncode == 1 and re.search(
+                r"cannot trace process %d \(attach_target\): permission denied: it runs as "
+                r"user \S+ \(uid %d\) and you are \S+ \(uid %d\) without CAP_SYS_PTRACE: .*"
+                r"kernel\.yama\.ptrace_scope" % (t.pid, NOBODY, NOBODY - 1), p.stderr),
+                "attach as another user: %d %r" % (p.returncode, p.stderr))
             p = dprobe("detach", "-p", t.pid, ok=False,
                        prefix=["setpriv", "--bounding-set=-sys_ptrace"])
             check(p.returncode == 1 and "permission denied" in p.stderr,
@@ -414,9 +428,56 @@ def case_errors():
         t.kill()
 
 
+def i386_program(path):
+    """Writes a tiny static i386 ELF program that calls pause() in a loop (int 0x80)."""
+    code = bytes([0xb8, 29, 0, 0, 0,  # mov $29 (__NR_pause), %eax
+                  0xcd, 0x80,         # int $0x80
+                  0xeb, 0xf7])        # jmp back to the mov
+    base, ehsize, phsize = 0x08048000, 52, 32
+    ident = b"\x7fELF" + bytes([1, 1, 1]) + bytes(9)  # ELFCLASS32, little-endian, version 1
+    eh = ident + struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, base + ehsize + phsize, ehsize, 0, 0,
+                             ehsize, phsize, 1, 0, 0, 0)  # ET_EXEC, EM_386, entry, 1 PT_LOAD
+    size = ehsize + phsize + len(code)
+    ph = struct.pack("<IIIIIIII", 1, 0, base, base, size, size, 5, 0x1000)  # PT_LOAD r-x
+    with open(path, "wb") as f:
+        f.write(eh + ph + code)
+    os.chmod(path, 0o755)
+
+
+def case_notx86():
+    prog = os.path.join(WORK, "i386_pause")
+    i386_program(prog)
+    try:
+        p = subprocess.Popen([prog])
+    except OSError as e:
+        if e.errno == errno.ENOEXEC:  # a kernel without 32-bit x86 emulation
+            print("SKIP: this kernel does not run i386 programs")
+            shutil.rmtree(WORK, ignore_errors=True)
+            sys.exit(77)
+        raise
+    try:
+        # Until it runs the program (not the exec in progress).
+        for _ in range(200):
+            if os.readlink("/proc/%d/exe" % p.pid) == prog:
+                break
+            time.sleep(0.01)
+        want = ("process %d (i386_pause) is not an x86-64 program (ELF machine i386 (32-bit "
+                "x86)): dprobe traces x86-64 processes only\n" % p.pid)
+        for cmd in ("attach", "detach"):
+            r = dprobe(cmd, "-p", p.pid, ok=False)
+            check(r.returncode == 1 and r.stderr == "dprobe %s: %s" % (cmd, want),
+                  "%s of an i386 process: %d %r" % (cmd, r.returncode, r.stderr))
+        check(p.poll() is None, "the i386 process did not survive the refused attach")
+        with open("/proc/%d/status" % p.pid) as f:
+            check("TracerPid:\t0\n" in f.read(), "the i386 process is left traced")
+    finally:
+        p.kill()
+        p.wait()
+
+
 CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
          "sleepers": case_sleepers, "twice": case_twice, "noperm": case_noperm,
-         "exits": case_exits, "errors": case_errors}
+         "exits": case_exits, "errors": case_errors, "notx86": case_notx86}
 CASES[CASE]()
 if failures:
     sys.exit("%d failure(s) in case %s (work dir %s)" % (len(failures), CASE, WORK))

@@ -1,6 +1,8 @@
 #include "tools/dprobe/proc_target.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -72,6 +74,22 @@ const char *machine_name(const Elf64_Ehdr &eh)
 }
 
 } // namespace
+
+std::string elf_header_problem(const std::string &who, const void *header, size_t n)
+{
+    // e_machine sits at the same offset in ELF32 and ELF64 headers.
+    Elf64_Ehdr eh {};
+    std::memcpy(&eh, header, std::min(n, sizeof eh));
+    if (n < offsetof(Elf64_Ehdr, e_machine) + sizeof eh.e_machine ||
+        std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+        return who + ": its executable is not an ELF file";
+    if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64)
+        return "";
+    const char *m = machine_name(eh);
+    return who + " is not an x86-64 program (ELF machine " +
+           (m ? std::string(m) : std::to_string(eh.e_machine)) +
+           "): dprobe traces x86-64 processes only";
+}
 
 bool process_alive(pid_t pid)
 {
@@ -195,14 +213,10 @@ std::string check_attach_target(pid_t pid)
     Elf64_Ehdr eh {};
     ssize_t n = ::pread(fd, &eh, sizeof eh, 0);
     ::close(fd);
-    if (n < static_cast<ssize_t>(EI_NIDENT) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-        return "process " + id + ": its executable is not an ELF file";
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
-        const char *m = machine_name(eh);
-        return "process " + id + " is not an x86-64 program (ELF machine " +
-               (m ? std::string(m) : std::to_string(eh.e_machine)) +
-               "): dprobe traces x86-64 processes only";
-    }
+    if (std::string why =
+            elf_header_problem("process " + id, &eh, n > 0 ? static_cast<size_t>(n) : 0);
+        !why.empty())
+        return why;
     if (access(("/proc/" + std::to_string(pid) + "/mem").c_str(), R_OK) != 0 &&
         (errno == EACCES || errno == EPERM))
         return ptrace_permission_message(pid);

@@ -5,6 +5,7 @@
 
 #include "core/symbols.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +28,11 @@ bool read_proc_status(pid_t pid, proc_status &out, pid_t tid = 0);
 // "" when PID looks traceable by us: it exists, is not a zombie, kernel thread, stopped or
 // traced process, we may ptrace it, and it is an x86-64 program. Otherwise the message.
 std::string check_attach_target(pid_t pid);
+
+// Whether the first N bytes of an executable (its ELF header) are those of a program dprobe
+// can trace: "" for a 64-bit x86-64 ELF file, else the message about WHO ("process 12
+// (prog)"), e.g. "WHO is not an x86-64 program (ELF machine i386 (32-bit x86)): ...".
+std::string elf_header_problem(const std::string &who, const void *header, size_t n);
 
 // Why ptrace(PID) failed with EPERM/EACCES: the user and capability rule, dumpability, the
 // Yama ptrace_scope setting.
