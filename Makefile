@@ -30,9 +30,9 @@ check: setup
 	$(MAKE) check-fuzz
 
 # The test suite built with -fsanitize=address,undefined (Documentation/reliability.md),
-# all but the CLI end-to-end tests (dprobe record on uninstrumented programs; they run in
-# the normal build): ASAN_E2E=1 runs them too.
-ASAN_SKIP := $(if $(ASAN_E2E),,-E '^(dprobe_cli_|dwarf_e2e_)')
+# all but the CLI end-to-end tests (dprobe record and dprobe attach on uninstrumented
+# programs; they run in the normal build): ASAN_E2E=1 runs the record ones too.
+ASAN_SKIP := $(if $(ASAN_E2E),-E '^dprobe_attach_',-E '^(dprobe_cli_|dwarf_e2e_|dprobe_attach_)')
 check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPROBE_SANITIZE=ON \
 	  -DDPROBE_BENCH=OFF

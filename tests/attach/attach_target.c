@@ -49,7 +49,8 @@ NOINLINE int take_string(const char *s, int n)
 
 NOINLINE long spin_step(long x)
 {
-    return x * 2862933555777941757L + 3037000493L;
+    /* Wraps around: unsigned, as signed overflow is undefined. */
+    return (long)((unsigned long)x * 2862933555777941757UL + 3037000493UL);
 }
 
 /* Sleeps NS; false when the sleep failed or was cut short. */
