@@ -77,6 +77,9 @@ struct ftrace_ops {
                  struct ftrace_regs *fregs, void *data) = nullptr;
     // A hit this ops did not handle: recursion, or no room on the shadow stack.
     void (*missed)(ftrace_ops *ops) = nullptr;
+    // An activation whose entry() returned 0 left without returning (longjmp, an exception,
+    // thread exit): exit() will not be called for it. DATA is its entry data.
+    void (*unwound)(ftrace_ops *ops, void *data) = nullptr;
     void *priv = nullptr;
     uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.

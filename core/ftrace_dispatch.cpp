@@ -2,6 +2,7 @@
 // function returns. No allocation, no locks, no libc beyond what signal handlers may use.
 #include "core/compiler.h"
 #include "core/ftrace.h"
+#include "core/shadow_stack.h"
 #include "core/task_ctx.h"
 
 #include <dprobe/ptrace.h>
@@ -12,39 +13,7 @@ namespace {
 
 DPROBE_NOPROBE inline unsigned long *frame_at_top(task_ctx *t, uint32_t *nwords)
 {
-    uint32_t n = static_cast<uint32_t>(t->shadow[t->shadow_top - 1]);
-    *nwords = n;
-    return &t->shadow[t->shadow_top - n];
-}
-
-// Drops frames whose functions are gone without returning (longjmp, exceptions, thread
-// cancellation...): their return-address slot lies below the current stack pointer, or is
-// the slot a new call just reused (it no longer holds the return trampoline).
-DPROBE_NOPROBE void reap_stale_frames(task_ctx *t, uintptr_t sp, uintptr_t tramp)
-{
-    while (t->shadow_top) {
-        uint32_t n;
-        unsigned long *f = frame_at_top(t, &n);
-        uintptr_t retp = f[sf_retp];
-        if (retp > sp)
-            break;
-        if (retp == sp && *reinterpret_cast<uintptr_t *>(retp) == tramp)
-            break; // a tail call reuses the hooked caller's slot: still live
-        t->shadow_top -= n;
-    }
-}
-
-// The real address behind a return address that may be the trampoline itself (a hooked
-// function tail-called another hooked function).
-DPROBE_NOPROBE uintptr_t real_return_address(task_ctx *t, uintptr_t addr, uintptr_t tramp)
-{
-    uint32_t top = t->shadow_top;
-    while (addr == tramp && top) {
-        uint32_t n = static_cast<uint32_t>(t->shadow[top - 1]);
-        addr = t->shadow[top - n + sf_ret];
-        top -= n;
-    }
-    return addr;
+    return shadow_frame_below(t, t->shadow_top, nwords);
 }
 
 DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
@@ -85,11 +54,27 @@ extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
     bool hook_exit = false;
     uint32_t base = 0, w = 0;
     if (u->exit_words) {
-        if (t->shadow_top)
-            reap_stale_frames(t, sp, tramp);
-        if (unlikely(parent_ip == tramp))
-            parent_ip = real_return_address(t, parent_ip, tramp);
+        // Frames whose slot is at or below this entry's are gone without returning (or
+        // belong to another stack): the slow path sorts them out.
+        if (t->shadow_top) {
+            uint32_t n;
+            const uintptr_t top_slot = frame_at_top(t, &n)[sf_retp];
+            if (unlikely(top_slot < sp || (top_slot == sp && parent_ip != tramp)))
+                shadow_reap(t, sp, tramp);
+        }
         base = t->shadow_top;
+        if (unlikely(parent_ip == tramp)) {
+            // A hooked function tail-called this one: its frame has this slot too.
+            for (uint32_t top = base; top;) {
+                uint32_t n;
+                unsigned long *f = shadow_frame_below(t, top, &n);
+                if (f[sf_retp] == sp) {
+                    parent_ip = shadow_real_return(t, top - n, tramp);
+                    break;
+                }
+                top -= n;
+            }
+        }
         if (likely(base + sf_users + u->exit_words + 1 <= shadow_stack_words)) {
             hook_exit = true;
             w = base + sf_users;
@@ -141,25 +126,37 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
     const uintptr_t slot = fregs->regs.sp - 8;
     if (unlikely(!t))
         __builtin_trap(); // a hooked return always has a frame on this thread
-    // Frames above the returning one belong to functions that never returned.
-    while (t->shadow_top) {
-        uint32_t n;
+    // Not entered: this thread is inside dispatch already (interrupted by a signal whose
+    // handler returns here); the shadow stack is as stable as inside, but no exit runs.
+    const bool entered = dispatch_enter(t);
+    uint32_t n = 0, base = UINT32_MAX;
+    if (likely(t->shadow_top)) {
         unsigned long *f = frame_at_top(t, &n);
-        if (f[sf_retp] >= slot)
-            break;
-        t->shadow_top -= n;
+        if (likely(f[sf_retp] == slot))
+            base = t->shadow_top - n;
     }
-    if (unlikely(!t->shadow_top))
-        __builtin_trap();
-    uint32_t n;
-    unsigned long *f = frame_at_top(t, &n);
+    if (unlikely(base == UINT32_MAX)) {
+        base = shadow_find_return(t, slot, &n);
+        if (base == UINT32_MAX) {
+            // Dropped as gone by mistake (a stack switch dprobe could not see): return to
+            // the caller it had. The exit was counted as missed when the frame was dropped.
+            const uintptr_t ret = shadow_dropped_return(t, slot);
+            if (!ret)
+                __builtin_trap();
+            *reinterpret_cast<uintptr_t *>(slot) = ret;
+            fregs->regs.ip = ret;
+            if (entered)
+                dispatch_exit(t);
+            return ret;
+        }
+    }
+    unsigned long *f = &t->shadow[base];
     const uintptr_t ret = f[sf_ret];
     // Unwinders walking out of a handler read the return address from this slot.
     *reinterpret_cast<uintptr_t *>(slot) = ret;
-    if (likely(dispatch_enter(t))) {
+    if (likely(entered)) {
         const uintptr_t ip = f[sf_ip];
-        const uintptr_t real_ret =
-            ret == tramp ? real_return_address(t, ret, tramp) : ret;
+        const uintptr_t real_ret = ret == tramp ? shadow_real_return(t, base, tramp) : ret;
         fregs->regs.ip = real_ret;
         uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
         unsigned long *w = f + sf_users;
@@ -171,8 +168,9 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
                 o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
             w += 2 + words;
         }
-        dispatch_exit(t);
     }
-    t->shadow_top -= n;
+    shadow_remove(t, base, n);
+    if (likely(entered))
+        dispatch_exit(t);
     return ret;
 }

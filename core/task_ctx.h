@@ -16,6 +16,7 @@ struct kprobe;
 namespace dprobe {
 
 constexpr size_t shadow_stack_words = 32768; // 256 KiB of address space, touched on demand
+constexpr size_t shadow_dropped_ring = 32;
 
 // Layout of one shadow frame, bottom to top, in words:
 //   [0] real return address  [1] entry ip  [2] retp (address of the return-address slot)
@@ -38,6 +39,11 @@ struct task_ctx {
     uintptr_t kprobe_ss_addr; // single-step: where the slot's step ends
     void *kprobe_scratch[4];
     task_ctx *next; // global list, append-only
+    // Frames dropped from the shadow stack (gone without returning), newest at
+    // dropped_next - 1: {slot, real return address}. A frame dropped by mistake still
+    // returns to its caller through them (core/shadow_stack.cpp).
+    uint32_t dropped_next;
+    uintptr_t dropped[shadow_dropped_ring][2];
     unsigned long shadow[shadow_stack_words];
 };
 

@@ -2,7 +2,11 @@
 
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/compiler.h"
+#include "core/shadow_stack.h"
 #include "core/task_ctx.h"
+
+#include <cstdlib>
+#include <exception>
 
 #include <dlfcn.h>
 #include <unwind.h>
@@ -14,8 +18,8 @@ DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t) noexcept
     const uintptr_t tramp = arch::return_to_handler_addr;
     uint32_t top = t->shadow_top;
     while (top) {
-        uint32_t n = static_cast<uint32_t>(t->shadow[top - 1]);
-        unsigned long *f = &t->shadow[top - n];
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         if (*slot == tramp)
             *slot = f[sf_ret];
@@ -23,19 +27,19 @@ DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t) noexcept
     }
 }
 
-DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp) noexcept
+DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone) noexcept
 {
     const uintptr_t tramp = arch::return_to_handler_addr;
-    while (t->shadow_top) {
-        uint32_t n = static_cast<uint32_t>(t->shadow[t->shadow_top - 1]);
-        if (t->shadow[t->shadow_top - n + sf_retp] >= sp)
-            break;
-        t->shadow_top -= n;
-    }
+    // Inside the read side: dropped frames are reported to their ops, and a signal handler
+    // on this thread does not hook a frame meanwhile. (A handler catching or walking its own
+    // stack is inside already.)
+    const bool entered = dispatch_enter(t);
+    if (drop_gone && t->shadow_top)
+        shadow_reap(t, sp, tramp);
     uint32_t top = t->shadow_top;
     while (top) {
-        uint32_t n = static_cast<uint32_t>(t->shadow[top - 1]);
-        unsigned long *f = &t->shadow[top - n];
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         // A slot that no longer holds the real address belongs to a frame that is gone
         // (its stack was reused); leave it alone, the frame will be reaped.
@@ -43,6 +47,8 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp) noexcept
             *slot = tramp;
         top -= n;
     }
+    if (entered)
+        dispatch_exit(t);
 }
 
 } // namespace dprobe
@@ -78,7 +84,7 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exceptio
     _Unwind_Reason_Code r = next(exc);
     // Only returns on failure (no handler): the frames are all still there.
     if (task_ctx *t = hooked_ctx())
-        shadow_rehook(t, CALLER_SP());
+        shadow_rehook(t, CALLER_SP(), false);
     return r;
 }
 
@@ -92,37 +98,151 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception 
     return next(exc, stop, arg);
 }
 
+namespace {
+
+using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
+unwind_backtrace_fn real_unwind_backtrace()
+{
+    static unwind_backtrace_fn next = next_fn<unwind_backtrace_fn>("_Unwind_Backtrace");
+    return next;
+}
+
+// The caller's walk, without the frame of dprobe's wrapper (the first one the unwinder
+// reports), so the walk starts where it would without dprobe.
+struct skip_wrapper {
+    _Unwind_Trace_Fn fn;
+    void *arg;
+    bool skipped;
+};
+_Unwind_Reason_Code skip_wrapper_frame(struct _Unwind_Context *ctx, void *p)
+{
+    auto *s = static_cast<skip_wrapper *>(p);
+    if (!s->skipped) {
+        s->skipped = true;
+        return _URC_NO_REASON;
+    }
+    return s->fn(ctx, s->arg);
+}
+
+// glibc's backtrace() over _Unwind_Backtrace, with the same rules: the first frame is the
+// caller of backtrace(), the walk stops when it makes no progress, a NULL last entry (above
+// _start) is dropped.
+struct backtrace_state {
+    void **buffer;
+    int size, count;
+    _Unwind_Word cfa;
+};
+_Unwind_Reason_Code backtrace_frame(struct _Unwind_Context *ctx, void *p)
+{
+    auto *s = static_cast<backtrace_state *>(p);
+    s->buffer[s->count] = reinterpret_cast<void *>(_Unwind_GetIP(ctx));
+    const _Unwind_Word cfa = _Unwind_GetCFA(ctx);
+    if (s->count > 0 && s->buffer[s->count - 1] == s->buffer[s->count] && cfa == s->cfa)
+        return _URC_END_OF_STACK;
+    s->cfa = cfa;
+    return ++s->count == s->size ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+} // namespace
+
+// While any frame of this thread is hooked, the walk sees the real return addresses: they
+// are written back for the walk and hooked again afterwards.
 DPROBE_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
 {
-    using fn_t = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
-    static fn_t next = next_fn<fn_t>("_Unwind_Backtrace");
     task_ctx *t = hooked_ctx();
     if (t)
         shadow_unhook_all(t);
-    _Unwind_Reason_Code r = next(fn, arg);
+    skip_wrapper s{fn, arg, false};
+    _Unwind_Reason_Code r = real_unwind_backtrace()(skip_wrapper_frame, &s);
     if (t)
-        shadow_rehook(t, CALLER_SP());
+        shadow_rehook(t, CALLER_SP(), false);
     return r;
 }
 
 DPROBE_EXPORT int backtrace(void **buffer, int size)
 {
-    using fn_t = int (*)(void **, int);
-    static fn_t next = next_fn<fn_t>("backtrace");
+    if (size <= 0)
+        return 0;
     task_ctx *t = hooked_ctx();
     if (t)
         shadow_unhook_all(t);
-    int r = next(buffer, size);
+    backtrace_state bs{buffer, size, 0, 0};
+    skip_wrapper s{backtrace_frame, &bs, false};
+    real_unwind_backtrace()(skip_wrapper_frame, &s);
     if (t)
-        shadow_rehook(t, CALLER_SP());
-    return r;
+        shadow_rehook(t, CALLER_SP(), false);
+    if (bs.count > 1 && buffer[bs.count - 1] == nullptr)
+        --bs.count;
+    return bs.count;
 }
 
 DPROBE_EXPORT void *__cxa_begin_catch(void *exc) noexcept
 {
     using fn_t = void *(*)(void *);
     static fn_t next = next_fn<fn_t>("__cxa_begin_catch");
+    // The frames between the throw and this catch are gone.
     if (task_ctx *t = hooked_ctx())
-        shadow_rehook(t, CALLER_SP());
+        shadow_rehook(t, CALLER_SP(), true);
     return next(exc);
+}
+
+// --- The return trampoline's own frame (see the FDE before dprobe_return_to_handler_*) ------
+
+extern "C" void dprobe_return_reraise();
+
+// An unwinder stepping out of a hooked function finds the return trampoline as its return
+// address and runs this for that frame, before it reads the caller's address from the
+// slot. Search phase: claim the frame as a handler (the unwinder cannot step further without
+// changing memory, which the search must not do: the cleanup phase has to see the same
+// frames). Cleanup phase at that frame: go on as if the frame were the real caller's, by
+// restarting the exception from there (dprobe_return_reraise). Cleanup phase passing by (a
+// forced unwind: thread exit or cancellation; or a handler higher up): put the real address
+// into the slot and let the unwinder continue to the real caller.
+extern "C" DPROBE_NOPROBE _Unwind_Reason_Code
+dprobe_return_personality(int, _Unwind_Action actions, _Unwind_Exception_Class,
+                          struct _Unwind_Exception *exc, struct _Unwind_Context *ctx)
+{
+    const uintptr_t tramp = arch::return_to_handler_addr;
+    auto *slot = reinterpret_cast<uintptr_t *>(_Unwind_GetCFA(ctx) - 8);
+    uintptr_t real = *slot;
+    if (real == tramp) {
+        real = 0;
+        if (task_ctx *t = peek_task_ctx()) {
+            for (uint32_t top = t->shadow_top; top;) {
+                uint32_t n;
+                unsigned long *f = shadow_frame_below(t, top, &n);
+                if (f[sf_retp] == reinterpret_cast<uintptr_t>(slot)) {
+                    real = shadow_real_return(t, top - n, tramp);
+                    break;
+                }
+                top -= n;
+            }
+        }
+    }
+    if (!real || real == tramp)
+        return actions & _UA_SEARCH_PHASE ? _URC_FATAL_PHASE1_ERROR : _URC_FATAL_PHASE2_ERROR;
+    if (actions & _UA_SEARCH_PHASE)
+        return _URC_HANDLER_FOUND;
+    if (actions & _UA_HANDLER_FRAME) {
+        _Unwind_SetGR(ctx, __builtin_eh_return_data_regno(0), reinterpret_cast<uintptr_t>(exc));
+        _Unwind_SetGR(ctx, __builtin_eh_return_data_regno(1), real);
+        _Unwind_SetIP(ctx, reinterpret_cast<uintptr_t>(dprobe_return_reraise));
+        return _URC_INSTALL_CONTEXT;
+    }
+    *slot = real;
+    return _URC_CONTINUE_UNWIND;
+}
+
+// Called by dprobe_return_reraise from the real caller's frame.
+extern "C" [[noreturn]] void dprobe_reraise(struct _Unwind_Exception *exc)
+{
+    _Unwind_RaiseException(exc);
+    // No handler after all: what __cxa_throw does then (std::terminate for a C++
+    // exception; the raise of a foreign one has nowhere to return to).
+    constexpr uint64_t gnu_cxx = 0x474e5543432b2b00; // "GNUCC++\0", "\1": dependent
+    if ((exc->exception_class & ~uint64_t{1}) == gnu_cxx) {
+        __cxa_begin_catch(exc);
+        std::terminate();
+    }
+    std::abort();
 }

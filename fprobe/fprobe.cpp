@@ -95,6 +95,15 @@ DPROBE_NOPROBE void fprobe_ops_missed(ftrace_ops *ops)
     __atomic_add_fetch(&hl->fp->nmissed, 1, __ATOMIC_RELAXED);
 }
 
+// The function left without returning (longjmp, an exception, thread exit): its exit
+// handler will not run; count it like any other exit not handled.
+DPROBE_NOPROBE void fprobe_ops_unwound(ftrace_ops *ops, void *)
+{
+    auto *hl = hlist_of(ops);
+    if (struct fprobe *fp = hl->fp)
+        __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
 fprobe_hlist *alloc_hlist()
 {
     if (fprobe_hlist *hl = free_hlists) {
@@ -128,6 +137,7 @@ int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
     hl->ops.entry = fprobe_ops_entry;
     hl->ops.exit = fp->exit_handler ? fprobe_ops_exit : nullptr;
     hl->ops.missed = fprobe_ops_missed;
+    hl->ops.unwound = fp->exit_handler ? fprobe_ops_unwound : nullptr;
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
     if (int err = ftrace_ops_attach(&hl->ops, hl->sites)) {
         hl->sites.clear();

@@ -156,6 +156,16 @@ DPROBE_NOPROBE void krp_missed(ftrace_ops *ops)
         __atomic_add_fetch(&ctl->rp->kp.nmissed, 1, __ATOMIC_RELAXED);
 }
 
+// The function left without returning (longjmp, an exception, thread exit): the instance
+// is recycled and counted; the handler does not run for it.
+DPROBE_NOPROBE void krp_unwound(ftrace_ops *ops, void *)
+{
+    auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
+    ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+    if (ctl->rp)
+        __atomic_add_fetch(&ctl->rp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
 int default_maxactive()
 {
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
@@ -251,6 +261,7 @@ int kretprobe_prepare(struct kretprobe *rp)
     ctl->ops.entry = krp_entry;
     ctl->ops.exit = krp_exit;
     ctl->ops.missed = krp_missed;
+    ctl->ops.unwound = krp_unwound;
     ctl->ops.priv = ctl;
     ctl->ops.data_words = words;
     ctl->rp = rp;

@@ -180,9 +180,27 @@
 	.hidden dprobe_return_to_handler_\vsize
 	.type dprobe_return_to_handler_\vsize, @function
 	.p2align 5
-	/* The CFI describes the state after the first instruction; the nop keeps the
-	 * address unwinders see for "the caller returned here" inside the function. */
+	/*
+	 * A hooked return-address slot holds the address of the next instruction: for an
+	 * unwinder that reads it, the caller "returned here", and it looks up the FDE of this
+	 * nop (return address - 1). That frame (call it T) sits between the hooked function
+	 * and its real caller, whose address only the shadow stack knows. Its personality
+	 * routine (core/unwind.cpp) supplies it: it writes the real return address into the
+	 * slot, from where the rule for rip below reads it, or restarts the exception from the
+	 * real caller (dprobe_return_reraise). The slot is at T's stack pointer - 8; T's CFA is
+	 * its stack pointer + 8, so that T and the real caller, whose stack pointer is T's,
+	 * have different frame identities (libgcc identifies a frame by its callee's CFA).
+	 * Unwinders that run no personality (gdb, _Unwind_Backtrace) see T return to itself
+	 * and stop there; dprobe's interposed backtrace() and _Unwind_Backtrace() write every
+	 * real return address back first.
+	 */
+	.cfi_startproc
+	.cfi_personality 0x1b, dprobe_return_personality
+	.cfi_def_cfa rsp, 8
+	.cfi_offset rip, -16
+	.cfi_val_offset rsp, -8
 	nop
+	.cfi_endproc
 dprobe_return_to_handler_\vsize:
 	.cfi_startproc
 	.cfi_def_cfa rsp, 0
@@ -271,5 +289,30 @@ FTRACE_CALLER 64, 8, dprobe_ftrace_caller_all_64
 RETURN_HANDLER 16
 RETURN_HANDLER 32
 RETURN_HANDLER 64
+
+/*
+ * Where the return personality sends an exception whose handler frame is T (see above):
+ * the stack pointer is the real caller's (just above the slot), rax holds the exception and
+ * rdx the real return address. Put the address back into the slot, so that this frame looks
+ * like one called from the real caller, and raise the exception again from here.
+ */
+	.globl dprobe_return_reraise
+	.hidden dprobe_return_reraise
+	.type dprobe_return_reraise, @function
+	.p2align 4
+dprobe_return_reraise:
+	.cfi_startproc
+	.cfi_def_cfa rsp, 0
+	.cfi_undefined rip
+	push %rdx
+	.cfi_def_cfa rsp, 8
+	.cfi_offset rip, -8
+	sub $8, %rsp
+	.cfi_adjust_cfa_offset 8
+	mov %rax, %rdi
+	call dprobe_reraise
+	ud2
+	.cfi_endproc
+	.size dprobe_return_reraise, . - dprobe_return_reraise
 
 	.section .note.GNU-stack, "", @progbits

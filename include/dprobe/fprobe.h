@@ -33,7 +33,9 @@ typedef void (*fprobe_exit_cb)(struct fprobe *fp, unsigned long entry_ip, unsign
                                struct ftrace_regs *regs, void *entry_data);
 
 struct fprobe {
-    unsigned long nmissed;  /* hits not handled: recursion, shadow stack full */
+    /* Hits not handled: recursion, shadow stack full; and exits that never come because the
+     * function was left without returning (longjmp, a C++ exception, thread exit). */
+    unsigned long nmissed;
     unsigned int flags;     /* FPROBE_FL_* */
     size_t entry_data_size; /* per-call private data, rounded up to sizeof(long) */
     fprobe_entry_cb entry_handler;

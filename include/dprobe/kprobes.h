@@ -110,7 +110,8 @@ struct kretprobe {
     kretprobe_handler_t entry_handler DPROBE_DFLT;
     /* Calls in flight at once (all threads); <= 0 selects the default (max(10, 2 * CPUs)). */
     int maxactive DPROBE_DFLT;
-    /* Calls whose return was not hooked because maxactive were in flight. */
+    /* Calls whose return was not reported: maxactive were in flight, or the function was
+     * left without returning (longjmp, a C++ exception, thread exit or cancellation). */
     int nmissed DPROBE_DFLT;
     /* Per-call private data (ri->data), at most KRETPROBE_MAX_DATA_SIZE bytes. */
     size_t data_size DPROBE_DFLT;

@@ -1,0 +1,236 @@
+// Slow paths of the shadow stack (see shadow_stack.h). They run when a hooked function was
+// left without returning, or when the thread switched stacks: rarely, but inside dispatch,
+// so the rules of the hot path hold (no allocation, no locks, no probed libc calls).
+#include "core/shadow_stack.h"
+
+#include "core/compiler.h"
+#include "core/ftrace.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <sys/syscall.h>
+
+namespace dprobe {
+
+namespace {
+
+// Stacks of user contexts seen by swapcontext/setcontext, newest last (a ring). Readers
+// (any thread, in signal context) use the per-entry sequence to skip an entry being
+// rewritten.
+constexpr uint32_t max_known_stacks = 256;
+struct known_stack {
+    std::atomic<uint32_t> seq{0};
+    std::atomic<uintptr_t> lo{0}, hi{0};
+};
+known_stack known_stacks[max_known_stacks];
+std::atomic<uint32_t> known_next{0};
+
+// The id of the known stack holding A (its low end), or 0.
+DPROBE_NOPROBE uintptr_t known_stack_of(uintptr_t a) noexcept
+{
+    const uint32_t n = known_next.load(std::memory_order_acquire);
+    const uint32_t count = n < max_known_stacks ? n : max_known_stacks;
+    for (uint32_t i = 0; i < count; ++i) {
+        const known_stack &k = known_stacks[(n - 1 - i) % max_known_stacks];
+        const uint32_t s = k.seq.load(std::memory_order_acquire);
+        if (s & 1)
+            continue;
+        const uintptr_t lo = k.lo.load(std::memory_order_relaxed);
+        const uintptr_t hi = k.hi.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (k.seq.load(std::memory_order_relaxed) != s)
+            continue;
+        if (a >= lo && a < hi)
+            return lo;
+    }
+    return 0;
+}
+
+// sigaltstack(2) without libc (a user may probe libc's wrapper).
+DPROBE_NOPROBE long raw_sigaltstack(stack_t *old) noexcept
+{
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "0"(static_cast<long>(SYS_sigaltstack)), "D"(nullptr), "S"(old)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+
+DPROBE_NOPROBE void remember_dropped(task_ctx *t, const unsigned long *f) noexcept
+{
+    uintptr_t *e = t->dropped[t->dropped_next % shadow_dropped_ring];
+    e[0] = f[sf_retp];
+    e[1] = f[sf_ret];
+    ++t->dropped_next;
+}
+
+// Drops the frame at BASE (NWORDS words): reported, remembered, removed.
+DPROBE_NOPROBE void drop(task_ctx *t, uint32_t base, uint32_t nwords) noexcept
+{
+    unsigned long *f = &t->shadow[base];
+    shadow_frame_unwound(f);
+    remember_dropped(t, f);
+    shadow_remove(t, base, nwords);
+}
+
+} // namespace
+
+DPROBE_NOPROBE void shadow_frame_unwound(unsigned long *f) noexcept
+{
+    const uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
+    unsigned long *w = f + sf_users;
+    for (uint32_t i = 0; i < users; ++i) {
+        auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
+        const unsigned long words = w[1] & 0xffff;
+        // An ops retired since the entry is told nothing (as for exits).
+        if (o->unwound && (o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16))
+            o->unwound(o, words ? &w[2] : nullptr);
+        w += 2 + words;
+    }
+}
+
+DPROBE_NOPROBE void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords) noexcept
+{
+    const uint32_t top = t->shadow_top;
+    for (uint32_t i = base; i + nwords < top; ++i)
+        t->shadow[i] = t->shadow[i + nwords];
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t->shadow_top = top - nwords;
+}
+
+DPROBE_NOPROBE altstack_info shadow_altstack() noexcept
+{
+    altstack_info a;
+    stack_t ss;
+    if (raw_sigaltstack(&ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
+        a.lo = reinterpret_cast<uintptr_t>(ss.ss_sp);
+        a.hi = a.lo + ss.ss_size;
+        a.on = ss.ss_flags & SS_ONSTACK;
+    }
+    return a;
+}
+
+DPROBE_NOPROBE frame_state shadow_frame_state(const altstack_info &alt, uintptr_t sp,
+                                              uintptr_t slot) noexcept
+{
+    // Stack classes: 1 = the sigaltstack, a known coroutine stack's low end, 0 = the rest.
+    auto cls = [&](uintptr_t a) -> uintptr_t {
+        if (a >= alt.lo && a < alt.hi)
+            return 1;
+        return known_stack_of(a);
+    };
+    const uintptr_t c_slot = cls(slot);
+    // Nothing lives on the sigaltstack while the thread runs elsewhere (a handler left
+    // with siglongjmp leaves its frames there).
+    if (c_slot == 1 && !alt.on)
+        return frame_state::gone;
+    if (c_slot != cls(sp))
+        return frame_state::other_stack;
+    return slot < sp ? frame_state::gone : frame_state::live;
+}
+
+DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp) noexcept
+{
+    const altstack_info alt = shadow_altstack();
+    uint32_t top = t->shadow_top;
+    while (top) {
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
+        const uintptr_t retp = f[sf_retp];
+        const uint32_t base = top - n;
+        // A tail call reuses the hooked caller's slot: still live.
+        if (retp == sp && *reinterpret_cast<uintptr_t *>(retp) == tramp)
+            break;
+        const frame_state st = shadow_frame_state(alt, sp, retp);
+        if (st == frame_state::live && retp != sp)
+            break; // live on this stack: so is everything below it on this stack
+        if (st == frame_state::other_stack) {
+            top = base;
+            continue;
+        }
+        drop(t, base, n);
+        top = base;
+    }
+}
+
+DPROBE_NOPROBE uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t *nwords) noexcept
+{
+    uint32_t top = t->shadow_top, base = UINT32_MAX;
+    while (top) {
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
+        if (f[sf_retp] == slot) {
+            base = top - n;
+            break;
+        }
+        top -= n;
+    }
+    if (base == UINT32_MAX)
+        return base;
+    // The frames above it: gone if on the same stack (left by longjmp or an exception
+    // that was not seen), kept if on another one (a coroutine or signal stack).
+    const altstack_info alt = shadow_altstack();
+    const uint32_t match_words = static_cast<uint32_t>(t->shadow[top - 1]);
+    top = t->shadow_top;
+    while (top > base + match_words) {
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
+        if (shadow_frame_state(alt, slot + 8, f[sf_retp]) != frame_state::other_stack)
+            drop(t, top - n, n);
+        top -= n;
+    }
+    *nwords = match_words;
+    return base;
+}
+
+DPROBE_NOPROBE uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noexcept
+{
+    const uint32_t n = t->dropped_next;
+    for (uint32_t i = 0; i < shadow_dropped_ring && i < n; ++i) {
+        uintptr_t *e = t->dropped[(n - 1 - i) % shadow_dropped_ring];
+        if (e[0] == slot && e[1]) {
+            const uintptr_t ret = e[1];
+            e[0] = e[1] = 0;
+            return ret;
+        }
+    }
+    return 0;
+}
+
+DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base, uintptr_t tramp) noexcept
+{
+    const uintptr_t retp = t->shadow[base + sf_retp];
+    uintptr_t ret = t->shadow[base + sf_ret];
+    uint32_t top = base;
+    while (ret == tramp && top) {
+        uint32_t n;
+        unsigned long *f = shadow_frame_below(t, top, &n);
+        if (f[sf_retp] == retp)
+            ret = f[sf_ret];
+        top -= n;
+    }
+    return ret;
+}
+
+void shadow_note_stack(uintptr_t lo, uintptr_t hi) noexcept
+{
+    if (lo >= hi)
+        return;
+    // Already known (the same coroutine resumed again)?
+    const uint32_t n = known_next.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < max_known_stacks && i < n; ++i) {
+        const known_stack &k = known_stacks[(n - 1 - i) % max_known_stacks];
+        if (k.lo.load(std::memory_order_relaxed) == lo && k.hi.load(std::memory_order_relaxed) == hi)
+            return;
+    }
+    known_stack &k = known_stacks[known_next.fetch_add(1, std::memory_order_acq_rel) %
+                                  max_known_stacks];
+    k.seq.fetch_add(1, std::memory_order_acq_rel);
+    k.lo.store(lo, std::memory_order_relaxed);
+    k.hi.store(hi, std::memory_order_relaxed);
+    k.seq.fetch_add(1, std::memory_order_release);
+}
+
+} // namespace dprobe
