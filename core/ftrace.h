@@ -132,6 +132,8 @@ uintptr_t ftrace_return_trampoline();
 
 } // namespace dprobe
 
-// The hot-path entry points called by the trampolines.
-extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs) noexcept;
-extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs) noexcept;
+// The hot-path entry points called by the trampolines. They throw nothing themselves, but a
+// thread may unwind through them when it is cancelled or a handler ends it (they have no
+// LSDA: see ftrace_dispatch.cpp).
+extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
+extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs);

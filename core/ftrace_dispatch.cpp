@@ -27,13 +27,14 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 
 } // namespace
 
-extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
-                                                   struct ftrace_regs *fregs) noexcept
+namespace {
+
+DPROBE_NOPROBE inline void ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs)
 {
     task_ctx *t = current_task_ctx();
     if (unlikely(!t))
         return;
-    if (unlikely(!dispatch_enter(t))) {
+    if (unlikely(!dispatch_enter(t, fregs->regs.sp))) {
         // Recursion: a handler (or something it called) hit a probed function. The outer
         // dispatch keeps the users list alive.
         if (const site_users *u = site->users.load(std::memory_order_acquire))
@@ -119,7 +120,7 @@ extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site,
     dispatch_exit(t);
 }
 
-extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs) noexcept
+DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
 {
     task_ctx *t = peek_task_ctx();
     const uintptr_t tramp = arch::return_to_handler_addr;
@@ -128,7 +129,7 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
         __builtin_trap(); // a hooked return always has a frame on this thread
     // Not entered: this thread is inside dispatch already (interrupted by a signal whose
     // handler returns here); the shadow stack is as stable as inside, but no exit runs.
-    const bool entered = dispatch_enter(t);
+    const bool entered = dispatch_enter(t, slot);
     uint32_t n = 0, base = UINT32_MAX;
     if (likely(t->shadow_top)) {
         unsigned long *f = frame_at_top(t, &n);
@@ -173,4 +174,23 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
     if (likely(entered))
         dispatch_exit(t);
     return ret;
+}
+
+} // namespace
+
+// Not noexcept, and with no cleanup of their own: these functions have no LSDA, so an
+// unwinder passes through them as through the trampolines (whose CFI leads to the probed
+// function's caller or to the real return address). A handler may reach a cancellation
+// point or call pthread_exit; asynchronous cancellation may land anywhere in here; the
+// thread then unwinds out of dprobe's frames and ends, and its context is reset when it
+// does (task_ctx.cpp). A noexcept function with calls would make the C++ personality call
+// std::terminate instead. Handlers must not throw anything else.
+extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs)
+{
+    ftrace_entry(site, fregs);
+}
+
+extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs)
+{
+    return ftrace_return(fregs);
 }

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <optional>
 
-extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *, struct ftrace_regs *) noexcept;
+extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *, struct ftrace_regs *);
 
 namespace dprobe {
 namespace {

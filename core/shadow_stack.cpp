@@ -67,7 +67,7 @@ DPROBE_NOPROBE void remember_dropped(task_ctx *t, const unsigned long *f) noexce
 }
 
 // Drops the frame at BASE (NWORDS words): reported, remembered, removed.
-DPROBE_NOPROBE void drop(task_ctx *t, uint32_t base, uint32_t nwords) noexcept
+DPROBE_NOPROBE void drop(task_ctx *t, uint32_t base, uint32_t nwords)
 {
     unsigned long *f = &t->shadow[base];
     shadow_frame_unwound(f);
@@ -77,7 +77,7 @@ DPROBE_NOPROBE void drop(task_ctx *t, uint32_t base, uint32_t nwords) noexcept
 
 } // namespace
 
-DPROBE_NOPROBE void shadow_frame_unwound(unsigned long *f) noexcept
+DPROBE_NOPROBE void shadow_frame_unwound(unsigned long *f)
 {
     const uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
     unsigned long *w = f + sf_users;
@@ -91,7 +91,7 @@ DPROBE_NOPROBE void shadow_frame_unwound(unsigned long *f) noexcept
     }
 }
 
-DPROBE_NOPROBE void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords) noexcept
+DPROBE_NOPROBE void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords)
 {
     const uint32_t top = t->shadow_top;
     for (uint32_t i = base; i + nwords < top; ++i)
@@ -131,7 +131,7 @@ DPROBE_NOPROBE frame_state shadow_frame_state(const altstack_info &alt, uintptr_
     return slot < sp ? frame_state::gone : frame_state::live;
 }
 
-DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp) noexcept
+DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp)
 {
     const altstack_info alt = shadow_altstack();
     uint32_t top = t->shadow_top;
@@ -155,7 +155,7 @@ DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp) noex
     }
 }
 
-DPROBE_NOPROBE uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t *nwords) noexcept
+DPROBE_NOPROBE uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t *nwords)
 {
     uint32_t top = t->shadow_top, base = UINT32_MAX;
     while (top) {
@@ -212,6 +212,31 @@ DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base, uintptr_
         top -= n;
     }
     return ret;
+}
+
+DPROBE_NOPROBE bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept
+{
+    // Code nested in the section (a handler calling a probed function, a signal handler)
+    // runs below the section's frames on the same stack, or on another stack (the
+    // sigaltstack): its base is below the section's, or on an other stack. Code at or above
+    // the section's base on the same stack, or off the sigaltstack the section was on, runs
+    // after the section was left by a jump. (Deeper code after such a jump looks nested:
+    // its hits count as missed until the thread comes back up to that depth.)
+    const uintptr_t old = t->dispatch_base;
+    // Below it: nested if on the same stack, and at worst a section left for a lower stack
+    // (seen as nested: missed hits, nothing unsafe). The common case (a handler calling a
+    // probed function) costs no system call.
+    if (base < old)
+        return false;
+    switch (shadow_frame_state(shadow_altstack(), base, old)) {
+    case frame_state::other_stack:
+        return false;
+    case frame_state::gone:
+        return true;
+    case frame_state::live:
+        break;
+    }
+    return old == base;
 }
 
 void shadow_note_stack(uintptr_t lo, uintptr_t hi) noexcept

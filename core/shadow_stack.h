@@ -32,20 +32,20 @@ inline unsigned long *shadow_frame_below(task_ctx *t, uint32_t top, uint32_t *nw
 }
 
 // Reports the frame F as gone without returning to each of its ops.
-void shadow_frame_unwound(unsigned long *f) noexcept;
+void shadow_frame_unwound(unsigned long *f);
 
 // Entry with the top frame's slot at or below SP: drops the frames that are gone, keeps
 // those of other stacks. Inside the read side.
-void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp) noexcept;
+void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp);
 
 // A return through the trampoline from SLOT whose frame is not on top: drops the gone frames
 // above the frame of SLOT and returns that frame's first word index (it may stay below
 // frames of other stacks) and its size in *NWORDS, or UINT32_MAX when no frame has that
 // slot. Inside the read side.
-uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t *nwords) noexcept;
+uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t *nwords);
 
 // Removes the frame at BASE of NWORDS words, moving the frames above it down.
-void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords) noexcept;
+void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords);
 
 // The return address a dropped frame of SLOT had, from the ring of dropped frames; 0 if
 // unknown. Consumes the entry.

@@ -2,6 +2,7 @@
 
 #include "arch/x86_64/raw_syscall.h"
 #include "core/membarrier.h"
+#include "core/shadow_stack.h"
 
 #include <cstring>
 #include <pthread.h>
@@ -20,10 +21,29 @@ pthread_once_t key_once = PTHREAD_ONCE_INIT;
 void on_thread_exit(void *p)
 {
     auto *t = static_cast<task_ctx *>(p);
+    // The hooked functions the thread was in when it ended (pthread_exit, cancellation)
+    // will not return: report them as gone. (An unregister waiting for this thread waits
+    // until in_use drops, so the ops are still valid here.)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    uint32_t top = t->shadow_top;
+    while (top) {
+        uint32_t n;
+        shadow_frame_unwound(shadow_frame_below(t, top, &n));
+        top -= n;
+    }
     if (tls_task_ctx == t)
         tls_task_ctx = nullptr;
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
+    t->kprobe_status = 0;
+    // (The kprobe layer's read-side counter lives there too: even, like the one below.)
+    for (void *&w : t->kprobe_scratch)
+        w = nullptr;
+    // A thread that ended inside dispatch code (a handler called pthread_exit or reached a
+    // cancellation point) left its sequence odd: make it even for the next owner.
+    uint32_t s = t->seq.load(std::memory_order_relaxed);
+    if (s & 1)
+        t->seq.store(s + 1, std::memory_order_release);
     t->in_use.store(0, std::memory_order_release);
 }
 

@@ -30,6 +30,12 @@ struct task_ctx {
     std::atomic<uint32_t> seq;
     std::atomic<uint32_t> in_use; // 0: free for reuse by a new thread
     pid_t tid;
+    // Where the code dprobe ran for was when this thread last entered dispatch code (the
+    // probed function's return-address slot): tells a signal handler nested in that code
+    // (below it, or on another stack) from code running after a handler left it with
+    // siglongjmp (at or above it), see dispatch_enter().
+    uintptr_t dispatch_base;
+    struct kprobe *dispatch_kp; // current_kprobe then, restored if the section was left
     uint32_t shadow_top; // words in use
     unsigned long shadow_overflows;
     // kprobe state (the kernel's per-CPU current_kprobe and kprobe_ctlblk).
@@ -62,16 +68,47 @@ inline task_ctx *peek_task_ctx() noexcept { return tls_task_ctx; }
 // Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
 task_ctx *task_ctx_list() noexcept;
 
-// Read side: dispatch code brackets handler calls with these. Returns false if this
-// thread is already inside (recursion); then nothing was changed.
-inline bool dispatch_enter(task_ctx *t) noexcept
+// Whether the dispatch code this thread entered for code at t->dispatch_base was left for
+// good: a signal handler that interrupted it jumped out (siglongjmp). Called with the
+// sequence odd, for code at BASE (core/shadow_stack.cpp).
+bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept;
+
+// Read side: dispatch code brackets handler calls with these. BASE is where the code dprobe
+// runs for is (the probed function's return-address slot, or the caller's stack pointer).
+// Returns false if this thread is already inside (a handler calling a probed function, a
+// signal handler that interrupted dispatch code); then nothing was changed.
+inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
 {
-    uint32_t s = t->seq.load(std::memory_order_relaxed);
-    if (s & 1)
-        return false;
-    t->seq.store(s + 1, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    return true;
+    for (;;) {
+        uint32_t s = t->seq.load(std::memory_order_relaxed);
+        bool abandoned = false;
+        if (__builtin_expect(s & 1, 0)) {
+            if (!dispatch_abandoned(t, base))
+                return false;
+            abandoned = true; // that section is over: its odd value is replaced below
+        }
+        t->dispatch_base = base;
+        t->dispatch_kp = abandoned ? t->dispatch_kp : t->current_kprobe;
+        // Odd, if no signal handler ran a whole section of its own since the load (it would
+        // have overwritten the fields above): a compare-and-swap, atomic against signals on
+        // this thread without a bus lock.
+        const uint32_t next = abandoned ? s + 2 : s + 1;
+        uint32_t expected = s;
+        bool swapped;
+        __asm__ volatile("cmpxchgl %3, %1"
+                         : "+a"(expected), "+m"(*reinterpret_cast<uint32_t *>(&t->seq)),
+                           "=@ccz"(swapped)
+                         : "r"(next)
+                         : "memory");
+        if (__builtin_expect(!swapped, 0))
+            continue;
+        if (abandoned) {
+            t->current_kprobe = t->dispatch_kp;
+            t->kprobe_status = 0;
+        }
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        return true;
+    }
 }
 inline void dispatch_exit(task_ctx *t) noexcept
 {

@@ -13,7 +13,7 @@
 
 namespace dprobe {
 
-DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t) noexcept
+DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t)
 {
     const uintptr_t tramp = arch::return_to_handler_addr;
     uint32_t top = t->shadow_top;
@@ -27,13 +27,13 @@ DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t) noexcept
     }
 }
 
-DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone) noexcept
+DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
 {
     const uintptr_t tramp = arch::return_to_handler_addr;
     // Inside the read side: dropped frames are reported to their ops, and a signal handler
     // on this thread does not hook a frame meanwhile. (A handler catching or walking its own
     // stack is inside already.)
-    const bool entered = dispatch_enter(t);
+    const bool entered = dispatch_enter(t, sp);
     if (drop_gone && t->shadow_top)
         shadow_reap(t, sp, tramp);
     uint32_t top = t->shadow_top;

@@ -161,7 +161,7 @@ inline struct kretprobe *container_of_kretprobe(struct kprobe *p) noexcept
 // int3 entry of a kretprobe: REGS is the hook's pt_regs (ip = addr + 1), UC the context.
 // Hands a ftrace_regs built from them to ftrace dispatch with the kretprobe's private site;
 // register changes made by the entry handler come back in REGS.
-void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t *uc) noexcept;
+void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t *uc);
 // The ftrace_regs the int3 path is handing to dispatch on this thread (else nullptr).
 struct ftrace_regs *int3_fregs() noexcept;
 void set_int3_fregs(struct ftrace_regs *f) noexcept;

@@ -211,7 +211,7 @@ void sync_ftrace(kretprobe_ctl *ctl, bool want)
 } // namespace
 
 DPROBE_NOPROBE void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs,
-                                         ucontext_t *uc) noexcept
+                                         ucontext_t *uc)
 {
     kretprobe_ctl *ctl = ctl_of(rp);
     if (!ctl)

@@ -112,7 +112,15 @@
 \name:
 	.cfi_startproc
 	/* [rsp] = return address into the probed function (site + call length), and the
-	 * stub parked r11 at -8(%rsp), which becomes the top slot of this frame. */
+	 * stub parked r11 at -8(%rsp), which becomes the top slot of this frame.
+	 * For unwinders, this frame's caller is the probed function's caller: the site is the
+	 * function's entry, where it has done nothing an unwinder must undo (no register
+	 * saved, no object to destroy), and the address after the site is in no call-site
+	 * table of its LSDA (the C++ personality would call std::terminate for it) nor, for a
+	 * jump site, in any FDE (the detour). So CFA = the function's CFA (rsp + 16), and the
+	 * return address is the function's own: a thread cancelled in an entry handler, or a
+	 * walk from it, goes straight to the caller. */
+	.cfi_def_cfa_offset 16
 	lea -ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
 	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize, \nx)
 	mov %rax, PTR_AX(%rsp)

@@ -19,7 +19,7 @@ std::atomic<probe_set *> sets[max_sets];
 } // namespace
 
 probe_set::probe_set(probe_kind kind, std::vector<probed_func> funcs)
-    : kind_(kind), funcs_(std::move(funcs)), counts_(funcs_.size())
+    : kind_(kind), funcs_(std::move(funcs)), counts_(funcs_.size()), models_(funcs_.size())
 {
     for (auto &s : sets) {
         probe_set *expected = nullptr;
@@ -56,9 +56,10 @@ size_t probe_set::index_of_ip(unsigned long ip) const
     return funcs_.size();
 }
 
-int probe_set::fp_entry(struct fprobe *fp, unsigned long ip, unsigned long, struct ftrace_regs *,
-                        void *)
+int probe_set::fp_entry(struct fprobe *fp, unsigned long ip, unsigned long,
+                        struct ftrace_regs *fregs, void *data)
 {
+    *static_cast<unsigned long *>(data) = ftrace_regs_get_argument(fregs, 0);
     for (auto &s : sets) {
         probe_set *p = s.load();
         if (!p || &p->fp_ != fp)
@@ -73,8 +74,9 @@ int probe_set::fp_entry(struct fprobe *fp, unsigned long ip, unsigned long, stru
 }
 
 void probe_set::fp_exit(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
-                        struct ftrace_regs *fregs, void *)
+                        struct ftrace_regs *fregs, void *data)
 {
+    const long arg0 = static_cast<long>(*static_cast<unsigned long *>(data));
     for (auto &s : sets) {
         probe_set *p = s.load();
         if (!p || &p->fp_ != fp)
@@ -89,13 +91,16 @@ void probe_set::fp_exit(struct fprobe *fp, unsigned long ip, unsigned long ret_i
         c.last_ret.store(r);
         if (ret_ip == dprobe::ftrace_return_trampoline())
             c.bad_ret_ip.fetch_add(1);
+        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r))
+            c.bad_value.fetch_add(1);
     }
     if (auto h = hook_.load())
         h(true);
 }
 
-int probe_set::krp_entry(struct kretprobe_instance *ri, struct pt_regs *)
+int probe_set::krp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
+    *reinterpret_cast<unsigned long *>(ri->data) = regs_get_kernel_argument(regs, 0);
     for (auto &s : sets) {
         probe_set *p = s.load();
         if (!p || p->rps_.empty() || ri->rp < &p->rps_.front() || ri->rp > &p->rps_.back())
@@ -113,8 +118,12 @@ int probe_set::krp_exit(struct kretprobe_instance *ri, struct pt_regs *regs)
         probe_set *p = s.load();
         if (!p || p->rps_.empty() || ri->rp < &p->rps_.front() || ri->rp > &p->rps_.back())
             continue;
-        func_counts &c = p->counts_[static_cast<size_t>(ri->rp - &p->rps_.front())];
+        const size_t i = static_cast<size_t>(ri->rp - &p->rps_.front());
+        func_counts &c = p->counts_[i];
         unsigned long r = regs_return_value(regs);
+        const long arg0 = *reinterpret_cast<long *>(ri->data);
+        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r))
+            c.bad_value.fetch_add(1);
         c.exits.fetch_add(1);
         c.ret_sum.fetch_add(r);
         c.last_ret.store(r);
@@ -135,6 +144,7 @@ int probe_set::attach()
         fp_ = {};
         fp_.entry_handler = fp_entry;
         fp_.exit_handler = fp_exit;
+        fp_.entry_data_size = sizeof(unsigned long);
         std::vector<const char *> names;
         for (auto &f : funcs_)
             names.push_back(f.name);
@@ -149,6 +159,7 @@ int probe_set::attach()
             rps_[i].entry_handler = krp_entry;
             rps_[i].handler = krp_exit;
             rps_[i].maxactive = 64;
+            rps_[i].data_size = sizeof(unsigned long);
             ptrs.push_back(&rps_[i]);
         }
         int err = register_kretprobes(ptrs.data(), static_cast<int>(ptrs.size()));
@@ -200,6 +211,14 @@ long probe_set::bad_ret_ips() const
     return n;
 }
 
+long probe_set::bad_values() const
+{
+    long n = 0;
+    for (auto &c : counts_)
+        n += c.bad_value.load();
+    return n;
+}
+
 unsigned long probe_set::missed() const
 {
     if (kind_ == probe_kind::fprobe)
@@ -219,6 +238,7 @@ void probe_set::reset_counts()
         c.ret_sum = 0;
         c.last_ret = 0;
         c.bad_ret_ip = 0;
+        c.bad_value = 0;
     }
     if (kind_ == probe_kind::fprobe)
         __atomic_store_n(&fp_.nmissed, 0, __ATOMIC_RELAXED);

@@ -31,7 +31,11 @@ struct func_counts {
     std::atomic<unsigned long> ret_sum{0};
     std::atomic<unsigned long> last_ret{0};
     std::atomic<long> bad_ret_ip{0}; // exits whose ret_ip was the return trampoline
+    std::atomic<long> bad_value{0};  // exits whose value the model did not predict
 };
+
+// The return value a function gives for its first argument (to check each reported exit).
+using value_model = long (*)(long arg0);
 
 class probe_set {
 public:
@@ -51,6 +55,9 @@ public:
     long total_entries() const;
     long total_exits() const;
     long bad_ret_ips() const;
+    // Checks every exit of NAME against MODEL (set before attach()).
+    void expect_values(const char *name, value_model model) { models_[index(name)] = model; }
+    long bad_values() const;
     // Hits whose exit the probe did not report (recursion, full shadow stack, unwound frame).
     unsigned long missed() const;
     void reset_counts();
@@ -70,6 +77,7 @@ private:
     probe_kind kind_;
     std::vector<probed_func> funcs_;
     std::vector<func_counts> counts_;
+    std::vector<value_model> models_;
     struct fprobe fp_ = {};
     std::vector<struct kretprobe> rps_;
     bool attached_ = false;
