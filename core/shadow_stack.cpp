@@ -222,6 +222,10 @@ DPROBE_NOPROBE bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept
     // the section's base on the same stack, or off the sigaltstack the section was on, runs
     // after the section was left by a jump. (Deeper code after such a jump looks nested:
     // its hits count as missed until the thread comes back up to that depth.)
+    // The child of posix_spawn, running in this thread's memory on a stack of its own:
+    // never (the section that marks the spawn ends when the parent resumes).
+    if (t->spawning)
+        return false;
     const uintptr_t old = t->dispatch_base;
     // Below it: nested if on the same stack, and at worst a section left for a lower stack
     // (seen as nested: missed hits, nothing unsafe). The common case (a handler calling a

@@ -36,6 +36,8 @@ struct task_ctx {
     // siglongjmp (at or above it), see dispatch_enter().
     uintptr_t dispatch_base;
     struct kprobe *dispatch_kp; // current_kprobe then, restored if the section was left
+    // Set while posix_spawn runs: its child shares this context (see spawn_interpose.cpp).
+    uint32_t spawning;
     uint32_t shadow_top; // words in use
     unsigned long shadow_overflows;
     // kprobe state (the kernel's per-CPU current_kprobe and kprobe_ctlblk).
@@ -72,6 +74,13 @@ task_ctx *task_ctx_list() noexcept;
 // good: a signal handler that interrupted it jumped out (siglongjmp). Called with the
 // sequence odd, for code at BASE (core/shadow_stack.cpp).
 bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept;
+
+inline uintptr_t current_stack_pointer() noexcept
+{
+    uintptr_t sp;
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+    return sp;
+}
 
 // Read side: dispatch code brackets handler calls with these. BASE is where the code dprobe
 // runs for is (the probed function's return-address slot, or the caller's stack pointer).

@@ -13,16 +13,21 @@
 
 namespace dprobe {
 
-DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t)
+DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t, uintptr_t sp)
 {
     const uintptr_t tramp = arch::return_to_handler_addr;
+    const altstack_info alt = shadow_altstack();
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
-        auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-        if (*slot == tramp)
-            *slot = f[sf_ret];
+        // A gone frame's slot is not touched: its stack may be unmapped (the stack of a
+        // posix_spawn child that hit a probe before exec, a freed coroutine stack).
+        if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone) {
+            auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
+            if (*slot == tramp)
+                *slot = f[sf_ret];
+        }
         top -= n;
     }
 }
@@ -36,6 +41,7 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
     const bool entered = dispatch_enter(t, sp);
     if (drop_gone && t->shadow_top)
         shadow_reap(t, sp, tramp);
+    const altstack_info alt = shadow_altstack();
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
@@ -43,7 +49,8 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         // A slot that no longer holds the real address belongs to a frame that is gone
         // (its stack was reused); leave it alone, the frame will be reaped.
-        if (*slot == f[sf_ret] && f[sf_ret] != tramp)
+        if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone &&
+            *slot == f[sf_ret] && f[sf_ret] != tramp)
             *slot = tramp;
         top -= n;
     }
@@ -80,7 +87,7 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exceptio
     using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
     static fn_t next = next_fn<fn_t>("_Unwind_RaiseException");
     if (task_ctx *t = hooked_ctx())
-        shadow_unhook_all(t);
+        shadow_unhook_all(t, CALLER_SP());
     _Unwind_Reason_Code r = next(exc);
     // Only returns on failure (no handler): the frames are all still there.
     if (task_ctx *t = hooked_ctx())
@@ -94,7 +101,7 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception 
     using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
     static fn_t next = next_fn<fn_t>("_Unwind_ForcedUnwind");
     if (task_ctx *t = hooked_ctx())
-        shadow_unhook_all(t);
+        shadow_unhook_all(t, CALLER_SP());
     return next(exc, stop, arg);
 }
 
@@ -151,7 +158,7 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *a
 {
     task_ctx *t = hooked_ctx();
     if (t)
-        shadow_unhook_all(t);
+        shadow_unhook_all(t, CALLER_SP());
     skip_wrapper s{fn, arg, false};
     _Unwind_Reason_Code r = real_unwind_backtrace()(skip_wrapper_frame, &s);
     if (t)
@@ -165,7 +172,7 @@ DPROBE_EXPORT int backtrace(void **buffer, int size)
         return 0;
     task_ctx *t = hooked_ctx();
     if (t)
-        shadow_unhook_all(t);
+        shadow_unhook_all(t, CALLER_SP());
     backtrace_state bs{buffer, size, 0, 0};
     skip_wrapper s{backtrace_frame, &bs, false};
     real_unwind_backtrace()(skip_wrapper_frame, &s);

@@ -17,8 +17,9 @@ namespace dprobe {
 
 struct task_ctx;
 
-// Writes every hooked frame's real return address back into its stack slot.
-void shadow_unhook_all(task_ctx *t);
+// Writes every hooked frame's real return address back into its stack slot (frames gone
+// below SP excepted).
+void shadow_unhook_all(task_ctx *t, uintptr_t sp);
 // Hooks every frame again whose slot still holds its real return address; with DROP_GONE
 // first drops the frames gone below SP (a catch block starts at SP).
 void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone);

@@ -1,0 +1,58 @@
+// posix_spawn()/posix_spawnp() interposers. glibc's posix_spawn runs the child with
+// clone(CLONE_VM | CLONE_VFORK) on a stack it allocates: until it execs, the child runs in
+// the parent's memory with the parent thread's thread pointer, hence on the parent thread's
+// dprobe context, while the parent thread is suspended. A probe the child hits (on execve,
+// on a signal function...) would push frames whose return-address slots lie on a stack
+// that is unmapped once the child execs. So for the duration of the call the calling
+// thread's context is marked as inside dispatch code: the child's probe hits count as missed
+// and leave nothing behind. (vfork needs nothing: its child runs on the parent's own stack,
+// below the parent's frames, where anything it leaves is dropped as gone.)
+//
+// Not covered: system() and popen() spawn through glibc-internal calls.
+#include "core/task_ctx.h"
+
+#include <cerrno>
+#include <dlfcn.h>
+#include <spawn.h>
+
+namespace {
+
+using spawn_fn = int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                         const posix_spawnattr_t *, char *const[], char *const[]);
+
+int spawn_marked(spawn_fn next, pid_t *pid, const char *path,
+                 const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                 char *const argv[], char *const envp[])
+{
+    if (!next)
+        return ENOSYS;
+    using namespace dprobe;
+    task_ctx *t = current_task_ctx();
+    const bool marked = t && dispatch_enter(t, current_stack_pointer());
+    if (marked)
+        t->spawning = 1;
+    const int r = next(pid, path, fa, attr, argv, envp);
+    if (marked) {
+        t->spawning = 0;
+        dispatch_exit(t);
+    }
+    return r;
+}
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) int
+posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+            const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static spawn_fn next = reinterpret_cast<spawn_fn>(dlsym(RTLD_NEXT, "posix_spawn"));
+    return spawn_marked(next, pid, path, fa, attr, argv, envp);
+}
+
+extern "C" __attribute__((visibility("default"))) int
+posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+             const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static spawn_fn next = reinterpret_cast<spawn_fn>(dlsym(RTLD_NEXT, "posix_spawnp"));
+    return spawn_marked(next, pid, file, fa, attr, argv, envp);
+}
