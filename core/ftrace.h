@@ -80,6 +80,10 @@ struct ftrace_ops {
     // An activation whose entry() returned 0 left without returning (longjmp, an exception,
     // thread exit): exit() will not be called for it. DATA is its entry data.
     void (*unwound)(ftrace_ops *ops, void *data) = nullptr;
+    // entry() was cut short: a signal handler interrupted it and left with a jump (or the
+    // thread ended in it). The activation gets neither exit() nor unwound(). DATA's first
+    // word was 0 when entry() was called, so entry() can note there what needs undoing.
+    void (*abandoned)(ftrace_ops *ops, void *data) = nullptr;
     void *priv = nullptr;
     uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.

@@ -85,38 +85,57 @@ DPROBE_NOPROBE inline void ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         }
     }
     uint32_t accepted = 0;
+    unsigned long *f = &t->shadow[base];
+    if (hook_exit) {
+        // The frame is built above shadow_top; a signal handler that interrupts an entry()
+        // and jumps out leaves it half built: entry_pending lets the next section clean up
+        // what was accepted (dispatch_recover()).
+        f[sf_nusers] = 0;
+        t->entry_pending = base + 1;
+    }
     for (uint32_t i = 0; i < u->n; ++i) {
         ftrace_ops *o = u->ops[i];
         if (o->exit) {
             if (!hook_exit)
                 continue;
-            void *data = o->data_words ? &t->shadow[w + 2] : nullptr;
+            void *data = nullptr;
+            if (o->data_words) {
+                data = &t->shadow[w + 2];
+                t->shadow[w + 2] = 0;
+            }
             uint64_t gen = o->gen.load(std::memory_order_acquire);
-            int r = o->entry ? o->entry(o, ip, parent_ip, fregs, data) : 0;
+            int r = 0;
+            if (o->entry) {
+                t->entry_ops = o;
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                r = o->entry(o, ip, parent_ip, fregs, data);
+            }
             if (r == 0) {
                 // The data size travels in the frame: the ops may be reused with another
                 // size by the time this frame returns.
                 t->shadow[w] = reinterpret_cast<unsigned long>(o);
                 t->shadow[w + 1] = (gen << 16) | o->data_words;
                 w += 2 + o->data_words;
-                ++accepted;
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                f[sf_nusers] = ++accepted;
             }
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            t->entry_ops = nullptr;
         } else if (o->entry) {
             o->entry(o, ip, parent_ip, fregs, nullptr);
         }
     }
     if (accepted) {
-        unsigned long *f = &t->shadow[base];
         f[sf_ret] = *retp; // may be the trampoline (tail call); the exit resolves it
         f[sf_ip] = ip;
         f[sf_retp] = sp;
-        f[sf_nusers] = accepted;
         t->shadow[w] = w + 1 - base;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         t->shadow_top = w + 1;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         *retp = tramp;
     }
+    t->entry_pending = 0;
     dispatch_exit(t);
 }
 
@@ -165,8 +184,13 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
             const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
-            if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16))
+            if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
                 o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
+                // Done: should a signal handler leave this section with a jump, the frame
+                // is dropped later as gone, and this user must not hear of it again.
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                w[1] = words;
+            }
             w += 2 + words;
         }
     }

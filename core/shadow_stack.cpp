@@ -91,6 +91,32 @@ DPROBE_NOPROBE void shadow_frame_unwound(unsigned long *f)
     }
 }
 
+DPROBE_NOPROBE void dispatch_recover(task_ctx *t) noexcept
+{
+    const uint32_t base = t->entry_pending - 1;
+    ftrace_ops *running = t->entry_ops;
+    t->entry_pending = 0;
+    t->entry_ops = nullptr;
+    // Published (shadow_top moved past it): an ordinary frame, which returns or is dropped
+    // as gone like any other.
+    if (t->shadow_top != base)
+        return;
+    // The users accepted so far are in the frame; the one whose entry() ran when the section
+    // was left, if it got that far, is the last of them.
+    unsigned long *f = &t->shadow[base];
+    const uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
+    unsigned long *w = f + sf_users;
+    ftrace_ops *last = nullptr;
+    for (uint32_t i = 0; i < users; ++i) {
+        last = reinterpret_cast<ftrace_ops *>(w[0]);
+        w += 2 + (w[1] & 0xffff);
+    }
+    shadow_frame_unwound(f);
+    // Not accepted yet: its data area is where the next user would have been.
+    if (running && running != last && running->abandoned)
+        running->abandoned(running, running->data_words ? &w[2] : nullptr);
+}
+
 DPROBE_NOPROBE void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords)
 {
     const uint32_t top = t->shadow_top;

@@ -25,6 +25,9 @@ void on_thread_exit(void *p)
     // will not return: report them as gone. (An unregister waiting for this thread waits
     // until in_use drops, so the ops are still valid here.)
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    // It may have ended in the middle of an entry (a handler called pthread_exit).
+    if ((t->seq.load(std::memory_order_relaxed) & 1) && t->entry_pending)
+        dispatch_recover(t);
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
@@ -58,15 +61,24 @@ void after_fork_child()
         }
         t->seq.store(0, std::memory_order_relaxed);
         t->shadow_top = 0;
+        t->entry_pending = 0;
         t->in_use.store(0, std::memory_order_relaxed);
     }
 }
+
+std::atomic<bool> key_ready{false};
 
 void make_key()
 {
     pthread_key_create(&exit_key, on_thread_exit);
     pthread_atfork(nullptr, nullptr, after_fork_child);
+    key_ready.store(true, std::memory_order_release);
 }
+
+// At load time, so that a thread's first probe hit (possibly in a signal handler that
+// leaves with siglongjmp) does not run pthread_once and pthread_atfork, which take libc
+// locks a jump would leave held.
+__attribute__((constructor)) void make_key_early() { pthread_once(&key_once, make_key); }
 
 task_ctx *claim_free() noexcept
 {
@@ -84,29 +96,33 @@ task_ctx *claim_free() noexcept
 __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
 
 namespace {
-// Set while this thread allocates its context. The allocation runs on a thread's first
-// probe hit and calls libc (pthread_once, pthread_setspecific, which may malloc), and those
-// functions may be probed themselves (a glob over all of libc): a hit meanwhile finds no
-// context and is dropped (uncounted: without a context the probe's users cannot be read
+// Set while this thread runs pthread_once for the key, which happens only if its first
+// probe hit comes before dprobe's constructor ran (in another object's constructor). Those
+// libc functions may be probed themselves (a glob over all of libc): a hit meanwhile finds
+// no context and is dropped (uncounted: without a context the probe's users cannot be read
 // safely) instead of recursing.
 __thread bool tls_allocating __attribute__((tls_model("initial-exec")));
 } // namespace
 
+// Runs on a thread's first probe hit, possibly in a signal handler that interrupted another
+// run of it, and a handler may leave with siglongjmp: up to the context being published it
+// uses raw system calls and atomics only.
 task_ctx *alloc_task_ctx() noexcept
 {
-    if (tls_allocating)
-        return nullptr;
-    tls_allocating = true;
-    pthread_once(&key_once, make_key);
+    if (!key_ready.load(std::memory_order_acquire)) {
+        if (tls_allocating)
+            return nullptr;
+        tls_allocating = true;
+        pthread_once(&key_once, make_key);
+        tls_allocating = false;
+    }
     task_ctx *t = claim_free();
     if (!t) {
         // Raw system calls: mmap and gettid of libc may be probed.
         long p = arch::raw_syscall(SYS_mmap, 0, sizeof(task_ctx), PROT_READ | PROT_WRITE,
                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p < 0 && p > -4096) {
-            tls_allocating = false;
+        if (p < 0 && p > -4096)
             return nullptr;
-        }
         t = reinterpret_cast<task_ctx *>(p); // zero-filled by mmap
         t->in_use.store(1, std::memory_order_relaxed);
         task_ctx *head = ctx_head.load(std::memory_order_relaxed);
@@ -117,11 +133,20 @@ task_ctx *alloc_task_ctx() noexcept
     }
     t->tid = static_cast<pid_t>(arch::raw_syscall(SYS_gettid));
     t->shadow_top = 0;
+    t->entry_pending = 0;
+    t->entry_ops = nullptr;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    tls_task_ctx = t;
+    // A signal handler that interrupted this allocation may have made and published a
+    // context of its own meanwhile: keep that one (atomic against this thread's handlers).
+    task_ctx *expected = nullptr;
+    if (!__atomic_compare_exchange_n(&tls_task_ctx, &expected, t, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED)) {
+        t->in_use.store(0, std::memory_order_release);
+        return expected;
+    }
+    // After publishing: a probe on pthread_setspecific finds the context.
     pthread_setspecific(exit_key, t);
-    tls_allocating = false;
     return t;
 }
 

@@ -15,6 +15,8 @@ struct kprobe;
 
 namespace dprobe {
 
+struct ftrace_ops;
+
 constexpr size_t shadow_stack_words = 32768; // 256 KiB of address space, touched on demand
 constexpr size_t shadow_dropped_ring = 32;
 
@@ -38,6 +40,11 @@ struct task_ctx {
     struct kprobe *dispatch_kp; // current_kprobe then, restored if the section was left
     // Set while posix_spawn runs: its child shares this context (see spawn_interpose.cpp).
     uint32_t spawning;
+    // The hooked entry being dispatched, while its frame is built above shadow_top: the
+    // frame's first word + 1 (0: none), and the ops whose entry() runs. A section left by a
+    // jump in the middle of an entry is cleaned up from these (dispatch_recover()).
+    uint32_t entry_pending;
+    struct ftrace_ops *entry_ops;
     uint32_t shadow_top; // words in use
     unsigned long shadow_overflows;
     // kprobe state (the kernel's per-CPU current_kprobe and kprobe_ctlblk).
@@ -74,6 +81,11 @@ task_ctx *task_ctx_list() noexcept;
 // good: a signal handler that interrupted it jumped out (siglongjmp). Called with the
 // sequence odd, for code at BASE (core/shadow_stack.cpp).
 bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept;
+// Cleans up after a section that will never end (left by a jump out of a signal handler,
+// or its thread ended in it): the activations its entry had accepted and not yet
+// published get ftrace_ops::unwound, the entry() it was running ftrace_ops::abandoned.
+// Called in the section that takes over (core/shadow_stack.cpp).
+void dispatch_recover(task_ctx *t) noexcept;
 
 inline uintptr_t current_stack_pointer() noexcept
 {
@@ -111,11 +123,13 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
                          : "memory");
         if (__builtin_expect(!swapped, 0))
             continue;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
         if (abandoned) {
             t->current_kprobe = t->dispatch_kp;
             t->kprobe_status = 0;
+            if (t->entry_pending)
+                dispatch_recover(t);
         }
-        std::atomic_signal_fence(std::memory_order_seq_cst);
         return true;
     }
 }

@@ -87,13 +87,18 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
             return 1;
         }
     }
+    auto *ri = static_cast<struct kretprobe_instance *>(data);
+    // Noted before the instance is reserved: should a signal handler cut this entry short
+    // with a jump, krp_abandoned() gives it back (once too often at worst, a window of one
+    // instruction; never leaked, which would end in every call being missed).
+    ri->rp = rp;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (ctl->inflight.fetch_add(1, std::memory_order_relaxed) >= ctl->maxactive) {
         ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+        ri->rp = nullptr;
         __atomic_add_fetch(&rp->nmissed, 1, __ATOMIC_RELAXED);
         return 1;
     }
-    auto *ri = static_cast<struct kretprobe_instance *>(data);
-    ri->rp = rp;
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(parent_ip);
     ri->fp = reinterpret_cast<void *>(fregs->regs.sp);
     if (!rp->entry_handler)
@@ -120,6 +125,7 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     if (r) {
         // Discarded: no return hook, and not a miss.
         ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+        ri->rp = nullptr;
         return 1;
     }
     return 0;
@@ -130,10 +136,11 @@ DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long,
 {
     auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
     struct kretprobe *rp = ctl->rp;
-    ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
     task_ctx *t = peek_task_ctx();
-    if (!rp || !rp->handler || !t)
+    if (!rp || !rp->handler || !t) {
+        ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
         return;
+    }
     auto *ri = static_cast<struct kretprobe_instance *>(data);
     // regs->ip is the real return address (core put it there); ax/dx changes are applied.
     const unsigned long snap = fregs_make_pt_regs(fregs);
@@ -147,6 +154,9 @@ DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long,
     t->current_kprobe = prev;
     t->kprobe_status = status;
     fregs_undo_pt_regs(fregs, snap);
+    // Given back last: a handler cut short by a jump leaves the frame to be dropped as gone,
+    // and krp_unwound() gives the instance back then.
+    ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
 }
 
 DPROBE_NOPROBE void krp_missed(ftrace_ops *ops)
@@ -164,6 +174,18 @@ DPROBE_NOPROBE void krp_unwound(ftrace_ops *ops, void *)
     ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
     if (ctl->rp)
         __atomic_add_fetch(&ctl->rp->nmissed, 1, __ATOMIC_RELAXED);
+}
+
+// krp_entry() was cut short by a jump out of a signal handler: the instance it reserved, if
+// it got that far, is given back.
+DPROBE_NOPROBE void krp_abandoned(ftrace_ops *ops, void *data)
+{
+    auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
+    auto *ri = static_cast<struct kretprobe_instance *>(data);
+    if (!ri || !ri->rp)
+        return;
+    ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
+    __atomic_add_fetch(&ri->rp->nmissed, 1, __ATOMIC_RELAXED);
 }
 
 int default_maxactive()
@@ -262,6 +284,7 @@ int kretprobe_prepare(struct kretprobe *rp)
     ctl->ops.exit = krp_exit;
     ctl->ops.missed = krp_missed;
     ctl->ops.unwound = krp_unwound;
+    ctl->ops.abandoned = krp_abandoned;
     ctl->ops.priv = ctl;
     ctl->ops.data_words = words;
     ctl->rp = rp;
