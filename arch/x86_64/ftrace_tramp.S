@@ -206,7 +206,9 @@
 	.cfi_personality 0x1b, dprobe_return_personality
 	.cfi_def_cfa rsp, 8
 	.cfi_offset rip, -16
-	.cfi_val_offset rsp, -8
+	/* .cfi_val_offset rsp, -8 (DW_CFA_val_offset, rsp, 1 x data alignment -8), spelled as
+	 * bytes for assemblers without the directive (clang, used by the fuzz build). */
+	.cfi_escape 0x14, 0x07, 0x01
 	nop
 	.cfi_endproc
 dprobe_return_to_handler_\vsize:
