@@ -13,6 +13,7 @@
 #include "tools/dprobe/event_args.h"
 #include "tools/dprobe/proc_target.h"
 #include "tools/dprobe/record_util.h"
+#include "tools/dprobe/trace_opts.h"
 #include "tools/trace_file.h"
 
 #include <cerrno>
@@ -34,17 +35,8 @@ namespace {
 constexpr int k_answer_ms = 10000; // for the agent thread to connect once started
 constexpr int k_setup_ms = 60000;  // for the sites and events to be set up
 
-struct attach_opts {
+struct attach_opts : trace_opts {
     pid_t pid = 0;
-    std::vector<std::string> events;
-    std::vector<std::string> graph_globs;
-    std::vector<std::string> notrace;
-    bool graph = false;
-    std::string output = "dprobe.dat";
-    size_t buffer_kb = 0;
-    std::string clock;
-    bool quiet = false;
-    bool no_tracefs = false;
     bool background = false;
     bool verbose = false;
 };
@@ -142,15 +134,8 @@ int run_attach(const attach_opts &o)
     std::vector<std::string> lines;
     if (!resolve_events(cmd, o.events, img.get(), lines))
         return 1;
-    // As record: without -e or -F, the graph of the program's own functions.
-    std::vector<std::string> globs = o.graph_globs;
-    std::vector<std::string> notrace = o.notrace;
-    if (globs.empty() && (o.graph || lines.empty())) {
-        globs.push_back(img->module_name() + ":*");
-        for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
-                                "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
-            notrace.push_back(crt);
-    }
+    std::vector<std::string> globs, notrace;
+    graph_filter(o, !lines.empty(), img.get(), globs, notrace);
     std::string agent;
     if (!agent_for(o.pid, agent, err))
         return fail(cmd, err);
@@ -163,17 +148,9 @@ int run_attach(const attach_opts &o)
 
     // The trace file, created here (an unwritable path fails before the process is
     // touched) and handed to the agent open: the process may not be allowed to open it.
-    int out = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    int out = create_trace_file(o.output, O_APPEND, err);
     if (out < 0)
-        return fail(cmd, "cannot write '" + o.output + "': " + std::strerror(errno));
-    struct timespec rt {};
-    clock_gettime(CLOCK_REALTIME, &rt);
-    std::string hdr = tracefile::file_header(rt.tv_sec * 1000000000ull + rt.tv_nsec);
-    if (!tracefile::write_all(out, hdr.data(), hdr.size())) {
-        int e = errno;
-        ::close(out);
-        return fail(cmd, "cannot write '" + o.output + "': " + std::strerror(e));
-    }
+        return fail(cmd, err);
 
     tools::agent_link link;
     if (int e = link.listen()) {
@@ -393,21 +370,7 @@ void setup_attach(CLI::App &app)
                     "A dynamic_events line, or a probe stored by 'dprobe probe --add' "
                     "([GROUP:]EVENT, globs allowed)")
         ->type_name("EVENT");
-    sub->add_option("-F,--filter", o->graph_globs,
-                    "Record the function graph of functions matching GLOB (implies --graph)")
-        ->type_name("GLOB");
-    sub->add_option("-N,--notrace", o->notrace, "Leave functions matching GLOB out of the graph")
-        ->type_name("GLOB");
-    sub->add_flag("-g,--graph", o->graph,
-                  "Record the function graph of the program's functions (the default "
-                  "without -e or -F)");
-    sub->add_option("-o,--output", o->output, "Trace file to write")
-        ->capture_default_str()
-        ->type_name("FILE");
-    sub->add_option("-b,--buffer-size", o->buffer_kb, "Per-thread ring buffer size in KB")
-        ->type_name("KB");
-    sub->add_option("--clock", o->clock, "Trace clock (local, mono, mono_raw, boot, counter, ...)")
-        ->type_name("CLOCK");
+    add_trace_options(sub, *o);
     sub->add_flag("-B,--background", o->background,
                   "Start recording and return; 'dprobe detach -p PID' ends the session");
     sub->add_flag("-q,--quiet", o->quiet, "No status line");

@@ -6,6 +6,7 @@
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/record_util.h"
+#include "tools/dprobe/trace_opts.h"
 #include "tools/trace_file.h"
 #include "tracefs/tracefs_client.h"
 
@@ -28,16 +29,7 @@ namespace dprobe::cli {
 
 namespace {
 
-struct record_opts {
-    std::vector<std::string> events;
-    std::vector<std::string> graph_globs;
-    std::vector<std::string> notrace;
-    bool graph = false;
-    std::string output = "dprobe.dat";
-    size_t buffer_kb = 0;
-    std::string clock;
-    bool quiet = false;
-    bool no_tracefs = false;
+struct record_opts : trace_opts {
     std::vector<std::string> command;
 };
 
@@ -124,33 +116,16 @@ int run_record(const record_opts &o)
     std::vector<std::string> lines;
     if (!resolve_events("record", o.events, img.get(), lines))
         return 1;
-    // Like uftrace: without -F, the graph covers the program's own functions (not its
-    // libraries'), less the C runtime's start-up and tear-down helpers.
-    std::vector<std::string> globs = o.graph_globs;
-    std::vector<std::string> notrace = o.notrace;
-    if (globs.empty() && (o.graph || lines.empty())) {
-        globs.push_back(img ? img->module_name() + ":*" : "*");
-        for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
-                                "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
-            notrace.push_back(crt);
-    }
+    std::vector<std::string> globs, notrace;
+    graph_filter(o, !lines.empty(), img.get(), globs, notrace);
 
     std::string agent;
     if (!tools::find_agent(agent))
         return fail("record", "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)");
 
-    // The output file: created here, so an unwritable path fails before the program runs.
-    int out = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int out = create_trace_file(o.output, 0, err);
     if (out < 0)
-        return fail("record", "cannot write '" + o.output + "': " + std::strerror(errno));
-    struct timespec rt {};
-    clock_gettime(CLOCK_REALTIME, &rt);
-    std::string hdr = tracefile::file_header(rt.tv_sec * 1000000000ull + rt.tv_nsec);
-    if (!tracefile::write_all(out, hdr.data(), hdr.size())) {
-        int e = errno;
-        ::close(out);
-        return fail("record", "cannot write '" + o.output + "': " + std::strerror(e));
-    }
+        return fail("record", err);
     ::close(out);
 
     int sv[2];
@@ -321,21 +296,7 @@ void setup_record(CLI::App &app)
                     "([GROUP:]EVENT, globs allowed), or a perf-probe definition on PROG "
                     "('parse:4 len')")
         ->type_name("EVENT");
-    sub->add_option("-F,--filter", o->graph_globs,
-                    "Record the function graph of functions matching GLOB (implies --graph)")
-        ->type_name("GLOB");
-    sub->add_option("-N,--notrace", o->notrace, "Leave functions matching GLOB out of the graph")
-        ->type_name("GLOB");
-    sub->add_flag("-g,--graph", o->graph,
-                  "Record the function graph of the program's functions (the default "
-                  "without -e or -F)");
-    sub->add_option("-o,--output", o->output, "Trace file to write")
-        ->capture_default_str()
-        ->type_name("FILE");
-    sub->add_option("-b,--buffer-size", o->buffer_kb, "Per-thread ring buffer size in KB")
-        ->type_name("KB");
-    sub->add_option("--clock", o->clock, "Trace clock (local, mono, mono_raw, boot, counter, ...)")
-        ->type_name("CLOCK");
+    add_trace_options(sub, *o);
     sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
     // PROG and its arguments are cut off argv before CLI11 parses (record_take_program).

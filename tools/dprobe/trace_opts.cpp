@@ -1,0 +1,65 @@
+// The options and set-up that `dprobe record` and `dprobe attach` share.
+#include "tools/dprobe/trace_opts.h"
+#include "tools/dprobe/elf_image.h"
+#include "tools/trace_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace dprobe::cli
+{
+
+void add_trace_options(CLI::App *sub, trace_opts &o)
+{
+    sub->add_option("-F,--filter", o.graph_globs,
+                    "Record the function graph of functions matching GLOB (implies --graph)")
+        ->type_name("GLOB");
+    sub->add_option("-N,--notrace", o.notrace, "Leave functions matching GLOB out of the graph")
+        ->type_name("GLOB");
+    sub->add_flag("-g,--graph", o.graph,
+                  "Record the function graph of the program's functions (the default "
+                  "without -e or -F)");
+    sub->add_option("-o,--output", o.output, "Trace file to write")
+        ->capture_default_str()
+        ->type_name("FILE");
+    sub->add_option("-b,--buffer-size", o.buffer_kb, "Per-thread ring buffer size in KB")
+        ->type_name("KB");
+    sub->add_option("--clock", o.clock, "Trace clock (local, mono, mono_raw, boot, counter, ...)")
+        ->type_name("CLOCK");
+}
+
+void graph_filter(const trace_opts &o, bool have_events, const tools::elf_image *img,
+                  std::vector<std::string> &globs, std::vector<std::string> &notrace)
+{
+    globs = o.graph_globs;
+    notrace = o.notrace;
+    if (!globs.empty() || (!o.graph && have_events)) return;
+    globs.push_back(img ? img->module_name() + ":*" : "*");
+    for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
+                            "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
+        notrace.push_back(crt);
+}
+
+int create_trace_file(const std::string &path, int extra_flags, std::string &err)
+{
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
+    if (fd < 0) {
+        err = "cannot write '" + path + "': " + std::strerror(errno);
+        return -1;
+    }
+    struct timespec rt {
+    };
+    clock_gettime(CLOCK_REALTIME, &rt);
+    std::string hdr = tracefile::file_header(rt.tv_sec * 1000000000ull + rt.tv_nsec);
+    if (!tracefile::write_all(fd, hdr.data(), hdr.size())) {
+        err = "cannot write '" + path + "': " + std::strerror(errno);
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+} // namespace dprobe::cli

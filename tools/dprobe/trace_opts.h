@@ -1,0 +1,46 @@
+// What `dprobe record` and `dprobe attach` both record: their shared options, the default
+// function-graph filter, and the trace file they create before the program is touched.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dprobe::tools
+{
+class elf_image;
+}
+
+namespace dprobe::cli
+{
+
+struct trace_opts {
+    std::vector<std::string> events;
+    std::vector<std::string> graph_globs;
+    std::vector<std::string> notrace;
+    bool graph = false;
+    std::string output = "dprobe.dat";
+    size_t buffer_kb = 0;
+    std::string clock;
+    bool quiet = false;
+    bool no_tracefs = false;
+};
+
+// -F, -N, -g, -o, -b and --clock into O (each command adds -e, -q and --no-tracefs with its
+// own wording).
+void add_trace_options(CLI::App *sub, trace_opts &o);
+
+// The function-graph filter of O into GLOBS and NOTRACE. Like uftrace: without -F, and
+// when asked for (-g) or nothing else is recorded (no events), the graph covers the
+// program's own functions (IMG's; every function when IMG is null, for a script), less the
+// C runtime's start-up and tear-down helpers.
+void graph_filter(const trace_opts &o, bool have_events, const tools::elf_image *img,
+                  std::vector<std::string> &globs, std::vector<std::string> &notrace);
+
+// Creates (truncates) the trace file at PATH with its header, so an unwritable path fails
+// before the program runs. Returns the open descriptor (EXTRA_FLAGS added to O_WRONLY |
+// O_CREAT | O_TRUNC | O_CLOEXEC), or -1 with ERR set to a message naming the file.
+int create_trace_file(const std::string &path, int extra_flags, std::string &err);
+
+} // namespace dprobe::cli
