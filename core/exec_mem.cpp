@@ -169,4 +169,12 @@ size_t exec_mem_mapped_bytes()
     return mapped_bytes;
 }
 
+bool exec_mem_lock_free()
+{
+    if (!lock.try_lock())
+        return false;
+    lock.unlock();
+    return true;
+}
+
 } // namespace dprobe

@@ -30,6 +30,9 @@ void exec_free(const exec_chunk &chunk);
 // True when [addr, addr+len) lies in dprobe's executable memory.
 bool exec_mem_contains(uintptr_t addr, size_t len = 1);
 
+// False when an allocation holds the lock (for a forked child: see core/dl_notify.cpp).
+bool exec_mem_lock_free();
+
 // Bytes of executable memory mapped so far (for memory-per-site figures).
 size_t exec_mem_mapped_bytes();
 

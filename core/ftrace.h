@@ -63,6 +63,10 @@ struct ftrace_site {
     std::atomic<site_users *> users{nullptr};
     bool patched = false; // currently calls the tracer
     bool gone = false;    // its object was unloaded
+    // Its object was mapped by a dlopen that is still inside the loader (ftrace_loader_update):
+    // no thread can have run this code yet, so it is written directly and nobody can be in
+    // its handlers.
+    bool unreached = false;
     exec_chunk stub;      // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
     object_ptr obj;
@@ -94,6 +98,23 @@ struct ftrace_ops {
 // turned into NOPs). Called by everything that looks sites up.
 void ftrace_update_objects();
 
+// The loader's side of ftrace_update_objects, called by core/dl_notify.cpp inside the loader
+// (its lock held) when a dlopen or dlclose has changed the list of objects. The objects found
+// now were mapped by this dlopen and are neither relocated nor initialised: no thread has
+// run their code, so their gcc NOP sleds are converted at once and their sites stay
+// `unreached` until ftrace_loader_done(). Returns the objects recorded since the call that
+// set *MARK (recorded here or by any other update in between), and advances *MARK.
+// UNMAPPING: ftrace_loader_unmapping() was called first (a dlclose).
+std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping);
+void ftrace_loader_done();
+// At a dlclose's RT_DELETE, before the loader unmaps objects: takes the ftrace lock and
+// keeps it until the RT_CONSISTENT call's ftrace_loader_update(), so that nothing reads or
+// patches the code of an object while it is being unmapped and before its sites are marked
+// gone.
+void ftrace_loader_unmapping();
+// The current mark (objects recorded so far), for a notifier added now.
+uint64_t ftrace_objects_mark();
+
 // Turns the one-byte NOP sleds (gcc's -fpatchable-function-entry) found after other threads
 // had started, which are unusable until then, into one NOP each while every other thread is
 // stopped (stop_machine), moving a thread stopped inside a sled to its end: what a runtime
@@ -111,6 +132,10 @@ ftrace_site *ftrace_location_or_jump(uintptr_t ip);
 // Every site whose function matches the globs (see kallsyms::match_funcs); functions
 // without a compiled-in site get a jump site where their entry allows one.
 std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter);
+// The same in OBJS only (recorded objects, as ftrace_loader_update returns them).
+std::vector<ftrace_site *> ftrace_match_sites_in(std::span<const object_ptr> objs,
+                                                 std::string_view filter,
+                                                 std::string_view notfilter);
 
 // Why FUNC (a function's symbol address) has no site and cannot get a jump site, or nullptr
 // when it has one or could get one. Analyses the function if needed.
@@ -122,6 +147,10 @@ std::vector<ftrace_site *> ftrace_all_sites();
 // Attaches OPS to every site in SITES (enabling the sites that had no ops). On error nothing
 // changed. Returns 0 or -errno.
 int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+// Attaches OPS to those of SITES that can take it now (usable, not gone; all at once, or
+// one by one after a failure) and returns them.
+std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
+                                                    std::span<ftrace_site *const> sites);
 // Detaches OPS from SITES (disabling sites left with no ops), and returns after no thread
 // can still be calling OPS from those sites.
 void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites);

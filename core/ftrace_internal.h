@@ -16,6 +16,8 @@ namespace dprobe {
 struct object_sites {
     object_ptr obj;
     std::vector<std::unique_ptr<ftrace_site>> sites;
+    uint64_t seq = 0;       // order in which objects were recorded (ftrace_loader_update)
+    bool unreached = false; // see ftrace_site::unreached; its jump sites get it too
 };
 
 struct ftrace_state {
@@ -24,6 +26,9 @@ struct ftrace_state {
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
     std::vector<std::unique_ptr<ftrace_site>> gone; // sites of unloaded objects
     std::unordered_map<uintptr_t, std::string> refused; // function -> why no jump site
+    uint64_t seq = 0;                                   // last object_sites::seq given
+    std::vector<uint64_t> unreached;                    // ids of unreached objects
+    std::shared_ptr<const std::vector<object_ptr>> seen; // the kallsyms list last applied
 };
 
 ftrace_state &ftrace_st();

@@ -196,6 +196,9 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
 ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
 {
     ftrace_state &st = ftrace_st();
+    auto list = st.by_object.find(obj->id);
+    if (list == st.by_object.end())
+        return nullptr; // not recorded (yet, or any more): ftrace_update_objects first
     if (auto it = st.refused.find(sym.addr); it != st.refused.end())
         return nullptr;
     prepared p = prepare(obj, sym);
@@ -212,10 +215,11 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
     site->sym = &sym;
     site->obj = obj;
     site->jump = std::move(p.detour);
+    site->unreached = list->second.unreached;
     ftrace_site *raw = site.get();
     st.by_ip[raw->ip] = raw;
     st.by_func[raw->func] = raw;
-    st.by_object[obj->id].sites.push_back(std::move(site));
+    list->second.sites.push_back(std::move(site));
     return raw;
 }
 

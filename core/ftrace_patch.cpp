@@ -83,13 +83,16 @@ int ensure_stub(ftrace_site *s)
 }
 
 // Enables REQS: sites whose new instruction replaces one instruction by the int3 protocol,
-// jump sites (which replace several) with every other thread stopped.
+// jump sites (which replace several) with every other thread stopped, and sites no thread
+// can have reached yet with plain writes.
 int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site *> &sites)
 {
-    std::vector<text_poke_req> plain, jumps;
+    std::vector<text_poke_req> plain, jumps, unreached;
     std::vector<rip_move> moves;
     for (size_t i = 0; i < reqs.size(); ++i) {
-        if (sites[i]->kind == site_kind::jump) {
+        if (sites[i]->unreached) {
+            unreached.push_back(reqs[i]);
+        } else if (sites[i]->kind == site_kind::jump) {
             jumps.push_back(reqs[i]);
             jump_rip_moves(sites[i], moves);
         } else {
@@ -98,26 +101,74 @@ int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site
     }
     std::sort(moves.begin(), moves.end(),
               [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
-    if (int err = text_poke_batch(plain))
+    if (int err = text_poke_early(unreached))
         return err;
+    auto undo_unreached = [&] {
+        std::vector<text_poke_req> undo;
+        for (ftrace_site *s : sites)
+            if (s->unreached)
+                undo.push_back(disable_req(s));
+        text_poke_early(undo);
+    };
+    if (int err = text_poke_batch(plain)) {
+        undo_unreached();
+        return err;
+    }
     if (int err = text_poke_stopped(jumps, moves)) {
         // Undo the plain part so the batch is all or nothing.
         std::vector<text_poke_req> undo;
         for (ftrace_site *s : sites)
-            if (s->kind != site_kind::jump)
+            if (s->kind != site_kind::jump && !s->unreached)
                 undo.push_back(disable_req(s));
         text_poke_batch(undo);
+        undo_unreached();
         return err;
     }
     return 0;
 }
 
+// Whether a thread may still be using the users list of one of SITES replaced by a change:
+// not for sites nobody can have reached.
+bool may_be_in_use(std::span<ftrace_site *const> sites, const std::vector<site_users *> &old)
+{
+    for (size_t i = 0; i < sites.size(); ++i)
+        if (old[i] && !sites[i]->unreached)
+            return true;
+    return false;
+}
+
+int attach_locked(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+
 } // namespace
 
 int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 {
-    ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    return attach_locked(ops, sites);
+}
+
+std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
+                                                    std::span<ftrace_site *const> sites)
+{
+    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::vector<ftrace_site *> ok;
+    for (ftrace_site *s : sites)
+        if (s->usable && !s->gone)
+            ok.push_back(s);
+    if (attach_locked(ops, ok) == 0)
+        return ok;
+    std::vector<ftrace_site *> some;
+    for (ftrace_site *s : ok)
+        if (attach_locked(ops, std::span<ftrace_site *const>(&s, 1)) == 0)
+            some.push_back(s);
+    return some;
+}
+
+namespace {
+
+// st.lock held.
+int attach_locked(ftrace_ops *ops, std::span<ftrace_site *const> sites)
+{
     for (ftrace_site *s : sites)
         if (!s->usable || s->gone)
             return -EINVAL;
@@ -148,20 +199,24 @@ int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
     if (int err = enable_sites(reqs, to_enable)) {
         for (size_t i = 0; i < sites.size(); ++i)
             sites[i]->users.store(old[i], std::memory_order_release);
-        synchronize_dispatch();
+        if (may_be_in_use(sites, old))
+            synchronize_dispatch();
         for (auto *u : fresh)
             std::free(u);
         return err;
     }
     for (ftrace_site *s : sites)
         s->patched = true;
-    if (std::any_of(old.begin(), old.end(), [](site_users *u) { return u != nullptr; })) {
+    // Sites of an object being loaded need no wait, and must not get one: inside the
+    // loader (a dlopen notifier) a thread it waited for could be waiting for the loader.
+    if (may_be_in_use(sites, old))
         synchronize_dispatch();
-        for (auto *u : old)
-            std::free(u);
-    }
+    for (auto *u : old)
+        std::free(u);
     return 0;
 }
+
+} // namespace
 
 void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 {

@@ -2,6 +2,7 @@
 #include "core/ftrace_internal.h"
 
 #include "arch/x86_64/insn_bytes.h"
+#include "core/dl_notify.h"
 #include "core/text_poke.h"
 
 #include <algorithm>
@@ -59,14 +60,19 @@ bool object_may_have_sites(const loaded_object &obj, uintptr_t fentry)
 } // namespace
 
 // Scans OBJ and records its sites; __fentry__ calls (and gcc's one-byte NOP sleds, when no
-// other thread can be inside one) go into NOPS to be rewritten.
+// other thread can be inside one) go into NOPS to be rewritten. UNREACHED: no thread can
+// have run OBJ's code yet (ftrace_loader_update).
 void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
-                       bool single_threaded)
+                       bool single_threaded, bool unreached)
 {
     ftrace_state &st = ftrace_st();
     const auto fentry = reinterpret_cast<uintptr_t>(&__fentry__);
     auto &list = st.by_object[obj->id];
     list.obj = obj;
+    list.seq = ++st.seq;
+    list.unreached = unreached;
+    if (unreached)
+        st.unreached.push_back(obj->id);
     if (!object_may_have_sites(*obj, fentry))
         return;
     std::unordered_set<uintptr_t> got(obj->fentry_got_slots.begin(), obj->fentry_got_slots.end());
@@ -93,6 +99,7 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
         site->sym = &sym;
         site->obj = obj;
         site->usable = true;
+        site->unreached = unreached;
         bool convert = false;
         switch (e.kind) {
         case arch::entry_kind::fentry_call: {
@@ -152,33 +159,107 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
     }
 }
 
+namespace {
+
+// Forgets the objects of ST no longer loaded, then records the new ones (st.lock held). The
+// order matters: a library loaded again at the same address gets new records at the same
+// addresses. IN_LOADER (ftrace_loader_update), or with the loader hook active, no thread can
+// have run a new object yet: it is recorded unreached.
+void update_objects_locked(ftrace_state &st, bool in_loader)
+{
+    const bool fresh = in_loader || dl_hook_active();
+    kallsyms::instance().refresh();
+    auto objs = kallsyms::instance().objects();
+    if (st.seen && objs.get() == st.seen.get())
+        return; // same list as last time (st.seen keeps it alive: no address reuse)
+    // Removals are found here, not from refresh()'s report: another caller of refresh() (the
+    // agent's streamer, say) may have consumed that.
+    std::unordered_set<uint64_t> loaded;
+    for (const object_ptr &o : *objs)
+        loaded.insert(o->id);
+    for (auto it = st.by_object.begin(); it != st.by_object.end();) {
+        if (loaded.count(it->first)) {
+            ++it;
+            continue;
+        }
+        // The code is gone: forget the sites. Their records stay allocated (a late reader
+        // may hold one), and users must have detached or will find nothing to detach.
+        const loaded_object &gone_obj = *it->second.obj;
+        for (auto &s : it->second.sites) {
+            if (auto f = st.by_ip.find(s->ip); f != st.by_ip.end() && f->second == s.get())
+                st.by_ip.erase(f);
+            if (auto f = st.by_func.find(s->func); f != st.by_func.end() && f->second == s.get())
+                st.by_func.erase(f);
+            s->gone = true;
+            s->unreached = false;
+            st.gone.push_back(std::move(s));
+        }
+        std::erase_if(st.refused, [&](const auto &r) { return gone_obj.contains(r.first); });
+        std::erase(st.unreached, it->first);
+        it = st.by_object.erase(it);
+    }
+    std::vector<text_poke_req> nops;
+    bool single = fresh || process_thread_count() == 1;
+    for (const object_ptr &o : *objs)
+        if (!st.by_object.count(o->id))
+            scan_object_sites(o, nops, single, fresh);
+    if (!nops.empty()) {
+        if (fresh)
+            text_poke_early(nops); // nobody runs this code yet
+        else
+            text_poke_batch(nops);
+    }
+    st.seen = std::move(objs);
+}
+
+} // namespace
+
 void ftrace_update_objects()
 {
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
-    auto upd = kallsyms::instance().refresh();
-    auto objs = kallsyms::instance().objects();
-    std::vector<text_poke_req> nops;
-    bool single = process_thread_count() == 1;
-    for (const object_ptr &o : *objs)
-        if (!st.by_object.count(o->id))
-            scan_object_sites(o, nops, single);
-    if (!nops.empty())
-        text_poke_batch(nops);
-    for (const object_ptr &o : upd.removed) {
-        auto it = st.by_object.find(o->id);
+    update_objects_locked(st, false);
+}
+
+void ftrace_loader_unmapping() { ftrace_st().lock.lock(); }
+
+std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping)
+{
+    ftrace_state &st = ftrace_st();
+    std::unique_lock<std::mutex> g(st.lock, std::defer_lock);
+    if (unmapping)
+        g = std::unique_lock<std::mutex>(st.lock, std::adopt_lock);
+    else
+        g.lock();
+    update_objects_locked(st, true);
+    std::vector<object_ptr> out;
+    for (auto &[id, list] : st.by_object)
+        if (list.seq > *mark)
+            out.push_back(list.obj);
+    *mark = st.seq;
+    return out;
+}
+
+void ftrace_loader_done()
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    for (uint64_t id : st.unreached) {
+        auto it = st.by_object.find(id);
         if (it == st.by_object.end())
             continue;
-        // The code is gone: forget the sites. Their records stay allocated (a late reader
-        // may hold one), and users must have detached or will find nothing to detach.
-        for (auto &s : it->second.sites) {
-            st.by_ip.erase(s->ip);
-            st.by_func.erase(s->func);
-            s->gone = true;
-            st.gone.push_back(std::move(s));
-        }
-        st.by_object.erase(it);
+        it->second.unreached = false;
+        for (auto &s : it->second.sites)
+            s->unreached = false;
     }
+    st.unreached.clear();
+}
+
+uint64_t ftrace_objects_mark()
+{
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    return st.seq;
 }
 
 int ftrace_convert_sleds()
@@ -240,10 +321,10 @@ ftrace_site *ftrace_location(uintptr_t ip)
     return nullptr;
 }
 
-std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter)
+namespace {
+
+std::vector<ftrace_site *> sites_of(const std::vector<sym_hit> &hits)
 {
-    ftrace_update_objects();
-    auto hits = kallsyms::instance().match_funcs(filter, notfilter);
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
     std::vector<ftrace_site *> out;
@@ -256,6 +337,21 @@ std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::stri
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
+}
+
+} // namespace
+
+std::vector<ftrace_site *> ftrace_match_sites(std::string_view filter, std::string_view notfilter)
+{
+    ftrace_update_objects();
+    return sites_of(kallsyms::instance().match_funcs(filter, notfilter));
+}
+
+std::vector<ftrace_site *> ftrace_match_sites_in(std::span<const object_ptr> objs,
+                                                 std::string_view filter,
+                                                 std::string_view notfilter)
+{
+    return sites_of(kallsyms::instance().match_funcs_in(objs, filter, notfilter));
 }
 
 std::vector<ftrace_site *> ftrace_all_sites()

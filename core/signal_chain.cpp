@@ -26,10 +26,23 @@ std::mutex chain_lock;
 
 using sigaction_fn = int (*)(int, const struct sigaction *, struct sigaction *);
 
-// The libc sigaction, bypassing dprobe's own interposer.
+// The libc sigaction, bypassing dprobe's own interposer. Looked up at load time: dlsym takes
+// the loader's lock, and the first text_poke batch arrives here with dprobe's locks held,
+// which a dlopen notification (core/dl_notify.cpp) may be waiting for with the loader's
+// lock held.
+std::atomic<sigaction_fn> real_sigaction_fn{nullptr};
+
+__attribute__((constructor)) void find_real_sigaction()
+{
+    real_sigaction_fn.store(reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction")));
+}
+
 sigaction_fn real_sigaction()
 {
-    static sigaction_fn fn = reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction"));
+    sigaction_fn fn = real_sigaction_fn.load();
+    if (!fn) // called before this object's constructors ran
+        find_real_sigaction();
+    fn = real_sigaction_fn.load();
     return fn ? fn : ::sigaction;
 }
 

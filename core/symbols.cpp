@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
@@ -398,6 +399,14 @@ kallsyms::update kallsyms::refresh()
     return up;
 }
 
+bool kallsyms::refresh_lock_free() const
+{
+    if (!st_->mu.try_lock())
+        return false;
+    st_->mu.unlock();
+    return true;
+}
+
 std::shared_ptr<const std::vector<object_ptr>> kallsyms::objects() const
 {
     auto snap = load();
@@ -450,28 +459,76 @@ std::optional<sym_hit> kallsyms::lookup_addr(uintptr_t addr) const
     return std::nullopt;
 }
 
-std::vector<sym_hit> kallsyms::match_funcs(std::string_view filter, std::string_view notfilter) const
+namespace {
+
+// The white-space separated globs of a filter, each split into its "lib:" part and pattern.
+std::vector<std::pair<std::string_view, std::string_view>> split_globs(std::string_view list)
 {
-    auto [lib, pattern] = split_spec(filter);
-    std::vector<sym_hit> out;
-    if (pattern.empty())
-        return out;
-    auto snap = load();
-    for (const object_ptr &o : snap->objects) {
-        if (!object_matches(*o, lib))
+    std::vector<std::pair<std::string_view, std::string_view>> out;
+    size_t i = 0;
+    while (i < list.size()) {
+        while (i < list.size() && std::isspace(static_cast<unsigned char>(list[i])))
+            ++i;
+        size_t j = i;
+        while (j < list.size() && !std::isspace(static_cast<unsigned char>(list[j])))
+            ++j;
+        if (j > i)
+            out.push_back(split_spec(list.substr(i, j - i)));
+        i = j;
+    }
+    return out;
+}
+
+bool any_glob_matches(const std::vector<std::pair<std::string_view, std::string_view>> &globs,
+                      const loaded_object &o, std::string_view name)
+{
+    for (const auto &[lib, pattern] : globs)
+        if (!pattern.empty() && object_matches(o, lib) && glob_match(pattern, name))
+            return true;
+    return false;
+}
+
+void match_in(std::span<const object_ptr> objs, std::string_view filter,
+              std::string_view notfilter, std::vector<sym_hit> &out)
+{
+    auto want = split_globs(filter), skip = split_globs(notfilter);
+    for (const object_ptr &o : objs) {
+        auto in_object = [&](const auto &g) {
+            return !g.second.empty() && object_matches(*o, g.first);
+        };
+        if (std::none_of(want.begin(), want.end(), in_object))
             continue;
         uintptr_t last = 0;
         bool have_last = false;
         for (const ksym &k : o->funcs) {
             if (have_last && k.addr == last)
                 continue; // this address already has its name
-            if (!glob_match(pattern, k.name) || (!notfilter.empty() && glob_match(notfilter, k.name)))
+            if (!any_glob_matches(want, *o, k.name) || any_glob_matches(skip, *o, k.name))
                 continue;
             out.push_back({o, &k});
             last = k.addr;
             have_last = true;
         }
     }
+}
+
+} // namespace
+
+std::vector<sym_hit> kallsyms::match_funcs(std::string_view filter,
+                                           std::string_view notfilter) const
+{
+    std::vector<sym_hit> out;
+    auto snap = load();
+    match_in(snap->objects, filter, notfilter, out);
+    return out;
+}
+
+std::vector<sym_hit> kallsyms::match_funcs_in(std::span<const object_ptr> objs,
+                                              std::string_view filter,
+                                              std::string_view notfilter) const
+{
+    std::vector<sym_hit> out;
+    match_in(objs, filter, notfilter, out);
     return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,9 @@ public:
     // the same object_ptr; new ones are read; vanished ones are reported removed. Cheap when
     // the loader's dlpi_adds/dlpi_subs counters have not moved.
     update refresh();
+    // False when refresh()'s lock is held: in a forked child, by a thread of the parent
+    // that no longer exists (core/dl_notify.cpp checks).
+    bool refresh_lock_free() const;
 
     // The current objects in dl_iterate_phdr order (main program first). Empty until the
     // first refresh() (instance() does one).
@@ -106,9 +110,13 @@ public:
     // The function (else data symbol) containing addr.
     std::optional<sym_hit> lookup_addr(uintptr_t addr) const;
     // Functions whose name glob-matches filter and not notfilter (empty: exclude nothing).
-    // filter may carry a "lib:" prefix like lookup_func. One hit per address: aliases
-    // collapse to the preferred name, since a site is an address.
+    // Each may list several globs separated by white space (as set_ftrace_filter takes
+    // them), each glob with an optional "lib:" prefix like lookup_func. One hit per address:
+    // aliases collapse to the preferred name, since a site is an address.
     std::vector<sym_hit> match_funcs(std::string_view filter, std::string_view notfilter) const;
+    // The same, in OBJS only.
+    std::vector<sym_hit> match_funcs_in(std::span<const object_ptr> objs, std::string_view filter,
+                                        std::string_view notfilter) const;
 
     struct snapshot;
 

@@ -308,6 +308,14 @@ int process_thread_count()
 
 void text_poke_sync() { membarrier_everywhere(true); }
 
+bool text_poke_lock_free()
+{
+    if (!text_mutex.try_lock())
+        return false;
+    text_mutex.unlock();
+    return true;
+}
+
 int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
 {
     std::lock_guard<std::mutex> g(text_mutex);
@@ -315,6 +323,27 @@ int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
     if (int err = w.open({{addr, len}}))
         return err;
     std::memcpy(reinterpret_cast<void *>(addr), bytes, len);
+    w.close();
+    return 0;
+}
+
+int text_poke_early(std::span<const text_poke_req> reqs)
+{
+    if (reqs.empty())
+        return 0;
+    std::vector<std::pair<uintptr_t, size_t>> ranges;
+    ranges.reserve(reqs.size());
+    for (auto &r : reqs) {
+        if (r.len == 0 || r.len > sizeof r.bytes)
+            return -EINVAL;
+        ranges.emplace_back(r.addr, r.len);
+    }
+    std::lock_guard<std::mutex> g(text_mutex);
+    page_writer w;
+    if (int err = w.open(ranges))
+        return err;
+    for (auto &r : reqs)
+        std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
     w.close();
     return 0;
 }

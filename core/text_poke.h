@@ -35,6 +35,8 @@ int text_poke_batch(std::span<text_poke_req> reqs);
 // A plain copy for code no other thread can run yet (an object still being set up, or a
 // single-threaded process). Same page handling as the batch.
 int text_poke_early(uintptr_t addr, const void *bytes, size_t len);
+// The same for many requests, each page made writable once.
+int text_poke_early(std::span<const text_poke_req> reqs);
 
 // Where a thread stopped at an old instruction boundary must continue instead, for writes
 // that replace several instructions by one (sorted by from).
@@ -50,6 +52,9 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
 
 // Serialises the instruction stream of every thread of the process.
 void text_poke_sync();
+
+// False when a batch holds the text lock (for a forked child: see core/dl_notify.cpp).
+bool text_poke_lock_free();
 
 // Number of threads of this process (from /proc/self/stat); 0 when unknown.
 int process_thread_count();

@@ -5,6 +5,7 @@
 // at one long after its fprobe was unregistered; the ops generation tells that frame the
 // exit must not run.
 #include "core/compiler.h"
+#include "core/dl_notify.h"
 #include "core/ftrace.h"
 #include "core/task_ctx.h"
 #include "fprobe/fprobe_internal.h"
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,8 +28,11 @@ using dprobe::fprobe_kprobe_busy_end;
 struct fprobe_hlist {
     ftrace_ops ops; // first: the hot path gets from the ops to its hlist without a load
     struct fprobe *fp = nullptr;
-    std::vector<ftrace_site *> sites;
+    std::vector<ftrace_site *> sites; // sorted; gone ones stay until unregister detaches them
     fprobe_hlist *next_free = nullptr;
+    // FPROBE_FL_FOLLOW_LOADS: the filter, matched again in each object loaded later.
+    bool follow = false;
+    std::string filter, notfilter;
 };
 
 namespace {
@@ -36,6 +41,36 @@ inline fprobe_hlist *hlist_of(ftrace_ops *ops) { return reinterpret_cast<fprobe_
 
 std::mutex fprobe_mutex;
 fprobe_hlist *free_hlists;
+std::vector<fprobe_hlist *> followers; // registered with FPROBE_FL_FOLLOW_LOADS
+
+// Attaches HL's ops to what it can of SITES and adds those to hl->sites. fprobe_mutex held.
+void attach_more(fprobe_hlist *hl, const std::vector<ftrace_site *> &sites)
+{
+    if (sites.empty())
+        return;
+    auto ok = ftrace_ops_attach_usable(&hl->ops, sites);
+    hl->sites.insert(hl->sites.end(), ok.begin(), ok.end());
+    std::sort(hl->sites.begin(), hl->sites.end());
+}
+
+// After a dlopen (inside the loader, before the new objects run): each follower's filter
+// gets the matching functions of the objects recorded since the last time. A function that
+// cannot be probed (an unusable site) is left out, as when the filter matched it first.
+void fprobe_objects_changed(std::span<const object_ptr> added)
+{
+    if (added.empty())
+        return; // a dlclose: its sites are marked gone, and detached at unregister
+    std::lock_guard<std::mutex> g(fprobe_mutex);
+    for (fprobe_hlist *hl : followers) {
+        std::vector<ftrace_site *> fresh;
+        for (ftrace_site *s : ftrace_match_sites_in(added, hl->filter, hl->notfilter))
+            if (!std::binary_search(hl->sites.begin(), hl->sites.end(), s))
+                fresh.push_back(s);
+        attach_more(hl, fresh);
+    }
+}
+
+const dl_notifier fprobe_dl_notifier = {fprobe_objects_changed, &fprobe_mutex};
 
 DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
 {
@@ -114,11 +149,10 @@ fprobe_hlist *alloc_hlist()
     return new (std::nothrow) fprobe_hlist;
 }
 
-int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
+// fprobe_mutex held.
+int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
+                          const char *filter = nullptr, const char *notfilter = nullptr)
 {
-    if (!fp)
-        return -EINVAL;
-    std::lock_guard<std::mutex> g(fprobe_mutex);
     if (fp->hlist_array)
         return -EEXIST;
     size_t size = (fp->entry_data_size + sizeof(long) - 1) & ~(sizeof(long) - 1);
@@ -139,21 +173,65 @@ int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
     hl->ops.missed = fprobe_ops_missed;
     hl->ops.unwound = fp->exit_handler ? fprobe_ops_unwound : nullptr;
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
-    if (int err = ftrace_ops_attach(&hl->ops, hl->sites)) {
+    if (filter) {
+        // A follower takes what can be probed, here as in the objects loaded later (a site
+        // may also have gone with a dlclose since the match).
+        hl->sites = ftrace_ops_attach_usable(&hl->ops, hl->sites);
+    } else if (int err = ftrace_ops_attach(&hl->ops, hl->sites)) {
         hl->sites.clear();
         hl->next_free = free_hlists;
         free_hlists = hl;
         return err;
     }
     fp->hlist_array = hl;
+    if (filter) {
+        try {
+            hl->filter = filter;
+            hl->notfilter = notfilter ? notfilter : "";
+            followers.push_back(hl);
+            hl->follow = true;
+        } catch (const std::bad_alloc &) {
+            fp->hlist_array = nullptr;
+            ftrace_ops_detach(&hl->ops, hl->sites);
+            ftrace_ops_retire(&hl->ops);
+            hl->sites.clear();
+            hl->fp = nullptr;
+            hl->next_free = free_hlists;
+            free_hlists = hl;
+            return -ENOMEM;
+        }
+    }
     return 0;
+}
+
+int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
+{
+    if (!fp)
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(fprobe_mutex);
+    return register_sites_locked(fp, std::move(sites));
+}
+
+// FPROBE_FL_FOLLOW_LOADS. The filter is matched under fprobe_mutex, which the notifier
+// takes: an object loaded meanwhile is either matched here or delivered to the notifier
+// once this fprobe is among the followers.
+int register_follower(struct fprobe *fp, const char *filter, const char *notfilter)
+{
+    std::lock_guard<std::mutex> g(fprobe_mutex);
+    if (int err = dl_notifier_add(&fprobe_dl_notifier))
+        return err;
+    auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
+    int err = register_sites_locked(fp, std::move(sites), filter, notfilter);
+    if (err && followers.empty())
+        dl_notifier_remove(&fprobe_dl_notifier);
+    return err;
 }
 
 } // namespace
 
 extern "C" int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int num)
 {
-    if (!fp || !addrs || num <= 0)
+    if (!fp || !addrs || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS))
         return -EINVAL;
     if (fp->hlist_array)
         return -EEXIST;
@@ -175,6 +253,8 @@ extern "C" int register_fprobe(struct fprobe *fp, const char *filter, const char
         return -EINVAL;
     if (fp->hlist_array)
         return -EEXIST;
+    if (fp->flags & FPROBE_FL_FOLLOW_LOADS)
+        return register_follower(fp, filter, notfilter);
     auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
     if (sites.empty())
         return -ENOENT;
@@ -183,7 +263,7 @@ extern "C" int register_fprobe(struct fprobe *fp, const char *filter, const char
 
 extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int num)
 {
-    if (!fp || !syms || num <= 0)
+    if (!fp || !syms || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS))
         return -EINVAL;
     if (fp->hlist_array)
         return -EEXIST;
@@ -218,6 +298,14 @@ extern "C" int unregister_fprobe(struct fprobe *fp)
     ftrace_ops_retire(&hl->ops);
     fp->hlist_array = nullptr;
     hl->sites.clear();
+    if (hl->follow) {
+        std::erase(followers, hl);
+        if (followers.empty())
+            dl_notifier_remove(&fprobe_dl_notifier);
+        hl->follow = false;
+        hl->filter.clear();
+        hl->notfilter.clear();
+    }
     hl->fp = nullptr;
     hl->next_free = free_hlists;
     free_hlists = hl;

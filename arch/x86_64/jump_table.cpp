@@ -18,7 +18,9 @@ struct decoded {
 
 bool decode(const insn &i, decoded &d)
 {
-    static thread_local ZydisDecoder dec = [] {
+    // Shared and read-only: a dynamic TLS variable would make a thread's first use take the
+    // loader's TLS lock, which a dlopen holds while dprobe records the new object's sites.
+    static const ZydisDecoder dec = [] {
         ZydisDecoder z;
         ZydisDecoderInit(&z, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
         return z;

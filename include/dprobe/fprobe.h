@@ -45,12 +45,24 @@ struct fprobe {
 
 #define FPROBE_FL_DISABLED 1      /* soft-disabled: sites stay hooked, handlers are skipped */
 #define FPROBE_FL_KPROBE_SHARED 2 /* handlers shared with kprobes; set before register */
+/* Set before register_fprobe() (dprobe's extension; the kernel's :mod: filters play this
+ * role): the filter is applied again to every object loaded later with dlopen, including a
+ * library loaded again after dlclose, as soon as the loader has mapped it: before it is
+ * relocated and before its constructors run. Nothing matching at registration is then not
+ * an error, and functions that cannot be probed are left out instead of failing the
+ * registration. register_fprobe_ips() and register_fprobe_syms() refuse it (-EINVAL).
+ * (An unloaded object's functions are dropped with or without this flag.) */
+#define FPROBE_FL_FOLLOW_LOADS 4
 
 #define FPROBE_DATA_SIZE_BITS 4
 #define MAX_FPROBE_DATA_SIZE_WORD ((1L << FPROBE_DATA_SIZE_BITS) - 1)
 #define MAX_FPROBE_DATA_SIZE (MAX_FPROBE_DATA_SIZE_WORD * sizeof(long))
 
-/* Probe every function whose name matches the glob FILTER and not NOTFILTER (may be NULL). */
+/* Probe every function whose name matches the glob FILTER and not NOTFILTER (may be NULL).
+ * Each may hold several globs separated by white space, each with an optional "lib:"
+ * prefix ("libz.so:inflate* parse_*"). With FPROBE_FL_FOLLOW_LOADS also in objects loaded
+ * later; -EBUSY then if a debugger's breakpoint is on the loader's _dl_debug_state, and
+ * -EOPNOTSUPP if that function is not the one dprobe knows how to hook. */
 DPROBE_API int register_fprobe(struct fprobe *fp, const char *filter, const char *notfilter);
 /* Probe the given patch-site addresses (as returned by ftrace_location()). */
 DPROBE_API int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int num);

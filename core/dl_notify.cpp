@@ -1,0 +1,227 @@
+#include "core/dl_notify.h"
+
+#include "arch/x86_64/insn_bytes.h"
+#include "core/compiler.h"
+#include "core/exec_mem.h"
+#include "core/ftrace.h"
+#include "core/ftrace_internal.h"
+#include "core/text_poke.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <link.h>
+#include <pthread.h>
+
+extern "C" void dprobe_dl_debug_hook();
+
+namespace dprobe {
+namespace {
+
+constexpr int max_notifiers = 8;
+std::atomic<const dl_notifier *> notifiers[max_notifiers];
+std::mutex install_lock;
+bool installed;             // under install_lock
+std::atomic<uint64_t> mark; // objects delivered so far (ftrace_loader_update)
+// The hook runs the loader update at every change (dl_hook_active).
+std::atomic<bool> active{false};
+// A child forked while another thread held a lock the notification takes.
+std::atomic<bool> broken_by_fork{false};
+__thread bool in_event __attribute__((tls_model("initial-exec")));
+// Between a dlclose's RT_DELETE and RT_CONSISTENT calls: the ftrace lock is held.
+__thread bool unmapping __attribute__((tls_model("initial-exec")));
+
+// The loader's r_debug, as debuggers find it: through DT_DEBUG in the program's dynamic
+// section. `_r_debug` itself may name a stale copy: a program that refers to it gets a copy
+// relocation, and ld.so keeps updating its own.
+const volatile r_debug *live_r_debug;
+
+int find_dt_debug(struct dl_phdr_info *info, size_t, void *out)
+{
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+            continue;
+        auto *d = reinterpret_cast<const ElfW(Dyn) *>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        for (; d->d_tag != DT_NULL; ++d)
+            if (d->d_tag == DT_DEBUG && d->d_un.d_ptr)
+                *static_cast<const r_debug **>(out) =
+                    reinterpret_cast<const r_debug *>(d->d_un.d_ptr);
+    }
+    return 1; // the first object is the program
+}
+
+const volatile r_debug *find_r_debug()
+{
+    const r_debug *r = nullptr;
+    dl_iterate_phdr(find_dt_debug, &r);
+    return r ? r : &_r_debug;
+}
+
+template <class M> bool lock_free(M &m)
+{
+    if (!m.try_lock())
+        return false;
+    m.unlock();
+    return true;
+}
+
+// fork(): only the forking thread goes on in the child, and a lock another thread held at
+// that moment is never released there. Rather than hang in the child's next dlopen, the
+// child then gets no notifications.
+void after_fork_child()
+{
+    bool ok = lock_free(ftrace_st().lock) && kallsyms::instance().refresh_lock_free() &&
+              text_poke_lock_free() && exec_mem_lock_free();
+    for (auto &n : notifiers)
+        if (const dl_notifier *p = n.load(); p && p->lock && !lock_free(*p->lock))
+            ok = false;
+    if (!ok) {
+        broken_by_fork.store(true);
+        active.store(false);
+    }
+}
+
+bool is_padding(uint8_t b)
+{
+    // NOPs (0x90, the bytes of `nopw %cs:0(%rax,%rax,1)` and its 0x66 prefixes), int3
+    // filler, zero filler.
+    return b == 0x90 || b == 0x66 || b == 0x2e || b == 0x0f || b == 0x1f || b == 0x84 ||
+           b == 0x40 || b == 0x44 || b == 0x00 || b == 0xcc;
+}
+
+// _r_debug.r_brk is _dl_debug_state: `ret` (after `endbr64` in CET builds of glibc) padded
+// to the next function, 16-byte aligned: room for a 5-byte jmp.
+int install_hook()
+{
+    live_r_debug = find_r_debug();
+    const uintptr_t brk = live_r_debug->r_brk;
+    if (!brk)
+        return -EOPNOTSUPP;
+    uintptr_t at = brk;
+    if (arch::is_endbr64(reinterpret_cast<const uint8_t *>(at)))
+        at += arch::ENDBR64_INSN_SIZE; // keep the landing pad
+    const auto *code = reinterpret_cast<const uint8_t *>(at);
+    if (code[0] == 0xcc)
+        return -EBUSY; // a debugger's breakpoint: it would put its saved byte back over ours
+    if (code[0] != 0xc3)
+        return -EOPNOTSUPP;
+    if (!std::all_of(code + 1, code + 5, is_padding))
+        return -EOPNOTSUPP;
+    // With ld.so's symbols (Debian keeps them): no other function starts in those bytes.
+    if (object_ptr ld = kallsyms::instance().object_of(at)) {
+        auto next = std::upper_bound(ld->funcs.begin(), ld->funcs.end(), at,
+                                     [](uintptr_t a, const ksym &k) { return a < k.addr; });
+        if (next != ld->funcs.end() && next->addr < at + 5)
+            return -EOPNOTSUPP;
+    }
+    // jmp *0(%rip); .quad dprobe_dl_debug_hook — reaches the hook wherever libdprobe is,
+    // without touching a register.
+    exec_chunk c = exec_alloc(at, at + 5, 16);
+    if (!c)
+        return -ENOMEM;
+    static const uint8_t jmp_abs[6] = {0xff, 0x25, 0, 0, 0, 0};
+    std::memcpy(c.rw, jmp_abs, sizeof jmp_abs);
+    const auto target = reinterpret_cast<uintptr_t>(&dprobe_dl_debug_hook);
+    std::memcpy(c.rw + 6, &target, sizeof target);
+    text_poke_req r;
+    r.addr = at;
+    r.len = 5;
+    r.bytes[0] = 0xe9;
+    const auto rel =
+        static_cast<int32_t>(static_cast<intptr_t>(c.rx) - static_cast<intptr_t>(at + 5));
+    std::memcpy(r.bytes + 1, &rel, 4);
+    r.emu = text_poke_req::emulate::jmp;
+    r.insn_len = 5;
+    r.target = c.rx;
+    text_poke_req one[1] = {r};
+    if (int err = text_poke_batch(one)) {
+        exec_free(c);
+        return err;
+    }
+    return 0;
+}
+
+} // namespace
+
+int dl_notifier_add(const dl_notifier *n)
+{
+    std::lock_guard<std::mutex> g(install_lock);
+    if (!installed) {
+        if (int err = install_hook())
+            return err;
+        installed = true;
+        pthread_atfork(nullptr, nullptr, after_fork_child);
+        // Every object loaded so far is recorded here, as running code. Any object found
+        // after this was mapped by a dlopen whose RT_CONSISTENT call is still to come: until
+        // the hook has seen that call, nobody runs its code (dl_hook_active).
+        ftrace_update_objects();
+        mark.store(ftrace_objects_mark());
+        active.store(true);
+    }
+    for (auto &slot : notifiers)
+        if (slot.load() == n)
+            return 0;
+    for (auto &slot : notifiers) {
+        const dl_notifier *expect = nullptr;
+        if (slot.compare_exchange_strong(expect, n))
+            return 0;
+    }
+    return -ENOSPC;
+}
+
+bool dl_hook_active() { return active.load(); }
+
+void dl_notifier_remove(const dl_notifier *n)
+{
+    std::lock_guard<std::mutex> g(install_lock);
+    for (auto &slot : notifiers) {
+        const dl_notifier *expect = n;
+        slot.compare_exchange_strong(expect, nullptr);
+    }
+}
+
+} // namespace dprobe
+
+using namespace dprobe;
+
+// Called by dprobe_dl_debug_hook at each _dl_debug_state() of the loader. The loader
+// serialises its calls (its lock is held), so `mark` has one writer at a time.
+extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
+{
+    // RT_ADD and RT_DELETE announce a change; RT_CONSISTENT says it is done. (A dlmopen into
+    // another namespace changes that namespace's r_debug: objects are then looked at one
+    // call early, which is harmless, as dl_iterate_phdr lists only fully mapped objects;
+    // but its dlclose is not seen before the unmapping.) Once installed, every change is
+    // looked at, with or without notifiers: the records of objects that other threads find
+    // before the dlopen gets here count as unreached, and only this call says they are
+    // reached.
+    if (in_event || broken_by_fork.load())
+        return;
+    const int state = live_r_debug->r_state;
+    if (state == r_debug::RT_DELETE && !unmapping) {
+        // Destructors have run; the loader unmaps the objects before its next call.
+        ftrace_loader_unmapping();
+        unmapping = true;
+        return;
+    }
+    if (state != r_debug::RT_CONSISTENT)
+        return;
+    const int saved_errno = errno;
+    in_event = true;
+    const bool was_unmapping = unmapping;
+    unmapping = false;
+    try {
+        uint64_t m = mark.load();
+        std::vector<object_ptr> added = ftrace_loader_update(&m, was_unmapping);
+        mark.store(m);
+        for (auto &n : notifiers)
+            if (const dl_notifier *p = n.load())
+                p->objects_changed(added);
+    } catch (...) {
+        // Out of memory: these objects are not followed; the loader must carry on.
+    }
+    ftrace_loader_done();
+    in_event = false;
+    errno = saved_errno;
+}
