@@ -15,3 +15,6 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dprobeConfig.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dprobe)
 configure_file(cmake/dprobe.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dprobe.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dprobe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# gdb's frame unwinder for dprobe, for `source` by hand (libdprobe.so carries it too, in its
+# .debug_gdb_scripts section, which gdb auto-loads where its safe-path allows).
+install(FILES scripts/gdb/dprobe-gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/dprobe/gdb)

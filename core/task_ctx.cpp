@@ -1,10 +1,14 @@
 #include "core/task_ctx.h"
 
+#include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/raw_syscall.h"
 #include "core/membarrier.h"
 #include "core/shadow_stack.h"
 
+#include <cstddef>
 #include <cstring>
+#include <dprobe/compiler.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -12,9 +16,11 @@
 #include <unistd.h>
 
 namespace dprobe {
-namespace {
 
 std::atomic<task_ctx *> ctx_head{nullptr};
+
+namespace {
+
 pthread_key_t exit_key;
 pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -170,3 +176,56 @@ void synchronize_dispatch()
 }
 
 } // namespace dprobe
+
+// --- For debuggers -----------------------------------------------------------------------
+//
+// A hooked function returns into the return trampoline; its real caller is on its thread's
+// shadow stack. gdb's frame unwinder for dprobe (scripts/gdb/dprobe-gdb.py, auto-loaded
+// from the .debug_gdb_scripts section of ftrace_tramp.S) finds it from this description:
+// the list of contexts (a thread's is the one in use with its tid, so no thread-local
+// storage has to be read, which a debugger can do only through libthread_db), the fields
+// it reads, and the trampolines' frame layout. Exported, constant-initialized and in this
+// file, so that it is there in a stripped libdprobe.so, in a core dump taken before any
+// constructor ran, and in a program linked with the static archive (which pulls this
+// object in whenever a probe can fire). Every field is a 64-bit word; a change of meaning
+// bumps the version.
+
+namespace {
+struct debugger_info {
+    uint64_t magic; // "dprobedb", little-endian
+    uint64_t version;
+    uint64_t words; // of this struct
+    const void *ctx_head; // task_ctx * (the list, through task_ctx::next)
+    uint64_t ctx_next, ctx_in_use, ctx_tid, ctx_shadow_top, ctx_shadow, ctx_dropped_next,
+        ctx_dropped; // offsets in task_ctx (in_use and tid: 32-bit fields)
+    uint64_t dropped_ring; // entries of task_ctx::dropped, {slot, real return address} each
+    uint64_t sf_ret, sf_retp; // word indexes in a shadow frame; its last word is its size
+    const uintptr_t *tramps; // arch: dprobe_return_tramp_layout
+    uint64_t ntramps, tramp_words;
+    const uintptr_t *entry_tramps; // arch: dprobe_entry_tramp_layout
+    uint64_t nentry_tramps, entry_tramp_words;
+};
+} // namespace
+
+extern "C" DPROBE_API __attribute__((used)) const debugger_info dprobe_debugger_info = {
+    0x626465626f727064ull, // "dprobedb"
+    1,
+    sizeof(debugger_info) / 8,
+    &dprobe::ctx_head,
+    offsetof(dprobe::task_ctx, next),
+    offsetof(dprobe::task_ctx, in_use),
+    offsetof(dprobe::task_ctx, tid),
+    offsetof(dprobe::task_ctx, shadow_top),
+    offsetof(dprobe::task_ctx, shadow),
+    offsetof(dprobe::task_ctx, dropped_next),
+    offsetof(dprobe::task_ctx, dropped),
+    dprobe::shadow_dropped_ring,
+    dprobe::sf_ret,
+    dprobe::sf_retp,
+    dprobe_return_tramp_layout,
+    RETURN_LAYOUT_COUNT,
+    RETURN_LAYOUT_WORDS,
+    dprobe_entry_tramp_layout,
+    ENTRY_LAYOUT_COUNT,
+    ENTRY_LAYOUT_WORDS,
+};

@@ -76,6 +76,7 @@ inline task_ctx *peek_task_ctx() noexcept { return tls_task_ctx; }
 
 // Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
 task_ctx *task_ctx_list() noexcept;
+extern std::atomic<task_ctx *> ctx_head; // the same, for task_ctx.cpp and debuggers
 
 // Whether the dispatch code this thread entered for code at t->dispatch_base was left for
 // good: a signal handler that interrupted it jumped out (siglongjmp). Called with the

@@ -57,3 +57,9 @@ extern uintptr_t return_to_handler_addr;
 unsigned vector_size() noexcept;
 
 } // namespace dprobe::arch
+
+// Where each return and fentry trampoline keeps its frame, for debuggers (ftrace_tramp.S):
+// RETURN_LAYOUT_COUNT records of RETURN_LAYOUT_WORDS words, and ENTRY_LAYOUT_COUNT of
+// ENTRY_LAYOUT_WORDS (ftrace_frame.h).
+extern "C" const uintptr_t dprobe_return_tramp_layout[];
+extern "C" const uintptr_t dprobe_entry_tramp_layout[];

@@ -41,4 +41,11 @@
  * address. */
 #define RET_FRAME(vsize) (FR_VEC + 2 * (vsize) + 14 * 16)
 
+/* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
+ * dprobe_entry_tramp_layout (ftrace_tramp.S). */
+#define RETURN_LAYOUT_WORDS 11
+#define RETURN_LAYOUT_COUNT 3
+#define ENTRY_LAYOUT_WORDS 10
+#define ENTRY_LAYOUT_COUNT 6
+
 #endif

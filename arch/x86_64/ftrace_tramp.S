@@ -119,15 +119,19 @@
 	 * table of its LSDA (the C++ personality would call std::terminate for it) nor, for a
 	 * jump site, in any FDE (the detour). So CFA = the function's CFA (rsp + 16), and the
 	 * return address is the function's own: a thread cancelled in an entry handler, or a
-	 * walk from it, goes straight to the caller. */
+	 * walk from it, goes straight to the caller. (gdb's unwinder for dprobe shows the
+	 * probed function in between where it can: the .Lent_* labels, ENTRY_LAYOUT.) */
 	.cfi_def_cfa_offset 16
 	lea -ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+.Lent_framed_\name:
 	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize, \nx)
 	mov %rax, PTR_AX(%rsp)
+.Lent_ax_saved_\name:
 	SAVE_FLAGS
 	mov ENTRY_FRAME(\vsize, \nx) - 8(%rsp), %rax
 	mov %rax, PTR_R11(%rsp)
 	SAVE_SCRATCH_GPRS
+.Lent_saved_\name:
 	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
 	SAVE_VEC \vsize, 0
 	SAVE_VEC \vsize, 1
@@ -150,9 +154,11 @@
 	/* Handlers get a 16-byte aligned stack even if the probed code's was not. */
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
+.Lent_rbx_frame_\name:
 	and $-16, %rsp
 	CALL_HANDLERS dprobe_ftrace_entry
 	mov %rbx, %rsp
+.Lent_rsp_frame_\name:
 	.cfi_def_cfa_register rsp
 	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
 	mov PTR_IP(%rsp), %rax
@@ -170,11 +176,28 @@
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
+.Lent_restored_\name:
 	lea ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+.Lent_unframed_\name:
 	.cfi_adjust_cfa_offset -ENTRY_FRAME(\vsize, \nx)
 	ret
+.Lent_end_\name:
 	.cfi_endproc
 	.size \name, . - \name
+.endm
+
+/* One record of dprobe_entry_tramp_layout (see the end of this file). */
+.macro ENTRY_LAYOUT vsize, nx, name
+	.quad \name
+	.quad .Lent_framed_\name	/* from here the frame is at rsp... */
+	.quad .Lent_rbx_frame_\name	/* ...from here at rbx (rsp is aligned)... */
+	.quad .Lent_rsp_frame_\name	/* ...from here at rsp again... */
+	.quad .Lent_unframed_\name	/* ...until here; out of it the return address is at rsp */
+	.quad .Lent_end_\name
+	.quad .Lent_ax_saved_\name	/* rax is in the frame from here... */
+	.quad .Lent_saved_\name	/* ...all general registers from here... */
+	.quad .Lent_restored_\name	/* ...to here (before it r11 is parked above the frame) */
+	.quad ENTRY_FRAME(\vsize, \nx)	/* offset of the return address into the function */
 .endm
 
 /*
@@ -200,8 +223,12 @@
 	 * have different frame identities (libgcc identifies a frame by its callee's CFA).
 	 * Unwinders that run no personality (gdb, _Unwind_Backtrace) see T return to itself
 	 * and stop there; dprobe's interposed backtrace() and _Unwind_Backtrace() write every
-	 * real return address back first.
+	 * real return address back first, and gdb's frame unwinder for dprobe
+	 * (scripts/gdb/dprobe-gdb.py) reads it from the shadow stack. The nop has a symbol of
+	 * its own so that a debugger names T.
 	 */
+	.type dprobe_return_trampoline_\vsize, @function
+dprobe_return_trampoline_\vsize:
 	.cfi_startproc
 	.cfi_personality 0x1b, dprobe_return_personality
 	.cfi_def_cfa rsp, 8
@@ -211,15 +238,18 @@
 	.cfi_escape 0x14, 0x07, 0x01
 	nop
 	.cfi_endproc
+	.size dprobe_return_trampoline_\vsize, . - dprobe_return_trampoline_\vsize
 dprobe_return_to_handler_\vsize:
 	.cfi_startproc
 	.cfi_def_cfa rsp, 0
 	lea -8 - RET_FRAME(\vsize)(%rsp), %rsp
+.Lret_framed_\vsize:
 	.cfi_def_cfa rsp, RET_FRAME(\vsize) + 8
 	.cfi_offset rip, -8
 	mov %rax, PTR_AX(%rsp)
 	SAVE_FLAGS
 	SAVE_SCRATCH_GPRS
+.Lret_bx_saved_\vsize:
 	mov %r11, PTR_R11(%rsp)
 	STORE_CALLEE_SAVED
 	SAVE_VEC \vsize, 0
@@ -256,9 +286,11 @@ dprobe_return_to_handler_\vsize:
 	mov %rsp, %rdi
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
+.Lret_rbx_frame_\vsize:
 	and $-16, %rsp
 	CALL_HANDLERS dprobe_ftrace_return
 	mov %rbx, %rsp
+.Lret_rsp_frame_\vsize:
 	.cfi_def_cfa_register rsp
 	mov %rax, RET_FRAME(\vsize)(%rsp)
 	mov FR_X87_COUNT(%rsp), %ecx
@@ -277,17 +309,36 @@ dprobe_return_to_handler_\vsize:
 	RESTORE_XMMS \vsize, 2, 14, (FR_VEC+2*\vsize)
 6:
 	RESTORE_SCRATCH_GPRS
+.Lret_bx_restored_\vsize:
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
 	lea RET_FRAME(\vsize) + 8(%rsp), %rsp
+.Lret_unframed_\vsize:
 	.cfi_def_cfa rsp, 0
 	/* jmp, not ret: the probed function's ret already consumed the return stack buffer
 	 * entry of its caller's call; another ret would mispredict every return after it.
 	 * The address sits in the red zone, which signal delivery does not touch. */
 	jmp *-8(%rsp)
+.Lret_end_\vsize:
 	.cfi_endproc
 	.size dprobe_return_to_handler_\vsize, . - dprobe_return_to_handler_\vsize
+.endm
+
+/* One record of dprobe_return_tramp_layout (see below): where in the return trampoline of
+ * VSIZE its frame lives, instruction by instruction. */
+.macro RETURN_LAYOUT vsize
+	.quad dprobe_return_trampoline_\vsize	/* the nop an unwinder looks up */
+	.quad dprobe_return_to_handler_\vsize	/* what a hooked return-address slot holds */
+	.quad .Lret_framed_\vsize		/* from here the frame is at rsp... */
+	.quad .Lret_rbx_frame_\vsize		/* ...from here at rbx (rsp is aligned)... */
+	.quad .Lret_rsp_frame_\vsize		/* ...from here at rsp again... */
+	.quad .Lret_unframed_\vsize		/* ...until here; then the slot is at rsp - 8 */
+	.quad .Lret_end_\vsize
+	.quad .Lret_bx_saved_\vsize		/* the caller's rbx is in the frame from here... */
+	.quad .Lret_bx_restored_\vsize	/* ...to here */
+	.quad RET_FRAME(\vsize)		/* the slot's offset in the frame */
+	.quad PTR_BX				/* rbx's offset in the frame */
 .endm
 
 FTRACE_CALLER 16, 0, dprobe_ftrace_caller_16
@@ -299,6 +350,39 @@ FTRACE_CALLER 64, 8, dprobe_ftrace_caller_all_64
 RETURN_HANDLER 16
 RETURN_HANDLER 32
 RETURN_HANDLER 64
+
+/*
+ * For debuggers (core/debugger_info.cpp, scripts/gdb/dprobe-gdb.py): a hooked function
+ * returns into a return trampoline, and its caller is known only from the shadow stack and
+ * from where the trampoline keeps its frame at each instruction. Layout of the three
+ * trampolines, RETURN_LAYOUT_WORDS (ftrace_frame.h) words each.
+ */
+	.section .data.rel.ro, "aw", @progbits
+	.p2align 3
+	.globl dprobe_return_tramp_layout
+	.hidden dprobe_return_tramp_layout
+	.type dprobe_return_tramp_layout, @object
+dprobe_return_tramp_layout:
+	RETURN_LAYOUT 16
+	RETURN_LAYOUT 32
+	RETURN_LAYOUT 64
+	.size dprobe_return_tramp_layout, . - dprobe_return_tramp_layout
+
+/* The same for the six fentry trampolines, ENTRY_LAYOUT_WORDS words each: a thread in one
+ * is in a probed function's entry, which gdb can show as a frame of its own. The frame is a
+ * struct pt_regs (ftrace_frame.h) once the registers are saved. */
+	.globl dprobe_entry_tramp_layout
+	.hidden dprobe_entry_tramp_layout
+	.type dprobe_entry_tramp_layout, @object
+dprobe_entry_tramp_layout:
+	ENTRY_LAYOUT 16, 0, dprobe_ftrace_caller_16
+	ENTRY_LAYOUT 32, 0, dprobe_ftrace_caller_32
+	ENTRY_LAYOUT 64, 0, dprobe_ftrace_caller_64
+	ENTRY_LAYOUT 16, 8, dprobe_ftrace_caller_all_16
+	ENTRY_LAYOUT 32, 8, dprobe_ftrace_caller_all_32
+	ENTRY_LAYOUT 64, 8, dprobe_ftrace_caller_all_64
+	.size dprobe_entry_tramp_layout, . - dprobe_entry_tramp_layout
+	.section dprobe_noprobe_text, "ax", @progbits
 
 /*
  * Where the return personality sends an exception whose handler frame is T (see above):
@@ -326,3 +410,17 @@ dprobe_return_reraise:
 	.size dprobe_return_reraise, . - dprobe_return_reraise
 
 	.section .note.GNU-stack, "", @progbits
+
+/*
+ * gdb's frame unwinder for these trampolines (scripts/gdb/dprobe-gdb.py), for gdb to load
+ * with whatever object carries this one: libdprobe.so, or a program linked with the static
+ * archive. An inline Python entry of .debug_gdb_scripts: kind 4, the script's name up to the
+ * first newline, the script, a NUL. gdb runs it when its auto-load safe-path allows the
+ * object.
+ */
+	.pushsection .debug_gdb_scripts, "MS", @progbits, 1
+	.byte 4
+	.ascii "dprobe-gdb.py\n"
+	.incbin DPROBE_GDB_SCRIPT
+	.byte 0
+	.popsection
