@@ -1,12 +1,12 @@
 /*
  * The program gdb looks at in tests/gdb/unwind_check.py: main -> outer -> middle ->
- * recurse(3) -> recurse(2) -> recurse(1) -> recurse(0) -> inner -> stop_here(), where the
- * debugger has a breakpoint. Built in each site flavour (-pg -mfentry,
+ * recurse(3) -> recurse(2) -> recurse(1) -> recurse(0) -> via_tail => inner -> stop_here(),
+ * where the debugger has a breakpoint (=>: a tail call). Built in each site flavour (-pg -mfentry,
  * -fpatchable-function-entry=5, plain) and linked with libdprobe.so or the static archive.
  *
  * argv[1] says what probes the chain and where it stops:
  *   none       no probe: the backtrace every other mode must match
- *   fprobe     one fprobe with entry and exit handlers on the four functions
+ *   fprobe     one fprobe with entry and exit handlers on the five functions
  *   kretprobe  one kretprobe on each of them
  *   exit       as fprobe, stopped in the exit handler of inner (its return is dispatched)
  *   kretexit   as kretprobe, stopped in the kretprobe handler of inner
@@ -60,10 +60,15 @@ NOINLINE int inner(int x)
     return x + 1;
 }
 
+/* Tail-calls inner (a jmp at -O2): both probed, their hooked returns share one slot, and
+ * inner's shadow frame has the trampoline as its return address (its caller's has the
+ * real one). Like any tail-calling function, it is not in the backtrace. */
+NOINLINE int via_tail(int x) { return inner(x + 1); }
+
 NOINLINE int recurse(int n)
 {
     long keep = n * 7 + 1; /* live across the call: a callee-saved register at -O2 */
-    int r = n == 0 ? inner(n) : recurse(n - 1);
+    int r = n == 0 ? via_tail(n - 1) : recurse(n - 1);
     __asm__ volatile("" : "+r"(r)); /* not a tail call, no accumulator loop */
     return r + (int)keep;
 }
@@ -114,9 +119,10 @@ static int on_kret(struct kretprobe_instance *ri, struct pt_regs *regs)
     return 0;
 }
 
-static const char *funcs[] = {"outer", "middle", "recurse", "inner"};
+static const char *funcs[] = {"outer", "middle", "recurse", "via_tail", "inner"};
+#define NFUNCS (int)(sizeof(funcs) / sizeof(funcs[0]))
 static struct fprobe fp = {.entry_handler = on_entry, .exit_handler = on_exit_};
-static struct kretprobe krps[4];
+static struct kretprobe krps[NFUNCS];
 
 static void *worker_main(void *arg)
 {
@@ -139,15 +145,15 @@ int main(int argc, char **argv)
     stop_at_exit = !strcmp(mode, "exit") || !strcmp(mode, "kretexit");
     stop_at_entry = !strcmp(mode, "entry");
     if (use_fprobe) {
-        const char *syms[4];
+        const char *syms[NFUNCS];
         memcpy(syms, funcs, sizeof(syms));
-        int err = register_fprobe_syms(&fp, syms, 4);
+        int err = register_fprobe_syms(&fp, syms, NFUNCS);
         if (err) {
             fprintf(stderr, "gdb_prog: register_fprobe_syms: %d\n", err);
             return 1;
         }
     }
-    for (int i = 0; use_kretprobe && i < 4; ++i) {
+    for (int i = 0; use_kretprobe && i < NFUNCS; ++i) {
         krps[i].kp.symbol_name = funcs[i];
         krps[i].handler = on_kret;
         krps[i].maxactive = 16;

@@ -4,7 +4,8 @@
 #
 # Environment: DPROBE_GDB_MODES, the gdb_prog modes to check after "none" (comma-separated);
 # DPROBE_GDB_ENTRY_FRAME=1 if the probed function shows in a stop in its entry handler
-# (patch sites; a jump site's detour has no frame gdb can show).
+# (patch sites; a jump site's detour has no frame gdb can show); DPROBE_GDB_CORE=0 leaves
+# out the core file check (an ASan process's core would hold its terabytes of shadow).
 #
 # For each mode the program runs to the breakpoint at stop_here() and the backtrace must
 # name the same functions, in the same order, as in mode "none" (the frames that are the
@@ -197,10 +198,15 @@ def main():
 
     run("none")
     expected, clean, out = bt_names("bt")
+    # gdb makes a frame for via_tail, which tail-calls inner, from the call-site information
+    # of its caller, recurse. Through a hooked return the caller gdb sees is the trampoline:
+    # no such frame (Documentation/reliability.md).
+    tail_calls = [f.name() for f in walk()[0] if f.type() == gdb.TAILCALL_FRAME]
+    print("none: bt %s (tail-call frames: %s)" % (" ".join(expected), tail_calls))
+    expected = [n for n in expected if n not in tail_calls]
     if not check(expected == ["stop_here"] + CHAIN and clean, "none: bt %s" % expected):
         print(out)
         finish(1)
-    print("none: bt " + " ".join(expected))
     loaded = any(u.name == "dprobe" for u in gdb.frame_unwinders)
     if not check(loaded, "the dprobe unwinder was not auto-loaded"):
         finish(1)
@@ -238,6 +244,9 @@ def main():
         elif mode == "threads":
             check(names == expected, "%s: main thread's bt %s, want %s" % (mode, names, expected))
             check_threads(mode)
+            if os.environ.get("DPROBE_GDB_CORE") == "0":
+                gdb.execute("kill", to_string=True)
+                continue
             # The same from a core file of the process.
             core = os.path.join(tempfile.mkdtemp(prefix="dprobe-gdb-"), "core")
             try:
