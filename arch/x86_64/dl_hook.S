@@ -8,6 +8,8 @@
  * the call. So everything is preserved: the general registers, rflags (with DF), and the
  * whole x87/SSE/AVX/AVX-512 state (xsave, sized at startup by ext_state.cpp).
  */
+#include "arch/x86_64/tramp_macros.inc"
+
 	.section dprobe_noprobe_text, "ax", @progbits
 	.globl dprobe_dl_debug_hook
 	.hidden dprobe_dl_debug_hook
@@ -30,17 +32,7 @@ dprobe_dl_debug_hook:
 	push %r9
 	push %r10
 	push %r11
-	sub dprobe_xsave_size(%rip), %rsp
-	and $-64, %rsp
-	/* xrstor faults unless the header's reserved bytes are zero; xsave does not write them. */
-	movq $0, 512(%rsp)
-	movq $0, 520(%rsp)
-	movq $0, 528(%rsp)
-	movq $0, 536(%rsp)
-	movq $0, 544(%rsp)
-	movq $0, 552(%rsp)
-	movq $0, 560(%rsp)
-	movq $0, 568(%rsp)
+	XSAVE_AREA_ALLOC
 	mov $-1, %eax
 	mov $-1, %edx
 	xsave (%rsp)

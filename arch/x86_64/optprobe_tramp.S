@@ -53,18 +53,7 @@ dprobe_optprobe_caller:
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 	/* XSAVE area: dprobe_xsave_size bytes, 64-byte aligned, below the frame. */
-	sub dprobe_xsave_size(%rip), %rsp
-	and $-64, %rsp
-	/* Neither xsave nor xsavec writes the header's reserved bytes, and xrstor faults
-	 * unless they are zero: clear the 64-byte header first. */
-	movq $0, 512(%rsp)
-	movq $0, 520(%rsp)
-	movq $0, 528(%rsp)
-	movq $0, 536(%rsp)
-	movq $0, 544(%rsp)
-	movq $0, 552(%rsp)
-	movq $0, 560(%rsp)
-	movq $0, 568(%rsp)
+	XSAVE_AREA_ALLOC
 	mov $-1, %eax
 	mov $-1, %edx
 	cmpb $0, dprobe_have_xsavec(%rip)
@@ -187,16 +176,7 @@ dprobe_call_ext_saved:
 	.cfi_def_cfa_register rbp
 	push %rbx
 	.cfi_rel_offset rbx, -8
-	sub dprobe_xsave_size(%rip), %rsp
-	and $-64, %rsp
-	movq $0, 512(%rsp)
-	movq $0, 520(%rsp)
-	movq $0, 528(%rsp)
-	movq $0, 536(%rsp)
-	movq $0, 544(%rsp)
-	movq $0, 552(%rsp)
-	movq $0, 560(%rsp)
-	movq $0, 568(%rsp)
+	XSAVE_AREA_ALLOC
 	mov %rdx, %rbx
 	mov $-1, %eax
 	mov $-1, %edx

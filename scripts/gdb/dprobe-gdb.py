@@ -278,6 +278,16 @@ def _at_function_entry(addr):
     return block is not None and 0 < addr - block.start <= 16
 
 
+def _frame_base(tramp, pc, sp, rbx):
+    """The address of a trampoline's frame at PC: rsp or rbx (which holds it while rsp is
+    aligned for the handlers), or None before the frame is built and after it is gone."""
+    if tramp.framed <= pc < tramp.rbx_frame or tramp.rsp_frame <= pc < tramp.unframed:
+        return sp
+    if tramp.rbx_frame <= pc < tramp.rsp_frame:
+        return rbx
+    return None
+
+
 class TrampolineUnwinder(gdb.unwinder.Unwinder):
     """Unwinds a frame in one of dprobe's trampolines: a return trampoline into the hooked
     function's real caller, an fentry trampoline into the probed function at its entry."""
@@ -316,11 +326,7 @@ class TrampolineUnwinder(gdb.unwinder.Unwinder):
         inferior = gdb.selected_inferior()
         sp = int(pending_frame.read_register("rsp"))
         rbx = int(pending_frame.read_register("rbx"))
-        frame = None
-        if tramp.framed <= pc < tramp.rbx_frame or tramp.rsp_frame <= pc < tramp.unframed:
-            frame = sp
-        elif tramp.rbx_frame <= pc < tramp.rsp_frame:
-            frame = rbx
+        frame = _frame_base(tramp, pc, sp, rbx)
         ret_slot = sp if frame is None else frame + tramp.ret_offset
         ret = _read_word(inferior, ret_slot)
         if not _at_function_entry(ret):
@@ -365,11 +371,7 @@ class TrampolineUnwinder(gdb.unwinder.Unwinder):
         # (arch/x86_64/ftrace_tramp.S, RETURN_HANDLER): before the frame is built and after
         # it is gone, just below the stack pointer; in between, at a fixed offset in the
         # frame, which rbx holds while rsp is aligned for the handlers.
-        frame = None
-        if tramp.framed <= pc < tramp.rbx_frame or tramp.rsp_frame <= pc < tramp.unframed:
-            frame = sp
-        elif tramp.rbx_frame <= pc < tramp.rsp_frame:
-            frame = rbx
+        frame = _frame_base(tramp, pc, sp, rbx)
         slot = sp - 8 if frame is None else frame + tramp.slot_offset
         caller_rbx = rbx
         if frame is not None and tramp.bx_saved <= pc < tramp.bx_restored:

@@ -133,6 +133,22 @@ TEST(fprobe_follow_stress, load_call_unload_while_registering)
     EXPECT_EQ(0, fprobe_count_ips_from_filter(everything, nullptr));
 }
 
+// In a forked child: loads LIB and calls its dl_cube ten times; returns how many entries the
+// follower saw meanwhile (the counter starts from the parent's value). Exits with 10 when the
+// library does not load, 11 when a result is wrong.
+long child_cube_entries(const char *lib)
+{
+    const long before = perm_entries.load();
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        _exit(10);
+    auto cube = reinterpret_cast<fn>(dlsym(h, "dl_cube"));
+    for (unsigned long k = 0; k < 10; ++k)
+        if (cube(k) != k * k * k)
+            _exit(11);
+    return perm_entries.load() - before;
+}
+
 // fork() while a thread registers and unregisters followers and another calls into a loaded
 // library: the child inherits the loader hook and follows its own dlopen — or, when the
 // fork caught another thread inside dprobe's registration code (whose lock then stays held
@@ -160,16 +176,8 @@ TEST(fprobe_follow_stress, fork_while_following)
         pid_t pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
-            // The child: only this thread. Its counters start from the parent's values.
-            const long before = perm_entries.load();
-            void *h = dlopen(DLSITES_PFE, RTLD_NOW | RTLD_LOCAL);
-            if (!h)
-                _exit(10);
-            auto cube = reinterpret_cast<fn>(dlsym(h, "dl_cube"));
-            for (unsigned long k = 0; k < 10; ++k)
-                if (cube(k) != k * k * k)
-                    _exit(11);
-            const long seen = perm_entries.load() - before;
+            // The child: only this thread.
+            const long seen = child_cube_entries(DLSITES_PFE);
             _exit(seen == 10 ? 0 : seen == 0 ? 1 : 12);
         }
         int status = 0;
@@ -199,14 +207,7 @@ TEST(fprobe_follow_stress, fork_single_threaded)
         pid_t pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
-            void *h = dlopen(libs[i % 3], RTLD_NOW | RTLD_LOCAL);
-            if (!h)
-                _exit(10);
-            auto cube = reinterpret_cast<fn>(dlsym(h, "dl_cube"));
-            for (unsigned long k = 0; k < 10; ++k)
-                if (cube(k) != k * k * k)
-                    _exit(11);
-            _exit(perm_entries.load() == 10 ? 0 : 12);
+            _exit(child_cube_entries(libs[i % 3]) == 10 ? 0 : 12);
         }
         int status = 0;
         ASSERT_EQ(pid, waitpid(pid, &status, 0));
