@@ -41,7 +41,9 @@ inline fprobe_hlist *hlist_of(ftrace_ops *ops) { return reinterpret_cast<fprobe_
 
 std::mutex fprobe_mutex;
 fprobe_hlist *free_hlists;
-std::vector<fprobe_hlist *> followers; // registered with FPROBE_FL_FOLLOW_LOADS
+// Registered with FPROBE_FL_FOLLOW_LOADS. Never destroyed: a dlopen on another thread while
+// exit() runs destructors still gets here.
+std::vector<fprobe_hlist *> &followers = *new std::vector<fprobe_hlist *>;
 
 // Attaches HL's ops to what it can of SITES and adds those to hl->sites. fprobe_mutex held.
 void attach_more(fprobe_hlist *hl, const std::vector<ftrace_site *> &sites)

@@ -48,6 +48,7 @@ struct settings {
     std::vector<std::string> events;  // dynamic_events lines, applied and enabled
     std::vector<std::string> graph;   // function-graph globs
     std::vector<std::string> notrace; // globs left out of the graph
+    bool follow_loads = false;        // the graph follows libraries loaded later
     size_t buffer_kb = 0;             // 0: the default
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
@@ -64,6 +65,8 @@ inline std::string encode(const settings &s)
         out += "graph " + g + "\n";
     for (const auto &n : s.notrace)
         out += "notrace " + n + "\n";
+    if (s.follow_loads)
+        out += "follow_loads 1\n";
     if (s.buffer_kb)
         out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
     if (!s.clock.empty())
@@ -90,6 +93,8 @@ inline settings decode(const std::string &text)
             s.graph.push_back(val);
         else if (key == "notrace")
             s.notrace.push_back(val);
+        else if (key == "follow_loads")
+            s.follow_loads = val != "0";
         else if (key == "buffer_kb")
             s.buffer_kb = std::strtoul(val.c_str(), nullptr, 10);
         else if (key == "clock")

@@ -6,7 +6,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
 CASE is one of: graph, text, chrome, crash, interrupt, ctl, forkexec, errors, funcs, probe,
-libc.
+follow, libc.
 """
 import json
 import os
@@ -269,6 +269,44 @@ elif CASE == "probe":
     check(p.returncode != 0 and "Invalid probed address or symbol" in p.stderr, p.stderr)
     p = run(["probe", "--del", "probe_args:*"])
     check("Removed event: probe_args:add" in p.stdout, p.stdout)
+elif CASE == "follow":
+    # dlprog loads libdlplugin.so after it started, calls it, unloads it, and loads it again
+    # elsewhere: --follow-loads arms the library's functions at each load, before its
+    # constructor (plugin_init) runs, and report names the functions of both loads.
+    glob = "libdlplugin.so:plugin_*"
+    p = record(["-o", "d.dat", "--follow-loads", "-F", glob, "--", prog("dlprog")])
+    check(p.stdout == "7\n", "the program's output is kept (%r)" % p.stdout)
+    compare(mask_graph(run(["report", "-i", "d.dat", "--format", "graph"]).stdout),
+            "dlprog.graph")
+    # Without --follow-loads the glob matches nothing when the program starts: refused,
+    # pointing at the option; and the option wants something to follow.
+    p = record(["-o", "n.dat", "-F", glob, "--", prog("dlprog")], ok=False)
+    check(p.returncode != 0 and glob in p.stderr and "--follow-loads" in p.stderr,
+          "a glob for a library loaded later, without --follow-loads: %r" % p.stderr)
+    check(p.stdout == "", "the program did not run")
+    p = record(["-o", "n.dat", "--follow-loads", "--", prog("dlprog")], ok=False)
+    check(p.returncode != 0 and "--filter" in p.stderr,
+          "--follow-loads without -F: %r" % p.stderr)
+    # attach: the same program, started first and waiting on its stdin.
+    t = subprocess.Popen([prog("dlprog"), "wait"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, cwd=WORK, env=ENV)
+    m = re.match(r"ready (\d+)", t.stdout.readline())
+    check(m is not None, "dlprog started")
+    if m:
+        p = run(["attach", "-B", "-q", "-p", m.group(1), "--follow-loads", "-F", glob,
+                 "-o", "a.dat"], ok=False)
+        check(p.returncode == 0, "attach --follow-loads: %r" % p.stderr)
+        t.stdin.write("go\n")
+        t.stdin.flush()
+        out = t.stdout.read()
+        check(t.wait(timeout=60) == 0 and out == "7\n", "attached program's output: %r" % out)
+        graph = mask_graph(run(["report", "-i", "a.dat", "--format", "graph",
+                                "--no-header"]).stdout)
+        want = mask_graph(run(["report", "-i", "d.dat", "--format", "graph",
+                               "--no-header"]).stdout)
+        check(graph == want, "attach follows the same loads as record:\n" + graph)
+    else:
+        t.kill()
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

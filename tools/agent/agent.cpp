@@ -197,6 +197,8 @@ __attribute__((constructor)) void dprobe_agent_init()
     c.events = env_lines("DPROBE_EVENTS");
     c.graph = env_lines("DPROBE_GRAPH");
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
+    if (const char *f = std::getenv("DPROBE_FOLLOW_LOADS"))
+        c.follow_loads = std::strcmp(f, "1") == 0;
     if (const char *kb = std::getenv("DPROBE_BUFFER_KB"); kb && *kb) {
         c.buffer_kb = std::strtoul(kb, nullptr, 10);
         if (!c.buffer_kb)
@@ -242,8 +244,13 @@ std::string agent_start(const agent_config &c, const char *reason)
     }
     st.graph_functions = 0;
     if (!c.graph.empty()) {
-        int n = funcgraph_start(c.graph, c.notrace, &err);
+        int n = c.follow_loads ? stream_follow_loads(true) : 0;
+        if (n < 0)
+            err = "--follow-loads: " + follow_loads_error(n);
+        else
+            n = funcgraph_start(c.graph, c.notrace, c.follow_loads, &err);
         if (n < 0) {
+            stream_follow_loads(false);
             remove_all_events();
             st.events.clear();
             return err;
@@ -287,6 +294,7 @@ void agent_stop(const char *reason)
     remove_all_events();
     funcgraph_stop();
     finish(reason, 0);
+    stream_follow_loads(false);
     tracefs_down();
     remove_signal_handlers();
     std::lock_guard<std::mutex> g(st.lock);

@@ -10,6 +10,7 @@
 //   DPROBE_EVENTS         dynamic_events lines, one per line, applied and enabled before main
 //   DPROBE_GRAPH          function-graph globs, one per line ("*" for every function with a
 //                         site); DPROBE_GRAPH_NOTRACE: globs left out
+//   DPROBE_FOLLOW_LOADS   "1": the graph globs apply to libraries loaded later too
 //   DPROBE_BUFFER_KB      per-thread ring-buffer size
 //   DPROBE_CLOCK          trace clock name
 //   DPROBE_STATUS_FD      a datagram socket to the CLI: "error ...", "stat ...", "mount ..."
@@ -89,17 +90,24 @@ void start_consumer();
 void stop_consumer();
 // Final drain, STATS and END chunks. REASON: "exit", "signal", "exec".
 void finish(const char *reason, int value);
+// --follow-loads: the objects each dlopen maps are described in the next OBJECTS chunk even
+// when a dlclose unmaps them before it is written, so that report names the functions of
+// every load. 0 or -errno (the loader hook could not be installed). Off: stops that.
+int stream_follow_loads(bool on);
 
 // ---- funcgraph.cpp ----
-// Registers the function-graph fprobe on GLOBS minus NOTRACE. Returns the number of
-// functions, or -errno with *err set.
+// Registers the function-graph fprobe on GLOBS minus NOTRACE, and with FOLLOW_LOADS on
+// matching functions of libraries loaded later. Returns the number of functions (now), or
+// -errno with *err set.
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    std::string *err);
+                    bool follow_loads, std::string *err);
 // After fork: the calling thread's cached tid is stale.
 void funcgraph_forget_tid() noexcept;
 
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();
+// What an -errno of the loader hook (FPROBE_FL_FOLLOW_LOADS) means, for the user.
+std::string follow_loads_error(int err);
 
 // ---- agent.cpp ----
 // Applies CONFIG (events enabled, the graph registered) and starts recording into

@@ -93,8 +93,16 @@ bool g_graph_registered = false;
 
 void funcgraph_forget_tid() noexcept { t_tid = 0; }
 
+std::string join(const std::vector<std::string> &v)
+{
+    std::string out;
+    for (const std::string &s : v)
+        out += (out.empty() ? "" : " ") + s;
+    return out;
+}
+
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    std::string *err)
+                    bool follow_loads, std::string *err)
 {
     std::vector<unsigned long> ips;
     for (const std::string &g : globs) {
@@ -109,27 +117,48 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                 continue;
             ips.push_back(s->ip);
         }
-        if (ips.size() == before && sites.empty()) {
-            *err = "no function that can be traced matches -F '" + g + "'";
+        if (ips.size() == before && sites.empty() && !follow_loads) {
+            *err = "no function that can be traced matches -F '" + g +
+                   "' (for a library the program loads later: --follow-loads)";
             return -ENOENT;
         }
     }
     std::sort(ips.begin(), ips.end());
     ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
-    if (ips.empty()) {
+    if (ips.empty() && !follow_loads) {
         *err = "the -F/-N globs leave no function to trace";
         return -ENOENT;
     }
     g_graph_probe.entry_handler = graph_entry;
     g_graph_probe.exit_handler = graph_exit;
     g_graph_probe.entry_data_size = sizeof(graph_data);
-    int ret = register_fprobe_ips(&g_graph_probe, ips.data(), static_cast<int>(ips.size()));
+    int ret;
+    if (follow_loads) {
+        // One fprobe whose filter is the globs, applied again to each library loaded later
+        // (the same functions as the list above now, unusable sites left out).
+        g_graph_probe.flags = FPROBE_FL_FOLLOW_LOADS;
+        ret = register_fprobe(&g_graph_probe, join(globs).c_str(), join(notrace).c_str());
+    } else {
+        ret = register_fprobe_ips(&g_graph_probe, ips.data(), static_cast<int>(ips.size()));
+    }
     if (ret < 0) {
-        *err = "register_fprobe_ips: " + std::string(std::strerror(-ret));
+        *err = follow_loads ? "--follow-loads: " + follow_loads_error(ret)
+                            : "register_fprobe_ips: " + std::string(std::strerror(-ret));
+        g_graph_probe = {};
         return ret;
     }
     g_graph_registered = true;
     return static_cast<int>(ips.size());
+}
+
+std::string follow_loads_error(int err)
+{
+    if (err == -EBUSY)
+        return "a breakpoint is on the loader's _dl_debug_state (was the program started by a "
+               "debugger? attach the debugger after dprobe instead)";
+    if (err == -EOPNOTSUPP)
+        return "this loader's _dl_debug_state is not the function dprobe knows how to hook";
+    return std::strerror(-err);
 }
 
 void funcgraph_stop()

@@ -2,6 +2,7 @@
 // the final flush.
 #include "tools/agent/agent.h"
 
+#include "core/dl_notify.h"
 #include "core/kthread.h"
 #include "core/ring_buffer.h"
 #include "core/symbols.h"
@@ -28,6 +29,40 @@ namespace {
 
 constexpr size_t k_flush_bytes = 256 * 1024;
 
+std::string describe(const loaded_object &o)
+{
+    char bias[32];
+    std::snprintf(bias, sizeof bias, "0x%" PRIxPTR " ", o.load_bias);
+    return bias + (o.path.empty() ? o.name : o.path);
+}
+
+// Objects the loader hook reported (--follow-loads), not yet written: id, description.
+// Never destroyed: the consumer thread may still drain while exit() runs destructors.
+struct loaded_list {
+    std::mutex lock;
+    std::vector<std::pair<uint64_t, std::string>> objects;
+};
+loaded_list &loaded()
+{
+    static loaded_list *l = new loaded_list;
+    return *l;
+}
+
+// Inside the loader, at each dlopen: only note them (the chunk is written by the drain).
+void objects_loaded(std::span<const object_ptr> added)
+{
+    loaded_list &l = loaded();
+    std::lock_guard<std::mutex> g(l.lock);
+    for (const object_ptr &o : added)
+        l.objects.emplace_back(o->id, describe(*o));
+}
+
+const dl_notifier &objects_notifier()
+{
+    static const dl_notifier n = {objects_loaded, &loaded().lock};
+    return n;
+}
+
 std::string read_file(const char *path)
 {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -47,11 +82,16 @@ std::string objects_payload(bool only_new)
     agent_state &st = state();
     std::string out;
     auto objs = kallsyms::instance().objects();
-    std::vector<std::pair<uint64_t, std::string>> now;
-    char bias[32];
+    std::vector<std::pair<uint64_t, std::string>> now, came_and_went;
+    {
+        std::lock_guard<std::mutex> g(loaded().lock);
+        came_and_went.swap(loaded().objects);
+    }
+    auto has = [](const std::vector<std::pair<uint64_t, std::string>> &v, uint64_t id) {
+        return std::any_of(v.begin(), v.end(), [&](const auto &p) { return p.first == id; });
+    };
     for (const object_ptr &o : *objs) {
-        std::snprintf(bias, sizeof bias, "0x%" PRIxPTR " ", o->load_bias);
-        std::string desc = bias + (o->path.empty() ? o->name : o->path);
+        std::string desc = describe(*o);
         now.emplace_back(o->id, desc);
         auto known = std::find_if(st.objects.begin(), st.objects.end(),
                                   [&](const auto &p) { return p.first == o->id; });
@@ -60,9 +100,12 @@ std::string objects_payload(bool only_new)
     }
     if (only_new)
         for (const auto &[id, desc] : st.objects)
-            if (std::find_if(now.begin(), now.end(), [&](const auto &p) { return p.first == id; }) ==
-                now.end())
+            if (!has(now, id))
                 out += "- " + desc + "\n";
+    // Loaded and unloaded again since the last chunk: its records may be in the buffer.
+    for (const auto &[id, desc] : came_and_went)
+        if (!has(now, id) && !has(st.objects, id))
+            out += "+ " + desc + "\n- " + desc + "\n";
     st.objects = std::move(now);
     return out;
 }
@@ -152,6 +195,15 @@ void start_session(const char *reason)
     for (const auto &[id, payload] : st.events)
         write_chunk(tracefile::CHUNK_EVENT, payload);
     st.comms.clear();
+}
+
+int stream_follow_loads(bool on)
+{
+    if (!on) {
+        dl_notifier_remove(&objects_notifier());
+        return 0;
+    }
+    return dl_notifier_add(&objects_notifier());
 }
 
 void drain_locked()

@@ -189,6 +189,7 @@ int run_attach(const attach_opts &o)
     s.events = lines;
     s.graph = globs;
     s.notrace = notrace;
+    s.follow_loads = o.follow_loads;
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
@@ -238,6 +239,9 @@ int run_attach(const attach_opts &o)
     if (functions)
         what += std::string(what.empty() ? "" : " and ") + "the function graph of " +
                 std::to_string(functions) + " function" + (functions == 1 ? "" : "s");
+    if (o.follow_loads)
+        what += std::string(what.empty() ? "" : " and ") +
+                "the function graph of the matching functions of libraries loaded later";
     if (o.background) {
         std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(), what.c_str(),
                     o.output.c_str());

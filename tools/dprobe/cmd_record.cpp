@@ -148,6 +148,8 @@ int run_record(const record_opts &o)
         setenv("DPROBE_EVENTS", join_lines(lines).c_str(), 1);
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
+        if (o.follow_loads)
+            setenv("DPROBE_FOLLOW_LOADS", "1", 1);
         if (o.buffer_kb)
             setenv("DPROBE_BUFFER_KB", std::to_string(o.buffer_kb).c_str(), 1);
         if (!o.clock.empty())
@@ -304,6 +306,7 @@ void setup_record(CLI::App &app)
         "Examples:\n"
         "   dprobe record --graph -- ./app                     every function with a site\n"
         "   dprobe record -F 'parse_*' -N parse_debug -- ./app\n"
+        "   dprobe record --follow-loads -F 'libplugin.so:*' -- ./app   a library it dlopens\n"
         "   dprobe record -e 'f:parse_entry parse len=$arg2:u64' -- ./app input.txt\n"
         "   dprobe record -e 'p:myprobe libc.so.6:malloc size=%di:u64' -- ./app\n"
         "   dprobe record -e probe_app:parse -o app.dat -- ./app   a stored probe\n"

@@ -14,14 +14,21 @@ namespace dprobe::cli
 
 void add_trace_options(CLI::App *sub, trace_opts &o)
 {
-    sub->add_option("-F,--filter", o.graph_globs,
-                    "Record the function graph of functions matching GLOB (implies --graph)")
-        ->type_name("GLOB");
+    CLI::Option *filter =
+        sub->add_option("-F,--filter", o.graph_globs,
+                        "Record the function graph of functions matching GLOB (implies --graph)")
+            ->type_name("GLOB");
     sub->add_option("-N,--notrace", o.notrace, "Leave functions matching GLOB out of the graph")
         ->type_name("GLOB");
     sub->add_flag("-g,--graph", o.graph,
                   "Record the function graph of the program's functions (the default "
                   "without -e or -F)");
+    // Like the kernel's :mod: filter commands: a glob selects the functions loaded when it
+    // is applied, unless asked to apply to libraries loaded later too (it hooks the loader).
+    sub->add_flag("--follow-loads", o.follow_loads,
+                  "Apply -F and -N to libraries the program loads later (dlopen) too, and "
+                  "again when one is loaded again after dlclose")
+        ->needs(filter);
     sub->add_option("-o,--output", o.output, "Trace file to write")
         ->capture_default_str()
         ->type_name("FILE");

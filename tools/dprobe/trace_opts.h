@@ -20,6 +20,7 @@ struct trace_opts {
     std::vector<std::string> graph_globs;
     std::vector<std::string> notrace;
     bool graph = false;
+    bool follow_loads = false;
     std::string output = "dprobe.dat";
     size_t buffer_kb = 0;
     std::string clock;
@@ -27,8 +28,8 @@ struct trace_opts {
     bool no_tracefs = false;
 };
 
-// -F, -N, -g, -o, -b and --clock into O (each command adds -e, -q and --no-tracefs with its
-// own wording).
+// -F, -N, -g, --follow-loads, -o, -b and --clock into O (each command adds -e, -q and
+// --no-tracefs with its own wording).
 void add_trace_options(CLI::App *sub, trace_opts &o);
 
 // The function-graph filter of O into GLOBS and NOTRACE. Like uftrace: without -F, and
