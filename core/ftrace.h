@@ -34,12 +34,12 @@ enum class site_kind : uint8_t {
     jump,    // no site compiled in: the entry instructions are replaced by a jmp to a detour
 };
 
-// A jump site's detour: `call stub` (the tracer), the relocated entry instructions, `jmp`
+// A jump site's detour: `jmp stub` (the tracer), the relocated entry instructions, `jmp`
 // back to the function after them.
 struct jump_detour {
     exec_chunk mem;
     uint8_t orig[24];          // the original bytes of the region
-    uint32_t call_len = 5;     // offset of the relocated copy in the detour
+    uint32_t call_len = 5;     // offset of the relocated copy in the detour (after its jmp)
     uint32_t ninsn = 0;
     uint32_t orig_off[8];      // each region instruction's offset in the function...
     uint32_t copy_off[8];      // ...and its copy's offset in the detour
@@ -56,6 +56,10 @@ struct site_users {
 struct ftrace_site {
     uintptr_t ip;   // the site: function entry, after endbr64 when present
     uintptr_t func; // the function's symbol address
+    // Where the function goes on once its entry handlers ran: after the site, or the
+    // relocated copy of a jump site's entry instructions (set when the site is first enabled;
+    // read by the trampolines at a fixed offset, SITE_BODY).
+    uintptr_t body = 0;
     uint8_t len;    // 5 or 6
     site_kind kind;
     bool usable;         // false: found but cannot be enabled safely (see why)
@@ -160,8 +164,8 @@ void ftrace_ops_retire(ftrace_ops *ops);
 // Number of ops attached to a site (for enabled_functions).
 uint32_t ftrace_site_ops_count(const ftrace_site *site);
 
-// The return address that a hooked frame's slot holds (the return trampoline).
-uintptr_t ftrace_return_trampoline();
+// Whether A is what a hooked frame's return-address slot holds (a return trampoline).
+bool ftrace_is_return_trampoline(uintptr_t a);
 
 } // namespace dprobe
 
@@ -169,4 +173,5 @@ uintptr_t ftrace_return_trampoline();
 // thread may unwind through them when it is cancelled or a handler ends it (they have no
 // LSDA: see ftrace_dispatch.cpp).
 extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
+extern "C" int dprobe_fgraph_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
 extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs);

@@ -29,24 +29,27 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 
 namespace {
 
-DPROBE_NOPROBE inline void ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs)
+// Runs the entry handlers of SITE. When an exit handler wants this activation's return, a
+// shadow frame records it, and: BALANCED, the trampoline will call the function's body (the
+// return address moves to the frame; its slot gets the call's); otherwise the return
+// address is replaced by the return trampoline's. Returns whether the exit is hooked.
+DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
 {
     task_ctx *t = current_task_ctx();
     if (unlikely(!t))
-        return;
+        return false;
     if (unlikely(!dispatch_enter(t, fregs->regs.sp))) {
         // Recursion: a handler (or something it called) hit a probed function. The outer
         // dispatch keeps the users list alive.
         if (const site_users *u = site->users.load(std::memory_order_acquire))
             count_missed(u, false);
-        return;
+        return false;
     }
     const site_users *u = site->users.load(std::memory_order_acquire);
     if (unlikely(!u)) {
         dispatch_exit(t);
-        return;
+        return false;
     }
-    const uintptr_t tramp = arch::return_to_handler_addr;
     const uintptr_t sp = fregs->regs.sp;
     auto *retp = reinterpret_cast<uintptr_t *>(sp);
     const uintptr_t ip = site->ip;
@@ -55,22 +58,23 @@ DPROBE_NOPROBE inline void ftrace_entry(ftrace_site *site, struct ftrace_regs *f
     bool hook_exit = false;
     uint32_t base = 0, w = 0;
     if (u->exit_words) {
+        const bool tail = arch::is_return_hook(parent_ip);
         // Frames whose slot is at or below this entry's are gone without returning (or
         // belong to another stack): the slow path sorts them out.
         if (t->shadow_top) {
             uint32_t n;
             const uintptr_t top_slot = frame_at_top(t, &n)[sf_retp];
-            if (unlikely(top_slot < sp || (top_slot == sp && parent_ip != tramp)))
-                shadow_reap(t, sp, tramp);
+            if (unlikely(top_slot < sp || (top_slot == sp && !tail)))
+                shadow_reap(t, sp);
         }
         base = t->shadow_top;
-        if (unlikely(parent_ip == tramp)) {
+        if (unlikely(tail)) {
             // A hooked function tail-called this one: its frame has this slot too.
             for (uint32_t top = base; top;) {
                 uint32_t n;
                 unsigned long *f = shadow_frame_below(t, top, &n);
                 if (f[sf_retp] == sp) {
-                    parent_ip = shadow_real_return(t, top - n, tramp);
+                    parent_ip = shadow_real_return(t, top - n);
                     break;
                 }
                 top -= n;
@@ -126,23 +130,28 @@ DPROBE_NOPROBE inline void ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         }
     }
     if (accepted) {
-        f[sf_ret] = *retp; // may be the trampoline (tail call); the exit resolves it
+        const uintptr_t hook = balanced ? arch::fgraph_return_addr : arch::return_to_handler_addr;
+        f[sf_ret] = *retp; // may be a return trampoline (tail call); the exit resolves it
         f[sf_ip] = ip;
         f[sf_retp] = sp;
+        f[sf_hook] = hook;
         t->shadow[w] = w + 1 - base;
         std::atomic_signal_fence(std::memory_order_seq_cst);
         t->shadow_top = w + 1;
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        *retp = tramp;
+        // Balanced: the slot keeps the real address until the trampoline's call replaces
+        // it with the same value this would write.
+        if (!balanced)
+            *retp = hook;
     }
     t->entry_pending = 0;
     dispatch_exit(t);
+    return accepted != 0;
 }
 
 DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
 {
     task_ctx *t = peek_task_ctx();
-    const uintptr_t tramp = arch::return_to_handler_addr;
     const uintptr_t slot = fregs->regs.sp - 8;
     if (unlikely(!t))
         __builtin_trap(); // a hooked return always has a frame on this thread
@@ -176,7 +185,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
     *reinterpret_cast<uintptr_t *>(slot) = ret;
     if (likely(entered)) {
         const uintptr_t ip = f[sf_ip];
-        const uintptr_t real_ret = ret == tramp ? shadow_real_return(t, base, tramp) : ret;
+        const uintptr_t real_ret = arch::is_return_hook(ret) ? shadow_real_return(t, base) : ret;
         fregs->regs.ip = real_ret;
         uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
         unsigned long *w = f + sf_users;
@@ -211,7 +220,12 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
 // std::terminate instead. Handlers must not throw anything else.
 extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs)
 {
-    ftrace_entry(site, fregs);
+    ftrace_entry(site, fregs, false);
+}
+
+extern "C" DPROBE_NOPROBE int dprobe_fgraph_entry(ftrace_site *site, struct ftrace_regs *fregs)
+{
+    return ftrace_entry(site, fregs, true);
 }
 
 extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs)

@@ -1,7 +1,7 @@
 // Jump sites: functions built without a patch site (libc, any distribution library) get
 // one made of their first instructions, the kernel's optprobe scheme applied to the entry.
 // The instructions covering at least 5 bytes after any endbr64 are copied, relocated, to a
-// detour that starts with a call to the site's stub; enabling the site writes a jmp to the
+// detour that starts with a jump to the site's stub; enabling the site writes a jmp to the
 // detour over them.
 #include "core/ftrace_internal.h"
 
@@ -158,7 +158,7 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
         p.why = "entry region too long";
         return p;
     }
-    // Detour: call stub (5) + copy + jmp back; the copy's size is known after relocating.
+    // Detour: jmp stub (5) + copy + jmp back; the copy's size is known after relocating.
     auto d = std::make_unique<jump_detour>();
     const size_t budget = 5 + check.region.size() * arch::MAX_RELOCATED_INSN_SIZE + 5;
     d->mem = exec_alloc(ip, ip + check.len, budget);
@@ -223,12 +223,12 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
     return raw;
 }
 
-// The detour's first instruction calls the site's stub, which exists once the site has
+// The detour's first instruction jumps to the site's stub, which exists once the site has
 // been enabled for the first time (stubs are made before enabling).
 void jump_site_link_stub(ftrace_site *s)
 {
-    auto call = arch::make_call_rel32(s->jump->mem.rx, s->stub.rx);
-    std::memcpy(s->jump->mem.rw, call->data(), call->size());
+    auto jmp = arch::make_jmp_rel32(s->jump->mem.rx, s->stub.rx);
+    std::memcpy(s->jump->mem.rw, jmp->data(), jmp->size());
 }
 
 text_poke_req jump_enable_req(const ftrace_site *s)

@@ -45,9 +45,8 @@ text_poke_req enable_req(ftrace_site *s)
     text_poke_req r;
     r.addr = s->ip;
     r.len = s->len;
-    arch::site_call_bytes(s->ip, s->len, s->stub.rx, r.bytes);
-    r.emu = text_poke_req::emulate::call;
-    r.insn_len = s->len;
+    arch::site_jmp_bytes(s->ip, s->len, s->stub.rx, r.bytes);
+    r.emu = text_poke_req::emulate::jmp;
     r.target = s->stub.rx;
     return r;
 }
@@ -77,8 +76,12 @@ int ensure_stub(ftrace_site *s)
                             s->kind == site_kind::jump ? arch::ftrace_caller_all()
                                                        : arch::ftrace_caller());
     s->stub = c;
-    if (s->kind == site_kind::jump)
+    if (s->kind == site_kind::jump) {
         jump_site_link_stub(s);
+        s->body = s->jump->mem.rx + s->jump->call_len;
+    } else {
+        s->body = s->ip + s->len;
+    }
     return 0;
 }
 
@@ -263,6 +266,6 @@ uint32_t ftrace_site_ops_count(const ftrace_site *site)
     return u ? u->n : 0;
 }
 
-uintptr_t ftrace_return_trampoline() { return arch::return_to_handler(); }
+bool ftrace_is_return_trampoline(uintptr_t a) { return arch::is_return_hook(a); }
 
 } // namespace dprobe

@@ -1,6 +1,10 @@
 // Finding the patch sites of each loaded object, and turning __fentry__ calls into NOPs.
 #include "core/ftrace_internal.h"
 
+#include "arch/x86_64/ftrace_frame.h"
+
+#include <cstddef>
+
 #include "arch/x86_64/insn_bytes.h"
 #include "core/dl_notify.h"
 #include "core/text_poke.h"
@@ -13,6 +17,10 @@
 extern "C" void __fentry__();
 
 namespace dprobe {
+
+// The trampolines read these two fields of a site record by offset.
+static_assert(offsetof(ftrace_site, ip) == SITE_IP);
+static_assert(offsetof(ftrace_site, body) == SITE_BODY);
 
 ftrace_state &ftrace_st()
 {

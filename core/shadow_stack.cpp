@@ -3,6 +3,7 @@
 // so the rules of the hot path hold (no allocation, no locks, no probed libc calls).
 #include "core/shadow_stack.h"
 
+#include "arch/x86_64/ftrace_arch.h"
 #include "core/compiler.h"
 #include "core/ftrace.h"
 
@@ -157,7 +158,7 @@ DPROBE_NOPROBE frame_state shadow_frame_state(const altstack_info &alt, uintptr_
     return slot < sp ? frame_state::gone : frame_state::live;
 }
 
-DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp)
+DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp)
 {
     const altstack_info alt = shadow_altstack();
     uint32_t top = t->shadow_top;
@@ -167,7 +168,7 @@ DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp)
         const uintptr_t retp = f[sf_retp];
         const uint32_t base = top - n;
         // A tail call reuses the hooked caller's slot: still live.
-        if (retp == sp && *reinterpret_cast<uintptr_t *>(retp) == tramp)
+        if (retp == sp && arch::is_return_hook(*reinterpret_cast<uintptr_t *>(retp)))
             break;
         const frame_state st = shadow_frame_state(alt, sp, retp);
         if (st == frame_state::live && retp != sp)
@@ -225,12 +226,12 @@ DPROBE_NOPROBE uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noex
     return 0;
 }
 
-DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base, uintptr_t tramp) noexcept
+DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base) noexcept
 {
     const uintptr_t retp = t->shadow[base + sf_retp];
     uintptr_t ret = t->shadow[base + sf_ret];
     uint32_t top = base;
-    while (ret == tramp && top) {
+    while (arch::is_return_hook(ret) && top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
         if (f[sf_retp] == retp)

@@ -36,7 +36,7 @@ void shadow_frame_unwound(unsigned long *f);
 
 // Entry with the top frame's slot at or below SP: drops the frames that are gone, keeps
 // those of other stacks. Inside the read side.
-void shadow_reap(task_ctx *t, uintptr_t sp, uintptr_t tramp);
+void shadow_reap(task_ctx *t, uintptr_t sp);
 
 // A return through the trampoline from SLOT whose frame is not on top: drops the gone frames
 // above the frame of SLOT and returns that frame's first word index (it may stay below
@@ -52,8 +52,9 @@ void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords);
 uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noexcept;
 
 // The real return address of the frame at BASE (a hooked function tail-called by another
-// hooked one has the trampoline there: the caller's frame, same slot, holds the real one).
-uintptr_t shadow_real_return(task_ctx *t, uint32_t base, uintptr_t tramp) noexcept;
+// hooked one has a return trampoline there: the caller's frame, same slot, holds the real
+// one).
+uintptr_t shadow_real_return(task_ctx *t, uint32_t base) noexcept;
 
 // Whether stack addresses A and B belong to the same stack as far as dprobe can tell: the
 // sigaltstack, each known coroutine stack (swapcontext/setcontext) and everything else.

@@ -209,7 +209,7 @@ struct debugger_info {
 
 extern "C" DPROBE_API __attribute__((used)) const debugger_info dprobe_debugger_info = {
     0x626465626f727064ull, // "dprobedb"
-    1,
+    2,
     sizeof(debugger_info) / 8,
     &dprobe::ctx_head,
     offsetof(dprobe::task_ctx, next),

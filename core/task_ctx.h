@@ -22,9 +22,12 @@ constexpr size_t shadow_dropped_ring = 32;
 
 // Layout of one shadow frame, bottom to top, in words:
 //   [0] real return address  [1] entry ip  [2] retp (address of the return-address slot)
-//   [3] number of users N, then per user: ops pointer, ops generation, data words...
+//   [3] what the slot holds while the function is hooked (arch::fgraph_return_addr when the
+//       trampoline called the function's body, arch::return_to_handler_addr when dprobe
+//       replaced the return address)
+//   [4] number of users N, then per user: ops pointer, ops generation, data words...
 //   [top] total words of the frame (so the frame can be popped from the top)
-enum : unsigned { sf_ret = 0, sf_ip = 1, sf_retp = 2, sf_nusers = 3, sf_users = 4 };
+enum : unsigned { sf_ret = 0, sf_ip = 1, sf_retp = 2, sf_hook = 3, sf_nusers = 4, sf_users = 5 };
 
 struct task_ctx {
     // Odd while this thread runs dprobe dispatch code: the recursion guard, and what a

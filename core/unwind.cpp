@@ -15,44 +15,53 @@ namespace dprobe {
 
 DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t, uintptr_t sp)
 {
-    const uintptr_t tramp = arch::return_to_handler_addr;
     const altstack_info alt = shadow_altstack();
+    uintptr_t last_slot = 0;
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
+        top -= n;
+        // Frames of a tail-call chain share one slot: the newest decides what it holds.
+        if (f[sf_retp] == last_slot)
+            continue;
+        last_slot = f[sf_retp];
         // A gone frame's slot is not touched: its stack may be unmapped (the stack of a
         // posix_spawn child that hit a probe before exec, a freed coroutine stack).
         if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone) {
             auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-            if (*slot == tramp)
-                *slot = f[sf_ret];
+            if (*slot == f[sf_hook])
+                *slot = shadow_real_return(t, top);
         }
-        top -= n;
     }
 }
 
 DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
 {
-    const uintptr_t tramp = arch::return_to_handler_addr;
     // Inside the read side: dropped frames are reported to their ops, and a signal handler
     // on this thread does not hook a frame meanwhile. (A handler catching or walking its own
     // stack is inside already.)
     const bool entered = dispatch_enter(t, sp);
     if (drop_gone && t->shadow_top)
-        shadow_reap(t, sp, tramp);
+        shadow_reap(t, sp);
     const altstack_info alt = shadow_altstack();
+    uintptr_t last_slot = 0;
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
+        top -= n;
+        if (f[sf_retp] == last_slot)
+            continue;
+        last_slot = f[sf_retp];
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         // A slot that no longer holds the real address belongs to a frame that is gone
         // (its stack was reused); leave it alone, the frame will be reaped.
-        if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone &&
-            *slot == f[sf_ret] && f[sf_ret] != tramp)
-            *slot = tramp;
-        top -= n;
+        if (shadow_frame_state(alt, sp, f[sf_retp]) == frame_state::gone)
+            continue;
+        const uintptr_t real = shadow_real_return(t, top);
+        if (*slot == real && !arch::is_return_hook(real))
+            *slot = f[sf_hook];
     }
     if (entered)
         dispatch_exit(t);
@@ -193,7 +202,7 @@ DPROBE_EXPORT void *__cxa_begin_catch(void *exc) noexcept
     return next(exc);
 }
 
-// --- The return trampoline's own frame (see the FDE before dprobe_return_to_handler_*) ------
+// --- The return trampolines' own frame (see RETURN_HANDLER in ftrace_tramp.S) ---------------
 
 extern "C" void dprobe_return_reraise();
 
@@ -209,24 +218,23 @@ extern "C" DPROBE_NOPROBE _Unwind_Reason_Code
 dprobe_return_personality(int, _Unwind_Action actions, _Unwind_Exception_Class,
                           struct _Unwind_Exception *exc, struct _Unwind_Context *ctx)
 {
-    const uintptr_t tramp = arch::return_to_handler_addr;
     auto *slot = reinterpret_cast<uintptr_t *>(_Unwind_GetCFA(ctx) - 8);
     uintptr_t real = *slot;
-    if (real == tramp) {
+    if (arch::is_return_hook(real)) {
         real = 0;
         if (task_ctx *t = peek_task_ctx()) {
             for (uint32_t top = t->shadow_top; top;) {
                 uint32_t n;
                 unsigned long *f = shadow_frame_below(t, top, &n);
                 if (f[sf_retp] == reinterpret_cast<uintptr_t>(slot)) {
-                    real = shadow_real_return(t, top - n, tramp);
+                    real = shadow_real_return(t, top - n);
                     break;
                 }
                 top -= n;
             }
         }
     }
-    if (!real || real == tramp)
+    if (!real || arch::is_return_hook(real))
         return actions & _UA_SEARCH_PHASE ? _URC_FATAL_PHASE1_ERROR : _URC_FATAL_PHASE2_ERROR;
     if (actions & _UA_SEARCH_PHASE)
         return _URC_HANDLER_FOUND;

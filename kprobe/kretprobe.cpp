@@ -42,13 +42,12 @@ DPROBE_NOPROBE inline kretprobe_ctl *ctl_of(struct kretprobe *rp) noexcept
 // kretprobe_find_ret_addr() for the same). Returns a mask of the slots changed.
 DPROBE_NOPROBE uint64_t unhide_return_addresses(task_ctx *t, uintptr_t sp_now) noexcept
 {
-    const uintptr_t tramp = arch::return_to_handler();
     uint64_t mask = 0;
     uint32_t top = t->shadow_top;
     for (unsigned n = 0; top && n < 64; ++n) {
         unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-        if (f[sf_retp] > sp_now && *slot == tramp && f[sf_ret] != tramp) {
+        if (f[sf_retp] > sp_now && *slot == f[sf_hook] && !arch::is_return_hook(f[sf_ret])) {
             *slot = f[sf_ret];
             mask |= uint64_t{1} << n;
         }
@@ -59,12 +58,11 @@ DPROBE_NOPROBE uint64_t unhide_return_addresses(task_ctx *t, uintptr_t sp_now) n
 
 DPROBE_NOPROBE void rehide_return_addresses(task_ctx *t, uint64_t mask) noexcept
 {
-    const uintptr_t tramp = arch::return_to_handler();
     uint32_t top = t->shadow_top;
     for (unsigned n = 0; top && mask; ++n) {
         unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
         if (mask & (uint64_t{1} << n)) {
-            *reinterpret_cast<uintptr_t *>(f[sf_retp]) = tramp;
+            *reinterpret_cast<uintptr_t *>(f[sf_retp]) = f[sf_hook];
             mask &= ~(uint64_t{1} << n);
         }
         top -= static_cast<uint32_t>(t->shadow[top - 1]);

@@ -14,6 +14,7 @@
 extern "C" {
 __attribute__((visibility("hidden"))) unsigned long dprobe_xsave_size;
 __attribute__((visibility("hidden"))) unsigned char dprobe_have_xsavec;
+__attribute__((visibility("hidden"))) unsigned char dprobe_have_avx;
 __attribute__((visibility("hidden"))) __thread unsigned dprobe_ext_unsaved
     __attribute__((tls_model("initial-exec")));
 }
@@ -29,6 +30,12 @@ __attribute__((constructor)) void detect_xsave()
     dprobe_xsave_size = __get_cpuid_count(0xd, 0, &a, &b, &c, &d) ? b : 1024;
     dprobe_xsave_size = (dprobe_xsave_size + 63) & ~63UL;
     dprobe_have_xsavec = __get_cpuid_count(0xd, 1, &a, &b, &c, &d) && (a & 2);
+    // AVX enabled by the OS (XCR0 has the SSE and AVX state): vzeroupper exists.
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+        uint32_t lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        dprobe_have_avx = (lo & 6) == 6;
+    }
 }
 
 // Instruction categories of integer code. Anything else (x87, SSE, AVX*, MMX, KMASK,

@@ -26,6 +26,8 @@ extern "C" {
 // compacted form (xsavec) exists. Read by the trampolines.
 extern unsigned long dprobe_xsave_size;
 extern unsigned char dprobe_have_xsavec;
+// Whether the CPU and OS have AVX (the trampolines then run C++ after vzeroupper).
+extern unsigned char dprobe_have_avx;
 // Non-zero while this thread runs a handler entered through a light detour.
 extern __thread unsigned dprobe_ext_unsaved __attribute__((tls_model("initial-exec")));
 }

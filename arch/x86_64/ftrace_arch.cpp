@@ -18,6 +18,9 @@ void dprobe_ftrace_caller_all_64();
 void dprobe_return_to_handler_16();
 void dprobe_return_to_handler_32();
 void dprobe_return_to_handler_64();
+void dprobe_fgraph_return_16();
+void dprobe_fgraph_return_32();
+void dprobe_fgraph_return_64();
 // Read by the return trampolines (ftrace_tramp.S).
 __attribute__((visibility("hidden"))) uint8_t dprobe_ret_keep_all_xmm;
 }
@@ -27,10 +30,7 @@ static_assert(offsetof(struct pt_regs, flags) == PTR_FLAGS);
 static_assert(offsetof(struct pt_regs, ss) == PTR_SS);
 static_assert(offsetof(struct ftrace_regs, vec) == FREGS_VEC);
 static_assert(offsetof(struct ftrace_regs, vec_size) == FREGS_VEC_SIZE);
-static_assert(ENTRY_FRAME(64, 0) % 16 == 0 && ENTRY_FRAME(16, 0) % 16 == 0 &&
-              ENTRY_FRAME(64, 8) % 16 == 0 && ENTRY_FRAME(16, 8) % 16 == 0);
-static_assert((RET_FRAME(16) + 8) % 16 == 8); // keeps a sane alignment at the C call
-static_assert(sizeof(struct ftrace_regs) <= FR_X87_COUNT);
+static_assert(sizeof(struct ftrace_regs) <= FR_VWIDE);
 
 namespace dprobe::arch {
 
@@ -90,17 +90,17 @@ std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept
 
 void site_nop_bytes(uint8_t len, uint8_t *out) noexcept { fill_nops(out, len); }
 
-bool site_call_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept
+bool site_jmp_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept
 {
     if (len < 5 || len > 6)
         return false;
     size_t prefix = len - 5;
     if (prefix)
-        out[0] = 0x2e; // CS segment override: ignored in 64-bit mode, pads the call to 6 bytes
-    auto call = make_call_rel32(ip + prefix, target);
-    if (!call)
+        out[0] = 0x2e; // CS segment override: ignored in 64-bit mode, pads the jmp to 6 bytes
+    auto jmp = make_jmp_rel32(ip + prefix, target);
+    if (!jmp)
         return false;
-    std::memcpy(out + prefix, call->data(), call->size());
+    std::memcpy(out + prefix, jmp->data(), jmp->size());
     return true;
 }
 
@@ -153,6 +153,7 @@ unsigned vector_size() noexcept
 }
 
 uintptr_t return_to_handler_addr = return_to_handler();
+uintptr_t fgraph_return_addr = fgraph_return();
 
 uintptr_t ftrace_caller() noexcept
 {
@@ -174,6 +175,15 @@ uintptr_t ftrace_caller_all() noexcept
     case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_64);
     case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_32);
     default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_16);
+    }
+}
+
+uintptr_t fgraph_return() noexcept
+{
+    switch (vector_size()) {
+    case 64: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_64);
+    case 32: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_32);
+    default: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_16);
     }
 }
 

@@ -32,11 +32,12 @@ std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept;
 
 // Bytes of a site turned off: one NOP of LEN bytes.
 void site_nop_bytes(uint8_t len, uint8_t *out) noexcept;
-// Bytes of a site turned on: `call target` as one instruction of exactly LEN bytes (5, or 6
-// with a CS prefix, so a thread returning from the call never lands inside the site).
-bool site_call_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept;
+// Bytes of a site turned on: `jmp target` as one instruction of exactly LEN bytes (5, or 6
+// with a CS prefix: no thread ever runs the NOP's second half).
+bool site_jmp_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept;
 
-// The per-site stub: park r11, load the site record into r11, jump to the trampoline.
+// The per-site stub: park r11, load the site record into r11, jump to the trampoline. The
+// site jumps to it, so the trampoline starts with the function's stack as at its entry.
 constexpr size_t ftrace_stub_size = 32;
 void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noexcept;
 
@@ -46,13 +47,23 @@ void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noex
 // keep values in the registers such a function leaves alone).
 uintptr_t ftrace_caller() noexcept;
 uintptr_t ftrace_caller_all() noexcept;
+// What a return-address slot holds while its function is hooked: the return trampoline,
+// when dprobe replaced the return address (return_to_handler), or the return point of the
+// trampoline that called the function's body (fgraph_return).
 uintptr_t return_to_handler() noexcept;
+uintptr_t fgraph_return() noexcept;
 // From now on the return trampoline keeps xmm2-15 too: call before hooking the return of a
 // plain function (a jump site's, a kretprobe's on an instruction), whose callers may keep
 // values there (-fipa-ra). Never turned off.
 void return_keeps_all_xmm() noexcept;
-// The same, as a variable for the hot path (set before any site is enabled).
+// The same, as variables for the hot path (set before any site is enabled).
 extern uintptr_t return_to_handler_addr;
+extern uintptr_t fgraph_return_addr;
+// Whether A is one of the two: a slot holding it belongs to a hooked function.
+inline bool is_return_hook(uintptr_t a) noexcept
+{
+    return a == fgraph_return_addr || a == return_to_handler_addr;
+}
 // Bytes saved per vector register (16 xmm, 32 ymm, 64 zmm).
 unsigned vector_size() noexcept;
 

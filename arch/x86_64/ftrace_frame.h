@@ -1,5 +1,6 @@
-/* Stack frame the fentry and return trampolines build (shared by the .S and C++).
- * The frame starts with a struct ftrace_regs, so its address is handed to C++ as is. */
+/* Stack frames the fentry and return trampolines build (shared by the .S and C++).
+ * Each frame starts with a struct ftrace_regs, so its address is handed to C++ as is; the
+ * vector registers are saved below it, in an area aligned to 64 bytes. */
 #ifndef DPROBE_ARCH_FTRACE_FRAME_H
 #define DPROBE_ARCH_FTRACE_FRAME_H
 
@@ -29,23 +30,31 @@
 #define FREGS_VEC 168
 #define FREGS_VEC_SIZE 176
 /* trampoline-private */
-#define FR_X87_COUNT 192 /* return trampoline: x87 registers saved (0-2) */
-#define FR_KEEP_ALL 196  /* return trampoline: xmm2-15 saved (0/1) */
-#define FR_X87 208       /* two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
-#define FR_VEC 240       /* vector save area */
+#define FR_VWIDE 184     /* the vector registers were saved at full width (upper state live) */
+#define FR_KEEP_ALL 188  /* return: xmm2-15 kept too (0/1) */
+#define FR_X87_COUNT 192 /* return: x87 registers saved (0-2) */
+#define FR_FUNC 192      /* entry: the probed function's site address, for debuggers */
+#define FR_X87 208       /* return: two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
 
-/* Entry frame: 8 vector registers, NX more xmm registers (jump sites) and the r11 parking
- * slot at the top (FRAME-8). */
-#define ENTRY_FRAME(vsize, nx) (FR_VEC + 8 * (vsize) + (nx) * 16 + 16)
-/* Return frame: 2 vector registers and xmm2-15; the slot above it holds the real return
- * address. */
-#define RET_FRAME(vsize) (FR_VEC + 2 * (vsize) + 14 * 16)
+/* Entry frame: ENTRY_FRAME bytes below the probed function's stack pointer at its entry
+ * (which points at its caller's return address). Its last three words: where the trampoline
+ * jumps when it is done (the function, or dprobe_fgraph_call_* to call it), where the
+ * function resumes (its body, or a handler's new regs->ip), and the r11 the stub parked. */
+#define ENTRY_FRAME 224
+#define FR_NEXT (ENTRY_FRAME - 24)
+#define FR_TARGET (ENTRY_FRAME - 16)
+/* Return frame: RET_FRAME bytes below the slot the hooked function returned from. */
+#define RET_FRAME 240
+
+/* Offset of ftrace_site::body in core's site record (checked in core/ftrace_sites.cpp). */
+#define SITE_BODY 16
+#define SITE_IP 0
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */
 #define RETURN_LAYOUT_WORDS 11
-#define RETURN_LAYOUT_COUNT 3
-#define ENTRY_LAYOUT_WORDS 10
+#define RETURN_LAYOUT_COUNT 6
+#define ENTRY_LAYOUT_WORDS 12
 #define ENTRY_LAYOUT_COUNT 6
 
 #endif

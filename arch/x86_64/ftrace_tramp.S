@@ -1,27 +1,49 @@
 /*
- * fentry and return trampolines (the kernel's ftrace_caller / return_to_handler).
+ * fentry and return trampolines (the kernel's ftrace_caller / return_to_handler, and the
+ * "call the function from the trampoline" scheme of its BPF trampolines for fexit).
  *
- * A patched site calls a per-site stub in dprobe's executable memory:
+ * A patched site jumps to a per-site stub in dprobe's executable memory:
  *     mov %r11, -8(%rsp)      park r11 in the (unused) red zone of the probed function
  *     movabs $site, %r11      the site record
  *     jmp *tramp(%rip)        one of the dprobe_ftrace_caller_* variants below
- * The variants differ in how much of each vector register they keep (xmm, ymm, zmm), and
- * in how many of them: a patch site is in code built with -pg/-mfentry/-fpatchable-function-
- * entry, where GCC turns interprocedural register allocation (-fipa-ra) off, so its callers
- * expect every call-clobbered register clobbered and only the argument registers xmm0-7 need
- * keeping. A jump site is in a plain function whose callers in the same unit may keep values
- * in any vector register the function is known not to touch: its entry keeps all sixteen.
- * The return trampoline serves both kinds and kretprobes on any function: it keeps the
- * result registers xmm0/xmm1, and xmm2-15 as well once a jump site or a kretprobe has been
- * set up in the process (dprobe_ret_keep_all_xmm), so that code built with patch sites
- * alone does not pay for them.
+ * so the trampoline starts with the probed function's stack as at its entry: [rsp] is its
+ * caller's return address. The trampoline saves the registers, runs the entry handlers
+ * (dprobe_fgraph_entry) and then either jumps to the function's body, or, when an exit
+ * handler wants the return, *calls* the body from dprobe_fgraph_call_*: the caller's return
+ * address has been moved to the thread's shadow stack and the slot it occupied receives the
+ * return address of that call, so the body returns (predicted) into dprobe_fgraph_return_*,
+ * which runs the exit handlers and returns to the real caller with `ret`, paired with the
+ * caller's own call. Calls and returns stay paired, for the return stack buffer and for CET
+ * shadow stacks. dprobe_return_to_handler_* serves returns hooked the other way, by
+ * replacing the return address (a kretprobe entered through an int3): it ends with
+ * `jmp *`, since the function's own `ret` has consumed the caller's prediction.
  *
- * Everything the probed code can observe is preserved: all caller-saved general registers
- * (the caller may rely on a callee's known clobbers with -fipa-ra), the vector argument
- * registers at full width, the arithmetic flags (with lahf/seto instead of the slow popf),
- * and at return the x87 stack (long double results). MXCSR is not saved: stmxcsr costs
- * more than everything else here together, and like any called function a handler keeps
- * the control bits (callee-saved) but may raise sticky exception flags.
+ * The variants differ in how much of each vector register they keep (xmm, ymm, zmm), and
+ * in how many of them: a patch site is in code built with -pg/-mfentry/-fpatchable-
+ * function-entry, where GCC turns interprocedural register allocation (-fipa-ra) off, so
+ * its callers expect every call-clobbered register clobbered and only the argument
+ * registers 0-7 need keeping. A jump site is in a plain function whose callers in the same
+ * unit may keep values in any vector register the function is known not to touch: its
+ * entry keeps all sixteen. The return trampolines keep the result registers 0-1, and all
+ * sixteen once a jump site or a kretprobe has been set up in the process
+ * (dprobe_ret_keep_all_xmm), so that code built with patch sites alone does not pay.
+ *
+ * Vector state. Handlers and dprobe's C++ run with the upper halves of the vector
+ * registers clean (after vzeroupper): on Intel parts a legacy-SSE instruction costs about
+ * 200 ns while they are in use. The registers kept are first tested: when their upper bits
+ * (128 and up) are all zero, only their low 128 bits are stored, and restored with VEX.128
+ * loads, which leave the upper state as clean as the probed code had it; otherwise they are
+ * stored and restored at full width, and the probed code gets its live upper state back
+ * bit for bit. Inside a light optprobe handler (arch/x86_64/ext_state.h) nobody saved the
+ * state of the code that optprobe interrupted, so no vector register is touched at all and
+ * the handlers run inside a whole xsave/xrstor (dprobe_call_ext_saved).
+ *
+ * Everything else the probed code can observe is preserved: all general registers (the
+ * caller may rely on a callee's known clobbers with -fipa-ra), the arithmetic flags (with
+ * lahf/seto instead of the slow popf), and at return the x87 stack (long double results).
+ * MXCSR is not saved: stmxcsr costs more than everything else here together, and like any
+ * called function a handler keeps the control bits (callee-saved) but may raise sticky
+ * exception flags.
  */
 #include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/tramp_macros.inc"
@@ -42,152 +64,234 @@
 	sahf
 .endm
 
-/* Calls FN (C++, arguments already in rdi/rsi). Inside the handler of a light optprobe
- * detour (arch/x86_64/ext_state.h) nobody saved the extended state the probed code may
- * have live: then FN runs with the whole of it saved around it. Clobbers rax, r11. */
-.macro CALL_HANDLERS fn
-	movq dprobe_ext_unsaved@gottpoff(%rip), %rax
-	cmpl $0, %fs:(%rax)
-	jne 8f
+/* ORs the upper bits (128 and up) of zmm0..N-1 into zmm ACC (its lower 128 bits cleared)
+ * and sets ZF when they are all zero. ACC and TMP are the last two of the set, already
+ * stored at full width; both are clobbered. */
+.macro UPPER_TEST64 n, acc, tmp
+	.if \n == 2
+	vporq %zmm0, %zmm1, %zmm1
+	.elseif \n == 8
+	vpternlogq $0xfe, %zmm1, %zmm0, %zmm7
+	vpternlogq $0xfe, %zmm3, %zmm2, %zmm7
+	vpternlogq $0xfe, %zmm5, %zmm4, %zmm7
+	vporq %zmm6, %zmm7, %zmm7
+	.else
+	vpternlogq $0xfe, %zmm1, %zmm0, %zmm15
+	vpternlogq $0xfe, %zmm3, %zmm2, %zmm15
+	vpternlogq $0xfe, %zmm5, %zmm4, %zmm15
+	vpternlogq $0xfe, %zmm7, %zmm6, %zmm15
+	vpternlogq $0xfe, %zmm9, %zmm8, %zmm15
+	vpternlogq $0xfe, %zmm11, %zmm10, %zmm15
+	vpternlogq $0xfe, %zmm13, %zmm12, %zmm15
+	vporq %zmm14, %zmm15, %zmm15
+	.endif
+	vpxor %xmm\tmp, %xmm\tmp, %xmm\tmp
+	vinserti32x4 $0, %xmm\tmp, %zmm\acc, %zmm\acc
+	vextracti64x4 $1, %zmm\acc, %ymm\tmp
+	vpor %ymm\tmp, %ymm\acc, %ymm\acc
+	vptest %ymm\acc, %ymm\acc
+.endm
+
+/*
+ * Saves vector registers 0..N-1 (N = 2, 8 or 16) to the area at %rsp, VSIZE bytes apart,
+ * and records in FR_VWIDE(%rbx) whether it took their full width; leaves the upper state
+ * clean. Clobbers the flags.
+ */
+.macro VSAVE vsize, n, acc, tmp
+	.if \vsize == 16
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \r < \n
+	movdqu %xmm\r, \r * 16(%rsp)
+	.endif
+	.endr
+	movl $0, FR_VWIDE(%rbx)
+	.elseif \vsize == 32
+	vmovdqu %ymm\acc, \acc * 32(%rsp)
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+	.if \r < \acc
+	vpor %ymm\r, %ymm\acc, %ymm\acc
+	.endif
+	.endr
+	vextracti128 $1, %ymm\acc, %xmm\acc
+	vptest %xmm\acc, %xmm\acc
+	jnz 11f
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+	.if \r < \acc
+	vmovdqu %xmm\r, \r * 32(%rsp)
+	.endif
+	.endr
+	movl $0, FR_VWIDE(%rbx)
+	jmp 12f
+11:
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+	.if \r < \acc
+	vmovdqu %ymm\r, \r * 32(%rsp)
+	.endif
+	.endr
+	movl $1, FR_VWIDE(%rbx)
+12:
+	vzeroupper
+	.else
+	vmovdqu64 %zmm\acc, \acc * 64(%rsp)
+	vmovdqu64 %zmm\tmp, \tmp * 64(%rsp)
+	UPPER_TEST64 \n, \acc, \tmp
+	jnz 11f
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+	.if \r < \tmp
+	vmovdqu %xmm\r, \r * 64(%rsp)
+	.endif
+	.endr
+	movl $0, FR_VWIDE(%rbx)
+	jmp 12f
+11:
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+	.if \r < \tmp
+	vmovdqu64 %zmm\r, \r * 64(%rsp)
+	.endif
+	.endr
+	movl $1, FR_VWIDE(%rbx)
+12:
+	vzeroupper
+	.endif
+.endm
+
+/* Restores what VSAVE saved: the low 128 bits (VEX.128 loads: the upper state stays clean)
+ * or the full width. Clobbers the flags. */
+.macro VRESTORE vsize, n
+	.if \vsize == 16
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \r < \n
+	movdqu \r * 16(%rsp), %xmm\r
+	.endif
+	.endr
+	.else
+	vzeroupper /* what a handler may have left */
+	cmpl $0, FR_VWIDE(%rbx)
+	jne 13f
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \r < \n
+	vmovdqu \r * \vsize(%rsp), %xmm\r
+	.endif
+	.endr
+	jmp 14f
+13:
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \r < \n
+	.if \vsize == 32
+	vmovdqu \r * 32(%rsp), %ymm\r
+	.else
+	vmovdqu64 \r * 64(%rsp), %zmm\r
+	.endif
+	.endif
+	.endr
+14:
+	.endif
+.endm
+
+/*
+ * Calls FN (C++, arguments already in rdi/rsi; its result stays in rax) with vector
+ * registers 0..N-1 saved in the area at %rsp (VSIZE bytes apart, 64-byte aligned) and the
+ * frame at %rbx. Inside a light optprobe handler the vector registers are only copied for
+ * the handlers to read, and FN runs inside a whole xsave/xrstor. Clobbers r11, the flags.
+ */
+.macro CALL_WITH_VECTORS fn, vsize, n, acc, tmp
+	mov %rsp, FREGS_VEC(%rbx)
+	movq $\vsize, FREGS_VEC_SIZE(%rbx)
+	movq dprobe_ext_unsaved@gottpoff(%rip), %r11
+	cmpl $0, %fs:(%r11)
+	jne 17f
+	VSAVE \vsize, \n, \acc, \tmp
 	call \fn
-	jmp 9f
-8:	lea \fn(%rip), %r11
+	VRESTORE \vsize, \n
+	jmp 18f
+17:
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	.if \r < \n
+	.if \vsize == 16
+	movdqu %xmm\r, \r * 16(%rsp)
+	.else
+	vmovdqu %xmm\r, \r * \vsize(%rsp)
+	.endif
+	.endif
+	.endr
+	movl $0, FR_VWIDE(%rbx)
+	lea \fn(%rip), %r11
 	call dprobe_call_ext_saved
-9:
+18:
 .endm
 
-.macro SAVE_VEC kind, n
-	.if \kind == 16
-	movdqu %xmm\n, FR_VEC + \n * 16(%rsp)
-	.elseif \kind == 32
-	vmovdqu %ymm\n, FR_VEC + \n * 32(%rsp)
-	.else
-	vmovdqu64 %zmm\n, FR_VEC + \n * 64(%rsp)
-	.endif
-.endm
-
-.macro RESTORE_VEC kind, n
-	.if \kind == 16
-	movdqu FR_VEC + \n * 16(%rsp), %xmm\n
-	.elseif \kind == 32
-	vmovdqu FR_VEC + \n * 32(%rsp), %ymm\n
-	.else
-	vmovdqu64 FR_VEC + \n * 64(%rsp), %zmm\n
-	.endif
-.endm
-
-/* xmm FIRST .. FIRST+COUNT-1, 16 bytes each, from offset BASE: the registers past the
- * argument or result ones. Their low 128 bits are what code built for the x86-64 baseline
- * (SSE2, as distributions build) can keep in them. */
-.macro SAVE_XMMS kind, first, count, base
-	.irp n, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-	.if \n >= \first && \n < \first + \count
-	.if \kind == 16
-	movdqu %xmm\n, \base + (\n - \first) * 16(%rsp)
-	.else
-	vmovdqu %xmm\n, \base + (\n - \first) * 16(%rsp)
-	.endif
-	.endif
-	.endr
-.endm
-
-.macro RESTORE_XMMS kind, first, count, base
-	.irp n, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-	.if \n >= \first && \n < \first + \count
-	.if \kind == 16
-	movdqu \base + (\n - \first) * 16(%rsp), %xmm\n
-	.else
-	vmovdqu \base + (\n - \first) * 16(%rsp), %xmm\n
-	.endif
-	.endif
-	.endr
-.endm
-
-/* NX: 0 for patch sites, 8 for jump sites (NAME ends in _all): xmm8-15 kept too. */
-.macro FTRACE_CALLER vsize, nx, name
+/*
+ * Entry trampoline. N: vector registers kept (8 for patch sites, 16 for jump sites);
+ * ACC/TMP: the last two of them (the upper-bits test's scratch registers).
+ */
+.macro FTRACE_CALLER vsize, n, acc, tmp, name
 	.globl \name
 	.hidden \name
 	.type \name, @function
 	.p2align 5
 \name:
 	.cfi_startproc
-	/* [rsp] = return address into the probed function (site + call length), and the
-	 * stub parked r11 at -8(%rsp), which becomes the top slot of this frame.
-	 * For unwinders, this frame's caller is the probed function's caller: the site is the
-	 * function's entry, where it has done nothing an unwinder must undo (no register
-	 * saved, no object to destroy), and the address after the site is in no call-site
-	 * table of its LSDA (the C++ personality would call std::terminate for it) nor, for a
-	 * jump site, in any FDE (the detour). So CFA = the function's CFA (rsp + 16), and the
-	 * return address is the function's own: a thread cancelled in an entry handler, or a
-	 * walk from it, goes straight to the caller. (gdb's unwinder for dprobe shows the
-	 * probed function in between where it can: the .Lent_* labels, ENTRY_LAYOUT.) */
-	.cfi_def_cfa_offset 16
-	lea -ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+	/* [rsp] = the probed function's caller's return address, and the stub parked r11 at
+	 * -8(%rsp), which becomes the top slot of this frame. For unwinders, this frame's caller
+	 * is the probed function's caller: the site is the function's entry, where it has done
+	 * nothing an unwinder must undo, so a thread cancelled in an entry handler, or a walk
+	 * from it, goes straight to the caller. (gdb's unwinder for dprobe shows the probed
+	 * function in between: the .Lent_* labels, ENTRY_LAYOUT.) */
+	.cfi_def_cfa_offset 8
+	lea -ENTRY_FRAME(%rsp), %rsp
 .Lent_framed_\name:
-	.cfi_adjust_cfa_offset ENTRY_FRAME(\vsize, \nx)
+	.cfi_adjust_cfa_offset ENTRY_FRAME
 	mov %rax, PTR_AX(%rsp)
 .Lent_ax_saved_\name:
 	SAVE_FLAGS
-	mov ENTRY_FRAME(\vsize, \nx) - 8(%rsp), %rax
+	mov ENTRY_FRAME - 8(%rsp), %rax
 	mov %rax, PTR_R11(%rsp)
 	SAVE_SCRATCH_GPRS
 .Lent_saved_\name:
 	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
-	SAVE_VEC \vsize, 0
-	SAVE_VEC \vsize, 1
-	SAVE_VEC \vsize, 2
-	SAVE_VEC \vsize, 3
-	SAVE_VEC \vsize, 4
-	SAVE_VEC \vsize, 5
-	SAVE_VEC \vsize, 6
-	SAVE_VEC \vsize, 7
-	SAVE_XMMS \vsize, 8, \nx, (FR_VEC+8*\vsize)
-	lea FR_VEC(%rsp), %rax
-	mov %rax, FREGS_VEC(%rsp)
-	movq $\vsize, FREGS_VEC_SIZE(%rsp)
-	mov ENTRY_FRAME(\vsize, \nx)(%rsp), %rax
+	mov SITE_BODY(%r11), %rax
 	mov %rax, PTR_IP(%rsp)
-	lea ENTRY_FRAME(\vsize, \nx) + 8(%rsp), %rax
+	mov SITE_IP(%r11), %rax
+	mov %rax, FR_FUNC(%rsp)
+.Lent_func_saved_\name:
+	lea ENTRY_FRAME(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
 	mov %r11, %rdi
 	mov %rsp, %rsi
-	/* Handlers get a 16-byte aligned stack even if the probed code's was not. */
+	/* Handlers get a 64-byte aligned vector area and a 16-byte aligned stack. */
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 .Lent_rbx_frame_\name:
-	and $-16, %rsp
-	CALL_HANDLERS dprobe_ftrace_entry
+	sub $\n * \vsize, %rsp
+	and $-64, %rsp
+	CALL_WITH_VECTORS dprobe_fgraph_entry, \vsize, \n, \acc, \tmp
+	/* rax: 1 when the function is to be called (its exit handlers want its return). A
+	 * handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
+	mov PTR_IP(%rbx), %rcx
+	mov %rcx, FR_TARGET(%rbx)
+	test %eax, %eax
+	jz 19f
+	lea dprobe_fgraph_call_\vsize(%rip), %rcx
+19:	mov %rcx, FR_NEXT(%rbx)
 	mov %rbx, %rsp
 .Lent_rsp_frame_\name:
 	.cfi_def_cfa_register rsp
-	/* A handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
-	mov PTR_IP(%rsp), %rax
-	mov %rax, ENTRY_FRAME(\vsize, \nx)(%rsp)
-	RESTORE_VEC \vsize, 0
-	RESTORE_VEC \vsize, 1
-	RESTORE_VEC \vsize, 2
-	RESTORE_VEC \vsize, 3
-	RESTORE_VEC \vsize, 4
-	RESTORE_VEC \vsize, 5
-	RESTORE_VEC \vsize, 6
-	RESTORE_VEC \vsize, 7
-	RESTORE_XMMS \vsize, 8, \nx, (FR_VEC+8*\vsize)
 	RESTORE_SCRATCH_GPRS
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
 .Lent_restored_\name:
-	lea ENTRY_FRAME(\vsize, \nx)(%rsp), %rsp
+	lea ENTRY_FRAME(%rsp), %rsp
 .Lent_unframed_\name:
-	.cfi_adjust_cfa_offset -ENTRY_FRAME(\vsize, \nx)
-	ret
+	.cfi_adjust_cfa_offset -ENTRY_FRAME
+	jmp *-24(%rsp)
 .Lent_end_\name:
 	.cfi_endproc
 	.size \name, . - \name
 .endm
 
 /* One record of dprobe_entry_tramp_layout (see the end of this file). */
-.macro ENTRY_LAYOUT vsize, nx, name
+.macro ENTRY_LAYOUT name
 	.quad \name
 	.quad .Lent_framed_\name	/* from here the frame is at rsp... */
 	.quad .Lent_rbx_frame_\name	/* ...from here at rbx (rsp is aligned)... */
@@ -197,77 +301,15 @@
 	.quad .Lent_ax_saved_\name	/* rax is in the frame from here... */
 	.quad .Lent_saved_\name	/* ...all general registers from here... */
 	.quad .Lent_restored_\name	/* ...to here (before it r11 is parked above the frame) */
-	.quad ENTRY_FRAME(\vsize, \nx)	/* offset of the return address into the function */
+	.quad ENTRY_FRAME		/* offset of the caller's return address */
+	.quad FR_FUNC			/* offset of the probed function's site address, */
+	.quad .Lent_func_saved_\name	/* there from here (before, the site record is in r11) */
 .endm
 
-/*
- * The probed function returns here instead of to its caller. The slot its `ret` just
- * popped becomes the top of this frame; C++ stores the real return address there before
- * any exit handler runs, so that the CFI below lets unwinders (backtrace(), a C++ throw
- * from a handler) walk from a handler into the real caller.
- */
-.macro RETURN_HANDLER vsize
-	.globl dprobe_return_to_handler_\vsize
-	.hidden dprobe_return_to_handler_\vsize
-	.type dprobe_return_to_handler_\vsize, @function
-	.p2align 5
-	/*
-	 * A hooked return-address slot holds the address of the next instruction: for an
-	 * unwinder that reads it, the caller "returned here", and it looks up the FDE of this
-	 * nop (return address - 1). That frame (call it T) sits between the hooked function
-	 * and its real caller, whose address only the shadow stack knows. Its personality
-	 * routine (core/unwind.cpp) supplies it: it writes the real return address into the
-	 * slot, from where the rule for rip below reads it, or restarts the exception from the
-	 * real caller (dprobe_return_reraise). The slot is at T's stack pointer - 8; T's CFA is
-	 * its stack pointer + 8, so that T and the real caller, whose stack pointer is T's,
-	 * have different frame identities (libgcc identifies a frame by its callee's CFA).
-	 * Unwinders that run no personality (gdb, _Unwind_Backtrace) see T return to itself
-	 * and stop there; dprobe's interposed backtrace() and _Unwind_Backtrace() write every
-	 * real return address back first, and gdb's frame unwinder for dprobe
-	 * (scripts/gdb/dprobe-gdb.py) reads it from the shadow stack. The nop has a symbol of
-	 * its own so that a debugger names T.
-	 */
-	.type dprobe_return_trampoline_\vsize, @function
-dprobe_return_trampoline_\vsize:
-	.cfi_startproc
-	.cfi_personality 0x1b, dprobe_return_personality
-	.cfi_def_cfa rsp, 8
-	.cfi_offset rip, -16
-	/* .cfi_val_offset rsp, -8 (DW_CFA_val_offset, rsp, 1 x data alignment -8), spelled as
-	 * bytes for assemblers without the directive (clang, used by the fuzz build). */
-	.cfi_escape 0x14, 0x07, 0x01
-	nop
-	.cfi_endproc
-	.size dprobe_return_trampoline_\vsize, . - dprobe_return_trampoline_\vsize
-dprobe_return_to_handler_\vsize:
-	.cfi_startproc
-	.cfi_def_cfa rsp, 0
-	lea -8 - RET_FRAME(\vsize)(%rsp), %rsp
-.Lret_framed_\vsize:
-	.cfi_def_cfa rsp, RET_FRAME(\vsize) + 8
-	.cfi_offset rip, -8
-	mov %rax, PTR_AX(%rsp)
-	SAVE_FLAGS
-	SAVE_SCRATCH_GPRS
-.Lret_bx_saved_\vsize:
-	mov %r11, PTR_R11(%rsp)
-	STORE_CALLEE_SAVED
-	SAVE_VEC \vsize, 0
-	SAVE_VEC \vsize, 1
-	/* xmm2-15 once a plain function may return here (see the top of this file); the
-	 * decision is kept in the frame for the restore (the switch only ever turns on). */
-	movzbl dprobe_ret_keep_all_xmm(%rip), %eax
-	mov %eax, FR_KEEP_ALL(%rsp)
-	test %eax, %eax
-	jz 5f
-	SAVE_XMMS \vsize, 2, 14, (FR_VEC+2*\vsize)
-5:
-	lea FR_VEC(%rsp), %rax
-	mov %rax, FREGS_VEC(%rsp)
-	movq $\vsize, FREGS_VEC_SIZE(%rsp)
-	/* x87: TOP (status word bits 11-13) is 0 when the stack is empty; 7 with one value
-	 * (long double result), 6 with two (complex long double). Pop them so handlers get
-	 * the empty x87 stack the ABI promises, and push them back afterwards. */
+/* x87: TOP (status word bits 11-13) is 0 when the stack is empty; 7 with one value (long
+ * double result), 6 with two (complex long double). Pop them so handlers get the empty x87
+ * stack the ABI promises; X87_PUSH puts them back. Clobbers rax, rcx. */
+.macro X87_POP
 	xor %ecx, %ecx
 	fnstsw %ax
 	shr $11, %eax
@@ -281,18 +323,9 @@ dprobe_return_to_handler_\vsize:
 	inc %ecx
 2:
 	mov %ecx, FR_X87_COUNT(%rsp)
-	lea RET_FRAME(\vsize) + 8(%rsp), %rax
-	mov %rax, PTR_SP(%rsp)
-	mov %rsp, %rdi
-	mov %rsp, %rbx
-	.cfi_def_cfa_register rbx
-.Lret_rbx_frame_\vsize:
-	and $-16, %rsp
-	CALL_HANDLERS dprobe_ftrace_return
-	mov %rbx, %rsp
-.Lret_rsp_frame_\vsize:
-	.cfi_def_cfa_register rsp
-	mov %rax, RET_FRAME(\vsize)(%rsp)
+.endm
+
+.macro X87_PUSH
 	mov FR_X87_COUNT(%rsp), %ecx
 	test %ecx, %ecx
 	jz 3f
@@ -302,59 +335,157 @@ dprobe_return_to_handler_\vsize:
 4:
 	fldt FR_X87(%rsp)
 3:
-	RESTORE_VEC \vsize, 0
-	RESTORE_VEC \vsize, 1
-	cmpl $0, FR_KEEP_ALL(%rsp)
-	je 6f
-	RESTORE_XMMS \vsize, 2, 14, (FR_VEC+2*\vsize)
-6:
+.endm
+
+/*
+ * Return trampolines. BALANCED: reached by the return of a body that dprobe_fgraph_call_*
+ * called (ends with `ret`); otherwise by a hooked function's return into a replaced return
+ * address (ends with `jmp *`).
+ *
+ * The code an unwinder looks up for such a return (return address - 1) sits just before
+ * it: the `call` of dprobe_fgraph_call_*, or a nop before dprobe_return_to_handler_*. That
+ * frame (call it T) sits between the hooked function and its real caller, whose address
+ * only the shadow stack knows. Its personality routine (core/unwind.cpp) supplies it: it
+ * writes the real return address into the slot, from where the rule for rip below reads it,
+ * or restarts the exception from the real caller (dprobe_return_reraise). The slot is at
+ * T's stack pointer - 8; T's CFA is its stack pointer + 8, so that T and the real caller,
+ * whose stack pointer is T's, have different frame identities (libgcc identifies a frame
+ * by its callee's CFA). Unwinders that run no personality (gdb, _Unwind_Backtrace) see T
+ * return to itself and stop there; dprobe's interposed backtrace() and _Unwind_Backtrace()
+ * write every real return address back first, and gdb's frame unwinder for dprobe
+ * (scripts/gdb/dprobe-gdb.py) reads it from the shadow stack.
+ */
+.macro RETURN_HANDLER vsize, balanced, tname, name
+	.globl \tname
+	.hidden \tname
+	.type \tname, @function
+	.p2align 5
+\tname:
+	.cfi_startproc
+	.cfi_personality 0x1b, dprobe_return_personality
+	.if \balanced
+	/* Entered with [rsp] = the caller's return address (a copy is on the shadow stack)
+	 * and the function's body address at -16(%rsp): pop the one, call the other. The
+	 * call's return address takes the popped one's slot. */
+	.cfi_def_cfa rsp, 8
+	.cfi_offset rip, -8
+	lea 8(%rsp), %rsp
+	.cfi_def_cfa rsp, 8
+	.cfi_offset rip, -16
+	/* .cfi_val_offset rsp, -8 (DW_CFA_val_offset, rsp, 1 x data alignment -8), spelled as
+	 * bytes for assemblers without the directive (clang, used by the fuzz build). */
+	.cfi_escape 0x14, 0x07, 0x01
+	call *-24(%rsp)
+	.else
+	.cfi_def_cfa rsp, 8
+	.cfi_offset rip, -16
+	.cfi_escape 0x14, 0x07, 0x01
+	nop
+	.endif
+	.cfi_endproc
+	.size \tname, . - \tname
+	.globl \name
+	.hidden \name
+	.type \name, @function
+\name:
+	.cfi_startproc
+	.cfi_def_cfa rsp, 0
+	lea -8 - RET_FRAME(%rsp), %rsp
+.Lret_framed_\name:
+	.cfi_def_cfa rsp, RET_FRAME + 8
+	.cfi_offset rip, -8
+	mov %rax, PTR_AX(%rsp)
+	SAVE_FLAGS
+	SAVE_SCRATCH_GPRS
+.Lret_bx_saved_\name:
+	mov %r11, PTR_R11(%rsp)
+	STORE_CALLEE_SAVED
+	lea RET_FRAME + 8(%rsp), %rax
+	mov %rax, PTR_SP(%rsp)
+	X87_POP
+	/* Registers 2-15 too once a plain function may return here (see the top of this
+	 * file); the decision is kept in the frame for the restore (the switch only ever
+	 * turns on). */
+	movzbl dprobe_ret_keep_all_xmm(%rip), %eax
+	mov %eax, FR_KEEP_ALL(%rsp)
+	mov %rsp, %rdi
+	mov %rsp, %rbx
+	.cfi_def_cfa_register rbx
+.Lret_rbx_frame_\name:
+	test %eax, %eax
+	jnz 15f
+	sub $2 * \vsize, %rsp
+	and $-64, %rsp
+	CALL_WITH_VECTORS dprobe_ftrace_return, \vsize, 2, 1, 0
+	jmp 16f
+15:
+	sub $16 * \vsize, %rsp
+	and $-64, %rsp
+	CALL_WITH_VECTORS dprobe_ftrace_return, \vsize, 16, 15, 14
+16:
+	mov %rbx, %rsp
+.Lret_rsp_frame_\name:
+	.cfi_def_cfa_register rsp
+	/* The real return address, into the slot. */
+	mov %rax, RET_FRAME(%rsp)
+	X87_PUSH
 	RESTORE_SCRATCH_GPRS
-.Lret_bx_restored_\vsize:
+.Lret_bx_restored_\name:
 	mov PTR_R11(%rsp), %r11
 	RESTORE_FLAGS
 	mov PTR_AX(%rsp), %rax
-	lea RET_FRAME(\vsize) + 8(%rsp), %rsp
-.Lret_unframed_\vsize:
+	.if \balanced
+	lea RET_FRAME(%rsp), %rsp
+.Lret_unframed_\name:
+	.cfi_def_cfa rsp, 8
+	ret
+	.else
+	lea RET_FRAME + 8(%rsp), %rsp
+.Lret_unframed_\name:
 	.cfi_def_cfa rsp, 0
-	/* jmp, not ret: the probed function's ret already consumed the return stack buffer
-	 * entry of its caller's call; another ret would mispredict every return after it.
-	 * The address sits in the red zone, which signal delivery does not touch. */
+	/* jmp, not ret: the hooked function's ret already consumed the return stack buffer
+	 * entry of its caller's call; another ret would mispredict every return after it. The
+	 * address sits in the red zone, which signal delivery does not touch. */
 	jmp *-8(%rsp)
-.Lret_end_\vsize:
+	.endif
+.Lret_end_\name:
 	.cfi_endproc
-	.size dprobe_return_to_handler_\vsize, . - dprobe_return_to_handler_\vsize
+	.size \name, . - \name
 .endm
 
-/* One record of dprobe_return_tramp_layout (see below): where in the return trampoline of
- * VSIZE its frame lives, instruction by instruction. */
-.macro RETURN_LAYOUT vsize
-	.quad dprobe_return_trampoline_\vsize	/* the nop an unwinder looks up */
-	.quad dprobe_return_to_handler_\vsize	/* what a hooked return-address slot holds */
-	.quad .Lret_framed_\vsize		/* from here the frame is at rsp... */
-	.quad .Lret_rbx_frame_\vsize		/* ...from here at rbx (rsp is aligned)... */
-	.quad .Lret_rsp_frame_\vsize		/* ...from here at rsp again... */
-	.quad .Lret_unframed_\vsize		/* ...until here; then the slot is at rsp - 8 */
-	.quad .Lret_end_\vsize
-	.quad .Lret_bx_saved_\vsize		/* the caller's rbx is in the frame from here... */
-	.quad .Lret_bx_restored_\vsize	/* ...to here */
-	.quad RET_FRAME(\vsize)		/* the slot's offset in the frame */
-	.quad PTR_BX				/* rbx's offset in the frame */
+/* One record of dprobe_return_tramp_layout (see below): where in a return trampoline its
+ * frame lives, instruction by instruction. */
+.macro RETURN_LAYOUT tname, name
+	.quad \tname			/* the code an unwinder looks up */
+	.quad \name			/* what a hooked return-address slot holds */
+	.quad .Lret_framed_\name	/* from here the frame is at rsp... */
+	.quad .Lret_rbx_frame_\name	/* ...from here at rbx (rsp is aligned)... */
+	.quad .Lret_rsp_frame_\name	/* ...from here at rsp again... */
+	.quad .Lret_unframed_\name	/* ...until here; then the slot is at rsp - 8 */
+	.quad .Lret_end_\name
+	.quad .Lret_bx_saved_\name	/* the caller's rbx is in the frame from here... */
+	.quad .Lret_bx_restored_\name	/* ...to here */
+	.quad RET_FRAME			/* the slot's offset in the frame */
+	.quad PTR_BX			/* rbx's offset in the frame */
 .endm
 
-FTRACE_CALLER 16, 0, dprobe_ftrace_caller_16
-FTRACE_CALLER 32, 0, dprobe_ftrace_caller_32
-FTRACE_CALLER 64, 0, dprobe_ftrace_caller_64
-FTRACE_CALLER 16, 8, dprobe_ftrace_caller_all_16
-FTRACE_CALLER 32, 8, dprobe_ftrace_caller_all_32
-FTRACE_CALLER 64, 8, dprobe_ftrace_caller_all_64
-RETURN_HANDLER 16
-RETURN_HANDLER 32
-RETURN_HANDLER 64
+FTRACE_CALLER 16, 8, 7, 6, dprobe_ftrace_caller_16
+FTRACE_CALLER 32, 8, 7, 6, dprobe_ftrace_caller_32
+FTRACE_CALLER 64, 8, 7, 6, dprobe_ftrace_caller_64
+FTRACE_CALLER 16, 16, 15, 14, dprobe_ftrace_caller_all_16
+FTRACE_CALLER 32, 16, 15, 14, dprobe_ftrace_caller_all_32
+FTRACE_CALLER 64, 16, 15, 14, dprobe_ftrace_caller_all_64
+RETURN_HANDLER 16, 1, dprobe_fgraph_call_16, dprobe_fgraph_return_16
+RETURN_HANDLER 32, 1, dprobe_fgraph_call_32, dprobe_fgraph_return_32
+RETURN_HANDLER 64, 1, dprobe_fgraph_call_64, dprobe_fgraph_return_64
+RETURN_HANDLER 16, 0, dprobe_return_trampoline_16, dprobe_return_to_handler_16
+RETURN_HANDLER 32, 0, dprobe_return_trampoline_32, dprobe_return_to_handler_32
+RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
 
 /*
- * For debuggers (core/debugger_info.cpp, scripts/gdb/dprobe-gdb.py): a hooked function
+ * For debuggers (core/task_ctx.cpp, scripts/gdb/dprobe-gdb.py): a hooked function
  * returns into a return trampoline, and its caller is known only from the shadow stack and
- * from where the trampoline keeps its frame at each instruction. Layout of the three
+ * from where the trampoline keeps its frame at each instruction. Layout of the six return
  * trampolines, RETURN_LAYOUT_WORDS (ftrace_frame.h) words each.
  */
 	.section .data.rel.ro, "aw", @progbits
@@ -363,9 +494,12 @@ RETURN_HANDLER 64
 	.hidden dprobe_return_tramp_layout
 	.type dprobe_return_tramp_layout, @object
 dprobe_return_tramp_layout:
-	RETURN_LAYOUT 16
-	RETURN_LAYOUT 32
-	RETURN_LAYOUT 64
+	RETURN_LAYOUT dprobe_fgraph_call_16, dprobe_fgraph_return_16
+	RETURN_LAYOUT dprobe_fgraph_call_32, dprobe_fgraph_return_32
+	RETURN_LAYOUT dprobe_fgraph_call_64, dprobe_fgraph_return_64
+	RETURN_LAYOUT dprobe_return_trampoline_16, dprobe_return_to_handler_16
+	RETURN_LAYOUT dprobe_return_trampoline_32, dprobe_return_to_handler_32
+	RETURN_LAYOUT dprobe_return_trampoline_64, dprobe_return_to_handler_64
 	.size dprobe_return_tramp_layout, . - dprobe_return_tramp_layout
 
 /* The same for the six fentry trampolines, ENTRY_LAYOUT_WORDS words each: a thread in one
@@ -375,12 +509,12 @@ dprobe_return_tramp_layout:
 	.hidden dprobe_entry_tramp_layout
 	.type dprobe_entry_tramp_layout, @object
 dprobe_entry_tramp_layout:
-	ENTRY_LAYOUT 16, 0, dprobe_ftrace_caller_16
-	ENTRY_LAYOUT 32, 0, dprobe_ftrace_caller_32
-	ENTRY_LAYOUT 64, 0, dprobe_ftrace_caller_64
-	ENTRY_LAYOUT 16, 8, dprobe_ftrace_caller_all_16
-	ENTRY_LAYOUT 32, 8, dprobe_ftrace_caller_all_32
-	ENTRY_LAYOUT 64, 8, dprobe_ftrace_caller_all_64
+	ENTRY_LAYOUT dprobe_ftrace_caller_16
+	ENTRY_LAYOUT dprobe_ftrace_caller_32
+	ENTRY_LAYOUT dprobe_ftrace_caller_64
+	ENTRY_LAYOUT dprobe_ftrace_caller_all_16
+	ENTRY_LAYOUT dprobe_ftrace_caller_all_32
+	ENTRY_LAYOUT dprobe_ftrace_caller_all_64
 	.size dprobe_entry_tramp_layout, . - dprobe_entry_tramp_layout
 	.section dprobe_noprobe_text, "ax", @progbits
 

@@ -23,7 +23,7 @@ import gdb
 import gdb.unwinder
 
 _MAGIC = 0x626465626F727064  # "dprobedb"
-_VERSION = 1
+_VERSION = 2
 _CALLEE_SAVED = ("rbp", "r12", "r13", "r14", "r15")
 _MAX_THREADS = 1 << 20  # a bound on the walk of the context list, against garbage
 # struct pt_regs (include/dprobe/ptrace.h, the kernel's layout): the fentry trampoline's
@@ -81,9 +81,12 @@ class _EntryTramp:
             self.saved,
             self.restored,
             self.ret_offset,
-        ) = w[:10]
-        if not _ordered(self.begin, self.framed, self.ax_saved, self.saved, self.rbx_frame,
-                        self.rsp_frame, self.restored, self.unframed, self.end):
+            self.func_offset,
+            self.func_saved,
+        ) = w[:12]
+        if not _ordered(self.begin, self.framed, self.ax_saved, self.saved, self.func_saved,
+                        self.rbx_frame, self.rsp_frame, self.restored, self.unframed,
+                        self.end):
             raise _NotReady()
 
 
@@ -267,15 +270,15 @@ class _FrameId:
         self.pc = pc
 
 
-def _at_function_entry(addr):
-    """Whether ADDR is a few bytes into a function gdb knows (past its patch site)."""
+def _known_function(addr):
+    """Whether ADDR is in a function gdb knows (a probed function's site)."""
     try:
         block = gdb.current_progspace().block_for_pc(addr)
     except RuntimeError:
         return False
     while block is not None and block.function is None:
         block = block.superblock
-    return block is not None and 0 < addr - block.start <= 16
+    return block is not None
 
 
 def _frame_base(tramp, pc, sp, rbx):
@@ -318,24 +321,30 @@ class TrampolineUnwinder(gdb.unwinder.Unwinder):
             return None
 
     def unwind_entry(self, tramp, pc, pending_frame):
-        # The probed function called the trampoline from its patch site; the return address
-        # into it is just above the trampoline's frame (arch/x86_64/ftrace_tramp.S,
-        # FTRACE_CALLER). A jump site's detour (dprobe's memory, where gdb knows no
-        # function) made that call instead: then the trampoline's CFI, which goes to the
-        # probed function's caller, is all gdb can use.
+        # The probed function's site jumped to the trampoline (through its stub): the
+        # function's caller's return address is just above the trampoline's frame
+        # (arch/x86_64/ftrace_tramp.S, FTRACE_CALLER), and the function itself is at its
+        # entry. Which function: the site record in r11 says so until the trampoline has
+        # stored the site's address in its frame. Out of the frame (the final jump), the
+        # trampoline's CFI, which goes to the probed function's caller, is all gdb uses.
         inferior = gdb.selected_inferior()
         sp = int(pending_frame.read_register("rsp"))
         rbx = int(pending_frame.read_register("rbx"))
         frame = _frame_base(tramp, pc, sp, rbx)
+        if frame is None and pc != tramp.begin:
+            return None
         ret_slot = sp if frame is None else frame + tramp.ret_offset
-        ret = _read_word(inferior, ret_slot)
-        if not _at_function_entry(ret):
+        if pc < tramp.func_saved:
+            func = _read_word(inferior, int(pending_frame.read_register("r11")))
+        else:
+            func = _read_word(inferior, frame + tramp.func_offset)
+        if not _known_function(func):
             return None
         info = pending_frame.create_unwind_info(
             _FrameId(self.value(ret_slot + 8), self.value(tramp.begin))
         )
-        info.add_saved_register("rip", self.value(ret))
-        info.add_saved_register("rsp", self.value(ret_slot + 8))
+        info.add_saved_register("rip", self.value(func))
+        info.add_saved_register("rsp", self.value(ret_slot))
         # The function's registers: live, or in the frame (a struct pt_regs, which the
         # handlers may have changed: the function gets those values) while it holds them.
         saved = frame is not None and tramp.saved <= pc < tramp.restored

@@ -54,7 +54,9 @@ def bt_names(cmd):
 
 
 def is_return_tramp(name):
-    return name.startswith("dprobe_return_trampoline_")
+    # The code a hooked return "comes from": the call of a function's body by the fentry
+    # trampoline, or the nop before the trampoline of a replaced return address.
+    return name.startswith(("dprobe_fgraph_call_", "dprobe_return_trampoline_"))
 
 
 def run(mode):
@@ -135,7 +137,8 @@ def step_through_return(mode):
     gdb.execute("frame function inner", to_string=True)
     gdb.execute("finish", to_string=True)
     f0 = gdb.selected_frame()
-    if not check((f0.name() or "").startswith("dprobe_return_to_handler_"),
+    if not check((f0.name() or "").startswith(("dprobe_fgraph_return_",
+                                                 "dprobe_return_to_handler_")),
                  "%s: finish from inner stopped in %s, not the return trampoline"
                  % (mode, f0.name())):
         return

@@ -89,7 +89,7 @@ void probe_set::fp_exit(struct fprobe *fp, unsigned long ip, unsigned long ret_i
         c.exits.fetch_add(1);
         c.ret_sum.fetch_add(r);
         c.last_ret.store(r);
-        if (ret_ip == dprobe::ftrace_return_trampoline())
+        if (dprobe::ftrace_is_return_trampoline(ret_ip))
             c.bad_ret_ip.fetch_add(1);
         if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r))
             c.bad_value.fetch_add(1);
@@ -127,7 +127,7 @@ int probe_set::krp_exit(struct kretprobe_instance *ri, struct pt_regs *regs)
         c.exits.fetch_add(1);
         c.ret_sum.fetch_add(r);
         c.last_ret.store(r);
-        if (regs->ip == dprobe::ftrace_return_trampoline() ||
+        if (dprobe::ftrace_is_return_trampoline(regs->ip) ||
             get_kretprobe_retaddr(ri) != regs->ip)
             c.bad_ret_ip.fetch_add(1);
     }

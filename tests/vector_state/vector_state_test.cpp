@@ -1,0 +1,251 @@
+// The vector state a probe hit leaves behind, for every kind of probe.
+//
+// On Intel parts, once the upper halves of the vector registers are in use (XINUSE bit 2,
+// AVX; bit 6, ZMM_Hi256), every legacy-SSE instruction costs a state transition of about
+// 200 ns, in dprobe, in handlers and in the traced program until its next vzeroupper. So:
+//  - a call from code with clean upper state returns with the state components in use
+//    (XINUSE bits 2 and 5-7) exactly as before, whatever the handlers left behind;
+//  - handlers start with clean upper state even when the probed code had live upper
+//    state;
+//  - live upper state of the probed code comes back bit for bit: the argument registers at
+//    a patch site's entry, the result registers at a return, all sixteen where the code
+//    around may keep values in any of them (a jump site, an instruction).
+// XINUSE is read with XGETBV (ECX=1): deterministic, no timing. Skipped where the CPU has
+// no AVX (there is no upper state) or no XGETBV with ECX=1.
+#include "arch/x86_64/ftrace_arch.h"
+
+#include <dprobe/fprobe.h>
+#include <dprobe/kprobes.h>
+#include <gtest/gtest.h>
+
+#include <cpuid.h>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+
+extern "C" {
+long vs_pfe(long);
+long vs_fentry(long);
+long vs_plain(long);
+extern char vs_mid_probe[];
+uint64_t vs_xinuse();
+void vs_dirty_ymm();
+long vs_call_clean(long (*fn)(long), long arg, uint64_t xinuse[2]);
+long vs_call_live_32(long (*fn)(long), long arg, const void *in, void *out);
+long vs_call_live_64(long (*fn)(long), long arg, const void *in, void *out);
+}
+
+namespace {
+
+constexpr uint64_t upper_bits = 0x44;      // AVX (2), ZMM_Hi256 (6)
+constexpr uint64_t checked_bits = 0xe4;    // and opmask (5), Hi16_ZMM (7)
+
+const char *skip_reason()
+{
+    unsigned a, b, c, d;
+    if (dprobe::arch::vector_size() < 32)
+        return "no AVX: the CPU has no upper vector state";
+    if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & 4))
+        return "the CPU has no XGETBV with ECX=1 (XINUSE)";
+    return nullptr;
+}
+
+// What the handlers saw and did.
+int hits;
+uint64_t handler_dirty; // XINUSE upper bits found at a handler's start (ORed)
+bool dirty_handlers;    // handlers leave ymm8's upper half in use
+
+void in_handler()
+{
+    ++hits;
+    handler_dirty |= vs_xinuse() & upper_bits;
+    if (dirty_handlers)
+        vs_dirty_ymm();
+}
+
+int fp_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    in_handler();
+    return 0;
+}
+void fp_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    in_handler();
+}
+int rp_entry(struct kretprobe_instance *, struct pt_regs *)
+{
+    in_handler();
+    return 0;
+}
+int rp_exit(struct kretprobe_instance *, struct pt_regs *)
+{
+    in_handler();
+    return 0;
+}
+int kp_pre(struct kprobe *, struct pt_regs *)
+{
+    in_handler();
+    return 0;
+}
+// A handler that provably leaves the extended state alone (an optimized kprobe gets the
+// light detour for it): counts only.
+int kp_pre_clean(struct kprobe *, struct pt_regs *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+enum class kind {
+    fprobe_entry, // entry handler only
+    fprobe_exit,  // entry and exit handlers
+    kretprobe,
+    kprobe_int3,  // kprobe on an instruction, optimization off
+    kprobe_opt,   // optimized, handler touching vector registers (full detour)
+    kprobe_light, // optimized, handler leaving them alone (light detour)
+};
+
+struct probe_case {
+    const char *name;
+    kind k;
+    long (*fn)(long);
+    const char *sym;
+    // Vector registers whose full width must survive a call (bit n: register n).
+    unsigned kept;
+    int hits_per_call;
+};
+
+// gtest prints a case by its name.
+void PrintTo(const probe_case &c, std::ostream *os) { *os << c.name; }
+
+constexpr unsigned args = 0xff, results = 0x3, all16 = 0xffff;
+
+const probe_case cases[] = {
+    {"fprobe_entry_pfe", kind::fprobe_entry, vs_pfe, "vs_pfe", args, 1},
+    {"fprobe_entry_fentry", kind::fprobe_entry, vs_fentry, "vs_fentry", args, 1},
+    {"fprobe_entry_jump", kind::fprobe_entry, vs_plain, "vs_plain", all16, 1},
+    {"fprobe_exit_pfe", kind::fprobe_exit, vs_pfe, "vs_pfe", results, 2},
+    {"fprobe_exit_fentry", kind::fprobe_exit, vs_fentry, "vs_fentry", results, 2},
+    {"fprobe_exit_jump", kind::fprobe_exit, vs_plain, "vs_plain", all16, 2},
+    {"kretprobe_pfe", kind::kretprobe, vs_pfe, "vs_pfe", results, 2},
+    {"kretprobe_plain", kind::kretprobe, vs_plain, "vs_plain", all16, 2},
+    {"kprobe_int3", kind::kprobe_int3, vs_plain, nullptr, all16, 1},
+    {"kprobe_optimized_full", kind::kprobe_opt, vs_plain, nullptr, all16, 1},
+    {"kprobe_optimized_light", kind::kprobe_light, vs_plain, nullptr, all16, 1},
+};
+
+class vector_state : public ::testing::TestWithParam<probe_case> {
+protected:
+    void SetUp() override
+    {
+        if (const char *why = skip_reason())
+            GTEST_SKIP() << why;
+        const probe_case &c = GetParam();
+        if (c.k == kind::kprobe_int3) {
+            ASSERT_EQ(0, kprobes_set_optimization(0));
+        }
+        switch (c.k) {
+        case kind::fprobe_entry:
+        case kind::fprobe_exit:
+            fp = {};
+            fp.entry_handler = fp_entry;
+            if (c.k == kind::fprobe_exit)
+                fp.exit_handler = fp_exit;
+            ASSERT_EQ(0, register_fprobe(&fp, c.sym, nullptr));
+            break;
+        case kind::kretprobe:
+            rp = {};
+            rp.kp.symbol_name = c.sym;
+            rp.entry_handler = rp_entry;
+            rp.handler = rp_exit;
+            rp.maxactive = 4;
+            ASSERT_EQ(0, register_kretprobe(&rp));
+            break;
+        default:
+            kp = {};
+            kp.addr = reinterpret_cast<kprobe_opcode_t *>(vs_mid_probe);
+            kp.pre_handler = c.k == kind::kprobe_light ? kp_pre_clean : kp_pre;
+            ASSERT_EQ(0, register_kprobe(&kp));
+            if (c.k != kind::kprobe_int3) {
+                ASSERT_TRUE(kprobe_optimized(&kp)) << "not optimized: the case tests nothing";
+            }
+            break;
+        }
+        registered = true;
+    }
+
+    void TearDown() override
+    {
+        if (!registered)
+            return;
+        switch (GetParam().k) {
+        case kind::fprobe_entry:
+        case kind::fprobe_exit: unregister_fprobe(&fp); break;
+        case kind::kretprobe: unregister_kretprobe(&rp); break;
+        default: unregister_kprobe(&kp); break;
+        }
+        kprobes_set_optimization(1);
+    }
+
+    struct fprobe fp = {};
+    struct kretprobe rp = {};
+    struct kprobe kp = {};
+    bool registered = false;
+};
+
+TEST_P(vector_state, clean_state_stays_clean)
+{
+    const probe_case &c = GetParam();
+    for (bool dirty : {false, true}) {
+        if (dirty && c.k == kind::kprobe_light)
+            continue; // its handler must not touch the vector registers
+        dirty_handlers = dirty;
+        hits = 0;
+        handler_dirty = 0;
+        uint64_t x[2];
+        EXPECT_EQ(42, vs_call_clean(c.fn, 41, x));
+        dirty_handlers = false;
+        EXPECT_EQ(c.hits_per_call, hits);
+        EXPECT_EQ(0u, x[0] & upper_bits) << "vzeroupper did not clean the state: "
+                                         << std::hex << x[0];
+        EXPECT_EQ(x[0] & checked_bits, x[1] & checked_bits)
+            << "XINUSE before the call " << std::hex << x[0] << ", after " << x[1]
+            << (dirty ? " (handlers left ymm8 dirty)" : "");
+    }
+}
+
+TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
+{
+    const probe_case &c = GetParam();
+    const unsigned width = dprobe::arch::vector_size();
+    alignas(64) uint8_t in[16 * 64], out[16 * 64];
+    for (unsigned i = 0; i < sizeof in; ++i)
+        in[i] = static_cast<uint8_t>(i * 13 + 5);
+    for (bool dirty : {false, true}) {
+        if (dirty && c.k == kind::kprobe_light)
+            continue;
+        dirty_handlers = dirty;
+        hits = 0;
+        handler_dirty = 0;
+        std::memset(out, 0, sizeof out);
+        const long r = width == 64 ? vs_call_live_64(c.fn, 41, in, out)
+                                   : vs_call_live_32(c.fn, 41, in, out);
+        dirty_handlers = false;
+        EXPECT_EQ(42, r);
+        EXPECT_EQ(c.hits_per_call, hits);
+        if (c.k != kind::kprobe_light) { // no handler code touches vector registers there
+            EXPECT_EQ(0u, handler_dirty) << "a handler started with the upper state in use";
+        }
+        std::string lost;
+        for (unsigned n = 0; n < 16; ++n)
+            if ((c.kept >> n & 1) && std::memcmp(in + n * width, out + n * width, width) != 0)
+                lost += " " + std::to_string(n);
+        EXPECT_EQ("", lost) << "vector registers that lost their value"
+                            << (dirty ? " (handlers left ymm8 dirty)" : "");
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(kinds, vector_state, ::testing::ValuesIn(cases),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
