@@ -94,6 +94,9 @@ struct ftrace_ops {
     void (*abandoned)(ftrace_ops *ops, void *data) = nullptr;
     void *priv = nullptr;
     uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
+    // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
+    // double result on it need not be set aside around this ops' exit.
+    bool x87_safe = false;
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};
 };

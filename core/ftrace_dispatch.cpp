@@ -189,11 +189,17 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
         fregs->regs.ip = real_ret;
         uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
         unsigned long *w = f + sf_users;
+        // A long double result sits on the x87 stack; handlers get the empty stack the ABI
+        // promises unless they provably leave it alone (reading the x87 status word costs
+        // more than everything else here together).
+        arch::x87_stack x87;
         for (uint32_t i = 0; i < users; ++i) {
             auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
             const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
             if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
+                if (!o->x87_safe)
+                    x87.set_aside();
                 o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
                 // Done: should a signal handler leave this section with a jump, the frame
                 // is dropped later as gone, and this user must not hear of it again.
@@ -202,6 +208,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             }
             w += 2 + words;
         }
+        x87.put_back();
     }
     shadow_remove(t, base, n);
     if (likely(entered))

@@ -253,7 +253,7 @@ DPROBE_NOPROBE bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept
     // never (the section that marks the spawn ends when the parent resumes).
     if (t->spawning)
         return false;
-    const uintptr_t old = t->dispatch_base;
+    const uintptr_t old = seq_base(t->seq.load(std::memory_order_relaxed));
     // Below it: nested if on the same stack, and at worst a section left for a lower stack
     // (seen as nested: missed hits, nothing unsafe). The common case (a handler calling a
     // probed function) costs no system call.

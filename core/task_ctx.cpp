@@ -50,9 +50,9 @@ void on_thread_exit(void *p)
         w = nullptr;
     // A thread that ended inside dispatch code (a handler called pthread_exit or reached a
     // cancellation point) left its sequence odd: make it even for the next owner.
-    uint32_t s = t->seq.load(std::memory_order_relaxed);
+    const uint64_t s = t->seq.load(std::memory_order_relaxed);
     if (s & 1)
-        t->seq.store(s + 1, std::memory_order_release);
+        t->seq.store(seq_word(seq_base(s), s + 1), std::memory_order_release);
     t->in_use.store(0, std::memory_order_release);
 }
 
@@ -165,7 +165,7 @@ void synchronize_dispatch()
     for (task_ctx *t = ctx_head.load(std::memory_order_acquire); t; t = t->next) {
         if (t == self)
             continue; // a handler unregistering its own probe: it is not "inside" for itself
-        uint32_t s = t->seq.load(std::memory_order_acquire);
+        const uint64_t s = t->seq.load(std::memory_order_acquire);
         if (!(s & 1))
             continue;
         while (t->seq.load(std::memory_order_acquire) == s &&

@@ -30,16 +30,15 @@ constexpr size_t shadow_dropped_ring = 32;
 enum : unsigned { sf_ret = 0, sf_ip = 1, sf_retp = 2, sf_hook = 3, sf_nusers = 4, sf_users = 5 };
 
 struct task_ctx {
-    // Odd while this thread runs dprobe dispatch code: the recursion guard, and what a
-    // quiescence waiter watches. Written only by the owning thread.
-    std::atomic<uint32_t> seq;
+    // Bits 0-15, odd while this thread runs dprobe dispatch code: the recursion guard, and
+    // what a quiescence waiter watches. Bits 16-63: where the code dprobe ran for was when
+    // this thread last entered dispatch code (the probed function's return-address slot):
+    // tells a signal handler nested in that code (below it, or on another stack) from code
+    // running after a handler left it with siglongjmp (at or above it), see
+    // dispatch_enter(). Written only by the owning thread, with one store (seq_word()).
+    std::atomic<uint64_t> seq;
     std::atomic<uint32_t> in_use; // 0: free for reuse by a new thread
     pid_t tid;
-    // Where the code dprobe ran for was when this thread last entered dispatch code (the
-    // probed function's return-address slot): tells a signal handler nested in that code
-    // (below it, or on another stack) from code running after a handler left it with
-    // siglongjmp (at or above it), see dispatch_enter().
-    uintptr_t dispatch_base;
     struct kprobe *dispatch_kp; // current_kprobe then, restored if the section was left
     // Set while posix_spawn runs: its child shares this context (see spawn_interpose.cpp).
     uint32_t spawning;
@@ -65,6 +64,14 @@ struct task_ctx {
     unsigned long shadow[shadow_stack_words];
 };
 
+// task_ctx::seq: the count (its low 16 bits; wrapping only makes a waiter wait longer) and
+// the base (a user-space stack address, below 2^48).
+inline uint64_t seq_word(uintptr_t base, uint64_t count) noexcept
+{
+    return (static_cast<uint64_t>(base) << 16) | (count & 0xffff);
+}
+inline uintptr_t seq_base(uint64_t seq) noexcept { return static_cast<uintptr_t>(seq >> 16); }
+
 extern __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
 task_ctx *alloc_task_ctx() noexcept;
 
@@ -81,7 +88,7 @@ inline task_ctx *peek_task_ctx() noexcept { return tls_task_ctx; }
 task_ctx *task_ctx_list() noexcept;
 extern std::atomic<task_ctx *> ctx_head; // the same, for task_ctx.cpp and debuggers
 
-// Whether the dispatch code this thread entered for code at t->dispatch_base was left for
+// Whether the dispatch code this thread entered for code at the base in t->seq was left for
 // good: a signal handler that interrupted it jumped out (siglongjmp). Called with the
 // sequence odd, for code at BASE (core/shadow_stack.cpp).
 bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept;
@@ -104,43 +111,35 @@ inline uintptr_t current_stack_pointer() noexcept
 // signal handler that interrupted dispatch code); then nothing was changed.
 inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
 {
-    for (;;) {
-        uint32_t s = t->seq.load(std::memory_order_relaxed);
-        bool abandoned = false;
-        if (__builtin_expect(s & 1, 0)) {
-            if (!dispatch_abandoned(t, base))
-                return false;
-            abandoned = true; // that section is over: its odd value is replaced below
-        }
-        t->dispatch_base = base;
-        t->dispatch_kp = abandoned ? t->dispatch_kp : t->current_kprobe;
-        // Odd, if no signal handler ran a whole section of its own since the load (it would
-        // have overwritten the fields above): a compare-and-swap, atomic against signals on
-        // this thread without a bus lock.
-        const uint32_t next = abandoned ? s + 2 : s + 1;
-        uint32_t expected = s;
-        bool swapped;
-        __asm__ volatile("cmpxchgl %3, %1"
-                         : "+a"(expected), "+m"(*reinterpret_cast<uint32_t *>(&t->seq)),
-                           "=@ccz"(swapped)
-                         : "r"(next)
-                         : "memory");
-        if (__builtin_expect(!swapped, 0))
-            continue;
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (abandoned) {
-            t->current_kprobe = t->dispatch_kp;
-            t->kprobe_status = 0;
-            if (t->entry_pending)
-                dispatch_recover(t);
-        }
-        return true;
+    const uint64_t s = t->seq.load(std::memory_order_relaxed);
+    bool abandoned = false;
+    if (__builtin_expect(s & 1, 0)) {
+        if (!dispatch_abandoned(t, base))
+            return false;
+        abandoned = true; // that section is over: its odd count is replaced below
     }
+    if (!abandoned)
+        t->dispatch_kp = t->current_kprobe;
+    // One plain store, atomic against this thread's signal handlers, publishes the odd
+    // count and the base together. A handler that ran a whole section of its own since the
+    // load moved the count on by two; going back by one is harmless: a quiescence waiter
+    // only waits for an odd count it saw to change, and this section reads what is
+    // published after that waiter's barrier.
+    t->seq.store(seq_word(base, s + (abandoned ? 2 : 1)), std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (abandoned) {
+        t->current_kprobe = t->dispatch_kp;
+        t->kprobe_status = 0;
+        if (t->entry_pending)
+            dispatch_recover(t);
+    }
+    return true;
 }
 inline void dispatch_exit(task_ctx *t) noexcept
 {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t->seq.store(t->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    const uint64_t s = t->seq.load(std::memory_order_relaxed);
+    t->seq.store(seq_word(seq_base(s), s + 1), std::memory_order_release);
 }
 
 // Write side: returns when every thread that was inside dispatch code when this was called

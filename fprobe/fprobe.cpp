@@ -4,6 +4,7 @@
 // live in a pool and are never freed: a shadow frame of a still-running function may point
 // at one long after its fprobe was unregistered; the ops generation tells that frame the
 // exit must not run.
+#include "arch/x86_64/ext_state.h"
 #include "core/compiler.h"
 #include "core/dl_notify.h"
 #include "core/ftrace.h"
@@ -175,6 +176,11 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
     hl->ops.missed = fprobe_ops_missed;
     hl->ops.unwound = fp->exit_handler ? fprobe_ops_unwound : nullptr;
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
+    // An exit handler that provably leaves the x87 stack alone spares every return the
+    // setting aside of a long double result.
+    hl->ops.x87_safe = !fp->exit_handler ||
+                       arch::ext_state_clean(reinterpret_cast<uintptr_t>(fp->exit_handler),
+                                             false, arch::ext_scope::x87);
     if (filter) {
         // A follower takes what can be probed, here as in the objects loaded later (a site
         // may also have gone with a dlclose since the match).

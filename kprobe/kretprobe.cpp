@@ -7,6 +7,7 @@
 // entry hands the trapped registers to dprobe_ftrace_entry() with a private site record
 // (never in the site table) whose only user is the ops. Either way the function returns
 // through core's return trampoline, which runs the exit callback.
+#include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/compiler.h"
 #include "kprobe/kprobe_internal.h"
@@ -285,6 +286,10 @@ int kretprobe_prepare(struct kretprobe *rp)
     ctl->ops.abandoned = krp_abandoned;
     ctl->ops.priv = ctl;
     ctl->ops.data_words = words;
+    // The handler provably leaves the x87 stack alone: a long double result stays on it.
+    ctl->ops.x87_safe = !rp->handler ||
+                        arch::ext_state_clean(reinterpret_cast<uintptr_t>(rp->handler), false,
+                                              arch::ext_scope::x87);
     ctl->rp = rp;
     ctl->inflight.store(0);
     ctl->maxactive = rp->maxactive > 0 ? rp->maxactive : default_maxactive();

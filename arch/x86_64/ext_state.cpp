@@ -135,6 +135,31 @@ const char *ext_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand
     return nullptr;
 }
 
+// Why the instruction may touch the x87 stack or the MMX registers, or nullptr.
+const char *x87_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops)
+{
+    switch (zi.meta.category) {
+    case ZYDIS_CATEGORY_X87_ALU:
+    case ZYDIS_CATEGORY_FCMOV:
+    case ZYDIS_CATEGORY_MMX:
+    case ZYDIS_CATEGORY_AMD3DNOW:
+    case ZYDIS_CATEGORY_XSAVE:
+    case ZYDIS_CATEGORY_XSAVEOPT:
+        return "its kind may use the x87 stack";
+    default:
+        break;
+    }
+    for (unsigned i = 0; i < zi.operand_count; ++i) {
+        const ZydisDecodedOperand &o = ops[i];
+        if (o.type != ZYDIS_OPERAND_TYPE_REGISTER)
+            continue;
+        const ZydisRegisterClass c = ZydisRegisterGetClass(o.reg.value);
+        if (c == ZYDIS_REGCLASS_X87 || c == ZYDIS_REGCLASS_MMX)
+            return "it has an x87 or MMX register operand";
+    }
+    return nullptr;
+}
+
 // Up to 15 readable bytes at ADDR (fewer before an unreadable page).
 size_t read_code(uintptr_t addr, uint8_t (&buf)[ZYDIS_MAX_INSTRUCTION_LENGTH])
 {
@@ -156,7 +181,8 @@ std::string at(const char *mnemonic, uintptr_t pc, const char *what)
 
 } // namespace
 
-ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_t max_insns)
+ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_t max_insns,
+                                   ext_scope scope)
 {
     ext_state_scan res;
     ZydisDecoder dec;
@@ -206,7 +232,7 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                 res.why = at(name, pc, "unusual control transfer");
                 return res;
             }
-            if (const char *why = ext_use(zi, ops)) {
+            if (const char *why = scope == ext_scope::all ? ext_use(zi, ops) : x87_use(zi, ops)) {
                 res.why = at(name, pc, why);
                 return res;
             }
@@ -236,18 +262,19 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
     return res;
 }
 
-bool ext_state_clean(uintptr_t root, bool root_calls_vetted)
+bool ext_state_clean(uintptr_t root, bool root_calls_vetted, ext_scope scope)
 {
     static std::mutex mu;
-    static std::unordered_map<uintptr_t, bool> cache[2];
+    static std::unordered_map<uintptr_t, bool> cache[2][2];
+    auto &c = cache[root_calls_vetted][scope == ext_scope::x87];
     {
         std::lock_guard<std::mutex> g(mu);
-        auto it = cache[root_calls_vetted].find(root);
-        if (it != cache[root_calls_vetted].end()) return it->second;
+        auto it = c.find(root);
+        if (it != c.end()) return it->second;
     }
-    const bool clean = ext_state_scan_code(root, root_calls_vetted).clean;
+    const bool clean = ext_state_scan_code(root, root_calls_vetted, 20000, scope).clean;
     std::lock_guard<std::mutex> g(mu);
-    cache[root_calls_vetted][root] = clean;
+    c[root] = clean;
     return clean;
 }
 

@@ -49,11 +49,16 @@ struct ext_state_scan {
 // itself when ROOT_CALLS_VETTED: a dispatcher whose indirect calls go to handlers that are
 // scanned on their own. Reads code with copy_from_user_nofault (a bad address is "not
 // clean", never a crash).
+// SCOPE: what counts as touching the state: all of it (a light detour keeps none of it), or
+// only the x87 stack and MMX registers (a return trampoline keeps the vector registers
+// itself, and a function returning long double leaves its result on the x87 stack).
+enum class ext_scope { all, x87 };
 ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted = false,
-                                   size_t max_insns = 20000);
+                                   size_t max_insns = 20000, ext_scope scope = ext_scope::all);
 
-// Cached ext_state_scan_code(ROOT, ROOT_CALLS_VETTED).clean (the code does not change
+// Cached ext_state_scan_code(ROOT, ROOT_CALLS_VETTED, SCOPE).clean (the code does not change
 // under a registered handler; thread-safe).
-bool ext_state_clean(uintptr_t root, bool root_calls_vetted = false);
+bool ext_state_clean(uintptr_t root, bool root_calls_vetted = false,
+                     ext_scope scope = ext_scope::all);
 
 } // namespace dprobe::arch

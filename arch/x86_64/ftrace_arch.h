@@ -69,6 +69,38 @@ unsigned vector_size() noexcept;
 
 } // namespace dprobe::arch
 
+extern "C" {
+// Pops the values on the x87 stack (at most two: a complex long double result) into BUF,
+// 16 bytes each; returns how many. dprobe_x87_push() pushes them back (ftrace_tramp.S).
+unsigned dprobe_x87_pop(void *buf);
+void dprobe_x87_push(const void *buf, unsigned n);
+}
+
+namespace dprobe::arch {
+
+// The x87 stack of a hooked return, set aside at most once while exit handlers run. Not
+// noexcept, like the dispatch code that uses it: a thread cancelled asynchronously in there
+// must unwind through it (core/ftrace_dispatch.cpp).
+struct x87_stack {
+    alignas(16) unsigned char buf[32];
+    unsigned n = 0;
+    bool aside = false;
+    void set_aside()
+    {
+        if (!aside) {
+            n = dprobe_x87_pop(buf);
+            aside = true;
+        }
+    }
+    void put_back()
+    {
+        if (aside)
+            dprobe_x87_push(buf, n);
+    }
+};
+
+} // namespace dprobe::arch
+
 // Where each return and fentry trampoline keeps its frame, for debuggers (ftrace_tramp.S):
 // RETURN_LAYOUT_COUNT records of RETURN_LAYOUT_WORDS words, and ENTRY_LAYOUT_COUNT of
 // ENTRY_LAYOUT_WORDS (ftrace_frame.h).

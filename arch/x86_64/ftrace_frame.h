@@ -32,9 +32,7 @@
 /* trampoline-private */
 #define FR_VWIDE 184     /* the vector registers were saved at full width (upper state live) */
 #define FR_KEEP_ALL 188  /* return: xmm2-15 kept too (0/1) */
-#define FR_X87_COUNT 192 /* return: x87 registers saved (0-2) */
 #define FR_FUNC 192      /* entry: the probed function's site address, for debuggers */
-#define FR_X87 208       /* return: two 16-byte slots for st0/st1 (fstpt writes 10 bytes) */
 
 /* Entry frame: ENTRY_FRAME bytes below the probed function's stack pointer at its entry
  * (which points at its caller's return address). Its last three words: where the trampoline
@@ -44,7 +42,7 @@
 #define FR_NEXT (ENTRY_FRAME - 24)
 #define FR_TARGET (ENTRY_FRAME - 16)
 /* Return frame: RET_FRAME bytes below the slot the hooked function returned from. */
-#define RET_FRAME 240
+#define RET_FRAME 192
 
 /* Offset of ftrace_site::body in core's site record (checked in core/ftrace_sites.cpp). */
 #define SITE_BODY 16
@@ -52,7 +50,7 @@
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */
-#define RETURN_LAYOUT_WORDS 11
+#define RETURN_LAYOUT_WORDS 12
 #define RETURN_LAYOUT_COUNT 6
 #define ENTRY_LAYOUT_WORDS 12
 #define ENTRY_LAYOUT_COUNT 6

@@ -40,7 +40,8 @@
  *
  * Everything else the probed code can observe is preserved: all general registers (the
  * caller may rely on a callee's known clobbers with -fipa-ra), the arithmetic flags (with
- * lahf/seto instead of the slow popf), and at return the x87 stack (long double results).
+ * lahf/seto instead of the slow popf), and at return the x87 stack (long double results:
+ * set aside in C++ around exit handlers that may touch it, dprobe_x87_pop/push).
  * MXCSR is not saved: stmxcsr costs more than everything else here together, and like any
  * called function a handler keeps the control bits (callee-saved) but may raise sticky
  * exception flags.
@@ -306,36 +307,50 @@
 	.quad .Lent_func_saved_\name	/* there from here (before, the site record is in r11) */
 .endm
 
-/* x87: TOP (status word bits 11-13) is 0 when the stack is empty; 7 with one value (long
- * double result), 6 with two (complex long double). Pop them so handlers get the empty x87
- * stack the ABI promises; X87_PUSH puts them back. Clobbers rax, rcx. */
-.macro X87_POP
+/*
+ * unsigned dprobe_x87_pop(void *buf): the x87 stack of a hooked return, set aside for exit
+ * handlers that may use it (core/ftrace_dispatch.cpp). TOP (status word bits 11-13) is 0
+ * when the stack is empty; 7 with one value (a long double result), 6 with two (complex
+ * long double). Pops them into BUF (16 bytes each) and returns how many;
+ * dprobe_x87_push(buf, n) pushes them back.
+ */
+	.globl dprobe_x87_pop
+	.hidden dprobe_x87_pop
+	.type dprobe_x87_pop, @function
+	.p2align 4
+dprobe_x87_pop:
+	.cfi_startproc
 	xor %ecx, %ecx
 	fnstsw %ax
 	shr $11, %eax
 	and $7, %eax
-	jz 2f
-	fstpt FR_X87(%rsp)
+	jz 1f
+	fstpt (%rdi)
 	inc %ecx
 	cmp $7, %eax
-	je 2f
-	fstpt FR_X87 + 16(%rsp)
+	je 1f
+	fstpt 16(%rdi)
 	inc %ecx
-2:
-	mov %ecx, FR_X87_COUNT(%rsp)
-.endm
+1:	mov %ecx, %eax
+	ret
+	.cfi_endproc
+	.size dprobe_x87_pop, . - dprobe_x87_pop
 
-.macro X87_PUSH
-	mov FR_X87_COUNT(%rsp), %ecx
-	test %ecx, %ecx
-	jz 3f
-	cmp $1, %ecx
-	je 4f
-	fldt FR_X87 + 16(%rsp)
-4:
-	fldt FR_X87(%rsp)
-3:
-.endm
+	.globl dprobe_x87_push
+	.hidden dprobe_x87_push
+	.type dprobe_x87_push, @function
+	.p2align 4
+dprobe_x87_push:
+	.cfi_startproc
+	test %esi, %esi
+	jz 1f
+	cmp $1, %esi
+	je 2f
+	fldt 16(%rdi)
+2:	fldt (%rdi)
+1:	ret
+	.cfi_endproc
+	.size dprobe_x87_push, . - dprobe_x87_push
 
 /*
  * Return trampolines. BALANCED: reached by the return of a body that dprobe_fgraph_call_*
@@ -402,7 +417,6 @@
 	STORE_CALLEE_SAVED
 	lea RET_FRAME + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
-	X87_POP
 	/* Registers 2-15 too once a plain function may return here (see the top of this
 	 * file); the decision is kept in the frame for the restore (the switch only ever
 	 * turns on). */
@@ -428,7 +442,6 @@
 	.cfi_def_cfa_register rsp
 	/* The real return address, into the slot. */
 	mov %rax, RET_FRAME(%rsp)
-	X87_PUSH
 	RESTORE_SCRATCH_GPRS
 .Lret_bx_restored_\name:
 	mov PTR_R11(%rsp), %r11
@@ -455,7 +468,7 @@
 
 /* One record of dprobe_return_tramp_layout (see below): where in a return trampoline its
  * frame lives, instruction by instruction. */
-.macro RETURN_LAYOUT tname, name
+.macro RETURN_LAYOUT tname, name, unframed_slot
 	.quad \tname			/* the code an unwinder looks up */
 	.quad \name			/* what a hooked return-address slot holds */
 	.quad .Lret_framed_\name	/* from here the frame is at rsp... */
@@ -467,6 +480,7 @@
 	.quad .Lret_bx_restored_\name	/* ...to here */
 	.quad RET_FRAME			/* the slot's offset in the frame */
 	.quad PTR_BX			/* rbx's offset in the frame */
+	.quad \unframed_slot		/* where the slot is from .Lret_unframed on: rsp + this */
 .endm
 
 FTRACE_CALLER 16, 8, 7, 6, dprobe_ftrace_caller_16
@@ -494,12 +508,12 @@ RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
 	.hidden dprobe_return_tramp_layout
 	.type dprobe_return_tramp_layout, @object
 dprobe_return_tramp_layout:
-	RETURN_LAYOUT dprobe_fgraph_call_16, dprobe_fgraph_return_16
-	RETURN_LAYOUT dprobe_fgraph_call_32, dprobe_fgraph_return_32
-	RETURN_LAYOUT dprobe_fgraph_call_64, dprobe_fgraph_return_64
-	RETURN_LAYOUT dprobe_return_trampoline_16, dprobe_return_to_handler_16
-	RETURN_LAYOUT dprobe_return_trampoline_32, dprobe_return_to_handler_32
-	RETURN_LAYOUT dprobe_return_trampoline_64, dprobe_return_to_handler_64
+	RETURN_LAYOUT dprobe_fgraph_call_16, dprobe_fgraph_return_16, 0
+	RETURN_LAYOUT dprobe_fgraph_call_32, dprobe_fgraph_return_32, 0
+	RETURN_LAYOUT dprobe_fgraph_call_64, dprobe_fgraph_return_64, 0
+	RETURN_LAYOUT dprobe_return_trampoline_16, dprobe_return_to_handler_16, -8
+	RETURN_LAYOUT dprobe_return_trampoline_32, dprobe_return_to_handler_32, -8
+	RETURN_LAYOUT dprobe_return_trampoline_64, dprobe_return_to_handler_64, -8
 	.size dprobe_return_tramp_layout, . - dprobe_return_tramp_layout
 
 /* The same for the six fentry trampolines, ENTRY_LAYOUT_WORDS words each: a thread in one

@@ -59,7 +59,10 @@ class _Tramp:
             self.bx_restored,
             self.slot_offset,
             self.bx_offset,
-        ) = w[:11]
+            self.unframed_slot,
+        ) = w[:12]
+        if self.unframed_slot >= 1 << 63:
+            self.unframed_slot -= 1 << 64
         if not _ordered(self.begin, self.entry, self.framed, self.rbx_frame, self.rsp_frame,
                         self.unframed, self.end) or not (
                             self.framed <= self.bx_saved <= self.bx_restored <= self.unframed):
@@ -381,7 +384,12 @@ class TrampolineUnwinder(gdb.unwinder.Unwinder):
         # it is gone, just below the stack pointer; in between, at a fixed offset in the
         # frame, which rbx holds while rsp is aligned for the handlers.
         frame = _frame_base(tramp, pc, sp, rbx)
-        slot = sp - 8 if frame is None else frame + tramp.slot_offset
+        if frame is not None:
+            slot = frame + tramp.slot_offset
+        elif pc >= tramp.unframed:
+            slot = sp + tramp.unframed_slot  # the balanced one returns with ret, the other jmp
+        else:
+            slot = sp - 8
         caller_rbx = rbx
         if frame is not None and tramp.bx_saved <= pc < tramp.bx_restored:
             caller_rbx = _read_word(inferior, frame + tramp.bx_offset)
