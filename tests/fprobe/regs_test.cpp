@@ -86,6 +86,45 @@ TEST_F(fprobe_regs, float_double_long_double_arguments_and_returns)
     EXPECT_EQ(want_f, float_ptr(0.3f));
 }
 
+// An exit handler using all eight x87 registers, as any ABI-conforming code may: a long
+// double result left on the x87 stack would be lost to the stack overflow.
+__attribute__((noinline)) void fill_x87_stack()
+{
+    __asm__ volatile(".rept 8\n\tfldz\n\t.endr\n\t.rept 8\n\tfstp %%st(0)\n\t.endr" ::
+                         : "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)");
+}
+int plain_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    return 0;
+}
+void x87_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    fill_x87_stack();
+}
+long integer_exits;
+void integer_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    ++integer_exits;
+}
+
+TEST(fprobe_x87, long_double_result_kept_from_exit_handlers_using_the_x87_stack)
+{
+    const long double want = ld_ptr(1.5L, 2.25L);
+    // An exit handler that uses the x87 stack (it is set aside around it), then one that
+    // provably does not (it runs with the result on the stack, untouched).
+    for (auto *exit : {x87_exit, integer_exit}) {
+        struct fprobe fp = {};
+        fp.entry_handler = plain_entry;
+        fp.exit_handler = exit;
+        ASSERT_EQ(0, register_fprobe(&fp, "ld_target", nullptr));
+        integer_exits = 0;
+        EXPECT_EQ(want, ld_ptr(1.5L, 2.25L));
+        EXPECT_EQ(want, ld_ptr(1.5L, 2.25L));
+        EXPECT_EQ(exit == integer_exit ? 2 : 0, integer_exits);
+        EXPECT_EQ(0, unregister_fprobe(&fp));
+    }
+}
+
 TEST_F(fprobe_regs, m256_arguments_and_return)
 {
     __m256 a = _mm256_setr_ps(1, 2, 3, 4, 5, 6, 7, 8);
