@@ -154,7 +154,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
     task_ctx *t = peek_task_ctx();
     const uintptr_t slot = fregs->regs.sp - 8;
     if (unlikely(!t))
-        __builtin_trap(); // a hooked return always has a frame on this thread
+        shadow_lost_return(t, slot); // a hooked return always has a frame on this thread
     // Not entered: this thread is inside dispatch already (interrupted by a signal whose
     // handler returns here); the shadow stack is as stable as inside, but no exit runs.
     const bool entered = dispatch_enter(t, slot);
@@ -171,7 +171,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             // the caller it had. The exit was counted as missed when the frame was dropped.
             const uintptr_t ret = shadow_dropped_return(t, slot);
             if (!ret)
-                __builtin_trap();
+                shadow_lost_return(t, slot);
             *reinterpret_cast<uintptr_t *>(slot) = ret;
             fregs->regs.ip = ret;
             if (entered)

@@ -4,11 +4,13 @@
 #include "core/shadow_stack.h"
 
 #include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/raw_syscall.h"
 #include "core/compiler.h"
 #include "core/ftrace.h"
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <sys/syscall.h>
 
@@ -224,6 +226,56 @@ DPROBE_NOPROBE uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noex
         }
     }
     return 0;
+}
+
+namespace {
+
+// Appends S, or V in hex, to a fixed buffer: no libc, which may be what broke.
+struct message {
+    char buf[256];
+    unsigned n = 0;
+    message &operator<<(const char *s) noexcept
+    {
+        while (*s && n < sizeof buf)
+            buf[n++] = *s++;
+        return *this;
+    }
+    message &operator<<(unsigned long v) noexcept
+    {
+        char d[20];
+        unsigned k = 0;
+        do {
+            d[k++] = "0123456789abcdef"[v & 15];
+            v >>= 4;
+        } while (v && k < sizeof d);
+        *this << "0x";
+        while (k && n < sizeof buf)
+            buf[n++] = d[--k];
+        return *this;
+    }
+};
+
+} // namespace
+
+DPROBE_NOPROBE void shadow_lost_return(task_ctx *t, uintptr_t slot) noexcept
+{
+    message m;
+    m << "dprobe: thread " << static_cast<unsigned long>(arch::raw_syscall(SYS_gettid))
+      << " returned through a return trampoline from the slot at " << slot;
+    if (!t) {
+        m << ", but it has no dprobe context";
+    } else {
+        m << ", which none of its " << static_cast<unsigned long>(t->shadow_top)
+          << " shadow-stack words nor its last dropped frames belongs to";
+        if (t->shadow_top) {
+            uint32_t n;
+            const unsigned long *f = shadow_frame_below(t, t->shadow_top, &n);
+            m << " (newest frame: function " << f[sf_ip] << ", slot " << f[sf_retp] << ")";
+        }
+    }
+    m << "; the caller is unknown: aborting\n";
+    arch::raw_syscall(SYS_write, 2, reinterpret_cast<long>(m.buf), m.n);
+    std::abort();
 }
 
 DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base) noexcept

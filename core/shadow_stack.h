@@ -51,6 +51,11 @@ void shadow_remove(task_ctx *t, uint32_t base, uint32_t nwords);
 // unknown. Consumes the entry.
 uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noexcept;
 
+// A hooked return whose frame this thread no longer has, nor remembers among the dropped
+// ones: nowhere to return to. Says so on stderr (the thread, the slot, what the shadow stack
+// holds) and aborts.
+[[noreturn]] void shadow_lost_return(task_ctx *t, uintptr_t slot) noexcept;
+
 // The real return address of the frame at BASE (a hooked function tail-called by another
 // hooked one has a return trampoline there: the caller's frame, same slot, holds the real
 // one).

@@ -18,7 +18,7 @@ namespace dprobe {
 struct ftrace_ops;
 
 constexpr size_t shadow_stack_words = 32768; // 256 KiB of address space, touched on demand
-constexpr size_t shadow_dropped_ring = 32;
+constexpr size_t shadow_dropped_ring = 128;
 
 // Layout of one shadow frame, bottom to top, in words:
 //   [0] real return address  [1] entry ip  [2] retp (address of the return-address slot)
