@@ -1,5 +1,6 @@
 #include "arch/x86_64/ext_state.h"
 
+#include "arch/x86_64/ftrace_arch.h"
 #include "arch/x86_64/uaccess.h"
 
 #include <Zydis/Zydis.h>
@@ -238,6 +239,23 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
             }
             const ZydisInstructionCategory cat = zi.meta.category;
             if (cat == ZYDIS_CATEGORY_RET) break;
+            // x87 scope: a call or jump to a PLT entry continues at the function its GOT slot
+            // holds once bound (a handler's calls of libdprobe or libc, TLS lookups); a slot
+            // still leading to the lazy-binding resolver (which saves the whole extended
+            // state) is not followed.
+            if (scope == ext_scope::x87 && rel &&
+                (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR)) {
+                if (auto got = plt_got_slot(target)) {
+                    uintptr_t bound = 0;
+                    if (copy_from_user_nofault(&bound, reinterpret_cast<const void *>(*got),
+                                               sizeof bound) != 0 ||
+                        (bound >= target && bound < target + 16)) {
+                        res.why = at(name, pc, "a call through a PLT entry not bound yet");
+                        return res;
+                    }
+                    target = bound;
+                }
+            }
             if (cat == ZYDIS_CATEGORY_CALL) {
                 if (!rel && !(it.in_root && root_calls_vetted)) {
                     res.why = at(name, pc, "indirect call: the callee is not known");

@@ -54,6 +54,18 @@ void es_c_printf(int x)
 {
     std::printf("%d\n", x);
 }
+unsigned long es_c_strlen(const char *s)
+{
+    return std::strlen(s);
+}
+void es_c_long_double(long double *x)
+{
+    *x = *x * 3;
+}
+void es_c_printf_ld(long double x)
+{
+    std::printf("%Lf\n", x);
+}
 }
 
 __asm__(R"(
@@ -254,6 +266,35 @@ TEST(ext_state, cached_answer)
     EXPECT_TRUE(dprobe::arch::ext_state_clean(addr(es_integer)));
     EXPECT_FALSE(dprobe::arch::ext_state_clean(addr(es_calls_sse)));
     EXPECT_TRUE(dprobe::arch::ext_state_clean(addr(es_integer)));
+}
+
+// The x87 scope (exit handlers around a long double result): only the x87 stack and MMX
+// count; calls through a bound PLT entry are followed into the function.
+TEST(ext_state, x87_scope)
+{
+    using dprobe::arch::ext_scope;
+    const auto x87 = [](uintptr_t f) { return ext_state_scan_code(f, false, 20000, ext_scope::x87); };
+    // Vector code is x87-clean.
+    for (uintptr_t f : {addr(es_movq_xmm), addr(es_vzeroupper), addr(es_ldmxcsr), addr(es_kmov),
+                        addr(es_c_double), addr(es_calls_sse), addr(es_c_count)}) {
+        auto r = x87(f);
+        EXPECT_TRUE(r.clean) << std::hex << f << ": " << r.why;
+    }
+    // x87, MMX, xsave/xrstor are not.
+    for (uintptr_t f : {addr(es_fld), addr(es_emms), addr(es_xsave), addr(es_c_long_double)}) {
+        auto r = x87(f);
+        EXPECT_FALSE(r.clean) << std::hex << f;
+    }
+    // strlen through the PLT (bound: dprobe links -z now, and the test called it above):
+    // followed into libc's implementation, which is vector code.
+    EXPECT_EQ(3u, es_c_strlen("abc"));
+    auto s = x87(addr(es_c_strlen));
+    EXPECT_TRUE(s.clean) << s.why;
+    EXPECT_GT(s.insns, 10u); // libc's strlen was scanned, not just the PLT entry
+    // printf of a long double reaches x87 code in libc, or more than the scan will follow.
+    EXPECT_FALSE(x87(addr(es_c_printf_ld)).clean);
+    // The light detour's scope still refuses calls through the PLT.
+    EXPECT_FALSE(ext_state_scan_code(addr(es_c_strlen)).clean);
 }
 
 } // namespace
