@@ -45,8 +45,11 @@ check-asan: setup
 check-fuzz: setup
 	bash scripts/fuzz $(FUZZ_SECONDS)
 
+# The demo needs the CLI, the agent and the demo program only: a fresh machine reaches it
+# without building the tests and benchmarks.
 run: setup
-	$(MAKE) build
+	$(MAKE) configure
+	cmake --build $(BUILD) -j $(JOBS) --target dprobe_cli dprobe_preload wordfreq
 	@bash scripts/run-demo $(BUILD)
 
 bench: setup

@@ -13,6 +13,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/dprobeConfigVersion
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dprobeConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/dprobeConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dprobe)
+# The .pc file goes to <prefix>/<libdir>/pkgconfig; its prefix is the way back from there.
+file(RELATIVE_PATH DPROBE_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(cmake/dprobe.pc.in ${CMAKE_CURRENT_BINARY_DIR}/dprobe.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dprobe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # gdb's frame unwinder for dprobe, for `source` by hand (libdprobe.so carries it too, in its

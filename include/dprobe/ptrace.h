@@ -17,31 +17,55 @@
 #include <stddef.h>
 #include <dprobe/compiler.h>
 
+/*
+ * The system's <asm/ptrace.h> (also pulled in by <linux/ptrace.h>) defines a struct pt_regs
+ * of the same layout with user space's field names (rax, rip, ...). dprobe's stands in for
+ * it: it has both the kernel's names and those, and marks that header as read, so either
+ * spelling compiles in a program that includes both (dprobe's first). <asm/ptrace.h>'s
+ * other contents, the PTRACE_* request numbers of <asm/ptrace-abi.h>, are left out: they
+ * clash with glibc's <sys/ptrace.h>, where programs get them.
+ */
+#if defined(_ASM_X86_PTRACE_H) && !defined(DPROBE_PT_REGS_DEFINED)
+#error "dprobe: <asm/ptrace.h> (or <linux/ptrace.h>) was included before <dprobe/ptrace.h>: include the dprobe headers first; dprobe's struct pt_regs then stands in for the system's (same layout, with the kernel's and user space's field names)"
+#endif
+#define DPROBE_PT_REGS_DEFINED 1
+#ifndef _ASM_X86_PTRACE_H
+#define _ASM_X86_PTRACE_H
+#endif
+
 DPROBE_EXTERN_C_BEGIN
+
+#define DPROBE_PT_REG(kernel_name, user_name)                                                 \
+    union {                                                                                   \
+        unsigned long kernel_name;                                                            \
+        unsigned long user_name;                                                              \
+    }
 
 struct pt_regs {
     unsigned long r15;
     unsigned long r14;
     unsigned long r13;
     unsigned long r12;
-    unsigned long bp;
-    unsigned long bx;
+    DPROBE_PT_REG(bp, rbp);
+    DPROBE_PT_REG(bx, rbx);
     unsigned long r11;
     unsigned long r10;
     unsigned long r9;
     unsigned long r8;
-    unsigned long ax;
-    unsigned long cx;
-    unsigned long dx;
-    unsigned long si;
-    unsigned long di;
-    unsigned long orig_ax;
-    unsigned long ip;
+    DPROBE_PT_REG(ax, rax);
+    DPROBE_PT_REG(cx, rcx);
+    DPROBE_PT_REG(dx, rdx);
+    DPROBE_PT_REG(si, rsi);
+    DPROBE_PT_REG(di, rdi);
+    DPROBE_PT_REG(orig_ax, orig_rax);
+    DPROBE_PT_REG(ip, rip);
     unsigned long cs;
-    unsigned long flags;
-    unsigned long sp;
+    DPROBE_PT_REG(flags, eflags);
+    DPROBE_PT_REG(sp, rsp);
     unsigned long ss;
 };
+
+#undef DPROBE_PT_REG
 
 struct ftrace_regs {
     struct pt_regs regs;
