@@ -210,7 +210,12 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
         }
         x87.put_back();
     }
-    shadow_remove(t, base, n);
+    if (likely(base + n == t->shadow_top)) {
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        t->shadow_top = base; // the top frame: nothing above it to move down
+    } else {
+        shadow_remove(t, base, n);
+    }
     if (likely(entered))
         dispatch_exit(t);
     return ret;
