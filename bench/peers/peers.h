@@ -45,6 +45,9 @@ struct mode {
     std::string skipped;
     std::vector<double> overhead_ns, untraced_ns;
     uint64_t expected_hits = 0, seen_hits = 0;
+    // XINUSE (XGETBV, ECX=1) bits of the upper vector state (2, 5, 6, 7) that one traced
+    // call from code with clean upper state left changed; -1 where not measured.
+    int64_t xinuse_changed = -1;
 };
 
 double now_ns(); // CLOCK_MONOTONIC

@@ -5,6 +5,8 @@
 //   bench_peers --scaling [--rounds N] [--max-funcs N]           how cost grows
 #include "bench/peers/peers.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cmath>
 #include <csignal>
@@ -87,6 +89,32 @@ std::string json_array(const std::vector<double> &v)
     return o.str();
 }
 
+// XINUSE, where the CPU has AVX (upper vector state) and XGETBV with ECX=1.
+bool xinuse_readable()
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid_count(0xd, 1, &a, &b, &c, &d) &&
+           (a & 4);
+}
+
+uint64_t xinuse()
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return lo | static_cast<uint64_t>(hi) << 32;
+}
+
+// The upper-state bits one traced call changes, from clean state (the vzeroupper right
+// before: nothing in between runs vector code).
+int64_t xinuse_change(caller_fn f)
+{
+    __asm__ volatile("vzeroupper" ::: "memory");
+    const uint64_t before = xinuse();
+    f(1);
+    const uint64_t after = xinuse();
+    return static_cast<int64_t>((before ^ after) & 0xe4);
+}
+
 } // namespace
 
 void print_json(const mode &m)
@@ -105,6 +133,8 @@ void print_json(const mode &m)
             std::printf(",\"expected_hits\":%lu,\"hits\":%lu",
                         static_cast<unsigned long>(m.expected_hits),
                         static_cast<unsigned long>(m.seen_hits));
+        if (m.xinuse_changed >= 0)
+            std::printf(",\"xinuse_changed\":%lld", static_cast<long long>(m.xinuse_changed));
         std::printf("}\n");
     }
     std::fflush(stdout);
@@ -123,6 +153,8 @@ void run_rounds(std::vector<mode> &modes, int rounds)
                 m.skipped = why;
                 continue;
             }
+            if (r == 0 && xinuse_readable())
+                m.xinuse_changed = xinuse_change(m.traced);
             const uint64_t h0 = m.hits ? m.hits() : 0;
             const double traced = time_run(m.traced, m.calls);
             const uint64_t h1 = m.hits ? m.hits() : 0;
