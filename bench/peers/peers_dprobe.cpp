@@ -9,8 +9,12 @@
 #include <dprobe/kprobes.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <memory>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 namespace peers {
 
@@ -180,6 +184,60 @@ void add_trace_event(std::vector<mode> &modes, unsigned long calls)
     modes.push_back(std::move(m));
 }
 
+// The floor of an int3 probe: an int3 written over a 5-byte NOP by hand and a SIGTRAP
+// handler that counts and skips the NOP - the trap and the signal round trip alone. The NOP
+// is leaf_pfe's, the twin of the one the int3 kprobe row probes in leaf_plain (an address
+// dprobe has probed keeps its record, whose hook would take the trap).
+counter raw_traps;
+uint8_t raw_saved;
+void raw_trap_handler(int, siginfo_t *, void *ucv)
+{
+    auto *uc = static_cast<ucontext_t *>(ucv);
+    if (uc->uc_mcontext.gregs[REG_RIP] - 1 != reinterpret_cast<greg_t>(leaf_pfe_nop))
+        return;
+    raw_traps.bump();
+    uc->uc_mcontext.gregs[REG_RIP] += 4; // after the int3: the rest of the NOP
+}
+
+bool write_code_byte(void *at, uint8_t b)
+{
+    const long pg = sysconf(_SC_PAGESIZE);
+    auto *page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(at) & ~(pg - 1));
+    if (mprotect(page, pg, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+        return false;
+    __atomic_store_n(static_cast<uint8_t *>(at), b, __ATOMIC_SEQ_CST);
+    mprotect(page, pg, PROT_READ | PROT_EXEC);
+    return true;
+}
+
+void add_raw_int3(std::vector<mode> &modes, unsigned long calls)
+{
+    mode m;
+    m.tool = "baseline";
+    m.key = "raw_int3";
+    m.name = "raw int3 + SIGTRAP handler that skips the NOP (no probe)";
+    m.calls = calls;
+    m.untraced = m.traced = caller_pfe;
+    m.arm = []() -> std::string {
+        struct sigaction sa = {};
+        sa.sa_sigaction = raw_trap_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTRAP, &sa, nullptr) != 0)
+            return "sigaction failed";
+        raw_saved = *reinterpret_cast<uint8_t *>(leaf_pfe_nop);
+        if (!write_code_byte(leaf_pfe_nop, 0xcc))
+            return "cannot write the int3 (mprotect refused)";
+        return "";
+    };
+    m.disarm = [] {
+        write_code_byte(leaf_pfe_nop, raw_saved);
+        signal(SIGTRAP, SIG_DFL);
+    };
+    m.hits = [] { return raw_traps.get(); };
+    modes.push_back(std::move(m));
+}
+
 } // namespace
 
 void add_dprobe_modes(std::vector<mode> &modes, double scale)
@@ -207,6 +265,9 @@ void add_dprobe_modes(std::vector<mode> &modes, double scale)
                leaf_plain_insn, true, n(5e5), count_pre_fp);
     add_kprobe(modes, "kprobe_int3", "int3 kprobe on ordinary instructions (boosted)",
                leaf_plain_insn, false, n(2e4));
+    add_kprobe(modes, "kprobe_int3_nop", "int3 kprobe on the 5-byte NOP (emulated)", leaf_plain_nop,
+               false, n(2e4));
+    add_raw_int3(modes, n(2e4));
     add_kretprobe(modes, n(1e6));
     add_trace_event(modes, n(1e6));
 }
