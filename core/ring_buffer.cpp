@@ -296,8 +296,17 @@ void fork_child() noexcept {
   }
 }
 
+// Rounds of key destructors this thread has run (glibc runs at most
+// PTHREAD_DESTRUCTOR_ITERATIONS, and another only while some key was set again).
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_exit_rounds = 0;
+
 void thread_exit(void *p) noexcept {
   auto *b = static_cast<rb_buffer *>(p);
+  // Other destructors of the thread may still write: the calls a pthread_exit left
+  // (unwound exits), handlers of probes hit on the way out. Keep the buffer until the last
+  // round of destructors by setting the key again.
+  if (++tls_exit_rounds < PTHREAD_DESTRUCTOR_ITERATIONS && pthread_setspecific(g_exit_key, p) == 0)
+    return;
   store_comm(b); // the final name, for printing after the thread is gone
   tls_rb = k_dead_buffer;
   b->state.store(BUF_EXITED, std::memory_order_release);

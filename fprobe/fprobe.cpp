@@ -134,12 +134,31 @@ DPROBE_NOPROBE void fprobe_ops_missed(ftrace_ops *ops)
 }
 
 // The function left without returning (longjmp, an exception, thread exit): its exit
-// handler will not run; count it like any other exit not handled.
-DPROBE_NOPROBE void fprobe_ops_unwound(ftrace_ops *ops, void *)
+// handler will not run. The fprobe's unwound_handler is told, if it has one (with the
+// same checks as an exit); else it counts like any other exit not handled.
+DPROBE_NOPROBE void fprobe_ops_unwound(ftrace_ops *ops, void *data)
 {
     auto *hl = hlist_of(ops);
-    if (struct fprobe *fp = hl->fp)
+    struct fprobe *fp = hl->fp;
+    if (!fp)
+        return;
+    if (!fp->unwound_handler) {
         __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
+        return;
+    if (unlikely(kprobe_conflict(fp))) {
+        __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    if (fp->flags & FPROBE_FL_KPROBE_SHARED) {
+        fprobe_kprobe_busy_begin();
+        fp->unwound_handler(fp, data);
+        fprobe_kprobe_busy_end();
+        return;
+    }
+    fp->unwound_handler(fp, data);
 }
 
 fprobe_hlist *alloc_hlist()

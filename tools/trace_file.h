@@ -89,6 +89,9 @@ struct funcgraph_exit_rec {
     uint64_t rettime;
 };
 static_assert(sizeof(funcgraph_entry_rec) == 24 && sizeof(funcgraph_exit_rec) == 40);
+// funcgraph_exit_rec::flags: the call did not return, it was unwound (longjmp, a C++
+// exception, thread exit); rettime is when dprobe noticed (the catch, the next hit).
+inline constexpr uint8_t FUNCGRAPH_FL_UNWOUND = 0x01;
 // The events/ftrace/funcgraph_{entry,exit}/format texts for these records.
 std::string funcgraph_entry_format();
 std::string funcgraph_exit_format();

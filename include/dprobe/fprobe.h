@@ -31,16 +31,26 @@ typedef int (*fprobe_entry_cb)(struct fprobe *fp, unsigned long entry_ip, unsign
                                struct ftrace_regs *regs, void *entry_data);
 typedef void (*fprobe_exit_cb)(struct fprobe *fp, unsigned long entry_ip, unsigned long ret_ip,
                                struct ftrace_regs *regs, void *entry_data);
+/* dprobe's extension: a call whose entry handler ran (and returned 0) left without returning
+ * (longjmp, siglongjmp, a C++ exception caught further up, thread exit or cancellation): the
+ * exit handler will not run for it. Called on the same thread, from the probe hot path, when
+ * dprobe notices: at the catch (__cxa_begin_catch), at the thread's next probe hit or hooked
+ * return after a longjmp, at thread exit. Frames are reported innermost first. */
+typedef void (*fprobe_unwound_cb)(struct fprobe *fp, void *entry_data);
 
 struct fprobe {
     /* Hits not handled: recursion, shadow stack full; and exits that never come because the
-     * function was left without returning (longjmp, a C++ exception, thread exit). */
+     * function was left without returning (longjmp, a C++ exception, thread exit) when no
+     * unwound_handler takes them. */
     unsigned long nmissed;
     unsigned int flags;     /* FPROBE_FL_* */
     size_t entry_data_size; /* per-call private data, rounded up to sizeof(long) */
     fprobe_entry_cb entry_handler;
     fprobe_exit_cb exit_handler;
     struct fprobe_hlist *hlist_array; /* internal; non-NULL while registered */
+    /* Optional (dprobe's extension, needs exit_handler): calls left without returning. Those
+     * are then reported here instead of being counted in nmissed. */
+    fprobe_unwound_cb unwound_handler;
 };
 
 #define FPROBE_FL_DISABLED 1      /* soft-disabled: sites stay hooked, handlers are skipped */

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 extern "C" int unwind_outer(int v);
+extern "C" int unwind_middle(int v);
+extern "C" int unwind_thrower(int v);
 extern "C" void *unwind_where_am_i_called_from();
 extern "C" void *unwind_caller_of_where();
 
@@ -40,6 +42,52 @@ TEST(fprobe_unwind, exception_through_hooked_frames)
     EXPECT_EQ(100 * 1 + 100 * 3, exits);
     // The exits that never came (middle and thrower, unwound) are counted as missed.
     EXPECT_EQ(100UL * 2, fp.nmissed);
+    EXPECT_EQ(0, unregister_fprobe(&fp));
+}
+
+// With an unwound_handler, the calls an exception unwound are reported there, innermost
+// first, with their own entry data, instead of being counted as missed.
+unsigned long unwound_ips[8];
+int nunwound;
+int note_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *,
+               void *data)
+{
+    ++entries;
+    *static_cast<unsigned long *>(data) = ip;
+    return 0;
+}
+void note_unwound(struct fprobe *, void *data)
+{
+    if (nunwound < 8)
+        unwound_ips[nunwound] = *static_cast<unsigned long *>(data);
+    ++nunwound;
+}
+
+TEST(fprobe_unwind, exception_reported_to_unwound_handler)
+{
+    using fn = int (*)(int);
+    fn volatile outer = unwind_outer;
+    const int want_throw = outer(1);
+    struct fprobe fp = {};
+    fp.entry_handler = note_entry;
+    fp.exit_handler = count_exit;
+    fp.unwound_handler = note_unwound;
+    fp.entry_data_size = sizeof(unsigned long);
+    ASSERT_EQ(0, register_fprobe(&fp, "unwind_*", "unwind_*where*"));
+    entries = exits = nunwound = 0;
+    EXPECT_EQ(want_throw, outer(1));
+    EXPECT_EQ(3, entries);
+    EXPECT_EQ(1, exits);
+    ASSERT_EQ(2, nunwound);
+    // thrower (the innermost) first, then middle; outer caught it and returned.
+    const auto thrower = reinterpret_cast<unsigned long>(&unwind_thrower);
+    const auto middle = reinterpret_cast<unsigned long>(&unwind_middle);
+    // The entry ip is the site, at or just after the symbol (endbr64).
+    EXPECT_LE(thrower, unwound_ips[0]);
+    EXPECT_GT(thrower + 8, unwound_ips[0]);
+    EXPECT_LE(middle, unwound_ips[1]);
+    EXPECT_GT(middle + 8, unwound_ips[1]);
+    EXPECT_EQ(0UL, fp.nmissed);
     EXPECT_EQ(0, unregister_fprobe(&fp));
 }
 

@@ -5,8 +5,8 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
-CASE is one of: graph, text, chrome, crash, interrupt, ctl, forkexec, errors, funcs, probe,
-follow, libc.
+CASE is one of: graph, nonlocal, exceptions, text, chrome, crash, interrupt, ctl, forkexec,
+errors, funcs, probe, follow, libc.
 """
 import json
 import os
@@ -147,6 +147,20 @@ if CASE == "graph":
     p = record(["-o", "g.dat", "--", prog("graph")])
     check(p.stdout.strip() == "7 23", "the program's output is kept (%r)" % p.stdout)
     compare(mask_graph(run(["report", "-i", "g.dat", "--format", "graph"]).stdout), "graph.graph")
+elif CASE in ("nonlocal", "exceptions"):
+    # Calls left by longjmp/siglongjmp, pthread_exit and C++ exceptions: each closed where it
+    # was left, marked unwound, what follows at the caller's depth; report counts them.
+    want = subprocess.run([prog(CASE)], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "u.dat", "--", prog(CASE)])
+    check(p.stdout == want.stdout, "the program's output is kept (%r, want %r)" %
+          (p.stdout, want.stdout))
+    r = run(["report", "-i", "u.dat", "--format", "graph"])
+    compare(mask_graph(r.stdout), CASE + ".graph")
+    n = r.stdout.count("unwound")
+    check(n > 0 and ("%d calls left without returning" % n) in r.stderr,
+          "report counts the %d unwound exits: %r" % (n, r.stderr))
+    text = run(["report", "-i", "u.dat"]).stdout
+    check(text.count("(unwound)") == n, "the text trace marks them too")
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

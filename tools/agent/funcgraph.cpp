@@ -27,6 +27,7 @@ __attribute__((tls_model("initial-exec"))) thread_local int32_t t_depth;
 
 struct graph_data {
     uint64_t calltime;
+    unsigned long func; // for an unwound call, whose handler gets no ip
     int32_t depth;
     int32_t pad;
 };
@@ -47,6 +48,7 @@ DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
     auto *gd = static_cast<graph_data *>(data);
     int32_t depth = t_depth++;
     gd->depth = depth;
+    gd->func = ip;
     void *p = ring_buffer_reserve(sizeof(tracefile::funcgraph_entry_rec));
     if (!p) {
         gd->calltime = trace_clock_now();
@@ -65,25 +67,38 @@ DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
     return 0;
 }
 
-DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long ip, unsigned long,
-                               struct ftrace_regs *, void *data) noexcept
+DPROBE_NOPROBE void write_exit(const graph_data *gd, uint8_t flags) noexcept
 {
-    auto *gd = static_cast<graph_data *>(data);
-    t_depth = gd->depth; // frames skipped by longjmp or exceptions do not leave a drift
+    // The caller's depth from now on. (Frames left without returning are reported before
+    // the next hit of the thread, innermost first, so this stays right after them too.)
+    t_depth = gd->depth;
     void *p = ring_buffer_reserve(sizeof(tracefile::funcgraph_exit_rec));
     if (!p)
         return;
     auto *r = static_cast<tracefile::funcgraph_exit_rec *>(p);
     r->type = tracefile::FUNCGRAPH_EXIT_ID;
-    r->flags = 0;
+    r->flags = flags;
     r->preempt_count = 0;
     r->pid = current_tid();
-    r->func = ip;
+    r->func = gd->func;
     r->depth = gd->depth;
     r->overrun = 0;
     r->calltime = gd->calltime;
     r->rettime = ring_buffer_event_header(p)->ts;
     ring_buffer_commit(p);
+}
+
+DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long, unsigned long,
+                               struct ftrace_regs *, void *data) noexcept
+{
+    write_exit(static_cast<graph_data *>(data), 0);
+}
+
+// A call left by longjmp, an exception or thread exit: its exit, marked, where dprobe
+// noticed (the catch, or the thread's next hit), as uftrace prints it at the catch.
+DPROBE_NOPROBE void graph_unwound(struct fprobe *, void *data) noexcept
+{
+    write_exit(static_cast<graph_data *>(data), tracefile::FUNCGRAPH_FL_UNWOUND);
 }
 
 struct fprobe g_graph_probe = {};
@@ -131,6 +146,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     }
     g_graph_probe.entry_handler = graph_entry;
     g_graph_probe.exit_handler = graph_exit;
+    g_graph_probe.unwound_handler = graph_unwound;
     g_graph_probe.entry_data_size = sizeof(graph_data);
     int ret;
     if (follow_loads) {

@@ -22,6 +22,11 @@ int run_report(const report::report_opts &o)
     for (const auto &sv : m.sessions)
         for (const auto &miss : sv->syms.missing)
             std::fprintf(stderr, "dprobe report: warning: no symbols for %s\n", miss.c_str());
+    if (uint64_t n = report::count_unwound(m))
+        std::fprintf(stderr,
+                     "dprobe report: %llu call%s left without returning (unwound by longjmp, "
+                     "an exception or thread exit): their exits are marked \"unwound\"\n",
+                     static_cast<unsigned long long>(n), n == 1 ? "" : "s");
     std::string out;
     if (o.format == "text")
         out = report::format_text(m, o);

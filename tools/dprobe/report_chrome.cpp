@@ -97,14 +97,14 @@ struct emitter {
         first = false;
     }
     void dur(const char *ph, const std::string &name, int pid, int tid, uint64_t ts,
-             const char *cat = "function")
+             bool unwound = false)
     {
         begin();
         out += "{\"name\":";
         json_str(out, name);
-        out += ",\"cat\":\"" + std::string(cat) + "\",\"ph\":\"" + ph + "\",\"pid\":" +
+        out += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) + "\",\"pid\":" +
                std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts_us(ts) +
-               "}";
+               (unwound ? ",\"args\":{\"unwound\":true}" : "") + "}";
     }
 };
 
@@ -166,8 +166,10 @@ std::string format_chrome(const model &m, const report_opts &o)
                 }
             if (match < st.size()) {
                 // Frames above the match never returned normally (longjmp, exception).
+                const bool unwound = x.flags & tracefile::FUNCGRAPH_FL_UNWOUND;
                 while (st.size() > match) {
-                    em.dur("E", ref.sv->syms.name(st.back().func), pid, r.tid, r.ts);
+                    em.dur("E", ref.sv->syms.name(st.back().func), pid, r.tid, r.ts,
+                           st.size() > match + 1 || unwound);
                     st.pop_back();
                 }
             } else {

@@ -122,7 +122,10 @@ std::string format_graph(const model &m, const report_opts &o)
                     std::memcpy(&x, recs[i + 1]->r->data.data(), sizeof x);
                     if (x.func == e.func && x.depth == e.depth) {
                         out += std::string(tidcol) + duration_col(x.rettime - x.calltime) +
-                               indent + name + "();\n";
+                               indent + name + "();" +
+                               (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " /* unwound */"
+                                                                          : "") +
+                               "\n";
                         cur_depth = e.depth;
                         i++;
                         continue;
@@ -135,8 +138,11 @@ std::string format_graph(const model &m, const report_opts &o)
                 tracefile::funcgraph_exit_rec x;
                 std::memcpy(&x, r.data.data(), sizeof x);
                 std::string indent(static_cast<size_t>(std::max(x.depth, 0)) * 2, ' ');
+                // A call left by longjmp or an exception: closed where dprobe noticed.
                 out += std::string(tidcol) + duration_col(x.rettime - x.calltime) + indent +
-                       "} /* " + k.sv->syms.name(x.func) + " */\n";
+                       "} /* " + k.sv->syms.name(x.func) +
+                       (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " (unwound)" : "") +
+                       " */\n";
                 cur_depth = x.depth;
             } else {
                 std::string indent(static_cast<size_t>(cur_depth) * 2, ' ');

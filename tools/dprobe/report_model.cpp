@@ -126,6 +126,21 @@ uint16_t record_type(const tracefile::record &r)
     return t;
 }
 
+uint64_t count_unwound(const model &m)
+{
+    uint64_t n = 0;
+    for (const record_ref &ref : m.records) {
+        const tracefile::record &r = *ref.r;
+        if (record_type(r) == tracefile::FUNCGRAPH_EXIT_ID &&
+            r.data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
+            tracefile::funcgraph_exit_rec x;
+            std::memcpy(&x, r.data.data(), sizeof x);
+            n += (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND) != 0;
+        }
+    }
+    return n;
+}
+
 std::string record_event_name(const record_ref &ref)
 {
     uint16_t t = record_type(*ref.r);
@@ -153,8 +168,9 @@ std::string record_text(const record_ref &ref)
         tracefile::funcgraph_exit_rec x;
         std::memcpy(&x, r.data.data(), sizeof x);
         uint64_t d = x.rettime - x.calltime;
-        std::snprintf(buf, sizeof buf, "funcgraph_exit: <-- %s (%d) %" PRIu64 ".%03" PRIu64 " us",
-                      ref.sv->syms.name(x.func).c_str(), x.depth, d / 1000, d % 1000);
+        std::snprintf(buf, sizeof buf, "funcgraph_exit: <-- %s (%d) %" PRIu64 ".%03" PRIu64 " us%s",
+                      ref.sv->syms.name(x.func).c_str(), x.depth, d / 1000, d % 1000,
+                      x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " (unwound)" : "");
         return buf;
     }
     auto it = ref.sv->events.find(t);

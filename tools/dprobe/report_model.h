@@ -65,6 +65,9 @@ std::string record_text(const record_ref &ref);
 // The event's short name ("myprobe", "funcgraph_entry"), "" for an unknown id.
 std::string record_event_name(const record_ref &ref);
 uint16_t record_type(const tracefile::record &r);
+// Function-graph exits of calls that did not return (unwound by longjmp, an exception or
+// thread exit), among the records of the threads report_opts selects.
+uint64_t count_unwound(const model &m);
 
 // Makes SV the symbolizer format_probe_record() calls back into (it takes a plain function).
 void set_current_symbols(const offline_symbols *syms);
