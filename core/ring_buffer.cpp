@@ -1,24 +1,27 @@
-// Ring buffer internals. See ring_buffer.h for the model.
+// Ring buffer internals (kernel/trace/ring_buffer.c's role). See ring_buffer.h for the model
+// and ring_buffer_layout.h for the bytes.
 //
 // Positions: a page's sequence number counts pages the writer has entered since the buffer
-// was (re)initialised; page SEQ lives in slot SEQ % npages. A position packs (seq, offset) in
-// one word, so the writer publishes its commit point with a single store.
+// was (re)initialised; page SEQ lives in slot SEQ % npages.
 //
-// Writer (one thread plus its own signal handlers):
-//   head_pos    where the next record goes (signal handlers nested in a write advance it)
+// Writer (one thread plus its own signal handlers), fields of rb::buffer_ctl:
+//   head_pos    where the next event goes (signal handlers nested in a write advance it)
 //   commit_pos  everything before it is committed; stored only by the outermost write when
-//               it commits (nest back to 0), so readers never see a reserved, unfilled record
+//               it commits (nest back to 0), so readers never see a reserved, unfilled event
 //   claiming    set while a write moves head_pos; a signal handler that interrupts exactly
 //               there cannot tell where the head is and drops its event
+//   last_ts, cpu, lost_pending   what the next event's header is relative to
 //   per page    seq (which page the slot holds: the seqlock readers validate against),
-//               base (index of its first record), end (bytes used, final once left)
-// Every record gets an index (base + nr); a reader that finds a gap in the indices it
-// reads knows how many records were overwritten before it got to them.
+//               base (index of its first event), ts and cpu (of its first event), end
+// Every data event gets an index (base + its rank in the page); a reader that finds a gap in
+// the indices knows how many events were overwritten before it got to them.
 //
-// Readers run under one mutex. The consuming position is published in read_pos, which the
-// writer reads only in discard mode, when it needs a page back.
+// In-process readers run under one mutex. The consuming position is published in read_pos,
+// which the writer reads only in discard mode, when it needs a page back; once the buffers
+// are exported, that position is the arena consumer's (ring_buffer_consumer.h).
 #include "core/ring_buffer.h"
 
+#include "arch/x86_64/raw_syscall.h"
 #include "core/compiler.h"
 #include "core/membarrier.h"
 #include "core/trace_clock.h"
@@ -40,93 +43,82 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <fcntl.h>
 #include <mutex>
 #include <new>
 
 namespace dprobe {
+
+using namespace rb;
+
 namespace {
-
-constexpr uint64_t k_no_seq = ~0ull;
-constexpr unsigned k_off_bits = 13; // offsets 0..4096 inclusive
-constexpr uint64_t k_off_mask = (1u << k_off_bits) - 1;
-static_assert(k_rb_page_size < (1u << k_off_bits));
-
-constexpr uint64_t make_pos(uint64_t seq, uint64_t off) { return (seq << k_off_bits) | off; }
-constexpr uint64_t pos_seq(uint64_t pos) { return pos >> k_off_bits; }
-constexpr uint32_t pos_off(uint64_t pos) { return static_cast<uint32_t>(pos & k_off_mask); }
-
-enum buf_state : int { BUF_FREE, BUF_INIT, BUF_OWNED, BUF_EXITED };
-
-struct rb_page_meta {
-  std::atomic<uint64_t> seq;
-  std::atomic<uint64_t> base;
-  std::atomic<uint32_t> end;
-  uint32_t unused;
-};
 
 // An increment that a signal on this thread cannot tear (one instruction, the kernel's
 // local_t), for counters only this thread writes and readers load atomically.
-DPROBE_NOPROBE inline void local_inc(uint64_t *p) noexcept {
-  __asm__ __volatile__("incq %0" : "+m"(*p));
+DPROBE_NOPROBE inline void local_inc(uint64_t *p) noexcept
+{
+    __asm__ __volatile__("incq %0" : "+m"(*p));
 }
-inline uint64_t local_read(const uint64_t *p) noexcept {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
+inline uint64_t local_read(const uint64_t *p) noexcept
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-// Reader cursor: a position and the index of the record expected there.
+// Reader cursor: a position, the index of the event expected there, and the running time
+// stamp and CPU at that position.
 struct cursor {
-  uint64_t seq = 0;
-  uint32_t off = 0;
-  uint64_t index = 0;
+    uint64_t seq = 0;
+    uint32_t off = 0;
+    uint64_t index = 0;
+    uint64_t ts = 0;
+    uint32_t cpu = 0;
 };
 
-} // namespace
-
-struct rb_buffer {
-  rb_buffer *next = nullptr; // global list, append-only
-  std::atomic<int> state{BUF_INIT};
-  std::atomic<int32_t> tid{0};
-  std::atomic<uint64_t> comm[2] = {}; // thread name, 16 bytes
-
-  // The page mapping: npages data pages, then npages rb_page_meta.
-  char *data = nullptr;
-  rb_page_meta *meta = nullptr;
-  size_t map_len = 0;
-  uint32_t npages = 0;
-
-  // Writer (owning thread and its signal handlers).
-  alignas(64) std::atomic<uint64_t> head_pos{0};
-  std::atomic<uint64_t> placed{0};   // records given an index
-  std::atomic<uint64_t> pending_seq{k_no_seq}; // page of the outermost uncommitted record
-  std::atomic<uint32_t> nest{0};
-  std::atomic<uint32_t> claiming{0};
-  uint64_t written = 0; // local_inc
-  uint64_t dropped = 0; // local_inc
-
-  alignas(64) std::atomic<uint64_t> commit_pos{0};
-
-  // Readers (under g_reader_mutex), except read_pos which the writer loads.
-  alignas(64) std::atomic<uint64_t> read_pos{0};
-  cursor rd;
-  uint64_t nread = 0;
-  uint64_t overrun_seen = 0;
-  uint64_t written_base = 0;
-  uint64_t dropped_base = 0;
+// A buffer as this process knows it: the shared control block and the private reader state.
+struct rb_node {
+    rb_node *next = nullptr; // global list, append-only
+    buffer_ctl *ctl = nullptr;
+    size_t map_len = 0;
+    bool in_arena = false;
+    uint32_t epoch = 0; // the export epoch the buffer belongs to
+    // Readers (under g_reader_mutex).
+    cursor rd;
+    uint64_t nread = 0;
+    uint64_t overrun_seen = 0;
+    uint64_t written_base = 0;
+    uint64_t dropped_base = 0;
 };
 
-namespace {
-
-std::atomic<bool> g_tracing_on{true};
+// Bit 0: tracing on; bits 1..: the export epoch (a buffer of another epoch is left for a
+// new one at the thread's next event).
+std::atomic<uint32_t> g_word{1};
 std::atomic<bool> g_overwrite{true};
-std::atomic<uint32_t> g_npages{k_rb_default_size_kb * 1024 / k_rb_page_size};
-std::atomic<rb_buffer *> g_list{nullptr};
-std::atomic<uint32_t> g_waiting{0}; // futex word: 1 while a reader may be sleeping
+std::atomic<uint32_t> g_npages{k_rb_default_size_kb * 1024 / k_page_size};
+std::atomic<rb_node *> g_list{nullptr};
+std::atomic<uint32_t> g_waiting{0}; // futex word: 1 while an in-process reader may sleep
 std::mutex g_reader_mutex;
 
-rb_buffer *const k_dead_buffer = reinterpret_cast<rb_buffer *>(uintptr_t{1});
-__attribute__((tls_model("initial-exec"))) thread_local rb_buffer *tls_rb = nullptr;
+// The export (one arena per process).
+arena_header *g_arena = nullptr;
+int g_arena_fd = -1;
+int g_wake_fd = -1;
+uint32_t g_arena_epoch = 0; // the epoch whose buffers go into the arena
+
+buffer_ctl *const k_dead_buffer = reinterpret_cast<buffer_ctl *>(uintptr_t{1});
+buffer_ctl *const k_muted_buffer = reinterpret_cast<buffer_ctl *>(uintptr_t{2});
+__attribute__((tls_model("initial-exec"))) thread_local buffer_ctl *tls_rb = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local rb_node *tls_node = nullptr;
 // Set while this thread maps its buffer: a signal handler writing then drops its event.
 __attribute__((tls_model("initial-exec"))) thread_local bool tls_acquiring = false;
+// ring_buffer_thread_mute(): nesting depth, and the buffer to go back to.
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_mute_depth = 0;
+__attribute__((tls_model("initial-exec"))) thread_local buffer_ctl *tls_saved_rb = nullptr;
+// Threads whose name starts with this never write (dprobe's own: their name is inherited by
+// the threads they create).
+char g_muted_prefix[16] = {};
+// Rounds of key destructors this thread has run (glibc runs at most
+// PTHREAD_DESTRUCTOR_ITERATIONS, and another only while some key was set again).
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_exit_rounds = 0;
 // Events dropped with no buffer to count them in (during the acquisition above, after the
 // thread's buffer was retired at exit, or when mmap failed).
 std::atomic<uint64_t> g_orphan_dropped{0};
@@ -144,351 +136,671 @@ void thread_exit(void *p) noexcept;
 void fork_child() noexcept;
 
 // Process setup, before any probe can run: cheap, no calibration here.
-__attribute__((constructor)) void rb_setup() {
-  g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
-  g_rseq_ok = __rseq_size >= 8;
-  pthread_atfork(nullptr, nullptr, fork_child);
+__attribute__((constructor)) void rb_setup()
+{
+    g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
+    g_rseq_ok = __rseq_size >= 8;
+    pthread_atfork(nullptr, nullptr, fork_child);
 }
 
-DPROBE_NOPROBE inline uint16_t current_cpu() noexcept {
-  if (likely(g_rseq_ok)) {
-    auto *rs = reinterpret_cast<const volatile int32_t *>(
-        static_cast<char *>(__builtin_thread_pointer()) + __rseq_offset);
-    int32_t c = rs[1]; // struct rseq: cpu_id_start, cpu_id, ...
-    if (likely(c >= 0))
-      return static_cast<uint16_t>(c);
-  }
-  int c = sched_getcpu();
-  return c < 0 ? 0 : static_cast<uint16_t>(c);
+DPROBE_NOPROBE inline uint32_t current_cpu() noexcept
+{
+    if (likely(g_rseq_ok)) {
+        auto *rs = reinterpret_cast<const volatile int32_t *>(
+            static_cast<char *>(__builtin_thread_pointer()) + __rseq_offset);
+        int32_t c = rs[1]; // struct rseq: cpu_id_start, cpu_id, ...
+        if (likely(c >= 0))
+            return static_cast<uint32_t>(c);
+    }
+    unsigned c = 0;
+    arch::raw_syscall(SYS_getcpu, reinterpret_cast<long>(&c), 0, 0);
+    return c;
 }
 
-void get_comm(uint64_t out[2]) noexcept {
-  char name[17] = {};
-  prctl(PR_GET_NAME, name, 0, 0, 0);
-  memcpy(out, name, 16);
+DPROBE_NOPROBE inline int32_t raw_gettid() noexcept
+{
+    return static_cast<int32_t>(arch::raw_syscall(SYS_gettid));
 }
 
-void store_comm(rb_buffer *b) noexcept {
-  uint64_t c[2];
-  get_comm(c);
-  b->comm[0].store(c[0], std::memory_order_relaxed);
-  b->comm[1].store(c[1], std::memory_order_relaxed);
+void store_comm(buffer_ctl *b) noexcept
+{
+    char name[17] = {};
+    arch::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+    uint64_t c[2];
+    memcpy(c, name, 16);
+    b->comm[0].store(c[0], std::memory_order_relaxed);
+    b->comm[1].store(c[1], std::memory_order_relaxed);
+}
+
+void *raw_mmap(size_t len, int prot, int flags, int fd, off_t off) noexcept
+{
+    long r = arch::raw_syscall(SYS_mmap, 0, static_cast<long>(len), prot, flags, fd, off);
+    return r < 0 && r > -4096 ? MAP_FAILED : reinterpret_cast<void *>(r);
 }
 
 // Sets up the writer and reader state of a buffer in state BUF_INIT (no reader touches it).
-bool init_buffer(rb_buffer *b, uint32_t npages) noexcept {
-  if (b->data && b->npages != npages) {
-    munmap(b->data, b->map_len);
-    b->data = nullptr;
-  }
-  if (!b->data) {
-    size_t len = npages * (k_rb_page_size + sizeof(rb_page_meta));
-    len = (len + 4095) & ~size_t{4095};
-    // Pages allocated now, as the kernel allocates a buffer's pages when it is sized: a
-    // first write to each page would otherwise fault on the hot path (a fault and a page
-    // clear for every ~40 function-graph calls: ~50 ns a call on the project's VM).
-    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
+void init_buffer(rb_node *n) noexcept
+{
+    buffer_ctl *b = n->ctl;
+    const uint32_t np = b->npages;
+    for (uint32_t i = 0; i < np; i++) {
+        b->meta[i].seq.store(i == 0 ? 0 : k_no_seq, std::memory_order_relaxed);
+        b->meta[i].base.store(0, std::memory_order_relaxed);
+        b->meta[i].ts.store(0, std::memory_order_relaxed);
+        b->meta[i].end.store(0, std::memory_order_relaxed);
+        b->meta[i].cpu.store(0, std::memory_order_relaxed);
+    }
+    b->head_pos.store(0, std::memory_order_relaxed);
+    b->placed.store(0, std::memory_order_relaxed);
+    b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
+    b->nest.store(0, std::memory_order_relaxed);
+    b->claiming.store(0, std::memory_order_relaxed);
+    __atomic_store_n(&b->written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->dropped, 0, __ATOMIC_RELAXED);
+    // The first page starts now, on this CPU (init_buffer runs on the writer's thread, or in a
+    // forked child on its only thread).
+    b->last_ts = trace_clock_now();
+    b->cpu = current_cpu();
+    b->meta[0].ts.store(b->last_ts, std::memory_order_relaxed);
+    b->meta[0].cpu.store(b->cpu, std::memory_order_relaxed);
+    b->lost_pending = 0;
+    b->commit_pos.store(0, std::memory_order_relaxed);
+    b->read_pos.store(0, std::memory_order_relaxed);
+    b->generation.fetch_add(1, std::memory_order_relaxed);
+    n->rd = cursor{};
+    n->nread = n->overrun_seen = n->written_base = n->dropped_base = 0;
+}
+
+// A new mapping of NPAGES pages: private memory, or a slice of the arena.
+rb_node *map_buffer(uint32_t npages, bool arena) noexcept
+{
+    const size_t len = buffer_map_size(npages);
+    void *m;
+    uint64_t off = 0;
+    if (arena) {
+        off = g_arena->file_end.fetch_add(len, std::memory_order_relaxed);
+        // fallocate grows the file without ever shrinking it (two threads growing it at once
+        // with ftruncate could cut each other's slice off).
+        if (arch::raw_syscall(SYS_fallocate, g_arena_fd, 0, static_cast<long>(off),
+                              static_cast<long>(len)) != 0)
+            return nullptr;
+        // Pages allocated now, as the kernel allocates a buffer's pages when it is sized: a
+        // first write to each page would otherwise fault on the hot path.
+        m = raw_mmap(len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, g_arena_fd,
+                     static_cast<off_t>(off));
+    } else {
+        m = raw_mmap(len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
+    }
     if (m == MAP_FAILED)
-      return false;
-    b->data = static_cast<char *>(m);
-    b->meta = reinterpret_cast<rb_page_meta *>(b->data + npages * k_rb_page_size);
-    b->map_len = len;
+        return nullptr;
+    void *nm = raw_mmap((sizeof(rb_node) + 4095) & ~size_t{4095}, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (nm == MAP_FAILED) {
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(m), static_cast<long>(len));
+        return nullptr;
+    }
+    auto *n = new (nm) rb_node;
+    auto *b = new (m) buffer_ctl;
+    b->magic = k_ctl_magic;
     b->npages = npages;
-  }
-  for (uint32_t i = 0; i < npages; i++) {
-    b->meta[i].seq.store(i == 0 ? 0 : k_no_seq, std::memory_order_relaxed);
-    b->meta[i].base.store(0, std::memory_order_relaxed);
-    b->meta[i].end.store(0, std::memory_order_relaxed);
-  }
-  b->head_pos.store(0, std::memory_order_relaxed);
-  b->placed.store(0, std::memory_order_relaxed);
-  b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
-  b->nest.store(0, std::memory_order_relaxed);
-  b->claiming.store(0, std::memory_order_relaxed);
-  __atomic_store_n(&b->written, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&b->dropped, 0, __ATOMIC_RELAXED);
-  b->commit_pos.store(0, std::memory_order_relaxed);
-  b->read_pos.store(0, std::memory_order_relaxed);
-  b->rd = cursor{};
-  b->nread = b->overrun_seen = b->written_base = b->dropped_base = 0;
-  return true;
-}
-
-// Takes a free buffer or maps a new one, and makes it the calling thread's.
-rb_buffer *map_thread_buffer() noexcept {
-  uint32_t npages = g_npages.load(std::memory_order_relaxed);
-  rb_buffer *b = nullptr;
-  for (rb_buffer *it = g_list.load(std::memory_order_acquire); it; it = it->next) {
-    int expect = BUF_FREE;
-    if (it->state.load(std::memory_order_relaxed) == BUF_FREE &&
-        it->state.compare_exchange_strong(expect, BUF_INIT, std::memory_order_acquire)) {
-      b = it;
-      break;
+    b->state.store(BUF_INIT, std::memory_order_relaxed);
+    b->data = buffer_data(m);
+    b->meta = buffer_meta(m, npages);
+    n->ctl = b;
+    n->map_len = len;
+    n->in_arena = arena;
+    init_buffer(n);
+    if (arena) {
+        uint32_t slot = g_arena->nslots.fetch_add(1, std::memory_order_relaxed);
+        if (slot < k_arena_slots)
+            g_arena->slot_offset[slot].store(off, std::memory_order_release);
     }
-  }
-  if (b) {
-    if (!init_buffer(b, npages)) {
-      b->state.store(BUF_FREE, std::memory_order_release);
-      return nullptr;
-    }
-  } else {
-    size_t len = (sizeof(rb_buffer) + 4095) & ~size_t{4095};
-    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-      return nullptr;
-    b = new (m) rb_buffer;
-    if (!init_buffer(b, npages)) {
-      munmap(m, len);
-      return nullptr;
-    }
-    rb_buffer *head = g_list.load(std::memory_order_relaxed);
+    rb_node *head = g_list.load(std::memory_order_relaxed);
     do {
-      b->next = head;
-    } while (!g_list.compare_exchange_weak(head, b, std::memory_order_release,
+        n->next = head;
+    } while (!g_list.compare_exchange_weak(head, n, std::memory_order_release,
                                            std::memory_order_relaxed));
-  }
-  b->tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
-  store_comm(b);
-  b->state.store(BUF_OWNED, std::memory_order_release);
-  tls_rb = b;
-  if (g_exit_key_ok)
-    pthread_setspecific(g_exit_key, b);
-  return b;
+    return n;
 }
 
-// The calling thread's first event.
+// Takes a free buffer of the current size and epoch or maps a new one, and makes it the
+// calling thread's.
+rb_node *map_thread_buffer(uint32_t epoch) noexcept
+{
+    const uint32_t npages = g_npages.load(std::memory_order_relaxed);
+    const bool arena = g_arena && epoch == g_arena_epoch;
+    rb_node *n = nullptr;
+    for (rb_node *it = g_list.load(std::memory_order_acquire); it; it = it->next) {
+        int expect = BUF_FREE;
+        if (it->in_arena == arena && it->ctl->npages == npages &&
+            it->ctl->state.load(std::memory_order_relaxed) == BUF_FREE &&
+            it->ctl->state.compare_exchange_strong(expect, BUF_INIT, std::memory_order_acquire)) {
+            n = it;
+            init_buffer(n);
+            break;
+        }
+    }
+    if (!n)
+        n = map_buffer(npages, arena);
+    if (!n)
+        return nullptr;
+    n->epoch = epoch;
+    buffer_ctl *b = n->ctl;
+    b->tid.store(raw_gettid(), std::memory_order_relaxed);
+    store_comm(b);
+    b->state.store(BUF_OWNED, std::memory_order_release);
+    tls_rb = b;
+    tls_node = n;
+    if (g_exit_key_ok)
+        pthread_setspecific(g_exit_key, n);
+    return n;
+}
+
+// A buffer its thread leaves (a new export epoch; with EXITING, the thread's exit):
+// readable until consumed.
+void retire(rb_node *n, int state = BUF_EXITED) noexcept
+{
+    store_comm(n->ctl); // the final name, for printing after the thread is gone
+    n->ctl->state.store(state, std::memory_order_release);
+}
+
+// The buffer's state, an exiting thread's turned EXITED once its tid is gone.
+int settled_state(buffer_ctl *b) noexcept
+{
+    int s = b->state.load(std::memory_order_acquire);
+    if (s != BUF_EXITING)
+        return s;
+    const long pid = arch::raw_syscall(SYS_getpid);
+    const long tid = b->tid.load(std::memory_order_relaxed);
+    if (arch::raw_syscall(SYS_tgkill, pid, tid, 0) != -ESRCH)
+        return s;
+    int expect = BUF_EXITING;
+    b->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_acq_rel);
+    return b->state.load(std::memory_order_acquire);
+}
+
+void count_orphan() noexcept
+{
+    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+    if (arena_header *a = g_arena)
+        a->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The calling thread's first event, or its first in a new export epoch.
 // Async-signal-safe: mmap, atomics, prctl, gettid, pthread_setspecific on a low key.
-__attribute__((noinline)) rb_buffer *acquire_buffer() noexcept {
-  if (tls_rb == k_dead_buffer || tls_acquiring) {
-    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
-  tls_acquiring = true;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  rb_buffer *b = map_thread_buffer();
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  tls_acquiring = false;
-  if (!b)
-    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
-  return b;
-}
-
-// A forked child starts with empty buffers: the parent's records are the parent's to
-// report, and the other threads no longer exist. Only the forking thread runs here.
-void fork_child() noexcept {
-  new (&g_reader_mutex) std::mutex; // a parent thread may have held it
-  g_waiting.store(0, std::memory_order_relaxed);
-  g_retired = rb_stats{};
-  g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (b == tls_rb && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
-      b->state.store(BUF_INIT, std::memory_order_relaxed);
-      if (init_buffer(b, b->npages)) {
-        b->tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
-        b->state.store(BUF_OWNED, std::memory_order_release);
-        continue;
-      }
-      tls_rb = nullptr;
+__attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t word) noexcept
+{
+    if (tls_rb == k_muted_buffer || tls_mute_depth)
+        return nullptr;
+    if (g_muted_prefix[0] && !tls_node) {
+        char name[17] = {};
+        arch::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
+        if (strncmp(name, g_muted_prefix, strlen(g_muted_prefix)) == 0) {
+            tls_mute_depth = 1; // for good
+            tls_saved_rb = nullptr;
+            tls_rb = k_muted_buffer;
+            return nullptr;
+        }
     }
-    // Other threads' buffers, and one caught mid-acquisition (init_buffer redoes it all).
-    b->state.store(BUF_FREE, std::memory_order_release);
-  }
-}
-
-// Rounds of key destructors this thread has run (glibc runs at most
-// PTHREAD_DESTRUCTOR_ITERATIONS, and another only while some key was set again).
-__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_exit_rounds = 0;
-
-void thread_exit(void *p) noexcept {
-  auto *b = static_cast<rb_buffer *>(p);
-  // Other destructors of the thread may still write: the calls a pthread_exit left
-  // (unwound exits), handlers of probes hit on the way out. Keep the buffer until the last
-  // round of destructors by setting the key again.
-  if (++tls_exit_rounds < PTHREAD_DESTRUCTOR_ITERATIONS && pthread_setspecific(g_exit_key, p) == 0)
-    return;
-  store_comm(b); // the final name, for printing after the thread is gone
-  tls_rb = k_dead_buffer;
-  b->state.store(BUF_EXITED, std::memory_order_release);
-}
-
-// Moves the writer to the next page. False when that page cannot be taken (discard mode and
-// it is unread, or it holds the pending outer record of a nested write).
-DPROBE_NOPROBE bool switch_page(rb_buffer *b, uint64_t seq, uint32_t off) noexcept {
-  const uint64_t np = b->npages;
-  const uint64_t n = seq + 1;
-  rb_page_meta &slot = b->meta[n % np];
-  b->meta[seq % np].end.store(off, std::memory_order_release);
-  if (n >= np) {
-    const uint64_t old = n - np; // the page this slot holds now
-    uint64_t pend = b->pending_seq.load(std::memory_order_relaxed);
-    if (pend != k_no_seq && pend <= old)
-      return false;
-    if (!g_overwrite.load(std::memory_order_relaxed)) {
-      uint64_t rp = b->read_pos.load(std::memory_order_acquire);
-      if (pos_seq(rp) < old ||
-          (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed)))
-        return false;
+    if (tls_rb == k_dead_buffer || tls_acquiring) {
+        count_orphan();
+        return nullptr;
     }
-  }
-  // Seqlock write side: new seq first, then the page's content.
-  slot.seq.store(n, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.base.store(b->placed.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  slot.end.store(0, std::memory_order_relaxed);
-  b->head_pos.store(make_pos(n, 0), std::memory_order_relaxed);
-  return true;
+    tls_acquiring = true;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (tls_rb && tls_node) // another epoch: its events stay readable, the next go elsewhere
+        retire(tls_node);
+    rb_node *n = map_thread_buffer(word >> 1);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    tls_acquiring = false;
+    if (!n) {
+        tls_rb = nullptr;
+        tls_node = nullptr;
+        count_orphan();
+        return nullptr;
+    }
+    return n->ctl;
 }
 
-__attribute__((noinline)) void wake_readers() noexcept {
-  if (g_waiting.exchange(0, std::memory_order_relaxed) == 1)
-    syscall(SYS_futex, &g_waiting, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+void thread_exit(void *p) noexcept
+{
+    auto *n = static_cast<rb_node *>(p);
+    // Other destructors of the thread may still write: the calls a pthread_exit left
+    // (unwound exits), handlers of probes hit on the way out. Keep the key set until the
+    // last round of destructors (this call of the C library is dprobe's: not recorded).
+    if (++tls_exit_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+        ring_buffer_thread_mute(true);
+        const bool again = pthread_setspecific(g_exit_key, n) == 0;
+        ring_buffer_thread_mute(false);
+        if (again)
+            return;
+    }
+    // The thread keeps its buffer for what it still writes on its way out; readers see it
+    // gone once its tid is.
+    retire(n, BUF_EXITING);
+}
+
+// A new arena in a new memfd (export, and a forked child). 0 or -errno.
+int make_arena() noexcept
+{
+    int fd = static_cast<int>(arch::raw_syscall(SYS_memfd_create, reinterpret_cast<long>("dprobe-ring-buffer"),
+                                                MFD_CLOEXEC));
+    if (fd < 0)
+        return fd;
+    const size_t hsize = arena_header_size();
+    if (arch::raw_syscall(SYS_ftruncate, fd, static_cast<long>(hsize)) != 0) {
+        arch::raw_syscall(SYS_close, fd);
+        return -ENOSPC;
+    }
+    void *m = raw_mmap(hsize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        arch::raw_syscall(SYS_close, fd);
+        return -ENOMEM;
+    }
+    auto *a = new (m) arena_header;
+    memcpy(a->magic, k_arena_magic, sizeof a->magic);
+    a->version = k_arena_version;
+    a->page_size = k_page_size;
+    a->ctl_size = sizeof(buffer_ctl);
+    a->meta_size = sizeof(page_meta);
+    a->max_slots = k_arena_slots;
+    a->pid = static_cast<int32_t>(arch::raw_syscall(SYS_getpid));
+    a->clock_id = static_cast<uint64_t>(trace_clock_current());
+    a->file_end.store(hsize, std::memory_order_relaxed);
+    g_arena = a;
+    g_arena_fd = fd;
+    return 0;
+}
+
+// Starts a new export epoch: every thread's next event goes to a new buffer. Returns it.
+uint32_t next_epoch() noexcept
+{
+    uint32_t w = g_word.load(std::memory_order_relaxed), nw;
+    do {
+        nw = (w & 1) | (((w >> 1) + 1) << 1);
+    } while (!g_word.compare_exchange_weak(w, nw, std::memory_order_relaxed));
+    return nw >> 1;
+}
+
+// A forked child starts with empty buffers of its own: the parent's events are the parent's
+// to report, and the other threads no longer exist. Only the forking thread runs here.
+void fork_child() noexcept
+{
+    new (&g_reader_mutex) std::mutex; // a parent thread may have held it
+    g_waiting.store(0, std::memory_order_relaxed);
+    g_retired = rb_stats{};
+    g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+    if (g_arena) {
+        // The parent's arena is shared memory: this process must not touch it again. Its
+        // buffers are forgotten (left mapped: unmapping costs more than it saves here).
+        g_list.store(nullptr, std::memory_order_relaxed);
+        if (tls_mute_depth)
+            tls_saved_rb = nullptr;
+        else
+            tls_rb = nullptr;
+        tls_node = nullptr;
+        if (g_arena_fd >= 0)
+            arch::raw_syscall(SYS_close, g_arena_fd);
+        g_arena = nullptr;
+        g_arena_fd = -1;
+        if (make_arena() == 0)
+            g_arena_epoch = next_epoch();
+        return;
+    }
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        buffer_ctl *b = n->ctl;
+        if (n == tls_node && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
+            b->state.store(BUF_INIT, std::memory_order_relaxed);
+            init_buffer(n);
+            b->tid.store(raw_gettid(), std::memory_order_relaxed);
+            b->state.store(BUF_OWNED, std::memory_order_release);
+            continue;
+        }
+        // Other threads' buffers, and one caught mid-acquisition (init_buffer redoes it all).
+        b->state.store(BUF_FREE, std::memory_order_release);
+    }
+}
+
+DPROBE_NOPROBE inline void wake_consumer(buffer_ctl *b, uint64_t seq) noexcept
+{
+    arena_header *a = g_arena;
+    if (!a || g_wake_fd < 0 || !a->consumer_waiting.load(std::memory_order_relaxed))
+        return;
+    // Half full: time for the consumer (the kernel's buffer_percent, at 50).
+    const uint64_t rp = pos_seq(b->read_pos.load(std::memory_order_relaxed));
+    if (seq >= rp && (seq - rp) * 2 < b->npages)
+        return;
+    if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
+        const uint64_t one = 1;
+        arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
+    }
+}
+
+// Moves the writer to the next page, which starts at TS on CPU. False when that page cannot
+// be taken (discard mode and it is unread, or it holds the pending outer event of a nested
+// write).
+DPROBE_NOPROBE bool switch_page(buffer_ctl *b, uint64_t seq, uint32_t off, uint64_t ts,
+                                uint32_t cpu) noexcept
+{
+    const uint64_t np = b->npages;
+    const uint64_t n = seq + 1;
+    page_meta &slot = b->meta[n % np];
+    b->meta[seq % np].end.store(off, std::memory_order_release);
+    if (n >= np) {
+        const uint64_t old = n - np; // the page this slot holds now
+        uint64_t pend = b->pending_seq.load(std::memory_order_relaxed);
+        if (pend != k_no_seq && pend <= old)
+            return false;
+        if (!g_overwrite.load(std::memory_order_relaxed)) {
+            uint64_t rp = b->read_pos.load(std::memory_order_acquire);
+            if (pos_seq(rp) < old ||
+                (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed))) {
+                wake_consumer(b, n);
+                return false;
+            }
+        }
+    }
+    // Seqlock write side: new seq first, then the page's content.
+    slot.seq.store(n, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.base.store(b->placed.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    slot.ts.store(ts, std::memory_order_relaxed);
+    slot.cpu.store(cpu, std::memory_order_relaxed);
+    slot.end.store(0, std::memory_order_relaxed);
+    b->head_pos.store(make_pos(n, 0), std::memory_order_relaxed);
+    b->last_ts = ts;
+    b->cpu = cpu;
+    wake_consumer(b, n);
+    return true;
+}
+
+__attribute__((noinline)) void wake_readers() noexcept
+{
+    if (g_waiting.exchange(0, std::memory_order_relaxed) == 1)
+        arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&g_waiting), FUTEX_WAKE_PRIVATE,
+                          INT_MAX, 0, 0, 0);
 }
 
 // End of a write (commit or discard): the outermost one publishes everything reserved.
-DPROBE_NOPROBE inline void finish_write(rb_buffer *b) noexcept {
-  uint32_t d = b->nest.load(std::memory_order_relaxed) - 1;
-  b->nest.store(d, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (d != 0)
-    return; // an outer write on this thread will publish
-  b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
-  // A signal handler writing between the load and the store publishes a later head first;
-  // storing ours may step commit_pos back for a moment, and the loop sets it forward again.
-  for (;;) {
-    uint64_t h = b->head_pos.load(std::memory_order_relaxed);
-    b->commit_pos.store(h, std::memory_order_release);
+DPROBE_NOPROBE inline void finish_write(buffer_ctl *b) noexcept
+{
+    uint32_t d = b->nest.load(std::memory_order_relaxed) - 1;
+    b->nest.store(d, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (b->head_pos.load(std::memory_order_relaxed) == h)
-      break;
-  }
-  // Pairs with the reader's heavy barrier in ring_buffer_wait: no fence needed here.
-  if (unlikely(g_waiting.load(std::memory_order_relaxed)))
-    wake_readers();
+    if (d != 0)
+        return; // an outer write on this thread will publish
+    b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
+    // A signal handler writing between the load and the store publishes a later head first;
+    // storing ours may step commit_pos back for a moment, and the loop sets it forward again.
+    for (;;) {
+        uint64_t h = b->head_pos.load(std::memory_order_relaxed);
+        b->commit_pos.store(h, std::memory_order_release);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (b->head_pos.load(std::memory_order_relaxed) == h)
+            break;
+    }
+    // Pairs with the reader's heavy barrier in ring_buffer_wait: no fence needed here.
+    if (unlikely(g_waiting.load(std::memory_order_relaxed)))
+        wake_readers();
 }
 
-inline rb_buffer *event_buffer() noexcept { return tls_rb; }
+DPROBE_NOPROBE inline void put_word(char *p, uint32_t v) noexcept { memcpy(p, &v, 4); }
+
+DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noexcept
+{
+    const uint32_t word = g_word.load(std::memory_order_relaxed);
+    if (unlikely(!(word & 1)))
+        return nullptr;
+    buffer_ctl *b = tls_rb;
+    if (unlikely(reinterpret_cast<uintptr_t>(b) <= 2 || tls_node->epoch != (word >> 1))) {
+        b = acquire_buffer(word);
+        if (!b)
+            return nullptr;
+    }
+    if (unlikely(len > k_rb_max_payload)) {
+        local_inc(&b->dropped);
+        return nullptr;
+    }
+    const uint32_t size = small ? static_cast<uint32_t>((4 + len + 7) & ~size_t{7})
+                                : static_cast<uint32_t>((8 + len + 7) & ~size_t{7});
+    const uint32_t depth = b->nest.load(std::memory_order_relaxed);
+    b->nest.store(depth + 1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (unlikely(depth >= k_rb_max_nesting || b->claiming.load(std::memory_order_relaxed))) {
+        b->nest.store(depth, std::memory_order_relaxed);
+        local_inc(&b->dropped);
+        return nullptr;
+    }
+
+    b->claiming.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // Stamped inside the claim: events are placed in the order of their stamps.
+    uint64_t ts = trace_clock_now();
+    const uint32_t cpu = current_cpu();
+    if (unlikely(ts < b->last_ts))
+        ts = b->last_ts;
+    uint64_t pos = b->head_pos.load(std::memory_order_relaxed);
+    uint64_t seq = pos_seq(pos);
+    uint32_t off = pos_off(pos);
+    const uint32_t lost = b->lost_pending;
+    uint64_t delta = ts - b->last_ts;
+    bool cpu_moved = cpu != b->cpu;
+    bool extend = delta > k_delta_max;
+    uint32_t extra = (lost ? 8 : 0) + (cpu_moved ? 8 : 0) + (extend ? 8 : 0);
+    if (unlikely(off + extra + size > k_page_size)) {
+        if (!switch_page(b, seq, off, ts, cpu)) {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            b->claiming.store(0, std::memory_order_relaxed);
+            b->nest.store(depth, std::memory_order_relaxed);
+            local_inc(&b->dropped);
+            if (!g_overwrite.load(std::memory_order_relaxed) && lost < k_info_value_max)
+                b->lost_pending = lost + 1;
+            return nullptr;
+        }
+        // The new page starts at this event's time and CPU.
+        seq++;
+        off = 0;
+        delta = 0;
+        cpu_moved = extend = false;
+        extra = lost ? 8 : 0;
+    }
+    char *page = b->data + (seq % b->npages) * k_page_size;
+    uint32_t o = off;
+    uint32_t d = static_cast<uint32_t>(delta & k_delta_max);
+    if (extend) {
+        put_word(page + o, event_header(k_type_time_extend, d));
+        put_word(page + o + 4, static_cast<uint32_t>(delta >> k_delta_bits));
+        o += 8;
+        d = 0;
+    }
+    if (cpu_moved) {
+        put_word(page + o, event_header(k_type_info, d));
+        put_word(page + o + 4, (INFO_CPU << 24) | (cpu & k_info_value_max));
+        o += 8;
+        d = 0;
+    }
+    if (lost) {
+        put_word(page + o, event_header(k_type_info, d));
+        put_word(page + o + 4, (INFO_LOST << 24) | lost);
+        o += 8;
+        d = 0;
+    }
+    if (small) {
+        put_word(page + o, event_header(static_cast<uint32_t>(len / 4), d));
+    } else {
+        put_word(page + o, event_header(k_type_data_len, d));
+        put_word(page + o + 4, static_cast<uint32_t>(len));
+    }
+    b->placed.store(b->placed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    b->head_pos.store(make_pos(seq, o + size), std::memory_order_relaxed);
+    if (depth == 0)
+        b->pending_seq.store(seq, std::memory_order_relaxed);
+    b->last_ts = ts;
+    b->cpu = cpu;
+    b->lost_pending = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    b->claiming.store(0, std::memory_order_relaxed);
+    if (stamp)
+        *stamp = {ts, cpu};
+    return page + o + (small ? 4 : 8);
+}
 
 } // namespace
 
 // ---- write side ---------------------------------------------------------------------------
 
-DPROBE_NOPROBE void *ring_buffer_reserve(size_t len) noexcept {
-  if (unlikely(!g_tracing_on.load(std::memory_order_relaxed)))
-    return nullptr;
-  rb_buffer *b = tls_rb;
-  if (unlikely(b == nullptr || b == k_dead_buffer)) {
-    b = acquire_buffer();
-    if (!b)
-      return nullptr;
-  }
-  if (unlikely(len > k_rb_max_payload)) {
-    local_inc(&b->dropped);
-    return nullptr;
-  }
-  const uint32_t need = static_cast<uint32_t>((sizeof(rb_event_header) + len + 7) & ~size_t{7});
-  const uint32_t depth = b->nest.load(std::memory_order_relaxed);
-  b->nest.store(depth + 1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (unlikely(depth >= k_rb_max_nesting || b->claiming.load(std::memory_order_relaxed))) {
-    b->nest.store(depth, std::memory_order_relaxed);
-    local_inc(&b->dropped);
-    return nullptr;
-  }
-  const uint64_t ts = trace_clock_now();
-  const uint16_t cpu = current_cpu();
+DPROBE_NOPROBE void *ring_buffer_reserve(size_t len, rb_stamp *stamp) noexcept
+{
+    return reserve_event(len, false, stamp);
+}
 
-  b->claiming.store(1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  uint64_t pos = b->head_pos.load(std::memory_order_relaxed);
-  uint64_t seq = pos_seq(pos);
-  uint32_t off = pos_off(pos);
-  if (unlikely(off + need > k_rb_page_size)) {
-    if (!switch_page(b, seq, off)) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      b->claiming.store(0, std::memory_order_relaxed);
-      b->nest.store(depth, std::memory_order_relaxed);
-      local_inc(&b->dropped);
-      return nullptr;
+DPROBE_NOPROBE void *ring_buffer_reserve_small(size_t len, rb_stamp *stamp) noexcept
+{
+    if (unlikely(!small_event(len)))
+        return reserve_event(len, false, stamp);
+    return reserve_event(len, true, stamp);
+}
+
+DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept
+{
+    buffer_ctl *b = tls_rb;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
+        return;
+    local_inc(&b->written);
+    finish_write(b);
+}
+
+DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept
+{
+    buffer_ctl *b = tls_rb;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
+        return;
+    // The small form's payload is 4 bytes into its event, the other's 8: tell them apart by
+    // the payload's alignment.
+    const bool small = (reinterpret_cast<uintptr_t>(event) & 7) == 4;
+    char *h = static_cast<char *>(event) - (small ? 4 : 8);
+    uint32_t hdr, size;
+    memcpy(&hdr, h, 4);
+    if (small) {
+        size = (4 + event_type_len(hdr) * 4 + 7) & ~7u;
+    } else {
+        uint32_t len;
+        memcpy(&len, h + 4, 4);
+        size = static_cast<uint32_t>((8 + size_t{len} + 7) & ~size_t{7});
     }
-    seq++;
-    off = 0;
-  }
-  const uint64_t idx = b->placed.load(std::memory_order_relaxed);
-  b->placed.store(idx + 1, std::memory_order_relaxed);
-  b->head_pos.store(make_pos(seq, off + need), std::memory_order_relaxed);
-  if (depth == 0)
-    b->pending_seq.store(seq, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b->claiming.store(0, std::memory_order_relaxed);
+    const uint64_t byte = static_cast<uint64_t>(h - b->data);
+    const uint64_t slot = byte / k_page_size;
+    const uint32_t off = static_cast<uint32_t>(byte % k_page_size);
+    const uint64_t seq = b->meta[slot].seq.load(std::memory_order_relaxed);
 
-  const uint64_t slot = seq % b->npages;
-  auto *h = reinterpret_cast<rb_event_header *>(b->data + slot * k_rb_page_size + off);
-  h->len = static_cast<uint16_t>(need);
-  h->type = RB_TYPE_DATA;
-  h->flags = depth ? RB_FLAG_NESTED : 0;
-  h->cpu = cpu;
-  h->nr = static_cast<uint16_t>(idx - b->meta[slot].base.load(std::memory_order_relaxed));
-  h->ts = ts;
-  return h + 1;
+    b->claiming.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (b->head_pos.load(std::memory_order_relaxed) == make_pos(seq, off + size)) {
+        // Nothing was reserved after it: take the space, the index and the time back.
+        b->head_pos.store(make_pos(seq, off), std::memory_order_relaxed);
+        b->placed.store(b->placed.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        b->last_ts -= event_delta(hdr);
+    } else {
+        put_word(h, event_header(k_type_padding, event_delta(hdr)));
+        put_word(h + 4, size);
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    b->claiming.store(0, std::memory_order_relaxed);
+    finish_write(b);
 }
 
-DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept {
-  rb_buffer *b = event_buffer();
-  if (unlikely(!event || !b || b == k_dead_buffer))
-    return;
-  local_inc(&b->written);
-  finish_write(b);
+void ring_buffer_thread_mute(bool mute) noexcept
+{
+    if (mute) {
+        if (tls_mute_depth++ == 0) {
+            tls_saved_rb = tls_rb;
+            tls_rb = k_muted_buffer;
+        }
+    } else if (tls_mute_depth && --tls_mute_depth == 0) {
+        tls_rb = tls_saved_rb;
+    }
 }
 
-DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept {
-  rb_buffer *b = event_buffer();
-  if (unlikely(!event || !b || b == k_dead_buffer))
-    return;
-  rb_event_header *h = ring_buffer_event_header(event);
-  const uint64_t byte = static_cast<uint64_t>(reinterpret_cast<char *>(h) - b->data);
-  const uint64_t slot = byte / k_rb_page_size;
-  const uint32_t off = static_cast<uint32_t>(byte % k_rb_page_size);
-  const uint64_t seq = b->meta[slot].seq.load(std::memory_order_relaxed);
+bool ring_buffer_thread_muted() noexcept { return tls_mute_depth != 0; }
 
-  b->claiming.store(1, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (b->head_pos.load(std::memory_order_relaxed) == make_pos(seq, off + h->len)) {
-    // Nothing was reserved after it: take the space and the index back.
-    b->head_pos.store(make_pos(seq, off), std::memory_order_relaxed);
-    b->placed.store(b->placed.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  } else {
-    h->type = RB_TYPE_PADDING;
-  }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  b->claiming.store(0, std::memory_order_relaxed);
-  finish_write(b);
+void ring_buffer_mute_threads_named(const char *prefix) noexcept
+{
+    char p[sizeof g_muted_prefix] = {};
+    if (prefix)
+        strncpy(p, prefix, sizeof p - 1);
+    memcpy(g_muted_prefix, p, sizeof p);
 }
 
 // ---- control ------------------------------------------------------------------------------
 
-void ring_buffer_set_tracing_on(bool on) noexcept {
-  if (on)
-    trace_clock_init();
-  g_tracing_on.store(on, std::memory_order_relaxed);
+void ring_buffer_set_tracing_on(bool on) noexcept
+{
+    if (on)
+        trace_clock_init();
+    if (on)
+        g_word.fetch_or(1, std::memory_order_relaxed);
+    else
+        g_word.fetch_and(~1u, std::memory_order_relaxed);
 }
-bool ring_buffer_tracing_on() noexcept { return g_tracing_on.load(std::memory_order_relaxed); }
-void ring_buffer_set_overwrite(bool on) noexcept {
-  g_overwrite.store(on, std::memory_order_relaxed);
+bool ring_buffer_tracing_on() noexcept { return g_word.load(std::memory_order_relaxed) & 1; }
+void ring_buffer_set_overwrite(bool on) noexcept
+{
+    g_overwrite.store(on, std::memory_order_relaxed);
 }
 bool ring_buffer_overwrite() noexcept { return g_overwrite.load(std::memory_order_relaxed); }
 
-int ring_buffer_set_size_kb(size_t kb) noexcept {
-  if (kb == 0 || kb > (size_t{1} << 30))
-    return -EINVAL;
-  size_t pages = (kb * 1024 + k_rb_page_size - 1) / k_rb_page_size;
-  pages = std::max(pages, k_rb_min_pages);
-  g_npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
-  return 0;
+int ring_buffer_set_size_kb(size_t kb) noexcept
+{
+    if (kb == 0 || kb > (size_t{1} << 30))
+        return -EINVAL;
+    size_t pages = (kb * 1024 + k_page_size - 1) / k_page_size;
+    pages = std::max(pages, k_rb_min_pages);
+    g_npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
+    return 0;
 }
 
-size_t ring_buffer_size_kb() noexcept {
-  return g_npages.load(std::memory_order_relaxed) * k_rb_page_size / 1024;
+size_t ring_buffer_size_kb() noexcept
+{
+    return g_npages.load(std::memory_order_relaxed) * k_page_size / 1024;
+}
+
+// ---- export -------------------------------------------------------------------------------
+
+int ring_buffer_export(int wake_fd)
+{
+    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    if (g_arena)
+        return -EBUSY;
+    int r = make_arena();
+    if (r < 0)
+        return r;
+    g_wake_fd = wake_fd;
+    g_arena_epoch = next_epoch();
+    return g_arena_fd;
+}
+
+int ring_buffer_export_fd() noexcept { return g_arena ? g_arena_fd : -1; }
+
+void ring_buffer_export_state(arena_state state, int status) noexcept
+{
+    if (arena_header *a = g_arena) {
+        a->status.store(status, std::memory_order_relaxed);
+        a->state.store(state, std::memory_order_release);
+    }
+}
+
+void ring_buffer_unexport()
+{
+    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    if (!g_arena)
+        return;
+    next_epoch();
+    if (g_arena_fd >= 0)
+        ::close(g_arena_fd);
+    g_arena_fd = -1;
+    g_arena = nullptr; // left mapped: a writer may be in one of its buffers
+    g_wake_fd = -1;
 }
 
 // ---- read side ----------------------------------------------------------------------------
@@ -496,301 +808,354 @@ size_t ring_buffer_size_kb() noexcept {
 namespace {
 
 struct peeked {
-  bool valid = false;
-  rb_event_header hdr{};
-  std::vector<char> payload;
-  uint64_t lost = 0;
-  cursor next; // position after the record
+    bool valid = false;
+    uint64_t ts = 0;
+    uint32_t cpu = 0;
+    std::vector<char> payload;
+    uint64_t lost = 0;   // overwritten before the reader got there (index gap)
+    uint64_t marked = 0; // dropped where a LOST mark was left (discard mode)
+    cursor next;         // position after the event
 };
 
 // Oldest page a lapped reader can resume on (the writer may be up to a page past commit).
-void resync(rb_buffer *b, cursor &c, uint64_t cseq) {
-  const uint64_t np = b->npages;
-  uint64_t oldest = cseq >= np - 1 ? cseq - (np - 1) : 0; // retried if already gone
-  c.seq = std::max(oldest, c.seq + 1);
-  c.off = 0;
+void resync(buffer_ctl *b, cursor &c, uint64_t cseq)
+{
+    const uint64_t np = b->npages;
+    uint64_t oldest = cseq >= np - 1 ? cseq - (np - 1) : 0; // retried if already gone
+    c.seq = std::max(oldest, c.seq + 1);
+    c.off = 0;
 }
 
-// Copies the next data record at or after C into OUT; advances C over padding. False when
-// nothing committed is left.
-bool read_next(rb_buffer *b, cursor &c, peeked &out) {
-  const uint64_t np = b->npages;
-  for (;;) {
-    uint64_t cp = b->commit_pos.load(std::memory_order_acquire);
-    uint64_t cseq = pos_seq(cp);
-    if (c.seq > cseq)
-      return false;
-    rb_page_meta &m = b->meta[c.seq % np];
-    uint64_t s1 = m.seq.load(std::memory_order_acquire);
-    if (s1 != c.seq) {
-      if (s1 == k_no_seq || s1 < c.seq)
-        return false; // cannot happen for seq <= commit; be safe
-      resync(b, c, cseq);
-      continue;
+// Copies the next data event at or after C into OUT; advances C over padding, marks and
+// time records. False when nothing committed is left.
+bool read_next(buffer_ctl *b, cursor &c, peeked &out)
+{
+    const uint64_t np = b->npages;
+    for (;;) {
+        uint64_t cp = b->commit_pos.load(std::memory_order_acquire);
+        uint64_t cseq = pos_seq(cp);
+        if (c.seq > cseq)
+            return false;
+        page_meta &m = b->meta[c.seq % np];
+        uint64_t s1 = m.seq.load(std::memory_order_acquire);
+        if (s1 != c.seq) {
+            if (s1 == k_no_seq || s1 < c.seq)
+                return false; // cannot happen for seq <= commit; be safe
+            resync(b, c, cseq);
+            continue;
+        }
+        uint32_t limit = c.seq < cseq ? m.end.load(std::memory_order_acquire) : pos_off(cp);
+        cursor at = c;
+        uint64_t gap = 0;
+        if (at.off == 0) {
+            at.ts = m.ts.load(std::memory_order_relaxed);
+            at.cpu = m.cpu.load(std::memory_order_relaxed);
+            uint64_t base = m.base.load(std::memory_order_relaxed);
+            if (base > at.index)
+                gap = base - at.index;
+            at.index = base;
+        }
+        const char *page = b->data + (c.seq % np) * k_page_size;
+        page_walker w{page, std::min<uint32_t>(limit, k_page_size), at.off, at.ts, at.cpu};
+        event e{};
+        bool got = at.off < w.len && w.next(e);
+        if (got && e.kind == event::DATA) {
+            out.payload.resize(e.len);
+            if (e.len)
+                memcpy(out.payload.data(), e.payload, e.len);
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (m.seq.load(std::memory_order_relaxed) != c.seq) {
+            resync(b, c, cseq);
+            continue;
+        }
+        out.lost += gap;
+        if (w.bad) { // only reachable through memory corruption: skip the page
+            c.seq++;
+            c.off = 0;
+            c.index = at.index;
+            continue;
+        }
+        c = at;
+        c.off = w.off;
+        c.ts = w.ts;
+        c.cpu = w.cpu;
+        if (!got) {
+            if (c.seq < cseq) {
+                c.seq++;
+                c.off = 0;
+                continue;
+            }
+            return false;
+        }
+        if (e.kind == event::LOST) {
+            out.marked += e.lost;
+            continue;
+        }
+        c.index++;
+        if (e.kind == event::PADDING)
+            continue;
+        out.valid = true;
+        out.ts = e.ts;
+        out.cpu = e.cpu;
+        out.next = c;
+        return true;
     }
-    uint32_t limit = c.seq < cseq ? m.end.load(std::memory_order_acquire) : pos_off(cp);
-    uint64_t base = m.base.load(std::memory_order_relaxed);
-    if (c.off >= limit) {
-      if (c.seq < cseq) {
-        c.seq++;
-        c.off = 0;
-        continue;
-      }
-      return false;
-    }
-    const char *rec = b->data + (c.seq % np) * k_rb_page_size + c.off;
-    rb_event_header h;
-    memcpy(&h, rec, sizeof h);
-    bool sane = h.len >= sizeof h && (h.len & 7) == 0 && c.off + h.len <= limit;
-    if (sane && h.type == RB_TYPE_DATA) {
-      out.payload.resize(h.len - sizeof h);
-      if (!out.payload.empty())
-        memcpy(out.payload.data(), rec + sizeof h, out.payload.size());
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (m.seq.load(std::memory_order_relaxed) != c.seq) {
-      resync(b, c, cseq);
-      continue;
-    }
-    if (!sane) { // only reachable through memory corruption: skip the page
-      c.seq++;
-      c.off = 0;
-      continue;
-    }
-    uint64_t idx = base + h.nr;
-    uint64_t lost = idx > c.index ? idx - c.index : 0;
-    if (h.type != RB_TYPE_DATA) {
-      // Padding keeps its index: a discarded record that could not be given back.
-      c.off += h.len;
-      c.index = idx + 1;
-      out.lost += lost;
-      continue;
-    }
-    out.valid = true;
-    out.hdr = h;
-    out.lost += lost;
-    out.next = c;
-    out.next.off += h.len;
-    out.next.index = idx + 1;
-    return true;
-  }
 }
 
-bool readable(const rb_buffer *b) {
-  int s = b->state.load(std::memory_order_acquire);
-  return s == BUF_OWNED || s == BUF_EXITED;
+bool readable(const rb_node *n)
+{
+    int s = n->ctl->state.load(std::memory_order_acquire);
+    return s == BUF_OWNED || s == BUF_EXITED || s == BUF_EXITING;
 }
 
-bool buffer_has_data(rb_buffer *b) {
-  cursor c = b->rd;
-  peeked p;
-  return read_next(b, c, p);
+bool exported_node(const rb_node *n) { return n->in_arena; }
+
+bool buffer_has_data(rb_node *n)
+{
+    cursor c = n->rd;
+    peeked p;
+    return read_next(n->ctl, c, p);
 }
 
-rb_stats buffer_stats(rb_buffer *b);
+rb_stats buffer_stats(rb_node *n);
 
-// Exited, drained buffers become free for new threads.
-void reap_locked() {
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (b->state.load(std::memory_order_acquire) == BUF_EXITED && !buffer_has_data(b)) {
-      rb_stats st = buffer_stats(b);
-      g_retired.written += st.written;
-      g_retired.read += st.read;
-      g_retired.overrun += st.overrun;
-      g_retired.dropped += st.dropped;
-      b->state.store(BUF_FREE, std::memory_order_release);
+// Exited, drained buffers become free for new threads (the arena's are the consumer's to
+// give back).
+void reap_locked()
+{
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        if (exported_node(n))
+            continue;
+        if (settled_state(n->ctl) == BUF_EXITED && !buffer_has_data(n)) {
+            rb_stats st = buffer_stats(n);
+            g_retired.written += st.written;
+            g_retired.read += st.read;
+            g_retired.overrun += st.overrun;
+            g_retired.dropped += st.dropped;
+            n->ctl->state.store(BUF_FREE, std::memory_order_release);
+        }
     }
-  }
 }
 
 } // namespace
 
 struct ring_buffer_reader::impl {
-  struct source {
-    rb_buffer *b;
-    cursor c;
-    peeked p;
-    char comm[17];
-  };
-  std::unique_lock<std::mutex> lock;
-  mode m;
-  std::vector<source> src;
-  std::vector<char> out; // payload handed out by the last next()
+    struct source {
+        rb_node *n;
+        cursor c;
+        peeked p;
+        char comm[17];
+    };
+    std::unique_lock<std::mutex> lock;
+    mode m;
+    std::vector<source> src;
+    std::vector<char> out; // payload handed out by the last next()
 };
 
-ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl) {
-  p_->lock = std::unique_lock<std::mutex>(g_reader_mutex);
-  p_->m = m;
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (!readable(b))
-      continue;
-    impl::source s{};
-    s.b = b;
-    s.c = b->rd;
-    uint64_t c[2] = {b->comm[0].load(std::memory_order_relaxed),
-                     b->comm[1].load(std::memory_order_relaxed)};
-    memcpy(s.comm, c, 16);
-    s.comm[16] = 0;
-    p_->src.push_back(std::move(s));
-  }
-}
-
-ring_buffer_reader::~ring_buffer_reader() {
-  if (p_->m == CONSUME)
-    reap_locked();
-  delete p_;
-}
-
-bool ring_buffer_reader::next(rb_record &rec) {
-  impl::source *best = nullptr;
-  for (auto &s : p_->src) {
-    if (!s.p.valid)
-      read_next(s.b, s.c, s.p);
-    if (s.p.valid && (!best || s.p.hdr.ts < best->p.hdr.ts))
-      best = &s;
-  }
-  if (!best)
-    return false;
-  peeked &p = best->p;
-  rb_buffer *b = best->b;
-  rec.ts = p.hdr.ts;
-  rec.tid = b->tid.load(std::memory_order_relaxed);
-  rec.cpu = p.hdr.cpu;
-  rec.flags = p.hdr.flags;
-  rec.lost_before = p.lost;
-  rec.payload = p.payload.data();
-  rec.len = static_cast<uint32_t>(p.payload.size());
-  rec.comm = best->comm;
-  best->c = p.next;
-  if (p_->m == CONSUME) {
-    b->rd = p.next;
-    b->nread++;
-    b->overrun_seen += p.lost;
-    b->read_pos.store(make_pos(p.next.seq, p.next.off), std::memory_order_release);
-  }
-  // The payload stays valid until the next call: move it aside before clearing.
-  std::swap(p.payload, p_->out);
-  rec.payload = p_->out.data();
-  p.valid = false;
-  p.lost = 0;
-  return true;
-}
-
-void ring_buffer_reset() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
-  g_retired = rb_stats{};
-  g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (!readable(b))
-      continue;
-    if (b->state.load(std::memory_order_acquire) == BUF_EXITED) {
-      b->state.store(BUF_FREE, std::memory_order_release);
-      continue;
+ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl)
+{
+    p_->lock = std::unique_lock<std::mutex>(g_reader_mutex);
+    p_->m = m;
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        if (!readable(n))
+            continue;
+        impl::source s{};
+        s.n = n;
+        s.c = n->rd;
+        uint64_t c[2] = {n->ctl->comm[0].load(std::memory_order_relaxed),
+                         n->ctl->comm[1].load(std::memory_order_relaxed)};
+        memcpy(s.comm, c, 16);
+        s.comm[16] = 0;
+        p_->src.push_back(std::move(s));
     }
-    // Everything committed counts as consumed; records reserved before and committed after
-    // the reset still show up, with no lost count.
-    uint64_t cp = b->commit_pos.load(std::memory_order_acquire);
-    b->rd.seq = pos_seq(cp);
-    b->rd.off = pos_off(cp);
-    b->rd.index = b->placed.load(std::memory_order_relaxed);
-    b->written_base = local_read(&b->written);
-    b->dropped_base = local_read(&b->dropped);
-    b->nread = 0;
-    b->overrun_seen = 0;
-    b->read_pos.store(cp, std::memory_order_release);
-  }
 }
 
-int ring_buffer_set_clock(std::string_view name) {
-  int err = trace_clock_set(name);
-  if (err)
-    return err;
-  trace_clock_init();
-  ring_buffer_reset();
-  return 0;
+ring_buffer_reader::~ring_buffer_reader()
+{
+    if (p_->m == CONSUME)
+        reap_locked();
+    delete p_;
 }
 
-bool ring_buffer_has_data() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
-    if (readable(b) && buffer_has_data(b))
-      return true;
-  return false;
-}
-
-bool ring_buffer_wait(int timeout_ms) {
-  using clk = std::chrono::steady_clock;
-  const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
-  // Without membarrier a wakeup can be missed (the writer has no fence); poll then.
-  const long slice_ms = membarrier_expedited_available() ? 1000 : 10;
-  for (;;) {
-    g_waiting.store(1, std::memory_order_seq_cst);
-    membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
-    if (ring_buffer_has_data())
-      return true;
-    long long left_ns = slice_ms * 1000000LL;
-    if (timeout_ms >= 0) {
-      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clk::now());
-      if (left.count() <= 0)
+bool ring_buffer_reader::next(rb_record &rec)
+{
+    impl::source *best = nullptr;
+    for (auto &s : p_->src) {
+        if (!s.p.valid)
+            read_next(s.n->ctl, s.c, s.p);
+        if (s.p.valid && (!best || s.p.ts < best->p.ts))
+            best = &s;
+    }
+    if (!best)
         return false;
-      left_ns = std::min<long long>(left_ns, left.count());
+    peeked &p = best->p;
+    rb_node *n = best->n;
+    rec.ts = p.ts;
+    rec.tid = n->ctl->tid.load(std::memory_order_relaxed);
+    rec.cpu = static_cast<uint16_t>(p.cpu);
+    rec.flags = 0;
+    rec.lost_before = p.lost + p.marked;
+    rec.len = static_cast<uint32_t>(p.payload.size());
+    rec.comm = best->comm;
+    best->c = p.next;
+    if (p_->m == CONSUME) {
+        n->rd = p.next;
+        n->nread++;
+        n->overrun_seen += p.lost;
+        // The arena's consumer owns the shared position: ours is private.
+        if (!exported_node(n))
+            n->ctl->read_pos.store(make_pos(p.next.seq, p.next.off), std::memory_order_release);
     }
-    struct timespec ts = {static_cast<time_t>(left_ns / 1000000000LL),
-                          static_cast<long>(left_ns % 1000000000LL)};
-    syscall(SYS_futex, &g_waiting, FUTEX_WAIT_PRIVATE, 1, &ts, nullptr, 0);
-  }
+    // The payload stays valid until the next call: move it aside before clearing.
+    std::swap(p.payload, p_->out);
+    rec.payload = p_->out.data();
+    p.valid = false;
+    p.lost = p.marked = 0;
+    return true;
+}
+
+void ring_buffer_reset()
+{
+    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    g_retired = rb_stats{};
+    g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        if (!readable(n))
+            continue;
+        buffer_ctl *b = n->ctl;
+        if (settled_state(b) == BUF_EXITED && !exported_node(n)) {
+            b->state.store(BUF_FREE, std::memory_order_release);
+            continue;
+        }
+        // Everything committed counts as consumed; events reserved before and committed after
+        // the reset still show up, with no lost count. The reader needs the time and CPU at
+        // that point: walk the page to it.
+        uint64_t cp = b->commit_pos.load(std::memory_order_acquire);
+        cursor c;
+        c.seq = pos_seq(cp);
+        c.index = b->placed.load(std::memory_order_relaxed);
+        page_meta &m = b->meta[c.seq % b->npages];
+        page_walker w{b->data + (c.seq % b->npages) * k_page_size, pos_off(cp), 0,
+                      m.ts.load(std::memory_order_relaxed), m.cpu.load(std::memory_order_relaxed)};
+        event e;
+        while (w.next(e)) {
+        }
+        c.off = w.off;
+        c.ts = w.ts;
+        c.cpu = w.cpu;
+        if (c.off == 0)
+            c.index = m.base.load(std::memory_order_relaxed);
+        n->rd = c;
+        n->written_base = local_read(&b->written);
+        n->dropped_base = local_read(&b->dropped);
+        n->nread = 0;
+        n->overrun_seen = 0;
+        if (!exported_node(n))
+            b->read_pos.store(cp, std::memory_order_release);
+    }
+}
+
+int ring_buffer_set_clock(std::string_view name)
+{
+    int err = trace_clock_set(name);
+    if (err)
+        return err;
+    trace_clock_init();
+    ring_buffer_reset();
+    if (arena_header *a = g_arena)
+        a->clock_id = static_cast<uint64_t>(trace_clock_current());
+    return 0;
+}
+
+bool ring_buffer_has_data()
+{
+    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
+        if (readable(n) && buffer_has_data(n))
+            return true;
+    return false;
+}
+
+bool ring_buffer_wait(int timeout_ms)
+{
+    using clk = std::chrono::steady_clock;
+    const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+    // Without membarrier a wakeup can be missed (the writer has no fence); poll then.
+    const long slice_ms = membarrier_expedited_available() ? 1000 : 10;
+    for (;;) {
+        g_waiting.store(1, std::memory_order_seq_cst);
+        membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
+        if (ring_buffer_has_data())
+            return true;
+        long long left_ns = slice_ms * 1000000LL;
+        if (timeout_ms >= 0) {
+            auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clk::now());
+            if (left.count() <= 0)
+                return false;
+            left_ns = std::min<long long>(left_ns, left.count());
+        }
+        struct timespec ts = {static_cast<time_t>(left_ns / 1000000000LL),
+                              static_cast<long>(left_ns % 1000000000LL)};
+        syscall(SYS_futex, &g_waiting, FUTEX_WAIT_PRIVATE, 1, &ts, nullptr, 0);
+    }
 }
 
 namespace {
-rb_stats buffer_stats(rb_buffer *b) {
-  rb_stats st;
-  st.tid = b->tid.load(std::memory_order_relaxed);
-  st.exited = b->state.load(std::memory_order_acquire) == BUF_EXITED;
-  st.written = local_read(&b->written) - b->written_base;
-  st.dropped = local_read(&b->dropped) - b->dropped_base;
-  st.read = b->nread;
-  // Events overwritten since the consumer last read: the index gap to the oldest record.
-  cursor c = b->rd;
-  peeked p;
-  read_next(b, c, p);
-  st.overrun = b->overrun_seen + p.lost;
-  uint64_t gone = st.read + st.overrun;
-  st.entries = st.written > gone ? st.written - gone : 0;
-  return st;
+rb_stats buffer_stats(rb_node *n)
+{
+    buffer_ctl *b = n->ctl;
+    rb_stats st;
+    st.tid = b->tid.load(std::memory_order_relaxed);
+    st.exited = settled_state(b) != BUF_OWNED;
+    st.written = local_read(&b->written) - n->written_base;
+    st.dropped = local_read(&b->dropped) - n->dropped_base;
+    st.read = n->nread;
+    // Events overwritten since the consumer last read: the index gap to the oldest event.
+    cursor c = n->rd;
+    peeked p;
+    read_next(b, c, p);
+    st.overrun = n->overrun_seen + p.lost;
+    uint64_t gone = st.read + st.overrun;
+    st.entries = st.written > gone ? st.written - gone : 0;
+    return st;
 }
 } // namespace
 
-std::vector<rb_stats> ring_buffer_thread_stats() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
-  std::vector<rb_stats> out;
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
-    if (readable(b))
-      out.push_back(buffer_stats(b));
-  return out;
-}
-
-rb_stats ring_buffer_stats() {
-  rb_stats sum;
-  {
+std::vector<rb_stats> ring_buffer_thread_stats()
+{
     std::lock_guard<std::mutex> lk(g_reader_mutex);
-    sum = g_retired;
-    sum.dropped += g_orphan_dropped.load(std::memory_order_relaxed) - g_orphan_base;
-  }
-  for (const rb_stats &s : ring_buffer_thread_stats()) {
-    sum.entries += s.entries;
-    sum.written += s.written;
-    sum.read += s.read;
-    sum.overrun += s.overrun;
-    sum.dropped += s.dropped;
-  }
-  return sum;
+    std::vector<rb_stats> out;
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
+        if (readable(n))
+            out.push_back(buffer_stats(n));
+    return out;
 }
 
-size_t ring_buffer_nr_buffers() {
-  size_t n = 0;
-  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
-    n++;
-  return n;
+rb_stats ring_buffer_stats()
+{
+    rb_stats sum;
+    {
+        std::lock_guard<std::mutex> lk(g_reader_mutex);
+        sum = g_retired;
+        sum.dropped += g_orphan_dropped.load(std::memory_order_relaxed) - g_orphan_base;
+    }
+    for (const rb_stats &s : ring_buffer_thread_stats()) {
+        sum.entries += s.entries;
+        sum.written += s.written;
+        sum.read += s.read;
+        sum.overrun += s.overrun;
+        sum.dropped += s.dropped;
+    }
+    return sum;
+}
+
+size_t ring_buffer_nr_buffers()
+{
+    size_t n = 0;
+    for (rb_node *it = g_list.load(std::memory_order_acquire); it; it = it->next)
+        n++;
+    return n;
 }
 
 } // namespace dprobe

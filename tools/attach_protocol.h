@@ -47,6 +47,7 @@ inline constexpr size_t max_message = 1 << 16;
 struct settings {
     std::vector<std::string> events;  // dynamic_events lines, applied and enabled
     std::vector<std::string> graph;   // function-graph globs
+    bool graph_main = false;          // and the functions of the program's own executable
     std::vector<std::string> notrace; // globs left out of the graph
     bool follow_loads = false;        // the graph follows libraries loaded later
     size_t buffer_kb = 0;             // 0: the default
@@ -65,6 +66,8 @@ inline std::string encode(const settings &s)
         out += "graph " + g + "\n";
     for (const auto &n : s.notrace)
         out += "notrace " + n + "\n";
+    if (s.graph_main)
+        out += "graph_main 1\n";
     if (s.follow_loads)
         out += "follow_loads 1\n";
     if (s.buffer_kb)
@@ -93,6 +96,8 @@ inline settings decode(const std::string &text)
             s.graph.push_back(val);
         else if (key == "notrace")
             s.notrace.push_back(val);
+        else if (key == "graph_main")
+            s.graph_main = val != "0";
         else if (key == "follow_loads")
             s.follow_loads = val != "0";
         else if (key == "buffer_kb")

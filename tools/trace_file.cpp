@@ -1,3 +1,4 @@
+// The trace file format's writing side (see trace_file.h).
 #include "tools/trace_file.h"
 
 #include <cerrno>
@@ -5,17 +6,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/uio.h>
 #include <zlib.h>
+
+#include <algorithm>
+#include <climits>
 
 namespace dprobe::tracefile {
 
 namespace {
-
-const char *const k_common_fields =
-    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
-    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
-    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
 
 template <class T> void put(std::string &s, T v)
 {
@@ -33,23 +32,22 @@ template <class T> T get(const char *p)
 std::string funcgraph_entry_format()
 {
     return std::string("name: funcgraph_entry\nID: ") + std::to_string(FUNCGRAPH_ENTRY_ID) +
-           "\nformat:\n" + k_common_fields +
-           "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n"
-           "\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n\n"
-           "print fmt: \"--> %ps (%d)\", (void *)REC->func, REC->depth\n";
+           "\nformat:\n"
+           "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned short depth;\toffset:2;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned long func;\toffset:4;\tsize:8;\tsigned:0;\n\n"
+           "print fmt: \"--> %ps (%d)\", (void *)REC->func, REC->depth & 0x7fff\n";
 }
 
 std::string funcgraph_exit_format()
 {
     return std::string("name: funcgraph_exit\nID: ") + std::to_string(FUNCGRAPH_EXIT_ID) +
-           "\nformat:\n" + k_common_fields +
-           "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n"
-           "\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n"
-           "\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n"
-           "\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n"
-           "\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n\n"
-           "print fmt: \"<-- %ps (%d) (start: %llx  end: %llx) over: %d\", (void *)REC->func, "
-           "REC->depth, REC->calltime, REC->rettime, REC->depth\n";
+           "\nformat:\n"
+           "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned short depth;\toffset:2;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned long func;\toffset:4;\tsize:8;\tsigned:0;\n\n"
+           "print fmt: \"<-- %ps (%d)%s\", (void *)REC->func, REC->depth & 0x7fff, "
+           "REC->depth & 0x8000 ? \" (unwound)\" : \"\"\n";
 }
 
 std::string file_header(uint64_t created_realtime_ns)
@@ -77,15 +75,6 @@ std::string make_chunk(chunk_type type, uint64_t session, std::string_view paylo
     s.append(payload);
     s.append(padded - payload.size(), '\0');
     return s;
-}
-
-void append_record(std::string &payload, uint64_t ts, int32_t tid, uint16_t cpu, uint8_t flags,
-                   uint64_t lost_before, const void *data, uint32_t len)
-{
-    record_header h{ts, tid, cpu, flags, 0, len, 0, lost_before};
-    payload.append(reinterpret_cast<const char *>(&h), sizeof h);
-    payload.append(static_cast<const char *>(data), len);
-    payload.append(((len + 7) & ~7u) - len, '\0');
 }
 
 std::string event_payload(uint32_t id, std::string_view name, std::string_view definition,
@@ -157,218 +146,61 @@ bool write_all(int fd, const void *data, size_t len) noexcept
     return true;
 }
 
-std::string session::get(const std::string &key, const std::string &dflt) const
+pages_chunk::pages_chunk(uint64_t session, int32_t tid, const char *comm)
 {
-    auto it = info.find(key);
-    return it == info.end() ? dflt : it->second;
+    ch_.type = CHUNK_PAGES;
+    ch_.session = session;
+    ph_.tid = tid;
+    std::strncpy(ph_.comm, comm ? comm : "", sizeof ph_.comm);
 }
 
-namespace {
-
-void for_each_line(std::string_view text, auto &&fn)
+void pages_chunk::add(const page_header &h, const char *data)
 {
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        std::string_view line = text.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
-        pos = nl == std::string_view::npos ? text.size() : nl + 1;
-        if (!line.empty())
-            fn(line);
+    heads_.push_back(h);
+    datas_.push_back(data);
+    payload_len_ += sizeof(page_header) + (h.len - h.off);
+}
+
+bool pages_chunk::write(int fd)
+{
+    ph_.npages = static_cast<uint32_t>(heads_.size());
+    uLong crc = crc32(0, reinterpret_cast<const Bytef *>(&ph_), sizeof ph_);
+    std::vector<iovec> iov;
+    iov.reserve(2 + 2 * heads_.size());
+    iov.push_back({&ch_, sizeof ch_});
+    iov.push_back({&ph_, sizeof ph_});
+    for (size_t i = 0; i < heads_.size(); i++) {
+        const page_header &h = heads_[i];
+        const char *d = datas_[i] + h.off;
+        const uInt n = h.len - h.off; // whole events: a multiple of 8
+        crc = crc32(crc, reinterpret_cast<const Bytef *>(&h), sizeof h);
+        crc = crc32(crc, reinterpret_cast<const Bytef *>(d), n);
+        iov.push_back({const_cast<page_header *>(&h), sizeof h});
+        if (n)
+            iov.push_back({const_cast<char *>(d), n});
     }
-}
-
-// "tid=12 entries=3 ..." into STATS.
-thread_stats parse_stats_line(std::string_view line)
-{
-    thread_stats t;
-    size_t pos = 0;
-    while (pos < line.size()) {
-        size_t sp = line.find(' ', pos);
-        std::string_view w = line.substr(pos, sp == std::string_view::npos ? sp : sp - pos);
-        pos = sp == std::string_view::npos ? line.size() : sp + 1;
-        size_t eq = w.find('=');
-        if (eq == std::string_view::npos)
-            continue;
-        std::string k(w.substr(0, eq));
-        uint64_t v = std::strtoull(std::string(w.substr(eq + 1)).c_str(), nullptr, 10);
-        if (k == "tid") t.tid = static_cast<int32_t>(v);
-        else if (k == "entries") t.entries = v;
-        else if (k == "written") t.written = v;
-        else if (k == "read") t.read = v;
-        else if (k == "overrun") t.overrun = v;
-        else if (k == "dropped") t.dropped = v;
-    }
-    return t;
-}
-
-bool parse_chunk(session &s, uint32_t type, std::string_view p)
-{
-    switch (type) {
-    case CHUNK_SESSION:
-        for (auto &[k, v] : parse_kv(p))
-            s.info[k] = v;
-        return true;
-    case CHUNK_OBJECTS:
-        for_each_line(p, [&](std::string_view line) {
-            if (line.size() < 4 || (line[0] != '+' && line[0] != '-'))
-                return;
-            object_info o;
-            o.unloaded = line[0] == '-';
-            std::string rest(line.substr(2));
-            char *end = nullptr;
-            o.load_bias = std::strtoull(rest.c_str(), &end, 16);
-            if (end && *end == ' ')
-                o.path = end + 1;
-            s.objects.push_back(std::move(o));
-        });
-        return true;
-    case CHUNK_EVENT: {
-        if (p.size() < 8)
+    ch_.crc = static_cast<uint32_t>(crc);
+    ch_.len = static_cast<uint32_t>(payload_len_);
+    size_t total = k_chunk_header_size + payload_len_;
+    size_t done = 0, first = 0;
+    while (done < total) {
+        ssize_t w = ::writev(fd, iov.data() + first, static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX)));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
             return false;
-        event_info e;
-        e.id = get<uint32_t>(p.data());
-        std::string_view rest = p.substr(8);
-        std::string *dst[3] = {&e.name, &e.definition, &e.format};
-        for (std::string *d : dst) {
-            size_t z = rest.find('\0');
-            if (z == std::string_view::npos)
-                return false;
-            *d = std::string(rest.substr(0, z));
-            rest = rest.substr(z + 1);
         }
-        s.events[e.id] = std::move(e);
-        return true;
-    }
-    case CHUNK_COMM:
-        for_each_line(p, [&](std::string_view line) {
-            size_t sp = line.find(' ');
-            if (sp == std::string_view::npos)
-                return;
-            s.comms[std::atoi(std::string(line.substr(0, sp)).c_str())] =
-                std::string(line.substr(sp + 1));
-        });
-        return true;
-    case CHUNK_RECORDS: {
-        size_t pos = 0;
-        while (pos + sizeof(record_header) <= p.size()) {
-            record_header h;
-            std::memcpy(&h, p.data() + pos, sizeof h);
-            pos += sizeof h;
-            size_t padded = (size_t{h.len} + 7) & ~size_t{7};
-            if (pos + h.len > p.size())
-                return false;
-            record r{h.ts, h.tid, h.cpu, h.flags, h.lost_before,
-                     std::string(p.substr(pos, h.len))};
-            s.records.push_back(std::move(r));
-            pos += padded;
+        done += static_cast<size_t>(w);
+        // Past the pieces written (a short write, or more pieces than IOV_MAX).
+        size_t left = static_cast<size_t>(w);
+        while (first < iov.size() && left >= iov[first].iov_len) {
+            left -= iov[first].iov_len;
+            first++;
         }
-        return pos == p.size();
-    }
-    case CHUNK_STATS:
-        s.stats.clear();
-        for_each_line(p, [&](std::string_view line) {
-            if (line.substr(0, 6) == "total ") {
-                s.total = parse_stats_line(line.substr(6));
-                s.has_total = true;
-            } else {
-                s.stats.push_back(parse_stats_line(line));
-            }
-        });
-        return true;
-    case CHUNK_END:
-        s.end = parse_kv(p);
-        if (s.end.empty())
-            s.end["reason"] = "unknown";
-        return true;
-    default:
-        return true; // unknown chunk types from newer writers are skipped
-    }
-}
-
-} // namespace
-
-bool parse_trace(std::string_view bytes, trace_data &data, std::string *err)
-{
-    data = trace_data{};
-    data.bytes = bytes.size();
-    if (bytes.size() < k_file_header_size || std::memcmp(bytes.data(), k_magic, sizeof k_magic)) {
-        if (err)
-            *err = "not a dprobe trace file (bad magic)";
-        return false;
-    }
-    data.version = get<uint32_t>(bytes.data() + 8);
-    uint32_t hsize = get<uint32_t>(bytes.data() + 12);
-    data.created_realtime_ns = get<uint64_t>(bytes.data() + 16);
-    if (data.version != k_version || hsize < k_file_header_size || hsize > bytes.size()) {
-        if (err)
-            *err = "unsupported dprobe trace file version " + std::to_string(data.version);
-        return false;
-    }
-    std::map<uint64_t, size_t> index;
-    size_t pos = hsize;
-    while (pos < bytes.size()) {
-        if (bytes.size() - pos < k_chunk_header_size) {
-            data.warning = "trace file ends with a partial chunk header (" +
-                           std::to_string(bytes.size() - pos) + " bytes ignored)";
-            break;
+        if (left) {
+            iov[first].iov_base = static_cast<char *>(iov[first].iov_base) + left;
+            iov[first].iov_len -= left;
         }
-        const char *h = bytes.data() + pos;
-        uint32_t type = get<uint32_t>(h);
-        uint32_t crc = get<uint32_t>(h + 4);
-        uint64_t sid = get<uint64_t>(h + 8);
-        uint32_t len = get<uint32_t>(h + 16);
-        size_t padded = (size_t{len} + 7) & ~size_t{7};
-        if (len > k_max_chunk || bytes.size() - pos - k_chunk_header_size < padded) {
-            data.warning = "trace file ends with a torn chunk (" +
-                           std::to_string(bytes.size() - pos) + " bytes ignored): the recording "
-                           "was cut short";
-            break;
-        }
-        std::string_view payload = bytes.substr(pos + k_chunk_header_size, len);
-        if (crc32(0, reinterpret_cast<const Bytef *>(payload.data()), len) != crc) {
-            data.warning = "chunk at offset " + std::to_string(pos) +
-                           " fails its checksum; the rest of the file is ignored";
-            break;
-        }
-        auto [it, fresh] = index.try_emplace(sid, data.sessions.size());
-        if (fresh) {
-            data.sessions.emplace_back();
-            data.sessions.back().id = sid;
-        }
-        if (!parse_chunk(data.sessions[it->second], type, payload)) {
-            data.warning = "malformed chunk (type " + std::to_string(type) + ") at offset " +
-                           std::to_string(pos) + "; the rest of the file is ignored";
-            break;
-        }
-        pos += k_chunk_header_size + padded;
-    }
-    return true;
-}
-
-bool read_trace(const std::string &path, trace_data &data, std::string *err)
-{
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (err)
-            *err = path + ": " + std::strerror(errno);
-        return false;
-    }
-    std::string bytes;
-    char buf[1 << 16];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        bytes.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    std::string why;
-    if (!parse_trace(bytes, data, &why)) {
-        if (err)
-            *err = path + ": " + why;
-        return false;
     }
     return true;
 }

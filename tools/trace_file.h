@@ -1,33 +1,36 @@
-// The dprobe trace file (`dprobe record` writes it, `dprobe report` reads it).
+// The dprobe trace file (`dprobe record` and `dprobe attach` write it, `dprobe report` reads
+// it; tools/trace_reader.h is the reader). The role of trace-cmd's trace.dat: metadata, then
+// the ring buffer's own pages, copied as they are.
 //
 // Layout: a 32-byte file header, then chunks appended one write() each:
 //
-//   file header  "DPROBE\x01\n" magic, u32 version, u32 header size, u64 created (realtime ns),
-//                u64 reserved
+//   file header  "DPROBE\x01\n" magic, u32 version (2), u32 header size, u64 created
+//                (realtime ns), u64 reserved
 //   chunk        u32 type, u32 crc32 of the payload, u64 session, u32 payload length,
 //                u32 reserved, payload (padded to 8 bytes; the padding is not in the length)
 //
 // A session is one process image: the program, a forked child, or the image after an exec.
-// Each session's chunks carry its id ((pid << 32) | exec number), so processes sharing the
-// file (O_APPEND, one write per chunk) interleave at chunk granularity and stay apart.
+// Each session's chunks carry its id ((pid << 32) | a stamp), so processes sharing the file
+// (O_APPEND, one write per chunk) interleave at chunk granularity and stay apart.
 //
 // Chunk types:
 //   SESSION  text "key=value" lines: pid ppid comm exe argv clock clock_in_ns tsc_khz
-//            start_realtime_ns start_clock_ns nr_cpus reason (start, fork, exec)
-//   OBJECTS  text lines "+ 0x<load bias> <path>" (loaded) or "- 0x<bias> <path>" (unloaded):
-//            what report needs to symbolize addresses offline
+//            start_realtime_ns start_clock_ns nr_cpus reason (start, fork, exec, attach)
+//   OBJECTS  text lines "+ 0x<load bias> <path>" (loaded) or "- 0x<bias> <path>" (unloaded),
+//            after an optional first line "@ <ts>": the trace-clock time from which the
+//            change holds (none: from the start). What report needs to symbolize addresses
+//            offline, also when a library is unloaded and another loaded at its address.
 //   EVENT    u32 id, u32 0, then NUL-terminated strings: "group/event", the definition
 //            (a dynamic_events line, or "" for built-in events), the `format` file text
-//   COMM     text lines "<tid> <comm>"
-//   RECORDS  raw ring-buffer records: {u64 ts, s32 tid, u16 cpu, u8 flags, u8 0,
-//            u32 payload length, u32 0, u64 lost_before} + payload padded to 8 bytes
-//   STATS    text lines "tid=<tid> entries= written= read= overrun= dropped=" per thread
-//            buffer, then "total ..." for the whole process
-//   END      text "reason=exit|signal|exec" lines, "status=" / "signal="
+//   PAGES    ring-buffer pages of one thread's buffer, in order: pages_header, then for
+//            each page a page_header and its bytes [off, len) padded to 8 (the events, as
+//            core/ring_buffer_layout.h lays them out)
+//   STATS    text lines "tid=<tid> written=<n> dropped=<n> lost=<n>" per thread buffer,
+//            then "total written=<n> dropped=<n> lost=<n> orphans=<n>"
+//   END      text "reason=exit|signal|exec|killed|detach" lines, "status=" / "signal="
 //
-// Crash safety: a chunk is written with one write() once complete, so a crash loses the
-// records not yet drained into a chunk; a torn last chunk fails its length or CRC check and
-// is dropped by the reader with a warning.
+// Crash safety: a chunk is written with one write() once complete; a torn last chunk fails
+// its length or CRC check and is dropped by the reader with a warning.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +43,7 @@
 namespace dprobe::tracefile {
 
 inline constexpr char k_magic[8] = {'D', 'P', 'R', 'O', 'B', 'E', '\x01', '\n'};
-inline constexpr uint32_t k_version = 1;
+inline constexpr uint32_t k_version = 2;
 inline constexpr size_t k_file_header_size = 32;
 inline constexpr size_t k_chunk_header_size = 24;
 inline constexpr uint32_t k_max_chunk = 64u << 20;
@@ -49,50 +52,59 @@ enum chunk_type : uint32_t {
     CHUNK_SESSION = 1,
     CHUNK_OBJECTS = 2,
     CHUNK_EVENT = 3,
-    CHUNK_COMM = 4,
-    CHUNK_RECORDS = 5,
+    CHUNK_COMM = 4, // version 1 only
+    CHUNK_RECORDS = 5, // version 1 only
     CHUNK_STATS = 6,
     CHUNK_END = 7,
+    CHUNK_PAGES = 8,
 };
 
-struct record_header {
-    uint64_t ts;
-    int32_t tid;
-    uint16_t cpu;
-    uint8_t flags;
-    uint8_t zero;
+struct chunk_header {
+    uint32_t type;
+    uint32_t crc;
+    uint64_t session;
     uint32_t len;
-    uint32_t zero2;
-    uint64_t lost_before;
+    uint32_t reserved;
 };
-static_assert(sizeof(record_header) == 32);
+static_assert(sizeof(chunk_header) == k_chunk_header_size);
 
-// ---- function-graph records (the kernel's ftrace/funcgraph_entry and funcgraph_exit) ----
+// ---- PAGES ----
+struct pages_header {
+    int32_t tid;
+    uint32_t npages;
+    char comm[16];
+    uint64_t reserved;
+};
+static_assert(sizeof(pages_header) == 32);
+struct page_header {
+    uint64_t seq;   // the page's number in its buffer
+    uint64_t index; // index of the first event in [off, len)
+    uint64_t ts;    // time stamp at off (the page's own when off is 0)
+    uint64_t lost;  // events overwritten right before it
+    uint32_t cpu;   // CPU at off
+    uint32_t off, len;
+    uint32_t reserved;
+};
+static_assert(sizeof(page_header) == 48);
+
+// ---- function-graph events (the kernel's ftrace/funcgraph_entry and funcgraph_exit) ----
+// Small ring-buffer events: 4 bytes of header and these 12 bytes, 16 in all (the kernel's
+// carry the common fields, a pid, and the call time in the exit: per-thread buffers make the
+// pid redundant, and a call's time is its entry's). The time stamp of the event is the
+// call's (entry) or the return's (exit).
 inline constexpr uint16_t FUNCGRAPH_EXIT_ID = 10;  // the kernel's TRACE_GRAPH_RET
 inline constexpr uint16_t FUNCGRAPH_ENTRY_ID = 11; // the kernel's TRACE_GRAPH_ENT
-struct funcgraph_entry_rec {
+struct __attribute__((packed, aligned(4))) funcgraph_rec {
     uint16_t type;
-    uint8_t flags, preempt_count;
-    int32_t pid;
-    uint64_t func;
-    int32_t depth;
-    uint32_t pad;
+    uint16_t depth; // nesting depth; FUNCGRAPH_FL_* in the top bit
+    uint64_t func;  // the function's entry (its site)
 };
-struct funcgraph_exit_rec {
-    uint16_t type;
-    uint8_t flags, preempt_count;
-    int32_t pid;
-    uint64_t func;
-    int32_t depth;
-    uint32_t overrun;
-    uint64_t calltime;
-    uint64_t rettime;
-};
-static_assert(sizeof(funcgraph_entry_rec) == 24 && sizeof(funcgraph_exit_rec) == 40);
-// funcgraph_exit_rec::flags: the call did not return, it was unwound (longjmp, a C++
-// exception, thread exit); rettime is when dprobe noticed (the catch, the next hit).
-inline constexpr uint8_t FUNCGRAPH_FL_UNWOUND = 0x01;
-// The events/ftrace/funcgraph_{entry,exit}/format texts for these records.
+static_assert(sizeof(funcgraph_rec) == 12);
+inline constexpr uint16_t FUNCGRAPH_DEPTH_MAX = 0x7fff;
+// funcgraph_exit: the call did not return, it was unwound (longjmp, a C++ exception, thread
+// exit); the exit's time is when dprobe noticed (the catch, the next hit).
+inline constexpr uint16_t FUNCGRAPH_FL_UNWOUND = 0x8000;
+// The events/ftrace/funcgraph_{entry,exit}/format texts for these events.
 std::string funcgraph_entry_format();
 std::string funcgraph_exit_format();
 
@@ -102,72 +114,36 @@ std::string funcgraph_exit_format();
 std::string file_header(uint64_t created_realtime_ns);
 // One whole chunk (header, payload, padding), ready for a single write().
 std::string make_chunk(chunk_type type, uint64_t session, std::string_view payload);
-// Appends one record to a RECORDS payload.
-void append_record(std::string &payload, uint64_t ts, int32_t tid, uint16_t cpu, uint8_t flags,
-                   uint64_t lost_before, const void *data, uint32_t len);
 // An EVENT payload.
 std::string event_payload(uint32_t id, std::string_view name, std::string_view definition,
                           std::string_view format);
 // "key=value\n" with newlines and backslashes in value escaped.
 void append_kv(std::string &out, std::string_view key, std::string_view value);
+// key=value lines (as append_kv writes them) back to a map.
+std::map<std::string, std::string> parse_kv(std::string_view text);
+
+// A PAGES chunk assembled from pieces that stay where they are (the pages are written
+// straight from the consumer's copy), for one writev().
+class pages_chunk {
+public:
+    pages_chunk(uint64_t session, int32_t tid, const char *comm);
+    // DATA: the page's bytes; [off, len) are written.
+    void add(const page_header &h, const char *data);
+    size_t pages() const { return heads_.size(); }
+    size_t bytes() const { return payload_len_ + k_chunk_header_size; }
+    // Writes the chunk with one writev. False when the write failed.
+    bool write(int fd);
+
+private:
+    chunk_header ch_{};
+    pages_header ph_{};
+    std::vector<page_header> heads_;
+    std::vector<const char *> datas_;
+    uint32_t crc_ = 0;
+    size_t payload_len_ = sizeof(pages_header);
+};
 
 // Writes all of DATA to FD (retrying short writes and EINTR). Async-signal-safe.
 bool write_all(int fd, const void *data, size_t len) noexcept;
-
-// ---- reading ----
-
-struct object_info {
-    std::string path;
-    uint64_t load_bias = 0;
-    bool unloaded = false;
-};
-struct event_info {
-    uint32_t id = 0;
-    std::string name;       // "group/event"
-    std::string definition; // dynamic_events line ("" for built-in events)
-    std::string format;
-};
-struct record {
-    uint64_t ts;
-    int32_t tid;
-    uint16_t cpu;
-    uint8_t flags;
-    uint64_t lost_before;
-    std::string data; // payload
-};
-struct thread_stats {
-    int32_t tid = 0;
-    uint64_t entries = 0, written = 0, read = 0, overrun = 0, dropped = 0;
-};
-struct session {
-    uint64_t id = 0;
-    std::map<std::string, std::string> info; // SESSION keys
-    std::vector<object_info> objects;
-    std::map<uint32_t, event_info> events;
-    std::map<int32_t, std::string> comms;
-    std::vector<record> records;
-    std::vector<thread_stats> stats;
-    bool has_total = false;
-    thread_stats total;
-    std::map<std::string, std::string> end; // END keys; empty: the process did not finish
-    std::string get(const std::string &key, const std::string &dflt = "") const;
-    int32_t pid() const { return static_cast<int32_t>(id >> 32); }
-};
-struct trace_data {
-    uint32_t version = 0;
-    uint64_t created_realtime_ns = 0;
-    std::vector<session> sessions; // in order of first appearance
-    std::string warning;           // e.g. a torn tail that was dropped
-    uint64_t bytes = 0;
-};
-
-// Reads a whole trace file. Returns false and sets *err when the file cannot be opened or
-// is not a dprobe trace file; a damaged tail only sets data.warning.
-bool read_trace(const std::string &path, trace_data &data, std::string *err);
-// The same over bytes in memory.
-bool parse_trace(std::string_view bytes, trace_data &data, std::string *err);
-
-// key=value lines (as append_kv writes them) back to a map.
-std::map<std::string, std::string> parse_kv(std::string_view text);
 
 } // namespace dprobe::tracefile

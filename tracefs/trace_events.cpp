@@ -224,7 +224,8 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     size_t len = tp.fixed_size;
     if (tp.has_dyn)
         len += trace_args_dynamic_size(def.args, ctx);
-    void *ev = ring_buffer_reserve(len);
+    rb_stamp stamp;
+    void *ev = ring_buffer_reserve(len, &stamp);
     if (!ev)
         return;
     auto *rec = static_cast<uint8_t *>(ev);
@@ -239,7 +240,7 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     const event_filter *f = tp.event->filter.load(std::memory_order_acquire);
     if (f) {
         event_filter::context fc;
-        fc.cpu = ring_buffer_event_header(ev)->cpu;
+        fc.cpu = stamp.cpu;
         if (!f->match(rec, used, fc)) {
             ring_buffer_discard(ev);
             return;
@@ -416,10 +417,19 @@ uint16_t trace_events::alloc_id()
     }
 }
 
+namespace {
+std::atomic<void (*)()> g_commands_hook{nullptr};
+}
+
+void trace_events::set_commands_hook(void (*hook)()) { g_commands_hook.store(hook); }
+
 int trace_events::write_commands(std::string_view buf, unsigned accept)
 {
-    return trace_parse_run_command(
+    int r = trace_parse_run_command(
         buf, [&](std::span<const std::string> argv) { return run_command(argv, accept); });
+    if (auto hook = g_commands_hook.load())
+        hook();
+    return r;
 }
 
 int trace_events::run_command(std::span<const std::string> argv, unsigned accept)

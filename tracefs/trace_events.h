@@ -55,6 +55,10 @@ public:
     // uprobe_events (ACCEPT_UPROBE): lines run in order, stopping at the first failure, which
     // is logged in error_log when the kernel logs it. Returns 0 or -errno.
     int write_commands(std::string_view buf, unsigned accept);
+    // HOOK runs after each write_commands() batch (outside the registry's lock, on the
+    // writing thread): `dprobe record`'s agent describes the events created through the
+    // tracefs in its trace file. Set it before the tree serves requests.
+    static void set_commands_hook(void (*hook)());
     // One command, already split (argv_split).
     int run_command(std::span<const std::string> argv, unsigned accept);
     // O_TRUNC on those files: deletes every event of the kinds ACCEPT names; -EBUSY (and

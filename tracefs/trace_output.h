@@ -9,8 +9,7 @@
 //
 // The five latency-flag columns (the kernel's irq-info option) are always ".....": user
 // space has no irqs-off, need-resched, hardirq/softirq, preempt-depth or migrate-disable
-// state to report. (A record written by a signal handler that interrupted another write
-// is marked RB_FLAG_NESTED in the ring buffer, but is not shown in these columns.)
+// state to report.
 //
 // Lost events: when a thread's buffer overwrote records its reader had not seen, the line
 // "TID:<tid> [LOST <n> EVENTS]" comes first, the kernel's "CPU:<n> [LOST <n> EVENTS]" with

@@ -500,6 +500,11 @@ extern "C" int dprobe_tracefs_start(const char *mountpoint)
 extern "C" void dprobe_tracefs_stop(void)
 {
     using namespace dprobe;
+    // dprobe's own work on a thread of the program (often at its exit): not recorded.
+    ring_buffer_thread_mute(true);
+    struct unmute {
+        ~unmute() { ring_buffer_thread_mute(false); }
+    } unmute_at_return;
     std::lock_guard<std::mutex> g(start_mutex);
     if (!started)
         return;

@@ -157,7 +157,7 @@ TEST_F(ring_buffer_test, payload_sizes_and_alignment) {
   rb_record r;
   for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{100}, k_rb_max_payload}) {
     ASSERT_TRUE(rd.next(r));
-    ASSERT_EQ(r.len, (len + 7) & ~size_t{7});
+    ASSERT_EQ(r.len, len);
     auto *p = static_cast<const unsigned char *>(r.payload);
     for (size_t i = 0; i < len; i++)
       ASSERT_EQ(p[i], static_cast<unsigned char>(len + i));
@@ -224,7 +224,7 @@ TEST_F(ring_buffer_test, overwrite_mode_drops_oldest_and_counts_overrun) {
   EXPECT_EQ(st.dropped, 0u);
   EXPECT_GT(st.overrun, 0u);
   EXPECT_GT(st.entries, 0u);
-  EXPECT_LE(st.entries, 4 * k_rb_page_size / 48);
+  EXPECT_LE(st.entries, 4 * k_rb_page_size / 40);
   EXPECT_EQ(st.entries + st.overrun, n);
 
   std::vector<payload> pls;
@@ -273,9 +273,11 @@ TEST_F(ring_buffer_test, discard_mode_drops_newest_and_counts_them) {
   phase = 2;
   t.join();
   pls.clear();
-  drain(ring_buffer_reader::CONSUME, &pls);
+  auto after = drain(ring_buffer_reader::CONSUME, &pls);
   ASSERT_EQ(pls.size(), 1u);
   EXPECT_EQ(pls[0].seq, n);
+  // The drop left a mark where it happened: right before the first event written after it.
+  EXPECT_EQ(after[0].lost_before, n - accepted);
 }
 
 TEST_F(ring_buffer_test, reset_empties_and_zeroes_counts) {
@@ -371,8 +373,6 @@ TEST_F(ring_buffer_test, nested_reserve_commits_in_order) {
   ASSERT_EQ(pls.size(), 2u);
   EXPECT_EQ(pls[0].seq, 1u);
   EXPECT_EQ(pls[1].seq, 2u);
-  EXPECT_EQ(recs[0].flags & RB_FLAG_NESTED, 0);
-  EXPECT_EQ(recs[1].flags & RB_FLAG_NESTED, RB_FLAG_NESTED);
   EXPECT_LE(recs[0].ts, recs[1].ts);
 }
 
@@ -420,7 +420,7 @@ TEST_F(ring_buffer_test, nested_write_from_signal_handler) {
   ASSERT_EQ(pls.size(), 2u);
   EXPECT_EQ(pls[0].seq, 100u);
   EXPECT_EQ(pls[1].marker, 0x5167u);
-  EXPECT_TRUE(recs[1].flags & RB_FLAG_NESTED);
+  EXPECT_LE(recs[0].ts, recs[1].ts);
   sigaction(SIGUSR1, &old, nullptr);
 }
 
@@ -527,13 +527,15 @@ TEST_F(ring_buffer_test, two_writers_and_a_consumer_account_exactly) {
       EXPECT_EQ(st.written, ok[k]);
       EXPECT_EQ(st.written + st.dropped, n);
       EXPECT_EQ(st.read, got[tids[k]]);
-      EXPECT_EQ(st.overrun, lost[tids[k]]);
       EXPECT_EQ(st.written, st.read + st.overrun); // all consumed: written == read + lost
       EXPECT_EQ(st.entries, 0u);
       EXPECT_TRUE(order_ok[tids[k]]);
       if (!overwrite) {
         EXPECT_EQ(st.overrun, 0u);
+        // Drops are marked where they happened, but for those after the last write.
+        EXPECT_LE(lost[tids[k]], st.dropped);
       } else {
+        EXPECT_EQ(st.overrun, lost[tids[k]]);
         EXPECT_EQ(st.dropped, 0u);
       }
     }
@@ -612,15 +614,16 @@ TEST_F(ring_buffer_test, size_setting) {
   EXPECT_EQ(ring_buffer_size_kb(), 100u);
   ASSERT_EQ(ring_buffer_set_size_kb(101), 0);
   EXPECT_EQ(ring_buffer_size_kb(), 104u); // whole pages
-  // A new thread's buffer has the new size: 26 pages hold 26*85 32-byte events.
+  // A new thread's buffer has the new size: 26 pages hold 26*102 32-byte events (40 bytes
+  // with their header).
   ASSERT_EQ(ring_buffer_set_size_kb(104), 0);
   int32_t tid = on_thread([] {
     for (int i = 0; i < 10000; i++)
       write_one(i);
   });
   rb_stats st = stats_of(tid);
-  EXPECT_LE(st.entries, 26u * (k_rb_page_size / 48));
-  EXPECT_GE(st.entries, 24u * (k_rb_page_size / 48)); // the oldest page may be going
+  EXPECT_LE(st.entries, 26u * (k_rb_page_size / 40));
+  EXPECT_GE(st.entries, 24u * (k_rb_page_size / 40)); // the oldest page may be going
 }
 
 TEST_F(ring_buffer_test, set_clock_resets_and_switches_units) {
@@ -677,4 +680,121 @@ TEST_F(ring_buffer_test, forked_child_starts_empty) {
   std::vector<payload> pls;
   drain(ring_buffer_reader::CONSUME, &pls);
   ASSERT_EQ(pls.size(), 2u);
+}
+
+// ---- compact events ------------------------------------------------------------------------
+
+namespace {
+// A 12-byte small event, as the function graph writes them.
+struct __attribute__((packed, aligned(4))) small_rec {
+  uint16_t type;
+  uint16_t depth;
+  uint64_t func;
+};
+static_assert(sizeof(small_rec) == 12);
+
+bool write_small(uint64_t func) {
+  rb_stamp st{};
+  void *p = ring_buffer_reserve_small(sizeof(small_rec), &st);
+  if (!p)
+    return false;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 8, 4u); // its u64 is 8-aligned
+  small_rec r{7, 3, func};
+  memcpy(p, &r, sizeof r);
+  ring_buffer_commit(p);
+  return true;
+}
+} // namespace
+
+TEST_F(ring_buffer_test, small_events_take_16_bytes) {
+  ASSERT_EQ(ring_buffer_set_size_kb(16), 0); // 4 pages
+  const uint64_t n = 5000;
+  int32_t tid = on_thread([&] {
+    for (uint64_t i = 0; i < n; i++)
+      ASSERT_TRUE(write_small(i));
+  });
+  // 256 events a page (a CPU mark now and then takes 8 bytes of one).
+  rb_stats st = stats_of(tid);
+  EXPECT_LE(st.entries, 4u * 256);
+  EXPECT_GE(st.entries, 3u * 250);
+  ring_buffer_reader rd(ring_buffer_reader::CONSUME);
+  rb_record r;
+  uint64_t next = n - st.entries, count = 0, last_ts = 0;
+  while (rd.next(r)) {
+    ASSERT_EQ(r.len, sizeof(small_rec));
+    small_rec s;
+    memcpy(&s, r.payload, sizeof s);
+    EXPECT_EQ(s.type, 7);
+    EXPECT_EQ(s.func, next);
+    EXPECT_GE(r.ts, last_ts);
+    last_ts = r.ts;
+    next++;
+    count++;
+  }
+  EXPECT_EQ(count, st.entries);
+  EXPECT_EQ(next, n);
+}
+
+TEST_F(ring_buffer_test, a_long_pause_keeps_exact_time_stamps) {
+  // 27 bits of nanoseconds are 134 ms: a longer pause needs a TIME_EXTEND.
+  uint64_t t[3] = {};
+  on_thread([&] {
+    rb_stamp st{};
+    for (int i = 0; i < 3; i++) {
+      void *p = ring_buffer_reserve(8, &st);
+      ASSERT_NE(p, nullptr);
+      memset(p, i, 8);
+      ring_buffer_commit(p);
+      t[i] = st.ts;
+      if (i < 2)
+        std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 200 : 1));
+    }
+  });
+  auto recs = drain(ring_buffer_reader::CONSUME);
+  ASSERT_EQ(recs.size(), 3u);
+  for (int i = 0; i < 3; i++)
+    EXPECT_EQ(recs[i].ts, t[i]) << i;
+  EXPECT_GT(t[1] - t[0], (1ull << 27) / 2); // in every clock unit, well past one delta
+}
+
+TEST_F(ring_buffer_test, each_event_carries_the_cpu_it_was_written_on) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 2)
+    GTEST_SKIP() << "one CPU";
+  std::vector<unsigned> want;
+  on_thread([&] {
+    for (int i = 0; i < 6; i++) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(i % 2, &set);
+      ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+      rb_stamp st{};
+      void *p = ring_buffer_reserve(8, &st);
+      ASSERT_NE(p, nullptr);
+      memset(p, 0, 8);
+      ring_buffer_commit(p);
+      want.push_back(st.cpu);
+      EXPECT_EQ(st.cpu, static_cast<unsigned>(i % 2));
+    }
+  });
+  auto recs = drain(ring_buffer_reader::CONSUME);
+  ASSERT_EQ(recs.size(), want.size());
+  for (size_t i = 0; i < recs.size(); i++)
+    EXPECT_EQ(recs[i].cpu, want[i]) << i;
+}
+
+TEST_F(ring_buffer_test, muted_thread_writes_nothing) {
+  int32_t tid = on_thread([] {
+    ring_buffer_thread_mute(true);
+    EXPECT_TRUE(ring_buffer_thread_muted());
+    EXPECT_FALSE(write_one(1));
+    ring_buffer_thread_mute(false);
+    EXPECT_TRUE(write_one(2));
+  });
+  std::vector<payload> pls;
+  drain(ring_buffer_reader::CONSUME, &pls);
+  ASSERT_EQ(pls.size(), 1u);
+  EXPECT_EQ(pls[0].seq, 2u);
+  EXPECT_EQ(ring_buffer_stats().dropped, 0u); // muted is not dropped
+  (void)tid;
 }

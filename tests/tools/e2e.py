@@ -5,7 +5,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
-CASE is one of: graph, nonlocal, exceptions, text, chrome, crash, interrupt, ctl, forkexec,
+CASE is one of: graph, nonlocal, exceptions, ending, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -161,6 +161,27 @@ elif CASE in ("nonlocal", "exceptions"):
           "report counts the %d unwound exits: %r" % (n, r.stderr))
     text = run(["report", "-i", "u.dat"]).stdout
     check(text.count("(unwound)") == n, "the text trace marks them too")
+elif CASE == "ending":
+    # However the program ends, what was recorded up to the end is in the file (the ring
+    # buffers outlive the process, `record` copies them), and its end is told: the exit
+    # status of _exit and of exit() from another thread, abort's and SIGKILL's signal;
+    # daemon(): the daemon outlives its parent and is recorded to its end.
+    for how, code, graph in (("_exit", 3, "ending_exit.graph"),
+                             ("thread-exit", 4, "ending_thread_exit.graph"),
+                             ("abort", 128 + 6, "ending_abort.graph"),
+                             ("kill", 128 + 9, "ending_kill.graph"),
+                             ("daemon", 0, "ending_daemon.graph")):
+        p = record(["-o", "e.dat", "--", prog("ending"), how], ok=False)
+        check(p.returncode == code, "%s: status %d, want %d (%r)" % (how, p.returncode, code,
+                                                                     p.stderr))
+        check("warning" not in p.stderr, "%s: no warning: %r" % (how, p.stderr))
+        r = run(["report", "-i", "e.dat", "--format", "graph"])
+        check("warning" not in r.stderr, "%s: every session closed: %r" % (how, r.stderr))
+        compare(mask_graph(r.stdout), graph)
+        text = run(["report", "-i", "e.dat", "--format", "text"]).stdout
+        check(text.count("funcgraph_entry: --> work") == (3 if how != "daemon" else 7) +
+              (3 if how == "thread-exit" else 0),
+              "%s: every call of work() before the end is there:\n%s" % (how, text))
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

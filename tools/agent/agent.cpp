@@ -1,10 +1,11 @@
-// The agent's start: apply the events, start the function graph, open the session in the
-// trace file and start streaming. Preloaded by `dprobe record`, from DPROBE_* before main;
-// loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
+// The agent's start: apply the events, start the function graph, export the ring buffers,
+// open the session in the trace file. Preloaded by `dprobe record`, from DPROBE_* before
+// main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
 
 #include "core/ftrace.h"
 #include "core/ring_buffer.h"
+#include "core/symbols.h"
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
 #include "tracefs/probe_parse.h"
@@ -13,16 +14,20 @@
 #include <dprobe/tracefs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <dirent.h>
-#include <dlfcn.h>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace dprobe::agent {
 
@@ -31,6 +36,12 @@ agent_state &state()
     static agent_state *st = new agent_state; // never destroyed: used until the last exit step
     return *st;
 }
+
+namespace {
+std::atomic<bool> g_active{false};
+}
+
+bool agent_active() noexcept { return g_active.load(std::memory_order_acquire); }
 
 void status_send(const std::string &msg) noexcept
 {
@@ -48,18 +59,42 @@ bool write_chunk(uint32_t type, const std::string &payload)
         return false;
     std::string c = tracefile::make_chunk(static_cast<tracefile::chunk_type>(type), st.session,
                                           payload);
-    if (!tracefile::write_all(st.out_fd, c.data(), c.size()))
-        return false;
-    st.bytes += c.size();
-    return true;
+    return tracefile::write_all(st.out_fd, c.data(), c.size());
 }
 
+quiet_section::quiet_section() { ring_buffer_thread_mute(true); }
+quiet_section::~quiet_section() { ring_buffer_thread_mute(false); }
+
 namespace {
+
+// The environment read and changed without the C library: a program may define its own
+// getenv and unsetenv (bash does, for its shell variables), and the agent must not run the
+// program's code.
+const char *env_get(const char *name)
+{
+    const size_t n = std::strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return nullptr;
+}
+
+// Removes NAME from the environment in place (what the program's main gets as envp too).
+void env_remove(const char *name)
+{
+    const size_t n = std::strlen(name);
+    char **w = environ;
+    for (char **e = environ; e && *e; e++)
+        if (!(std::strncmp(*e, name, n) == 0 && (*e)[n] == '='))
+            *w++ = *e;
+    if (w)
+        *w = nullptr;
+}
 
 std::vector<std::string> env_lines(const char *name)
 {
     std::vector<std::string> out;
-    const char *v = std::getenv(name);
+    const char *v = env_get(name);
     if (!v)
         return out;
     std::string s = v;
@@ -81,8 +116,10 @@ std::vector<std::string> env_lines(const char *name)
     agent_state &st = state();
     if (st.status_fd >= 0)
         status_send("error " + msg);
-    else
-        std::fprintf(stderr, "dprobe agent: %s\n", msg.c_str());
+    else {
+        std::string line = "dprobe agent: " + msg + "\n";
+        (void)!::write(STDERR_FILENO, line.data(), line.size());
+    }
     // Nothing is mounted yet, and the program must not run untraced as if all was well.
     _exit(126);
 }
@@ -102,8 +139,10 @@ void remove_all_events()
     te.release_all(ACCEPT_DYNAMIC);
 }
 
-// Applies and enables LINES; "" or what went wrong (with the error_log entry).
-std::string apply_events(const std::vector<std::string> &lines)
+// Applies and enables LINES; "" or what went wrong (with the error_log entry). Not STRICT
+// (a program the named one runs): a line that does not apply to it is left out with a
+// warning in *WARN instead.
+std::string apply_events(const std::vector<std::string> &lines, bool strict, std::string *warn)
 {
     agent_state &st = state();
     trace_events &te = trace_events::instance();
@@ -112,8 +151,13 @@ std::string apply_events(const std::vector<std::string> &lines)
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
             std::string log = last_error_log();
-            return "event '" + line + "' rejected: " + std::strerror(-r) +
-                   (log.empty() ? "" : "\n" + log);
+            std::string why = "event '" + line + "' rejected: " + std::strerror(-r) +
+                              (log.empty() ? "" : "\n" + log);
+            if (strict)
+                return why;
+            *warn += (warn->empty() ? "" : "; ") + ("event '" + line + "' left out: " +
+                                                    std::strerror(-r));
+            continue;
         }
         dynevent_command cmd;
         parse_options po;
@@ -144,20 +188,11 @@ std::string apply_events(const std::vector<std::string> &lines)
     return "";
 }
 
-void on_process_exit(int status, void *)
-{
-    if (!state().active)
-        return;
-    exit_in_fork_child();
-    if (state().pid == getpid())
-        finish("exit", status);
-}
-
 // Whether this object was preloaded (LD_PRELOAD names it), rather than loaded later by
 // dlopen (dprobe attach) into a process that inherited DPROBE_* from a recorded parent.
 bool preloaded()
 {
-    const char *pre = std::getenv("LD_PRELOAD");
+    const char *pre = env_get("LD_PRELOAD");
     Dl_info info {};
     if (!pre || !dladdr(reinterpret_cast<void *>(&preloaded), &info) || !info.dli_fname)
         return false;
@@ -179,48 +214,115 @@ bool preloaded()
     return false;
 }
 
+// A descriptor the CLI passed down (by number, in the environment), checked to be what it
+// should be and duplicated out of the program's way: the program may close or reuse the
+// number, the agent's copy stays. -1 when it is not there or not of that kind.
+int inherited_fd(const char *var, const char *kind)
+{
+    const char *v = env_get(var);
+    if (!v || !*v)
+        return -1;
+    int fd = std::atoi(v);
+    char link[64], path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0)
+        return -1;
+    link[n] = '\0';
+    if (std::strncmp(link, kind, std::strlen(kind)) != 0)
+        return -1;
+    return fcntl(fd, F_DUPFD_CLOEXEC, 100);
+}
+
 __attribute__((constructor)) void dprobe_agent_init()
 {
-    const char *out = std::getenv("DPROBE_OUTPUT");
+    const char *out = env_get("DPROBE_OUTPUT");
     if (!out || !*out || !preloaded())
         return; // preloaded without `dprobe record`, or loaded by `dprobe attach`
+    quiet_section q;
     agent_state &st = state();
     st.output = out;
-    if (const char *fd = std::getenv("DPROBE_STATUS_FD"); fd && *fd)
-        st.status_fd = std::atoi(fd);
+    st.status_fd = inherited_fd("DPROBE_STATUS_FD", "socket:");
+    if (st.status_fd >= 0) {
+        struct timeval tv {1, 0}; // the CLI is there, or gone: never hang the program
+        setsockopt(st.status_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    st.wake_fd = inherited_fd("DPROBE_WAKE_FD", "anon_inode:[eventfd]");
+    // Only the program `dprobe record` named fails on a glob that matches nothing in it; the
+    // programs it runs in turn are not told.
+    const bool first = env_get("DPROBE_FIRST") != nullptr;
+    if (first)
+        env_remove("DPROBE_FIRST");
     st.pid = getpid();
     st.out_fd = ::open(out, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (st.out_fd < 0)
+    if (st.out_fd < 0) {
+        if (!first)
+            return; // not the program asked about: it runs untraced
         agent_fail(std::string("cannot open the trace file ") + out + ": " + std::strerror(errno));
+    }
 
     agent_config c;
     c.events = env_lines("DPROBE_EVENTS");
     c.graph = env_lines("DPROBE_GRAPH");
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
-    if (const char *f = std::getenv("DPROBE_FOLLOW_LOADS"))
+    if (const char *m = env_get("DPROBE_GRAPH_MAIN"))
+        c.graph_main = std::strcmp(m, "1") == 0;
+    if (const char *f = env_get("DPROBE_FOLLOW_LOADS"))
         c.follow_loads = std::strcmp(f, "1") == 0;
-    if (const char *kb = std::getenv("DPROBE_BUFFER_KB"); kb && *kb) {
+    if (const char *kb = env_get("DPROBE_BUFFER_KB"); kb && *kb) {
         c.buffer_kb = std::strtoul(kb, nullptr, 10);
         if (!c.buffer_kb)
             agent_fail(std::string("bad buffer size '") + kb + "'");
     }
-    if (const char *clk = std::getenv("DPROBE_CLOCK"))
+    if (const char *clk = env_get("DPROBE_CLOCK"))
         c.clock = clk;
-    const char *tfs = std::getenv("DPROBE_TRACEFS");
+    const char *tfs = env_get("DPROBE_TRACEFS");
     c.tracefs = !(tfs && std::strcmp(tfs, "0") == 0);
-    std::string err = agent_start(c, "start");
-    if (!err.empty())
+    std::string err = agent_start(c, first ? "start" : "exec", first);
+    if (err.empty())
+        return;
+    if (first)
         agent_fail(err);
+    status_send("warn " + std::string(program_invocation_short_name) + " (pid " +
+                std::to_string(getpid()) + ") not traced: " + err);
+}
+
+// The globs of the graph: the program's own executable's functions, for `record --graph`
+// (and by default), whichever program this is.
+// Events created through the tracefs while the program runs: described in the trace file
+// right away (on the tracefs thread, which records nothing).
+void on_tracefs_commands()
+{
+    if (!agent_active())
+        return;
+    quiet_section q;
+    agent_state &st = state();
+    std::lock_guard<std::mutex> g(st.lock);
+    describe_changes_locked();
+}
+
+std::vector<std::string> graph_globs(const agent_config &c)
+{
+    std::vector<std::string> globs = c.graph;
+    if (c.graph_main) {
+        auto objs = kallsyms::instance().objects();
+        for (const object_ptr &o : *objs)
+            if (o->is_main)
+                globs.push_back(o->name + ":*");
+    }
+    return globs;
 }
 
 } // namespace
 
-std::string agent_start(const agent_config &c, const char *reason)
+std::string agent_start(const agent_config &c, const char *reason, bool strict)
 {
     agent_state &st = state();
+    st.config = c;
     trace_clock_init();
     // The agent's own setup is not part of the program's trace.
     ring_buffer_set_tracing_on(false);
+    ring_buffer_mute_threads_named(attach::thread_name_prefix);
     if (!c.clock.empty() && ring_buffer_set_clock(c.clock.c_str()) < 0)
         return "unknown trace clock '" + c.clock + "'";
     if (c.buffer_kb && ring_buffer_set_size_kb(c.buffer_kb) < 0)
@@ -236,21 +338,23 @@ std::string agent_start(const agent_config &c, const char *reason)
                                     "stop the threads: ") +
                         std::strerror(-n));
     }
-    std::string err = apply_events(c.events);
+    std::string warn;
+    std::string err = apply_events(c.events, strict, &warn);
     if (!err.empty()) {
         remove_all_events();
         st.events.clear();
         return err;
     }
     st.graph_functions = 0;
-    if (!c.graph.empty()) {
-        int n = c.follow_loads ? stream_follow_loads(true) : 0;
+    const std::vector<std::string> globs = graph_globs(c);
+    if (!globs.empty() || c.graph_main) {
+        int n = c.follow_loads ? session_follow_loads(true) : 0;
         if (n < 0)
             err = "--follow-loads: " + follow_loads_error(n);
         else
-            n = funcgraph_start(c.graph, c.notrace, c.follow_loads, &err);
+            n = funcgraph_start(globs, c.notrace, c.follow_loads, strict, &err, &warn);
         if (n < 0) {
-            stream_follow_loads(false);
+            session_follow_loads(false);
             remove_all_events();
             st.events.clear();
             return err;
@@ -265,20 +369,34 @@ std::string agent_start(const agent_config &c, const char *reason)
                                                         "ftrace/funcgraph_exit", "",
                                                         tracefile::funcgraph_exit_format()));
     }
-    st.finished.store(false);
-    st.records = st.lost = st.bytes = 0;
-    st.active = true;
-    start_session(reason);
-    install_signal_handlers();
-    static bool once = false; // neither can be undone: they check st.active
-    if (!once) {
-        install_fork_handlers();
-        on_exit(on_process_exit, nullptr);
-        once = true;
+    if (!warn.empty())
+        status_send("warn " + std::string(program_invocation_short_name) + " (pid " +
+                    std::to_string(getpid()) + "): " + warn);
+    // The pages go to the file as they are: keep the oldest when the consumer falls behind
+    // (the kernel's default overwrites them; a recording wants the whole story, and the
+    // losses marked where they happened).
+    ring_buffer_set_overwrite(false);
+    if (int r = ring_buffer_export(st.wake_fd); r < 0) {
+        funcgraph_stop();
+        session_follow_loads(false);
+        remove_all_events();
+        st.events.clear();
+        return std::string("cannot share the ring buffers: ") + std::strerror(-r);
     }
-    start_consumer();
+    st.active = true;
+    g_active.store(true, std::memory_order_release);
+    start_session(reason);
+    if (st.attached)
+        start_streamer();
+    else if (!announce_buffers())
+        status_send("warn " + std::to_string(getpid()) +
+                    ": the ring buffers could not be handed to dprobe record");
+    install_lifecycle_hooks();
+    if (st.attached)
+        install_signal_handlers();
+    trace_events::set_commands_hook(on_tracefs_commands);
     if (c.tracefs)
-        tracefs_up();
+        tracefs_up(); // its stop, at exit too, records nothing on the thread that runs it
     ring_buffer_set_tracing_on(true);
     status_send("ready " + std::to_string(st.pid) + " " + std::to_string(st.events.size()) + " " +
                 std::to_string(st.graph_functions));
@@ -290,46 +408,39 @@ void agent_stop(const char *reason)
     agent_state &st = state();
     if (!st.active)
         return;
-    // Probes first, so nothing new arrives; then the last records, STATS and END.
+    // Probes first, so nothing new arrives; then the last pages, STATS and END.
     remove_all_events();
     funcgraph_stop();
-    finish(reason, 0);
-    stream_follow_loads(false);
+    ring_buffer_set_tracing_on(false);
+    std::string end;
+    tracefile::append_kv(end, "reason", reason);
+    stop_streamer(end);
+    session_follow_loads(false);
     tracefs_down();
     remove_signal_handlers();
+    ring_buffer_unexport();
     std::lock_guard<std::mutex> g(st.lock);
     st.active = false;
+    g_active.store(false, std::memory_order_release);
     if (st.out_fd >= 0)
         ::close(st.out_fd);
     st.out_fd = -1;
     st.events.clear();
-    st.event_chunks.clear();
-    st.comms.clear();
     st.objects.clear();
-    for (auto &t : st.own_tids)
-        t.store(0);
 }
 
 // The program's tracefs (FUSE mount and socket) for `dprobe ctl` and `echo`/`cat` while it
-// runs; the CLI is told where, so it can clean a mount up if the program is killed.
+// runs; the CLI is told where, so it can clean a mount up if the program is killed. Its
+// threads are named dprobe-*: they record nothing.
 void tracefs_up()
 {
-    auto tasks = [] {
-        std::vector<int32_t> v;
-        if (DIR *d = opendir("/proc/self/task")) {
-            while (struct dirent *e = readdir(d))
-                if (e->d_name[0] != '.')
-                    v.push_back(std::atoi(e->d_name));
-            closedir(d);
-        }
-        return v;
-    };
-    auto before = tasks();
+    // The server threads, and the threads they start, take the name of the thread that
+    // creates them: dprobe-*, which records nothing (and which `dprobe attach` never borrows).
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    pthread_setname_np(pthread_self(), "dprobe-tracefs");
     int r = dprobe_tracefs_start(nullptr);
-    // Its server threads are the agent's too: keep their own probe hits out of the trace.
-    for (int32_t t : tasks())
-        if (std::find(before.begin(), before.end(), t) == before.end())
-            state().add_own_tid(t);
+    pthread_setname_np(pthread_self(), name);
     const char *m = dprobe_tracefs_mountpoint();
     const char *sock = dprobe_tracefs_socket();
     if (m)
@@ -344,3 +455,14 @@ void tracefs_up()
 void tracefs_down() { dprobe_tracefs_stop(); }
 
 } // namespace dprobe::agent
+
+// The runtime's own way out (its static destructors, which __cxa_finalize runs for this
+// object) is not the program's: recording is off on the exiting thread from this object's
+// first destructor (the agent's objects are linked last, so theirs run first) to its DT_FINI
+// function, which the dynamic linker calls after all of them (-Wl,-fini, CMakeLists.txt).
+__attribute__((destructor)) static void dprobe_agent_fini_first()
+{
+    dprobe::ring_buffer_thread_mute(true);
+}
+
+extern "C" void dprobe_agent_fini_last() { dprobe::ring_buffer_thread_mute(false); }

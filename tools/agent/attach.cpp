@@ -81,10 +81,7 @@ bool recv_settings(int fd, std::string &text, int &out_fd)
 
 std::string counts()
 {
-    agent_state &st = state();
-    rb_stats tot = ring_buffer_stats();
-    return std::to_string(st.pid) + " " + std::to_string(st.records) + " " +
-           std::to_string(st.lost + tot.dropped) + " " + std::to_string(st.bytes);
+    return std::to_string(state().pid) + " " + streamer_counts();
 }
 
 // Ends the attach session; g_attach_lock held. REPLY: the connection of a `dprobe detach`.
@@ -107,7 +104,7 @@ void detach_locked(int reply)
 void attach_main(std::string name)
 {
     agent_state &st = state();
-    st.add_own_tid(static_cast<int32_t>(gettid()));
+    ring_buffer_thread_mute(true); // the agent's own thread
     int fd = connect_to(name);
     std::string text;
     int out_fd = -1;
@@ -133,7 +130,7 @@ void attach_main(std::string name)
         st.out_fd = out_fd;
         st.status_fd = fd;
         st.pid = getpid();
-        std::string err = agent_start(cfg, "attach");
+        std::string err = agent_start(cfg, "attach", true);
         if (!err.empty()) {
             send_msg(fd, "error " + err);
             ::close(out_fd);
@@ -171,7 +168,7 @@ void attach_main(std::string name)
 
 void detach_main(std::string name)
 {
-    state().add_own_tid(static_cast<int32_t>(gettid()));
+    ring_buffer_thread_mute(true);
     int fd = connect_to(name);
     if (fd < 0)
         return;

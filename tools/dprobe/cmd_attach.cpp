@@ -135,7 +135,7 @@ int run_attach(const attach_opts &o)
     if (!resolve_events(cmd, o.events, img.get(), lines))
         return 1;
     std::vector<std::string> globs, notrace;
-    graph_filter(o, !lines.empty(), img.get(), globs, notrace);
+    const bool graph_main = graph_filter(o, !lines.empty(), globs, notrace);
     std::string agent;
     if (!agent_for(o.pid, agent, err))
         return fail(cmd, err);
@@ -188,6 +188,7 @@ int run_attach(const attach_opts &o)
     attach::settings s;
     s.events = lines;
     s.graph = globs;
+    s.graph_main = graph_main;
     s.notrace = notrace;
     s.follow_loads = o.follow_loads;
     s.buffer_kb = o.buffer_kb;

@@ -6,6 +6,7 @@
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/record_util.h"
+#include "tools/dprobe/recorder.h"
 #include "tools/dprobe/trace_opts.h"
 #include "tools/trace_file.h"
 #include "tracefs/tracefs_client.h"
@@ -20,6 +21,7 @@
 #include <map>
 #include <poll.h>
 #include <set>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,53 +53,6 @@ std::string join_lines(const std::vector<std::string> &v)
     return s;
 }
 
-struct live_status {
-    std::map<int, std::array<uint64_t, 3>> per_pid; // records, lost, bytes
-    std::string error;
-    std::vector<std::string> mounts, warnings;
-    bool ready = false;
-    unsigned functions = 0, events = 0;
-    void take(const std::string &msg)
-    {
-        if (msg.rfind("error ", 0) == 0) {
-            if (error.empty())
-                error = msg.substr(6);
-        } else if (msg.rfind("stat ", 0) == 0) {
-            int pid = 0;
-            unsigned long long r = 0, l = 0, b = 0;
-            if (std::sscanf(msg.c_str() + 5, "%d %llu %llu %llu", &pid, &r, &l, &b) == 4)
-                per_pid[pid] = {r, l, b};
-        } else if (msg.rfind("mount ", 0) == 0) {
-            mounts.push_back(msg.substr(6));
-        } else if (msg.rfind("warn ", 0) == 0) {
-            warnings.push_back(msg.substr(5));
-        } else if (msg.rfind("ready ", 0) == 0) {
-            int pid = 0;
-            if (std::sscanf(msg.c_str() + 6, "%d %u %u", &pid, &events, &functions) >= 1)
-                ready = true;
-        }
-    }
-    std::array<uint64_t, 3> total() const
-    {
-        std::array<uint64_t, 3> t{};
-        for (const auto &[p, v] : per_pid)
-            for (int i = 0; i < 3; i++)
-                t[i] += v[i];
-        return t;
-    }
-};
-
-void drain_status(int fd, live_status &ls)
-{
-    char buf[8192];
-    for (;;) {
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n <= 0)
-            break;
-        ls.take(std::string(buf, static_cast<size_t>(n)));
-    }
-}
-
 int run_record(const record_opts &o)
 {
     if (o.command.empty())
@@ -117,22 +72,26 @@ int run_record(const record_opts &o)
     if (!resolve_events("record", o.events, img.get(), lines))
         return 1;
     std::vector<std::string> globs, notrace;
-    graph_filter(o, !lines.empty(), img.get(), globs, notrace);
+    const bool graph_main = graph_filter(o, !lines.empty(), globs, notrace);
 
     std::string agent;
     if (!tools::find_agent(agent))
         return fail("record", "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)");
 
-    int out = create_trace_file(o.output, 0, err);
+    int out = create_trace_file(o.output, O_APPEND, err);
     if (out < 0)
         return fail("record", err);
-    ::close(out);
 
+    // Messages keep their boundaries, and the recorder sees the end of the stream once every
+    // process that inherited the other end is gone: then no announcement can still come.
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0)
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return fail("record", std::string("socketpair: ") + std::strerror(errno));
     int rcvbuf = 1 << 20;
     setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0)
+        return fail("record", std::string("eventfd: ") + std::strerror(errno));
 
     char abs_out[PATH_MAX];
     std::string out_path = realpath(o.output.c_str(), abs_out) ? abs_out : o.output;
@@ -142,12 +101,18 @@ int run_record(const record_opts &o)
         return fail("record", std::string("fork: ") + std::strerror(errno));
     if (child == 0) {
         ::close(sv[0]);
-        int fd = fcntl(sv[1], F_DUPFD, 3); // inherited by the program (no CLOEXEC)
+        // Inherited by the program (no close-on-exec): the agent finds them by number.
+        int fd = fcntl(sv[1], F_DUPFD, 3);
+        int wfd = fcntl(wake, F_DUPFD, 3);
         setenv("DPROBE_OUTPUT", out_path.c_str(), 1);
         setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
+        setenv("DPROBE_WAKE_FD", std::to_string(wfd).c_str(), 1);
+        setenv("DPROBE_FIRST", "1", 1);
         setenv("DPROBE_EVENTS", join_lines(lines).c_str(), 1);
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
+        if (graph_main)
+            setenv("DPROBE_GRAPH_MAIN", "1", 1);
         if (o.follow_loads)
             setenv("DPROBE_FOLLOW_LOADS", "1", 1);
         if (o.buffer_kb)
@@ -179,47 +144,44 @@ int run_record(const record_opts &o)
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGHUP, &sa, nullptr);
 
-    live_status ls;
-    bool tty = !o.quiet && isatty(STDERR_FILENO);
-    int status = 0;
-    for (;;) {
-        struct pollfd p {sv[0], POLLIN, 0};
-        poll(&p, 1, 200);
-        drain_status(sv[0], ls);
-        pid_t w = waitpid(child, &status, WNOHANG);
-        if (tty && w == 0) {
-            auto t = ls.total();
-            std::fprintf(stderr, "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
-                         o.command.front().c_str(), static_cast<int>(child), static_cast<unsigned long long>(t[0]),
-                         static_cast<unsigned long long>(t[1]), t[2] / 1048576.0);
-            std::fflush(stderr);
-        }
-        if (w == child)
-            break;
-        if (w < 0 && errno != EINTR)
-            break;
-    }
+    recorder rec(out, sv[0], wake);
+    rec.set_child(child);
+    const bool tty = !o.quiet && isatty(STDERR_FILENO);
+    rec.run(
+        [&] {
+            if (!tty)
+                return;
+            recorder::totals t = rec.counts();
+            std::fprintf(stderr,
+                         "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
+                         o.command.front().c_str(), static_cast<int>(child),
+                         static_cast<unsigned long long>(t.events),
+                         static_cast<unsigned long long>(t.lost), t.bytes / 1048576.0);
+        },
+        [&] { return g_interrupted != 0; });
     g_child = 0;
-    drain_status(sv[0], ls);
     ::close(sv[0]);
+    ::close(wake);
+    ::close(out);
     if (tty)
         std::fprintf(stderr, "\r\033[K");
-    for (const std::string &w : ls.warnings)
+    for (const std::string &w : rec.warnings)
         if (!o.quiet)
             std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
     // A program killed before its atexit handlers ran leaves its FUSE mount: remove it.
-    ls.mounts.push_back(tracefs_default_mountpoint(child));
-    for (const std::string &m : ls.mounts)
+    rec.mounts.push_back(tracefs_default_mountpoint(child));
+    for (const std::string &m : rec.mounts)
         if (tools::unmount_if_mounted(m))
             std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n", m.c_str());
 
-    if (!ls.error.empty()) {
-        auto nl = ls.error.find('\n');
-        fail("record", ls.error.substr(0, nl));
+    if (!rec.error.empty()) {
+        auto nl = rec.error.find('\n');
+        fail("record", rec.error.substr(0, nl));
         if (nl != std::string::npos)
-            std::fputs(indent(ls.error.substr(nl + 1)).c_str(), stderr);
+            std::fputs(indent(rec.error.substr(nl + 1)).c_str(), stderr);
         return 1;
     }
+    const int status = rec.child_status();
     int code = 0;
     if (WIFSIGNALED(status)) {
         std::fprintf(stderr, "dprobe record: %s terminated by signal %d (%s)\n",
@@ -228,12 +190,21 @@ int run_record(const record_opts &o)
     } else if (WIFEXITED(status)) {
         code = WEXITSTATUS(status);
     }
-    if (!ls.ready) {
+    if (!rec.ready) {
         fail("record", "the dprobe agent did not start in " + prog +
                            " (is it dynamically linked against glibc?)");
         return code ? code : 1;
     }
-    tools::print_record_summary(o.output);
+    recorder::totals t = rec.counts();
+    std::fprintf(stderr,
+                 "[ dprobe record: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
+                 "%.3f MB written to %s ]\n",
+                 static_cast<unsigned long long>(t.events), static_cast<unsigned long long>(t.lost),
+                 t.threads, t.threads == 1 ? "" : "s", t.processes,
+                 t.processes == 1 ? "" : "es",
+                 (t.bytes + tracefile::k_file_header_size) / 1048576.0, o.output.c_str());
+    for (const std::string &l : rec.loss_report())
+        std::fprintf(stderr, "dprobe record: %s\n", l.c_str());
     return code;
 }
 

@@ -4,7 +4,8 @@
 #include "tools/dprobe/report.h"
 
 #include <cstdio>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 
 namespace dprobe::cli {
 
@@ -16,32 +17,44 @@ int run_report(const report::report_opts &o)
     std::string err;
     if (!report::load_model(o.input, m, &err))
         return fail("report", err);
-    if (!m.data.warning.empty())
+    if (!m.reader.warning.empty())
         std::fprintf(stderr, "dprobe report: warning: %s: %s\n", o.input.c_str(),
-                     m.data.warning.c_str());
+                     m.reader.warning.c_str());
     for (const auto &sv : m.sessions)
         for (const auto &miss : sv->syms.missing)
             std::fprintf(stderr, "dprobe report: warning: no symbols for %s\n", miss.c_str());
-    if (uint64_t n = report::count_unwound(m))
+    std::FILE *out = stdout;
+    const bool to_file = !o.output.empty() && o.output != "-";
+    if (to_file) {
+        out = std::fopen(o.output.c_str(), "we");
+        if (!out)
+            return fail("report", "cannot write " + o.output + ": " + std::strerror(errno));
+    }
+    // Large writes: the output of a big trace is streamed, not built in memory.
+    static char buf[1 << 16];
+    std::setvbuf(out, buf, _IOFBF, sizeof buf);
+    report::report_counts rc;
+    if (o.format == "text")
+        rc = report::format_text(m, o, out);
+    else if (o.format == "graph")
+        rc = report::format_graph(m, o, out);
+    else
+        rc = report::format_chrome(m, o, out);
+    bool ok = std::fflush(out) == 0 && !std::ferror(out);
+    long size = to_file ? std::ftell(out) : 0;
+    if (to_file)
+        ok &= std::fclose(out) == 0;
+    for (const std::string &e : rc.errors)
+        std::fprintf(stderr, "dprobe report: warning: %s\n", e.c_str());
+    if (rc.unwound)
         std::fprintf(stderr,
                      "dprobe report: %llu call%s left without returning (unwound by longjmp, "
                      "an exception or thread exit): their exits are marked \"unwound\"\n",
-                     static_cast<unsigned long long>(n), n == 1 ? "" : "s");
-    std::string out;
-    if (o.format == "text")
-        out = report::format_text(m, o);
-    else if (o.format == "graph")
-        out = report::format_graph(m, o);
-    else
-        out = report::format_chrome(m, o);
-    if (o.output.empty() || o.output == "-") {
-        std::fwrite(out.data(), 1, out.size(), stdout);
-        return 0;
-    }
-    std::ofstream f(o.output, std::ios::trunc | std::ios::binary);
-    if (!f || !f.write(out.data(), static_cast<std::streamsize>(out.size())) || !f.flush())
-        return fail("report", "cannot write " + o.output);
-    std::fprintf(stderr, "dprobe report: wrote %s (%zu bytes)\n", o.output.c_str(), out.size());
+                     static_cast<unsigned long long>(rc.unwound), rc.unwound == 1 ? "" : "s");
+    if (!ok)
+        return fail("report", "cannot write " + (to_file ? o.output : std::string("the output")));
+    if (to_file)
+        std::fprintf(stderr, "dprobe report: wrote %s (%ld bytes)\n", o.output.c_str(), size);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 #include "tools/dprobe/record_util.h"
 
-#include "tools/trace_file.h"
+#include "tools/trace_reader.h"
 
 #include <cerrno>
 #include <climits>
@@ -157,39 +157,42 @@ bool unmount_if_mounted(const std::string &mountpoint)
 
 void print_record_summary(const std::string &file, const char *cmd)
 {
-    tracefile::trace_data d;
+    // From the metadata only (STATS and END chunks): the pages are not read.
+    tracefile::trace_reader r;
     std::string err;
-    if (!tracefile::read_trace(file, d, &err)) {
+    if (!r.open(file, &err)) {
         std::fprintf(stderr, "dprobe %s: %s\n", cmd, err.c_str());
         return;
     }
-    uint64_t records = 0, lost = 0, dropped = 0;
-    std::set<std::pair<uint64_t, int32_t>> threads;
+    uint64_t events = 0, lost = 0;
+    size_t threads = 0;
     std::set<int32_t> pids;
     bool unfinished = false;
-    for (const auto &s : d.sessions) {
-        records += s.records.size();
-        for (const auto &r : s.records) {
-            lost += r.lost_before;
-            threads.insert({s.id, r.tid});
+    for (const auto &s : r.sessions) {
+        size_t n = 0;
+        for (const auto &t : s.stats) {
+            events += t.written;
+            lost += t.dropped + t.lost;
+            n += t.written > 0;
         }
         if (s.has_total)
-            dropped += s.total.dropped;
-        pids.insert(s.pid());
+            lost += s.total.orphans;
+        threads += n;
+        if (n)
+            pids.insert(s.pid());
         unfinished |= s.end.empty();
     }
     std::fprintf(stderr,
                  "[ dprobe %s: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
                  "%.3f MB written to %s ]\n",
-                 cmd, static_cast<unsigned long long>(records),
-                 static_cast<unsigned long long>(lost + dropped), threads.size(),
-                 threads.size() == 1 ? "" : "s", pids.size(), pids.size() == 1 ? "" : "es",
-                 d.bytes / 1048576.0, file.c_str());
-    if (!d.warning.empty())
-        std::fprintf(stderr, "dprobe %s: warning: %s\n", cmd, d.warning.c_str());
+                 cmd, static_cast<unsigned long long>(events),
+                 static_cast<unsigned long long>(lost), threads, threads == 1 ? "" : "s",
+                 pids.size(), pids.size() == 1 ? "" : "es", r.bytes / 1048576.0, file.c_str());
+    if (!r.warning.empty())
+        std::fprintf(stderr, "dprobe %s: warning: %s\n", cmd, r.warning.c_str());
     else if (unfinished)
-        std::fprintf(stderr, "dprobe %s: warning: a process ended without flushing its "
-                             "trace (killed?); its last events may be missing\n", cmd);
+        std::fprintf(stderr, "dprobe %s: warning: a process ended without its trace being "
+                             "closed; its last events may be missing\n", cmd);
 }
 
 } // namespace dprobe::tools

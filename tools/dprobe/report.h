@@ -1,8 +1,9 @@
-// The three renderings of `dprobe report`.
+// The three renderings of `dprobe report`, each streamed to OUT as the trace is read.
 #pragma once
 
 #include "tools/dprobe/report_model.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,14 @@ struct report_opts {
     bool wants(int32_t tid) const;
 };
 
-std::string format_text(const model &m, const report_opts &o);
-std::string format_graph(const model &m, const report_opts &o);
-std::string format_chrome(const model &m, const report_opts &o);
+// What a rendering saw, for the lines report prints on stderr.
+struct report_counts {
+    uint64_t unwound = 0; // function-graph exits of calls that did not return
+    std::vector<std::string> errors; // streams cut short (a damaged chunk)
+};
+
+report_counts format_text(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_graph(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out);
 
 } // namespace dprobe::report

@@ -1,14 +1,14 @@
 // dprobe report --format chrome: the Chrome trace-event format (JSON object form) that
 // Perfetto and chrome://tracing open. Function-graph calls become B/E pairs, properly
 // nested per thread (frames whose exit was never seen are closed where their parent ends,
-// or at the thread's last event); an exit whose entry was lost becomes an X event; probe
-// events become thread-scoped instant events with their arguments.
+// or at the thread's last event); an exit whose entry was lost (its start is not known)
+// becomes an instant event "name (return)"; probe events become thread-scoped instant
+// events with their arguments. Written as each thread's events are read.
 #include "tools/dprobe/report.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <set>
 
 namespace dprobe::report {
@@ -86,142 +86,167 @@ void split_probe_text(const std::string &text, std::string &place,
 struct frame {
     uint64_t func;
     int32_t depth;
+    uint64_t ts;
 };
 
 struct emitter {
-    std::string &out;
+    std::FILE *out;
     bool first = true;
+    std::string buf;
     void begin()
     {
-        out += first ? "\n" : ",\n";
+        buf += first ? "\n" : ",\n";
         first = false;
+    }
+    void flush()
+    {
+        std::fwrite(buf.data(), 1, buf.size(), out);
+        buf.clear();
     }
     void dur(const char *ph, const std::string &name, int pid, int tid, uint64_t ts,
              bool unwound = false)
     {
         begin();
-        out += "{\"name\":";
-        json_str(out, name);
-        out += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) + "\",\"pid\":" +
+        buf += "{\"name\":";
+        json_str(buf, name);
+        buf += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) + "\",\"pid\":" +
                std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts_us(ts) +
                (unwound ? ",\"args\":{\"unwound\":true}" : "") + "}";
     }
 };
 
-} // namespace
-
-std::string format_chrome(const model &m, const report_opts &o)
+// One thread's events: calls as B/E pairs, properly nested.
+void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
+                   report_counts &rc)
 {
-    std::string out = "{\"traceEvents\":[";
-    emitter em{out};
-    // Names of processes and threads.
-    std::set<std::pair<int, int>> named;
-    for (const auto &sv : m.sessions) {
-        int pid = sv->s->pid();
-        em.begin();
-        out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-               ",\"tid\":" + std::to_string(pid) + ",\"args\":{\"name\":";
-        json_str(out, sv->s->get("comm", "?") + " (" + std::to_string(pid) + ")");
-        out += "}}";
-        std::set<int32_t> tids;
-        for (const auto &r : sv->s->records)
-            tids.insert(r.tid);
-        for (int32_t tid : tids) {
-            if (!o.wants(tid) || !named.insert({pid, tid}).second)
+    const tracefile::thread_stream &t = m.reader.streams[si];
+    const session_view &sv = *m.sessions[t.session];
+    const int pid = sv.s->pid();
+    tracefile::trace_reader::cursor cur(m.reader, si);
+    std::vector<frame> st;
+    uint64_t last_ts = 0;
+    tracefile::event e;
+    while (cur.next(e)) {
+        last_ts = e.ts;
+        graph_event g;
+        if (decode_graph(e, g)) {
+            if (g.entry) {
+                // Frames left at this depth or deeper without an exit (lost) end here.
+                while (!st.empty() && st.back().depth >= g.depth) {
+                    em.dur("E", sv.syms.name(st.back().func, e.ts), pid, t.tid, e.ts);
+                    st.pop_back();
+                }
+                st.push_back({g.func, g.depth, e.ts});
+                em.dur("B", sv.syms.name(g.func, e.ts), pid, t.tid, e.ts);
                 continue;
-            em.begin();
-            out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-                   ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":";
-            json_str(out, sv->comm_of(tid));
-            out += "}}";
-        }
-    }
-
-    std::map<std::pair<const session_view *, int32_t>, std::vector<frame>> stacks;
-    std::map<std::pair<const session_view *, int32_t>, uint64_t> last_ts;
-    for (const auto &ref : m.records) {
-        const tracefile::record &r = *ref.r;
-        if (!o.wants(r.tid))
-            continue;
-        int pid = ref.sv->s->pid();
-        auto key = std::make_pair(static_cast<const session_view *>(ref.sv), r.tid);
-        auto &st = stacks[key];
-        last_ts[key] = r.ts;
-        uint16_t t = record_type(r);
-        if (t == tracefile::FUNCGRAPH_ENTRY_ID &&
-            r.data.size() >= sizeof(tracefile::funcgraph_entry_rec)) {
-            tracefile::funcgraph_entry_rec e;
-            std::memcpy(&e, r.data.data(), sizeof e);
-            st.push_back({e.func, e.depth});
-            em.dur("B", ref.sv->syms.name(e.func), pid, r.tid, r.ts);
-        } else if (t == tracefile::FUNCGRAPH_EXIT_ID &&
-                   r.data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
-            tracefile::funcgraph_exit_rec x;
-            std::memcpy(&x, r.data.data(), sizeof x);
+            }
+            rc.unwound += g.unwound;
             size_t match = st.size();
             for (size_t i = st.size(); i-- > 0;)
-                if (st[i].func == x.func && st[i].depth == x.depth) {
+                if (st[i].func == g.func && st[i].depth == g.depth) {
                     match = i;
                     break;
                 }
             if (match < st.size()) {
                 // Frames above the match never returned normally (longjmp, exception).
-                const bool unwound = x.flags & tracefile::FUNCGRAPH_FL_UNWOUND;
                 while (st.size() > match) {
-                    em.dur("E", ref.sv->syms.name(st.back().func), pid, r.tid, r.ts,
-                           st.size() > match + 1 || unwound);
+                    em.dur("E", sv.syms.name(st.back().func, e.ts), pid, t.tid, e.ts,
+                           st.size() > match + 1 || g.unwound);
                     st.pop_back();
                 }
             } else {
-                // The entry was not recorded: a complete event from the exit's own times,
-                // after closing open frames that started later than this call.
-                while (!st.empty()) {
-                    em.dur("E", ref.sv->syms.name(st.back().func), pid, r.tid, r.ts);
+                // The entry was not recorded: an instant at the exit, after closing the
+                // frames that started later than this call.
+                while (!st.empty() && st.back().depth >= g.depth) {
+                    em.dur("E", sv.syms.name(st.back().func, e.ts), pid, t.tid, e.ts);
                     st.pop_back();
                 }
                 em.begin();
-                out += "{\"name\":";
-                json_str(out, ref.sv->syms.name(x.func));
-                out += ",\"cat\":\"function\",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
-                       ",\"tid\":" + std::to_string(r.tid) + ",\"ts\":" +
-                       ts_us(x.calltime) + ",\"dur\":" + ts_us(x.rettime - x.calltime) + "}";
+                em.buf += "{\"name\":";
+                json_str(em.buf, sv.syms.name(g.func, e.ts) + " (return)");
+                em.buf += ",\"cat\":\"function\",\"ph\":\"i\",\"s\":\"t\",\"pid\":" +
+                          std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
+                          ",\"ts\":" + ts_us(e.ts) + "}";
             }
-        } else {
-            std::string text = record_text(ref);
+        } else if (!o.no_events) {
+            const uint16_t type = event_type(e);
+            std::string text = event_text(sv, e);
             std::string place;
             std::vector<std::pair<std::string, std::string>> args;
             split_probe_text(text, place, args);
-            std::string name = record_event_name(ref);
+            std::string name = event_name(sv, e);
             if (name.empty())
-                name = "type " + std::to_string(t);
-            auto dit = ref.sv->events.find(t);
-            std::string cat = dit == ref.sv->events.end() ? "event" : dit->second.group;
+                name = "type " + std::to_string(type);
+            auto dit = sv.events.find(type);
+            std::string cat = dit == sv.events.end() ? "event" : dit->second.group;
             em.begin();
-            out += "{\"name\":";
-            json_str(out, name);
-            out += ",\"cat\":";
-            json_str(out, cat);
-            out += ",\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) + ",\"tid\":" +
-                   std::to_string(r.tid) + ",\"ts\":" + ts_us(r.ts) + ",\"args\":{\"place\":";
-            json_str(out, place);
+            em.buf += "{\"name\":";
+            json_str(em.buf, name);
+            em.buf += ",\"cat\":";
+            json_str(em.buf, cat);
+            em.buf += ",\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) +
+                      ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":" + ts_us(e.ts) +
+                      ",\"args\":{\"place\":";
+            json_str(em.buf, place);
             for (const auto &[k, v] : args) {
-                out += ",";
-                json_str(out, k);
-                out += ":";
-                json_str(out, v);
+                em.buf += ",";
+                json_str(em.buf, k);
+                em.buf += ":";
+                json_str(em.buf, v);
             }
-            out += "}}";
+            em.buf += "}}";
         }
+        if (em.buf.size() > 1 << 16)
+            em.flush();
     }
-    // Calls still open when the recording ended close at their thread's last event.
-    for (auto &[key, st] : stacks)
-        while (!st.empty()) {
-            em.dur("E", key.first->syms.name(st.back().func), key.first->s->pid(), key.second,
-                   last_ts[key]);
-            st.pop_back();
+    // Calls still open when the recording ended close at the thread's last event.
+    while (!st.empty()) {
+        em.dur("E", sv.syms.name(st.back().func, last_ts), pid, t.tid, last_ts);
+        st.pop_back();
+    }
+    if (!cur.error().empty())
+        rc.errors.push_back(cur.error());
+    em.flush();
+}
+
+} // namespace
+
+report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out)
+{
+    report_counts rc;
+    emitter em{out, true, {}};
+    em.buf = "{\"traceEvents\":[";
+    // Names of processes and threads.
+    std::set<std::pair<int, int>> named;
+    std::set<int> procs;
+    for (size_t si : m.stream_order) {
+        const tracefile::thread_stream &t = m.reader.streams[si];
+        const session_view &sv = *m.sessions[t.session];
+        const int pid = sv.s->pid();
+        if (!o.wants(t.tid))
+            continue;
+        if (procs.insert(pid).second) {
+            em.begin();
+            em.buf += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" +
+                      std::to_string(pid) + ",\"tid\":" + std::to_string(pid) +
+                      ",\"args\":{\"name\":";
+            json_str(em.buf, sv.s->get("comm", "?") + " (" + std::to_string(pid) + ")");
+            em.buf += "}}";
         }
-    out += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"dprobe\"}}\n";
-    return out;
+        if (!named.insert({pid, t.tid}).second)
+            continue;
+        em.begin();
+        em.buf += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+                  ",\"tid\":" + std::to_string(t.tid) + ",\"args\":{\"name\":";
+        json_str(em.buf, sv.comm_of(t.tid));
+        em.buf += "}}";
+    }
+    for (size_t si : m.stream_order)
+        if (o.wants(m.reader.streams[si].tid))
+            thread_events(m, si, o, em, rc);
+    em.buf += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"dprobe\"}}\n";
+    em.flush();
+    return rc;
 }
 
 } // namespace dprobe::report

@@ -12,7 +12,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <map>
 
 namespace dprobe::report {
 
@@ -56,102 +55,96 @@ std::string duration_col(uint64_t ns)
 
 const char *const k_fill = "              |  ";
 
-struct thread_key {
-    const session_view *sv;
-    int32_t tid;
-    bool operator<(const thread_key &o) const
-    {
-        return sv != o.sv ? sv < o.sv : tid < o.tid;
+// One thread's block: its events in order, one event of lookahead to print a call with no
+// traced callee on one line ("leaf();").
+void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *out,
+                  report_counts &rc)
+{
+    const tracefile::thread_stream &t = m.reader.streams[si];
+    const session_view &sv = *m.sessions[t.session];
+    char tidcol[32];
+    std::snprintf(tidcol, sizeof tidcol, "%8d) ", t.tid);
+    std::fprintf(out, "%s /* thread %d (%s), process %d */\n", tidcol, t.tid,
+                 sv.comm_of(t.tid).c_str(), sv.s->pid());
+    tracefile::trace_reader::cursor cur(m.reader, si);
+    call_stack cs;
+    int cur_depth = 0;
+    tracefile::event e, next;
+    bool have = cur.next(e);
+    while (have) {
+        // E's payload lives in the cursor's chunk until the cursor moves: decode it first.
+        graph_event g;
+        const bool is_graph = decode_graph(e, g);
+        std::string text;
+        if (!is_graph && !o.no_events)
+            text = event_text(sv, e);
+        bool have_next = cur.next(next);
+        if (e.lost_before)
+            std::fprintf(out, "%s%s/* LOST %" PRIu64 " EVENTS */\n", tidcol, k_fill,
+                         e.lost_before);
+        if (is_graph) {
+            std::string indent(static_cast<size_t>(std::max(g.depth, 0)) * 2, ' ');
+            std::string name = sv.syms.name(g.func, e.ts);
+            if (g.entry) {
+                cs.entry(g, e.ts);
+                graph_event x;
+                // A leaf: its own exit comes next on this thread.
+                if (have_next && !next.lost_before && decode_graph(next, x) && !x.entry &&
+                    x.func == g.func && x.depth == g.depth) {
+                    uint64_t calltime = e.ts;
+                    cs.exit(x, &calltime);
+                    rc.unwound += x.unwound;
+                    std::fprintf(out, "%s%s%s%s();%s\n", tidcol,
+                                 duration_col(next.ts - e.ts).c_str(), indent.c_str(), name.c_str(),
+                                 x.unwound ? " /* unwound */" : "");
+                    cur_depth = g.depth;
+                    have = cur.next(e);
+                    continue;
+                }
+                std::fprintf(out, "%s%s%s%s() {\n", tidcol, k_fill, indent.c_str(), name.c_str());
+                cur_depth = g.depth + 1;
+            } else {
+                uint64_t calltime;
+                bool known = cs.exit(g, &calltime);
+                rc.unwound += g.unwound;
+                // A call left by longjmp or an exception: closed where dprobe noticed.
+                std::fprintf(out, "%s%s%s} /* %s%s */\n", tidcol,
+                             known ? duration_col(e.ts - calltime).c_str() : k_fill,
+                             indent.c_str(), name.c_str(), g.unwound ? " (unwound)" : "");
+                cur_depth = g.depth;
+            }
+        } else if (!o.no_events) {
+            std::string indent(static_cast<size_t>(cur_depth) * 2, ' ');
+            std::fprintf(out, "%s%s%s/* %s */\n", tidcol, k_fill, indent.c_str(), text.c_str());
+        }
+        e = next;
+        have = have_next;
     }
-};
+    if (!cur.error().empty())
+        rc.errors.push_back(cur.error());
+}
 
 } // namespace
 
-std::string format_graph(const model &m, const report_opts &o)
+report_counts format_graph(const model &m, const report_opts &o, std::FILE *out)
 {
-    // Threads in the order they first appear; each thread's records in time order.
-    std::map<thread_key, std::vector<const record_ref *>> by_thread;
-    std::vector<thread_key> order;
-    for (const auto &ref : m.records) {
-        if (!o.wants(ref.r->tid))
-            continue;
-        uint16_t t = record_type(*ref.r);
-        bool graph = t == tracefile::FUNCGRAPH_ENTRY_ID || t == tracefile::FUNCGRAPH_EXIT_ID;
-        if (!graph && o.no_events)
-            continue;
-        thread_key k{ref.sv, ref.r->tid};
-        auto [it, fresh] = by_thread.try_emplace(k);
-        if (fresh)
-            order.push_back(k);
-        it->second.push_back(&ref);
-    }
-    std::string out;
+    report_counts rc;
     if (!o.no_header)
-        out = "# tracer: function_graph\n"
-              "#\n"
-              "#     TID  DURATION                  FUNCTION CALLS\n"
-              "#     |     |   |                     |   |   |   |\n";
-    char tidcol[32];
-    for (size_t ti = 0; ti < order.size(); ti++) {
-        const thread_key &k = order[ti];
-        const auto &recs = by_thread[k];
-        std::snprintf(tidcol, sizeof tidcol, "%8d) ", k.tid);
-        if (!o.no_header || ti)
-            out += "\n";
-        out += std::string(tidcol) + " /* thread " + std::to_string(k.tid) + " (" +
-               k.sv->comm_of(k.tid) + "), process " + std::to_string(k.sv->s->pid()) + " */\n";
-        int cur_depth = 0;
-        for (size_t i = 0; i < recs.size(); i++) {
-            const tracefile::record &r = *recs[i]->r;
-            uint16_t t = record_type(r);
-            if (r.lost_before)
-                out += std::string(tidcol) + k_fill + "/* LOST " +
-                       std::to_string(r.lost_before) + " EVENTS */\n";
-            if (t == tracefile::FUNCGRAPH_ENTRY_ID &&
-                r.data.size() >= sizeof(tracefile::funcgraph_entry_rec)) {
-                tracefile::funcgraph_entry_rec e;
-                std::memcpy(&e, r.data.data(), sizeof e);
-                std::string name = k.sv->syms.name(e.func);
-                std::string indent(static_cast<size_t>(std::max(e.depth, 0)) * 2, ' ');
-                // A leaf: its own exit comes next on this thread.
-                if (i + 1 < recs.size() &&
-                    record_type(*recs[i + 1]->r) == tracefile::FUNCGRAPH_EXIT_ID &&
-                    !recs[i + 1]->r->lost_before &&
-                    recs[i + 1]->r->data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
-                    tracefile::funcgraph_exit_rec x;
-                    std::memcpy(&x, recs[i + 1]->r->data.data(), sizeof x);
-                    if (x.func == e.func && x.depth == e.depth) {
-                        out += std::string(tidcol) + duration_col(x.rettime - x.calltime) +
-                               indent + name + "();" +
-                               (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " /* unwound */"
-                                                                          : "") +
-                               "\n";
-                        cur_depth = e.depth;
-                        i++;
-                        continue;
-                    }
-                }
-                out += std::string(tidcol) + k_fill + indent + name + "() {\n";
-                cur_depth = e.depth + 1;
-            } else if (t == tracefile::FUNCGRAPH_EXIT_ID &&
-                       r.data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
-                tracefile::funcgraph_exit_rec x;
-                std::memcpy(&x, r.data.data(), sizeof x);
-                std::string indent(static_cast<size_t>(std::max(x.depth, 0)) * 2, ' ');
-                // A call left by longjmp or an exception: closed where dprobe noticed.
-                out += std::string(tidcol) + duration_col(x.rettime - x.calltime) + indent +
-                       "} /* " + k.sv->syms.name(x.func) +
-                       (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " (unwound)" : "") +
-                       " */\n";
-                cur_depth = x.depth;
-            } else {
-                std::string indent(static_cast<size_t>(cur_depth) * 2, ' ');
-                out += std::string(tidcol) + k_fill + indent + "/* " + record_text(*recs[i]) +
-                       " */\n";
-            }
-        }
+        std::fputs("# tracer: function_graph\n"
+                   "#\n"
+                   "#     TID  DURATION                  FUNCTION CALLS\n"
+                   "#     |     |   |                     |   |   |   |\n",
+                   out);
+    bool first = true;
+    for (size_t si : m.stream_order) {
+        if (!o.wants(m.reader.streams[si].tid))
+            continue;
+        if (!o.no_header || !first)
+            std::fputc('\n', out);
+        first = false;
+        thread_block(m, si, o, out, rc);
     }
-    return out;
+    return rc;
 }
 
 } // namespace dprobe::report

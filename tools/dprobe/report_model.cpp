@@ -1,3 +1,4 @@
+// The report model (see report_model.h).
 #include "tools/dprobe/report_model.h"
 
 #include "tracefs/event_format.h"
@@ -9,37 +10,58 @@
 
 namespace dprobe::report {
 
-void offline_symbols::add(const std::string &path, uintptr_t bias)
+void offline_symbols::build(const std::vector<tracefile::object_info> &objects)
 {
-    if (path.empty() || path[0] != '/')
-        return; // the vdso and anonymous objects have no file to read
-    std::string err;
-    auto o = read_object_file(path, bias, &err);
-    if (!o) {
-        missing.push_back(path + (err.empty() ? "" : ": " + err));
-        return;
+    for (const tracefile::object_info &o : objects) {
+        if (o.unloaded) {
+            // The open span of that file at that address ends here.
+            for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
+                if (it->to == UINT64_MAX && it->obj->path == o.path &&
+                    it->obj->load_bias == o.load_bias) {
+                    it->to = o.ts;
+                    break;
+                }
+            continue;
+        }
+        if (o.path.empty() || o.path[0] != '/')
+            continue; // the vdso and anonymous objects have no file to read
+        auto key = std::make_pair(o.path, static_cast<uintptr_t>(o.load_bias));
+        auto it = files_.find(key);
+        if (it == files_.end()) {
+            std::string err;
+            auto obj = read_object_file(o.path, o.load_bias, &err);
+            if (!obj) {
+                missing.push_back(o.path + (err.empty() ? "" : ": " + err));
+                files_[key] = nullptr;
+                continue;
+            }
+            it = files_.emplace(key, std::move(obj)).first;
+        }
+        if (it->second)
+            spans_.push_back({it->second, o.ts, UINT64_MAX});
     }
-    objs_.push_back(std::move(o));
 }
 
-const ksym *offline_symbols::find(uintptr_t addr, const loaded_object **obj) const
+const ksym *offline_symbols::find(uintptr_t addr, uint64_t ts) const
 {
-    for (const auto &o : objs_)
-        if (o->contains(addr)) {
-            if (const ksym *s = o->func_at(addr)) {
-                if (obj)
-                    *obj = o.get();
+    // The latest load that held the address at TS (loads at one address do not overlap).
+    for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
+        if (ts >= it->from && ts < it->to && it->obj->contains(addr))
+            if (const ksym *s = it->obj->func_at(addr))
                 return s;
-            }
-        }
+    // An address outside every span of its time (an event stamped a moment before its
+    // object's load was described): any object that ever held it.
+    for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
+        if (it->obj->contains(addr))
+            if (const ksym *s = it->obj->func_at(addr))
+                return s;
     return nullptr;
 }
 
-std::string offline_symbols::sym(uintptr_t addr, bool with_offset) const
+std::string offline_symbols::sym(uintptr_t addr, uint64_t ts, bool with_offset) const
 {
     char buf[64];
-    const loaded_object *o = nullptr;
-    const ksym *s = find(addr, &o);
+    const ksym *s = find(addr, ts);
     if (!s) {
         std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, addr);
         return buf;
@@ -50,27 +72,30 @@ std::string offline_symbols::sym(uintptr_t addr, bool with_offset) const
     return s->name + buf;
 }
 
-std::string offline_symbols::name(uintptr_t addr) const { return sym(addr, false); }
-
 std::string session_view::comm_of(int32_t tid) const
 {
-    auto it = s->comms.find(tid);
-    if (it != s->comms.end())
+    auto it = comms.find(tid);
+    if (it != comms.end() && !it->second.empty())
         return it->second;
     return s->get("comm", "<...>");
 }
 
 namespace {
 const offline_symbols *g_current;
+uint64_t g_current_ts;
 }
 
-void set_current_symbols(const offline_symbols *syms) { g_current = syms; }
+void set_current_symbols(const offline_symbols *syms, uint64_t ts)
+{
+    g_current = syms;
+    g_current_ts = ts;
+}
 
 size_t current_symbolize(char *buf, size_t len, uintptr_t addr)
 {
     std::string s;
     if (g_current) {
-        s = g_current->sym(addr);
+        s = g_current->sym(addr, g_current_ts);
     } else {
         char tmp[32];
         std::snprintf(tmp, sizeof tmp, "0x%" PRIxPTR, addr);
@@ -86,15 +111,13 @@ size_t current_symbolize(char *buf, size_t len, uintptr_t addr)
 
 bool load_model(const std::string &path, model &m, std::string *err)
 {
-    if (!tracefile::read_trace(path, m.data, err))
+    if (!m.reader.open(path, err))
         return false;
-    for (const auto &s : m.data.sessions) {
+    for (const auto &s : m.reader.sessions) {
         auto sv = std::make_unique<session_view>();
         sv->s = &s;
         sv->in_ns = s.get("clock_in_ns", "1") != "0";
-        for (const auto &o : s.objects)
-            if (!o.unloaded)
-                sv->syms.add(o.path, o.load_bias);
+        sv->syms.build(s.objects);
         for (const auto &[id, e] : s.events) {
             event_decoder d;
             d.info = e;
@@ -109,82 +132,109 @@ bool load_model(const std::string &path, model &m, std::string *err)
             }
             sv->events.emplace(id, std::move(d));
         }
-        for (const auto &r : s.records)
-            m.records.push_back({&r, sv.get()});
         m.sessions.push_back(std::move(sv));
     }
-    std::stable_sort(m.records.begin(), m.records.end(),
-                     [](const record_ref &a, const record_ref &b) { return a.r->ts < b.r->ts; });
+    for (size_t i = 0; i < m.reader.streams.size(); i++) {
+        const auto &t = m.reader.streams[i];
+        m.sessions[t.session]->comms[t.tid] = t.comm;
+        m.stream_order.push_back(i);
+    }
+    std::stable_sort(m.stream_order.begin(), m.stream_order.end(), [&](size_t a, size_t b) {
+        return m.reader.streams[a].first_ts < m.reader.streams[b].first_ts;
+    });
     return true;
 }
 
-uint16_t record_type(const tracefile::record &r)
+uint16_t event_type(const tracefile::event &e)
 {
     uint16_t t = 0;
-    if (r.data.size() >= 2)
-        std::memcpy(&t, r.data.data(), 2);
+    if (e.len >= 2)
+        std::memcpy(&t, e.payload, 2);
     return t;
 }
 
-uint64_t count_unwound(const model &m)
+bool decode_graph(const tracefile::event &e, graph_event &g)
 {
-    uint64_t n = 0;
-    for (const record_ref &ref : m.records) {
-        const tracefile::record &r = *ref.r;
-        if (record_type(r) == tracefile::FUNCGRAPH_EXIT_ID &&
-            r.data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
-            tracefile::funcgraph_exit_rec x;
-            std::memcpy(&x, r.data.data(), sizeof x);
-            n += (x.flags & tracefile::FUNCGRAPH_FL_UNWOUND) != 0;
-        }
-    }
-    return n;
+    const uint16_t t = event_type(e);
+    if ((t != tracefile::FUNCGRAPH_ENTRY_ID && t != tracefile::FUNCGRAPH_EXIT_ID) ||
+        e.len < sizeof(tracefile::funcgraph_rec))
+        return false;
+    tracefile::funcgraph_rec r;
+    std::memcpy(&r, e.payload, sizeof r);
+    g.entry = t == tracefile::FUNCGRAPH_ENTRY_ID;
+    g.unwound = !g.entry && (r.depth & tracefile::FUNCGRAPH_FL_UNWOUND);
+    g.depth = r.depth & tracefile::FUNCGRAPH_DEPTH_MAX;
+    g.func = r.func;
+    return true;
 }
 
-std::string record_event_name(const record_ref &ref)
+void call_stack::entry(const graph_event &g, uint64_t ts)
 {
-    uint16_t t = record_type(*ref.r);
+    // A frame left at this depth or deeper without its exit (lost) is over.
+    while (!frames_.empty() && frames_.back().depth >= g.depth)
+        frames_.pop_back();
+    frames_.push_back({g.func, g.depth, ts});
+}
+
+bool call_stack::exit(const graph_event &g, uint64_t *calltime)
+{
+    for (size_t i = frames_.size(); i-- > 0;)
+        if (frames_[i].func == g.func && frames_[i].depth == g.depth) {
+            *calltime = frames_[i].ts;
+            frames_.resize(i);
+            return true;
+        }
+    // No entry: everything at that depth or deeper is over anyway.
+    while (!frames_.empty() && frames_.back().depth >= g.depth)
+        frames_.pop_back();
+    return false;
+}
+
+std::string event_name(const session_view &sv, const tracefile::event &e)
+{
+    const uint16_t t = event_type(e);
     if (t == tracefile::FUNCGRAPH_ENTRY_ID)
         return "funcgraph_entry";
     if (t == tracefile::FUNCGRAPH_EXIT_ID)
         return "funcgraph_exit";
-    auto it = ref.sv->events.find(t);
-    return it == ref.sv->events.end() ? std::string() : it->second.event;
+    auto it = sv.events.find(t);
+    return it == sv.events.end() ? std::string() : it->second.event;
 }
 
-std::string record_text(const record_ref &ref)
+std::string event_text(const session_view &sv, const tracefile::event &e, uint64_t duration_ns)
 {
-    const tracefile::record &r = *ref.r;
-    uint16_t t = record_type(r);
     char buf[256];
-    if (t == tracefile::FUNCGRAPH_ENTRY_ID && r.data.size() >= sizeof(tracefile::funcgraph_entry_rec)) {
-        tracefile::funcgraph_entry_rec e;
-        std::memcpy(&e, r.data.data(), sizeof e);
-        std::snprintf(buf, sizeof buf, "funcgraph_entry: --> %s (%d)",
-                      ref.sv->syms.name(e.func).c_str(), e.depth);
+    graph_event g;
+    if (decode_graph(e, g)) {
+        const std::string name = sv.syms.name(g.func, e.ts);
+        if (g.entry) {
+            std::snprintf(buf, sizeof buf, "funcgraph_entry: --> %s (%d)", name.c_str(), g.depth);
+            return buf;
+        }
+        std::string dur;
+        if (duration_ns != UINT64_MAX) {
+            char d[48];
+            std::snprintf(d, sizeof d, " %" PRIu64 ".%03" PRIu64 " us", duration_ns / 1000,
+                          duration_ns % 1000);
+            dur = d;
+        }
+        std::snprintf(buf, sizeof buf, "funcgraph_exit: <-- %s (%d)%s%s", name.c_str(), g.depth,
+                      dur.c_str(), g.unwound ? " (unwound)" : "");
         return buf;
     }
-    if (t == tracefile::FUNCGRAPH_EXIT_ID && r.data.size() >= sizeof(tracefile::funcgraph_exit_rec)) {
-        tracefile::funcgraph_exit_rec x;
-        std::memcpy(&x, r.data.data(), sizeof x);
-        uint64_t d = x.rettime - x.calltime;
-        std::snprintf(buf, sizeof buf, "funcgraph_exit: <-- %s (%d) %" PRIu64 ".%03" PRIu64 " us%s",
-                      ref.sv->syms.name(x.func).c_str(), x.depth, d / 1000, d % 1000,
-                      x.flags & tracefile::FUNCGRAPH_FL_UNWOUND ? " (unwound)" : "");
-        return buf;
-    }
-    auto it = ref.sv->events.find(t);
-    if (it == ref.sv->events.end()) {
+    const uint16_t t = event_type(e);
+    auto it = sv.events.find(t);
+    if (it == sv.events.end()) {
         std::snprintf(buf, sizeof buf, "Unknown type %u", t);
         return buf;
     }
     const event_decoder &d = it->second;
     if (!d.has_def)
         return d.event + ": (no definition recorded)";
-    set_current_symbols(&ref.sv->syms);
-    std::string s = format_probe_record(d.def, reinterpret_cast<const uint8_t *>(r.data.data()),
-                                        r.data.size(), current_symbolize);
-    set_current_symbols(nullptr);
+    set_current_symbols(&sv.syms, e.ts);
+    std::string s = format_probe_record(d.def, static_cast<const uint8_t *>(e.payload), e.len,
+                                        current_symbolize);
+    set_current_symbols(nullptr, 0);
     return s;
 }
 

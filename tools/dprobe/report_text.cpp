@@ -1,4 +1,5 @@
-// dprobe report --format text: the kernel's `trace` file.
+// dprobe report --format text: the kernel's `trace` file, every thread's events merged in
+// time order.
 #include "tools/dprobe/report.h"
 
 #include "tracefs/trace_output.h"
@@ -6,6 +7,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 
 namespace dprobe::report {
 
@@ -14,38 +16,56 @@ bool report_opts::wants(int32_t tid) const
     return tids.empty() || std::find(tids.begin(), tids.end(), tid) != tids.end();
 }
 
-std::string format_text(const model &m, const report_opts &o)
+report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
 {
-    std::string out;
-    uint64_t entries = 0, lost = 0;
-    int cpus = 1;
-    for (const auto &ref : m.records)
-        if (o.wants(ref.r->tid)) {
-            entries++;
-            lost += ref.r->lost_before;
+    report_counts rc;
+    if (!o.no_header) {
+        // Entries from the recording's counts (the STATS chunks), not from reading them all.
+        uint64_t entries = 0, lost = 0;
+        int cpus = 1;
+        for (const auto &s : m.reader.sessions) {
+            for (const auto &t : s.stats)
+                if (o.wants(t.tid)) {
+                    entries += t.written;
+                    lost += t.dropped + t.lost;
+                }
+            cpus = std::max(cpus, std::atoi(s.get("nr_cpus", "1").c_str()));
         }
-    for (const auto &sv : m.sessions)
-        cpus = std::max(cpus, std::atoi(sv->s->get("nr_cpus", "1").c_str()));
-    if (!o.no_header)
-        out = trace_print_header(entries, entries + lost, cpus);
-    char buf[512];
-    for (const auto &ref : m.records) {
-        const tracefile::record &r = *ref.r;
-        if (!o.wants(r.tid))
-            continue;
-        if (r.lost_before) {
-            int n = std::snprintf(buf, sizeof buf, "TID:%d [LOST %" PRIu64 " EVENTS]\n", r.tid,
-                                  r.lost_before);
-            out.append(buf, static_cast<size_t>(n));
-        }
-        std::string comm = ref.sv->comm_of(r.tid);
-        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), r.tid, r.cpu, r.ts,
-                                       ref.sv->in_ns);
-        out.append(buf, std::min(n, sizeof buf - 1));
-        out += record_text(ref);
-        out += '\n';
+        std::string h = trace_print_header(entries, entries + lost, cpus);
+        std::fwrite(h.data(), 1, h.size(), out);
     }
-    return out;
+    std::map<size_t, call_stack> stacks; // per stream
+    tracefile::trace_reader::merged all(m.reader);
+    tracefile::event e;
+    size_t si;
+    char buf[512];
+    while (all.next(e, si)) {
+        const tracefile::thread_stream &t = m.reader.streams[si];
+        if (!o.wants(t.tid))
+            continue;
+        const session_view &sv = *m.sessions[t.session];
+        if (e.lost_before)
+            std::fprintf(out, "TID:%d [LOST %" PRIu64 " EVENTS]\n", t.tid, e.lost_before);
+        uint64_t dur = UINT64_MAX;
+        graph_event g;
+        if (decode_graph(e, g)) {
+            call_stack &cs = stacks[si];
+            uint64_t calltime;
+            if (g.entry)
+                cs.entry(g, e.ts);
+            else if (cs.exit(g, &calltime))
+                dur = e.ts - calltime;
+            rc.unwound += g.unwound;
+        }
+        std::string comm = sv.comm_of(t.tid);
+        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), t.tid, e.cpu, e.ts,
+                                       sv.in_ns);
+        std::fwrite(buf, 1, std::min(n, sizeof buf - 1), out);
+        std::string text = event_text(sv, e, dur);
+        text += '\n';
+        std::fwrite(text.data(), 1, text.size(), out);
+    }
+    return rc;
 }
 
 } // namespace dprobe::report

@@ -38,16 +38,17 @@ void add_trace_options(CLI::App *sub, trace_opts &o)
         ->type_name("CLOCK");
 }
 
-void graph_filter(const trace_opts &o, bool have_events, const tools::elf_image *img,
-                  std::vector<std::string> &globs, std::vector<std::string> &notrace)
+bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string> &globs,
+                  std::vector<std::string> &notrace)
 {
     globs = o.graph_globs;
     notrace = o.notrace;
-    if (!globs.empty() || (!o.graph && have_events)) return;
-    globs.push_back(img ? img->module_name() + ":*" : "*");
+    if (!globs.empty() || (!o.graph && have_events))
+        return false;
     for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
                             "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
         notrace.push_back(crt);
+    return true;
 }
 
 int create_trace_file(const std::string &path, int extra_flags, std::string &err)

@@ -34,10 +34,11 @@ void add_trace_options(CLI::App *sub, trace_opts &o);
 
 // The function-graph filter of O into GLOBS and NOTRACE. Like uftrace: without -F, and
 // when asked for (-g) or nothing else is recorded (no events), the graph covers the
-// program's own functions (IMG's; every function when IMG is null, for a script), less the
-// C runtime's start-up and tear-down helpers.
-void graph_filter(const trace_opts &o, bool have_events, const tools::elf_image *img,
-                  std::vector<std::string> &globs, std::vector<std::string> &notrace);
+// program's own functions, less the C runtime's start-up and tear-down helpers: then the
+// result is true and GLOBS stays empty, for the agent to take the functions of whichever
+// executable it finds itself in (the program's, or one it execs).
+bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string> &globs,
+                  std::vector<std::string> &notrace);
 
 // Creates (truncates) the trace file at PATH with its header, so an unwritable path fails
 // before the program runs. Returns the open descriptor (EXTRA_FLAGS added to O_WRONLY |
