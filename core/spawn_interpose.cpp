@@ -8,14 +8,22 @@
 // and leave nothing behind. (vfork needs nothing: its child runs on the parent's own stack,
 // below the parent's frames, where anything it leaves is dropped as gone.)
 //
+// An agent may also have its say in the spawned program's environment (spawn_set_env_hooks:
+// `dprobe record` passes its settings on, also into an environment the program built).
+//
 // Not covered: system() and popen() spawn through glibc-internal calls.
+#include "core/spawn_interpose.h"
 #include "core/task_ctx.h"
+
+#include <atomic>
 
 #include <cerrno>
 #include <dlfcn.h>
 #include <spawn.h>
 
 namespace {
+
+std::atomic<const dprobe::spawn_env_hooks *> g_env_hooks{nullptr};
 
 using spawn_fn = int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                          const posix_spawnattr_t *, char *const[], char *const[]);
@@ -27,19 +35,28 @@ int spawn_marked(spawn_fn next, pid_t *pid, const char *path,
     if (!next)
         return ENOSYS;
     using namespace dprobe;
+    const spawn_env_hooks *h = g_env_hooks.load(std::memory_order_acquire);
+    char *const *env = h ? h->before(envp) : envp;
     task_ctx *t = current_task_ctx();
     const bool marked = t && dispatch_enter(t, current_stack_pointer());
     if (marked)
         t->spawning = 1;
-    const int r = next(pid, path, fa, attr, argv, envp);
+    const int r = next(pid, path, fa, attr, argv, env);
     if (marked) {
         t->spawning = 0;
         dispatch_exit(t);
     }
+    if (h)
+        h->after();
     return r;
 }
 
 } // namespace
+
+void dprobe::spawn_set_env_hooks(const spawn_env_hooks *hooks)
+{
+    g_env_hooks.store(hooks, std::memory_order_release);
+}
 
 extern "C" __attribute__((visibility("default"))) int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,

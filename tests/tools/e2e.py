@@ -5,7 +5,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
-CASE is one of: graph, nonlocal, exceptions, ending, text, chrome, crash, interrupt, ctl, forkexec,
+CASE is one of: graph, nonlocal, exceptions, ending, exec, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -182,6 +182,34 @@ elif CASE == "ending":
         check(text.count("funcgraph_entry: --> work") == (3 if how != "daemon" else 7) +
               (3 if how == "thread-exit" else 0),
               "%s: every call of work() before the end is there:\n%s" % (how, text))
+elif CASE == "exec":
+    # A program that runs another one: by exec, and with an environment of its own (PATH and
+    # HOME only) by execve, vfork + execve and posix_spawn. The other program is traced with
+    # the same options where they apply to it (the default graph: its own functions), gets
+    # dprobe's variables back in its environment, and is never stopped by a glob meant for
+    # the first program; output and statuses are as without dprobe.
+    for how in ("exec", "execve-env", "vfork", "spawn"):
+        want = subprocess.run([prog("exec_parent"), how], capture_output=True, text=True,
+                              timeout=60)
+        p = record(["-o", "x.dat", "--", prog("exec_parent"), how], ok=False)
+        check(p.returncode == want.returncode and p.stdout == want.stdout,
+              "%s: status %d (want %d), stdout %r (want %r), stderr %r" %
+              (how, p.returncode, want.returncode, p.stdout, want.stdout, p.stderr))
+        check("warning" not in p.stderr, "%s: no warning: %r" % (how, p.stderr))
+        r = run(["report", "-i", "x.dat", "--format", "graph"])
+        compare(mask_graph(r.stdout), "exec_%s.graph" % how.replace("-", "_"))
+        # -F for the first program only: the second runs, untraced by the graph, and is
+        # named in a warning.
+        p = run(["record", "-o", "y.dat", "-F", "parent_work", "--", prog("exec_parent"), how],
+                ok=False)
+        check(p.returncode == want.returncode and p.stdout == want.stdout,
+              "%s -F: status %d (want %d), stdout %r" % (how, p.returncode, want.returncode,
+                                                         p.stdout))
+        check("exec_child" in p.stderr and "parent_work" in p.stderr,
+              "%s -F: the second program is named in a warning: %r" % (how, p.stderr))
+        out = run(["report", "-i", "y.dat", "--format", "graph", "--no-header"]).stdout
+        check(out.count("parent_work();") == 1 and "child_work" not in out,
+              "%s -F: only parent_work:\n%s" % (how, out))
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

@@ -110,15 +110,14 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             ips.push_back(s->ip);
         }
         if (ips.size() == before && sites.empty() && !follow_loads) {
-            std::string why = "no function that can be traced matches -F '" + g +
-                              "' (for a library the program loads later: --follow-loads)";
             if (strict) {
-                *err = why;
+                *err = "no function that can be traced matches -F '" + g +
+                       "' (for a library the program loads later: --follow-loads)";
                 return -ENOENT;
             }
             // A program run by the one named (exec, posix_spawn): traced with what applies
             // to it, never stopped for a glob meant for another.
-            *warn += (warn->empty() ? "" : "; ") + why;
+            *warn += (warn->empty() ? "" : "; ") + ("-F '" + g + "' matches no function here");
         }
     }
     std::sort(ips.begin(), ips.end());

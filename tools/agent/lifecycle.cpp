@@ -4,11 +4,14 @@
 // the CLI copies the ring buffers, which outlive the process. With `dprobe attach` the
 // agent's streamer copies them, so an exit or a fatal signal waits for its last copy.
 #include "tools/agent/agent.h"
+#include "tools/agent/exec_env.h"
 
 #include "arch/x86_64/raw_syscall.h"
 #include "core/ring_buffer.h"
+#include "core/spawn_interpose.h"
 #include "tools/trace_file.h"
 
+#include <alloca.h>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -20,6 +23,7 @@
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <string>
 #include <vector>
 
 extern char **environ;
@@ -112,17 +116,37 @@ void fatal_handler(int sig, siginfo_t *, void *)
     raise(sig);
 }
 
+// posix_spawn: the spawned program's environment, built with the spawning thread's room.
+thread_local std::vector<char *> t_spawn_env;
+thread_local std::string t_spawn_text;
+thread_local exec_env_fds t_spawn_fds;
+
+char *const *spawn_env_before(char *const envp[])
+{
+    t_spawn_env.assign(env_count(envp) + k_exec_env_extra + 1, nullptr);
+    t_spawn_text.assign(exec_env_text_room(envp), '\0');
+    t_spawn_fds = exec_env_fds{};
+    return exec_env_build(envp, t_spawn_env.data(), t_spawn_text.data(), t_spawn_fds);
+}
+
+void spawn_env_after() { exec_env_done(t_spawn_fds); }
+
+const spawn_env_hooks k_spawn_hooks = {spawn_env_before, spawn_env_after};
+
 } // namespace
 
 void install_lifecycle_hooks()
 {
-    static bool once = false; // neither can be undone: they check owns_session()
+    static bool once = false; // none can be undone: they check owns_session()
     if (once)
         return;
     once = true;
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     on_exit(on_process_exit, nullptr);
+    exec_env_init(state().status_fd, state().wake_fd);
+    spawn_set_env_hooks(&k_spawn_hooks);
 }
+
 
 void install_signal_handlers()
 {
@@ -162,13 +186,24 @@ using namespace dprobe::agent;
 
 extern "C" {
 
+// The environment is carried over on the stack (this may be a vfork child, which shares the
+// parent's memory): room for the program's entries and dprobe's.
+#define DPROBE_EXEC_ENV(envp, env, fds)                                                        \
+    char **env##_room = static_cast<char **>(                                                  \
+        alloca((env_count(envp) + k_exec_env_extra + 1) * sizeof(char *)));                    \
+    char *env##_text = static_cast<char *>(alloca(exec_env_text_room(envp)));                  \
+    exec_env_fds fds;                                                                          \
+    char *const *env = exec_env_build(envp, env##_room, env##_text, fds)
+
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[])
 {
     static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execve");
+    DPROBE_EXEC_ENV(envp, env, fds);
     before_exec();
-    int r = fn(path, argv, envp);
+    int r = fn(path, argv, env);
     int e = errno;
+    exec_env_done(fds);
     after_failed_exec();
     errno = e;
     return r;
@@ -183,9 +218,11 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
                                                    char *const envp[])
 {
     static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execvpe");
+    DPROBE_EXEC_ENV(envp, env, fds);
     before_exec();
-    int r = fn(file, argv, envp);
+    int r = fn(file, argv, env);
     int e = errno;
+    exec_env_done(fds);
     after_failed_exec();
     errno = e;
     return r;
@@ -199,9 +236,11 @@ __attribute__((visibility("default"))) int execvp(const char *file, char *const 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
 {
     static auto fn = real<int (*)(int, char *const[], char *const[])>("fexecve");
+    DPROBE_EXEC_ENV(envp, env, fds);
     before_exec();
-    int r = fn(fd, argv, envp);
+    int r = fn(fd, argv, env);
     int e = errno;
+    exec_env_done(fds);
     after_failed_exec();
     errno = e;
     return r;
