@@ -3,9 +3,9 @@
 compare with an expected file after masking what changes from run to run (timestamps,
 durations, thread and process ids, CPUs, addresses, offsets that depend on the flavour).
 
-  e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
+  e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR [COUNT_ALLOC_LIB]]
 
-CASE is one of: graph, nonlocal, exceptions, ending, exec, text, chrome, crash, interrupt, ctl, forkexec,
+CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -17,6 +17,7 @@ import tempfile
 
 DPROBE, PROGS, FLAVOUR, CASE = sys.argv[1:5]
 EXPECTED = sys.argv[5] if len(sys.argv) > 5 else None
+COUNT_ALLOC = sys.argv[6] if len(sys.argv) > 6 else None  # tests/tools/helpers/count_alloc.c
 WORK = tempfile.mkdtemp(prefix="dprobe-e2e-")
 ENV = dict(os.environ, DPROBE_PROBES=os.path.join(WORK, "probes"),
            XDG_RUNTIME_DIR=os.path.join(WORK, "run"))
@@ -210,6 +211,46 @@ elif CASE == "exec":
         out = run(["report", "-i", "y.dat", "--format", "graph", "--no-header"]).stdout
         check(out.count("parent_work();") == 1 and "child_work" not in out,
               "%s -F: only parent_work:\n%s" % (how, out))
+elif CASE == "alloc":
+    # The agent never runs the program's allocator or lock functions: a library preloaded
+    # after it counts the calls of malloc, free, calloc, realloc and pthread_mutex_lock made
+    # from dprobe's object (none may be) and on dprobe's threads (none in a C program, whose
+    # C++ library is dprobe's alone and allocates from dprobe's pages).
+    import glob
+    counts = os.path.join(WORK, "counts")
+    env = dict(ENV, LD_PRELOAD=(ENV.get("LD_PRELOAD", "") + " " + COUNT_ALLOC).strip(),
+               COUNT_ALLOC_OUT=counts)
+    for args in ([prog("graph")], ["-F", "libc.so.6:*", "--", prog("graph")],
+                 [prog("exceptions")]):
+        for f in glob.glob(counts + ".*"):
+            os.unlink(f)
+        p = subprocess.run([DPROBE, "record", "-q", "-o", "a.dat"] + args, cwd=WORK, env=env,
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "%s: %r" % (args, p.stderr))
+        # (dprobe itself runs with the counter too: only the program's file is looked at.)
+        files = [f for f in glob.glob(counts + ".*") if open(f).read().startswith(
+            os.path.basename(args[-1]) + " ")]
+        check(len(files) == 1, "the program reported its counts: %s" % files)
+        for f in files:
+            with open(f) as fh:
+                c = dict(kv.split("=") for kv in fh.read().split()[1:])
+            check(int(c["all"]) > 0, "%s: the counter saw the program's own calls: %r" % (args, c))
+            # A C++ program shares the C++ library with dprobe: dprobe's C++ objects allocate
+            # through its operator new and delete (whose tail call to free returns into
+            # dprobe's code), hence through the program's allocator; counted, not checked.
+            # On dprobe's threads, the dynamic loader and the C library allocate and free
+            # the threads' own TLS blocks with the process's allocator: counted, not checked.
+            if "exceptions" not in args[-1]:
+                check(c["direct"] == "0", "%s: no call from dprobe's object: %r" % (args, c))
+            print("%s: %r" % (" ".join(os.path.basename(a) for a in args), c))
+    # A program with an allocator of its own, which forks: its graph holds its own calls,
+    # exactly, in both processes, and its output is the same as without dprobe.
+    want = subprocess.run([prog("bump_alloc")], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "b.dat", "--", prog("bump_alloc")])
+    check(p.stdout == want.stdout, "bump_alloc output %r, want %r" % (p.stdout, want.stdout))
+    print("bump_alloc, untraced: %s; recorded: %s" % (want.stderr.strip(), p.stderr.strip()))
+    compare(mask_graph(run(["report", "-i", "b.dat", "--format", "graph"]).stdout),
+            "bump_alloc.graph")
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

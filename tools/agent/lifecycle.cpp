@@ -5,6 +5,7 @@
 // agent's streamer copies them, so an exit or a fatal signal waits for its last copy.
 #include "tools/agent/agent.h"
 #include "tools/agent/exec_env.h"
+#include "tools/agent/private_alloc.h"
 
 #include "arch/x86_64/raw_syscall.h"
 #include "core/ring_buffer.h"
@@ -49,14 +50,23 @@ void on_process_exit(int status, void *)
     }
 }
 
-void atfork_prepare() { state().lock.lock(); }
-void atfork_parent() { state().lock.unlock(); }
+void atfork_prepare()
+{
+    state().lock.lock();
+    palloc_fork_prepare();
+}
+void atfork_parent()
+{
+    palloc_fork_parent();
+    state().lock.unlock();
+}
 // The child of a fork: a session of its own, in the same file, with its own ring buffers
 // (the ring buffer made them before this runs), announced to the CLI at once so that
 // whatever the child does next (exec, _exit, a crash) its events are kept.
 void atfork_child()
 {
     agent_state &st = state();
+    palloc_fork_child();
     st.lock.unlock();
     if (!st.active)
         return;

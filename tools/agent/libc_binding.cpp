@@ -1,0 +1,304 @@
+// What libdprobe-preload.so calls when it allocates or locks: never the program's code.
+//
+// A program may define malloc, free, pthread_mutex_lock... (its own allocator, a lock
+// profiler): the dynamic linker binds every object's calls to the program's definitions,
+// dprobe's too. So the preload defines them itself, hidden (its own objects' calls bind
+// here at link time and nothing else sees them):
+//   - the allocator family: the agent's allocator, on pages it maps (private_alloc.h);
+//   - the mutex and rwlock calls (std::mutex, std::shared_mutex): the C library's own
+//     implementation, by its internal names (__pthread_mutex_lock@GLIBC_2.2.5 ...), which
+//     no program interposes.
+// And the libraries only the preload brought into the process (libstdc++ in a C program,
+// libelf, libfuse3) get the same allocator: their GOT entries for the allocator family are
+// pointed at it at start (isolate_libraries), before any thread or allocation of theirs.
+// A library the program uses too is left alone: its allocations and frees must stay on
+// the same heap as the program's (libstdc++ in a C++ program: dprobe's C++ containers then
+// allocate through it).
+#include "tools/agent/agent.h"
+#include "tools/agent/private_alloc.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+extern char **environ;
+
+using namespace dprobe::agent;
+
+// Hidden: -fvisibility=hidden (the agent objects' flag) and the version script keep them
+// out of the dynamic symbol table.
+#define HIDDEN extern "C"
+
+// ---- the allocator family ----
+
+HIDDEN void *malloc(size_t size) noexcept { return palloc(size); }
+HIDDEN void free(void *p) noexcept { pfree(p); }
+HIDDEN void *calloc(size_t n, size_t size) noexcept
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        return nullptr;
+    void *p = palloc(total);
+    if (p)
+        std::memset(p, 0, total);
+    return p;
+}
+HIDDEN void *realloc(void *p, size_t size) noexcept { return prealloc(p, size); }
+HIDDEN void *reallocarray(void *p, size_t n, size_t size) noexcept
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total))
+        return nullptr;
+    return prealloc(p, total);
+}
+HIDDEN void *aligned_alloc(size_t align, size_t size) noexcept { return palloc_aligned(align, size); }
+HIDDEN void *memalign(size_t align, size_t size) noexcept { return palloc_aligned(align, size); }
+HIDDEN int posix_memalign(void **out, size_t align, size_t size) noexcept
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    void *p = palloc_aligned(align, size);
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+HIDDEN void *valloc(size_t size) noexcept { return palloc_aligned(4096, size); }
+HIDDEN void *pvalloc(size_t size) noexcept { return palloc_aligned(4096, (size + 4095) & ~size_t{4095}); }
+HIDDEN size_t malloc_usable_size(void *p) noexcept { return pusable(p); }
+// Copies the C library makes with malloc, for the libraries that free them with free().
+HIDDEN char *strndup(const char *s, size_t n) noexcept
+{
+    const size_t len = strnlen(s, n);
+    char *p = static_cast<char *>(palloc(len + 1));
+    if (p) {
+        std::memcpy(p, s, len);
+        p[len] = '\0';
+    }
+    return p;
+}
+HIDDEN char *strdup(const char *s) noexcept { return strndup(s, SIZE_MAX); }
+
+// ---- locks: the C library's own ----
+
+extern "C" int dprobe_libc_mutex_lock(pthread_mutex_t *);
+extern "C" int dprobe_libc_mutex_trylock(pthread_mutex_t *);
+extern "C" int dprobe_libc_mutex_unlock(pthread_mutex_t *);
+extern "C" int dprobe_libc_rwlock_rdlock(pthread_rwlock_t *);
+extern "C" int dprobe_libc_rwlock_wrlock(pthread_rwlock_t *);
+extern "C" int dprobe_libc_rwlock_tryrdlock(pthread_rwlock_t *);
+extern "C" int dprobe_libc_rwlock_trywrlock(pthread_rwlock_t *);
+extern "C" int dprobe_libc_rwlock_unlock(pthread_rwlock_t *);
+__asm__(".symver dprobe_libc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_mutex_trylock, __pthread_mutex_trylock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_rwlock_rdlock, __pthread_rwlock_rdlock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_rwlock_wrlock, __pthread_rwlock_wrlock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_rwlock_tryrdlock, __pthread_rwlock_tryrdlock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_rwlock_trywrlock, __pthread_rwlock_trywrlock@GLIBC_2.2.5\n"
+        ".symver dprobe_libc_rwlock_unlock, __pthread_rwlock_unlock@GLIBC_2.2.5\n");
+
+HIDDEN int pthread_mutex_lock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_lock(m); }
+HIDDEN int pthread_mutex_trylock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_trylock(m); }
+HIDDEN int pthread_mutex_unlock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_unlock(m); }
+HIDDEN int pthread_rwlock_rdlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_rdlock(l); }
+HIDDEN int pthread_rwlock_wrlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_wrlock(l); }
+HIDDEN int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_tryrdlock(l); }
+HIDDEN int pthread_rwlock_trywrlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_trywrlock(l); }
+HIDDEN int pthread_rwlock_unlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_unlock(l); }
+
+// ---- the libraries only the preload needs ----
+
+namespace dprobe::agent {
+
+namespace {
+
+struct binding {
+    const char *name;
+    void *fn;
+};
+const binding k_bindings[] = {
+    {"malloc", reinterpret_cast<void *>(&malloc)},
+    {"free", reinterpret_cast<void *>(&free)},
+    {"calloc", reinterpret_cast<void *>(&calloc)},
+    {"realloc", reinterpret_cast<void *>(&realloc)},
+    {"reallocarray", reinterpret_cast<void *>(&reallocarray)},
+    {"aligned_alloc", reinterpret_cast<void *>(&aligned_alloc)},
+    {"memalign", reinterpret_cast<void *>(&memalign)},
+    {"posix_memalign", reinterpret_cast<void *>(&posix_memalign)},
+    {"valloc", reinterpret_cast<void *>(&valloc)},
+    {"pvalloc", reinterpret_cast<void *>(&pvalloc)},
+    {"malloc_usable_size", reinterpret_cast<void *>(&malloc_usable_size)},
+    {"strdup", reinterpret_cast<void *>(&strdup)},
+    {"strndup", reinterpret_cast<void *>(&strndup)},
+    {"pthread_mutex_lock", reinterpret_cast<void *>(&pthread_mutex_lock)},
+    {"pthread_mutex_trylock", reinterpret_cast<void *>(&pthread_mutex_trylock)},
+    {"pthread_mutex_unlock", reinterpret_cast<void *>(&pthread_mutex_unlock)},
+};
+
+// The libraries the preload brings; each is given the agent's allocator if nothing else in
+// the process needs it.
+constexpr std::string_view k_own_deps[] = {"libstdc++.so.6", "libelf.so.1", "libfuse3.so.3"};
+
+struct object {
+    std::string_view path, soname;
+    ElfW(Addr) base;
+    const ElfW(Dyn) *dyn;
+    ElfW(Addr) relro_lo = 0, relro_hi = 0;
+};
+
+std::string_view basename_of(std::string_view p)
+{
+    size_t s = p.rfind('/');
+    return s == std::string_view::npos ? p : p.substr(s + 1);
+}
+
+// A dynamic entry's address, relocated (the loader relocates them in place on x86-64; be
+// safe either way).
+ElfW(Addr) dyn_ptr(const object &o, ElfW(Addr) v) { return v < o.base ? v + o.base : v; }
+
+template <class F> void for_each_needed(const object &o, F &&fn)
+{
+    const char *strtab = nullptr;
+    for (const ElfW(Dyn) *d = o.dyn; d && d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_STRTAB)
+            strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr));
+    if (!strtab)
+        return;
+    for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++)
+        if (d->d_tag == DT_NEEDED)
+            fn(std::string_view(strtab + d->d_un.d_val));
+}
+
+// Points OBJ's GOT entries for the bound functions at the preload's.
+int rebind(const object &o)
+{
+    const char *strtab = nullptr;
+    const ElfW(Sym) *symtab = nullptr;
+    const ElfW(Rela) *rela[2] = {nullptr, nullptr};
+    size_t relsz[2] = {0, 0};
+    for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_STRTAB: strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr)); break;
+        case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
+        case DT_JMPREL: rela[0] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
+        case DT_PLTRELSZ: relsz[0] = d->d_un.d_val; break;
+        case DT_RELA: rela[1] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
+        case DT_RELASZ: relsz[1] = d->d_un.d_val; break;
+        }
+    }
+    if (!strtab || !symtab)
+        return 0;
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; rela[k] && i < relsz[k] / sizeof(ElfW(Rela)); i++) {
+            const ElfW(Rela) &r = rela[k][i];
+            const auto type = ELF64_R_TYPE(r.r_info);
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+                continue;
+            const char *name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
+            for (const binding &b : k_bindings) {
+                if (std::strcmp(name, b.name) != 0)
+                    continue;
+                const ElfW(Addr) slot = o.base + r.r_offset;
+                const bool relro = slot >= o.relro_lo && slot < o.relro_hi;
+                void *page = reinterpret_cast<void *>(slot & ~ElfW(Addr){4095});
+                if (relro && mprotect(page, 4096, PROT_READ | PROT_WRITE))
+                    break;
+                *reinterpret_cast<void **>(slot) = b.fn;
+                if (relro)
+                    mprotect(page, 4096, PROT_READ);
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+} // namespace
+
+int isolate_libraries()
+{
+    // No allocation here: this runs before the allocators are sorted out.
+    struct object_list {
+        object v[512];
+        size_t n = 0;
+    };
+    static object_list objs;
+    objs.n = 0;
+    dl_iterate_phdr(
+        [](struct dl_phdr_info *info, size_t, void *arg) {
+            auto *l = static_cast<object_list *>(arg);
+            if (l->n == sizeof l->v / sizeof l->v[0])
+                return 1;
+            object o{};
+            o.path = info->dlpi_name ? info->dlpi_name : "";
+            o.base = info->dlpi_addr;
+            for (int i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+                if (ph.p_type == PT_DYNAMIC)
+                    o.dyn = reinterpret_cast<const ElfW(Dyn) *>(info->dlpi_addr + ph.p_vaddr);
+                if (ph.p_type == PT_GNU_RELRO) {
+                    o.relro_lo = info->dlpi_addr + ph.p_vaddr;
+                    o.relro_hi = o.relro_lo + ph.p_memsz;
+                }
+            }
+            o.soname = basename_of(o.path);
+            if (o.dyn)
+                l->v[l->n++] = o;
+            return 0;
+        },
+        &objs);
+    // This object's own path (to tell its needs from the program's).
+    Dl_info self{};
+    dladdr(reinterpret_cast<void *>(&isolate_libraries), &self);
+    const std::string_view self_name = basename_of(self.dli_fname ? self.dli_fname : "");
+    int rebound = 0;
+    for (const std::string_view dep : k_own_deps) {
+        bool others = false;
+        for (size_t i = 0; i < objs.n; i++) {
+            const object &o = objs.v[i];
+            if (o.soname == self_name)
+                continue;
+            bool own_dep = false;
+            for (const std::string_view d : k_own_deps)
+                own_dep |= o.soname == d;
+            if (own_dep)
+                continue; // libelf needing libz, say: still dprobe's alone
+            for_each_needed(o, [&](std::string_view n) { others |= n == dep; });
+        }
+        if (others)
+            continue;
+        for (size_t i = 0; i < objs.n; i++)
+            if (objs.v[i].soname == dep)
+                rebound += rebind(objs.v[i]);
+    }
+    return rebound;
+}
+
+namespace {
+
+// Before the runtime's own static objects are built (constructors of priority 101 run before
+// the others of this object): from their first allocation on, the libraries only dprobe
+// needs allocate from dprobe's pages. Only for `dprobe record` (DPROBE_OUTPUT set): the
+// preload does nothing else in a process that did not ask for it.
+__attribute__((constructor(101))) void isolate_at_load()
+{
+    for (char **e = environ; e && *e; e++)
+        if (std::strncmp(*e, "DPROBE_OUTPUT=", 14) == 0 && (*e)[14]) {
+            isolate_libraries();
+            return;
+        }
+}
+
+} // namespace
+
+} // namespace dprobe::agent

@@ -1,0 +1,29 @@
+// The agent's own memory: an allocator on pages it maps itself, so that dprobe never runs
+// the program's allocator (a program may define malloc and free: a bump allocator, a
+// debugging heap), never changes the program's heap, and never takes the program's heap
+// locks. libdprobe-preload.so binds malloc, free, calloc, realloc and the aligned variants
+// of its own objects to it (libc_binding.cpp), and those of the libraries it alone brought
+// into the process.
+//
+// Size classes from 16 bytes to 16 KB on 1 MB arenas, larger blocks on their own mapping;
+// one lock (a futex, not the program's pthread_mutex_lock). Memory comes from raw mmap.
+#pragma once
+
+#include <cstddef>
+
+namespace dprobe::agent {
+
+void *palloc(size_t size) noexcept;
+void *palloc_aligned(size_t align, size_t size) noexcept;
+void pfree(void *p) noexcept;
+void *prealloc(void *p, size_t size) noexcept;
+size_t pusable(const void *p) noexcept;
+// Whether P is a block of this allocator.
+bool pown(const void *p) noexcept;
+
+// fork(): the lock held across it (the agent's atfork handlers).
+void palloc_fork_prepare() noexcept;
+void palloc_fork_parent() noexcept;
+void palloc_fork_child() noexcept;
+
+} // namespace dprobe::agent
