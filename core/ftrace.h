@@ -144,6 +144,10 @@ std::vector<ftrace_site *> ftrace_match_sites_in(std::span<const object_ptr> obj
                                                  std::string_view filter,
                                                  std::string_view notfilter);
 
+// Functions dprobe never hooks in any way (they return twice, run on borrowed stacks, or are
+// what dprobe itself runs on: setjmp, sigaction, the loader...).
+bool ftrace_never_hooked(const loaded_object &obj, const ksym &sym);
+
 // Why FUNC (a function's symbol address) has no site and cannot get a jump site, or nullptr
 // when it has one or could get one. Analyses the function if needed.
 const char *ftrace_site_refusal(uintptr_t func);

@@ -45,6 +45,15 @@ bool blacklisted(const loaded_object &obj, const ksym &sym)
     return false;
 }
 
+} // namespace
+
+bool ftrace_never_hooked(const loaded_object &obj, const ksym &sym)
+{
+    return blacklisted(obj, sym);
+}
+
+namespace {
+
 // gcc's hot/cold splitting leaves "f.cold" fragments that are jumped into, never called.
 bool is_fragment(const ksym &sym)
 {

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <tuple>
@@ -191,7 +194,74 @@ void read_patchable_entries(const section &ps, bool dyn, uintptr_t bias,
     }
 }
 
-std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::string *err)
+// A stripped object's symbols from its separate debug file, as gdb and perf find it: by
+// build id under /usr/lib/debug/.build-id, then by its .gnu_debuglink name next to it, in
+// its .debug directory and under /usr/lib/debug. The debug file's .symtab has the same
+// addresses. DIR: the object's directory. False when there is none.
+bool read_debug_symbols(const std::vector<section> &secs, Elf *elf, const std::string &dir,
+                        uintptr_t bias, loaded_object &obj)
+{
+    std::vector<std::string> cands;
+    for (const section &s : secs) {
+        if (s.shdr.sh_type == SHT_NOTE && s.name && std::strcmp(s.name, ".note.gnu.build-id") == 0) {
+            Elf_Data *d = elf_getdata(s.scn, nullptr);
+            GElf_Nhdr nh;
+            size_t name_off, desc_off;
+            if (d && gelf_getnote(d, 0, &nh, &name_off, &desc_off) && nh.n_type == NT_GNU_BUILD_ID &&
+                nh.n_descsz > 1) {
+                const auto *id = static_cast<const unsigned char *>(d->d_buf) + desc_off;
+                char hex[3];
+                std::string h;
+                for (size_t i = 0; i < nh.n_descsz; i++) {
+                    std::snprintf(hex, sizeof hex, "%02x", id[i]);
+                    h += hex;
+                }
+                cands.push_back("/usr/lib/debug/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) +
+                                ".debug");
+            }
+        }
+        if (s.name && std::strcmp(s.name, ".gnu_debuglink") == 0) {
+            Elf_Data *d = elf_getdata(s.scn, nullptr);
+            if (d && d->d_size > 4) {
+                std::string link(static_cast<const char *>(d->d_buf),
+                                 strnlen(static_cast<const char *>(d->d_buf), d->d_size));
+                if (!link.empty() && link.find('/') == std::string::npos) {
+                    cands.push_back(dir + "/" + link);
+                    cands.push_back(dir + "/.debug/" + link);
+                    cands.push_back("/usr/lib/debug" + dir + "/" + link);
+                }
+            }
+        }
+    }
+    (void)elf;
+    for (const std::string &c : cands) {
+        int fd = ::open(c.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        Elf *de = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+        bool found = false;
+        size_t shstrndx = 0;
+        if (de && elf_kind(de) == ELF_K_ELF && elf_getshdrstrndx(de, &shstrndx) == 0) {
+            for (Elf_Scn *scn = elf_nextscn(de, nullptr); scn && !found; scn = elf_nextscn(de, scn)) {
+                section s{scn, {}, nullptr};
+                if (!gelf_getshdr(scn, &s.shdr) || s.shdr.sh_type != SHT_SYMTAB)
+                    continue;
+                s.name = elf_strptr(de, shstrndx, s.shdr.sh_name);
+                read_symbols(de, s, bias, obj);
+                found = true;
+            }
+        }
+        if (de)
+            elf_end(de);
+        ::close(fd);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::string *err,
+                                        const std::string &dir = "")
 {
     if (elf_kind(elf) != ELF_K_ELF) {
         set_err(err, "not an ELF file");
@@ -245,9 +315,12 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
         else if (s.shdr.sh_type == SHT_DYNSYM && !dynsym)
             dynsym = &s;
     }
-    // .symtab is a superset of .dynsym when present (it is stripped from most distro libraries).
-    if (const section *st = symtab ? symtab : dynsym)
-        read_symbols(elf, *st, bias, *obj);
+    // .symtab is a superset of .dynsym when present (it is stripped from most distro
+    // libraries, whose separate debug file may have it).
+    if (symtab)
+        read_symbols(elf, *symtab, bias, *obj);
+    else if (!(!dir.empty() && read_debug_symbols(secs, elf, dir, bias, *obj)) && dynsym)
+        read_symbols(elf, *dynsym, bias, *obj);
     sort_symbols(obj->funcs, obj->func_reach, obj->func_names);
     sort_symbols(obj->data, obj->data_reach, obj->data_names);
 
@@ -261,6 +334,16 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
         std::unique(obj->patchable_entries.begin(), obj->patchable_entries.end()),
         obj->patchable_entries.end());
     return obj;
+}
+
+// The directory a debug link is looked for in: the file's own (through a symbolic link:
+// /proc/self/exe is the program's).
+std::string object_dir(const std::string &path)
+{
+    char rp[PATH_MAX];
+    std::string p = realpath(path.c_str(), rp) ? std::string(rp) : path;
+    size_t slash = p.rfind('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
 }
 
 std::string basename_of(const std::string &path)
@@ -278,7 +361,7 @@ uint64_t new_object_id() noexcept
 }
 
 std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr_t load_bias,
-                                                std::string *err)
+                                                std::string *err, bool debug_file)
 {
     if (!libelf_ready()) {
         set_err(err, "libelf: version mismatch");
@@ -294,7 +377,7 @@ std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr
     if (!elf)
         set_err(err, elf_err(path.c_str()));
     else
-        obj = read_elf(elf, load_bias, err);
+        obj = read_elf(elf, load_bias, err, debug_file ? object_dir(path) : std::string());
     if (elf)
         elf_end(elf);
     ::close(fd);

@@ -265,7 +265,9 @@ std::shared_ptr<loaded_object> read_entry(const dl_entry &e, bool first, uintptr
     if (first && e.name.empty()) {
         is_main = true;
         path = real_path("/proc/self/exe");
-        obj = read_object_file("/proc/self/exe", e.addr); // works even if the file was replaced
+        // (/proc/self/exe works even if the file was replaced.) A stripped program takes its
+        // symbols from its debug file: how its functions can be traced at all.
+        obj = read_object_file("/proc/self/exe", e.addr, nullptr, true);
     } else if (vdso_base && reinterpret_cast<uintptr_t>(e.phdr) ==
                                 vdso_base + reinterpret_cast<const ElfW(Ehdr) *>(vdso_base)->e_phoff) {
         // glibc names it "linux-vdso.so.1", which is no file: read it from memory.

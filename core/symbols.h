@@ -77,8 +77,14 @@ struct sym_hit {
 // Parse an ELF file as if it were loaded with the given bias (ignored for ET_EXEC), without
 // loading it. Segments, symbols and patch-site tables are filled in; is_main/is_vdso are
 // false. Returns nullptr and sets *err when the file cannot be read as ELF.
+// DEBUG_FILE: a stripped file takes its symbols from its separate debug file when there is
+// one (by build id, or .gnu_debuglink next to it, in .debug/ or under /usr/lib/debug).
+// Names are then right everywhere; but a jump site placed by such a symbol may not be safe
+// in hand-written code that other functions jump into (glibc's string functions), so the
+// process's own symbol table takes them for its main program only.
 std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr_t load_bias,
-                                                std::string *err = nullptr);
+                                                std::string *err = nullptr,
+                                                bool debug_file = false);
 // The same over an ELF image in memory (the vdso); the bytes are copied first.
 std::shared_ptr<loaded_object> read_object_image(const void *image, size_t size,
                                                  uintptr_t load_bias, std::string *err = nullptr);

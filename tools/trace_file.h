@@ -20,6 +20,8 @@
 //            after an optional first line "@ <ts>": the trace-clock time from which the
 //            change holds (none: from the start). What report needs to symbolize addresses
 //            offline, also when a library is unloaded and another loaded at its address.
+//            Lines "= 0x<address> <name>": a function's name at an address no symbol
+//            table has (the implementation an IFUNC symbol resolved to, under its name).
 //   EVENT    u32 id, u32 0, then NUL-terminated strings: "group/event", the definition
 //            (a dynamic_events line, or "" for built-in events), the `format` file text
 //   PAGES    ring-buffer pages of one thread's buffer, in order: pages_header, then for

@@ -131,6 +131,14 @@ void parse_objects(session &s, std::string_view text)
             ts = std::strtoull(std::string(line.substr(2)).c_str(), nullptr, 10);
             return;
         }
+        if (line.size() > 2 && line[0] == '=' && line[1] == ' ') {
+            std::string rest(line.substr(2));
+            char *end = nullptr;
+            uint64_t a = std::strtoull(rest.c_str(), &end, 16);
+            if (end && *end == ' ')
+                s.names.emplace_back(a, std::string(end + 1));
+            return;
+        }
         if (line.size() < 4 || (line[0] != '+' && line[0] != '-'))
             return;
         object_info o;

@@ -35,6 +35,7 @@ struct session {
     uint64_t id = 0;
     std::map<std::string, std::string> info; // SESSION keys
     std::vector<object_info> objects;        // in the order of the file
+    std::vector<std::pair<uint64_t, std::string>> names; // "=" lines: address, function
     std::map<uint32_t, event_info> events;
     std::vector<thread_stats> stats;
     bool has_total = false;

@@ -510,6 +510,42 @@ TEST(read_object_file, fentry_got_slots)
     }
 }
 
+TEST(read_object_file, stripped_object_takes_its_debug_files_symbols)
+{
+    // A stripped copy of the PIE test program with its symbols in a separate debug file,
+    // found through its .gnu_debuglink next to it (as gdb and perf look), then in .debug/.
+    char dir[] = "/tmp/symbols_debug_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string d = dir, exe = d + "/prog", dbg = d + "/prog.debug";
+    const std::string cmd = "objcopy --only-keep-debug " SYMDATA_PIE_EXE " " + dbg +
+                            " && objcopy --strip-all --add-gnu-debuglink=" + dbg + " " +
+                            SYMDATA_PIE_EXE " " + exe;
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    auto stripped_only = [&] {
+        auto o = read_object_file(exe, 0x500000000, nullptr, true);
+        return o && !only_func(*o, "symdata_alpha");
+    };
+    // Asked for only.
+    auto plain = read_object_file(exe, 0x500000000);
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(only_func(*plain, "symdata_alpha"), nullptr);
+    auto o = read_object_file(exe, 0x500000000, nullptr, true);
+    ASSERT_TRUE(o);
+    const ksym *alpha = only_func(*o, "symdata_alpha");
+    ASSERT_NE(alpha, nullptr);
+    auto full = read_object_file(SYMDATA_PIE_EXE, 0x500000000);
+    ASSERT_TRUE(full);
+    EXPECT_EQ(alpha->addr, only_func(*full, "symdata_alpha")->addr);
+    EXPECT_EQ(o->funcs.size(), full->funcs.size());
+    ASSERT_EQ(std::system(("mkdir " + d + "/.debug && mv " + dbg + " " + d + "/.debug/").c_str()), 0);
+    o = read_object_file(exe, 0x500000000, nullptr, true);
+    ASSERT_TRUE(o);
+    EXPECT_NE(only_func(*o, "symdata_alpha"), nullptr);
+    ASSERT_EQ(std::system(("rm -r " + d + "/.debug").c_str()), 0);
+    EXPECT_TRUE(stripped_only()); // without it: .dynsym only
+    std::system(("rm -rf " + d).c_str());
+}
+
 TEST(read_object_file, errors)
 {
     std::string err;

@@ -5,7 +5,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR [COUNT_ALLOC_LIB]]
 
-CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, text, chrome, crash, interrupt, ctl, forkexec,
+CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -251,6 +251,53 @@ elif CASE == "alloc":
     print("bump_alloc, untraced: %s; recorded: %s" % (want.stderr.strip(), p.stderr.strip()))
     compare(mask_graph(run(["report", "-i", "b.dat", "--format", "graph"]).stdout),
             "bump_alloc.graph")
+elif CASE == "ifunc":
+    # strlen and memcpy are IFUNCs in libc: every call of the implementation the loader chose
+    # is traced (the resolver runs once), under the name asked for.
+    want = subprocess.run([prog("ifunc_calls")], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "f.dat", "-F", "count_loop", "-F", "libc.so.6:strlen",
+                "-F", "libc.so.6:memcpy", "--", prog("ifunc_calls")])
+    check(p.stdout == want.stdout, "output %r, want %r" % (p.stdout, want.stdout))
+    out = run(["report", "-i", "f.dat", "--format", "graph", "--no-header"]).stdout
+    inside = re.findall(r"\|    (\w+)\(\);", out)  # calls at depth 1: in count_loop
+    check(inside.count("strlen") == 1000 and inside.count("memcpy") == 1000,
+          "1000 calls of each in count_loop: %d strlen, %d memcpy\n%s" %
+          (inside.count("strlen"), inside.count("memcpy"), out[:1500]))
+elif CASE == "int3":
+    # inflate cannot get a jump site (an indirect jump within reach of its entry): it is
+    # traced through an int3 entry, and the summary says which functions are, and why.
+    want = subprocess.run([prog("zlib_calls")], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "z.dat", "-F", "libz.so.1:inflate", "--", prog("zlib_calls")])
+    check(p.stdout == want.stdout, "output %r, want %r" % (p.stdout, want.stdout))
+    check("1 function traced through an int3 breakpoint" in p.stderr and
+          "inflate (indirect jump" in p.stderr, "the summary names inflate: %r" % p.stderr)
+    out = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("inflate();") == 3, "3 calls of inflate (one an uncompress):\n" + out)
+    p = record(["-o", "z.dat", "-F", "libz.so.1:*", "--", prog("zlib_calls")])
+    check(p.stdout == want.stdout and "inflateBack (indirect jump" in p.stderr,
+          "every zlib function, inflateBack named too: %r" % p.stderr)
+    out = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("inflate();") + out.count("inflate() {") == 3 and "deflate" in out,
+          "inflate and the others in one graph:\n" + out[:2000])
+elif CASE == "stripped":
+    # A program without symbols, the default graph: nothing to see, and record says why and
+    # what to do instead; with its debug file next to it, its functions are traced.
+    import shutil
+    exe = os.path.join(WORK, "graph")
+    shutil.copy(prog("graph"), exe + ".full")
+    subprocess.run(["objcopy", "--strip-all", exe + ".full", exe], check=True)
+    p = record(["-o", "s.dat", "--", exe])
+    check(p.returncode == 0 and p.stdout == "7 23\n", "the program ran: %r" % p.stdout)
+    check("0 events" in p.stderr and "has no function symbols (it is stripped)" in p.stderr and
+          "-F 'libc.so.6:*'" in p.stderr and "debug file" in p.stderr,
+          "record says it saw nothing, why, and what to do: %r" % p.stderr)
+    subprocess.run(["objcopy", "--only-keep-debug", exe + ".full", exe + ".debug"], check=True)
+    subprocess.run(["objcopy", "--strip-all", "--add-gnu-debuglink=" + exe + ".debug",
+                    exe + ".full", exe], check=True)
+    p = record(["-o", "s.dat", "--", exe])
+    out = run(["report", "-i", "s.dat", "--format", "graph", "--no-header"]).stdout
+    check("main() {" in out and "leaf();" in out and "stripped" not in p.stderr,
+          "the debug file's symbols: %r\n%s" % (p.stderr, out))
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

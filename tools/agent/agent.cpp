@@ -346,13 +346,17 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         return err;
     }
     st.graph_functions = 0;
+    graph_plan plan;
     const std::vector<std::string> globs = graph_globs(c);
     if (!globs.empty() || c.graph_main) {
         int n = c.follow_loads ? session_follow_loads(true) : 0;
         if (n < 0)
             err = "--follow-loads: " + follow_loads_error(n);
         else
-            n = funcgraph_start(globs, c.notrace, c.follow_loads, strict, &err, &warn);
+            // The program's own functions by default: a program without any (stripped) is
+            // not an error; the CLI says what it can do instead.
+            n = funcgraph_start(globs, c.notrace, c.follow_loads,
+                                strict && !(c.graph_main && c.graph.empty()), &err, &warn, &plan);
         if (n < 0) {
             session_follow_loads(false);
             remove_all_events();
@@ -369,9 +373,41 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
                                                         "ftrace/funcgraph_exit", "",
                                                         tracefile::funcgraph_exit_format()));
     }
+    st.names = plan.names;
+    const std::string who =
+        std::string(program_invocation_short_name) + " (pid " + std::to_string(getpid()) + ")";
+    if (c.graph_main && c.graph.empty() && c.events.empty()) {
+        // The default graph: if nothing comes of it, the CLI says why (a stripped program)
+        // and what to do instead.
+        size_t syms = 0;
+        std::string exe;
+        for (const object_ptr &o : *kallsyms::instance().objects())
+            if (o->is_main) {
+                syms = o->funcs.size();
+                exe = o->path;
+            }
+        status_send("graph " + std::to_string(syms) + " " + std::to_string(st.graph_functions) +
+                    " " + exe);
+        if (st.graph_functions == 0)
+            warn.clear(); // that says it better
+    }
     if (!warn.empty())
-        status_send("warn " + std::string(program_invocation_short_name) + " (pid " +
-                    std::to_string(getpid()) + "): " + warn);
+        status_send("warn " + who + ": " + warn);
+    // The summary names the functions traced through int3 entries and those left out, with
+    // why (the first few of each).
+    auto listing = [&](const char *kind, size_t n,
+                       const std::vector<std::pair<std::string, std::string>> &v) {
+        if (!n)
+            return;
+        std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
+        for (size_t i = 0; i < v.size() && i < 8; i++)
+            msg += "\n" + v[i].first + " (" + v[i].second + ")";
+        if (v.size() > 8)
+            msg += "\nand " + std::to_string(v.size() - 8) + " more";
+        status_send(msg);
+    };
+    listing("int3", plan.int3.size(), plan.int3_why);
+    listing("leftout", plan.left_out.size(), plan.left_out);
     // The pages go to the file as they are: keep the oldest when the consumer falls behind
     // (the kernel's default overwrites them; a recording wants the whole story, and the
     // losses marked where they happened).

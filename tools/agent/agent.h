@@ -56,6 +56,7 @@ struct agent_state {
     std::string session_kv; // the SESSION chunk's keys but pid, ppid and reason (fork)
     std::vector<std::pair<uint32_t, std::string>> events; // id, EVENT payload
     std::vector<std::pair<uint64_t, std::string>> objects; // described so far: id, "0xbias path"
+    std::vector<std::pair<uintptr_t, std::string>> names;   // symbols of their own (IFUNC)
     unsigned graph_functions = 0;
 };
 
@@ -98,8 +99,16 @@ std::string streamer_counts();
 // matching functions of libraries loaded later. STRICT: a glob that matches nothing is an
 // error (the program the user named), else it only leaves a warning in *WARN. Returns the
 // number of functions (now), or -errno with *err set.
+// What the graph ended up with, for the summary and the trace file.
+struct graph_plan {
+    std::vector<std::pair<uintptr_t, std::string>> names; // IFUNC implementations: address, name
+    std::vector<std::string> int3;                          // functions with an int3 entry
+    std::vector<std::pair<std::string, std::string>> int3_why; // why they have no site
+    std::vector<std::pair<std::string, std::string>> left_out; // name, why
+};
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, bool strict, std::string *err, std::string *warn);
+                    bool follow_loads, bool strict, std::string *err, std::string *warn,
+                    graph_plan *plan);
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();
 // What an -errno of the loader hook (FPROBE_FL_FOLLOW_LOADS) means, for the user.

@@ -1,16 +1,29 @@
 // Function-graph recording: one fprobe with entry and exit handlers on the selected
-// functions, writing the kernel's funcgraph_entry / funcgraph_exit records into the ring
+// functions, writing the kernel's funcgraph_entry / funcgraph_exit events into the ring
 // buffer. Hot path: noexcept, no allocation, no locks.
+//
+// Which functions: every function the globs match, through its patch site or a jump site;
+// an IFUNC symbol (strlen, memcpy) through the implementation the loader selected for it
+// (its resolver runs once, at relocation); and a function that can get neither (an indirect
+// jump in its first instructions, no symbol size for an IFUNC implementation) through a
+// kretprobe, whose entry is an int3 breakpoint - as the kernel falls back from optimized to
+// int3 kprobes. Slower (a signal a call), and said in the summary.
 #include "tools/agent/agent.h"
 
 #include "core/compiler.h"
 #include "core/ftrace.h"
 #include "core/glob.h"
 #include "core/ring_buffer.h"
+#include "core/symbols.h"
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
 
 #include <dprobe/fprobe.h>
+#include <dprobe/kprobes.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <memory>
 
 #include <algorithm>
 #include <cerrno>
@@ -93,25 +106,125 @@ std::string join(const std::vector<std::string> &v)
     return out;
 }
 
-int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, bool strict, std::string *err, std::string *warn)
+namespace {
+
+// kretprobes for the functions that have no site (int3 entries).
+DPROBE_NOPROBE int graph_kret_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
+    auto *gd = reinterpret_cast<graph_data *>(ri->data);
+    const int32_t depth = t_depth++;
+    gd->depth = depth;
+    gd->func = reinterpret_cast<unsigned long>(get_kretprobe(ri)->kp.addr);
+    write_graph_event(tracefile::FUNCGRAPH_ENTRY_ID, depth, 0, gd->func);
+    return 0;
+}
+
+DPROBE_NOPROBE int graph_kret_exit(struct kretprobe_instance *ri, struct pt_regs *) noexcept
+{
+    write_exit(reinterpret_cast<const graph_data *>(ri->data), 0);
+    return 0;
+}
+
+// Never destroyed: calls may still return through these kretprobes while static destructors
+// run at exit. (Made at first use: the agent starts from a constructor of its own.)
+struct int3_probes {
+    std::vector<std::unique_ptr<kretprobe>> probes;
+    std::vector<std::unique_ptr<std::string>> names; // their kp.symbol_name
+};
+int3_probes &int3_set()
+{
+    static int3_probes *p = new int3_probes;
+    return *p;
+}
+
+// The implementation the loader selected for the IFUNC symbol SYM of OBJ (what a call of it
+// runs), or 0. dlsym runs the resolver as the loader does; not inside the loader.
+uintptr_t ifunc_target(const loaded_object &o, const ksym &sym)
+{
+    void *h = dlopen(o.path.empty() ? nullptr : o.path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+    if (!h)
+        return 0;
+    void *fn = dlsym(h, sym.name.c_str());
+    dlclose(h);
+    return reinterpret_cast<uintptr_t>(fn);
+}
+
+bool wildcard(const std::string &glob)
+{
+    return glob.find_first_of("*?[") != std::string::npos;
+}
+
+// The C library and the loader block every signal around some of their work.
+bool runs_signals_blocked(const loaded_object &o)
+{
+    return o.name.rfind("libc.so", 0) == 0 || o.name.rfind("ld-linux", 0) == 0;
+}
+
+} // namespace
+
+int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
+                    bool follow_loads, bool strict, std::string *err, std::string *warn,
+                    graph_plan *plan)
+{
+    ftrace_update_objects();
     std::vector<unsigned long> ips;
+    struct int3_entry {
+        uintptr_t addr;
+        std::string name;
+        std::string ifunc; // "lib:sym" of an IFUNC: the kprobe layer finds its implementation
+    };
+    std::vector<int3_entry> int3;
     for (const std::string &g : globs) {
-        auto sites = ftrace_match_sites(g, "");
-        size_t before = ips.size();
-        for (ftrace_site *s : sites) {
-            if (!s->usable || s->gone)
-                continue;
-            const char *name = s->sym ? s->sym->name.c_str() : "";
+        const auto hits = kallsyms::instance().match_funcs(g, "");
+        size_t matched = 0;
+        for (const sym_hit &h : hits) {
+            const std::string &name = h.sym->name;
             if (std::any_of(notrace.begin(), notrace.end(),
                             [&](const std::string &n) { return glob_match(n, name); }))
                 continue;
-            ips.push_back(s->ip);
+            matched++;
+            uintptr_t addr = h.sym->addr;
+            bool ifunc = false;
+            if (h.sym->type == STT_GNU_IFUNC) {
+                if (uintptr_t impl = ifunc_target(*h.obj, *h.sym); impl && impl != addr) {
+                    addr = impl;
+                    ifunc = true;
+                }
+            }
+            // An IFUNC's implementations are hand-written (glibc's string functions), and
+            // their siblings jump into them past their entry (memmove into memcpy): no jump
+            // site there, an int3 entry.
+            ftrace_site *s = ifunc ? ftrace_location(addr) : ftrace_location_or_jump(addr);
+            if (s && s->usable && !s->gone) {
+                ips.push_back(s->ip);
+                if (ifunc)
+                    plan->names.emplace_back(s->ip, name);
+                continue;
+            }
+            // No site: an int3 entry. Not by a wildcard in the C library and the loader,
+            // which run with every signal blocked in places (pthread_create, sigaction): a
+            // SIGTRAP there kills the program. A glob naming the function exactly is asked
+            // for anyway.
+            const char *why = s ? s->why : ftrace_site_refusal(addr);
+            const std::string reason = ifunc ? "an IFUNC's implementation, hand-written"
+                                             : why ? why : "no site";
+            if (!ifunc && (ftrace_never_hooked(*h.obj, *h.sym) || within_kprobe_blacklist(addr))) {
+                // dprobe's own, or what it runs on (setjmp, sigaction...): not at all.
+                plan->left_out.emplace_back(name, reason);
+                continue;
+            }
+            if (wildcard(g) && runs_signals_blocked(*h.obj)) {
+                plan->left_out.emplace_back(
+                    name, reason + "; an int3 entry in " + h.obj->name + " only when named: -F '" +
+                              h.obj->name + ":" + name + "'");
+                continue;
+            }
+            plan->int3_why.emplace_back(name, reason);
+            int3.push_back({addr, name, ifunc ? h.obj->name + ":" + name : std::string()});
         }
-        if (ips.size() == before && sites.empty() && !follow_loads) {
+        if (!matched && !follow_loads) {
             if (strict) {
-                *err = "no function that can be traced matches -F '" + g +
+                *err = "no function matches -F '" + g +
                        "' (for a library the program loads later: --follow-loads)";
                 return -ENOENT;
             }
@@ -122,13 +235,43 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     }
     std::sort(ips.begin(), ips.end());
     ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
-    if (ips.empty() && !follow_loads) {
+    // The int3 entries: a kretprobe each (deep recursion: many calls in flight).
+    for (const int3_entry &e : int3) {
+        const std::string &name = e.name;
+        auto rp = std::make_unique<kretprobe>();
+        if (!e.ifunc.empty()) {
+            int3_set().names.push_back(std::make_unique<std::string>(e.ifunc));
+            rp->kp.symbol_name = int3_set().names.back()->c_str();
+        } else {
+            rp->kp.addr = reinterpret_cast<kprobe_opcode_t *>(e.addr);
+        }
+        rp->entry_handler = graph_kret_entry;
+        rp->handler = graph_kret_exit;
+        rp->data_size = sizeof(graph_data);
+        rp->maxactive = 4096;
+        if (int r = register_kretprobe(rp.get()); r < 0) {
+            plan->left_out.emplace_back(name, std::strerror(-r));
+            continue;
+        }
+        plan->int3.push_back(name);
+        if (!e.ifunc.empty())
+            plan->names.emplace_back(reinterpret_cast<uintptr_t>(rp->kp.addr), name);
+        int3_set().probes.push_back(std::move(rp));
+    }
+    const size_t traced = ips.size() + int3_set().probes.size();
+    if (!traced && !follow_loads) {
         if (strict) {
-            *err = "the -F/-N globs leave no function to trace";
+            std::string why = "the -F/-N globs leave no function to trace";
+            for (const auto &[name, w] : plan->left_out)
+                why += "; " + name + ": " + w;
+            *err = why;
+            funcgraph_stop();
             return -ENOENT;
         }
         return 0;
     }
+    if (ips.empty() && !follow_loads)
+        return static_cast<int>(traced);
     g_graph_probe.entry_handler = graph_entry;
     g_graph_probe.exit_handler = graph_exit;
     g_graph_probe.unwound_handler = graph_unwound;
@@ -146,10 +289,11 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         *err = follow_loads ? "--follow-loads: " + follow_loads_error(ret)
                             : "register_fprobe_ips: " + std::string(std::strerror(-ret));
         g_graph_probe = {};
+        funcgraph_stop();
         return ret;
     }
     g_graph_registered = true;
-    return static_cast<int>(ips.size());
+    return static_cast<int>(traced);
 }
 
 std::string follow_loads_error(int err)
@@ -164,6 +308,10 @@ std::string follow_loads_error(int err)
 
 void funcgraph_stop()
 {
+    // Unregistered, not freed: a call may still be on its way back through one.
+    for (auto &rp : int3_set().probes)
+        unregister_kretprobe(rp.release());
+    int3_set().probes.clear();
     if (!g_graph_registered)
         return;
     unregister_fprobe(&g_graph_probe);

@@ -72,6 +72,19 @@ std::string objects_payload(uint64_t at)
     return "@ " + std::to_string(at) + "\n" + lines;
 }
 
+// "= 0x<address> <name>" lines: the names the graph gives addresses that have no symbol of
+// their own (the implementation an IFUNC resolved to is shown under the IFUNC's name).
+std::string names_payload()
+{
+    std::string out;
+    char addr[32];
+    for (const auto &[a, name] : state().names) {
+        std::snprintf(addr, sizeof addr, "0x%" PRIxPTR " ", a);
+        out += "= " + std::string(addr) + name + "\n";
+    }
+    return out;
+}
+
 bool known_event(uint32_t id)
 {
     for (const auto &e : state().events)
@@ -196,7 +209,7 @@ void start_session(const char *reason)
     std::lock_guard<std::mutex> g(st.lock);
     st.session_kv = std::move(s);
     st.objects.clear();
-    write_session_chunks(reason, objects_payload(0));
+    write_session_chunks(reason, objects_payload(0) + names_payload());
 }
 
 void fork_session()
@@ -209,7 +222,7 @@ void fork_session()
     std::string objects;
     for (const auto &[id, desc] : st.objects)
         objects += "+ " + desc + "\n";
-    write_session_chunks("fork", objects);
+    write_session_chunks("fork", objects + names_payload());
     announce_buffers();
 }
 

@@ -205,6 +205,53 @@ int run_record(const record_opts &o)
                  (t.bytes + tracefile::k_file_header_size) / 1048576.0, o.output.c_str());
     for (const std::string &l : rec.loss_report())
         std::fprintf(stderr, "dprobe record: %s\n", l.c_str());
+    // Nothing seen: the default graph (the program's own functions) had nothing to trace.
+    if (t.events == 0 && !rec.default_graphs.empty()) {
+        unsigned long syms = 0, traced = 0;
+        char exe[4096] = "";
+        std::sscanf(rec.default_graphs.front().c_str(), "%lu %lu %4095[^\n]", &syms, &traced, exe);
+        if (syms == 0)
+            std::fprintf(stderr,
+                         "dprobe record: %s has no function symbols (it is stripped): the graph "
+                         "of its own functions, recorded by default, is empty\n",
+                         exe);
+        else if (traced == 0)
+            std::fprintf(stderr, "dprobe record: none of the %lu functions of %s could be traced\n",
+                         syms, exe);
+        else
+            std::fprintf(stderr,
+                         "dprobe record: %s has symbols for only %lu function%s of its own (it is "
+                         "stripped), and none of them ran\n",
+                         exe, syms, syms == 1 ? "" : "s");
+        std::fprintf(stderr,
+                     "  trace what it calls in its libraries:  dprobe record -F 'libc.so.6:*' -- "
+                     "%s ...\n"
+                     "  or probe events:                       dprobe record -e "
+                     "'f:open libc.so.6:open path=+0($arg1):string' -- ...\n"
+                     "  or give it its symbols: install its debug file (Debian: the -dbgsym "
+                     "package), which dprobe reads from /usr/lib/debug\n",
+                     o.command.front().c_str());
+    }
+    // Functions that could get no site (nor jump site) have int3 entries: slower, said. Those
+    // left out are named too.
+    auto listing = [](const std::string &m, const char *what) {
+        std::string head = m.substr(0, m.find('\n'));
+        size_t sp = head.rfind(' ');
+        std::string who = head.substr(0, sp), count = head.substr(sp + 1);
+        std::fprintf(stderr, "dprobe record: %s: %s function%s %s:\n", who.c_str(),
+                     count.c_str(), count == "1" ? "" : "s", what);
+        size_t pos = m.find('\n');
+        while (pos != std::string::npos) {
+            size_t nl = m.find('\n', pos + 1);
+            std::fprintf(stderr, "  %s\n", m.substr(pos + 1, nl - pos - 1).c_str());
+            pos = nl;
+        }
+    };
+    for (const std::string &m : rec.int3)
+        listing(m, "traced through an int3 breakpoint (no patch or jump site: a signal a "
+                   "call, slower)");
+    for (const std::string &m : rec.left_out)
+        listing(m, "matched but left out of the graph");
     return code;
 }
 

@@ -157,6 +157,12 @@ void recorder::take_messages()
             mounts.push_back(msg.substr(6));
         } else if (msg.rfind("warn ", 0) == 0) {
             warnings.push_back(msg.substr(5));
+        } else if (msg.rfind("int3 ", 0) == 0) {
+            int3.push_back(msg.substr(5));
+        } else if (msg.rfind("leftout ", 0) == 0) {
+            left_out.push_back(msg.substr(8));
+        } else if (msg.rfind("graph ", 0) == 0) {
+            default_graphs.push_back(msg.substr(6));
         } else if (msg.rfind("ready ", 0) == 0) {
             int pid = 0;
             unsigned e = 0, f = 0;

@@ -39,6 +39,10 @@ public:
     // From the agents' messages.
     std::string error;                // the first "error" (the named program could not start)
     std::vector<std::string> warnings;
+    std::vector<std::string> int3;    // "PROG (pid N) COUNT\nname (why)..." per process
+    std::vector<std::string> left_out; // the same for functions left out of the graph
+    // "NSYMS NTRACED EXE": what the default graph found in each program
+    std::vector<std::string> default_graphs;
     std::vector<std::string> mounts;  // tracefs mounts to clean up after a kill
     bool ready = false;               // the named program's agent started
     unsigned functions = 0, events = 0;

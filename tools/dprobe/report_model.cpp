@@ -10,8 +10,11 @@
 
 namespace dprobe::report {
 
-void offline_symbols::build(const std::vector<tracefile::object_info> &objects)
+void offline_symbols::build(const std::vector<tracefile::object_info> &objects,
+                            const std::vector<std::pair<uint64_t, std::string>> &names)
 {
+    for (const auto &[a, name] : names)
+        names_[a] = ksym{a, 1, 0, 0, name};
     for (const tracefile::object_info &o : objects) {
         if (o.unloaded) {
             // The open span of that file at that address ends here.
@@ -29,7 +32,8 @@ void offline_symbols::build(const std::vector<tracefile::object_info> &objects)
         auto it = files_.find(key);
         if (it == files_.end()) {
             std::string err;
-            auto obj = read_object_file(o.path, o.load_bias, &err);
+            // Names from debug files too, for every object (only names here).
+            auto obj = read_object_file(o.path, o.load_bias, &err, true);
             if (!obj) {
                 missing.push_back(o.path + (err.empty() ? "" : ": " + err));
                 files_[key] = nullptr;
@@ -44,6 +48,8 @@ void offline_symbols::build(const std::vector<tracefile::object_info> &objects)
 
 const ksym *offline_symbols::find(uintptr_t addr, uint64_t ts) const
 {
+    if (auto it = names_.find(addr); it != names_.end())
+        return &it->second;
     // The latest load that held the address at TS (loads at one address do not overlap).
     for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
         if (ts >= it->from && ts < it->to && it->obj->contains(addr))
@@ -117,7 +123,7 @@ bool load_model(const std::string &path, model &m, std::string *err)
         auto sv = std::make_unique<session_view>();
         sv->s = &s;
         sv->in_ns = s.get("clock_in_ns", "1") != "0";
-        sv->syms.build(s.objects);
+        sv->syms.build(s.objects, s.names);
         for (const auto &[id, e] : s.events) {
             event_decoder d;
             d.info = e;

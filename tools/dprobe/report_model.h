@@ -22,7 +22,8 @@ namespace dprobe::report {
 class offline_symbols {
 public:
     // Objects in the order of the trace (loads and unloads, each from its time on).
-    void build(const std::vector<tracefile::object_info> &objects);
+    void build(const std::vector<tracefile::object_info> &objects,
+               const std::vector<std::pair<uint64_t, std::string>> &names = {});
     // "name+0xoff/0xsize", "0x<hex>" when unknown; at trace time TS.
     std::string sym(uintptr_t addr, uint64_t ts, bool with_offset = true) const;
     // The function name containing addr, or "0x<hex>".
@@ -36,6 +37,7 @@ private:
     };
     const ksym *find(uintptr_t addr, uint64_t ts) const;
     std::vector<span> spans_;
+    std::map<uintptr_t, ksym> names_; // functions named by the recording (IFUNC targets)
     std::map<std::pair<std::string, uintptr_t>, std::shared_ptr<loaded_object>> files_;
 };
 
