@@ -116,8 +116,11 @@ void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object
         const char *name = elf_strptr(elf, symtab.shdr.sh_link, s.st_name);
         if (!name || !*name)
             continue;
+        // A .symtab (a debug file's, glibc's) may spell versions into names: "f@@GLIBC_2.34".
+        const char *at = std::strchr(name, '@');
         ksym k{static_cast<uintptr_t>(s.st_value + bias), s.st_size, type,
-               static_cast<uint8_t>(GELF_ST_BIND(s.st_info)), name};
+               static_cast<uint8_t>(GELF_ST_BIND(s.st_info)),
+               at ? std::string(name, static_cast<size_t>(at - name)) : std::string(name)};
         (func ? obj.funcs : obj.data).push_back(std::move(k));
     }
 }

@@ -5,7 +5,8 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR [COUNT_ALLOC_LIB]]
 
-CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, text, chrome, crash, interrupt, ctl, forkexec,
+CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
+text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -298,6 +299,43 @@ elif CASE == "stripped":
     out = run(["report", "-i", "s.dat", "--format", "graph", "--no-header"]).stdout
     check("main() {" in out and "leaf();" in out and "stripped" not in p.stderr,
           "the debug file's symbols: %r\n%s" % (p.stderr, out))
+elif CASE == "own":
+    # dprobe's own threads (the tracefs servers) and its own calls on the program's threads
+    # (its start, the tracefs coming down at exit, its static destructors) are never in the
+    # recording, even with every libc function traced, and its threads are not counted.
+    p = record(["-o", "o.dat", "-F", "libc.so.6:*", "--", prog("graph")])
+    check("from 2 threads in 1 process" in p.stderr, "the program's 2 threads: %r" % p.stderr)
+    out = run(["report", "-i", "o.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("/* thread ") == 2, "two thread blocks:\n" + out[:3000])
+    joins = out.count("pthread_join() {") + out.count("pthread_join();")
+    check(joins == 1, "the program's one pthread_join, not dprobe's (%d)" % joins)
+    # (The C library's own __cxa_finalize calls, one per loaded object at exit, stay: they
+    # run the finalisers of each object, the program's among them.)
+    check("fuse" not in out and "fopen" not in out.split("exit() {")[-1],
+          "no tracefs teardown or runtime destructors at exit:\n" + out[-3000:])
+    # The tracefs serving requests while the program runs: its threads stay out.
+    import signal
+    import time
+    sock = os.path.join(WORK, "own.sock")
+    env = dict(ENV, DPROBE_TRACEFS_SOCKET=sock)
+    rp = subprocess.Popen([DPROBE, "record", "-q", "-o", "l.dat", "-F", "libc.so.6:*", "--",
+                           prog("loop")], cwd=WORK, env=env, stderr=subprocess.PIPE, text=True)
+    served = 0
+    for _ in range(100):
+        if run(["ctl", "--socket", sock, "cat", "available_filter_functions"],
+               ok=False).returncode == 0:
+            served += 1
+            if served == 3:
+                break
+        time.sleep(0.05)
+    check(served == 3, "the tracefs answered")
+    time.sleep(0.2)
+    rp.send_signal(signal.SIGINT)
+    err = rp.communicate(timeout=60)[1]
+    check("from 1 thread in 1 process" in err, "loop's one thread only: %r" % err)
+    out = run(["report", "-i", "l.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("/* thread ") == 1 and "nanosleep" in out,
+          "one thread block, the program's:\n" + out[:2000])
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",
