@@ -6,7 +6,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR [COUNT_ALLOC_LIB]]
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
-text, chrome, crash, interrupt, ctl, forkexec,
+reload, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -336,6 +336,15 @@ elif CASE == "own":
     out = run(["report", "-i", "l.dat", "--format", "graph", "--no-header"]).stdout
     check(out.count("/* thread ") == 1 and "nanosleep" in out,
           "one thread block, the program's:\n" + out[:2000])
+elif CASE == "reload":
+    # libdl_a.so loaded, called, unloaded; libdl_b.so loaded at the same address, called:
+    # each call is named by the library that was there at its time.
+    p = record(["-o", "r.dat", "--follow-loads", "-F", "libdl_a.so:f*", "-F", "libdl_b.so:f*",
+                "--", prog("dl_reload")])
+    check(p.stdout == "7 10 same address\n",
+          "both libraries ran, at one address (else this tests nothing): %r" % p.stdout)
+    compare(mask_graph(run(["report", "-i", "r.dat", "--format", "graph"]).stdout),
+            "dl_reload.graph")
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",
