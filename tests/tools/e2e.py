@@ -6,7 +6,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR [COUNT_ALLOC_LIB]]
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
-reload, text, chrome, crash, interrupt, ctl, forkexec,
+reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
 errors, funcs, probe, follow, libc.
 """
 import json
@@ -345,6 +345,27 @@ elif CASE == "reload":
           "both libraries ran, at one address (else this tests nothing): %r" % p.stdout)
     compare(mask_graph(run(["report", "-i", "r.dat", "--format", "graph"]).stdout),
             "dl_reload.graph")
+elif CASE == "cxx":
+    # C++ functions are shown demangled (as uftrace and perf do): by default without their
+    # parameters or template arguments, the whole name with --demangle=full, the symbols as
+    # they are with --demangle=no; in the graph, the text trace and Chrome JSON alike.
+    p = record(["-o", "x.dat", "--", prog("cxx_names")])
+    check(p.stdout == "22\n", "the program's output is kept (%r)" % p.stdout)
+    compare(mask_graph(run(["report", "-i", "x.dat", "--format", "graph"]).stdout),
+            "cxx_names.graph")
+    full = run(["report", "-i", "x.dat", "--format", "graph", "--demangle=full"]).stdout
+    for want in ("bar(int);", "geo::point::operator+(geo::point const&) const {",
+                 "int geo::twice<int>(int);", "geo::box<long>::get() const;"):
+        check(want in full, "--demangle=full shows %r:\n%s" % (want, full))
+    raw = run(["report", "-i", "x.dat", "--format", "graph", "--demangle=no"]).stdout
+    check("_Z3foov() {" in raw and "_Z3bari();" in raw, "--demangle=no: symbols:\n%s" % raw)
+    text = run(["report", "-i", "x.dat"]).stdout
+    check("--> geo::point::origin (1)" in text and "_Z" not in text, "text:\n%s" % text)
+    run(["report", "-i", "x.dat", "--format", "chrome", "-o", "x.json"])
+    doc, ends = chrome_check(os.path.join(WORK, "x.json"))
+    names = {e["name"] for e in doc["traceEvents"] if e["ph"] == "B"}
+    check({"foo", "bar", "geo::point::operator+", "geo::box::get"} <= names and
+          not any(n.startswith("_Z") for n in names), "chrome names %s" % sorted(names))
 elif CASE == "text":
     record(["-o", "a.dat",
             "-e", "p:probe_args/add args:add a=%di:s32 b=%si:s32",

@@ -15,7 +15,7 @@ int run_report(const report::report_opts &o)
 {
     report::model m;
     std::string err;
-    if (!report::load_model(o.input, m, &err))
+    if (!report::load_model(o.input, m, &err, o.demangle))
         return fail("report", err);
     if (!m.reader.warning.empty())
         std::fprintf(stderr, "dprobe report: warning: %s: %s\n", o.input.c_str(),
@@ -73,6 +73,18 @@ void setup_report(CLI::App &app)
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
     sub->add_flag("--no-header", o->no_header, "Leave out the header block (text, graph)");
     sub->add_flag("--no-events", o->no_events, "graph: leave out probe events between calls");
+    sub->add_option_function<std::string>(
+           "--demangle",
+           [o](const std::string &v) {
+               o->demangle = v == "full" ? report::demangle_mode::full
+                             : v == "no" ? report::demangle_mode::none
+                                         : report::demangle_mode::simple;
+           },
+           "C++ names: simple (without parameters and template arguments), full, or no (the "
+           "symbols as they are)")
+        ->check(CLI::IsMember({"simple", "full", "no"}))
+        ->type_name("MODE")
+        ->default_str("simple");
     sub->footer(
         "Formats:\n"
         "   text    like the kernel's trace file: one line per event\n"

@@ -16,6 +16,7 @@ struct report_opts {
     std::vector<int> tids;
     bool no_header = false;
     bool no_events = false;
+    demangle_mode demangle = demangle_mode::simple;
     bool wants(int32_t tid) const;
 };
 

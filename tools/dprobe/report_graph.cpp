@@ -85,6 +85,9 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
         if (is_graph) {
             std::string indent(static_cast<size_t>(std::max(g.depth, 0)) * 2, ' ');
             std::string name = sv.syms.name(g.func, e.ts);
+            // "()" after the name, unless it has its parameters (--demangle=full).
+            const char *parens =
+                o.demangle == demangle_mode::full && name.find('(') != std::string::npos ? "" : "()";
             if (g.entry) {
                 cs.entry(g, e.ts);
                 graph_event x;
@@ -94,14 +97,15 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
                     uint64_t calltime = e.ts;
                     cs.exit(x, &calltime);
                     rc.unwound += x.unwound;
-                    std::fprintf(out, "%s%s%s%s();%s\n", tidcol,
+                    std::fprintf(out, "%s%s%s%s%s;%s\n", tidcol,
                                  duration_col(next.ts - e.ts).c_str(), indent.c_str(), name.c_str(),
-                                 x.unwound ? " /* unwound */" : "");
+                                 parens, x.unwound ? " /* unwound */" : "");
                     cur_depth = g.depth;
                     have = cur.next(e);
                     continue;
                 }
-                std::fprintf(out, "%s%s%s%s() {\n", tidcol, k_fill, indent.c_str(), name.c_str());
+                std::fprintf(out, "%s%s%s%s%s {\n", tidcol, k_fill, indent.c_str(), name.c_str(),
+                             parens);
                 cur_depth = g.depth + 1;
             } else {
                 uint64_t calltime;

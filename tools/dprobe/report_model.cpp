@@ -64,6 +64,14 @@ const ksym *offline_symbols::find(uintptr_t addr, uint64_t ts) const
     return nullptr;
 }
 
+const std::string &offline_symbols::shown(const ksym *s) const
+{
+    auto it = shown_.find(s);
+    if (it == shown_.end())
+        it = shown_.emplace(s, demangle(s->name, demangle_)).first;
+    return it->second;
+}
+
 std::string offline_symbols::sym(uintptr_t addr, uint64_t ts, bool with_offset) const
 {
     char buf[64];
@@ -73,9 +81,9 @@ std::string offline_symbols::sym(uintptr_t addr, uint64_t ts, bool with_offset) 
         return buf;
     }
     if (!with_offset)
-        return s->name;
+        return shown(s);
     std::snprintf(buf, sizeof buf, "+0x%" PRIxPTR "/0x%" PRIx64, addr - s->addr, s->size);
-    return s->name + buf;
+    return shown(s) + buf;
 }
 
 std::string session_view::comm_of(int32_t tid) const
@@ -115,7 +123,7 @@ size_t current_symbolize(char *buf, size_t len, uintptr_t addr)
     return s.size();
 }
 
-bool load_model(const std::string &path, model &m, std::string *err)
+bool load_model(const std::string &path, model &m, std::string *err, demangle_mode demangle)
 {
     if (!m.reader.open(path, err))
         return false;
@@ -123,6 +131,7 @@ bool load_model(const std::string &path, model &m, std::string *err)
         auto sv = std::make_unique<session_view>();
         sv->s = &s;
         sv->in_ns = s.get("clock_in_ns", "1") != "0";
+        sv->syms.set_demangle(demangle);
         sv->syms.build(s.objects, s.names);
         for (const auto &[id, e] : s.events) {
             event_decoder d;

@@ -6,12 +6,14 @@
 #pragma once
 
 #include "core/symbols.h"
+#include "tools/dprobe/demangle.h"
 #include "tools/trace_reader.h"
 #include "tracefs/probe_parse.h"
 
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dprobe::report {
@@ -29,6 +31,8 @@ public:
     // The function name containing addr, or "0x<hex>".
     std::string name(uintptr_t addr, uint64_t ts) const { return sym(addr, ts, false); }
     std::vector<std::string> missing; // objects that could not be read
+    // How C++ names are shown (demangle.h); simple by default.
+    void set_demangle(demangle_mode mode) { demangle_ = mode; }
 
 private:
     struct span {
@@ -39,6 +43,9 @@ private:
     std::vector<span> spans_;
     std::map<uintptr_t, ksym> names_; // functions named by the recording (IFUNC targets)
     std::map<std::pair<std::string, uintptr_t>, std::shared_ptr<loaded_object>> files_;
+    demangle_mode demangle_ = demangle_mode::simple;
+    const std::string &shown(const ksym *s) const;
+    mutable std::unordered_map<const ksym *, std::string> shown_; // names as shown, by symbol
 };
 
 struct event_decoder {
@@ -64,8 +71,10 @@ struct model {
     std::vector<size_t> stream_order;
 };
 
-// Opens PATH and builds the model (metadata and symbols only). False with *err on failure.
-bool load_model(const std::string &path, model &m, std::string *err);
+// Opens PATH and builds the model (metadata and symbols only), C++ names shown as DEMANGLE
+// says. False with *err on failure.
+bool load_model(const std::string &path, model &m, std::string *err,
+                demangle_mode demangle = demangle_mode::simple);
 
 // A function-graph event, decoded.
 struct graph_event {
