@@ -147,6 +147,9 @@ std::vector<ftrace_site *> ftrace_match_sites_in(std::span<const object_ptr> obj
 // Functions dprobe never hooks in any way (they return twice, run on borrowed stacks, or are
 // what dprobe itself runs on: setjmp, sigaction, the loader...).
 bool ftrace_never_hooked(const loaded_object &obj, const ksym &sym);
+// Whether SYM is not a function but a part of one the compiler split off ("f.cold"): jumped
+// into, never called, so never traced.
+bool ftrace_is_fragment(const ksym &sym);
 
 // Why FUNC (a function's symbol address) has no site and cannot get a jump site, or nullptr
 // when it has one or could get one. Analyses the function if needed.

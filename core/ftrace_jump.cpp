@@ -52,13 +52,13 @@ bool ftrace_never_hooked(const loaded_object &obj, const ksym &sym)
     return blacklisted(obj, sym);
 }
 
-namespace {
-
 // gcc's hot/cold splitting leaves "f.cold" fragments that are jumped into, never called.
-bool is_fragment(const ksym &sym)
+bool ftrace_is_fragment(const ksym &sym)
 {
     return glob_match("*.cold", sym.name) || glob_match("*.cold.*", sym.name);
 }
+
+namespace {
 
 // The first function of OBJ starting after ADDR (0 if none).
 uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
@@ -134,7 +134,7 @@ struct prepared {
 prepared prepare(const object_ptr &obj, const ksym &sym)
 {
     prepared p;
-    if (is_fragment(sym)) {
+    if (ftrace_is_fragment(sym)) {
         p.why = "not a function entry: a cold fragment split off by the compiler";
         return p;
     }

@@ -102,6 +102,10 @@ std::mutex g_reader_mutex;
 arena_header *g_arena = nullptr;
 int g_arena_fd = -1;
 int g_wake_fd = -1;
+bool g_consumer_blocking = false; // new arenas (a forked child's) start with writers waiting
+// The consumer's pass count when a writer last gave up waiting for it, plus 1 << 32 (0:
+// none): until it moves on, writers drop at once rather than wait again.
+std::atomic<uint64_t> g_gave_up{0};
 uint32_t g_arena_epoch = 0; // the epoch whose buffers go into the arena
 
 buffer_ctl *const k_dead_buffer = reinterpret_cast<buffer_ctl *>(uintptr_t{1});
@@ -408,6 +412,7 @@ int make_arena() noexcept
     a->pid = static_cast<int32_t>(arch::raw_syscall(SYS_getpid));
     a->clock_id = static_cast<uint64_t>(trace_clock_current());
     a->file_end.store(hsize, std::memory_order_relaxed);
+    a->consumer_blocking.store(g_consumer_blocking ? 1 : 0, std::memory_order_relaxed);
     g_arena = a;
     g_arena_fd = fd;
     return 0;
@@ -444,6 +449,7 @@ void fork_child() noexcept
             arch::raw_syscall(SYS_close, g_arena_fd);
         g_arena = nullptr;
         g_arena_fd = -1;
+        g_gave_up.store(0, std::memory_order_relaxed);
         if (make_arena() == 0)
             g_arena_epoch = next_epoch();
         return;
@@ -477,6 +483,52 @@ DPROBE_NOPROBE inline void wake_consumer(buffer_ctl *b, uint64_t seq) noexcept
     }
 }
 
+constexpr int k_block_step_ms = 10;
+constexpr int k_block_max_ms = 1000;
+
+// Discard mode with a consumer that asked for it (`dprobe record`): the buffer is full, so
+// wake the consumer and wait until it has taken the page the writer needs, a bounded time
+// (as LTTng's blocking-timeout). True when there is room now.
+__attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint64_t old,
+                                                           const page_meta &slot) noexcept
+{
+    arena_header *a = g_arena;
+    if (!a || g_wake_fd < 0 || !a->consumer_blocking.load(std::memory_order_relaxed))
+        return false;
+    const uint64_t gave = g_gave_up.load(std::memory_order_relaxed);
+    if (gave && static_cast<uint32_t>(gave) == a->progress.load(std::memory_order_relaxed))
+        return false;
+    auto room = [&] {
+        const uint64_t rp = b->read_pos.load(std::memory_order_seq_cst);
+        return !(pos_seq(rp) < old ||
+                 (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed)));
+    };
+    int waited_ms = 0;
+    for (int round = 0; round < 100000 && waited_ms < k_block_max_ms; round++) {
+        a->writers_waiting.store(1, std::memory_order_seq_cst);
+        const uint32_t p = a->progress.load(std::memory_order_seq_cst);
+        if (room())
+            return true;
+        if (!a->consumer_blocking.load(std::memory_order_relaxed))
+            return false;
+        if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
+            const uint64_t one = 1;
+            arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
+        }
+        struct timespec t = {0, k_block_step_ms * 1000000L};
+        // A shared futex: the consumer is another process mapping the arena.
+        long r = arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&a->progress), FUTEX_WAIT,
+                                   p, reinterpret_cast<long>(&t), 0, 0);
+        if (r == -ETIMEDOUT && a->progress.load(std::memory_order_relaxed) == p)
+            waited_ms += k_block_step_ms;
+    }
+    if (room())
+        return true;
+    g_gave_up.store((uint64_t{1} << 32) | a->progress.load(std::memory_order_relaxed),
+                    std::memory_order_relaxed);
+    return false;
+}
+
 // Moves the writer to the next page, which starts at TS on CPU. False when that page cannot
 // be taken (discard mode and it is unread, or it holds the pending outer event of a nested
 // write).
@@ -494,8 +546,9 @@ DPROBE_NOPROBE bool switch_page(buffer_ctl *b, uint64_t seq, uint32_t off, uint6
             return false;
         if (!g_overwrite.load(std::memory_order_relaxed)) {
             uint64_t rp = b->read_pos.load(std::memory_order_acquire);
-            if (pos_seq(rp) < old ||
-                (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed))) {
+            if ((pos_seq(rp) < old ||
+                 (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed))) &&
+                !wait_for_room(b, old, slot)) {
                 wake_consumer(b, n);
                 return false;
             }
@@ -767,11 +820,13 @@ size_t ring_buffer_size_kb() noexcept
 
 // ---- export -------------------------------------------------------------------------------
 
-int ring_buffer_export(int wake_fd)
+int ring_buffer_export(int wake_fd, bool consumer_blocking)
 {
     std::lock_guard<std::mutex> lk(g_reader_mutex);
     if (g_arena)
         return -EBUSY;
+    g_consumer_blocking = consumer_blocking && wake_fd >= 0;
+    g_gave_up.store(0, std::memory_order_relaxed);
     int r = make_arena();
     if (r < 0)
         return r;

@@ -108,8 +108,11 @@ int ring_buffer_set_clock(std::string_view name);
 // (close-on-exec, owned by the ring buffer) or -errno. Once exported, only the consumer
 // recycles buffers and moves read positions; in-process CONSUME readers read like PEEK
 // readers with a position of their own. A forked child gets a new arena at once
-// (ring_buffer_export_fd() in the child).
-int ring_buffer_export(int wake_fd);
+// (ring_buffer_export_fd() in the child). CONSUMER_BLOCKING (with a WAKE_FD): in discard
+// mode a writer whose buffer is full wakes the consumer and waits for room, up to a second,
+// rather than drop - from the first event on, before the consumer has mapped the arena (it
+// turns this off when it stops draining: rb_consumer::set_blocking).
+int ring_buffer_export(int wake_fd, bool consumer_blocking = false);
 // The arena's memfd, or -1.
 int ring_buffer_export_fd() noexcept;
 // The process's state for the consumer (exit paths, fatal signals, exec). Async-signal-safe.

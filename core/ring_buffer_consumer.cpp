@@ -6,6 +6,7 @@
 // the consumer costs events (counted), never a torn page.
 #include "core/ring_buffer_consumer.h"
 
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace dprobe {
@@ -233,7 +235,27 @@ void rb_consumer::advance(size_t i)
     b.index = b.n_index;
     b.ts = b.n_ts;
     b.cpu = b.n_cpu;
-    b.ctl->read_pos.store(make_pos(b.seq, b.off), std::memory_order_release);
+    b.ctl->read_pos.store(make_pos(b.seq, b.off), std::memory_order_seq_cst);
+    pass_done();
+}
+
+void rb_consumer::pass_done()
+{
+    // After the read positions (the writer sets writers_waiting, then reads read_pos: one
+    // of the two sides sees the other's store).
+    hdr_->progress.fetch_add(1, std::memory_order_seq_cst);
+    if (hdr_->writers_waiting.load(std::memory_order_seq_cst) &&
+        hdr_->writers_waiting.exchange(0, std::memory_order_seq_cst))
+        syscall(SYS_futex, &hdr_->progress, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void rb_consumer::set_blocking(bool on)
+{
+    hdr_->consumer_blocking.store(on ? 1 : 0, std::memory_order_seq_cst);
+    if (!on) {
+        hdr_->writers_waiting.store(1, std::memory_order_seq_cst);
+        pass_done();
+    }
 }
 
 uint64_t rb_consumer::backlog(size_t i) const

@@ -62,6 +62,12 @@ public:
     // Gives buffer I back to the process for a new thread if its thread exited and
     // everything was taken. True when it did.
     bool recycle(size_t i);
+    // Discard mode: whether a writer whose buffer is full waits (up to a second) for this
+    // consumer to take pages rather than drop its events. The consumer must then drain
+    // when woken; off again before it stops draining.
+    void set_blocking(bool on);
+    // The end of a pass over the buffers: writers waiting for room look again.
+    void pass_done();
 
     struct buf;
 

@@ -137,7 +137,7 @@ inline page_meta *buffer_meta(void *map, uint32_t npages)
 // ---- an exported arena (one process's buffers in one memfd) ----
 
 inline constexpr char k_arena_magic[8] = {'D', 'P', 'R', 'B', 'U', 'F', '\x01', '\n'};
-inline constexpr uint32_t k_arena_version = 1;
+inline constexpr uint32_t k_arena_version = 2;
 inline constexpr uint32_t k_arena_slots = 8192;
 
 // The process's state, for the consumer (arena_header::state).
@@ -161,6 +161,12 @@ struct arena_header {
     std::atomic<uint32_t> state;       // arena_state
     std::atomic<int32_t> status;
     std::atomic<uint32_t> consumer_waiting; // the consumer sleeps until woken (wake_fd)
+    // Discard mode, a consumer that keeps up (`dprobe record`): a writer that finds its
+    // buffer full wakes the consumer and waits for room (a bounded time) rather than drop.
+    std::atomic<uint32_t> consumer_blocking; // set by the consumer while it drains
+    std::atomic<uint32_t> progress;          // bumped by each consumer pass (a futex word)
+    std::atomic<uint32_t> writers_waiting;   // a writer waits on progress: wake it
+    uint32_t pad0;
     std::atomic<uint64_t> file_end;    // bytes of the file handed out to buffers
     std::atomic<uint64_t> orphan_dropped; // events dropped with no buffer to count them
     std::atomic<uint64_t> slot_offset[k_arena_slots]; // 0: not published yet

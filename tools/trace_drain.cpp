@@ -5,8 +5,18 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <ctime>
 
 namespace dprobe::tracefile {
+
+namespace {
+uint64_t now_ms()
+{
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1000000;
+}
+} // namespace
 
 uint64_t arena_drain::drain(bool final, bool *failed)
 {
@@ -38,10 +48,12 @@ uint64_t arena_drain::drain(bool final, bool *failed)
         if (!final && bi.state == rb::BUF_EXITED && c_.recycle(i)) {
             // Its thread is gone and everything was taken: the next thread may have it.
             owner &o = owners_[i];
-            done_.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost});
+            done_.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms,
+                             o.last_loss_ms});
             o = owner{};
         }
     }
+    c_.pass_done();
     return bytes_ - before;
 }
 
@@ -53,6 +65,12 @@ void arena_drain::settle(size_t i, const rb_consumer::buffer_info &bi)
     o.tid = bi.tid;
     o.gen_written = bi.written;
     o.gen_dropped = bi.dropped;
+    if (o.gen_dropped + o.lost > o.seen_lost) {
+        o.seen_lost = o.gen_dropped + o.lost;
+        o.last_loss_ms = now_ms();
+        if (!o.first_loss_ms)
+            o.first_loss_ms = o.last_loss_ms;
+    }
 }
 
 uint64_t arena_drain::backlog()
@@ -68,7 +86,8 @@ std::vector<arena_drain::thread_count> arena_drain::threads() const
     std::vector<thread_count> out = done_;
     for (const owner &o : owners_)
         if (o.tid >= 0)
-            out.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost});
+            out.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms,
+                           o.last_loss_ms});
     return out;
 }
 

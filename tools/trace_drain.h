@@ -29,10 +29,14 @@ public:
     uint64_t drain(bool final, bool *failed = nullptr);
     // Bytes waiting in the buffers (roughly).
     uint64_t backlog();
+    // Writers with a full buffer wait for this drain rather than drop (rb_consumer).
+    void set_blocking(bool on) { c_.set_blocking(on); }
 
     struct thread_count {
         int32_t tid;
         uint64_t written = 0, dropped = 0, lost = 0;
+        // When the drain first and last saw its losses grow (CLOCK_MONOTONIC, ms; 0: never).
+        uint64_t first_loss_ms = 0, last_loss_ms = 0;
     };
     // Per buffer owner so far (buffers given back included).
     std::vector<thread_count> threads() const;
@@ -49,6 +53,7 @@ private:
         int32_t tid = -1;
         uint64_t gen_written = 0, gen_dropped = 0; // the counters of the current owner
         uint64_t lost = 0;                          // overwritten, seen by the drain
+        uint64_t first_loss_ms = 0, last_loss_ms = 0, seen_lost = 0;
     };
     void settle(size_t i, const rb_consumer::buffer_info &bi);
 

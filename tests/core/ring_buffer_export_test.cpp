@@ -279,3 +279,65 @@ TEST_F(ring_buffer_export_test, a_half_full_buffer_wakes_a_waiting_consumer)
     EXPECT_EQ(c.header().consumer_waiting.load(), 0u);
     close(efd);
 }
+
+// `dprobe record`: a writer whose buffer is full waits for the consumer rather than drop;
+// once the consumer stops (or stops answering) it drops again, without waiting each time.
+TEST_F(ring_buffer_export_test, a_full_buffer_waits_for_a_blocking_consumer)
+{
+    ring_buffer_unexport();
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ASSERT_GE(efd, 0);
+    fd_ = ring_buffer_export(efd, true);
+    ASSERT_GE(fd_, 0);
+    rb_consumer c;
+    ASSERT_EQ(c.open(dup(fd_)), "");
+    EXPECT_EQ(c.header().consumer_blocking.load(), 1u); // from the start
+    const uint64_t n = 20000; // 16 bytes each: 80 buffers full
+    std::atomic<bool> done{false};
+    uint64_t ok = 0;
+    std::thread t([&] {
+        for (uint64_t i = 0; i < n; i++)
+            ok += write_seq(i);
+        done = true;
+    });
+    taken got;
+    while (!done.load()) {
+        c.refresh();
+        for (size_t i = 0; i < c.size(); i++)
+            take(c, i, false, got);
+        c.pass_done();
+        std::this_thread::sleep_for(std::chrono::microseconds(200)); // a slow consumer
+    }
+    t.join();
+    c.refresh();
+    for (size_t i = 0; i < c.size(); i++)
+        take(c, i, true, got);
+    EXPECT_EQ(ok, n);
+    ASSERT_EQ(got.seqs.size(), n);
+    EXPECT_EQ(got.lost, 0u);
+    for (uint64_t i = 0; i < n; i++)
+        ASSERT_EQ(got.seqs[i], i);
+
+    // The consumer does not answer: one wait of about a second, then drops at once.
+    auto t0 = std::chrono::steady_clock::now();
+    uint64_t ok2 = 0;
+    std::thread([&] {
+        for (uint64_t i = 0; i < 2000; i++)
+            ok2 += write_seq(i);
+    }).join();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(ok2, 2000u);
+    EXPECT_GE(ms, 900);
+    EXPECT_LT(ms, 3000);
+    // Off: no wait at all.
+    c.set_blocking(false);
+    t0 = std::chrono::steady_clock::now();
+    std::thread([&] {
+        for (uint64_t i = 0; i < 2000; i++)
+            write_seq(i);
+    }).join();
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0).count(), 500);
+    close(efd);
+}

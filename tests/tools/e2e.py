@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, libc.
+errors, funcs, probe, follow, libc, noloss.
 """
 import json
 import os
@@ -526,6 +526,26 @@ elif CASE == "follow":
         check(graph == want, "attach follows the same loads as record:\n" + graph)
     else:
         t.kill()
+elif CASE == "noloss":
+    # Default settings lose nothing (a full buffer waits for `record` to copy its pages
+    # out): five threads making calls as fast as they can, and every libc call of ls. The
+    # graph starts with main. With --no-wait and small buffers, events are lost: record
+    # says by which thread and when, report marks where.
+    p = record(["-o", "n.dat", "--", prog("burst")])
+    check(p.stdout == "4375000\n", "burst ran (%r)" % p.stdout)
+    check("2500012 events (0 lost) from 5 threads" in p.stderr, "all recorded: %r" % p.stderr)
+    g = run(["report", "-i", "n.dat", "--format", "graph", "--no-header"]).stdout
+    check("LOST" not in g and g.count("|  main() {") == 1 and g.count("|  worker() {") == 4,
+          "graph whole, from main on:\n" + g[:1500])
+    p = record(["-o", "n.dat", "-F", "libc.so.6:*", "--", "ls", "/usr/bin"])
+    check(re.search(r"\d{4,} events \(0 lost\)", p.stderr), "ls: all recorded: %r" % p.stderr)
+    p = record(["-o", "n.dat", "--no-wait", "-b", "16", "--", prog("burst")])
+    lost = re.search(r"\((\d+) lost\)", p.stderr)
+    check(lost and int(lost.group(1)) > 0, "--no-wait: losses: %r" % p.stderr)
+    check(re.search(r"events lost by thread \d+ of process \d+ .*after the start "
+                    r"\(its buffer was full", p.stderr), "losses told: %r" % p.stderr)
+    g = run(["report", "-i", "n.dat", "--format", "graph", "--no-header"]).stdout
+    check("/* LOST " in g, "report marks the losses")
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

@@ -276,6 +276,8 @@ __attribute__((constructor)) void dprobe_agent_init()
     }
     if (const char *clk = env_get("DPROBE_CLOCK"))
         c.clock = clk;
+    if (const char *nw = env_get("DPROBE_NOWAIT"))
+        st.nowait = std::strcmp(nw, "1") == 0;
     const char *tfs = env_get("DPROBE_TRACEFS");
     c.tracefs = !(tfs && std::strcmp(tfs, "0") == 0);
     std::string err = agent_start(c, first ? "start" : "exec", first);
@@ -396,7 +398,8 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     // The summary names the functions traced through int3 entries and those left out, with
     // why (the first few of each).
     auto listing = [&](const char *kind, size_t n,
-                       const std::vector<std::pair<std::string, std::string>> &v) {
+                       const std::vector<std::pair<std::string, std::string>> &v,
+                       const std::string &hint) {
         if (!n)
             return;
         std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
@@ -404,15 +407,19 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
             msg += "\n" + v[i].first + " (" + v[i].second + ")";
         if (v.size() > 8)
             msg += "\nand " + std::to_string(v.size() - 8) + " more";
+        if (!hint.empty())
+            msg += "\n" + hint;
         status_send(msg);
     };
-    listing("int3", plan.int3.size(), plan.int3_why);
-    listing("leftout", plan.left_out.size(), plan.left_out);
+    listing("int3", plan.int3.size(), plan.int3_why, "");
+    listing("leftout", plan.left_out.size(), plan.left_out, plan.left_out_hint);
     // The pages go to the file as they are: keep the oldest when the consumer falls behind
     // (the kernel's default overwrites them; a recording wants the whole story, and the
     // losses marked where they happened).
     ring_buffer_set_overwrite(false);
-    if (int r = ring_buffer_export(st.wake_fd); r < 0) {
+    // `dprobe record` copies the pages out as they fill: a thread finding its buffer full
+    // waits for it (from the first event on, before the CLI has even mapped the buffers).
+    if (int r = ring_buffer_export(st.wake_fd, !st.attached && !st.nowait); r < 0) {
         funcgraph_stop();
         session_follow_loads(false);
         remove_all_events();

@@ -23,6 +23,8 @@
 //                         "error ...", "warn ...", "ready ...", "mount ..."
 //   DPROBE_WAKE_FD        an eventfd the CLI sleeps on: written when a buffer is half full
 //   DPROBE_TRACEFS        "0": do not serve the tracefs tree
+//   DPROBE_NOWAIT         "1": a thread whose buffer is full drops its events rather than
+//                         wait for the CLI to copy pages out
 //   DPROBE_FIRST          set for the program `dprobe record` starts (not passed on): only
 //                         there does an -F glob that matches nothing stop the program
 #pragma once
@@ -47,6 +49,7 @@ struct agent_state {
     int out_fd = -1;
     int status_fd = -1;
     int wake_fd = -1; // the CLI's eventfd (record)
+    bool nowait = false; // record --no-wait: a full buffer drops rather than waits for the CLI
     pid_t pid = 0;
     uint64_t session = 0;
     std::string output;
@@ -105,6 +108,7 @@ struct graph_plan {
     std::vector<std::string> int3;                          // functions with an int3 entry
     std::vector<std::pair<std::string, std::string>> int3_why; // why they have no site
     std::vector<std::pair<std::string, std::string>> left_out; // name, why
+    std::string left_out_hint; // how to get them anyway, when there is a way
 };
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
                     bool follow_loads, bool strict, std::string *err, std::string *warn,

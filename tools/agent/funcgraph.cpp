@@ -183,6 +183,8 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                             [&](const std::string &n) { return glob_match(n, name); }))
                 continue;
             matched++;
+            if (ftrace_is_fragment(*h.sym))
+                continue; // "f.cold": part of f, never called
             uintptr_t addr = h.sym->addr;
             bool ifunc = false;
             if (h.sym->type == STT_GNU_IFUNC) {
@@ -209,14 +211,18 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             const std::string reason = ifunc ? "an IFUNC's implementation, hand-written"
                                              : why ? why : "no site";
             if (!ifunc && (ftrace_never_hooked(*h.obj, *h.sym) || within_kprobe_blacklist(addr))) {
-                // dprobe's own, or what it runs on (setjmp, sigaction...): not at all.
-                plan->left_out.emplace_back(name, reason);
+                // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
+                // when named; a wildcard passes over them, as the kernel's notrace functions.
+                if (!wildcard(g))
+                    plan->left_out.emplace_back(name, reason);
                 continue;
             }
             if (wildcard(g) && runs_signals_blocked(*h.obj)) {
-                plan->left_out.emplace_back(
-                    name, reason + "; an int3 entry in " + h.obj->name + " only when named: -F '" +
-                              h.obj->name + ":" + name + "'");
+                plan->left_out.emplace_back(name, reason);
+                if (plan->left_out_hint.empty())
+                    plan->left_out_hint = "a function of " + h.obj->name +
+                                          " gets an int3 entry only when named: -F '" +
+                                          h.obj->name + ":" + name + "'";
                 continue;
             }
             plan->int3_why.emplace_back(name, reason);

@@ -121,6 +121,8 @@ int run_record(const record_opts &o)
             setenv("DPROBE_CLOCK", o.clock.c_str(), 1);
         if (o.no_tracefs)
             setenv("DPROBE_TRACEFS", "0", 1);
+        if (o.no_wait)
+            setenv("DPROBE_NOWAIT", "1", 1);
         const char *pre = getenv("LD_PRELOAD");
         std::string preload = agent + (pre && *pre ? std::string(" ") + pre : "");
         setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -145,6 +147,7 @@ int run_record(const record_opts &o)
     sigaction(SIGHUP, &sa, nullptr);
 
     recorder rec(out, sv[0], wake);
+    rec.blocking = !o.no_wait;
     rec.set_child(child);
     const bool tty = !o.quiet && isatty(STDERR_FILENO);
     rec.run(
@@ -319,6 +322,9 @@ void setup_record(CLI::App &app)
     add_trace_options(sub, *o);
     sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
+    sub->add_flag("--no-wait", o->no_wait,
+                  "Never slow the program down: a thread whose buffer is full drops its events "
+                  "(counted) rather than wait for dprobe to copy them out");
     // PROG and its arguments are cut off argv before CLI11 parses (record_take_program).
     sub->footer(
         "Examples:\n"

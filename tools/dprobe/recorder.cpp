@@ -95,7 +95,7 @@ struct recorder::arena {
 };
 
 recorder::recorder(int out_fd, int status_fd, int wake_fd)
-    : out_fd_(out_fd), status_fd_(status_fd), wake_fd_(wake_fd)
+    : out_fd_(out_fd), status_fd_(status_fd), wake_fd_(wake_fd), start_ms_(now_ms())
 {
 }
 
@@ -202,8 +202,10 @@ void recorder::on_hello(pid_t pid, uint64_t session, int fd)
         return;
     }
     a->pidfd = pidfd_open(pid);
-    if (a->pidfd < 0)
+    if (a->pidfd < 0 && errno == ESRCH)
         a->dead = true; // gone already: what it wrote is all there is
+    else if (blocking)
+        a->drain->set_blocking(true); // a full buffer waits for this drain: nothing lost
     arenas_.push_back(std::move(a));
 }
 
@@ -251,6 +253,7 @@ std::string recorder::end_of(arena &a)
 void recorder::finish(arena &a, const std::string &reason_kv)
 {
     bool failed = false;
+    a.drain->set_blocking(false);
     a.drain->drain(true, &failed);
     if (!a.drain->finish(reason_kv) || failed)
         if (error.empty())
@@ -373,10 +376,21 @@ std::vector<std::string> recorder::loss_report() const
                 const uint64_t lost = th.dropped + th.lost;
                 if (!lost)
                     continue;
+                char when[96] = "";
+                if (th.first_loss_ms) {
+                    const double f = (th.first_loss_ms - std::min(th.first_loss_ms, start_ms_)) / 1e3,
+                                 l = (th.last_loss_ms - std::min(th.last_loss_ms, start_ms_)) / 1e3;
+                    if (l - f < 0.05)
+                        std::snprintf(when, sizeof when, " %.2f s after the start", f);
+                    else
+                        std::snprintf(when, sizeof when, " between %.2f s and %.2f s after the start",
+                                      f, l);
+                }
                 out.push_back(std::to_string(lost) + " event" + (lost == 1 ? "" : "s") +
                               " lost by thread " + std::to_string(th.tid) + " of process " +
-                              std::to_string(a->pid) +
-                              (th.dropped ? " (its buffer was full)" : " (overwritten)"));
+                              std::to_string(a->pid) + when +
+                              (th.dropped ? " (its buffer was full" : " (overwritten") +
+                              "; `dprobe report` marks where)");
             }
             const uint64_t orphans =
                 a->drain->header().orphan_dropped.load(std::memory_order_relaxed);

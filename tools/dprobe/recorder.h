@@ -45,6 +45,8 @@ public:
     std::vector<std::string> default_graphs;
     std::vector<std::string> mounts;  // tracefs mounts to clean up after a kill
     bool ready = false;               // the named program's agent started
+    // A thread whose buffer is full waits for the drain (up to a second) rather than drop.
+    bool blocking = true;
     unsigned functions = 0, events = 0;
 
     struct totals {
@@ -52,7 +54,7 @@ public:
         size_t threads = 0, processes = 0;
     };
     totals counts() const;
-    // Threads that lost events: "tid (comm) in pid: N lost".
+    // Threads that lost events: how many, which thread, when (seconds from the start).
     std::vector<std::string> loss_report() const;
 
 private:
@@ -70,6 +72,7 @@ private:
     int child_status_ = 0;
     bool child_reaped_ = false;
     bool status_eof_ = false;
+    uint64_t start_ms_ = 0; // CLOCK_MONOTONIC at the start, for the times of losses
     std::vector<std::unique_ptr<arena>> arenas_; // open ones
     std::vector<std::unique_ptr<arena>> done_;
 };
