@@ -1,13 +1,14 @@
 // The trace file format's writing side (see trace_file.h).
 #include "tools/trace_file.h"
 
+#include "tools/crc32c.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sys/uio.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <climits>
@@ -67,8 +68,7 @@ std::string make_chunk(chunk_type type, uint64_t session, std::string_view paylo
     s.reserve(k_chunk_header_size + padded);
     put<uint32_t>(s, type);
     put<uint32_t>(s, static_cast<uint32_t>(
-                         crc32(0, reinterpret_cast<const Bytef *>(payload.data()),
-                               static_cast<uInt>(payload.size()))));
+                         crc32c(0, payload.data(), payload.size())));
     put<uint64_t>(s, session);
     put<uint32_t>(s, static_cast<uint32_t>(payload.size()));
     put<uint32_t>(s, 0);
@@ -164,7 +164,7 @@ void pages_chunk::add(const page_header &h, const char *data)
 bool pages_chunk::write(int fd)
 {
     ph_.npages = static_cast<uint32_t>(heads_.size());
-    uLong crc = crc32(0, reinterpret_cast<const Bytef *>(&ph_), sizeof ph_);
+    uint32_t crc = crc32c(0, &ph_, sizeof ph_);
     std::vector<iovec> iov;
     iov.reserve(2 + 2 * heads_.size());
     iov.push_back({&ch_, sizeof ch_});
@@ -172,9 +172,9 @@ bool pages_chunk::write(int fd)
     for (size_t i = 0; i < heads_.size(); i++) {
         const page_header &h = heads_[i];
         const char *d = datas_[i] + h.off;
-        const uInt n = h.len - h.off; // whole events: a multiple of 8
-        crc = crc32(crc, reinterpret_cast<const Bytef *>(&h), sizeof h);
-        crc = crc32(crc, reinterpret_cast<const Bytef *>(d), n);
+        const uint32_t n = h.len - h.off; // whole events: a multiple of 8
+        crc = crc32c(crc, &h, sizeof h);
+        crc = crc32c(crc, d, n);
         iov.push_back({const_cast<page_header *>(&h), sizeof h});
         if (n)
             iov.push_back({const_cast<char *>(d), n});

@@ -6,7 +6,7 @@
 //
 //   file header  "DPROBE\x01\n" magic, u32 version (2), u32 header size, u64 created
 //                (realtime ns), u64 reserved
-//   chunk        u32 type, u32 crc32 of the payload, u64 session, u32 payload length,
+//   chunk        u32 type, u32 CRC-32C of the payload, u64 session, u32 payload length,
 //                u32 reserved, payload (padded to 8 bytes; the padding is not in the length)
 //
 // A session is one process image: the program, a forked child, or the image after an exec.

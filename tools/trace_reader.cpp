@@ -1,6 +1,8 @@
 // The trace file reader (see trace_reader.h).
 #include "tools/trace_reader.h"
 
+#include "tools/crc32c.h"
+
 #include "core/ring_buffer_layout.h"
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 namespace dprobe::tracefile {
 
@@ -245,7 +246,7 @@ bool trace_reader::open(const std::string &path, std::string *err)
                 warning = "cannot read the chunk at offset " + std::to_string(pos);
                 break;
             }
-            if (crc32(0, reinterpret_cast<const Bytef *>(payload.data()), h.len) != h.crc) {
+            if (crc32c(0, payload.data(), h.len) != h.crc) {
                 warning = "chunk at offset " + std::to_string(pos) +
                           " fails its checksum; the rest of the file is ignored";
                 break;
@@ -277,7 +278,7 @@ bool trace_reader::cursor::load_chunk()
             error_ = "cannot read the trace file";
             return false;
         }
-        if (crc32(0, reinterpret_cast<const Bytef *>(buf_.data()), len) != h.crc) {
+        if (crc32c(0, buf_.data(), len) != h.crc) {
             error_ = "a PAGES chunk of thread " + std::to_string(s_.tid) + " at offset " +
                      std::to_string(off - k_chunk_header_size) +
                      " fails its checksum: the thread's later events are left out";

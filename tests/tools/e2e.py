@@ -546,6 +546,15 @@ elif CASE == "noloss":
                     r"\(its buffer was full", p.stderr), "losses told: %r" % p.stderr)
     g = run(["report", "-i", "n.dat", "--format", "graph", "--no-header"]).stdout
     check("/* LOST " in g, "report marks the losses")
+    # record returns right after its program ends (no helper thread's poll timeout in the
+    # program's exit, no sleep in record): the best of three under 0.1 s.
+    import time
+    lags = []
+    for _ in range(3):
+        p = record(["-o", "n.dat", "--", sys.executable, "-c",
+                    "import time; print(time.monotonic(), flush=True)"])
+        lags.append(time.monotonic() - float(p.stdout.split()[-1]))
+    check(min(lags) < 0.1, "record returned %s s after its program's last line" % lags)
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

@@ -5,6 +5,7 @@
 #include "core/trace_clock.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/trace_drain.h"
+#include "tools/crc32c.h"
 #include "tools/trace_file.h"
 #include "tools/trace_reader.h"
 
@@ -294,4 +295,19 @@ TEST(perf_probe, parameter_names_from_dwarf)
     r = tools::translate_perf_probe({"add", "nosuch"}, *img);
     EXPECT_FALSE(r.ok);
     EXPECT_NE(r.message.find("not a parameter of add"), std::string::npos) << r.message;
+}
+
+TEST(trace_file, chunk_checksum_is_crc32c)
+{
+    // The check value of CRC-32C, chained as zlib's crc32() chains, and an unaligned tail.
+    EXPECT_EQ(dprobe::tracefile::crc32c(0, "123456789", 9), 0xe3069283u);
+    const uint32_t a = dprobe::tracefile::crc32c(0, "1234", 4);
+    EXPECT_EQ(dprobe::tracefile::crc32c(a, "56789", 5), 0xe3069283u);
+    std::string big(4099, 'x');
+    for (size_t i = 0; i < big.size(); i++)
+        big[i] = static_cast<char>(i * 31);
+    uint32_t whole = dprobe::tracefile::crc32c(0, big.data() + 1, big.size() - 1);
+    uint32_t parts = dprobe::tracefile::crc32c(dprobe::tracefile::crc32c(0, big.data() + 1, 13),
+                                               big.data() + 14, big.size() - 14);
+    EXPECT_EQ(whole, parts);
 }

@@ -53,7 +53,7 @@ int run_report(const report::report_opts &o)
                      static_cast<unsigned long long>(rc.unwound), rc.unwound == 1 ? "" : "s");
     if (!ok)
         return fail("report", "cannot write " + (to_file ? o.output : std::string("the output")));
-    if (to_file)
+    if (to_file && size > 0)
         std::fprintf(stderr, "dprobe report: wrote %s (%ld bytes)\n", o.output.c_str(), size);
     return 0;
 }
