@@ -161,8 +161,25 @@ std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
 // Detaches OPS from SITES (disabling sites left with no ops), and returns after no thread
 // can still be calling OPS from those sites.
 void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+
+// One ops on one site, for clients with an ops per site (kprobes, kretprobes).
+struct ftrace_ops_site {
+    ftrace_ops *ops;
+    ftrace_site *site;
+};
+// Attaches each pair's ops to its site, all in one batch: the sites that had no ops are
+// enabled by one text patch and one wait covers every replaced list (N kprobes on N sites
+// cost what one fprobe on N sites does). A site may appear in several pairs. On error
+// nothing changed. Returns 0 or -errno.
+int ftrace_ops_attach_each(std::span<const ftrace_ops_site> pairs);
+// Detaches each pair's ops from its site in one batch, and returns after no thread can still
+// be calling any of them from those sites.
+void ftrace_ops_detach_each(std::span<const ftrace_ops_site> pairs);
+
 // After this returns no exit of OPS will run for activations that entered before.
 void ftrace_ops_retire(ftrace_ops *ops);
+// The same for many ops, with one wait.
+void ftrace_ops_retire(std::span<ftrace_ops *const> ops);
 
 // Number of ops attached to a site (for enabled_functions).
 uint32_t ftrace_site_ops_count(const ftrace_site *site);

@@ -8,6 +8,7 @@
 #include <Zydis/Mnemonic.h>
 
 #include <cstring>
+#include <vector>
 
 extern "C" void dprobe_optprobe_caller();
 extern "C" void dprobe_optprobe_caller_light();
@@ -108,7 +109,9 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
     return op;
 }
 
-int optprobe_arm(optprobe &op)
+namespace {
+
+text_poke_req jmp_req(const optprobe &op)
 {
     text_poke_req r;
     r.addr = op.addr;
@@ -116,16 +119,10 @@ int optprobe_arm(optprobe &op)
     auto jmp = arch::make_jmp_rel32(op.addr, op.mem.rx);
     std::memcpy(r.bytes, jmp->data(), jmp->size());
     std::memset(r.bytes + 5, arch::INT3_INSN_OPCODE, op.len - 5u);
-    // A thread sitting right after the first byte (it trapped on a kprobe int3 that is
-    // being replaced) is handled by the kprobe layer's SIGTRAP handling, which is delivered
-    // when the thread resumes.
-    int err = text_poke_stopped({&r, 1}, op.moves);
-    if (err == 0)
-        op.armed = true;
-    return err;
+    return r;
 }
 
-int optprobe_disarm(optprobe &op, const uint8_t *bytes)
+text_poke_req restore_req(const optprobe &op, const uint8_t *bytes)
 {
     text_poke_req r;
     r.addr = op.addr;
@@ -134,9 +131,60 @@ int optprobe_disarm(optprobe &op, const uint8_t *bytes)
     r.emu = bytes[0] == arch::INT3_INSN_OPCODE ? text_poke_req::emulate::trap
                                                 : text_poke_req::emulate::jmp;
     r.target = op.mem.rx + op.copy_off; // the original instructions, relocated
+    return r;
+}
+
+} // namespace
+
+int optprobe_arm(optprobe &op)
+{
+    optprobe *one[1] = {&op};
+    return optprobe_arm_many(one, {});
+}
+
+int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra)
+{
+    std::vector<text_poke_req> reqs;
+    std::vector<rip_move> moves(extra.begin(), extra.end());
+    reqs.reserve(ops.size());
+    for (const optprobe *op : ops) {
+        reqs.push_back(jmp_req(*op));
+        moves.insert(moves.end(), op->moves.begin(), op->moves.end());
+    }
+    // A thread sitting right after the first byte (it trapped on a kprobe int3 that is
+    // being replaced) is handled by the kprobe layer's SIGTRAP handling, which is delivered
+    // when the thread resumes.
+    int err = text_poke_stopped(reqs, moves);
+    if (err == 0)
+        for (optprobe *op : ops)
+            op->armed = true;
+    return err;
+}
+
+int optprobe_disarm(optprobe &op, const uint8_t *bytes)
+{
+    text_poke_req r = restore_req(op, bytes);
     int err = text_poke_batch({&r, 1});
     if (err == 0)
         op.armed = false;
+    return err;
+}
+
+int optprobe_disarm_many(std::span<optprobe *const> ops, bool keep_int3)
+{
+    std::vector<text_poke_req> reqs;
+    reqs.reserve(ops.size());
+    for (const optprobe *op : ops) {
+        uint8_t bytes[sizeof op->orig];
+        std::memcpy(bytes, op->orig, op->len);
+        if (keep_int3)
+            bytes[0] = arch::INT3_INSN_OPCODE;
+        reqs.push_back(restore_req(*op, bytes));
+    }
+    int err = text_poke_batch(reqs);
+    if (err == 0)
+        for (optprobe *op : ops)
+            op->armed = false;
     return err;
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,15 @@ int optprobe_arm(optprobe &op);
 // Writes BYTES (op.len of them: the original instructions, or an int3 followed by their
 // tail) back over the jmp. A thread reaching the site meanwhile runs the relocated copy.
 int optprobe_disarm(optprobe &op, const uint8_t *bytes);
+
+// The same for many probes at once (the kernel's arch_optimize_kprobes() and
+// arch_unoptimize_kprobes() over their lists): every jmp of OPS written during one stop of
+// the threads, a thread stopped at one of EXTRA's `from` addresses moved too (an
+// out-of-line copy whose jump back lands inside a region)...
+int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra);
+// ...and written back in one text patch: the original instructions, or with KEEP_INT3 an
+// int3 followed by their tail (the kprobe stays armed).
+int optprobe_disarm_many(std::span<optprobe *const> ops, bool keep_int3);
 
 // Releases the detour and OP. The detour refers to OP, and a thread may be anywhere in it
 // for as long as it can still be running code it entered before the disarm (a thread

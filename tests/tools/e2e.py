@@ -6,7 +6,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
 CASE is one of: graph, text, chrome, crash, interrupt, ctl, forkexec, errors, funcs, probe,
-follow, libc.
+follow, many, libc.
 """
 import json
 import os
@@ -307,6 +307,31 @@ elif CASE == "follow":
         check(graph == want, "attach follows the same loads as record:\n" + graph)
     else:
         t.kill()
+elif CASE == "many":
+    # Thousands of events: more text than one environment string may hold (the agent reads
+    # them from a file the command removes afterwards), created disabled and enabled in one
+    # batch before main; every one fires on every call.
+    n = 2400
+    events = []
+    for i in range(n):
+        if i % 4 == 3:
+            events += ["-e", "r:many/e%d args:add ret=$retval:s64" % i]
+        else:
+            events += ["-e", "p:many/e%d args:add a=%%di:s32 b=%%si:s32" % i]
+    env_tmp = os.path.join(WORK, "tmp")
+    os.makedirs(env_tmp)
+    ENV["TMPDIR"] = env_tmp
+    p = record(["-o", "m.dat"] + events + ["--", prog("args")])
+    del ENV["TMPDIR"]
+    check(p.stdout.strip() == "-81", "the program's output is kept (%r)" % p.stdout)
+    check(os.listdir(env_tmp) == [], "events file left behind: %s" % os.listdir(env_tmp))
+    out = run(["report", "-i", "m.dat", "--no-header"]).stdout
+    hits = {}
+    for m in re.finditer(r" (e\d+): \(", out):
+        hits[m.group(1)] = hits.get(m.group(1), 0) + 1
+    check(len(hits) == n and set(hits.values()) == {3},
+          "each of %d events recorded 3 times (%d events seen, counts %s)" %
+          (n, len(hits), sorted(set(hits.values()))))
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

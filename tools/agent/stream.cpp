@@ -192,8 +192,12 @@ void start_session(const char *reason)
     std::lock_guard<std::mutex> g(st.lock);
     write_chunk(tracefile::CHUNK_SESSION, s);
     write_chunk(tracefile::CHUNK_OBJECTS, objects_payload(false));
+    std::vector<std::string> formats;
+    formats.reserve(st.events.size());
     for (const auto &[id, payload] : st.events)
-        write_chunk(tracefile::CHUNK_EVENT, payload);
+        formats.push_back(payload);
+    if (!formats.empty())
+        write_chunks(tracefile::CHUNK_EVENT, formats);
     st.comms.clear();
 }
 
