@@ -10,6 +10,7 @@
 // thread's shadow stack. A site calls the tracer only while at least one ops is attached.
 #pragma once
 
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/exec_mem.h"
 #include "core/symbols.h"
@@ -34,15 +35,11 @@ enum class site_kind : uint8_t {
     jump,    // no site compiled in: the entry instructions are replaced by a jmp to a detour
 };
 
-// A jump site's detour: `jmp stub` (the tracer), the relocated entry instructions, `jmp`
-// back to the function after them.
+// A jump site's detour (arch/x86_64/detour.h): `jmp stub` (the tracer), the relocated
+// entry instructions, `jmp` back to the function after them.
 struct jump_detour {
     exec_chunk mem;
-    uint8_t orig[24];          // the original bytes of the region
-    uint32_t call_len = 5;     // offset of the relocated copy in the detour (after its jmp)
-    uint32_t ninsn = 0;
-    uint32_t orig_off[8];      // each region instruction's offset in the function...
-    uint32_t copy_off[8];      // ...and its copy's offset in the detour
+    arch::detour d;
 };
 const char *site_kind_name(site_kind k);
 

@@ -1,6 +1,7 @@
 // Attaching ops to sites and switching sites between NOP and call (ftrace_replace_code).
 #include "core/ftrace_internal.h"
 
+#include "arch/x86_64/ftrace_make.h"
 #include "core/task_ctx.h"
 
 #include <algorithm>
@@ -38,16 +39,14 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
     return u;
 }
 
+// ftrace_make_call() / ftrace_make_nop() of the site (the arch verbs: a compiled-in site's
+// jmp or NOP, a jump site's detour).
 text_poke_req enable_req(ftrace_site *s)
 {
     if (s->kind == site_kind::jump)
         return jump_enable_req(s);
     text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    arch::site_jmp_bytes(s->ip, s->len, s->stub.rx, r.bytes);
-    r.emu = text_poke_req::emulate::jmp;
-    r.target = s->stub.rx;
+    arch::ftrace_make_call(s->ip, s->len, s->stub.rx, &r); // stubs are allocated in reach
     return r;
 }
 
@@ -55,12 +54,7 @@ text_poke_req disable_req(ftrace_site *s)
 {
     if (s->kind == site_kind::jump)
         return jump_disable_req(s);
-    text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    arch::site_nop_bytes(s->len, r.bytes);
-    r.emu = text_poke_req::emulate::nop;
-    return r;
+    return arch::ftrace_make_nop(s->ip, s->len);
 }
 
 int ensure_stub(ftrace_site *s)
@@ -78,7 +72,7 @@ int ensure_stub(ftrace_site *s)
     s->stub = c;
     if (s->kind == site_kind::jump) {
         jump_site_link_stub(s);
-        s->body = s->jump->mem.rx + s->jump->call_len;
+        s->body = s->jump->d.copy();
     } else {
         s->body = s->ip + s->len;
     }

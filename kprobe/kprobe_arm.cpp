@@ -7,6 +7,8 @@
 //   1. unoptimize what may not stay optimized: records being disarmed or given a post
 //      handler, regions that will cover a newly armed int3 (one text patch for all jmps);
 //   2. arm and disarm the int3 records (one text patch: one byte each, atomic stores);
+// (the bytes of each step are the arch verbs': arch_arm_kprobe()/arch_disarm_kprobe(),
+// arch_optimize_kprobes()/arch_unoptimize_kprobes() through core/optprobe);
 //   3. attach and detach the ftrace ops of records on patch sites (one text patch, one wait);
 //   4. optimize the candidates: the touched records and their neighbours, whose regions
 //      may have been blocked or unblocked by a touched address (one stop of the threads
@@ -18,7 +20,7 @@
 // holds, whatever step failed; optimized regions never overlap and hold no armed int3 of
 // another record; a gone record's code is never written.
 #include "arch/x86_64/ext_state.h"
-#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/kprobes_arch.h"
 #include "core/optprobe.h"
 #include "core/text_poke.h"
 #include "kprobe/kprobe_internal.h"
@@ -98,8 +100,7 @@ template <class F> void for_each_covering(uintptr_t addr, F f)
 
 void set_boost_target(kp_record *rec, uintptr_t to)
 {
-    __atomic_store_n(reinterpret_cast<uintptr_t *>(rec->slot.rw + slot_boost_target), to,
-                     __ATOMIC_RELEASE);
+    arch::kprobe_slot_set_boost_ret(rec->slot.rw, to);
 }
 
 // Back to int3 probes: int3 + the original tail over each jmp of RECS, in one text patch.
@@ -186,7 +187,7 @@ void optimize(const std::vector<kp_record *> &recs)
     // Threads that trap from now on continue in the detour's copy; wait (once) for those
     // still in the hook, which may have sent theirs to the boost copy.
     for (kp_record *r : recs)
-        r->opt_copy.store(r->opt->mem.rx + r->opt->copy_off);
+        r->opt_copy.store(r->opt->d.copy());
     kprobe_synchronize();
     // Besides the regions' own moves: the threads between the hook and the end of a boost
     // copy (its jmp back would land inside the region) go to the same places of the
@@ -199,11 +200,9 @@ void optimize(const std::vector<kp_record *> &recs)
         ops.push_back(r->opt.get());
         if (!r->boostable)
             continue;
-        extra.push_back({r->boost_addr, op.mem.rx + op.copy_off});
-        const uintptr_t next = r->insn.next();
-        for (const rip_move &m : op.moves)
-            if (m.from == next)
-                set_boost_target(r, m.to);
+        extra.push_back({r->boost_addr, op.d.copy()});
+        if (const uintptr_t to = op.d.copy_of(r->insn.next()))
+            set_boost_target(r, to);
     }
     // Optimized before the threads resume: one stopped with a SIGTRAP pending from an int3
     // inside a region (another probe's, since removed) is sent to the detour's copy by the
@@ -258,9 +257,7 @@ int arm_batch::commit()
     if (int err = unoptimize(unopt))
         return err;
 
-    // 2. The int3 bytes, in one text patch. (A thread trapping on a temporary int3 of the
-    //    protocol lands in the kprobe hook, which restarts it at the address when the byte
-    //    is not an int3 any more.)
+    // 2. The int3 bytes, in one text patch.
     std::vector<text_poke_req> pokes;
     std::vector<kp_record *> arming, disarming;
     for (kp_record *r : recs_) {
@@ -269,12 +266,7 @@ int arm_batch::commit()
         const bool want = wants_int3(r);
         if (want == r->armed.load())
             continue;
-        text_poke_req q;
-        q.addr = r->addr;
-        q.len = 1;
-        q.bytes[0] = want ? arch::INT3_INSN_OPCODE : r->opcode;
-        q.emu = text_poke_req::emulate::trap;
-        pokes.push_back(q);
+        pokes.push_back(want ? arch::arm_kprobe(r->addr) : arch::disarm_kprobe(r->addr, r->opcode));
         (want ? arming : disarming).push_back(r);
     }
     for (kp_record *r : arming)

@@ -60,12 +60,9 @@ struct kp_children {
 
 enum class kp_mode : uint8_t { int3, ftrace };
 
-// Slot layout: [boost copy: relocated insn + jmp *target] at rx (target at slot_boost_target), [ss copy: relocated insn +
-// int3] at rx + ss_off. The ss copy's int3 tells the hook the instruction has run.
-constexpr size_t slot_ss_off = 64;
-constexpr size_t slot_boost_target = 56; // the boost copy's return address (8 bytes)
-constexpr size_t slot_size = 128;
-
+// The record's instruction slot (arch::prepare_kprobe_slot(), KPROBE_SLOT_SIZE bytes): the
+// boost copy (the instruction + a jmp back through a word the optimizer may redirect) and the
+// ss copy (the instruction + an int3, which tells the hook the instruction has run).
 struct kp_record {
     uintptr_t addr = 0;
     kp_mode mode = kp_mode::int3;
@@ -117,9 +114,9 @@ struct kp_registry {
 };
 kp_registry &registry();
 
-// The most bytes an optimized region covers (optprobe::orig): a record whose region may
-// cover ADDR starts within this many bytes before it.
-constexpr size_t max_region_len = sizeof(optprobe::orig);
+// The most bytes an optimized region covers (arch::DETOUR_MAX_REGION): a record whose
+// region may cover ADDR starts within this many bytes before it.
+constexpr size_t max_region_len = arch::DETOUR_MAX_REGION;
 
 // Calls F(rec) for every record (not gone) whose address is in [LO, HI), in address order.
 template <class F> void for_each_record_in(uintptr_t lo, uintptr_t hi, F f)

@@ -3,8 +3,7 @@
 // arming and disarming, quiescence on unregister, [GONE] on dlclose, and kprobes/list.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
-#include "arch/x86_64/insn_bytes.h"
-#include "arch/x86_64/relocate.h"
+#include "arch/x86_64/kprobes_arch.h"
 #include "arch/x86_64/uaccess.h"
 #include "core/compiler.h"
 #include "core/signal_chain.h"
@@ -205,13 +204,12 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
                     // can be checked, so only its entry can be probed.
                     r.obj = ks.object_of(ia);
                     r.func = ia;
-                    r.fsize = arch::ENDBR64_INSN_SIZE + arch::MAX_INSN_SIZE;
+                    r.fsize = arch::KPROBE_ENTRY_SPAN;
                     r.sym = std::string(bare);
-                    const bool endbr = arch::is_endbr64(reinterpret_cast<const uint8_t *>(ia));
-                    if (offset != 0 && !(endbr && offset == arch::ENDBR64_INSN_SIZE))
+                    offset = arch::adjust_kprobe_offset(ia, r.fsize, offset, &r.on_entry);
+                    if (!r.on_entry)
                         return -EINVAL;
-                    r.on_entry = true;
-                    r.addr = ia + (endbr ? arch::ENDBR64_INSN_SIZE : 0);
+                    r.addr = ia + offset;
                     return 0;
                 }
             }
@@ -227,14 +225,7 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
     r.func = s->addr;
     r.fsize = s->size;
     r.sym = s->name;
-    if (r.fsize >= arch::ENDBR64_INSN_SIZE &&
-        arch::is_endbr64(reinterpret_cast<const uint8_t *>(r.func))) {
-        r.on_entry = offset == 0 || offset == arch::ENDBR64_INSN_SIZE;
-        if (r.on_entry)
-            offset = arch::ENDBR64_INSN_SIZE;
-    } else {
-        r.on_entry = offset == 0;
-    }
+    offset = arch::adjust_kprobe_offset(r.func, r.fsize, offset, &r.on_entry);
     if (offset >= r.fsize)
         return -EINVAL;
     r.addr = r.func + offset;
@@ -278,42 +269,24 @@ int build_int3_record(const resolved &r, kp_record *rec)
         lo = std::min(lo, i->branch_target);
         hi = std::max(hi, i->branch_target);
     }
-    exec_chunk slot = exec_alloc(lo, hi, slot_size);
+    exec_chunk slot = exec_alloc(lo, hi, arch::KPROBE_SLOT_SIZE);
     if (!slot)
         return emu && !i->ind_is_mem ? 0 : -ENOMEM;
-    uint8_t buf[arch::MAX_RELOCATED_INSN_SIZE];
-    const char *why = nullptr;
-    int n = arch::relocate_one(*i, slot.rx, buf, &why);
-    // The boost copy goes back through `jmp *target(%rip)` (no flags or registers touched):
-    // the optimizer points the target into its detour when the jmp it writes covers where
-    // the copy would return, so a thread already on its way there lands somewhere valid.
-    if (n > 0 && static_cast<size_t>(n) + 6 <= slot_boost_target) {
-        std::memcpy(slot.rw, buf, static_cast<size_t>(n));
-        const int32_t disp = static_cast<int32_t>(slot_boost_target - (static_cast<size_t>(n) + 6));
-        const uint8_t jmp[2] = {0xff, 0x25};
-        std::memcpy(slot.rw + n, jmp, 2);
-        std::memcpy(slot.rw + n + 2, &disp, 4);
-        const uintptr_t next = i->next();
-        std::memcpy(slot.rw + slot_boost_target, &next, sizeof next);
-        rec->boostable = true;
-        rec->boost_addr = slot.rx;
-        rec->boost_len = static_cast<uint8_t>(n);
-    }
-    if (!emu) {
-        // The ss copy must fall through to its int3: only non-branches get here.
-        n = arch::relocate_one(*i, slot.rx + slot_ss_off, buf, &why);
-        if (n > 0 && slot_ss_off + static_cast<size_t>(n) + 1 <= slot_size) {
-            std::memcpy(slot.rw + slot_ss_off, buf, static_cast<size_t>(n));
-            slot.rw[slot_ss_off + n] = arch::INT3_INSN_OPCODE;
-            rec->has_ss = true;
-            rec->ss_addr = slot.rx + slot_ss_off;
-            rec->ss_int3 = rec->ss_addr + static_cast<size_t>(n);
-        }
-        if (!rec->boostable || !rec->has_ss) {
-            exec_free(slot); // never published
-            rec->boostable = rec->has_ss = false;
-            return -EINVAL;
-        }
+    // arch_prepare_kprobe(): the boost copy (copy + jmp back through a word the optimizer
+    // points into its detour when the jmp it writes covers where the copy would return, so a
+    // thread already on its way there lands somewhere valid), and for instructions that fall
+    // through, the ss copy (copy + int3).
+    const arch::kprobe_slot ks = arch::prepare_kprobe_slot(*i, !emu, slot.rw, slot.rx);
+    rec->boostable = ks.boostable;
+    rec->boost_addr = ks.boost_addr;
+    rec->boost_len = ks.boost_len;
+    rec->has_ss = ks.has_ss;
+    rec->ss_addr = ks.ss_addr;
+    rec->ss_int3 = ks.ss_int3;
+    if (!emu && (!rec->boostable || !rec->has_ss)) {
+        exec_free(slot); // never published
+        rec->boostable = rec->has_ss = false;
+        return -EINVAL;
     }
     if (i->ind_is_mem && !rec->boostable) {
         // The emulation reads the branch target; when it is unreadable the copy runs (and
@@ -496,7 +469,7 @@ void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
             // The jmp (and the int3 filler after it) covers the whole region.
             for (size_t i = 0; i < r->opt->len; ++i)
                 if (r->addr + i >= addr && r->addr + i < addr + len)
-                    buf[r->addr + i - addr] = r->opt->orig[i];
+                    buf[r->addr + i - addr] = r->opt->d.region.orig[i];
         } else if (r->addr >= addr && r->addr < addr + len) {
             buf[r->addr - addr] = r->opcode;
         }
