@@ -1,6 +1,11 @@
+// The loader's notification of dlopen/dlclose (r_debug's r_brk breakpoint function, as
+// debuggers use it): a hook jumped to from _dl_debug_state() that updates the patch sites
+// inside the loader and calls the registered notifiers. Where and how the jmp is written is
+// arch/x86_64's (dl_hook_site.h, dl_hook.S).
 #include "core/dl_notify.h"
 
-#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/dl_hook_site.h"
+#include "arch/x86_64/text_patching.h"
 #include "core/compiler.h"
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
@@ -82,59 +87,32 @@ void after_fork_child()
     }
 }
 
-bool is_padding(uint8_t b)
-{
-    // NOPs (0x90, the bytes of `nopw %cs:0(%rax,%rax,1)` and its 0x66 prefixes), int3
-    // filler, zero filler.
-    return b == 0x90 || b == 0x66 || b == 0x2e || b == 0x0f || b == 0x1f || b == 0x84 ||
-           b == 0x40 || b == 0x44 || b == 0x00 || b == 0xcc;
-}
-
-// _r_debug.r_brk is _dl_debug_state: `ret` (after `endbr64` in CET builds of glibc) padded
-// to the next function, 16-byte aligned: room for a 5-byte jmp.
+// _r_debug.r_brk is _dl_debug_state: `ret` padded to the next function, room for the hook's
+// 5-byte jmp (arch/x86_64/dl_hook_site.h reads the bytes).
 int install_hook()
 {
     live_r_debug = find_r_debug();
     const uintptr_t brk = live_r_debug->r_brk;
     if (!brk)
         return -EOPNOTSUPP;
-    uintptr_t at = brk;
-    if (arch::is_endbr64(reinterpret_cast<const uint8_t *>(at)))
-        at += arch::ENDBR64_INSN_SIZE; // keep the landing pad
-    const auto *code = reinterpret_cast<const uint8_t *>(at);
-    if (code[0] == 0xcc)
-        return -EBUSY; // a debugger's breakpoint: it would put its saved byte back over ours
-    if (code[0] != 0xc3)
-        return -EOPNOTSUPP;
-    if (!std::all_of(code + 1, code + 5, is_padding))
-        return -EOPNOTSUPP;
+    uintptr_t at = 0;
+    if (long err = arch::dl_hook_site(brk, &at))
+        return static_cast<int>(err);
     // With ld.so's symbols (Debian keeps them): no other function starts in those bytes.
     if (object_ptr ld = kallsyms::instance().object_of(at)) {
         auto next = std::upper_bound(ld->funcs.begin(), ld->funcs.end(), at,
                                      [](uintptr_t a, const ksym &k) { return a < k.addr; });
-        if (next != ld->funcs.end() && next->addr < at + 5)
+        if (next != ld->funcs.end() && next->addr < at + arch::DL_HOOK_SITE_LEN)
             return -EOPNOTSUPP;
     }
-    // jmp *0(%rip); .quad dprobe_dl_debug_hook — reaches the hook wherever libdprobe is,
-    // without touching a register.
-    exec_chunk c = exec_alloc(at, at + 5, 16);
+    // An absolute jump to dprobe_dl_debug_hook: reaches the hook wherever libdprobe is,
+    // without touching a register; the site's jmp goes there.
+    exec_chunk c = exec_alloc(at, at + arch::DL_HOOK_SITE_LEN, arch::ABS_JMP_SIZE);
     if (!c)
         return -ENOMEM;
-    static const uint8_t jmp_abs[6] = {0xff, 0x25, 0, 0, 0, 0};
-    std::memcpy(c.rw, jmp_abs, sizeof jmp_abs);
-    const auto target = reinterpret_cast<uintptr_t>(&dprobe_dl_debug_hook);
-    std::memcpy(c.rw + 6, &target, sizeof target);
-    text_poke_req r;
-    r.addr = at;
-    r.len = 5;
-    r.bytes[0] = 0xe9;
-    const auto rel =
-        static_cast<int32_t>(static_cast<intptr_t>(c.rx) - static_cast<intptr_t>(at + 5));
-    std::memcpy(r.bytes + 1, &rel, 4);
-    r.emu = text_poke_req::emulate::jmp;
-    r.insn_len = 5;
-    r.target = c.rx;
-    text_poke_req one[1] = {r};
+    arch::write_abs_jmp(c.rw, reinterpret_cast<uintptr_t>(&dprobe_dl_debug_hook));
+    text_poke_req one[1];
+    arch::jmp_req(at, c.rx, &one[0]); // the chunk was allocated in reach
     if (int err = text_poke_batch(one)) {
         exec_free(c);
         return err;

@@ -1,5 +1,7 @@
 #include "core/exec_mem.h"
 
+#include "arch/x86_64/text_patching.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -80,7 +82,7 @@ region *map_region(uintptr_t lo, uintptr_t hi)
         return nullptr;
     }
     // int3-fill so a stray jump into unused space traps instead of running garbage.
-    std::memset(rw, 0xcc, region_size);
+    arch::fill_trap(static_cast<uint8_t *>(rw), region_size);
     regions.push_back({reinterpret_cast<uintptr_t>(rx), static_cast<uint8_t *>(rw), 0, {}});
     mapped_bytes += region_size;
     return &regions.back();
@@ -148,7 +150,7 @@ void exec_free(const exec_chunk &chunk)
     std::lock_guard<std::mutex> g(lock);
     for (auto &r : regions) {
         if (chunk.rx >= r.rx && chunk.rx < r.rx + region_size) {
-            std::memset(chunk.rw, 0xcc, chunk.size);
+            arch::fill_trap(chunk.rw, chunk.size);
             r.free_lists[chunk.size].push_back(chunk.rx);
             return;
         }

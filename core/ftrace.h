@@ -10,6 +10,7 @@
 // thread's shadow stack. A site calls the tracer only while at least one ops is attached.
 #pragma once
 
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/exec_mem.h"
 #include "core/symbols.h"
@@ -34,15 +35,11 @@ enum class site_kind : uint8_t {
     jump,    // no site compiled in: the entry instructions are replaced by a jmp to a detour
 };
 
-// A jump site's detour: `jmp stub` (the tracer), the relocated entry instructions, `jmp`
-// back to the function after them.
+// A jump site's detour (arch/x86_64/detour.h): `jmp stub` (the tracer), the relocated
+// entry instructions, `jmp` back to the function after them.
 struct jump_detour {
     exec_chunk mem;
-    uint8_t orig[24];          // the original bytes of the region
-    uint32_t call_len = 5;     // offset of the relocated copy in the detour (after its jmp)
-    uint32_t ninsn = 0;
-    uint32_t orig_off[8];      // each region instruction's offset in the function...
-    uint32_t copy_off[8];      // ...and its copy's offset in the detour
+    arch::detour d;
 };
 const char *site_kind_name(site_kind k);
 
@@ -168,8 +165,25 @@ std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
 // Detaches OPS from SITES (disabling sites left with no ops), and returns after no thread
 // can still be calling OPS from those sites.
 void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+
+// One ops on one site, for clients with an ops per site (kprobes, kretprobes).
+struct ftrace_ops_site {
+    ftrace_ops *ops;
+    ftrace_site *site;
+};
+// Attaches each pair's ops to its site, all in one batch: the sites that had no ops are
+// enabled by one text patch and one wait covers every replaced list (N kprobes on N sites
+// cost what one fprobe on N sites does). A site may appear in several pairs. On error
+// nothing changed. Returns 0 or -errno.
+int ftrace_ops_attach_each(std::span<const ftrace_ops_site> pairs);
+// Detaches each pair's ops from its site in one batch, and returns after no thread can still
+// be calling any of them from those sites.
+void ftrace_ops_detach_each(std::span<const ftrace_ops_site> pairs);
+
 // After this returns no exit of OPS will run for activations that entered before.
 void ftrace_ops_retire(ftrace_ops *ops);
+// The same for many ops, with one wait.
+void ftrace_ops_retire(std::span<ftrace_ops *const> ops);
 
 // Number of ops attached to a site (for enabled_functions).
 uint32_t ftrace_site_ops_count(const ftrace_site *site);

@@ -1,13 +1,14 @@
 // Jump sites: functions built without a patch site (libc, any distribution library) get
 // one made of their first instructions, the kernel's optprobe scheme applied to the entry.
 // The instructions covering at least 5 bytes after any endbr64 are copied, relocated, to a
-// detour that starts with a jump to the site's stub; enabling the site writes a jmp to the
-// detour over them.
+// detour (arch/x86_64/detour.h) that starts with a jump to the site's stub; enabling the
+// site writes a jmp to the detour over them. This file decides which functions may get one;
+// the bytes are the arch verbs'.
 #include "core/ftrace_internal.h"
 
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
-#include "arch/x86_64/relocate.h"
 #include "core/glob.h"
 
 #include <algorithm>
@@ -68,60 +69,18 @@ uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
     return it == obj.funcs.end() ? 0 : it->addr;
 }
 
-// Whether [from, to) is alignment padding: int3s, or NOP instructions (any length or
-// prefix) decoded from FROM; the last NOP may extend past TO.
-bool is_padding(uintptr_t from, uintptr_t to)
-{
-    uintptr_t at = from;
-    while (at < to) {
-        auto i = arch::insn_decode(reinterpret_cast<const void *>(at), 16, at);
-        if (!i)
-            return false;
-        if (i->k != arch::insn::int3 && std::strcmp(i->mnemonic_name(), "nop") != 0)
-            return false;
-        at += i->len;
-    }
-    return true;
-}
-
 // A function shorter than the jmp, ending in ret or jmp, followed by alignment padding
 // (int3/nop fill that no symbol covers) up to 5 bytes from the site: the whole function is
 // the region and the jmp may overwrite padding that is never executed.
-std::optional<arch::optimize_check> short_function_region(const loaded_object &obj,
-                                                          const ksym &sym, uintptr_t ip)
+std::optional<arch::detour_region> short_function_region(const loaded_object &obj,
+                                                         const ksym &sym, uintptr_t ip,
+                                                         const arch::func_analysis &fa)
 {
-    const uintptr_t end = sym.addr + sym.size;
-    if (end >= ip + arch::JMP32_INSN_SIZE)
-        return std::nullopt;
+    const uintptr_t room = ip + arch::JMP32_INSN_SIZE;
     uintptr_t next = next_function(obj, sym.addr);
-    if ((next && next < ip + arch::JMP32_INSN_SIZE) || !obj.is_text(ip + 16))
+    if ((next && next < room) || !obj.is_text(ip + 16))
         return std::nullopt;
-    if (!is_padding(end, ip + arch::JMP32_INSN_SIZE))
-        return std::nullopt;
-    auto fa = arch::analyze_function(sym.addr, sym.size);
-    if (fa.decode_failed || fa.has_indirect_jump)
-        return std::nullopt;
-    arch::optimize_check c;
-    for (const arch::insn &i : fa.insns) {
-        if (i.addr < ip)
-            continue;
-        if (arch::insn_ool_refusal(i))
-            return std::nullopt;
-        c.region.push_back(i);
-    }
-    if (c.region.empty() || !c.region.back().is_unconditional_exit())
-        return std::nullopt;
-    for (const arch::insn &i : c.region)
-        if (&i != &c.region.back() && (i.is_unconditional_exit() || i.k == arch::insn::call_rel ||
-                                       i.k == arch::insn::call_indirect))
-            return std::nullopt;
-    // Nothing may branch into the function after its first instruction.
-    for (const auto &e : fa.jump_targets)
-        if (e.to > ip)
-            return std::nullopt;
-    c.addr = ip;
-    c.len = arch::JMP32_INSN_SIZE;
-    return c;
+    return arch::short_function_region(fa, ip);
 }
 
 struct prepared {
@@ -150,51 +109,38 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
     if (sym.size >= 4 && arch::is_endbr64(reinterpret_cast<const uint8_t *>(ip)))
         ip += arch::ENDBR64_INSN_SIZE;
     auto fa = arch::analyze_function(sym.addr, sym.size);
-    auto check = arch::can_optimize_region(fa, ip, arch::JMP32_INSN_SIZE);
-    if (check.reason == arch::optimize_refusal::crosses_end) {
-        if (auto shorter = short_function_region(*obj, sym, ip)) {
-            check = std::move(*shorter);
-        } else {
+    arch::optimize_refusal refusal{};
+    auto region = arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(sym.addr), ip,
+                                         &p.why, &refusal);
+    if (!region && refusal == arch::optimize_refusal::crosses_end) {
+        region = short_function_region(*obj, sym, ip, fa);
+        if (!region) {
             p.why = "function shorter than the 5-byte jump and not followed by padding";
             return p;
         }
     }
-    if (!check.ok()) {
-        p.why = check.message;
+    if (!region)
         return p;
-    }
-    if (check.len > sizeof(jump_detour::orig) || check.region.size() > 8) {
+    if (region->insns.size() > 8) {
         p.why = "entry region too long";
         return p;
     }
-    // Detour: jmp stub (5) + copy + jmp back; the copy's size is known after relocating.
+    // Detour: jmp stub + copy + jmp back.
     auto d = std::make_unique<jump_detour>();
-    const size_t budget = 5 + check.region.size() * arch::MAX_RELOCATED_INSN_SIZE + 5;
-    d->mem = exec_alloc(ip, ip + check.len, budget);
+    d->mem = exec_alloc(ip, ip + region->len, arch::detour_size(*region, arch::JUMP_DETOUR_HEAD));
     if (!d->mem) {
         p.why = "no executable memory within 2 GiB";
         return p;
     }
-    // A region ending in ret/jmp needs no jump back (and a short function's region ends
-    // in padding, where there is nothing to come back to).
-    const bool back = !check.region.back().is_unconditional_exit();
-    auto rel = arch::relocate_insns(check.region, d->mem.rx + 5, ip + check.len, back);
-    if (!rel) {
+    if (!arch::detour_build(*region, d->mem.rw, d->mem.rx, arch::JUMP_DETOUR_HEAD, &d->d,
+                            &p.why)) {
         exec_free(d->mem);
-        p.why = rel.error.message;
         return p;
     }
-    std::memcpy(d->mem.rw + 5, rel.copy->bytes.data(), rel.copy->bytes.size());
-    std::memcpy(d->orig, reinterpret_cast<const void *>(ip), check.len);
-    d->call_len = 5;
-    d->ninsn = static_cast<uint32_t>(check.region.size());
-    for (size_t i = 0; i < check.region.size(); ++i) {
-        d->orig_off[i] = static_cast<uint32_t>(check.region[i].addr - ip);
-        d->copy_off[i] = 5 + rel.copy->insn_offsets[i];
-    }
+    p.why.clear();
     p.detour = std::move(d);
     p.ip = ip;
-    p.len = static_cast<uint8_t>(check.len);
+    p.len = region->len;
     return p;
 }
 
@@ -236,41 +182,20 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
 // been enabled for the first time (stubs are made before enabling).
 void jump_site_link_stub(ftrace_site *s)
 {
-    auto jmp = arch::make_jmp_rel32(s->jump->mem.rx, s->stub.rx);
-    std::memcpy(s->jump->mem.rw, jmp->data(), jmp->size());
+    arch::detour_write_jmp_head(s->jump->d, s->jump->mem.rw, s->stub.rx); // stubs are near
 }
 
-text_poke_req jump_enable_req(const ftrace_site *s)
-{
-    text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    auto jmp = arch::make_jmp_rel32(s->ip, s->jump->mem.rx);
-    std::memcpy(r.bytes, jmp->data(), jmp->size());
-    // The rest of the region is never executed: nothing jumps into it (checked).
-    std::memset(r.bytes + 5, arch::INT3_INSN_OPCODE, s->len - 5);
-    r.emu = text_poke_req::emulate::jmp;
-    r.target = s->jump->mem.rx;
-    return r;
-}
+text_poke_req jump_enable_req(const ftrace_site *s) { return arch::detour_arm_req(s->jump->d); }
 
+// A thread that traps meanwhile runs the relocated copy, i.e. the original instructions.
 text_poke_req jump_disable_req(const ftrace_site *s)
 {
-    text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    std::memcpy(r.bytes, s->jump->orig, s->len);
-    // A thread that traps meanwhile runs the relocated copy, i.e. the original instructions.
-    r.emu = text_poke_req::emulate::jmp;
-    r.target = s->jump->mem.rx + s->jump->call_len;
-    return r;
+    return arch::detour_disarm_req(s->jump->d, false);
 }
 
 void jump_rip_moves(const ftrace_site *s, std::vector<rip_move> &out)
 {
-    const jump_detour &d = *s->jump;
-    for (uint32_t i = 1; i < d.ninsn; ++i) // the first one is the jmp itself: fine
-        out.push_back({s->ip + d.orig_off[i], d.mem.rx + d.copy_off[i]});
+    s->jump->d.moves(out); // the first instruction is the jmp itself: fine
 }
 
 const char *ftrace_site_refusal(uintptr_t func)

@@ -1,6 +1,7 @@
 // Attaching ops to sites and switching sites between NOP and call (ftrace_replace_code).
 #include "core/ftrace_internal.h"
 
+#include "arch/x86_64/ftrace_make.h"
 #include "core/task_ctx.h"
 
 #include <algorithm>
@@ -38,16 +39,14 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
     return u;
 }
 
+// ftrace_make_call() / ftrace_make_nop() of the site (the arch verbs: a compiled-in site's
+// jmp or NOP, a jump site's detour).
 text_poke_req enable_req(ftrace_site *s)
 {
     if (s->kind == site_kind::jump)
         return jump_enable_req(s);
     text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    arch::site_jmp_bytes(s->ip, s->len, s->stub.rx, r.bytes);
-    r.emu = text_poke_req::emulate::jmp;
-    r.target = s->stub.rx;
+    arch::ftrace_make_call(s->ip, s->len, s->stub.rx, &r); // stubs are allocated in reach
     return r;
 }
 
@@ -55,12 +54,7 @@ text_poke_req disable_req(ftrace_site *s)
 {
     if (s->kind == site_kind::jump)
         return jump_disable_req(s);
-    text_poke_req r;
-    r.addr = s->ip;
-    r.len = s->len;
-    arch::site_nop_bytes(s->len, r.bytes);
-    r.emu = text_poke_req::emulate::nop;
-    return r;
+    return arch::ftrace_make_nop(s->ip, s->len);
 }
 
 int ensure_stub(ftrace_site *s)
@@ -78,7 +72,7 @@ int ensure_stub(ftrace_site *s)
     s->stub = c;
     if (s->kind == site_kind::jump) {
         jump_site_link_stub(s);
-        s->body = s->jump->mem.rx + s->jump->call_len;
+        s->body = s->jump->d.copy();
     } else {
         s->body = s->ip + s->len;
     }
@@ -140,14 +134,29 @@ bool may_be_in_use(std::span<ftrace_site *const> sites, const std::vector<site_u
     return false;
 }
 
-int attach_locked(ftrace_ops *ops, std::span<ftrace_site *const> sites);
+int attach_locked(std::span<const ftrace_ops_site> pairs);
+
+std::vector<ftrace_ops_site> pairs_of(ftrace_ops *ops, std::span<ftrace_site *const> sites)
+{
+    std::vector<ftrace_ops_site> v;
+    v.reserve(sites.size());
+    for (ftrace_site *s : sites)
+        v.push_back({ops, s});
+    return v;
+}
 
 } // namespace
 
 int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 {
     std::lock_guard<std::mutex> g(ftrace_st().lock);
-    return attach_locked(ops, sites);
+    return attach_locked(pairs_of(ops, sites));
+}
+
+int ftrace_ops_attach_each(std::span<const ftrace_ops_site> pairs)
+{
+    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    return attach_locked(pairs);
 }
 
 std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
@@ -158,37 +167,85 @@ std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
     for (ftrace_site *s : sites)
         if (s->usable && !s->gone)
             ok.push_back(s);
-    if (attach_locked(ops, ok) == 0)
+    if (attach_locked(pairs_of(ops, ok)) == 0)
         return ok;
     std::vector<ftrace_site *> some;
-    for (ftrace_site *s : ok)
-        if (attach_locked(ops, std::span<ftrace_site *const>(&s, 1)) == 0)
+    for (ftrace_site *s : ok) {
+        const ftrace_ops_site one[1] = {{ops, s}};
+        if (attach_locked(one) == 0)
             some.push_back(s);
+    }
     return some;
 }
 
 namespace {
 
-// st.lock held.
-int attach_locked(ftrace_ops *ops, std::span<ftrace_site *const> sites)
+// The distinct sites of PAIRS, in first-seen order, and for each pair the index of its site.
+std::vector<ftrace_site *> distinct_sites(std::span<const ftrace_ops_site> pairs,
+                                          std::vector<size_t> &index)
 {
-    for (ftrace_site *s : sites)
-        if (!s->usable || s->gone)
+    std::vector<ftrace_site *> sites;
+    std::unordered_map<ftrace_site *, size_t> seen;
+    seen.reserve(pairs.size());
+    index.clear();
+    index.reserve(pairs.size());
+    for (const ftrace_ops_site &p : pairs) {
+        auto [it, added] = seen.emplace(p.site, sites.size());
+        if (added)
+            sites.push_back(p.site);
+        index.push_back(it->second);
+    }
+    return sites;
+}
+
+// The users list of each site after adding (or removing) the ops of its pairs, in order.
+// Lists built on the way for a site named twice are freed at once: nobody saw them.
+std::vector<site_users *> users_after(std::span<const ftrace_ops_site> pairs,
+                                      const std::vector<ftrace_site *> &sites,
+                                      const std::vector<size_t> &index, bool add)
+{
+    std::vector<site_users *> next(sites.size());
+    std::vector<bool> built(sites.size(), false);
+    try {
+        for (size_t i = 0; i < pairs.size(); ++i) {
+            const size_t k = index[i];
+            site_users *cur = built[k] ? next[k] : sites[k]->users.load(std::memory_order_relaxed);
+            site_users *nu = add ? make_users(cur, pairs[i].ops, nullptr)
+                                 : make_users(cur, nullptr, pairs[i].ops);
+            if (built[k])
+                std::free(cur);
+            next[k] = nu;
+            built[k] = true;
+        }
+    } catch (const std::bad_alloc &) {
+        for (size_t k = 0; k < sites.size(); ++k)
+            if (built[k])
+                std::free(next[k]);
+        throw;
+    }
+    return next;
+}
+
+// st.lock held. Every pair's site gets its ops; the sites that had none are enabled in one
+// batch, and one wait covers every replaced list.
+int attach_locked(std::span<const ftrace_ops_site> pairs)
+{
+    for (const ftrace_ops_site &p : pairs)
+        if (!p.site->usable || p.site->gone)
             return -EINVAL;
+    std::vector<size_t> index;
+    const std::vector<ftrace_site *> sites = distinct_sites(pairs, index);
     for (ftrace_site *s : sites)
         if (int err = ensure_stub(s))
             return err;
     std::vector<site_users *> fresh;
-    fresh.reserve(sites.size());
     try {
-        for (ftrace_site *s : sites)
-            fresh.push_back(make_users(s->users.load(std::memory_order_relaxed), ops, nullptr));
+        fresh = users_after(pairs, sites, index, true);
     } catch (const std::bad_alloc &) {
-        for (auto *u : fresh)
-            std::free(u);
         return -ENOMEM;
     }
     std::vector<site_users *> old;
+    old.reserve(sites.size());
     std::vector<text_poke_req> reqs;
     std::vector<ftrace_site *> to_enable;
     for (size_t i = 0; i < sites.size(); ++i) {
@@ -223,24 +280,31 @@ int attach_locked(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 
 void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 {
-    ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    ftrace_ops_detach_each(pairs_of(ops, sites));
+}
+
+namespace {
+
+// st.lock held. False, with nothing changed, when a list could not be built.
+bool detach_locked(std::span<const ftrace_ops_site> pairs)
+{
+    std::vector<size_t> index;
+    const std::vector<ftrace_site *> sites = distinct_sites(pairs, index);
+    std::vector<site_users *> next;
+    try {
+        next = users_after(pairs, sites, index, false);
+    } catch (const std::bad_alloc &) {
+        return false;
+    }
     std::vector<site_users *> old;
+    old.reserve(sites.size());
     std::vector<text_poke_req> reqs;
     std::vector<ftrace_site *> turned_off;
-    for (ftrace_site *s : sites) {
-        site_users *cur = s->users.load(std::memory_order_relaxed);
-        site_users *next;
-        try {
-            next = make_users(cur, nullptr, ops);
-        } catch (const std::bad_alloc &) {
-            // Cannot shrink the list: leave OPS attached but retired (no callbacks run for
-            // it because its owner is gone); rare enough to only cost a wasted slot.
-            continue;
-        }
-        s->users.store(next, std::memory_order_release);
-        old.push_back(cur);
-        if (!next && s->patched && !s->gone) {
+    for (size_t i = 0; i < sites.size(); ++i) {
+        ftrace_site *s = sites[i];
+        old.push_back(s->users.load(std::memory_order_relaxed));
+        s->users.store(next[i], std::memory_order_release);
+        if (!next[i] && s->patched && !s->gone) {
             reqs.push_back(disable_req(s));
             turned_off.push_back(s);
         }
@@ -251,11 +315,35 @@ void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
     synchronize_dispatch();
     for (auto *u : old)
         std::free(u);
+    return true;
+}
+
+} // namespace
+
+void ftrace_ops_detach_each(std::span<const ftrace_ops_site> pairs)
+{
+    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    if (detach_locked(pairs) || pairs.size() == 1)
+        return;
+    // Cannot shrink the lists at once: pair by pair. A pair whose list cannot shrink leaves
+    // its ops attached but retired (no callbacks run for it because its owner is gone); rare
+    // enough to only cost a wasted slot.
+    for (const ftrace_ops_site &p : pairs)
+        detach_locked({&p, 1});
 }
 
 void ftrace_ops_retire(ftrace_ops *ops)
 {
     ops->gen.fetch_add(1, std::memory_order_acq_rel);
+    synchronize_dispatch();
+}
+
+void ftrace_ops_retire(std::span<ftrace_ops *const> ops)
+{
+    if (ops.empty())
+        return;
+    for (ftrace_ops *o : ops)
+        o->gen.fetch_add(1, std::memory_order_acq_rel);
     synchronize_dispatch();
 }
 

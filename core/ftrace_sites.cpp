@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "arch/x86_64/ftrace_make.h"
 #include "arch/x86_64/insn_bytes.h"
 #include "core/dl_notify.h"
 #include "core/text_poke.h"
@@ -153,14 +154,8 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
         case arch::entry_kind::none:
             continue;
         }
-        if (convert) {
-            text_poke_req r;
-            r.addr = ip;
-            r.len = site->len;
-            arch::site_nop_bytes(site->len, r.bytes);
-            r.emu = text_poke_req::emulate::nop;
-            nops.push_back(r);
-        }
+        if (convert)
+            nops.push_back(arch::ftrace_make_nop(ip, site->len));
         st.by_ip[site->ip] = site.get();
         st.by_func[site->func] = site.get();
         list.sites.push_back(std::move(site));
@@ -282,15 +277,8 @@ int ftrace_convert_sleds()
         for (auto &s : list.sites) {
             if (s->kind != site_kind::nop || s->usable || s->why != k_late_sled || s->gone)
                 continue;
-            text_poke_req r;
-            r.addr = s->ip;
-            r.len = s->len;
-            arch::site_nop_bytes(s->len, r.bytes);
-            r.emu = text_poke_req::emulate::nop;
-            reqs.push_back(r);
-            // Every NOP of a sled is equivalent to running the rest of it.
-            for (uint8_t i = 1; i < s->len; ++i)
-                moves.push_back({s->ip + i, s->ip + s->len});
+            reqs.push_back(arch::ftrace_make_nop(s->ip, s->len));
+            arch::sled_moves(s->ip, s->len, moves);
             sleds.push_back(s.get());
         }
     if (sleds.empty())

@@ -3,10 +3,14 @@
 // detour that saves everything, calls the handler, restores, runs the relocated
 // instructions and jumps back. No trap: nanoseconds instead of a ~3 us SIGTRAP.
 //
-// The kprobe layer decides when a probe may be optimized (no post handler, not a site, the
-// region checks of arch/x86_64/insn_analysis.h) and keeps the int3 path as the fallback.
+// The kprobe layer decides when a probe may be optimized (no post handler, not a site) and
+// keeps the int3 path as the fallback; this file allocates the detour near the code and
+// keeps its state; the region checks, the detour's bytes and the jmp are the arch verbs'
+// (arch/x86_64/detour.h, kprobes_arch.h: arch_prepare_optimized_kprobe,
+// arch_optimize_kprobes, arch_unoptimize_kprobes).
 #pragma once
 
+#include "arch/x86_64/detour.h"
 #include "core/exec_mem.h"
 #include "core/text_poke.h"
 
@@ -15,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,10 +33,8 @@ using optprobe_light_handler = int (*)(void *arg, struct pt_regs *regs);
 struct optprobe {
     uintptr_t addr = 0;      // the probe address: the region starts here
     uint8_t len = 0;         // bytes the jmp replaces (whole instructions, >= 5)
-    uint8_t orig[24] = {};   // their original bytes
-    exec_chunk mem;          // the detour
-    uint32_t copy_off = 0;   // the relocated instructions' offset in the detour
-    std::vector<rip_move> moves; // region instruction -> its copy (for threads inside)
+    exec_chunk mem;          // the detour's memory
+    arch::detour d;          // the detour: region, relocated copy, moves
     optprobe_handler fn = nullptr;
     optprobe_light_handler light_fn = nullptr;
     void *arg = nullptr;
@@ -60,9 +63,18 @@ bool optprobe_set_light(optprobe &op, optprobe_light_handler light_fn);
 // the first one) does not matter.
 int optprobe_arm(optprobe &op);
 
-// Writes BYTES (op.len of them: the original instructions, or an int3 followed by their
-// tail) back over the jmp. A thread reaching the site meanwhile runs the relocated copy.
-int optprobe_disarm(optprobe &op, const uint8_t *bytes);
+// Writes the original instructions back over the jmp, or with KEEP_INT3 an int3 followed by
+// their tail (the kprobe stays armed). A thread reaching the site meanwhile runs the
+// relocated copy.
+int optprobe_disarm(optprobe &op, bool keep_int3 = false);
+
+// The same for many probes at once (the kernel's arch_optimize_kprobes() and
+// arch_unoptimize_kprobes() over their lists): every jmp of OPS written during one stop of
+// the threads, a thread stopped at one of EXTRA's `from` addresses moved too (an
+// out-of-line copy whose jump back lands inside a region)...
+int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra);
+// ...and written back in one text patch.
+int optprobe_disarm_many(std::span<optprobe *const> ops, bool keep_int3);
 
 // Releases the detour and OP. The detour refers to OP, and a thread may be anywhere in it
 // for as long as it can still be running code it entered before the disarm (a thread

@@ -1,3 +1,6 @@
+// text_poke (see text_poke.h): batches, page protection, the int3 protocol's sequence of
+// writes and syncs, the SIGTRAP hook for threads that meet a temporary breakpoint, and
+// writes with every other thread stopped. The bytes come from the arch verbs.
 #include "core/text_poke.h"
 
 #include "arch/x86_64/raw_syscall.h"
@@ -20,8 +23,6 @@
 
 namespace dprobe {
 namespace {
-
-constexpr uint8_t int3_opcode = 0xcc;
 
 std::mutex text_mutex;
 
@@ -87,8 +88,7 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
         // The int3 may have been written by a batch that has completed since this thread
         // trapped (the kernel's do_int3 makes the same check), possibly with another batch
         // under way now: if the byte is no longer an int3, run whatever is there now.
-        const auto *p = reinterpret_cast<const volatile uint8_t *>(at);
-        if (*p != int3_opcode && recently_poked(at)) {
+        if (!arch::breakpoint_at(at) && recently_poked(at)) {
             arch::uc_set_ip(uc, at);
             handled = true;
         }
@@ -385,7 +385,7 @@ int text_poke_batch(std::span<text_poke_req> reqs)
             atomic_word_write(r);
         } else {
             remember_poked(r.addr);
-            __atomic_store_n(reinterpret_cast<uint8_t *>(r.addr), int3_opcode, __ATOMIC_RELEASE);
+            arch::text_poke_write_bp(r.addr);
             need_protocol = true;
         }
     }

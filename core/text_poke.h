@@ -1,4 +1,5 @@
-// text_poke: the one module that writes to code (arch/x86/kernel/alternative.c's role).
+// text_poke: the one module that writes to code (arch/x86/kernel/alternative.c's role). It
+// applies requests that arch verbs built (it never decides bytes itself).
 //
 // Writes are batched: every page of the batch is made writable once and restored once. When
 // other threads may run the code, each instruction is replaced with the kernel's int3
@@ -8,26 +9,17 @@
 // 8-byte word is written with one atomic store instead.
 #pragma once
 
+#include "arch/x86_64/text_patching.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 namespace dprobe {
 
-struct text_poke_req {
-    uintptr_t addr = 0;
-    uint8_t len = 0;        // bytes to write, at most 24 (an optimized probe's region)
-    uint8_t bytes[24] = {}; // the new bytes
-    // What a thread trapping on the temporary int3 does: as if the new first instruction ran.
-    enum class emulate : uint8_t {
-        nop,  // continue at addr + len
-        call, // push addr + insn_len, continue at target
-        jmp,  // continue at target
-        trap, // the new first byte is itself an int3 owned by someone else: let them handle it
-    } emu = emulate::nop;
-    uint8_t insn_len = 0; // length of the new first instruction (call: 5)
-    uintptr_t target = 0;
-};
+// A write (new bytes, and what a thread meeting the protocol's breakpoint does meanwhile),
+// built by the arch verbs (arch/x86_64/text_patching.h and its users).
+using arch::text_poke_req;
 
 // Applies every request. Returns 0 or a negative errno (nothing is written then).
 int text_poke_batch(std::span<text_poke_req> reqs);
@@ -39,10 +31,8 @@ int text_poke_early(uintptr_t addr, const void *bytes, size_t len);
 int text_poke_early(std::span<const text_poke_req> reqs);
 
 // Where a thread stopped at an old instruction boundary must continue instead, for writes
-// that replace several instructions by one (sorted by from).
-struct rip_move {
-    uintptr_t from, to;
-};
+// that replace several instructions by one.
+using arch::rip_move;
 
 // Writes every request while all other threads are stopped (stop_machine), moving any thread
 // whose instruction pointer is one of MOVES' `from` addresses (listed in any order) to its

@@ -72,7 +72,8 @@ bl_state &state()
 constexpr std::string_view api_names[] = {
     "register_kprobe", "unregister_kprobe", "register_kprobes", "unregister_kprobes",
     "register_kretprobe", "unregister_kretprobe", "register_kretprobes",
-    "unregister_kretprobes", "enable_kprobe", "disable_kprobe", "get_kprobe", "kprobe_running",
+    "unregister_kretprobes", "enable_kprobe", "disable_kprobe", "enable_kprobes",
+    "disable_kprobes", "get_kprobe", "kprobe_running",
     "kprobe_busy_begin", "kprobe_busy_end", "get_kretprobe", "get_kretprobe_retaddr",
     "kprobe_on_func_entry", "within_kprobe_blacklist", "dump_kprobe", "kprobes_set_enabled",
     "kprobes_enabled", "copy_from_user_nofault", "strncpy_from_user_nofault",

@@ -13,6 +13,7 @@
 // probe on a libc function that this code used cannot recurse.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
+#include "arch/x86_64/text_patching.h"
 #include "arch/x86_64/uaccess.h"
 #include "arch/x86_64/uctx.h"
 #include "core/compiler.h"
@@ -23,8 +24,6 @@
 namespace dprobe::kp {
 
 namespace {
-
-constexpr uint8_t int3_opcode = 0xcc;
 
 // The probes of one hit whose pre phase ran (they were enabled when the pre handlers were
 // called) and that have a post handler: only they get their post handler after the step, so
@@ -190,9 +189,8 @@ DPROBE_NOPROBE uintptr_t continue_at(const kp_record *rec, uintptr_t next) noexc
         (rec->opt_copy.load(std::memory_order_acquire) ||
          rec->optimized.load(std::memory_order_acquire)) &&
         next > op->addr && next < op->addr + op->len)
-        for (const rip_move &m : op->moves)
-            if (m.from == next)
-                return m.to;
+        if (const uintptr_t to = op->d.copy_of(next))
+            return to;
     return next;
 }
 
@@ -266,7 +264,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     kp_thread &th = tls_kp;
     task_ctx *t = current_task_ctx();
     if (unlikely(!t)) {
-        if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode)
+        if (!arch::breakpoint_at(at))
             arch::uc_set_ip(uc, at);
         else
             run_bare(rec, uc);
@@ -275,7 +273,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     kp_enter(t);
     // (Inside the read side: the optimizer waits for this thread before writing a jmp over
     // the address it is sent back to.)
-    if (*reinterpret_cast<const volatile uint8_t *>(at) != int3_opcode) {
+    if (!arch::breakpoint_at(at)) {
         // Disarmed after this thread trapped: run what is there now (the kernel does this).
         // Inside another probe's optimized region, that is the detour's copy of the
         // instruction (the thread may have been stopped with its SIGTRAP pending while the
@@ -446,12 +444,8 @@ DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
         }
         // An instruction of an optimized region, run from the detour's relocated copy.
         const optprobe *op = r->opt.get();
-        if (op && ip >= op->mem.rx + op->copy_off && ip < op->mem.rx + op->mem.size) {
-            uintptr_t orig = ip == op->mem.rx + op->copy_off ? r->addr : 0;
-            for (const rip_move &m : op->moves)
-                if (m.to == ip)
-                    orig = m.from;
-            if (orig) {
+        if (op && op->d.in_copy(ip)) {
+            if (const uintptr_t orig = op->d.orig_of(ip)) {
                 arch::uc_set_ip(uc, orig);
                 break;
             }

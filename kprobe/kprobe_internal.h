@@ -10,13 +10,16 @@
 //    an old list is freed after kprobe_synchronize(), which waits for every thread inside
 //    the int3 hook (kp_read_lock) and inside ftrace dispatch.
 //
-// Jump optimization (optprobes, kprobes.cpp: update_optimization()): an int3 record armed by
-// sync_record() with no post handler and no kretprobe among its probes is the candidate; its
-// detour (core/optprobe) is prepared once and reused. The jmp replaces the int3 and the
-// following bytes (KPROBE_FLAG_OPTIMIZED on the probes, printed by kprobes_list_text()) and
-// is undone (int3 + original tail) before sync_record() disarms, before a probe is armed
-// inside the region, and when a post handler joins; recover_original_bytes() returns the
-// bytes under the jmp. The int3 hook keeps working for a thread that trapped before the jmp
+// Arming (kprobe_arm.cpp): every change of probes or knobs names the records it touched in
+// an arm_batch, whose commit() brings them (and their neighbours' optimization) in line with
+// their probes with one text patch per step for all of them.
+//
+// Jump optimization (optprobes, kprobe_arm.cpp): an armed int3 record with no post handler
+// and no kretprobe among its probes is the candidate; its detour (core/optprobe) is prepared
+// once and reused. The jmp replaces the int3 and the following bytes (KPROBE_FLAG_OPTIMIZED
+// on the probes, printed by kprobes_list_text()) and is undone (int3 + original tail) before
+// the record is disarmed, before a probe is armed inside the region, and when a post handler
+// joins; recover_original_bytes() returns the bytes under the jmp. The int3 hook keeps working for a thread that trapped before the jmp
 // was written (it restarts at the address, or, inside another record's region, at the
 // detour's copy of the instruction); opt_copy and the boost copy's indirect return keep
 // threads that are between the hook and the original code off the jmp's bytes.
@@ -32,6 +35,9 @@
 
 #include <atomic>
 #include <csignal>
+#include <map>
+#include <span>
+#include <vector>
 #include <ucontext.h>
 #include <cstdint>
 #include <memory>
@@ -54,12 +60,9 @@ struct kp_children {
 
 enum class kp_mode : uint8_t { int3, ftrace };
 
-// Slot layout: [boost copy: relocated insn + jmp *target] at rx (target at slot_boost_target), [ss copy: relocated insn +
-// int3] at rx + ss_off. The ss copy's int3 tells the hook the instruction has run.
-constexpr size_t slot_ss_off = 64;
-constexpr size_t slot_boost_target = 56; // the boost copy's return address (8 bytes)
-constexpr size_t slot_size = 128;
-
+// The record's instruction slot (arch::prepare_kprobe_slot(), KPROBE_SLOT_SIZE bytes): the
+// boost copy (the instruction + a jmp back through a word the optimizer may redirect) and the
+// ss copy (the instruction + an int3, which tells the hook the instruction has run).
 struct kp_record {
     uintptr_t addr = 0;
     kp_mode mode = kp_mode::int3;
@@ -99,6 +102,56 @@ struct kp_record {
     kp_record *hash_next = nullptr;    // by addr
     kp_record *ss_hash_next = nullptr; // by ss_int3
     kp_record *all_next = nullptr;     // every record, for the fault hook and disarm-all
+};
+
+// Registration-side state, under kprobe_mutex().
+struct kp_registry {
+    bool all_disarmed = false;   // kprobes/enabled is 0
+    bool optimization_on = true; // debug.kprobes-optimization
+    // Every record not gone, by address: the optimizer's range questions (which probes lie
+    // in a region, which regions may cover an address) cost O(log n), not a walk.
+    std::multimap<uintptr_t, kp_record *> by_addr;
+};
+kp_registry &registry();
+
+// The most bytes an optimized region covers (arch::DETOUR_MAX_REGION): a record whose
+// region may cover ADDR starts within this many bytes before it.
+constexpr size_t max_region_len = arch::DETOUR_MAX_REGION;
+
+// Calls F(rec) for every record (not gone) whose address is in [LO, HI), in address order.
+template <class F> void for_each_record_in(uintptr_t lo, uintptr_t hi, F f)
+{
+    auto &idx = registry().by_addr;
+    for (auto it = idx.lower_bound(lo); it != idx.end() && it->first < hi; ++it)
+        f(it->second);
+}
+
+// Whether REC's probes allow a jmp (int3 record, plain kprobes without post handlers, the
+// knobs on); the region checks are optprobe_prepare()'s.
+bool opt_allowed(const kp_record *rec);
+// KPROBE_FLAG_OPTIMIZED on (or off) every probe of REC.
+void set_opt_flags(kp_record *rec, bool on);
+
+// A set of records whose arming must be brought in line with their probes (kprobe_arm.cpp).
+class arm_batch {
+public:
+    // REC's probes, or their states, changed.
+    void add(kp_record *rec) { recs_.push_back(rec); }
+    // A knob changed: every record.
+    void add_all() { all_ = true; }
+    // RP, an entry probe no longer among its record's probes, must lose its ftrace ops.
+    void depart(struct kretprobe *rp) { departed_.push_back(rp); }
+    // Arms and disarms int3 records (one text patch), attaches and detaches the ftrace ops
+    // of records on sites (one text patch, one wait), then unoptimizes and optimizes what
+    // the changes call for (one text patch, one stop of the threads). Returns 0 or the
+    // first error of the arming steps (optimization failures leave probes on int3, as the
+    // kernel's optimizer does). The records' flags always say what the text holds.
+    int commit();
+
+private:
+    std::vector<kp_record *> recs_;
+    std::vector<struct kretprobe *> departed_;
+    bool all_ = false;
 };
 
 // Lock-free lookups for the hooks (records are never removed: a gone record stays, flagged).
@@ -194,11 +247,18 @@ inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) no
 int kretprobe_prepare(struct kretprobe *rp);          // checks, ctl allocation
 void kretprobe_set_site_ip(struct kretprobe *rp, uintptr_t ip);
 void kretprobe_sync(struct kretprobe *rp, bool want); // ftrace mode: attach/detach its ops
-void kretprobe_release(struct kretprobe *rp);        // after the entry probe is gone
+// The same as a pair for a batch (ftrace_ops_attach_each): false when RP is as WANT already.
+bool kretprobe_sync_pair(struct kretprobe *rp, bool want, ftrace_ops_site *out);
+// The batch applied PAIR (or, for an attach, failed: ATTACHED false).
+void kretprobe_sync_done(struct kretprobe *rp, const ftrace_ops_site &pair, bool attached);
+// After the entry probes are gone: no exit of earlier calls runs any more (one wait).
+void kretprobes_release(std::span<struct kretprobe *const> rps);
 
 // Registration internals (kprobes.cpp) used by kretprobe.cpp.
 std::mutex &kprobe_mutex();
-int register_kprobe_locked(struct kprobe *p, child_kind kind);
+// Registers KPS[0..NUM) and arms them in one batch; on the first failure none of them stays
+// registered (kretprobes keep their prepared control block: the caller releases it).
+int register_kprobes_locked(struct kprobe *const *kps, int num, child_kind kind);
 bool kprobe_registered_locked(const struct kprobe *p);
 void unregister_kprobes_locked(struct kprobe *const *kps, int num);
 // The kretprobe's ops attach to the site itself when the probe is FTRACE.
@@ -210,6 +270,9 @@ void blacklist_refresh();
 
 // Instruction bytes as they were before any probe was armed (for boundary decoding).
 void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len);
+
+// Waits for the readers of replaced kp_children lists and frees them.
+void synchronize_and_collect();
 
 inline bool child_enabled(const struct kprobe *p) noexcept
 {

@@ -3,8 +3,7 @@
 // arming and disarming, quiescence on unregister, [GONE] on dlclose, and kprobes/list.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
-#include "arch/x86_64/insn_bytes.h"
-#include "arch/x86_64/relocate.h"
+#include "arch/x86_64/kprobes_arch.h"
 #include "arch/x86_64/uaccess.h"
 #include "core/compiler.h"
 #include "core/signal_chain.h"
@@ -32,7 +31,9 @@ namespace dprobe::kp {
 
 namespace {
 
-constexpr size_t nbuckets = 1024;
+// The hooks' lock-free tables (records are never removed from them): 16K buckets keep
+// chains short with 100,000 probed addresses; pages are touched only as they fill.
+constexpr size_t nbuckets = 16384;
 std::atomic<kp_record *> by_addr[nbuckets];
 std::atomic<kp_record *> by_ss[nbuckets];
 std::atomic<kp_record *> all_records{nullptr};
@@ -48,9 +49,9 @@ std::unordered_set<const struct kprobe *> registered;
 // still register and unregister probes while exit() runs the static destructors, and the
 // lists it holds must stay reachable (LeakSanitizer reported them once it was destroyed).
 std::vector<kp_children *> &garbage = *new std::vector<kp_children *>;
-bool all_disarmed = false;
-bool optimization_on = true; // debug.kprobes-optimization
 bool hooks_installed = false;
+// The list of objects refresh_gone() last looked at (kept alive: no address reuse).
+std::shared_ptr<const std::vector<object_ptr>> objects_seen;
 struct kprobe busy_probe;
 
 // Names and places kept for [GONE] probes, whose object kallsyms no longer knows.
@@ -76,10 +77,10 @@ void install_hooks()
 
 kp_record *find_live_record(uintptr_t addr)
 {
-    for (kp_record *r = by_addr[bucket(addr)].load(std::memory_order_acquire); r;
-         r = r->hash_next)
-        if (r->addr == addr && !r->gone.load(std::memory_order_relaxed))
-            return r;
+    auto [lo, hi] = registry().by_addr.equal_range(addr);
+    for (auto it = lo; it != hi; ++it)
+        if (!it->second->gone.load(std::memory_order_relaxed))
+            return it->second;
     return nullptr;
 }
 
@@ -117,253 +118,15 @@ void retire_children(kp_children *cl)
         garbage.push_back(cl);
 }
 
-void synchronize_and_collect()
+void unindex_record(kp_record *r)
 {
-    kprobe_synchronize();
-    for (auto *cl : garbage)
-        std::free(cl);
-    garbage.clear();
-}
-
-bool any_enabled(const kp_record *rec, child_kind kind)
-{
-    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; cl && i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind == kind && child_enabled(cl->kp[i]))
-            return true;
-    return false;
-}
-
-int poke_byte(uintptr_t addr, uint8_t byte)
-{
-    text_poke_req r;
-    r.addr = addr;
-    r.len = 1;
-    r.bytes[0] = byte;
-    // A thread trapping on a temporary int3 of the protocol lands in our hook, which
-    // restarts it at the address when the byte is not an int3 any more.
-    r.emu = text_poke_req::emulate::trap;
-    text_poke_req one[1] = {r};
-    return text_poke_batch(one);
-}
-
-// --- jump optimization (the kernel's optprobes) ---------------------------------------------
-
-// Whether REC's probes allow a jmp: an int3 record of plain kprobes without post handlers,
-// with optimization and kprobes on. (The region checks are optprobe_prepare()'s.)
-bool opt_allowed(const kp_record *rec)
-{
-    if (!optimization_on || all_disarmed || rec->mode != kp_mode::int3 || rec->gone.load())
-        return false;
-    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    if (!cl || cl->any_post)
-        return false;
-    for (uint32_t i = 0; i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind != kind_kprobe)
-            return false; // a kretprobe's int3 entry needs the trap's context
-    return true;
-}
-
-// The bytes [a, a + len) hold an armed int3 of another record (the kernel's -EEXIST).
-bool armed_probe_within(const kp_record *self, uintptr_t a, size_t len)
-{
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r != self && r->mode == kp_mode::int3 && !r->gone.load() && r->armed.load() &&
-            r->addr >= a && r->addr < a + len)
-            return true;
-    return false;
-}
-
-void set_opt_flags(kp_record *rec, bool on)
-{
-    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; cl && i < cl->n; ++i) {
-        if (on)
-            __atomic_or_fetch(&cl->kp[i]->flags, KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELEASE);
-        else
-            __atomic_and_fetch(&cl->kp[i]->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELEASE);
-    }
-}
-
-void set_boost_target(kp_record *rec, uintptr_t to)
-{
-    __atomic_store_n(reinterpret_cast<uintptr_t *>(rec->slot.rw + slot_boost_target), to,
-                     __ATOMIC_RELEASE);
-}
-
-// Back to the int3 probe: int3 + the original tail over the jmp.
-int unoptimize(kp_record *rec)
-{
-    if (!rec->optimized.load())
-        return 0;
-    optprobe &op = *rec->opt;
-    uint8_t bytes[sizeof op.orig];
-    std::memcpy(bytes, op.orig, op.len);
-    bytes[0] = arch::INT3_INSN_OPCODE;
-    // Hits during the rewrite continue in the detour's copy (a jmp back from the boost copy
-    // could land in the half-restored region); after it, in the boost copy again.
-    if (int err = optprobe_disarm(op, bytes))
-        return err;
-    rec->opt_copy.store(0);
-    if (rec->boostable)
-        set_boost_target(rec, rec->insn.next());
-    rec->optimized.store(false);
-    set_opt_flags(rec, false);
-    return 0;
-}
-
-// Unoptimizes the records whose jmp covers ADDR past its first byte (a probe is going there).
-int unoptimize_covering(uintptr_t addr)
-{
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r->optimized.load() && addr > r->addr && addr < r->addr + r->opt->len)
-            if (int err = unoptimize(r))
-                return err;
-    return 0;
-}
-
-// The light detour's own code (the core's light dispatch and the kprobe layer's light
-// handler) must leave the extended state alone too: checked once, on the code as built.
-// Their indirect calls are the handler calls, which are scanned per probe.
-bool light_dispatch_clean()
-{
-    static const bool clean =
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_light),
-                              true) &&
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&kprobe_opt_handler_light), true);
-    return clean;
-}
-
-// An optimized record's detour goes light when every pre handler it calls is known to leave
-// the extended state alone (the light handler re-checks the list it sees on each hit).
-void update_light(kp_record *rec)
-{
-    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    const bool want = cl && cl->all_ext_clean && light_dispatch_clean();
-    if (want != rec->opt->light)
-        optprobe_set_light(*rec->opt, want ? kprobe_opt_handler_light : nullptr);
-}
-
-void try_optimize(kp_record *rec)
-{
-    if (rec->optimized.load() || rec->opt_refused || !rec->armed.load() || !opt_allowed(rec))
-        return;
-    if (!rec->opt) {
-        std::vector<uint8_t> code(rec->fsize);
-        std::memcpy(code.data(), reinterpret_cast<const void *>(rec->func), rec->fsize);
-        recover_original_bytes(rec->func, code.data(), code.size());
-        std::string why;
-        rec->opt = optprobe_prepare(rec->func, rec->fsize, code.data(), rec->addr,
-                                    kprobe_opt_handler, rec, &why);
-        if (!rec->opt) {
-            rec->opt_refused = true;
-            rec->opt_why = why.empty() ? "refused" : why;
+    auto &idx = registry().by_addr;
+    auto [lo, hi] = idx.equal_range(r->addr);
+    for (auto it = lo; it != hi; ++it)
+        if (it->second == r) {
+            idx.erase(it);
             return;
         }
-    }
-    if (armed_probe_within(rec, rec->addr, rec->opt->len))
-        return; // re-tried when that probe goes
-    optprobe &op = *rec->opt;
-    if (rec->emulate && rec->insn.next() < op.addr + op.len) {
-        // An emulated branch that falls through into the region: a thread the hook already
-        // sent there could not be redirected.
-        rec->opt_refused = true;
-        rec->opt_why = "an emulated branch followed by more of the region";
-        return;
-    }
-    // Threads that trap from now on continue in the detour's copy; wait for those still in
-    // the hook, which may have sent theirs to the boost copy.
-    rec->opt_copy.store(op.mem.rx + op.copy_off);
-    kprobe_synchronize();
-    // optprobe_arm(), plus the threads between the hook and the end of the boost copy (its
-    // jmp back would land inside the region): to the same places of the detour's copy.
-    std::vector<rip_move> moves = op.moves;
-    if (rec->boostable) {
-        moves.push_back({rec->boost_addr, op.mem.rx + op.copy_off});
-        const uintptr_t next = rec->insn.next();
-        for (const rip_move &m : op.moves)
-            if (m.from == next)
-                set_boost_target(rec, m.to);
-    }
-    text_poke_req r;
-    r.addr = op.addr;
-    r.len = op.len;
-    auto jmp = arch::make_jmp_rel32(op.addr, op.mem.rx);
-    std::memcpy(r.bytes, jmp->data(), jmp->size());
-    std::memset(r.bytes + 5, arch::INT3_INSN_OPCODE, op.len - 5u);
-    // Optimized before the threads resume: one stopped with a SIGTRAP pending from an int3
-    // inside the region (another probe's, since removed) is sent to the detour's copy by the
-    // hook when the signal arrives, which happens as soon as it is released.
-    rec->optimized.store(true, std::memory_order_release);
-    if (text_poke_stopped({&r, 1}, moves) != 0) {
-        rec->optimized.store(false);
-        rec->opt_copy.store(0);
-        return;
-    }
-    op.armed = true;
-    update_light(rec);
-    set_opt_flags(rec, true);
-}
-
-// After every change of probes or knobs: unoptimize what may not stay, optimize candidates,
-// and keep the OPTIMIZED flag on every probe of an optimized record (new ones included).
-void update_optimization()
-{
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r->optimized.load() && (!opt_allowed(r) || !r->armed.load() ||
-                                    armed_probe_within(r, r->addr, r->opt->len)))
-            unoptimize(r);
-    for (kp_record *r = all_records.load(); r; r = r->all_next) {
-        try_optimize(r);
-        if (r->optimized.load()) {
-            update_light(r);
-            set_opt_flags(r, true);
-        }
-    }
-}
-
-// Brings the record's arming in line with its probes' states.
-int sync_record(kp_record *rec)
-{
-    const bool live = !all_disarmed && !rec->gone.load();
-    if (rec->mode == kp_mode::int3) {
-        const bool want = live && (any_enabled(rec, kind_kprobe) || any_enabled(rec, kind_kretprobe));
-        if (rec->optimized.load() && (!want || !opt_allowed(rec)))
-            if (int err = unoptimize(rec))
-                return err;
-        if (want == rec->armed.load())
-            return 0;
-        if (want) {
-            if (int err = unoptimize_covering(rec->addr))
-                return err;
-            rec->armed.store(true);
-            if (int err = poke_byte(rec->addr, arch::INT3_INSN_OPCODE)) {
-                rec->armed.store(false);
-                return err;
-            }
-        } else {
-            if (int err = poke_byte(rec->addr, rec->opcode))
-                return err;
-            rec->armed.store(false);
-        }
-        return 0;
-    }
-    // ftrace: one ops for the plain kprobes; each kretprobe has its own.
-    const bool want = live && any_enabled(rec, kind_kprobe);
-    ftrace_site *one[1] = {rec->site};
-    if (want && !rec->armed.load()) {
-        if (int err = ftrace_ops_attach(&rec->ops, one))
-            return err;
-        rec->armed.store(true);
-    } else if (!want && rec->armed.load()) {
-        ftrace_ops_detach(&rec->ops, one);
-        rec->armed.store(false);
-    }
-    const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; cl && i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind == kind_kretprobe)
-            kretprobe_sync(container_of_kretprobe(cl->kp[i]), live && child_enabled(cl->kp[i]));
-    return 0;
 }
 
 // Records of objects that were dlclose'd: flag them and their probes gone, never write there.
@@ -371,6 +134,9 @@ void refresh_gone()
 {
     ftrace_update_objects();
     auto objs = kallsyms::instance().objects();
+    if (objs == objects_seen)
+        return; // no object came or went since the last look
+    objects_seen = objs;
     std::unordered_set<uint64_t> ids;
     for (const auto &o : *objs)
         ids.insert(o->id);
@@ -378,6 +144,7 @@ void refresh_gone()
         if (r->gone.load() || ids.count(r->obj_id))
             continue;
         r->gone.store(true);
+        unindex_record(r);
         const kp_children *cl = r->children.load();
         for (uint32_t i = 0; cl && i < cl->n; ++i) {
             __atomic_or_fetch(&cl->kp[i]->flags, KPROBE_FLAG_GONE, __ATOMIC_RELEASE);
@@ -437,13 +204,12 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
                     // can be checked, so only its entry can be probed.
                     r.obj = ks.object_of(ia);
                     r.func = ia;
-                    r.fsize = arch::ENDBR64_INSN_SIZE + arch::MAX_INSN_SIZE;
+                    r.fsize = arch::KPROBE_ENTRY_SPAN;
                     r.sym = std::string(bare);
-                    const bool endbr = arch::is_endbr64(reinterpret_cast<const uint8_t *>(ia));
-                    if (offset != 0 && !(endbr && offset == arch::ENDBR64_INSN_SIZE))
+                    offset = arch::adjust_kprobe_offset(ia, r.fsize, offset, &r.on_entry);
+                    if (!r.on_entry)
                         return -EINVAL;
-                    r.on_entry = true;
-                    r.addr = ia + (endbr ? arch::ENDBR64_INSN_SIZE : 0);
+                    r.addr = ia + offset;
                     return 0;
                 }
             }
@@ -459,14 +225,7 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
     r.func = s->addr;
     r.fsize = s->size;
     r.sym = s->name;
-    if (r.fsize >= arch::ENDBR64_INSN_SIZE &&
-        arch::is_endbr64(reinterpret_cast<const uint8_t *>(r.func))) {
-        r.on_entry = offset == 0 || offset == arch::ENDBR64_INSN_SIZE;
-        if (r.on_entry)
-            offset = arch::ENDBR64_INSN_SIZE;
-    } else {
-        r.on_entry = offset == 0;
-    }
+    offset = arch::adjust_kprobe_offset(r.func, r.fsize, offset, &r.on_entry);
     if (offset >= r.fsize)
         return -EINVAL;
     r.addr = r.func + offset;
@@ -510,42 +269,24 @@ int build_int3_record(const resolved &r, kp_record *rec)
         lo = std::min(lo, i->branch_target);
         hi = std::max(hi, i->branch_target);
     }
-    exec_chunk slot = exec_alloc(lo, hi, slot_size);
+    exec_chunk slot = exec_alloc(lo, hi, arch::KPROBE_SLOT_SIZE);
     if (!slot)
         return emu && !i->ind_is_mem ? 0 : -ENOMEM;
-    uint8_t buf[arch::MAX_RELOCATED_INSN_SIZE];
-    const char *why = nullptr;
-    int n = arch::relocate_one(*i, slot.rx, buf, &why);
-    // The boost copy goes back through `jmp *target(%rip)` (no flags or registers touched):
-    // the optimizer points the target into its detour when the jmp it writes covers where
-    // the copy would return, so a thread already on its way there lands somewhere valid.
-    if (n > 0 && static_cast<size_t>(n) + 6 <= slot_boost_target) {
-        std::memcpy(slot.rw, buf, static_cast<size_t>(n));
-        const int32_t disp = static_cast<int32_t>(slot_boost_target - (static_cast<size_t>(n) + 6));
-        const uint8_t jmp[2] = {0xff, 0x25};
-        std::memcpy(slot.rw + n, jmp, 2);
-        std::memcpy(slot.rw + n + 2, &disp, 4);
-        const uintptr_t next = i->next();
-        std::memcpy(slot.rw + slot_boost_target, &next, sizeof next);
-        rec->boostable = true;
-        rec->boost_addr = slot.rx;
-        rec->boost_len = static_cast<uint8_t>(n);
-    }
-    if (!emu) {
-        // The ss copy must fall through to its int3: only non-branches get here.
-        n = arch::relocate_one(*i, slot.rx + slot_ss_off, buf, &why);
-        if (n > 0 && slot_ss_off + static_cast<size_t>(n) + 1 <= slot_size) {
-            std::memcpy(slot.rw + slot_ss_off, buf, static_cast<size_t>(n));
-            slot.rw[slot_ss_off + n] = arch::INT3_INSN_OPCODE;
-            rec->has_ss = true;
-            rec->ss_addr = slot.rx + slot_ss_off;
-            rec->ss_int3 = rec->ss_addr + static_cast<size_t>(n);
-        }
-        if (!rec->boostable || !rec->has_ss) {
-            exec_free(slot); // never published
-            rec->boostable = rec->has_ss = false;
-            return -EINVAL;
-        }
+    // arch_prepare_kprobe(): the boost copy (copy + jmp back through a word the optimizer
+    // points into its detour when the jmp it writes covers where the copy would return, so a
+    // thread already on its way there lands somewhere valid), and for instructions that fall
+    // through, the ss copy (copy + int3).
+    const arch::kprobe_slot ks = arch::prepare_kprobe_slot(*i, !emu, slot.rw, slot.rx);
+    rec->boostable = ks.boostable;
+    rec->boost_addr = ks.boost_addr;
+    rec->boost_len = ks.boost_len;
+    rec->has_ss = ks.has_ss;
+    rec->ss_addr = ks.ss_addr;
+    rec->ss_int3 = ks.ss_int3;
+    if (!emu && (!rec->boostable || !rec->has_ss)) {
+        exec_free(slot); // never published
+        rec->boostable = rec->has_ss = false;
+        return -EINVAL;
     }
     if (i->ind_is_mem && !rec->boostable) {
         // The emulation reads the branch target; when it is unreadable the copy runs (and
@@ -560,11 +301,11 @@ int build_int3_record(const resolved &r, kp_record *rec)
 // An int3 probe (registered) within the bytes a jump site at ADDR could cover.
 bool int3_probe_near(uintptr_t addr)
 {
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r->mode == kp_mode::int3 && !r->gone.load() && r->addr >= addr &&
-            r->addr < addr + sizeof(optprobe::orig) && (r->armed.load() || r->children.load()))
-            return true;
-    return false;
+    bool near = false;
+    for_each_record_in(addr, addr + max_region_len, [&](const kp_record *r) {
+        near |= r->mode == kp_mode::int3 && (r->armed.load() || r->children.load());
+    });
+    return near;
 }
 
 int create_record(const resolved &r, child_kind kind, kp_record **out)
@@ -577,7 +318,7 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
     ftrace_site *s = ftrace_location(r.func);
     if (!s)
         s = ftrace_location(r.addr);
-    if (!s && kind == kind_kretprobe && optimization_on && r.on_entry &&
+    if (!s && kind == kind_kretprobe && registry().optimization_on && r.on_entry &&
         !int3_probe_near(r.addr)) {
         // A function without a compiled-in site: ride on a jump site (no trap) when its entry
         // allows one (with optimization on: the jump site is the optimized entry probe);
@@ -654,6 +395,7 @@ void publish_record(kp_record *r)
     b.store(r, std::memory_order_release);
     r->all_next = all_records.load(std::memory_order_relaxed);
     all_records.store(r, std::memory_order_release);
+    registry().by_addr.emplace(r->addr, r);
 }
 
 void publish_ss(kp_record *r)
@@ -703,30 +445,60 @@ ftrace_site *record_site(const struct kprobe *p) noexcept
     return rec && rec->mode == kp_mode::ftrace ? rec->site : nullptr;
 }
 
+kp_registry &registry()
+{
+    static kp_registry &g = *new kp_registry; // never destroyed: see `garbage`
+    return g;
+}
+
+void synchronize_and_collect()
+{
+    kprobe_synchronize();
+    for (auto *cl : garbage)
+        std::free(cl);
+    garbage.clear();
+}
+
 void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
 {
-    for (kp_record *r = all_records.load(); r; r = r->all_next) {
-        if (r->mode != kp_mode::int3 || r->gone.load())
-            continue;
+    const uintptr_t lo = addr > max_region_len ? addr - max_region_len : 0;
+    for_each_record_in(lo, addr + len, [&](const kp_record *r) {
+        if (r->mode != kp_mode::int3)
+            return;
         if (r->optimized.load()) {
             // The jmp (and the int3 filler after it) covers the whole region.
             for (size_t i = 0; i < r->opt->len; ++i)
                 if (r->addr + i >= addr && r->addr + i < addr + len)
-                    buf[r->addr + i - addr] = r->opt->orig[i];
+                    buf[r->addr + i - addr] = r->opt->d.region.orig[i];
         } else if (r->addr >= addr && r->addr < addr + len) {
             buf[r->addr - addr] = r->opcode;
         }
-    }
+    });
 }
 
 bool kprobe_registered_locked(const struct kprobe *p) { return registered.count(p) != 0; }
 
-int register_kprobe_locked(struct kprobe *p, child_kind kind)
+namespace {
+
+// Takes P off its record (unregistration, or a batch rolled back); the caller commits B.
+void remove_child(struct kprobe *p, arm_batch &b)
+{
+    auto *rec = static_cast<kp_record *>(p->ainsn.rec);
+    kp_children *old = rec->children.load(std::memory_order_relaxed);
+    rec->children.store(make_children(old, nullptr, p), std::memory_order_release);
+    retire_children(old);
+    registered.erase(p);
+    if (p->ainsn.kind == kind_kretprobe)
+        b.depart(container_of_kretprobe(p));
+    b.add(rec);
+}
+
+// The kernel's register_kprobe() up to arm_kprobe(): checks, the record (found or made),
+// P among its probes. Arming is the caller's batch.
+int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
 {
     if (registered.count(p))
         return -EEXIST;
-    install_hooks();
-    refresh_gone();
     resolved r;
     if (int err = resolve(p->addr, p->symbol_name, p->offset, r))
         return err;
@@ -755,18 +527,45 @@ int register_kprobe_locked(struct kprobe *p, child_kind kind)
     rec->children.store(make_children(old, p, nullptr), std::memory_order_release);
     retire_children(old);
     registered.insert(p);
-    if (int err = sync_record(rec)) {
-        kp_children *cur = rec->children.load(std::memory_order_relaxed);
-        rec->children.store(make_children(cur, nullptr, p), std::memory_order_release);
-        retire_children(cur);
-        registered.erase(p);
-        if (kind == kind_kretprobe)
-            kretprobe_sync(container_of_kretprobe(p), false);
-        synchronize_and_collect();
+    b.add(rec);
+    return 0;
+}
+
+// Takes DONE off their records and disarms what they armed, waiting for their handlers.
+void remove_probes(const std::vector<struct kprobe *> &done)
+{
+    arm_batch undo;
+    for (struct kprobe *p : done)
+        remove_child(p, undo);
+    undo.commit();
+    synchronize_and_collect();
+    for (struct kprobe *p : done)
         p->ainsn.rec = nullptr;
+}
+
+} // namespace
+
+int register_kprobes_locked(struct kprobe *const *kps, int num, child_kind kind)
+{
+    install_hooks();
+    refresh_gone();
+    arm_batch b;
+    std::vector<struct kprobe *> done;
+    done.reserve(static_cast<size_t>(num));
+    int err = 0;
+    for (int i = 0; i < num && !err; ++i) {
+        if (!kps[i])
+            err = -EINVAL;
+        else if (!(err = add_probe(kps[i], kind, b)))
+            done.push_back(kps[i]);
+    }
+    // Every probe armed at once: one text patch per step, one stop for the jmps.
+    if (!err)
+        err = b.commit();
+    if (err) {
+        remove_probes(done);
         return err;
     }
-    update_optimization();
     if (garbage.size() > 64)
         synchronize_and_collect();
     return 0;
@@ -775,28 +574,60 @@ int register_kprobe_locked(struct kprobe *p, child_kind kind)
 void unregister_kprobes_locked(struct kprobe *const *kps, int num)
 {
     refresh_gone();
+    arm_batch b;
     std::vector<struct kprobe *> done;
+    std::vector<struct kretprobe *> krps;
     for (int n = 0; n < num; ++n) {
         struct kprobe *p = kps[n];
         if (!p || !registered.count(p))
             continue; // unknown: silently ignored, as in the kernel
-        auto *rec = static_cast<kp_record *>(p->ainsn.rec);
-        kp_children *old = rec->children.load(std::memory_order_relaxed);
-        rec->children.store(make_children(old, nullptr, p), std::memory_order_release);
-        retire_children(old);
-        registered.erase(p);
-        if (p->ainsn.kind == kind_kretprobe)
-            kretprobe_sync(container_of_kretprobe(p), false);
-        sync_record(rec);
+        remove_child(p, b);
         done.push_back(p);
-    }
-    update_optimization();
-    synchronize_and_collect();
-    for (struct kprobe *p : done) {
         if (p->ainsn.kind == kind_kretprobe)
-            kretprobe_release(container_of_kretprobe(p));
-        p->ainsn.rec = nullptr;
+            krps.push_back(container_of_kretprobe(p));
     }
+    if (done.empty())
+        return;
+    b.commit();
+    synchronize_and_collect();
+    kretprobes_release(krps);
+    for (struct kprobe *p : done)
+        p->ainsn.rec = nullptr;
+}
+
+// enable_kprobe()/disable_kprobe() for many probes, armed or disarmed in one batch. All or
+// nothing: on failure the probes keep their states.
+int set_kprobes_disabled(struct kprobe *const *kps, int num, bool disable)
+{
+    refresh_gone();
+    for (int i = 0; i < num; ++i)
+        if (!kps[i] || !registered.count(kps[i]) || (!disable && kprobe_gone(kps[i])))
+            return -EINVAL;
+    arm_batch b;
+    std::vector<std::pair<struct kprobe *, unsigned>> saved;
+    saved.reserve(static_cast<size_t>(num));
+    for (int i = 0; i < num; ++i) {
+        struct kprobe *p = kps[i];
+        saved.emplace_back(p, __atomic_load_n(&p->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED);
+        if (disable)
+            __atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+        else
+            __atomic_and_fetch(&p->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+        b.add(static_cast<kp_record *>(p->ainsn.rec));
+    }
+    int err = b.commit();
+    if (err && !disable) {
+        // Back to the states they had (disarming cannot fail half-way the same way: what
+        // was disarmed stays so, and the flags say it).
+        arm_batch undo;
+        for (auto &[p, was] : saved) {
+            if (was)
+                __atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+            undo.add(static_cast<kp_record *>(p->ainsn.rec));
+        }
+        undo.commit();
+    }
+    return err;
 }
 
 } // namespace dprobe::kp
@@ -810,8 +641,7 @@ int register_kprobe(struct kprobe *p)
 {
     if (!p)
         return -EINVAL;
-    std::lock_guard<std::mutex> g(kprobe_mutex());
-    return register_kprobe_locked(p, kind_kprobe);
+    return register_kprobes(&p, 1);
 }
 
 void unregister_kprobe(struct kprobe *p)
@@ -820,19 +650,15 @@ void unregister_kprobe(struct kprobe *p)
         unregister_kprobes(&p, 1);
 }
 
+// Checked and added one by one, in order (the first failure rolls every earlier one back),
+// then armed together: one text patch per step and one stop of the threads for the jmps of
+// the optimized ones, however many there are.
 int register_kprobes(struct kprobe **kps, int num)
 {
     if (!kps || num <= 0)
         return -EINVAL;
-    for (int i = 0; i < num; ++i) {
-        int err = register_kprobe(kps[i]);
-        if (err) {
-            if (i > 0)
-                unregister_kprobes(kps, i);
-            return err;
-        }
-    }
-    return 0;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    return register_kprobes_locked(kps, num, kind_kprobe);
 }
 
 void unregister_kprobes(struct kprobe **kps, int num)
@@ -845,32 +671,28 @@ void unregister_kprobes(struct kprobe **kps, int num)
 
 int disable_kprobe(struct kprobe *kp)
 {
-    if (!kp)
-        return -EINVAL;
-    std::lock_guard<std::mutex> g(kprobe_mutex());
-    if (!registered.count(kp))
-        return -EINVAL;
-    refresh_gone();
-    __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
-    int err = sync_record(static_cast<kp_record *>(kp->ainsn.rec));
-    update_optimization();
-    return err;
+    return disable_kprobes(&kp, 1);
 }
 
 int enable_kprobe(struct kprobe *kp)
 {
-    if (!kp)
+    return enable_kprobes(&kp, 1);
+}
+
+int enable_kprobes(struct kprobe **kps, int num)
+{
+    if (!kps || num <= 0)
         return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    refresh_gone();
-    if (!registered.count(kp) || kprobe_gone(kp))
+    return set_kprobes_disabled(kps, num, false);
+}
+
+int disable_kprobes(struct kprobe **kps, int num)
+{
+    if (!kps || num <= 0)
         return -EINVAL;
-    __atomic_and_fetch(&kp->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
-    int err = sync_record(static_cast<kp_record *>(kp->ainsn.rec));
-    if (err)
-        __atomic_or_fetch(&kp->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
-    update_optimization();
-    return err;
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    return set_kprobes_disabled(kps, num, true);
 }
 
 DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
@@ -880,7 +702,8 @@ DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
         kp_enter(t);
     struct kprobe *p = nullptr;
     const auto a = reinterpret_cast<uintptr_t>(addr);
-    for (kp_record *r = first_record(); r && !p; r = r->all_next) {
+    for (kp_record *r = by_addr[bucket(a)].load(std::memory_order_acquire); r && !p;
+         r = r->hash_next) {
         if (r->addr != a || r->gone.load(std::memory_order_relaxed))
             continue;
         if (const kp_children *cl = r->children.load(std::memory_order_acquire))
@@ -944,20 +767,16 @@ int kprobes_set_enabled(int enabled)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
     refresh_gone();
-    all_disarmed = !enabled;
-    int ret = 0;
-    for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (!r->gone.load())
-            if (int err = sync_record(r); err && !ret)
-                ret = err;
-    update_optimization();
-    return ret;
+    registry().all_disarmed = !enabled;
+    arm_batch b;
+    b.add_all();
+    return b.commit();
 }
 
 int kprobes_enabled(void)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    return !all_disarmed;
+    return !registry().all_disarmed;
 }
 
 int kprobes_set_optimization(int on)
@@ -966,15 +785,17 @@ int kprobes_set_optimization(int on)
         return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     refresh_gone();
-    optimization_on = on;
-    update_optimization();
+    registry().optimization_on = on;
+    arm_batch b;
+    b.add_all();
+    b.commit();
     return 0;
 }
 
 int kprobes_optimization(void)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    return optimization_on;
+    return registry().optimization_on;
 }
 
 } // extern "C"
@@ -1040,7 +861,7 @@ std::string kprobe_optimization_status(const struct kprobe *p)
         return "optimized";
     if (rec->opt_refused)
         return rec->opt_why;
-    if (!optimization_on)
+    if (!registry().optimization_on)
         return "optimization is off";
     if (!opt_allowed(rec))
         return "a post handler, a kretprobe, or kprobes disabled";

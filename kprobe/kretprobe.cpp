@@ -12,10 +12,12 @@
 #include "core/compiler.h"
 #include "kprobe/kprobe_internal.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
 #include <unistd.h>
+#include <vector>
 
 namespace dprobe::kp {
 
@@ -311,16 +313,50 @@ void kretprobe_sync(struct kretprobe *rp, bool want)
         sync_ftrace(ctl, want);
 }
 
-// After the entry probe is gone and synchronized: no exit of earlier calls may run.
-void kretprobe_release(struct kretprobe *rp)
+bool kretprobe_sync_pair(struct kretprobe *rp, bool want, ftrace_ops_site *out)
 {
     kretprobe_ctl *ctl = ctl_of(rp);
     if (!ctl)
-        return;
-    sync_ftrace(ctl, false);
-    ftrace_ops_retire(&ctl->ops);
-    free_ctl(ctl);
-    rp->rh = nullptr;
+        return false;
+    if (want && !ctl->attached) {
+        ftrace_site *s = record_site(&rp->kp);
+        if (!s)
+            return false;
+        *out = {&ctl->ops, s};
+        return true;
+    }
+    if (!want && ctl->attached) {
+        *out = {&ctl->ops, ctl->attached};
+        return true;
+    }
+    return false;
+}
+
+void kretprobe_sync_done(struct kretprobe *rp, const ftrace_ops_site &pair, bool attached)
+{
+    if (kretprobe_ctl *ctl = ctl_of(rp))
+        ctl->attached = attached ? pair.site : nullptr;
+}
+
+// After the entry probes are gone and synchronized: no exit of earlier calls may run (one
+// wait for all of them).
+void kretprobes_release(std::span<struct kretprobe *const> rps)
+{
+    std::vector<ftrace_ops *> ops;
+    std::vector<kretprobe_ctl *> ctls;
+    for (struct kretprobe *rp : rps) {
+        kretprobe_ctl *ctl = ctl_of(rp);
+        if (!ctl)
+            continue;
+        sync_ftrace(ctl, false);
+        ops.push_back(&ctl->ops);
+        ctls.push_back(ctl);
+    }
+    ftrace_ops_retire(std::span<ftrace_ops *const>(ops));
+    for (kretprobe_ctl *ctl : ctls) {
+        ctl->rp->rh = nullptr;
+        free_ctl(ctl);
+    }
 }
 
 } // namespace dprobe::kp
@@ -339,41 +375,47 @@ DPROBE_NOPROBE unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri
 
 int register_kretprobe(struct kretprobe *rp)
 {
-    using namespace dprobe::kp;
     if (!rp)
         return -EINVAL;
-    std::lock_guard<std::mutex> g(kprobe_mutex());
-    if (kprobe_registered_locked(&rp->kp))
-        return -EEXIST;
-    int err = kprobe_on_func_entry(rp->kp.addr, rp->kp.symbol_name, rp->kp.offset);
-    if (err)
-        return err;
-    if ((err = kretprobe_prepare(rp)))
-        return err;
-    // The function may be a plain one (an int3 entry): its callers' vector registers are
-    // kept across the exit handler (arch/x86_64/ftrace_tramp.S).
-    dprobe::arch::return_keeps_all_xmm();
-    err = register_kprobe_locked(&rp->kp, kind_kretprobe);
-    if (err) {
-        free_ctl(ctl_of(rp));
-        rp->rh = nullptr;
-    }
-    return err;
+    return register_kretprobes(&rp, 1);
 }
 
+// Like register_kprobes(): every entry probe armed in one batch; on the first failure none
+// stays registered.
 int register_kretprobes(struct kretprobe **rps, int num)
 {
+    using namespace dprobe::kp;
     if (!rps || num <= 0)
         return -EINVAL;
-    for (int i = 0; i < num; ++i) {
-        int err = register_kretprobe(rps[i]);
-        if (err) {
-            if (i > 0)
-                unregister_kretprobes(rps, i);
-            return err;
-        }
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    std::vector<struct kprobe *> kps;
+    kps.reserve(static_cast<size_t>(num));
+    int err = 0;
+    for (int i = 0; i < num && !err; ++i) {
+        struct kretprobe *rp = rps[i];
+        if (!rp)
+            err = -EINVAL;
+        else if (kprobe_registered_locked(&rp->kp) ||
+                 std::find(kps.begin(), kps.end(), &rp->kp) != kps.end())
+            err = -EEXIST;
+        else if ((err = kprobe_on_func_entry(rp->kp.addr, rp->kp.symbol_name, rp->kp.offset)))
+            ;
+        else if (!(err = kretprobe_prepare(rp)))
+            kps.push_back(&rp->kp);
     }
-    return 0;
+    if (!err) {
+        // The functions may be plain ones (an int3 entry): their callers' vector registers
+        // are kept across the exit handler (arch/x86_64/ftrace_tramp.S).
+        dprobe::arch::return_keeps_all_xmm();
+        err = register_kprobes_locked(kps.data(), static_cast<int>(kps.size()), kind_kretprobe);
+    }
+    if (err) {
+        std::vector<struct kretprobe *> prepared;
+        for (struct kprobe *p : kps)
+            prepared.push_back(container_of_kretprobe(p));
+        kretprobes_release(prepared);
+    }
+    return err;
 }
 
 void unregister_kretprobe(struct kretprobe *rp)

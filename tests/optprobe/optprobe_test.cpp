@@ -75,7 +75,7 @@ TEST(optprobe, every_boundary_same_results)
         EXPECT_EQ(want1, leaf(100, 200)) << "probe at +" << at - start;
         EXPECT_EQ(want2, leaf(900, 3)) << "probe at +" << at - start;
         EXPECT_EQ(2UL, hits.load());
-        ASSERT_EQ(0, dprobe::optprobe_disarm(*op, op->orig));
+        ASSERT_EQ(0, dprobe::optprobe_disarm(*op));
         EXPECT_EQ(0, std::memcmp(reinterpret_cast<void *>(start), code.data(), size));
         dprobe::synchronize_dispatch();
         dprobe::optprobe_free(std::move(op));
@@ -96,7 +96,7 @@ TEST(optprobe, handler_sees_registers_and_ip)
     seen_di = 0;
     leaf(4242, 1);
     EXPECT_EQ(4242UL, seen_di);
-    ASSERT_EQ(0, dprobe::optprobe_disarm(*op, op->orig));
+    ASSERT_EQ(0, dprobe::optprobe_disarm(*op));
 }
 
 TEST(optprobe, arm_and_disarm_while_threads_run)
@@ -130,7 +130,7 @@ TEST(optprobe, arm_and_disarm_while_threads_run)
         unsigned long c = calls.load();
         while (calls.load() < c + 200)
             std::this_thread::yield();
-        ASSERT_EQ(0, dprobe::optprobe_disarm(*op, op->orig));
+        ASSERT_EQ(0, dprobe::optprobe_disarm(*op));
         retired.push_back(std::move(op));
     }
     stop = true;

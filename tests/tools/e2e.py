@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, libc, noloss.
+errors, funcs, probe, follow, many, libc, noloss.
 """
 import json
 import os
@@ -555,6 +555,31 @@ elif CASE == "noloss":
                     "import time; print(time.monotonic(), flush=True)"])
         lags.append(time.monotonic() - float(p.stdout.split()[-1]))
     check(min(lags) < 0.1, "record returned %s s after its program's last line" % lags)
+elif CASE == "many":
+    # Thousands of events: more text than one environment string may hold (the agent reads
+    # them from a file the command removes afterwards), created disabled and enabled in one
+    # batch before main; every one fires on every call.
+    n = 2400
+    events = []
+    for i in range(n):
+        if i % 4 == 3:
+            events += ["-e", "r:many/e%d args:add ret=$retval:s64" % i]
+        else:
+            events += ["-e", "p:many/e%d args:add a=%%di:s32 b=%%si:s32" % i]
+    env_tmp = os.path.join(WORK, "tmp")
+    os.makedirs(env_tmp)
+    ENV["TMPDIR"] = env_tmp
+    p = record(["-o", "m.dat"] + events + ["--", prog("args")])
+    del ENV["TMPDIR"]
+    check(p.stdout.strip() == "-81", "the program's output is kept (%r)" % p.stdout)
+    check(os.listdir(env_tmp) == [], "events file left behind: %s" % os.listdir(env_tmp))
+    out = run(["report", "-i", "m.dat", "--no-header"]).stdout
+    hits = {}
+    for m in re.finditer(r" (e\d+): \(", out):
+        hits[m.group(1)] = hits.get(m.group(1), 0) + 1
+    check(len(hits) == n and set(hits.values()) == {3},
+          "each of %d events recorded 3 times (%d events seen, counts %s)" %
+          (n, len(hits), sorted(set(hits.values()))))
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

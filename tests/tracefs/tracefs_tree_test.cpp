@@ -409,6 +409,55 @@ TEST_F(TraceFsTree, EnableFilesAggregate)
     EXPECT_EQ(rd("events/enable"), "0\n");
 }
 
+// Many kprobe events enabled by one write of events/<group>/enable, or by
+// trace_events::set_enabled() of a list (what `dprobe record -e` does): armed in one batch,
+// all or nothing.
+TEST_F(TraceFsTree, ManyKprobeEventsEnableTogether)
+{
+    std::string lines;
+    for (int i = 0; i < 30; ++i)
+        lines += (i % 3 == 2 ? "r:many/e" : "p:many/e") + std::to_string(i) +
+                 (i % 2 ? " tfs_mul" : " tfs_add") + "\n";
+    ASSERT_EQ(wr("dynamic_events", lines), 0);
+    std::string list = rd("kprobes/list");
+    EXPECT_EQ(std::count(list.begin(), list.end(), '\n'), 30) << list;
+    tfs_add(1, 1);
+    EXPECT_TRUE(pipe_lines().empty());
+    ASSERT_EQ(wr("events/many/enable", "1"), 0);
+    EXPECT_FALSE(contains(rd("kprobes/list"), "[DISABLED]")) << rd("kprobes/list");
+    tfs_add(1, 2);
+    tfs_mul(3, 4);
+    EXPECT_EQ(pipe_lines().size(), 30u);
+    ASSERT_EQ(wr("events/many/enable", "0"), 0);
+    list = rd("kprobes/list");
+    size_t disabled = 0;
+    for (size_t at = list.find("[DISABLED]"); at != std::string::npos;
+         at = list.find("[DISABLED]", at + 1))
+        ++disabled;
+    EXPECT_EQ(disabled, 30u) << list;
+    tfs_add(1, 2);
+    EXPECT_TRUE(pipe_lines().empty());
+
+    // A list naming an unknown event enables none of them and says which.
+    auto &te = trace_events::instance();
+    std::vector<trace_events::event_ref> refs;
+    for (int i = 0; i < 10; ++i)
+        refs.push_back({"many", "e" + std::to_string(i)});
+    refs.insert(refs.begin() + 4, {"many", "no_such_event"});
+    size_t failed = 99;
+    EXPECT_EQ(te.set_enabled(refs, true, &failed), -ENOENT);
+    EXPECT_EQ(failed, 4u);
+    EXPECT_EQ(rd("events/many/enable"), "0\n");
+    refs.erase(refs.begin() + 4);
+    ASSERT_EQ(te.set_enabled(refs, true, &failed), 0);
+    EXPECT_EQ(rd("events/many/enable"), "X\n");
+    tfs_add(5, 6);
+    EXPECT_EQ(pipe_lines().size(), 5u); // e0 e2 (a return) e4 e6 e8
+    ASSERT_EQ(te.set_enabled(refs, false), 0);
+    ASSERT_EQ(wr("dynamic_events", "", true), 0);
+    EXPECT_FALSE(contains(rd("kprobes/list"), "tfs_")) << rd("kprobes/list");
+}
+
 TEST_F(TraceFsTree, TracingOnBufferSizeClockOptions)
 {
     ASSERT_EQ(wr("dynamic_events", "f:g/add tfs_add a=$arg1:s32"), 0);

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <unordered_set>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -54,11 +55,17 @@ void status_send(const std::string &msg) noexcept
 
 bool write_chunk(uint32_t type, const std::string &payload)
 {
+    return write_chunks(type, {&payload, 1});
+}
+
+bool write_chunks(uint32_t type, std::span<const std::string> payloads)
+{
     agent_state &st = state();
     if (st.out_fd < 0)
         return false;
-    std::string c = tracefile::make_chunk(static_cast<tracefile::chunk_type>(type), st.session,
-                                          payload);
+    std::string c;
+    for (const std::string &p : payloads)
+        c += tracefile::make_chunk(static_cast<tracefile::chunk_type>(type), st.session, p);
     return tracefile::write_all(st.out_fd, c.data(), c.size());
 }
 
@@ -91,13 +98,10 @@ void env_remove(const char *name)
         *w = nullptr;
 }
 
-std::vector<std::string> env_lines(const char *name)
+// The non-blank lines of TEXT.
+std::vector<std::string> split_lines(const std::string &s)
 {
     std::vector<std::string> out;
-    const char *v = env_get(name);
-    if (!v)
-        return out;
-    std::string s = v;
     size_t pos = 0;
     while (pos <= s.size()) {
         size_t nl = s.find('\n', pos);
@@ -109,6 +113,33 @@ std::vector<std::string> env_lines(const char *name)
         pos = nl + 1;
     }
     return out;
+}
+
+std::vector<std::string> env_lines(const char *name)
+{
+    const char *v = env_get(name);
+    return v ? split_lines(v) : std::vector<std::string>{};
+}
+
+// The lines of the file NAME names (DPROBE_EVENTS_FILE: more events than one environment
+// string can hold); *ERR set when it cannot be read.
+std::vector<std::string> file_lines(const char *name, std::string *err)
+{
+    const char *path = env_get(name);
+    if (!path || !*path)
+        return {};
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *err = std::string("cannot read the events file ") + path + ": " + std::strerror(errno);
+        return {};
+    }
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0)
+        text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return split_lines(text);
 }
 
 [[noreturn]] void agent_fail(const std::string &msg)
@@ -139,14 +170,67 @@ void remove_all_events()
     te.release_all(ACCEPT_DYNAMIC);
 }
 
-// Applies and enables LINES; "" or what went wrong (with the error_log entry). Not STRICT
-// (a program the named one runs): a line that does not apply to it is left out with a
+// An event created by a line of DPROBE_EVENTS, to enable.
+struct created_event {
+    trace_events::event_ref ref;
+    std::string listing;
+};
+
+// Enables BATCH at once (their kprobes armed in one batch) and records their formats for the
+// trace file; "" or what went wrong.
+std::string enable_created(std::vector<created_event> &batch)
+{
+    if (batch.empty())
+        return "";
+    agent_state &st = state();
+    trace_events &te = trace_events::instance();
+    std::vector<trace_events::event_ref> refs;
+    refs.reserve(batch.size());
+    for (const created_event &c : batch)
+        refs.push_back(c.ref);
+    size_t failed = 0;
+    int r = te.set_enabled(refs, true, &failed);
+    if (r < 0) {
+        std::string log = last_error_log();
+        return "cannot enable " + refs[failed].group + "/" + refs[failed].event + ": " +
+               std::strerror(-r) + (log.empty() ? "" : "\n" + log);
+    }
+    std::unordered_set<uint32_t> known;
+    for (const auto &e : st.events)
+        known.insert(e.first);
+    for (const created_event &c : batch) {
+        int id = te.event_id(c.ref.group, c.ref.event);
+        auto fmt = te.format(c.ref.group, c.ref.event);
+        if (id < 0 || !fmt || !known.insert(static_cast<uint32_t>(id)).second)
+            continue;
+        st.events.emplace_back(static_cast<uint32_t>(id),
+                               tracefile::event_payload(static_cast<uint32_t>(id),
+                                                        c.ref.group + "/" + c.ref.event,
+                                                        c.listing, *fmt));
+    }
+    batch.clear();
+    return "";
+}
+
+// Applies and enables LINES; "" or what went wrong (with the error_log entry). The events
+// of consecutive lines that create them are enabled together, before any other command runs
+// (a line deleting an event sees it enabled, as if each had been enabled at once). Not
+// STRICT (a program the named one runs): a line that does not apply to it is left out with a
 // warning in *WARN instead.
 std::string apply_events(const std::vector<std::string> &lines, bool strict, std::string *warn)
 {
-    agent_state &st = state();
     trace_events &te = trace_events::instance();
+    std::vector<created_event> batch;
     for (const std::string &line : lines) {
+        dynevent_command cmd;
+        parse_options po;
+        po.check_files = false;
+        auto argv = argv_split(line);
+        const bool creates =
+            !parse_dynevent(argv, po, cmd) && cmd.kind == dynevent_command::type::create;
+        if (!creates)
+            if (std::string err = enable_created(batch); !err.empty())
+                return err;
         te.errors().clear(); // before main, the log is the agent's own
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
@@ -159,33 +243,10 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
                                                     std::strerror(-r));
             continue;
         }
-        dynevent_command cmd;
-        parse_options po;
-        po.check_files = false;
-        auto argv = argv_split(line);
-        if (parse_dynevent(argv, po, cmd) || cmd.kind != dynevent_command::type::create)
-            continue;
-        const probe_definition &def = cmd.def;
-        r = te.set_enabled(def.group, def.event, true);
-        if (r < 0) {
-            std::string log = last_error_log();
-            return "cannot enable " + def.group + "/" + def.event + ": " + std::strerror(-r) +
-                   (log.empty() ? "" : "\n" + log);
-        }
-        int id = te.event_id(def.group, def.event);
-        auto fmt = te.format(def.group, def.event);
-        if (id < 0 || !fmt)
-            continue;
-        bool known = false;
-        for (const auto &e : st.events)
-            known |= e.first == static_cast<uint32_t>(id);
-        if (!known)
-            st.events.emplace_back(static_cast<uint32_t>(id),
-                                   tracefile::event_payload(static_cast<uint32_t>(id),
-                                                            def.group + "/" + def.event,
-                                                            def.listing(), *fmt));
+        if (creates)
+            batch.push_back({{cmd.def.group, cmd.def.event}, cmd.def.listing()});
     }
-    return "";
+    return enable_created(batch);
 }
 
 // Whether this object was preloaded (LD_PRELOAD names it), rather than loaded later by
@@ -263,6 +324,11 @@ __attribute__((constructor)) void dprobe_agent_init()
 
     agent_config c;
     c.events = env_lines("DPROBE_EVENTS");
+    std::string ferr;
+    for (std::string &l : file_lines("DPROBE_EVENTS_FILE", &ferr))
+        c.events.push_back(std::move(l));
+    if (!ferr.empty())
+        agent_fail(ferr);
     c.graph = env_lines("DPROBE_GRAPH");
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
     if (const char *m = env_get("DPROBE_GRAPH_MAIN"))

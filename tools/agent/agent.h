@@ -13,6 +13,8 @@
 // Environment (set by `dprobe record`; without DPROBE_OUTPUT the agent does nothing):
 //   DPROBE_OUTPUT         trace file to append to (created with its header by the CLI)
 //   DPROBE_EVENTS         dynamic_events lines, one per line, applied and enabled before main
+//   DPROBE_EVENTS_FILE    a file of more such lines (after those of DPROBE_EVENTS): for more
+//                         events than one environment string may hold
 //   DPROBE_GRAPH          function-graph globs, one per line ("*" for every function with a
 //                         site; ":main:*" for the functions of the program's own executable);
 //                         DPROBE_GRAPH_NOTRACE: globs left out
@@ -34,6 +36,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +75,8 @@ void status_send(const std::string &msg) noexcept;
 
 // Writes one chunk (under state().lock). False when the write failed.
 bool write_chunk(uint32_t type, const std::string &payload);
+// Several chunks of one type with one write (the formats of thousands of events).
+bool write_chunks(uint32_t type, std::span<const std::string> payloads);
 
 // ---- session.cpp ----
 // SESSION + OBJECTS + EVENT chunks of a new session (start, exec, attach).

@@ -171,8 +171,13 @@ void write_session_chunks(const char *reason, const std::string &objects)
     agent_state &st = state();
     write_chunk(tracefile::CHUNK_SESSION, session_head(reason));
     write_chunk(tracefile::CHUNK_OBJECTS, objects);
+    // One write for the formats of thousands of events.
+    std::vector<std::string> formats;
+    formats.reserve(st.events.size());
     for (const auto &[id, payload] : st.events)
-        write_chunk(tracefile::CHUNK_EVENT, payload);
+        formats.push_back(payload);
+    if (!formats.empty())
+        write_chunks(tracefile::CHUNK_EVENT, formats);
 }
 
 } // namespace

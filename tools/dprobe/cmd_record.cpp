@@ -53,6 +53,45 @@ std::string join_lines(const std::vector<std::string> &v)
     return s;
 }
 
+// One environment string may hold at most 128 KiB (MAX_ARG_STRLEN): past this size the
+// events go through a file the agent reads (DPROBE_EVENTS_FILE), removed when the program
+// has ended.
+constexpr size_t k_env_events_max = 64 * 1024;
+
+// Writes TEXT to a new private file; its path, or "" with *ERR set.
+std::string write_events_file(const std::string &text, std::string *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/dprobe-events-XXXXXX";
+    int fd = mkstemp(path.data());
+    if (fd < 0) {
+        *err = "cannot create a file for the events in " + path + ": " + std::strerror(errno);
+        return "";
+    }
+    size_t off = 0;
+    while (off < text.size()) {
+        ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        if (n <= 0) {
+            *err = "cannot write the events to " + path + ": " + std::strerror(errno);
+            ::close(fd);
+            unlink(path.c_str());
+            return "";
+        }
+        off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return path;
+}
+
+struct events_file_remover {
+    std::string path;
+    ~events_file_remover()
+    {
+        if (!path.empty())
+            unlink(path.c_str());
+    }
+};
+
 int run_record(const record_opts &o)
 {
     if (o.command.empty())
@@ -82,6 +121,15 @@ int run_record(const record_opts &o)
     if (out < 0)
         return fail("record", err);
 
+    std::string events_text = join_lines(lines);
+    events_file_remover events_file; // removed however run_record returns from here on
+    if (events_text.size() > k_env_events_max) {
+        events_file.path = write_events_file(events_text, &err);
+        if (events_file.path.empty())
+            return fail("record", err);
+        events_text.clear();
+    }
+
     // Messages keep their boundaries, and the recorder sees the end of the stream once every
     // process that inherited the other end is gone: then no announcement can still come.
     int sv[2];
@@ -108,7 +156,11 @@ int run_record(const record_opts &o)
         setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
         setenv("DPROBE_WAKE_FD", std::to_string(wfd).c_str(), 1);
         setenv("DPROBE_FIRST", "1", 1);
-        setenv("DPROBE_EVENTS", join_lines(lines).c_str(), 1);
+        setenv("DPROBE_EVENTS", events_text.c_str(), 1);
+        if (!events_file.path.empty())
+            setenv("DPROBE_EVENTS_FILE", events_file.path.c_str(), 1);
+        else
+            unsetenv("DPROBE_EVENTS_FILE");
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (graph_main)

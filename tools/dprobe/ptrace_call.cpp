@@ -1,5 +1,6 @@
 #include "tools/dprobe/ptrace_call.h"
 
+#include "arch/x86_64/insn_bytes.h"
 #include "tools/attach_protocol.h"
 
 #include <algorithm>
@@ -282,7 +283,7 @@ int thread_borrow::borrow()
             parked_ = "running";
             for (int step = 0; step < 16 && ok; step++) {
                 uint8_t b = 0;
-                if (read_memory(saved_.rip, &b, 1) != 0 || b != 0x90)
+                if (read_memory(saved_.rip, &b, 1) != 0 || !arch::is_nop(&b, 1))
                     break;
                 int status = 0;
                 ok = pt(PTRACE_SINGLESTEP, tid_) == 0 && wait_stop(&status) == 0 &&

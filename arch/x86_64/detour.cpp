@@ -1,0 +1,160 @@
+// The one detour builder (see detour.h).
+#include "arch/x86_64/detour.h"
+
+#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/relocate.h"
+
+#include <cstring>
+
+namespace dprobe::arch {
+
+namespace {
+
+detour_region make_region(uintptr_t addr, size_t len, std::vector<insn> insns,
+                          const uint8_t *bytes)
+{
+    detour_region r;
+    r.addr = addr;
+    r.len = static_cast<uint8_t>(len);
+    std::memcpy(r.orig, bytes, len);
+    r.insns = std::move(insns);
+    return r;
+}
+
+bool never_falls_through(const detour_region &r)
+{
+    return !r.insns.empty() && r.insns.back().is_unconditional_exit();
+}
+
+} // namespace
+
+std::optional<detour_region> detour_region_at(const func_analysis &fa, const uint8_t *code,
+                                              uintptr_t addr, std::string *why,
+                                              optimize_refusal *refusal)
+{
+    auto check = can_optimize_region(fa, addr, JMP32_INSN_SIZE);
+    if (refusal)
+        *refusal = check.reason;
+    if (!check.ok()) {
+        *why = check.message;
+        return std::nullopt;
+    }
+    if (check.len > DETOUR_MAX_REGION) {
+        *why = "region too long";
+        return std::nullopt;
+    }
+    return make_region(addr, check.len, std::move(check.region), code + (addr - fa.start));
+}
+
+bool is_padding(uintptr_t from, uintptr_t to) noexcept
+{
+    uintptr_t at = from;
+    while (at < to) {
+        auto i = insn_decode(reinterpret_cast<const void *>(at), MAX_INSN_SIZE, at);
+        if (!i)
+            return false;
+        if (i->k != insn::int3 && std::strcmp(i->mnemonic_name(), "nop") != 0)
+            return false;
+        at += i->len;
+    }
+    return true;
+}
+
+std::optional<detour_region> short_function_region(const func_analysis &fa, uintptr_t ip)
+{
+    const uintptr_t end = fa.start + fa.size;
+    if (end >= ip + JMP32_INSN_SIZE || !is_padding(end, ip + JMP32_INSN_SIZE))
+        return std::nullopt;
+    if (fa.decode_failed || fa.has_indirect_jump)
+        return std::nullopt;
+    std::vector<insn> region;
+    for (const insn &i : fa.insns) {
+        if (i.addr < ip)
+            continue;
+        if (insn_ool_refusal(i))
+            return std::nullopt;
+        region.push_back(i);
+    }
+    if (region.empty() || !region.back().is_unconditional_exit())
+        return std::nullopt;
+    for (const insn &i : region)
+        if (&i != &region.back() && (i.is_unconditional_exit() || i.k == insn::call_rel ||
+                                     i.k == insn::call_indirect))
+            return std::nullopt;
+    // Nothing may branch into the function after its first instruction.
+    for (const auto &e : fa.jump_targets)
+        if (e.to > ip)
+            return std::nullopt;
+    // The live bytes: the region runs into the padding after the function.
+    return make_region(ip, JMP32_INSN_SIZE, std::move(region),
+                       reinterpret_cast<const uint8_t *>(ip));
+}
+
+void detour::moves(std::vector<rip_move> &out) const
+{
+    for (size_t i = 1; i < region.insns.size(); ++i)
+        out.push_back({region.insns[i].addr, rx + copy_off[i]});
+}
+
+size_t detour_size(const detour_region &r, size_t head) noexcept
+{
+    return head + r.insns.size() * MAX_RELOCATED_INSN_SIZE + JMP32_INSN_SIZE;
+}
+
+bool detour_build(const detour_region &r, uint8_t *rw, uintptr_t rx, size_t head, detour *out,
+                  std::string *why)
+{
+    // A region ending in ret/jmp needs no jump back (and a short function's region ends in
+    // padding, where there is nothing to come back to).
+    auto rel = relocate_insns(r.insns, rx + head, r.addr + r.len, !never_falls_through(r));
+    if (!rel) {
+        *why = rel.error.message;
+        return false;
+    }
+    std::memcpy(rw + head, rel.copy->bytes.data(), rel.copy->bytes.size());
+    out->region = r;
+    out->rx = rx;
+    out->head = static_cast<uint32_t>(head);
+    out->size = head + rel.copy->bytes.size();
+    out->copy_off.clear();
+    for (uint32_t off : rel.copy->insn_offsets)
+        out->copy_off.push_back(static_cast<uint32_t>(head) + off);
+    return true;
+}
+
+text_poke_req detour_arm_req(const detour &d) noexcept
+{
+    text_poke_req r;
+    jmp_req(d.region.addr, d.rx, &r); // reachable: the detour was allocated near the region
+    r.len = d.region.len;
+    // The rest of the region is never executed: nothing jumps into it (checked).
+    std::memset(r.bytes + JMP32_INSN_SIZE, INT3_INSN_OPCODE, d.region.len - JMP32_INSN_SIZE);
+    return r;
+}
+
+text_poke_req detour_disarm_req(const detour &d, bool keep_breakpoint) noexcept
+{
+    text_poke_req r;
+    r.addr = d.region.addr;
+    r.len = d.region.len;
+    std::memcpy(r.bytes, d.region.orig, d.region.len);
+    if (keep_breakpoint) {
+        r.bytes[0] = INT3_INSN_OPCODE;
+        r.emu = text_poke_req::emulate::trap;
+    } else {
+        r.emu = text_poke_req::emulate::jmp;
+        r.target = d.copy();
+    }
+    return r;
+}
+
+bool detour_write_jmp_head(const detour &d, uint8_t *rw, uintptr_t to) noexcept
+{
+    auto jmp = make_jmp_rel32(d.rx, to);
+    if (!jmp)
+        return false;
+    std::memcpy(rw, jmp->data(), jmp->size());
+    return true;
+}
+
+} // namespace dprobe::arch

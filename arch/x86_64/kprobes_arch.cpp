@@ -1,0 +1,136 @@
+// x86's side of kprobes and optimized probes (see kprobes_arch.h).
+#include "arch/x86_64/kprobes_arch.h"
+
+#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/relocate.h"
+
+#include <Zydis/Mnemonic.h>
+
+#include <cstring>
+#include <initializer_list>
+
+extern "C" void dprobe_optprobe_caller();
+extern "C" void dprobe_optprobe_caller_light();
+
+namespace dprobe::arch {
+
+size_t adjust_kprobe_offset(uintptr_t func, size_t size, size_t offset, bool *on_entry) noexcept
+{
+    if (size >= ENDBR64_INSN_SIZE && is_endbr64(reinterpret_cast<const uint8_t *>(func))) {
+        *on_entry = offset == 0 || offset == ENDBR64_INSN_SIZE;
+        return *on_entry ? ENDBR64_INSN_SIZE : offset;
+    }
+    *on_entry = offset == 0;
+    return offset;
+}
+
+static_assert(KPROBE_ENTRY_SPAN == ENDBR64_INSN_SIZE + MAX_INSN_SIZE);
+
+kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t rx) noexcept
+{
+    kprobe_slot s;
+    uint8_t buf[MAX_RELOCATED_INSN_SIZE];
+    const char *why = nullptr;
+    // The boost copy goes back through `jmp *ret(%rip)` (no flags or registers touched).
+    constexpr size_t jmp_ind_len = 6;
+    int n = relocate_one(i, rx, buf, &why);
+    if (n > 0 && static_cast<size_t>(n) + jmp_ind_len <= KPROBE_SLOT_BOOST_RET) {
+        std::memcpy(rw, buf, static_cast<size_t>(n));
+        const uint8_t jmp[2] = {0xff, 0x25}; // jmp *disp32(%rip)
+        const auto disp = static_cast<int32_t>(KPROBE_SLOT_BOOST_RET -
+                                               (static_cast<size_t>(n) + jmp_ind_len));
+        std::memcpy(rw + n, jmp, sizeof jmp);
+        std::memcpy(rw + n + sizeof jmp, &disp, sizeof disp);
+        const uintptr_t next = i.next();
+        std::memcpy(rw + KPROBE_SLOT_BOOST_RET, &next, sizeof next);
+        s.boostable = true;
+        s.boost_addr = rx;
+        s.boost_len = static_cast<uint8_t>(n);
+    }
+    if (!ss)
+        return s;
+    // The ss copy falls through to its int3: only instructions that fall through get one.
+    n = relocate_one(i, rx + KPROBE_SLOT_SS, buf, &why);
+    if (n > 0 && KPROBE_SLOT_SS + static_cast<size_t>(n) + INT3_INSN_SIZE <= KPROBE_SLOT_SIZE) {
+        std::memcpy(rw + KPROBE_SLOT_SS, buf, static_cast<size_t>(n));
+        rw[KPROBE_SLOT_SS + static_cast<size_t>(n)] = INT3_INSN_OPCODE;
+        s.has_ss = true;
+        s.ss_addr = rx + KPROBE_SLOT_SS;
+        s.ss_int3 = s.ss_addr + static_cast<size_t>(n);
+    }
+    return s;
+}
+
+void kprobe_slot_set_boost_ret(uint8_t *slot_rw, uintptr_t to) noexcept
+{
+    __atomic_store_n(reinterpret_cast<uintptr_t *>(slot_rw + KPROBE_SLOT_BOOST_RET), to,
+                     __ATOMIC_RELEASE);
+}
+
+text_poke_req arm_kprobe(uintptr_t addr) noexcept
+{
+    return disarm_kprobe(addr, INT3_INSN_OPCODE);
+}
+
+text_poke_req disarm_kprobe(uintptr_t addr, uint8_t opcode) noexcept
+{
+    text_poke_req q;
+    q.addr = addr;
+    q.len = INT3_INSN_SIZE;
+    q.bytes[0] = opcode;
+    // A thread trapping on a temporary int3 of the protocol lands in the kprobe hook, which
+    // restarts it at the address when the byte is not an int3 any more.
+    q.emu = text_poke_req::emulate::trap;
+    return q;
+}
+
+namespace {
+
+constexpr size_t k_caller_slot = 32; // 8-byte aligned (detours are 16-aligned)
+static_assert(k_caller_slot % 8 == 0);
+
+} // namespace
+
+void optprobe_write_head(uint8_t *rw, const void *op, uintptr_t caller) noexcept
+{
+    size_t n = 0;
+    auto put = [&](std::initializer_list<uint8_t> b) {
+        for (uint8_t x : b)
+            rw[n++] = x;
+    };
+    put({0x48, 0x8d, 0x64, 0x24, 0x80}); // lea -0x80(%rsp),%rsp
+    // r11 goes below the slot the call's return address takes: the caller's frame top.
+    put({0x4c, 0x89, 0x5c, 0x24, 0xf0}); // mov %r11,-0x10(%rsp)
+    put({0x49, 0xbb});                   // movabs $op,%r11
+    const auto v = reinterpret_cast<uintptr_t>(op);
+    std::memcpy(rw + n, &v, 8);
+    n += 8;
+    put({0xff, 0x15, 0x06, 0, 0, 0}); // call *6(%rip): the caller's address at k_caller_slot
+    put({0xeb, 0x0c});                // jmp over the padding and the slot, to 40
+    put({0xcc, 0xcc, 0xcc, 0xcc});
+    std::memcpy(rw + n, &caller, 8);
+    n += 8;
+    put({0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0}); // lea 0x80(%rsp),%rsp
+    (void)n;
+}
+
+void optprobe_set_caller(uint8_t *rw, uintptr_t caller) noexcept
+{
+    __atomic_store_n(reinterpret_cast<uintptr_t *>(rw + k_caller_slot), caller, __ATOMIC_RELEASE);
+}
+
+uintptr_t optprobe_caller(bool light) noexcept
+{
+    return reinterpret_cast<uintptr_t>(light ? &dprobe_optprobe_caller_light
+                                             : &dprobe_optprobe_caller);
+}
+
+bool function_may_set_df(const func_analysis &fa) noexcept
+{
+    for (const insn &i : fa.insns)
+        if (i.mnemonic == ZYDIS_MNEMONIC_STD || i.pops_flags)
+            return true;
+    return false;
+}
+
+} // namespace dprobe::arch
