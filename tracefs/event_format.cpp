@@ -2,9 +2,12 @@
 
 #include "core/compiler.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace dprobe {
 namespace {
@@ -152,6 +155,124 @@ DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
         return 0;
     probe_record_init(record, def, type, pid, ip, ret_ip);
     return store_trace_args(def.args, def.args_size, ctx, record, args_off, capacity);
+}
+
+namespace {
+
+struct format_field {
+    std::string name;
+    size_t offset = 0, size = 0;
+    uint32_t count = 0; // "u32 name[4]": 4
+};
+
+// The "\tfield:TYPE NAME[N];\toffset:O;\tsize:S;\tsigned:G;" lines of FORMAT, common ones left out.
+std::vector<format_field> format_fields(std::string_view format)
+{
+    std::vector<format_field> out;
+    size_t pos = 0;
+    while ((pos = format.find("\tfield:", pos)) != std::string_view::npos) {
+        size_t eol = format.find('\n', pos);
+        std::string_view line = format.substr(pos, eol - pos);
+        pos = eol == std::string_view::npos ? format.size() : eol;
+        size_t semi = line.find(';');
+        if (semi == std::string_view::npos)
+            continue;
+        std::string_view decl = line.substr(7, semi - 7); // after "\tfield:"
+        size_t sp = decl.rfind(' ');
+        if (sp == std::string_view::npos)
+            continue;
+        format_field f;
+        std::string_view name = decl.substr(sp + 1);
+        if (size_t br = name.find('['); br != std::string_view::npos) {
+            f.count = static_cast<uint32_t>(std::strtoul(std::string(name.substr(br + 1)).c_str(),
+                                                         nullptr, 10));
+            name = name.substr(0, br);
+        }
+        f.name = std::string(name);
+        if (f.name.starts_with("common_"))
+            continue;
+        size_t o = line.find("\toffset:"), z = line.find("\tsize:");
+        if (o == std::string_view::npos || z == std::string_view::npos)
+            continue;
+        f.offset = std::strtoul(std::string(line.substr(o + 8)).c_str(), nullptr, 10);
+        f.size = std::strtoul(std::string(line.substr(z + 6)).c_str(), nullptr, 10);
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+// The quoted format of FORMAT's print fmt line, escapes kept as written.
+std::string_view print_fmt_string(std::string_view format)
+{
+    size_t p = format.find("print fmt: \"");
+    if (p == std::string_view::npos)
+        return {};
+    p += 12;
+    size_t e = p;
+    while (e < format.size() && format[e] != '"')
+        e += format[e] == '\\' ? 2 : 1;
+    return format.substr(p, std::min(e, format.size()) - p);
+}
+
+} // namespace
+
+bool probe_args_from_format(probe_definition &def, std::string_view format)
+{
+    std::vector<format_field> fields = format_fields(format);
+    std::erase_if(fields, [](const format_field &f) {
+        return f.name == probe_ip || f.name == probe_func || f.name == probe_ret_ip;
+    });
+    std::string_view fmt = print_fmt_string(format);
+    if (fields.size() != def.args.size())
+        return false;
+    const size_t args_off = probe_layout(def).args_off;
+    std::vector<probe_arg> args = def.args;
+    size_t cursor = 0;
+    for (size_t i = 0; i < args.size(); i++) {
+        probe_arg &a = args[i];
+        const format_field &f = fields[i];
+        if (f.name != a.name || f.offset < args_off)
+            return false;
+        // This argument's piece of the print fmt: from " name=" to the next argument's.
+        std::string key = " " + a.name + "=";
+        size_t at = fmt.find(key, cursor);
+        if (at == std::string_view::npos)
+            return false;
+        at += key.size();
+        size_t next = i + 1 < args.size() ? fmt.find(" " + args[i + 1].name + "=", at)
+                                          : fmt.size();
+        std::string_view piece = fmt.substr(at, next == std::string_view::npos ? fmt.size() - at
+                                                                               : next - at);
+        cursor = at;
+        if (f.count) {
+            if (piece.size() < 2 || piece.front() != '{')
+                return false;
+            piece = piece.substr(1, piece.find(',') == std::string_view::npos
+                                        ? piece.size() - 2
+                                        : piece.find(',') - 1);
+        }
+        const size_t elem = f.count ? f.size / f.count : f.size;
+        const fetch_type *t = nullptr;
+        for (int id = 0; id <= static_cast<int>(fetch_type_id::symstr) && !t; id++) {
+            const fetch_type &c = fetch_type_of(static_cast<fetch_type_id>(id));
+            if (c.size == elem && piece == c.fmt)
+                t = &c;
+        }
+        if (!t)
+            return false;
+        a.type = t;
+        a.count = f.count;
+        a.offset = static_cast<uint32_t>(f.offset - args_off);
+        a.dynamic = t->is_string;
+        a.fmt = f.count ? std::string(t->fmttype) + "[" + std::to_string(f.count) + "]" : "";
+        a.prog.field_size = static_cast<uint16_t>(f.size);
+    }
+    uint32_t size = 0;
+    for (const probe_arg &a : args)
+        size = std::max<uint32_t>(size, a.offset + a.field_size());
+    def.args = std::move(args);
+    def.args_size = size;
+    return true;
 }
 
 std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,

@@ -14,6 +14,7 @@
 
 #include "core/compiler.h"
 #include "core/signal_chain.h"
+#include "tracefs/trace_btf.h"
 
 namespace dprobe {
 
@@ -163,6 +164,8 @@ struct arg_ctx {
     entry_arg_table *eargs;
     fetch_prog *prog;
     int *sym_pos;
+    const btf_context *btf;
+    btf_last *last; // the type a name left (trace_btf.h)
 
     probe_error err(probe_err e, int off, int errnum = EINVAL) const
     {
@@ -181,7 +184,7 @@ bool tparg_is_function_return(unsigned f)
            (TPARG_FL_KERNEL | TPARG_FL_RETURN);
 }
 
-probe_error parse_probe_vars(std::string_view arg, insn_it code, arg_ctx &ctx)
+probe_error parse_probe_vars(std::string_view arg, insn_it &code, insn_it end, arg_ctx &ctx)
 {
     std::string_view v = arg.substr(1);
     probe_err e = probe_err::BAD_VAR;
@@ -189,7 +192,14 @@ probe_error parse_probe_vars(std::string_view arg, insn_it code, arg_ctx &ctx)
     if (v.starts_with("retval")) {
         if (!(ctx.flags & TPARG_FL_RETURN))
             return ctx.err(probe_err::RETVAL_ON_PROBE, ctx.offset);
-        if (v != "retval")
+        std::string_view rest = v.substr(6);
+        // Symbol-aware probes type $retval (and follow its members) with the function's
+        // debug info, as the kernel's do with BTF.
+        if ((ctx.flags & TPARG_FL_KERNEL) && ctx.btf->m != btf_context::mode::unsupported &&
+            (rest.empty() || rest[0] == '.' || rest[0] == '-'))
+            return parse_btf_arg(arg, ctx.offset, ctx.index, ctx.flags, *ctx.btf, *ctx.eargs,
+                                 code, end, *ctx.last);
+        if (!rest.empty())
             return ctx.err(probe_err::BAD_VAR, ctx.offset);
         code->op = fetch_op::RETVAL;
         return {};
@@ -219,6 +229,8 @@ probe_error parse_probe_vars(std::string_view arg, insn_it code, arg_ctx &ctx)
     if (v.starts_with("arg")) {
         unsigned long long param = 0;
         std::string_view n = v.substr(3);
+        if (n == "*") // $arg* stands alone: no name, no dereference around it
+            return ctx.err(probe_err::BAD_VAR_ARGS, ctx.offset);
         if (n.empty() || !is_digit(n[0]) || kstrtoull(n, 10, param))
             return ctx.err(probe_err::BAD_VAR, ctx.offset);
         if (param == 0 || param > PARAM_MAX_STACK)
@@ -273,7 +285,7 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
 
     switch (arg[0]) {
     case '$':
-        ret = parse_probe_vars(arg, code, ctx);
+        ret = parse_probe_vars(arg, code, end, ctx);
         break;
 
     case '%': {
@@ -363,6 +375,7 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
         if (ret)
             return ret;
         ctx.offset = saved;
+        *ctx.last = btf_last{}; // a dereference leaves the name's type behind
         if (code->op == fetch_op::COMM || code->op == fetch_op::DATA)
             return ctx.err(probe_err::COMM_CANT_DEREF, inner_off);
         if (++code == end)
@@ -396,8 +409,11 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
 
     default:
         if (std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_') {
-            // A named variable: needs type information (BTF in the kernel; DWARF one day).
-            return ctx.err(probe_err::NOSUP_BTFARG, ctx.offset, EOPNOTSUPP);
+            // A parameter by name: the function's debug info says where it is (trace_btf.h).
+            if (!tparg_is_function_entry(ctx.flags) && !tparg_is_function_return(ctx.flags))
+                return ctx.err(probe_err::NOSUP_BTFARG, ctx.offset);
+            ret = parse_btf_arg(arg, ctx.offset, ctx.index, ctx.flags, *ctx.btf, *ctx.eargs,
+                                code, end, *ctx.last);
         }
         break;
     }
@@ -462,7 +478,7 @@ bool parse_bitfield(std::string_view bf, const fetch_type &t, insn_it &pcode, in
 
 probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_idx,
                             std::span<const probe_arg> previous, unsigned flags,
-                            entry_arg_table &eargs, probe_arg &out)
+                            entry_arg_table &eargs, probe_arg &out, const btf_context &btf)
 {
     out = probe_arg{};
     auto err = [&](probe_err e, int off, int errnum = EINVAL) {
@@ -480,7 +496,9 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
         out.name = std::string(argtext.substr(0, eq));
         body = argtext.substr(eq + 1);
     } else {
-        out.name = "arg" + std::to_string(arg_idx + 1);
+        // The kernel's generate_probe_arg_name(): a name ("count") names itself.
+        std::string_view head = argtext.substr(0, argtext.find(':'));
+        out.name = is_good_name(head) ? std::string(head) : "arg" + std::to_string(arg_idx + 1);
         body = argtext;
     }
     if (!is_good_name(out.name))
@@ -545,9 +563,39 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
     insn_it code = prog.code.data();
     insn_it end = prog.code.data() + FETCH_INSN_MAX - 1;
     prog.code[FETCH_INSN_MAX - 1].op = fetch_op::END;
-    arg_ctx ctx{flags, argv_index, body_off, &eargs, &prog, &out.sym_pos};
+    btf_last last;
+    arg_ctx ctx{flags, argv_index, body_off, &eargs, &prog, &out.sym_pos, &btf, &last};
     if (probe_error e = parse_fetch(fetch, code, end, ctx))
         return e;
+
+    // A name's type (the kernel's find_fetch_type_from_btf_type), or the string it is.
+    std::string inferred_bf; // a bitfield type inferred for a member
+    if (last.type) {
+        bool deref = false;
+        if (!has_type) {
+            btf_type_choice c = btf_infer_type(last);
+            if (!c.type.empty()) {
+                t = find_fetch_type(c.type, flags & TPARG_FL_USER);
+                if (!t)
+                    return err(probe_err::BAD_BTF_TID, last.offset);
+                out.type = t;
+                out.count = c.count;
+                if (c.type[0] == 'b')
+                    inferred_bf = c.type;
+            }
+            deref = c.deref;
+        } else if (type.find("string") != std::string_view::npos) {
+            if (probe_error e = btf_string_fetch(last, argv_index, deref))
+                return e;
+        }
+        if (deref) {
+            const bool user = code->op == fetch_op::UDEREF || type == "ustring";
+            if (++code == end)
+                return err(probe_err::TOO_MANY_OPS, body_off);
+            code->op = user ? fetch_op::UDEREF : fetch_op::DEREF;
+            code->offset = 0;
+        }
+    }
 
     // Store operation.
     const int toff = body_off + type_off;
@@ -601,6 +649,8 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
     if (has_type && !type.empty() && type[0] == 'b') {
         if (!parse_bitfield(type, *t, code, end))
             return err(probe_err::BAD_BITFIELD, toff);
+    } else if (!inferred_bf.empty() && !parse_bitfield(inferred_bf, *t, code, end)) {
+        return err(probe_err::BAD_BTF_TID, last.offset);
     }
 
     // Array loop.

@@ -97,6 +97,21 @@ struct entry_arg_table {
     int slot_for(unsigned n) noexcept;
 };
 
+struct func_proto; // tracefs/trace_btf.h
+
+// What names in an argument resolve against: the kernel's BTF context, with the function's
+// DWARF in place of BTF (tracefs/trace_btf.h).
+struct btf_context {
+    enum class mode : uint8_t {
+        unsupported, // no type information: names and $arg* refused (NOSUP_BTFARG)
+        unchecked,   // names accepted without a check, untyped (an offline check that cannot
+                     // see the process's objects)
+        resolve,     // names resolve against FUNC; nullptr: the function has no debug info
+    };
+    mode m = mode::unsupported;
+    const func_proto *func = nullptr;
+};
+
 // One parsed argument of a probe.
 struct probe_arg {
     std::string name;             // "arg1", "dfd"
@@ -118,9 +133,12 @@ struct probe_arg {
 // into OUT. PREVIOUS are the probe's earlier args (name clashes). FLAGS is TPARG_FL_*.
 // $argN on a return probe is recorded in EARGS. Errors carry index ARGV_INDEX and the
 // caret offset inside ARG.
+// BTF says where a name ("count", "p->a.b", "$retval->len") resolves; without a name the
+// argument is named after its text when that is an identifier, else arg<N>.
 probe_error parse_probe_arg(std::string_view arg, int argv_index, int arg_idx,
                             std::span<const probe_arg> previous, unsigned flags,
-                            entry_arg_table &eargs, probe_arg &out);
+                            entry_arg_table &eargs, probe_arg &out,
+                            const btf_context &btf = {});
 
 // Assigns record offsets to ARGS (packed in order, no padding) and returns the size of the
 // fixed part.

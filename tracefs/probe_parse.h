@@ -9,6 +9,7 @@
 
 #include "tracefs/error_log.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/trace_btf.h"
 
 #include <cstdint>
 #include <functional>
@@ -90,6 +91,14 @@ struct parse_options {
     std::function<bool(const probe_place &)> is_func_entry;
     // Check that an uprobe path exists and is a regular file (FILE_NOT_FOUND / NO_REGULAR_FILE).
     bool check_files = true;
+    // Argument names, $arg* and typed $retval (the kernel's BTF arguments, from DWARF here;
+    // trace_btf.h). func_info returns the function a probe at an entry or exit of DEF sits
+    // on: nullptr when it has no debug info, nullopt when the caller cannot tell (names are
+    // then accepted unchecked). Unset: no type information (NOSUP_BTFARG), unless
+    // btf_unchecked, which accepts every name unchecked (an offline check that cannot see
+    // the objects the process will load).
+    std::function<std::optional<func_proto_ptr>(const probe_definition &def)> func_info;
+    bool btf_unchecked = false;
 };
 
 struct dynevent_command {

@@ -6,6 +6,7 @@
 #include "core/symbols.h"
 #include "core/task_ctx.h"
 #include "core/trace_clock.h"
+#include "tracefs/btf_lookup.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
 
@@ -429,6 +430,7 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
     parse_options opts;
     opts.accept = accept;
     opts.is_func_entry = place_is_func_entry;
+    opts.func_info = func_proto_of_place;
     dynevent_command cmd;
     const char *loc = nullptr;
     std::lock_guard<std::mutex> g(mutex_);
@@ -664,6 +666,13 @@ std::string trace_events::listing(unsigned accept) const
         if (accepts(accept, p->def.kind))
             s += p->def.listing() + "\n";
     return s;
+}
+
+std::string trace_events::listing_of(std::string_view group, std::string_view event) const
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    const trace_event *ev = find(group, event);
+    return ev ? ev->probes.front()->def.listing() : std::string();
 }
 
 std::string trace_events::kprobe_profile() const

@@ -62,6 +62,9 @@ public:
     int release_all(unsigned accept);
     // Their text: one listing line per probe, in creation order.
     std::string listing(unsigned accept) const;
+    // The listing line of the first probe of GROUP/EVENT ("" when there is no such event):
+    // what a command became once its names and $arg* were resolved.
+    std::string listing_of(std::string_view group, std::string_view event) const;
 
     // kprobe_profile: "  %-44s %15lu %15lu\n" per kprobe (event name, hits, misses);
     // uprobe_profile: "  %s %-44s %15lu\n" (path, event name, hits).

@@ -655,12 +655,15 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	     args: <name>=fetcharg[:type]
 	 fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],
 	           $stack<index>, $stack, $retval, $comm, $arg<N>,
+	           <argname>[->field[->field|.field...]],
 	           +|-[u]<offset>(<fetcharg>), \imm-value, \"imm-string"
 	     kernel return probes support: $retval, $arg<N>, $comm
 	     type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
 	           b<bit-width>@<bit-offset>/<container-size>, ustring,
 	           symstr, <type>\[<array-size>\]
 	  <module> is a loaded object ("libc.so.6:malloc"); <place> of an f event may be a glob.
+	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
+	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
 )";
 }
 

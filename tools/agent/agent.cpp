@@ -118,6 +118,7 @@ std::string apply_events(const std::vector<std::string> &lines)
         dynevent_command cmd;
         parse_options po;
         po.check_files = false;
+        po.btf_unchecked = true; // only the names are needed: te has checked the line
         auto argv = argv_split(line);
         if (parse_dynevent(argv, po, cmd) || cmd.kind != dynevent_command::type::create)
             continue;
@@ -139,7 +140,8 @@ std::string apply_events(const std::vector<std::string> &lines)
             st.events.emplace_back(static_cast<uint32_t>(id),
                                    tracefile::event_payload(static_cast<uint32_t>(id),
                                                             def.group + "/" + def.event,
-                                                            def.listing(), *fmt));
+                                                            te.listing_of(def.group, def.event),
+                                                            *fmt));
     }
     return "";
 }

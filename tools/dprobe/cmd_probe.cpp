@@ -1,6 +1,6 @@
 // dprobe probe: perf-probe syntax to dynamic_events lines; a probe list for `record`.
 #include "tools/dprobe/cli.h"
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/probe_show.h"
@@ -53,7 +53,7 @@ void show_notes(const tools::perf_probe_result &r)
 int show_debuginfo(const probe_opts &o, const tools::elf_image &img)
 {
     std::string err;
-    auto di = tools::debuginfo::open(img.real_path(), &err);
+    auto di = debuginfo::open(img.real_path(), &err);
     if (!di)
         return fail("probe", err);
     for (const auto &range : o.line_ranges) {

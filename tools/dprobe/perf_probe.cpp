@@ -1,9 +1,10 @@
 #include "tools/dprobe/perf_probe.h"
 
 #include "arch/x86_64/insn_analysis.h"
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tools/dprobe/probe_finder.h"
 #include "tools/dprobe/probe_point.h"
+#include "tracefs/btf_lookup.h"
 #include "tracefs/fetch_arg.h"
 
 #include <cctype>
@@ -34,6 +35,21 @@ std::string log_one(const std::vector<std::string> &argv, const probe_error &e, 
     return log.read();
 }
 
+// Whether OBJECT (the "lib" of a lib:sym place) names IMG.
+bool names_image(const std::string &object, const elf_image &img)
+{
+    return object == img.module_name() || object.rfind(img.module_name() + ".", 0) == 0 ||
+           object == img.real_path();
+}
+
+// Whether place PL (a symbol place) names IMG's module, or no module and a function of IMG.
+bool in_image(const probe_place &pl, const elf_image &img)
+{
+    if (pl.object.empty())
+        return !img.object().funcs_named(pl.symbol).empty();
+    return names_image(pl.object, img);
+}
+
 // Registration checks the tracefs would do in the process (BAD_PROBE_ADDR, NON_UNIQ_SYMBOL,
 // BAD_INSN_BNDRY), done on the file.
 probe_error check_place(const probe_definition &def, const elf_image &img, std::string &why)
@@ -43,8 +59,7 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
     const probe_place &pl = def.place;
     if (pl.kind != probe_place::form::symbol)
         return {};
-    if (!pl.object.empty() && pl.object != img.module_name() &&
-        pl.object.rfind(img.module_name() + ".", 0) != 0 && pl.object != img.real_path()) {
+    if (!pl.object.empty() && !names_image(pl.object, img)) {
         why = "the place names module '" + pl.object + "', not " + img.module_name();
         return {};
     }
@@ -82,6 +97,23 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
     return {};
 }
 
+// The function a probe at an entry or exit sits on, when the place is a function of IMG:
+// its prototype from IMG's debug info (nullptr without); nullopt for places elsewhere (a
+// library the program loads), whose names the process checks.
+std::optional<func_proto_ptr> func_proto_in_image(const probe_definition &def,
+                                                  const elf_image &img)
+{
+    const probe_place &pl = def.place;
+    if (pl.kind != probe_place::form::symbol || !in_image(pl, img))
+        return std::nullopt;
+    std::set<uintptr_t> addrs;
+    for (const ksym *s : img.object().funcs_named(pl.symbol))
+        addrs.insert(s->addr);
+    if (addrs.size() != 1)
+        return std::nullopt;
+    return func_proto_at(debuginfo_of_file(img.real_path()), *addrs.begin());
+}
+
 } // namespace
 
 perf_probe_result check_dynevent_line(const std::string &line, const elf_image *img)
@@ -95,6 +127,10 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     }
     parse_options po;
     po.check_files = true;
+    if (img)
+        po.func_info = [img](const probe_definition &def) { return func_proto_in_image(def, *img); };
+    else
+        po.btf_unchecked = true; // names are checked in the process
     dynevent_command cmd;
     const char *loc = nullptr;
     probe_error e = parse_dynevent(argv, po, cmd, &loc);
