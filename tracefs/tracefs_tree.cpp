@@ -132,7 +132,7 @@ int store_enable(std::string_view s, const std::function<int(bool)> &set)
 node dynevent_file(unsigned accept)
 {
     auto &ev = trace_events::instance();
-    return rw([&ev, accept] { return ev.listing(accept); },
+    return rw([&ev, accept] { return ev.listing(accept, true); },
               [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
               [&ev, accept] { return ev.release_all(accept); });
 }
@@ -266,7 +266,7 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
     if (p.size() != 2)
         return std::nullopt;
     if (p[1] == "list")
-        return ro([] { return kprobes_list_text(); });
+        return ro([] { return kprobes_list_text() + trace_events::instance().pending_kprobes_list(); });
     if (p[1] == "blacklist")
         return ro([] { return kprobes_blacklist_text(); });
     if (p[1] == "enabled")

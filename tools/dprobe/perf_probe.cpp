@@ -77,17 +77,22 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
         return registration_error(probe_err::NON_UNIQ_SYMBOL, EADDRNOTAVAIL);
     }
     const ksym *s = hits.front();
+    const uintptr_t at = s->addr + pl.offset;
     if (pl.offset >= s->size && pl.offset != 0) {
-        why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " + pl.symbol +
-              " (" + std::to_string(s->size) + " bytes)";
-        return registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
+        // Past the symbol: the function containing that address, as the kernel resolves it.
+        s = img.object().func_at(at);
+        if (!s) {
+            why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " +
+                  pl.symbol + " and in no other function of " + img.path();
+            return registration_error(probe_err::FAIL_REG_PROBE, EINVAL);
+        }
     }
-    if (pl.offset != 0) {
+    if (at != s->addr) {
         size_t avail = 0;
         const uint8_t *code = img.code_at(s->addr, &avail);
         if (code && avail >= s->size) {
             auto fa = arch::analyze_function(code, s->addr, s->size);
-            if (!fa.decode_failed && !fa.is_boundary(s->addr + pl.offset)) {
+            if (!fa.decode_failed && !fa.is_boundary(at)) {
                 why = pl.symbol + "+" + std::to_string(pl.offset) +
                       " is not the start of an instruction";
                 return registration_error(probe_err::BAD_INSN_BNDRY, EILSEQ);
