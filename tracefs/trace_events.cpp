@@ -478,6 +478,7 @@ int trace_events::enable_locked(trace_event &ev, bool on)
                 err = enable_kprobe(&tp.hooks.rp.kp);
                 if (err)
                     break;
+                sem_get(tp);
             }
         }
         if (err) {
@@ -487,6 +488,7 @@ int trace_events::enable_locked(trace_event &ev, bool on)
                     unregister_fprobe(&tp.hooks.fp);
                     tp.fprobe_registered = false;
                 } else if (tp.kprobe_registered && !code_gone(tp)) {
+                    sem_put(tp);
                     disable_kprobe(&tp.hooks.rp.kp);
                 }
             }
@@ -499,8 +501,10 @@ int trace_events::enable_locked(trace_event &ev, bool on)
         if (tp->fprobe_registered) {
             unregister_fprobe(&tp->hooks.fp);
             tp->fprobe_registered = false;
-        } else if (tp->kprobe_registered && !code_gone(*tp)) {
-            disable_kprobe(&tp->hooks.rp.kp);
+        } else if (tp->kprobe_registered) {
+            sem_put(*tp);
+            if (!code_gone(*tp))
+                disable_kprobe(&tp->hooks.rp.kp);
         }
     }
     ev.enabled = false;

@@ -158,6 +158,10 @@ private:
     void update_dl_notifier();
     static void objects_changed(std::span<const object_ptr> added);
     static const dl_notifier &events_notifier();
+    // The SDT semaphore of a path:offset(REF) event: incremented while its probe is armed,
+    // as the kernel's uprobe reference counter (sem_put leaves unloaded memory alone).
+    void sem_get(trace_probe &tp);
+    void sem_put(trace_probe &tp);
     // TP waits for its object: pending, or its kprobe's object was unloaded.
     bool code_gone(const trace_probe &tp) const;
     std::atomic<bool> rescan_{false};

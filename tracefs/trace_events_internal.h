@@ -74,6 +74,7 @@ struct trace_probe {
     // (trace_kprobe_place.cpp).
     bool pending = false;
     object_ptr obj; // the object a registered kprobe is in (to see it unloaded)
+    uintptr_t sem = 0; // the SDT semaphore this enabled probe incremented (the uprobe REF)
     std::atomic<unsigned long> nhit{0};
     std::string symbol; // kprobe symbol_name / fprobe filter
     bool fast = false;  // every argument is a fast_arg

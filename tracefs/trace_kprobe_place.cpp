@@ -169,7 +169,33 @@ int trace_events::register_trace_kprobe(trace_probe &tp, bool armed, probe_error
         return err.logged() ? -err.errnum : r;
     }
     tp.kprobe_registered = true;
+    if (armed)
+        sem_get(tp);
     return 0;
+}
+
+void trace_events::sem_get(trace_probe &tp)
+{
+    const probe_place &pl = tp.def.place;
+    if (tp.sem || pl.kind != probe_place::form::file_offset || !pl.ref_ctr_offset ||
+        !tp.kprobe_registered)
+        return;
+    auto a = file_offset_to_addr(pl.object, pl.ref_ctr_offset);
+    if (!a)
+        return;
+    // The program reads it unsynchronised (a plain load before the probe site): any
+    // atomic update will do; other tracers may count too.
+    __atomic_fetch_add(reinterpret_cast<uint16_t *>(*a), 1, __ATOMIC_SEQ_CST);
+    tp.sem = *a;
+}
+
+void trace_events::sem_put(trace_probe &tp)
+{
+    if (!tp.sem)
+        return;
+    if (!code_gone(tp))
+        __atomic_fetch_sub(reinterpret_cast<uint16_t *>(tp.sem), 1, __ATOMIC_SEQ_CST);
+    tp.sem = 0;
 }
 
 void trace_events::rescan_locked()
@@ -178,6 +204,7 @@ void trace_events::rescan_locked()
         if (p->def.kind == probe_kind::fprobe || !code_gone(*p)) continue;
         if (p->kprobe_registered) {
             // Its object was unloaded: the old kprobe goes, a new one comes if it is back.
+            sem_put(*p);
             if (p->def.is_return)
                 unregister_kretprobe(&p->hooks.rp);
             else

@@ -1,7 +1,9 @@
 #include "tools/dprobe/event_args.h"
 
 #include "tools/dprobe/cli.h"
+#include "tools/dprobe/needed_libs.h"
 #include "tools/dprobe/perf_probe.h"
+#include "tools/dprobe/sdt_notes.h"
 #include "tools/dprobe/probe_list.h"
 #include "tracefs/probe_parse.h"
 
@@ -43,6 +45,37 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
     std::vector<tools::stored_probe> stored;
     bool stored_loaded = false;
     for (const std::string &e : events) {
+        std::vector<std::string> words = argv_split(e);
+        if (!words.empty() && tools::is_sdt_spec(words.front())) {
+            // USDT probes of the program and the libraries it loads.
+            if (!img) {
+                fail(cmd, "event '" + e + "': SDT probes are read from the program's ELF file, "
+                          "and the program is not one");
+                return false;
+            }
+            std::vector<std::string> objects{img->real_path()};
+            for (const std::string &lib : tools::needed_libraries(img->real_path()))
+                objects.push_back(lib);
+            std::vector<std::string> found, notes;
+            std::string err;
+            if (!tools::sdt_lines(words, objects, found, notes, &err)) {
+                fail(cmd, err);
+                return false;
+            }
+            for (const std::string &n : notes)
+                std::fprintf(stderr, "dprobe %s: note: %s\n", cmd, n.c_str());
+            for (const std::string &l : found) {
+                tools::perf_probe_result r = tools::check_dynevent_line(l, nullptr);
+                if (!r.ok) {
+                    fail(cmd, "event '" + e + "' gives a bad line '" + l + "': " + r.message);
+                    if (!r.error_log.empty())
+                        std::fputs(indent(r.error_log).c_str(), stderr);
+                    return false;
+                }
+                lines.push_back(l);
+            }
+            continue;
+        }
         if (!looks_like_line(e)) {
             if (!stored_loaded) {
                 std::string err;
