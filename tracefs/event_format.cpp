@@ -65,7 +65,12 @@ probe_event_layout probe_layout(const probe_definition &def)
 {
     probe_event_layout l{};
     l.ip_off = TRACE_ENTRY_HEADER_SIZE;
-    if (def.is_return) {
+    if (def.kind == probe_kind::eprobe) {
+        // No probe address: the arguments follow the common header.
+        l.ip_off = 0;
+        l.ret_ip_off = 0;
+        l.args_off = TRACE_ENTRY_HEADER_SIZE;
+    } else if (def.is_return) {
         l.ret_ip_off = l.ip_off + sizeof(unsigned long);
         l.args_off = l.ret_ip_off + sizeof(unsigned long);
     } else {
@@ -79,7 +84,8 @@ probe_event_layout probe_layout(const probe_definition &def)
 std::string probe_print_fmt(const probe_definition &def)
 {
     std::string s = "\"";
-    s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
+    if (def.kind != probe_kind::eprobe) // PROBE_PRINT_EVENT: the arguments only
+        s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
     for (const auto &a : def.args) {
         s += " " + a.name + "=";
         if (a.count) {
@@ -91,7 +97,9 @@ std::string probe_print_fmt(const probe_definition &def)
         }
     }
     s += "\"";
-    if (def.is_return)
+    if (def.kind == probe_kind::eprobe)
+        ;
+    else if (def.is_return)
         s += std::string(", REC->") + probe_func + ", REC->" + probe_ret_ip;
     else
         s += std::string(", REC->") + probe_ip;
@@ -117,7 +125,9 @@ std::string probe_format_file(const probe_definition &def, int id)
     field_line(s, "unsigned char", "common_preempt_count", 3, 1, false);
     field_line(s, "int", "common_pid", 4, 4, true);
     s += "\n";
-    if (def.is_return) {
+    if (def.kind == probe_kind::eprobe) {
+        // Only the arguments.
+    } else if (def.is_return) {
         field_line(s, "unsigned long", probe_func, l.ip_off, sizeof(unsigned long), false);
         field_line(s, "unsigned long", probe_ret_ip, l.ret_ip_off, sizeof(unsigned long), false);
     } else {
@@ -137,6 +147,8 @@ DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &d
 {
     trace_entry_header h{type, 0, 0, pid};
     std::memcpy(record, &h, sizeof(h));
+    if (def.kind == probe_kind::eprobe)
+        return;
     unsigned long v = ip;
     std::memcpy(record + TRACE_ENTRY_HEADER_SIZE, &v, sizeof(v));
     if (def.is_return) {
@@ -150,7 +162,9 @@ DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
                                          uint16_t type, int32_t pid, uintptr_t ip,
                                          uintptr_t ret_ip) noexcept
 {
-    const size_t args_off = TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
+    const size_t args_off = def.kind == probe_kind::eprobe
+                                ? TRACE_ENTRY_HEADER_SIZE
+                                : TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
     if (args_off + def.args_size > capacity)
         return 0;
     probe_record_init(record, def, type, pid, ip, ret_ip);
@@ -282,9 +296,12 @@ std::string format_probe_record(const probe_definition &def, const uint8_t *reco
     std::string s = def.event + ": ";
     if (size < l.fixed_size)
         return s + "(truncated record)";
-    uintptr_t ip = load_ulong(record + l.ip_off);
+    uintptr_t ip = l.ip_off ? load_ulong(record + l.ip_off) : 0;
     char buf[64];
-    if (def.kind == probe_kind::uprobe) {
+    if (def.kind == probe_kind::eprobe) {
+        // print_eprobe_event(): the attached event, as system.event.
+        s += "(" + def.place.object + "." + def.place.symbol + ")";
+    } else if (def.kind == probe_kind::uprobe) {
         // User addresses raw, as print_uprobe_event() shows them.
         if (def.is_return)
             std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR " <- 0x%" PRIxPTR ")",

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dprobe {
 
@@ -37,6 +38,9 @@ enum class fetch_op : uint8_t {
     FOFFS,   // uprobe file offset `offset`, resolved to the address `immediate`
     DATA,    // address of the program's immediate string
     EDATA,   // word at `offset` in the entry data saved for a return probe
+    TP_ARG,  // field of the attached event's record (event probes) at `offset`, `size`
+             // bytes; `param`: 0 unsigned, 1 signed, 2 __data_loc string, 3 char array
+             // (a string's value is its address)
     // Stage 2: dereference (value = *(value + offset)).
     DEREF,
     UDEREF,
@@ -83,6 +87,7 @@ enum : unsigned {
     TPARG_FL_FENTRY = 1u << 2,  // at a function entry: $argN straight from registers
     TPARG_FL_USER = 1u << 4,    // uprobe-style (path:offset) probe
     TPARG_FL_FPROBE = 1u << 5,  // fprobe: no %REG
+    TPARG_FL_TEVENT = 1u << 6,  // event probe: $FIELD of the attached event, no %REG/$stack
 };
 
 // Function arguments a return probe saves at entry ($argN on exit), the kernel's
@@ -97,7 +102,8 @@ struct entry_arg_table {
     int slot_for(unsigned n) noexcept;
 };
 
-struct func_proto; // tracefs/trace_btf.h
+struct func_proto;   // tracefs/trace_btf.h
+struct filter_field; // tracefs/event_filter.h
 
 // What names in an argument resolve against: the kernel's BTF context, with the function's
 // DWARF in place of BTF (tracefs/trace_btf.h).
@@ -110,6 +116,8 @@ struct btf_context {
     };
     mode m = mode::unsupported;
     const func_proto *func = nullptr;
+    // Event probes: the attached event's fields ($FIELD); nullptr: not checked.
+    const std::vector<filter_field> *event_fields = nullptr;
 };
 
 // One parsed argument of a probe.
@@ -161,6 +169,7 @@ struct fetch_context {
     const pt_regs *regs = nullptr;
     const void *edata = nullptr;     // entry data of a return probe (store_entry_args output)
     symbolize_fn symbolize = nullptr; // symstr; nullptr prints "0x<hex>"
+    const uint8_t *event_rec = nullptr; // event probes: the attached event's record
 };
 
 // Runs PROG: the fixed field goes at RECORD + FIELD_OFF (zeroed first; a failed scalar fetch

@@ -243,9 +243,18 @@ probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_
         btf.m = btf_context::mode::unchecked;
     }
 
+    if (flags & TPARG_FL_TEVENT)
+        btf.event_fields = opts.event_fields && opts.event_fields(def.place.object, def.place.symbol)
+                               ? opts.event_fields(def.place.object, def.place.symbol)
+                               : nullptr;
     std::vector<arg_token> tokens;
-    if (probe_error e = expand_meta_args(argv, flags, btf, tokens))
+    if (flags & TPARG_FL_TEVENT) {
+        // Event probes take no meta-arguments: "$arg1" is a field like any other.
+        for (size_t i = 2; i < argv.size(); i++)
+            tokens.push_back({argv[i], static_cast<int>(i)});
+    } else if (probe_error e = expand_meta_args(argv, flags, btf, tokens)) {
         return e;
+    }
     if (tokens.size() > static_cast<size_t>(MAX_TRACE_ARGS))
         return perr(probe_err::TOO_MANY_ARGS, 2, 0, E2BIG);
 
@@ -516,12 +525,57 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
     return parse_args(argv, flags, def, opts);
 }
 
+// ---- eprobe: e[:[EGRP/][EEV]] GRP.EVENT [ARGS] [if FILTER] ------------------------------
+
+probe_error parse_eprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || a0[0] != 'e')
+        return not_mine();
+    def = probe_definition{};
+    def.kind = probe_kind::eprobe;
+    // The event name: whatever follows the first ':' (the kernel looks no closer).
+    if (size_t colon = a0.find(':', 1); colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    // The attached event, GRP.EVENT or GRP/EVENT: both parts needed.
+    std::string ag, ae;
+    if (parse_event_name(argv[1], 0, ag, ae) || ag.empty() || ae.empty())
+        return perr(probe_err::NO_EVENT_INFO, 1, 0);
+    def.place.kind = probe_place::form::symbol;
+    def.place.object = ag;
+    def.place.symbol = ae;
+    if (def.group.empty())
+        def.group = "eprobes";
+    if (def.event.empty())
+        def.event = truncate_name(ae);
+    if (opts.event_fields && !opts.event_fields(ag, ae))
+        return perr(probe_err::BAD_ATTACH_EVENT, 1, 0, ENODEV);
+
+    // "if FILTER": a filter on the attached event's records, checked where its fields are.
+    size_t argc = argv.size();
+    for (size_t i = 2; i < argv.size(); i++) {
+        if (argv[i] != "if")
+            continue;
+        if (i + 1 == argv.size())
+            return perr(probe_err::NO_EP_FILTER, static_cast<int>(i + 1), 0);
+        for (size_t k = i + 1; k < argv.size(); k++)
+            def.filter += (def.filter.empty() ? "" : " ") + argv[k];
+        argc = i;
+        break;
+    }
+    return parse_args(argv.first(argc), TPARG_FL_KERNEL | TPARG_FL_TEVENT, def, opts);
+}
+
 const char *loc_of(probe_kind k)
 {
     switch (k) {
     case probe_kind::kprobe: return "trace_kprobe";
     case probe_kind::fprobe: return "trace_fprobe";
     case probe_kind::uprobe: return "trace_uprobe";
+    case probe_kind::eprobe: return "event_probe";
     }
     return "trace_kprobe";
 }
@@ -569,6 +623,8 @@ char probe_definition::type_char() const
 {
     if (kind == probe_kind::fprobe)
         return 'f';
+    if (kind == probe_kind::eprobe)
+        return 'e';
     return is_return ? 'r' : 'p';
 }
 
@@ -590,6 +646,8 @@ std::string probe_definition::listing() const
     s += ":" + group + "/" + event + " ";
     if (kind == probe_kind::fprobe)
         s += place.qualified_symbol() + (is_return ? "%return" : "");
+    else if (kind == probe_kind::eprobe)
+        s += place.object + "." + place.symbol; // the kernel does not list the filter
     else
         s += place.text();
     for (const auto &a : args)
@@ -605,6 +663,13 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
         return false;
     if (req.head.empty())
         return true;
+    if (def.kind == probe_kind::eprobe) {
+        // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
+        if (req.head[0] != def.place.object + "." + def.place.symbol &&
+            req.head[0] != def.place.object + "/" + def.place.symbol)
+            return false;
+        return args_match(std::span<const std::string>(req.head).subspan(1), def);
+    }
     std::string place = def.kind == probe_kind::fprobe ? def.place.qualified_symbol()
                                                        : def.place.text();
     if (req.head[0] != place)
@@ -632,6 +697,11 @@ probe_error parse_probe_definition(std::span<const std::string> argv, const pars
         e = parse_fprobe(argv, opts, out);
         if (loc)
             *loc = "trace_fprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_EPROBE)) {
+        e = parse_eprobe(argv, opts, out);
+        if (loc)
+            *loc = "event_probe";
     }
     if (e.errnum == ECANCELED_NOT_MINE)
         return probe_error::plain(EINVAL); // nobody's line: EINVAL, nothing logged
@@ -688,7 +758,8 @@ probe_error check_append(std::span<const probe_definition *const> existing,
     if (existing.empty())
         return {};
     const probe_definition &to = *existing[0];
-    if (to.kind != newdef.kind)
+    // An event probe is one probe: nothing appends to it, it appends to nothing.
+    if (to.kind != newdef.kind || newdef.kind == probe_kind::eprobe)
         return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
     if (to.is_return != newdef.is_return)
         return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);

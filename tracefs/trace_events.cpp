@@ -42,6 +42,7 @@ bool accepts(unsigned accept, probe_kind k)
     case probe_kind::kprobe: return accept & ACCEPT_KPROBE;
     case probe_kind::uprobe: return accept & ACCEPT_UPROBE;
     case probe_kind::fprobe: return accept & ACCEPT_FPROBE;
+    case probe_kind::eprobe: return accept & ACCEPT_EPROBE;
     }
     return false;
 }
@@ -158,6 +159,11 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
     opts.accept = accept;
     opts.is_func_entry = place_is_func_entry;
     opts.func_info = func_proto_of_place;
+    opts.event_fields = [this](std::string_view group,
+                               std::string_view event) -> const std::vector<filter_field> * {
+        const trace_event *ev = find(group, event);
+        return ev && !ev->attached ? &ev->fields : nullptr; // no event probe on an event probe
+    };
     dynevent_command cmd;
     const char *loc = nullptr;
     events_lock g(*this);
@@ -193,6 +199,8 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->def = def;
     tp->hooks.owner = tp.get();
     probe_definition &d = tp->def;
+    if (d.kind == probe_kind::eprobe)
+        return create_eprobe(std::move(tp), argv, loc);
 
     if (d.kind == probe_kind::fprobe) {
         if (probe_error e = resolve_probe_args(*tp))
@@ -221,7 +229,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
 
     if (d.kind == probe_kind::fprobe) {
         // An fprobe appended to an enabled event is registered now.
-        if (ev->enabled) {
+        if (ev->armed()) {
             struct fprobe &fp = tp->hooks.fp;
             if (d.is_return) {
                 fp.exit_handler = fexit_handler;
@@ -241,7 +249,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
         // p/r events register their kprobe now (disabled unless the event they join is
         // enabled), or wait for their object to be loaded (trace_kprobe_place.cpp).
         probe_error e;
-        if (int r = register_trace_kprobe(*tp, ev->enabled, e))
+        if (int r = register_trace_kprobe(*tp, ev->armed(), e))
             return e.logged() ? fail(e) : r;
     }
 
@@ -315,7 +323,27 @@ int trace_events::remove(const delete_request &req, unsigned accept)
     for (trace_probe *p : hit)
         if (p->event->enabled)
             return -EBUSY;
+    // An event an event probe reads stays while that event probe does (the kernel holds a
+    // reference on it).
+    for (const trace_event *e : events_) {
+        if (!e->attached)
+            continue;
+        bool reader_goes = std::any_of(hit.begin(), hit.end(),
+                                       [&](trace_probe *p) { return p->event == e; });
+        bool read_goes = std::any_of(hit.begin(), hit.end(),
+                                     [&](trace_probe *p) { return p->event == e->attached; });
+        if (read_goes && !reader_goes)
+            return -EBUSY;
+    }
+    // Event probes first: they go to the event they read.
+    std::stable_partition(hit.begin(), hit.end(),
+                          [](trace_probe *p) { return p->def.kind == probe_kind::eprobe; });
     for (trace_probe *p : hit) {
+        if (p->def.kind == probe_kind::eprobe) {
+            probes_.erase(std::remove(probes_.begin(), probes_.end(), p), probes_.end());
+            bury_eprobe(p);
+            continue;
+        }
         if (p->kprobe_registered) {
             if (p->def.is_return)
                 unregister_kretprobe(&p->hooks.rp);
@@ -452,6 +480,25 @@ int trace_events::enable_locked(trace_event &ev, bool on)
 {
     if (ev.enabled == on)
         return 0;
+    if (ev.attached)
+        return enable_eprobe_locked(ev, on);
+    if (!on)
+        ev.recording.store(false, std::memory_order_release);
+    if (!ev.soft) { // else its probes stay armed for the event probes on it
+        if (int err = arm_locked(ev, on)) {
+            if (!on)
+                ev.recording.store(true, std::memory_order_release);
+            return err;
+        }
+    }
+    ev.enabled = on;
+    if (on)
+        ev.recording.store(true, std::memory_order_release);
+    return 0;
+}
+
+int trace_events::arm_locked(trace_event &ev, bool on)
+{
     if (on) {
         size_t done = 0;
         int err = 0;
@@ -494,7 +541,6 @@ int trace_events::enable_locked(trace_event &ev, bool on)
             }
             return err;
         }
-        ev.enabled = true;
         return 0;
     }
     for (trace_probe *tp : ev.probes) {
@@ -507,7 +553,6 @@ int trace_events::enable_locked(trace_event &ev, bool on)
                 disable_kprobe(&tp->hooks.rp.kp);
         }
     }
-    ev.enabled = false;
     return 0;
 }
 

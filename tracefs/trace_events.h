@@ -169,6 +169,16 @@ private:
     int remove(const delete_request &req, unsigned accept);
     trace_event *find(std::string_view group, std::string_view event) const;
     int enable_locked(trace_event &ev, bool on);
+    // Registers (arms) or unregisters EV's probes.
+    int arm_locked(trace_event &ev, bool on);
+
+    // ---- event probes (trace_eprobe.cpp) ----
+    int create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const std::string> argv,
+                      const char *loc);
+    int enable_eprobe_locked(trace_event &ev, bool on);
+    // Deletes event probe TP (disabled): kept with its attached event until that is freed,
+    // as its handlers may still be reading it.
+    void bury_eprobe(trace_probe *tp);
     void free_event(trace_event *ev);
     uint16_t alloc_id();
 

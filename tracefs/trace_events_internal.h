@@ -33,6 +33,11 @@ struct trace_probe_hooks {
     trace_probe *owner;
 };
 
+// The event probes (e events) enabled on an event, as its handlers see them.
+struct eprobe_list {
+    std::vector<const trace_probe *> probes;
+};
+
 struct trace_event {
     std::string group, name;
     uint16_t id = 0;
@@ -44,6 +49,25 @@ struct trace_event {
     std::vector<std::unique_ptr<event_filter>> filters;
     std::string filter_file = "none\n";
     std::vector<filter_field> fields;
+
+    // Its own records are written: it is enabled (read by the handlers).
+    std::atomic<bool> recording{false};
+    // Event probes on it (trace_eprobe.cpp): the enabled ones (read by the handlers; old
+    // lists kept like filters), how many are enabled, and the deleted ones with their events,
+    // freed with this event when no handler can run.
+    std::atomic<const eprobe_list *> eprobes{nullptr};
+    std::vector<std::unique_ptr<eprobe_list>> eprobe_lists;
+    int soft = 0;
+    std::vector<std::unique_ptr<trace_probe>> dead_eprobes;
+    std::vector<std::unique_ptr<trace_event>> dead_eprobe_events;
+    // Its probes are armed while it is enabled or an event probe on it is (the kernel's
+    // soft mode: triggers run, its own records are not written).
+    bool armed() const { return enabled || soft > 0; }
+
+    // An event probe's event: the event it reads, and its "if FILTER" on that event's
+    // records.
+    trace_event *attached = nullptr;
+    std::unique_ptr<event_filter> attach_filter;
 };
 
 // An argument the record writer stores without the fetch-arg interpreter: a register, an

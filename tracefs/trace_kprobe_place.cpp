@@ -213,7 +213,7 @@ void trace_events::rescan_locked()
             p->obj.reset();
         }
         probe_error e;
-        if (register_trace_kprobe(*p, p->event->enabled, e) && e.logged()) {
+        if (register_trace_kprobe(*p, p->event->armed(), e) && e.logged()) {
             // Nobody wrote this command now: its listing is what the log shows.
             p->pending = true;
             errors_.append(p->def.error_loc(), argv_split(p->def.listing()), e);

@@ -164,15 +164,54 @@ DPROBE_NOPROBE void store_fast_args(const trace_probe &tp, const fetch_context &
     }
 }
 
-// The common part of every handler: build the record in the ring buffer, filter, commit.
+// An event probe's record from the attached event's record SRC (the kernel's
+// __eprobe_trace_func()): its "if" filter on SRC, its arguments from SRC's fields, its own
+// filter on the result.
+DPROBE_NOPROBE void eprobe_write(const trace_probe &ep, const uint8_t *src, size_t src_len,
+                                 uint16_t cpu) noexcept
+{
+    const trace_event &e = *ep.event;
+    event_filter::context fc;
+    fc.cpu = cpu;
+    if (e.attach_filter && !e.attach_filter->match(src, src_len, fc))
+        return;
+    fetch_context ctx;
+    ctx.event_rec = src;
+    ctx.symbolize = trace_symbolize;
+    size_t len = ep.fixed_size;
+    if (ep.has_dyn)
+        len += trace_args_dynamic_size(ep.def.args, ctx);
+    // Nested in the attached record's reservation: placed after it, published with it.
+    void *ev = ring_buffer_reserve(len);
+    if (!ev)
+        return;
+    auto *rec = static_cast<uint8_t *>(ev);
+    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, current_tid(), 0, 0);
+    const event_filter *f = e.filter.load(std::memory_order_acquire);
+    if (f && !f->match(rec, used, fc)) {
+        ring_buffer_discard(ev);
+        return;
+    }
+    ring_buffer_commit(ev);
+}
+
+// The common part of every handler: build the record in the ring buffer, run the event
+// probes on it, filter, commit (or discard it when only event probes wanted it).
 DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx, uintptr_t ip,
                                       uintptr_t ret_ip) noexcept
 {
+    const trace_event &event = *tp.event;
+    const eprobe_list *eprobes = event.eprobes.load(std::memory_order_acquire);
+    const bool own = event.recording.load(std::memory_order_relaxed);
+    if (!own && !eprobes)
+        return;
     const probe_definition &def = tp.def;
     size_t len = tp.fixed_size;
-    if (tp.has_dyn) len += trace_args_dynamic_size(def.args, ctx);
+    if (tp.has_dyn)
+        len += trace_args_dynamic_size(def.args, ctx);
     void *ev = ring_buffer_reserve(len);
-    if (!ev) return;
+    if (!ev)
+        return;
     auto *rec = static_cast<uint8_t *>(ev);
     size_t used;
     if (tp.fast) {
@@ -182,10 +221,18 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     } else {
         used = probe_record_store(rec, len, def, ctx, tp.id, current_tid(), ip, ret_ip);
     }
-    const event_filter *f = tp.event->filter.load(std::memory_order_acquire);
+    const uint16_t cpu = ring_buffer_event_header(ev)->cpu;
+    if (eprobes)
+        for (const trace_probe *ep : eprobes->probes)
+            eprobe_write(*ep, rec, used, cpu);
+    if (!own) {
+        ring_buffer_discard(ev);
+        return;
+    }
+    const event_filter *f = event.filter.load(std::memory_order_acquire);
     if (f) {
         event_filter::context fc;
-        fc.cpu = ring_buffer_event_header(ev)->cpu;
+        fc.cpu = cpu;
         if (!f->match(rec, used, fc)) {
             ring_buffer_discard(ev);
             return;

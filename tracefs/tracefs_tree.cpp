@@ -648,6 +648,7 @@ const char *tracefs_tree::readme()
 	   Format: p[:[<group>/][<event>]] <place> [<args>]
 	           r[maxactive][:[<group>/][<event>]] <place> [<args>]
 	           f[:[<group>/][<event>]] <func-name>[%return] [<args>]
+	           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]
 	           -:[<group>/][<event>]
 	    place: [<module>:]<symbol>[+<offset>]|<memaddr>
 place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
@@ -661,7 +662,10 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	     type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
 	           b<bit-width>@<bit-offset>/<container-size>, ustring,
 	           symstr, <type>\[<array-size>\]
+	    efield: For event probes ('e' types), the field is on of the fields
+	            of the <attached-group>/<attached-event>.
 	  <module> is a loaded object ("libc.so.6:malloc"); <place> of an f event may be a glob.
+	  A place in a library not loaded yet (or a file not mapped) waits for it: " # [GONE]".
 	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
 	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
 )";

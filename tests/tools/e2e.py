@@ -6,7 +6,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
   e2e.py DPROBE PROGS_DIR FLAVOUR CASE [EXPECTED_DIR]
 
 CASE is one of: graph, text, chrome, crash, interrupt, ctl, forkexec, errors, funcs, probe,
-follow, pending, libc.
+follow, pending, eprobe, libc.
 """
 import json
 import os
@@ -336,6 +336,13 @@ elif CASE == "pending":
                 prog("dlprog")], ok=False)
     check(p.returncode != 0 and "Failed to find the given file" in p.stderr,
           "a uprobe on a missing file: %r" % p.stderr)
+elif CASE == "eprobe":
+    # An event probe on an fprobe event, recorded: its records after the fprobe's, only for
+    # the calls its filter lets through; an event probe alone (its event not enabled) is
+    # refused nothing: the fprobe then runs in soft mode.
+    record(["-o", "e.dat", "-e", "f:fp/add add a=$arg1:s32 b=$arg2:s32",
+            "-e", "e:ep/neg fp.add a=$a b=$b:s32 if b < 0", "--", prog("args")])
+    compare(mask_text(run(["report", "-i", "e.dat"]).stdout), "eprobe.text")
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

@@ -19,7 +19,7 @@ bool looks_like_line(const std::string &e)
     if (argv.size() < 2 || argv[0].empty())
         return !argv.empty() && argv[0].size() >= 2 && argv[0][0] == '-' && argv[0][1] == ':';
     const std::string &h = argv[0];
-    if (!std::strchr("pfrt-", h[0]))
+    if (!std::strchr("pfrte-", h[0]))
         return false;
     size_t i = 1;
     while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])))
