@@ -173,6 +173,13 @@ for binary in (PROG, os.path.join(BINDIR, "stripped", "dwvars")):
     for g in bevents.get("bmeta", []):
         check(set(g) == {"it", "scale"}, "$arg* names score's parameters: %s" % sorted(g))
 
+# A name the debug info does not know is refused before the program runs, with the
+# kernel's error and caret.
+p = dprobe(["record", "-q", "-o", "bad.dat", "-e", "f:ev score it->nosuch", "--", PROG], ok=False)
+check(p.returncode != 0 and p.stdout == "" and "This field is not found." in p.stderr and
+      "    Command: f:ev score it->nosuch\n" + " " * 28 + "^" in p.stderr,
+      "record refuses it->nosuch offline: %r" % p.stderr)
+
 # $vars: what it leaves out is said, never guessed.
 lvars = events.get("lvars", [{}])[0]
 check({"arr", "word"} <= set(lvars), "$vars fetched arr and word: %s" % lines["lvars"])

@@ -75,6 +75,10 @@ real = os.path.realpath(PROG)
 check(re.match(r"^p:sdt_dpt/work %s:0x[0-9a-f]+\(0x[0-9a-f]+\) arg1=\S+:s32 arg2=\S+:s32 "
                r"arg3=\S+:s64 arg4=\S+:u64 arg5=\S+:u8$" % re.escape(real), p.stdout.strip()),
       "probe sdt_dpt:work: %r" % p.stdout)
+# Fetch args after the name are added to the line.
+p = dprobe(["probe", "-x", PROG, "sdt_dpt:members low=%ax:u8"])
+check(p.stdout.startswith("p:sdt_dpt/members ") and p.stdout.rstrip().endswith(" low=%ax:u8"),
+      "probe 'sdt_dpt:members low=%%ax:u8': %r" % p.stdout)
 p = dprobe(["probe", "-x", PROG, "sdt_dpt:nosuch"], ok=False)
 check(p.returncode != 0 and "no SDT probe matches 'sdt_dpt:nosuch'" in p.stderr, p.stderr)
 

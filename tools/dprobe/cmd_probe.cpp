@@ -149,7 +149,8 @@ int run_probe(const probe_opts &o)
             std::fprintf(stderr, "dprobe probe: note: %s\n", n.c_str());
         return true;
     };
-    if (!o.words.empty() && tools::is_sdt_spec(o.words.front())) {
+    const std::vector<std::string> spec_words = argv_split(join(o.words));
+    if (!spec_words.empty() && tools::is_sdt_spec(spec_words.front())) {
         std::vector<std::string> lines;
         if (!sdt(join(o.words), lines))
             return 1;

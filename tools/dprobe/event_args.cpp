@@ -107,9 +107,11 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
                 std::fputs(indent(r.error_log).c_str(), stderr);
             return false;
         }
-        // Parse errors, and for places in the program itself, the symbol checks too.
+        // Parse errors, and for places in the program itself, the symbol checks and the
+        // names its debug info resolves too.
         tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
-        if (r.ok && img && (r.def.kind == probe_kind::kprobe) &&
+        if (r.ok && img &&
+            (r.def.kind == probe_kind::kprobe || r.def.kind == probe_kind::fprobe) &&
             r.def.place.kind == probe_place::form::symbol) {
             const std::string &obj = r.def.place.object;
             bool in_prog = obj.empty() ? !img->object().funcs_named(r.def.place.symbol).empty()
