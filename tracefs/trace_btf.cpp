@@ -175,8 +175,6 @@ std::string scalar_type(Dwarf_Die *rt)
 {
     const int tag = dwarf_tag(rt);
     if (is_pointer_like(tag) || tag == DW_TAG_ptr_to_member_type) return "x64";
-    Dwarf_Die *enc_die = rt;
-    std::optional<Dwarf_Die> under;
     if (tag == DW_TAG_enumeration_type) {
         // The kernel types enums as signed; the size comes from the enum.
         return int_type(true, dwarf_bytesize(rt));
@@ -184,7 +182,7 @@ std::string scalar_type(Dwarf_Die *rt)
     if (tag != DW_TAG_base_type) return "";
     Dwarf_Attribute a;
     Dwarf_Word enc = DW_ATE_signed;
-    if (dwarf_attr(enc_die, DW_AT_encoding, &a)) dwarf_formudata(&a, &enc);
+    if (dwarf_attr(rt, DW_AT_encoding, &a)) dwarf_formudata(&a, &enc);
     const int size = dwarf_bytesize(rt);
     if (enc == DW_ATE_float) // the bits, sized right (fetch args have no float type)
         return size == 4 ? "x32" : size == 8 ? "x64" : "";
