@@ -323,6 +323,8 @@ bool object_matches(const loaded_object &o, std::string_view lib)
 
 } // namespace
 
+bool loaded_object::matches(std::string_view lib) const { return object_matches(*this, lib); }
+
 // ---- kallsyms ---------------------------------------------------------------------------
 
 kallsyms::kallsyms() : st_(std::make_unique<state>())

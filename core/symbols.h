@@ -65,6 +65,8 @@ struct loaded_object {
     // The data symbol containing addr (or starting exactly at it when its size is 0).
     const ksym *data_at(uintptr_t addr) const;
     std::vector<const ksym *> funcs_named(std::string_view name) const;
+    // Whether LIB, the "lib" of a "lib:sym" spec, names this object (see lookup_func).
+    bool matches(std::string_view lib) const;
     const ksym *data_named(std::string_view name) const;
 };
 using object_ptr = std::shared_ptr<const loaded_object>;

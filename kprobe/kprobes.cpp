@@ -8,6 +8,7 @@
 #include "core/compiler.h"
 #include "core/signal_chain.h"
 #include "core/symbols.h"
+#include "core/sym_cfi.h"
 #include "core/optprobe.h"
 #include "core/text_poke.h"
 #include "kprobe/kprobe_internal.h"
@@ -214,17 +215,32 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
                 }
             }
         }
-    } else {
-        auto h = ks.lookup_addr(reinterpret_cast<uintptr_t>(addr));
-        if (!h || !is_func(h->sym))
-            return -EINVAL; // not in a known function: cannot check the boundary
-        s = h->sym;
-        r.obj = h->obj;
-        offset = reinterpret_cast<uintptr_t>(addr) - s->addr;
     }
-    r.func = s->addr;
-    r.fsize = s->size;
-    r.sym = s->name;
+    // An address, or sym+offset past the symbol's end: the function that contains it (as
+    // the kernel's _kprobe_addr() re-derives the symbol of sym+offset); in a stripped
+    // object, the function its call-frame information bounds.
+    uintptr_t at = !symbol_name ? reinterpret_cast<uintptr_t>(addr)
+                                : offset >= s->size ? s->addr + offset : 0;
+    if (at) {
+        auto h = ks.lookup_addr(at);
+        if (h && is_func(h->sym)) {
+            s = h->sym;
+            r.obj = h->obj;
+        } else if (auto c = cfi_function_at(at)) {
+            s = nullptr;
+            r.obj = ks.object_of(at);
+            r.func = c->start;
+            r.fsize = c->size;
+        } else {
+            return -EINVAL; // not in a known function: cannot check the boundary
+        }
+        offset = at - (s ? s->addr : r.func);
+    }
+    if (s) {
+        r.func = s->addr;
+        r.fsize = s->size;
+        r.sym = s->name;
+    }
     offset = arch::adjust_kprobe_offset(r.func, r.fsize, offset, &r.on_entry);
     if (offset >= r.fsize)
         return -EINVAL;

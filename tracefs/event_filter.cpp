@@ -383,7 +383,9 @@ std::vector<filter_field> probe_filter_fields(const probe_definition &def)
     std::vector<filter_field> f;
     probe_event_layout l = probe_layout(def);
     // The event's own fields first, as trace_find_event_field() looks them up.
-    if (def.is_return) {
+    if (def.kind == probe_kind::eprobe) {
+        // No probe address in an event probe's record.
+    } else if (def.is_return) {
         f.push_back({"__probe_func", t::number, uint16_t(l.ip_off), 8, false});
         f.push_back({"__probe_ret_ip", t::number, uint16_t(l.ret_ip_off), 8, false});
     } else {

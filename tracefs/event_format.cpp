@@ -2,9 +2,12 @@
 
 #include "core/compiler.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace dprobe {
 namespace {
@@ -62,7 +65,12 @@ probe_event_layout probe_layout(const probe_definition &def)
 {
     probe_event_layout l{};
     l.ip_off = TRACE_ENTRY_HEADER_SIZE;
-    if (def.is_return) {
+    if (def.kind == probe_kind::eprobe) {
+        // No probe address: the arguments follow the common header.
+        l.ip_off = 0;
+        l.ret_ip_off = 0;
+        l.args_off = TRACE_ENTRY_HEADER_SIZE;
+    } else if (def.is_return) {
         l.ret_ip_off = l.ip_off + sizeof(unsigned long);
         l.args_off = l.ret_ip_off + sizeof(unsigned long);
     } else {
@@ -76,7 +84,8 @@ probe_event_layout probe_layout(const probe_definition &def)
 std::string probe_print_fmt(const probe_definition &def)
 {
     std::string s = "\"";
-    s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
+    if (def.kind != probe_kind::eprobe) // PROBE_PRINT_EVENT: the arguments only
+        s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
     for (const auto &a : def.args) {
         s += " " + a.name + "=";
         if (a.count) {
@@ -88,7 +97,9 @@ std::string probe_print_fmt(const probe_definition &def)
         }
     }
     s += "\"";
-    if (def.is_return)
+    if (def.kind == probe_kind::eprobe)
+        ;
+    else if (def.is_return)
         s += std::string(", REC->") + probe_func + ", REC->" + probe_ret_ip;
     else
         s += std::string(", REC->") + probe_ip;
@@ -114,7 +125,9 @@ std::string probe_format_file(const probe_definition &def, int id)
     field_line(s, "unsigned char", "common_preempt_count", 3, 1, false);
     field_line(s, "int", "common_pid", 4, 4, true);
     s += "\n";
-    if (def.is_return) {
+    if (def.kind == probe_kind::eprobe) {
+        // Only the arguments.
+    } else if (def.is_return) {
         field_line(s, "unsigned long", probe_func, l.ip_off, sizeof(unsigned long), false);
         field_line(s, "unsigned long", probe_ret_ip, l.ret_ip_off, sizeof(unsigned long), false);
     } else {
@@ -134,6 +147,8 @@ DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &d
 {
     trace_entry_header h{type, 0, 0, pid};
     std::memcpy(record, &h, sizeof(h));
+    if (def.kind == probe_kind::eprobe)
+        return;
     unsigned long v = ip;
     std::memcpy(record + TRACE_ENTRY_HEADER_SIZE, &v, sizeof(v));
     if (def.is_return) {
@@ -147,11 +162,131 @@ DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
                                          uint16_t type, int32_t pid, uintptr_t ip,
                                          uintptr_t ret_ip) noexcept
 {
-    const size_t args_off = TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
+    const size_t args_off = def.kind == probe_kind::eprobe
+                                ? TRACE_ENTRY_HEADER_SIZE
+                                : TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
     if (args_off + def.args_size > capacity)
         return 0;
     probe_record_init(record, def, type, pid, ip, ret_ip);
     return store_trace_args(def.args, def.args_size, ctx, record, args_off, capacity);
+}
+
+namespace {
+
+struct format_field {
+    std::string name;
+    size_t offset = 0, size = 0;
+    uint32_t count = 0; // "u32 name[4]": 4
+};
+
+// The "\tfield:TYPE NAME[N];\toffset:O;\tsize:S;\tsigned:G;" lines of FORMAT, common ones left out.
+std::vector<format_field> format_fields(std::string_view format)
+{
+    std::vector<format_field> out;
+    size_t pos = 0;
+    while ((pos = format.find("\tfield:", pos)) != std::string_view::npos) {
+        size_t eol = format.find('\n', pos);
+        std::string_view line = format.substr(pos, eol - pos);
+        pos = eol == std::string_view::npos ? format.size() : eol;
+        size_t semi = line.find(';');
+        if (semi == std::string_view::npos)
+            continue;
+        std::string_view decl = line.substr(7, semi - 7); // after "\tfield:"
+        size_t sp = decl.rfind(' ');
+        if (sp == std::string_view::npos)
+            continue;
+        format_field f;
+        std::string_view name = decl.substr(sp + 1);
+        if (size_t br = name.find('['); br != std::string_view::npos) {
+            f.count = static_cast<uint32_t>(std::strtoul(std::string(name.substr(br + 1)).c_str(),
+                                                         nullptr, 10));
+            name = name.substr(0, br);
+        }
+        f.name = std::string(name);
+        if (f.name.starts_with("common_"))
+            continue;
+        size_t o = line.find("\toffset:"), z = line.find("\tsize:");
+        if (o == std::string_view::npos || z == std::string_view::npos)
+            continue;
+        f.offset = std::strtoul(std::string(line.substr(o + 8)).c_str(), nullptr, 10);
+        f.size = std::strtoul(std::string(line.substr(z + 6)).c_str(), nullptr, 10);
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+// The quoted format of FORMAT's print fmt line, escapes kept as written.
+std::string_view print_fmt_string(std::string_view format)
+{
+    size_t p = format.find("print fmt: \"");
+    if (p == std::string_view::npos)
+        return {};
+    p += 12;
+    size_t e = p;
+    while (e < format.size() && format[e] != '"')
+        e += format[e] == '\\' ? 2 : 1;
+    return format.substr(p, std::min(e, format.size()) - p);
+}
+
+} // namespace
+
+bool probe_args_from_format(probe_definition &def, std::string_view format)
+{
+    std::vector<format_field> fields = format_fields(format);
+    std::erase_if(fields, [](const format_field &f) {
+        return f.name == probe_ip || f.name == probe_func || f.name == probe_ret_ip;
+    });
+    std::string_view fmt = print_fmt_string(format);
+    if (fields.size() != def.args.size())
+        return false;
+    const size_t args_off = probe_layout(def).args_off;
+    std::vector<probe_arg> args = def.args;
+    size_t cursor = 0;
+    for (size_t i = 0; i < args.size(); i++) {
+        probe_arg &a = args[i];
+        const format_field &f = fields[i];
+        if (f.name != a.name || f.offset < args_off)
+            return false;
+        // This argument's piece of the print fmt: from " name=" to the next argument's.
+        std::string key = " " + a.name + "=";
+        size_t at = fmt.find(key, cursor);
+        if (at == std::string_view::npos)
+            return false;
+        at += key.size();
+        size_t next = i + 1 < args.size() ? fmt.find(" " + args[i + 1].name + "=", at)
+                                          : fmt.size();
+        std::string_view piece = fmt.substr(at, next == std::string_view::npos ? fmt.size() - at
+                                                                               : next - at);
+        cursor = at;
+        if (f.count) {
+            if (piece.size() < 2 || piece.front() != '{')
+                return false;
+            piece = piece.substr(1, piece.find(',') == std::string_view::npos
+                                        ? piece.size() - 2
+                                        : piece.find(',') - 1);
+        }
+        const size_t elem = f.count ? f.size / f.count : f.size;
+        const fetch_type *t = nullptr;
+        for (int id = 0; id <= static_cast<int>(fetch_type_id::symstr) && !t; id++) {
+            const fetch_type &c = fetch_type_of(static_cast<fetch_type_id>(id));
+            if (c.size == elem && piece == c.fmt)
+                t = &c;
+        }
+        if (!t)
+            return false;
+        a.type = t;
+        a.count = f.count;
+        a.offset = static_cast<uint32_t>(f.offset - args_off);
+        a.dynamic = t->is_string;
+        a.fmt = f.count ? std::string(t->fmttype) + "[" + std::to_string(f.count) + "]" : "";
+        a.prog.field_size = static_cast<uint16_t>(f.size);
+    }
+    uint32_t size = 0;
+    for (const probe_arg &a : args)
+        size = std::max<uint32_t>(size, a.offset + a.field_size());
+    def.args = std::move(args);
+    def.args_size = size;
+    return true;
 }
 
 std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,
@@ -161,9 +296,12 @@ std::string format_probe_record(const probe_definition &def, const uint8_t *reco
     std::string s = def.event + ": ";
     if (size < l.fixed_size)
         return s + "(truncated record)";
-    uintptr_t ip = load_ulong(record + l.ip_off);
+    uintptr_t ip = l.ip_off ? load_ulong(record + l.ip_off) : 0;
     char buf[64];
-    if (def.kind == probe_kind::uprobe) {
+    if (def.kind == probe_kind::eprobe) {
+        // print_eprobe_event(): the attached event, as system.event.
+        s += "(" + def.place.object + "." + def.place.symbol + ")";
+    } else if (def.kind == probe_kind::uprobe) {
         // User addresses raw, as print_uprobe_event() shows them.
         if (def.is_return)
             std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR " <- 0x%" PRIxPTR ")",

@@ -54,6 +54,14 @@ size_t probe_record_store(uint8_t *record, size_t capacity, const probe_definiti
                           const fetch_context &ctx, uint16_t type, int32_t pid, uintptr_t ip,
                           uintptr_t ret_ip) noexcept;
 
+// Gives DEF's arguments the types, array counts and record offsets the `format` file FORMAT
+// of the same event shows (field sizes and offsets, and the print fmt, which tells u from x,
+// char and symbol). A reader of a recorded trace parses the event's listing with names left
+// unchecked (it cannot resolve them against the traced process's debug info); this restores
+// what the names resolved to. False (DEF unchanged) when FORMAT does not describe exactly
+// DEF's arguments.
+bool probe_args_from_format(probe_definition &def, std::string_view format);
+
 // The trace-file text of one record, without the line prefix and the newline:
 //   "myprobe: (do_work+0x4/0x20) a=1 b=0x2 s=\"str\""
 //   "myret: (caller+0x1d/0x40 <- do_work) arg1=0x0"

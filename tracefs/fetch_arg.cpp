@@ -14,6 +14,8 @@
 
 #include "core/compiler.h"
 #include "core/signal_chain.h"
+#include "tracefs/event_filter.h"
+#include "tracefs/trace_btf.h"
 
 namespace dprobe {
 
@@ -103,6 +105,7 @@ const char *fetch_op_name(fetch_op op) noexcept
     case fetch_op::FOFFS: return "FOFFS";
     case fetch_op::DATA: return "DATA";
     case fetch_op::EDATA: return "EDATA";
+    case fetch_op::TP_ARG: return "TP_ARG";
     case fetch_op::DEREF: return "DEREF";
     case fetch_op::UDEREF: return "UDEREF";
     case fetch_op::ST_RAW: return "ST_RAW";
@@ -163,6 +166,8 @@ struct arg_ctx {
     entry_arg_table *eargs;
     fetch_prog *prog;
     int *sym_pos;
+    const btf_context *btf;
+    btf_last *last; // the type a name left (trace_btf.h)
 
     probe_error err(probe_err e, int off, int errnum = EINVAL) const
     {
@@ -181,15 +186,66 @@ bool tparg_is_function_return(unsigned f)
            (TPARG_FL_KERNEL | TPARG_FL_RETURN);
 }
 
-probe_error parse_probe_vars(std::string_view arg, insn_it code, arg_ctx &ctx)
+// The field NAME of an event probe's attached event (the kernel's parse_trace_event_arg):
+// its own fields, not the common ones.
+const filter_field *find_event_field(const arg_ctx &ctx, std::string_view name)
+{
+    if (!ctx.btf->event_fields)
+        return nullptr;
+    for (const filter_field &f : *ctx.btf->event_fields) {
+        using t = filter_field::type;
+        if (f.name == name && !f.name.starts_with("common_") &&
+            (f.kind == t::number || f.kind == t::dyn_string || f.kind == t::static_string))
+            return &f;
+    }
+    return nullptr;
+}
+
+probe_error parse_event_field(std::string_view v, insn_it code, arg_ctx &ctx)
+{
+    code->op = fetch_op::TP_ARG;
+    if (!ctx.btf->event_fields) { // not checked here: the process checks it
+        code->size = 8;
+        if (v == "comm" || v == "COMM")
+            code->op = fetch_op::COMM;
+        return {};
+    }
+    if (const filter_field *f = find_event_field(ctx, v)) {
+        using t = filter_field::type;
+        code->offset = f->offset;
+        code->size = static_cast<uint8_t>(f->size > 8 ? 8 : f->size);
+        code->param = f->kind == t::dyn_string      ? 2
+                      : f->kind == t::static_string ? 3
+                      : f->is_signed                ? 1
+                                                    : 0;
+        return {};
+    }
+    code->op = fetch_op::NOP;
+    if (v == "comm" || v == "COMM") {
+        code->op = fetch_op::COMM;
+        return {};
+    }
+    return ctx.err(probe_err::BAD_ATTACH_ARG, 0);
+}
+
+probe_error parse_probe_vars(std::string_view arg, insn_it &code, insn_it end, arg_ctx &ctx)
 {
     std::string_view v = arg.substr(1);
     probe_err e = probe_err::BAD_VAR;
+    if (ctx.flags & TPARG_FL_TEVENT)
+        return parse_event_field(v, code, ctx);
 
     if (v.starts_with("retval")) {
         if (!(ctx.flags & TPARG_FL_RETURN))
             return ctx.err(probe_err::RETVAL_ON_PROBE, ctx.offset);
-        if (v != "retval")
+        std::string_view rest = v.substr(6);
+        // Symbol-aware probes type $retval (and follow its members) with the function's
+        // debug info, as the kernel's do with BTF.
+        if ((ctx.flags & TPARG_FL_KERNEL) && ctx.btf->m != btf_context::mode::unsupported &&
+            (rest.empty() || rest[0] == '.' || rest[0] == '-'))
+            return parse_btf_arg(arg, ctx.offset, ctx.index, ctx.flags, *ctx.btf, *ctx.eargs,
+                                 code, end, *ctx.last);
+        if (!rest.empty())
             return ctx.err(probe_err::BAD_VAR, ctx.offset);
         code->op = fetch_op::RETVAL;
         return {};
@@ -219,6 +275,8 @@ probe_error parse_probe_vars(std::string_view arg, insn_it code, arg_ctx &ctx)
     if (v.starts_with("arg")) {
         unsigned long long param = 0;
         std::string_view n = v.substr(3);
+        if (n == "*") // $arg* stands alone: no name, no dereference around it
+            return ctx.err(probe_err::BAD_VAR_ARGS, ctx.offset);
         if (n.empty() || !is_digit(n[0]) || kstrtoull(n, 10, param))
             return ctx.err(probe_err::BAD_VAR, ctx.offset);
         if (param == 0 || param > PARAM_MAX_STACK)
@@ -273,11 +331,11 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
 
     switch (arg[0]) {
     case '$':
-        ret = parse_probe_vars(arg, code, ctx);
+        ret = parse_probe_vars(arg, code, end, ctx);
         break;
 
     case '%': {
-        if (ctx.flags & TPARG_FL_FPROBE)
+        if (ctx.flags & (TPARG_FL_FPROBE | TPARG_FL_TEVENT))
             return ctx.err(probe_err::BAD_VAR, ctx.offset);
         std::string reg(arg.substr(1));
         int off = regs_query_register_offset(reg.c_str());
@@ -363,6 +421,7 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
         if (ret)
             return ret;
         ctx.offset = saved;
+        *ctx.last = btf_last{}; // a dereference leaves the name's type behind
         if (code->op == fetch_op::COMM || code->op == fetch_op::DATA)
             return ctx.err(probe_err::COMM_CANT_DEREF, inner_off);
         if (++code == end)
@@ -395,9 +454,19 @@ probe_error parse_fetch(std::string_view arg, insn_it &pcode, insn_it end, arg_c
         break;
 
     default:
+        if ((std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_') &&
+            (ctx.flags & TPARG_FL_TEVENT)) {
+            // An event probe names fields with '$': a bare field name is a mistake.
+            if (!ctx.btf->event_fields || find_event_field(ctx, arg))
+                return ctx.err(probe_err::BAD_FETCH_ARG, ctx.offset);
+            return ctx.err(probe_err::BAD_ATTACH_ARG, ctx.offset);
+        }
         if (std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_') {
-            // A named variable: needs type information (BTF in the kernel; DWARF one day).
-            return ctx.err(probe_err::NOSUP_BTFARG, ctx.offset, EOPNOTSUPP);
+            // A parameter by name: the function's debug info says where it is (trace_btf.h).
+            if (!tparg_is_function_entry(ctx.flags) && !tparg_is_function_return(ctx.flags))
+                return ctx.err(probe_err::NOSUP_BTFARG, ctx.offset);
+            ret = parse_btf_arg(arg, ctx.offset, ctx.index, ctx.flags, *ctx.btf, *ctx.eargs,
+                                code, end, *ctx.last);
         }
         break;
     }
@@ -462,7 +531,7 @@ bool parse_bitfield(std::string_view bf, const fetch_type &t, insn_it &pcode, in
 
 probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_idx,
                             std::span<const probe_arg> previous, unsigned flags,
-                            entry_arg_table &eargs, probe_arg &out)
+                            entry_arg_table &eargs, probe_arg &out, const btf_context &btf)
 {
     out = probe_arg{};
     auto err = [&](probe_err e, int off, int errnum = EINVAL) {
@@ -480,7 +549,9 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
         out.name = std::string(argtext.substr(0, eq));
         body = argtext.substr(eq + 1);
     } else {
-        out.name = "arg" + std::to_string(arg_idx + 1);
+        // The kernel's generate_probe_arg_name(): a name ("count") names itself.
+        std::string_view head = argtext.substr(0, argtext.find(':'));
+        out.name = is_good_name(head) ? std::string(head) : "arg" + std::to_string(arg_idx + 1);
         body = argtext;
     }
     if (!is_good_name(out.name))
@@ -545,9 +616,39 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
     insn_it code = prog.code.data();
     insn_it end = prog.code.data() + FETCH_INSN_MAX - 1;
     prog.code[FETCH_INSN_MAX - 1].op = fetch_op::END;
-    arg_ctx ctx{flags, argv_index, body_off, &eargs, &prog, &out.sym_pos};
+    btf_last last;
+    arg_ctx ctx{flags, argv_index, body_off, &eargs, &prog, &out.sym_pos, &btf, &last};
     if (probe_error e = parse_fetch(fetch, code, end, ctx))
         return e;
+
+    // A name's type (the kernel's find_fetch_type_from_btf_type), or the string it is.
+    std::string inferred_bf; // a bitfield type inferred for a member
+    if (last.type) {
+        bool deref = false;
+        if (!has_type) {
+            btf_type_choice c = btf_infer_type(last);
+            if (!c.type.empty()) {
+                t = find_fetch_type(c.type, flags & TPARG_FL_USER);
+                if (!t)
+                    return err(probe_err::BAD_BTF_TID, last.offset);
+                out.type = t;
+                out.count = c.count;
+                if (c.type[0] == 'b')
+                    inferred_bf = c.type;
+            }
+            deref = c.deref;
+        } else if (type.find("string") != std::string_view::npos) {
+            if (probe_error e = btf_string_fetch(last, argv_index, deref))
+                return e;
+        }
+        if (deref) {
+            const bool user = code->op == fetch_op::UDEREF || type == "ustring";
+            if (++code == end)
+                return err(probe_err::TOO_MANY_OPS, body_off);
+            code->op = user ? fetch_op::UDEREF : fetch_op::DEREF;
+            code->offset = 0;
+        }
+    }
 
     // Store operation.
     const int toff = body_off + type_off;
@@ -556,17 +657,18 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
         if (symstr) {
             if (code->op != fetch_op::REG && code->op != fetch_op::STACK &&
                 code->op != fetch_op::RETVAL && code->op != fetch_op::ARG &&
-                code->op != fetch_op::EDATA && code->op != fetch_op::DEREF)
+                code->op != fetch_op::EDATA && code->op != fetch_op::DEREF &&
+                code->op != fetch_op::TP_ARG)
                 return err(probe_err::BAD_SYMSTRING, toff);
         } else if (code->op != fetch_op::DEREF && code->op != fetch_op::UDEREF &&
                    code->op != fetch_op::IMM && code->op != fetch_op::COMM &&
-                   code->op != fetch_op::DATA) {
+                   code->op != fetch_op::DATA && code->op != fetch_op::TP_ARG) {
             return err(probe_err::BAD_STRING, toff);
         }
         if (out.count && code->op != fetch_op::DEREF && code->op != fetch_op::UDEREF)
             return err(probe_err::BAD_STRING, toff); // an array needs pointers in memory
         if (symstr || code->op == fetch_op::IMM || code->op == fetch_op::COMM ||
-            code->op == fetch_op::DATA || out.count) {
+            code->op == fetch_op::DATA || code->op == fetch_op::TP_ARG || out.count) {
             // Keep the value: it is the string's address (or, for arrays, a pointer
             // to the first string pointer's target).
             code++;
@@ -601,6 +703,8 @@ probe_error parse_probe_arg(std::string_view argtext, int argv_index, int arg_id
     if (has_type && !type.empty() && type[0] == 'b') {
         if (!parse_bitfield(type, *t, code, end))
             return err(probe_err::BAD_BITFIELD, toff);
+    } else if (!inferred_bf.empty() && !parse_bitfield(inferred_bf, *t, code, end)) {
+        return err(probe_err::BAD_BTF_TID, last.offset);
     }
 
     // Array loop.
@@ -750,6 +854,54 @@ DPROBE_NOPROBE inline bool read_arg(const fetch_context &ctx, uint32_t n, unsign
     }
 }
 
+// An event probe's field of the attached event's record (the kernel's get_event_field()):
+// a number sign- or zero-extended from its size, a string as its address.
+DPROBE_NOPROBE inline bool get_event_field(const fetch_insn *code, const fetch_context &ctx,
+                                           unsigned long &val) noexcept
+{
+    if (!ctx.event_rec)
+        return false;
+    const uint8_t *p = ctx.event_rec + code->offset;
+    switch (code->param) {
+    case 2: { // __data_loc: the offset from the record start in the low 16 bits
+        uint32_t dl;
+        std::memcpy(&dl, p, sizeof dl);
+        val = reinterpret_cast<uintptr_t>(ctx.event_rec + (dl & 0xffff));
+        return true;
+    }
+    case 3:
+        val = reinterpret_cast<uintptr_t>(p);
+        return true;
+    default:
+        break;
+    }
+    const bool sign = code->param == 1;
+    switch (code->size) {
+    case 1: {
+        uint8_t v;
+        std::memcpy(&v, p, 1);
+        val = sign ? static_cast<unsigned long>(static_cast<int8_t>(v)) : v;
+        break;
+    }
+    case 2: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        val = sign ? static_cast<unsigned long>(static_cast<int16_t>(v)) : v;
+        break;
+    }
+    case 4: {
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        val = sign ? static_cast<unsigned long>(static_cast<int32_t>(v)) : v;
+        break;
+    }
+    default:
+        std::memcpy(&val, p, sizeof val);
+        break;
+    }
+    return true;
+}
+
 // Stage 1. False when the value cannot be read.
 DPROBE_NOPROBE inline bool fetch_stage1(const fetch_insn *&code, const fetch_prog &prog,
                          const fetch_context &ctx, unsigned long &val) noexcept
@@ -794,6 +946,8 @@ DPROBE_NOPROBE inline bool fetch_stage1(const fetch_insn *&code, const fetch_pro
             return false;
         std::memcpy(&val, static_cast<const char *>(ctx.edata) + code->offset, sizeof(val));
         return true;
+    case fetch_op::TP_ARG:
+        return get_event_field(code, ctx, val);
     default:
         return false;
     }

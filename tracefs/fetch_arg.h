@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dprobe {
 
@@ -37,6 +38,9 @@ enum class fetch_op : uint8_t {
     FOFFS,   // uprobe file offset `offset`, resolved to the address `immediate`
     DATA,    // address of the program's immediate string
     EDATA,   // word at `offset` in the entry data saved for a return probe
+    TP_ARG,  // field of the attached event's record (event probes) at `offset`, `size`
+             // bytes; `param`: 0 unsigned, 1 signed, 2 __data_loc string, 3 char array
+             // (a string's value is its address)
     // Stage 2: dereference (value = *(value + offset)).
     DEREF,
     UDEREF,
@@ -83,6 +87,7 @@ enum : unsigned {
     TPARG_FL_FENTRY = 1u << 2,  // at a function entry: $argN straight from registers
     TPARG_FL_USER = 1u << 4,    // uprobe-style (path:offset) probe
     TPARG_FL_FPROBE = 1u << 5,  // fprobe: no %REG
+    TPARG_FL_TEVENT = 1u << 6,  // event probe: $FIELD of the attached event, no %REG/$stack
 };
 
 // Function arguments a return probe saves at entry ($argN on exit), the kernel's
@@ -95,6 +100,24 @@ struct entry_arg_table {
     bool empty() const noexcept { return count == 0; }
     // Slot of function argument N (0-based), adding it when new; -1 when full.
     int slot_for(unsigned n) noexcept;
+};
+
+struct func_proto;   // tracefs/trace_btf.h
+struct filter_field; // tracefs/event_filter.h
+
+// What names in an argument resolve against: the kernel's BTF context, with the function's
+// DWARF in place of BTF (tracefs/trace_btf.h).
+struct btf_context {
+    enum class mode : uint8_t {
+        unsupported, // no type information: names and $arg* refused (NOSUP_BTFARG)
+        unchecked,   // names accepted without a check, untyped (an offline check that cannot
+                     // see the process's objects)
+        resolve,     // names resolve against FUNC; nullptr: the function has no debug info
+    };
+    mode m = mode::unsupported;
+    const func_proto *func = nullptr;
+    // Event probes: the attached event's fields ($FIELD); nullptr: not checked.
+    const std::vector<filter_field> *event_fields = nullptr;
 };
 
 // One parsed argument of a probe.
@@ -118,9 +141,12 @@ struct probe_arg {
 // into OUT. PREVIOUS are the probe's earlier args (name clashes). FLAGS is TPARG_FL_*.
 // $argN on a return probe is recorded in EARGS. Errors carry index ARGV_INDEX and the
 // caret offset inside ARG.
+// BTF says where a name ("count", "p->a.b", "$retval->len") resolves; without a name the
+// argument is named after its text when that is an identifier, else arg<N>.
 probe_error parse_probe_arg(std::string_view arg, int argv_index, int arg_idx,
                             std::span<const probe_arg> previous, unsigned flags,
-                            entry_arg_table &eargs, probe_arg &out);
+                            entry_arg_table &eargs, probe_arg &out,
+                            const btf_context &btf = {});
 
 // Assigns record offsets to ARGS (packed in order, no padding) and returns the size of the
 // fixed part.
@@ -143,6 +169,7 @@ struct fetch_context {
     const pt_regs *regs = nullptr;
     const void *edata = nullptr;     // entry data of a return probe (store_entry_args output)
     symbolize_fn symbolize = nullptr; // symstr; nullptr prints "0x<hex>"
+    const uint8_t *event_rec = nullptr; // event probes: the attached event's record
 };
 
 // Runs PROG: the fixed field goes at RECORD + FIELD_OFF (zeroed first; a failed scalar fetch

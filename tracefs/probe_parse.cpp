@@ -107,47 +107,174 @@ bool tparg_entry_or_return(unsigned flags)
     return ((flags & TPARG_FL_FENTRY) != 0) != ((flags & TPARG_FL_RETURN) != 0);
 }
 
-// Fetch args argv[2..]: count limit, the $arg pre-check, then each argument.
-probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_definition &def)
+// Whether argument TOK may need the function's types: a name, $arg or $retval in it.
+bool mentions_names(std::string_view tok)
+{
+    std::string_view body = tok.substr(tok.find('=') == std::string_view::npos ? 0
+                                                                              : tok.find('=') + 1);
+    if (body.find("$arg") != std::string_view::npos ||
+        body.find("$retval") != std::string_view::npos)
+        return true;
+    auto name_start = [](char c) { return is_alpha(c) || c == '_'; };
+    if (!body.empty() && name_start(body[0]))
+        return true;
+    for (size_t p = body.find('('); p != std::string_view::npos; p = body.find('(', p + 1))
+        if (p + 1 < body.size() && name_start(body[p + 1]))
+            return true;
+    return false;
+}
+
+// One argument after the meta-argument expansion, with the argv index its errors point at.
+struct arg_token {
+    std::string text;
+    int index;
+};
+
+// The kernel's traceprobe_expand_meta_args(): $arg* becomes every parameter (by name) and a
+// bare $argN[:TYPE] the parameter in that slot, when the function's debug info is known.
+// Without it, $argN stays a register read and $arg* is NOSUP_BTFARG.
+probe_error expand_meta_args(std::span<const std::string> argv, unsigned flags,
+                             const btf_context &btf, std::vector<arg_token> &out)
 {
     const size_t nargs = argv.size() - 2;
-    if (nargs > static_cast<size_t>(MAX_TRACE_ARGS))
-        return perr(probe_err::TOO_MANY_ARGS, 2, 0, E2BIG);
-
-    // "$arg..." tokens, checked before any argument like the kernel's meta-arg expansion.
-    bool var_args = false;
-    int last = -1;
+    int args_idx = -1;
+    bool found = false;
     for (size_t i = 0; i < nargs; i++) {
         const std::string &tok = argv[i + 2];
         if (!tok.starts_with("$arg"))
             continue;
         int idx = static_cast<int>(i + 2);
-        last = idx;
         if (!tparg_entry_or_return(flags))
             return perr(probe_err::NOFENTRY_ARGS, idx, 0);
+        found = true;
         if (tok.size() > 4 && is_digit(tok[4]))
             continue;
         if (tok.size() <= 4 || tok[4] != '*')
             return perr(probe_err::BAD_VAR, idx, 0);
-        if (var_args)
+        if (args_idx >= 0)
             return perr(probe_err::DOUBLE_ARGS, idx, 0);
-        var_args = true;
+        args_idx = idx;
     }
-    if (var_args) // $arg* needs the function's prototype (BTF in the kernel)
-        return perr(probe_err::NOSUP_BTFARG, last, 0, EOPNOTSUPP);
+    out.clear();
+    const func_proto *fn = btf.m == btf_context::mode::resolve ? btf.func : nullptr;
+    if (!found || !fn || fn->params.empty()) {
+        if (args_idx >= 0 && btf.m != btf_context::mode::unchecked)
+            return perr(probe_err::NOSUP_BTFARG, args_idx, 0, EOPNOTSUPP);
+        for (size_t i = 0; i < nargs; i++)
+            if (static_cast<int>(i + 2) != args_idx) // unchecked: $arg* is checked later
+                out.push_back({argv[i + 2], static_cast<int>(i + 2)});
+        return {};
+    }
+    // The kernel writes the new arguments into a MAX_BTF_ARGS_LEN buffer.
+    size_t used = 0;
+    auto add = [&](std::string text, int idx) -> probe_error {
+        if (used + text.size() + 1 > static_cast<size_t>(MAX_BTF_ARGS_LEN))
+            return perr(probe_err::ARGS_2LONG, idx, 0, E2BIG);
+        used += text.size() + 1;
+        out.push_back({std::move(text), idx});
+        return {};
+    };
+    for (size_t i = 0; i < nargs; i++) {
+        const std::string &tok = argv[i + 2];
+        const int idx = static_cast<int>(i + 2);
+        if (idx == args_idx) {
+            // Every parameter a register holds; the others (floats, structs by value) have
+            // nothing to fetch.
+            for (const func_proto::param &p : fn->params)
+                if (p.slot >= 0 && !p.name.empty())
+                    if (probe_error e = add(p.name, idx))
+                        return e;
+            continue;
+        }
+        if (!tok.starts_with("$arg")) {
+            out.push_back({tok, idx});
+            continue;
+        }
+        size_t end = 4;
+        while (end < tok.size() && is_digit(tok[end]))
+            end++;
+        if (end < tok.size() && tok[end] != ':')
+            return perr(probe_err::BAD_VAR, idx, 0, ENOENT);
+        unsigned long long n = 0;
+        kstrtoull(std::string_view(tok).substr(4, end - 4), 10, n);
+        const func_proto::param *p =
+            n >= 1 && n <= static_cast<unsigned long long>(PARAM_MAX_STACK)
+                ? fn->at_slot(static_cast<int>(n - 1))
+                : nullptr;
+        if (p && !p->name.empty()) {
+            if (probe_error e = add(p->name + tok.substr(end), idx))
+                return e;
+        } else if (!p && fn->slots_complete && n >= 1) {
+            return perr(probe_err::NO_BTFARG, idx, 0, ENOENT); // beyond the parameters
+        } else {
+            out.push_back({tok, idx}); // a slot the debug info can't name: a register read
+        }
+    }
+    return {};
+}
+
+// Fetch args argv[2..]: count limit, meta-argument expansion, then each argument.
+probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_definition &def,
+                       const parse_options &opts)
+{
+    const size_t nargs = argv.size() - 2;
+    if (nargs > static_cast<size_t>(MAX_TRACE_ARGS))
+        return perr(probe_err::TOO_MANY_ARGS, 2, 0, E2BIG);
+
+    // Type information for names: only probes at a function entry or exit have any.
+    btf_context btf;
+    func_proto_ptr fn;
+    if (opts.func_info) {
+        btf.m = btf_context::mode::resolve;
+        // Only names, $arg and $retval need the function (looking it up opens its object's
+        // debug info).
+        bool wants = false;
+        for (size_t i = 2; i < argv.size() && !wants; i++)
+            wants = mentions_names(argv[i]);
+        if (wants && tparg_entry_or_return(flags)) {
+            std::optional<func_proto_ptr> f = opts.func_info(def);
+            if (f)
+                fn = *f;
+            else
+                btf.m = btf_context::mode::unchecked;
+        }
+        btf.func = fn.get();
+    } else if (opts.btf_unchecked) {
+        btf.m = btf_context::mode::unchecked;
+    }
+
+    if (flags & TPARG_FL_TEVENT)
+        btf.event_fields = opts.event_fields && opts.event_fields(def.place.object, def.place.symbol)
+                               ? opts.event_fields(def.place.object, def.place.symbol)
+                               : nullptr;
+    std::vector<arg_token> tokens;
+    if (flags & TPARG_FL_TEVENT) {
+        // Event probes take no meta-arguments: "$arg1" is a field like any other.
+        for (size_t i = 2; i < argv.size(); i++)
+            tokens.push_back({argv[i], static_cast<int>(i)});
+    } else if (probe_error e = expand_meta_args(argv, flags, btf, tokens)) {
+        return e;
+    }
+    if (tokens.size() > static_cast<size_t>(MAX_TRACE_ARGS))
+        return perr(probe_err::TOO_MANY_ARGS, 2, 0, E2BIG);
 
     def.args.clear();
-    def.args.reserve(nargs);
+    def.args.reserve(tokens.size());
     uint32_t size = 0;
-    for (size_t i = 0; i < nargs; i++) {
+    for (size_t i = 0; i < tokens.size(); i++) {
         probe_arg a;
-        int idx = static_cast<int>(i + 2);
-        if (probe_error e = parse_probe_arg(argv[i + 2], idx, static_cast<int>(i), def.args,
-                                            flags, def.entry_args, a))
+        const arg_token &tok = tokens[i];
+        probe_error e = parse_probe_arg(tok.text, tok.index, static_cast<int>(i), def.args,
+                                        flags, def.entry_args, a, btf);
+        if (e) {
+            // An expanded argument's error points at the $arg* or $argN it came from.
+            if (tok.text != argv[tok.index])
+                e.offset = 0;
             return e;
+        }
         size += a.field_size();
         if (size > static_cast<uint32_t>(MAX_PROBE_EVENT_SIZE))
-            return perr(probe_err::EVENT_TOO_BIG, idx, 0, E2BIG);
+            return perr(probe_err::EVENT_TOO_BIG, tok.index, 0, E2BIG);
         def.args.push_back(std::move(a));
     }
     def.args_size = layout_probe_args(def.args);
@@ -255,12 +382,13 @@ probe_error parse_kprobe(std::span<const std::string> argv, const parse_options 
                    std::to_string(pl.offset);
         def.event = sanitize_event_name(truncate_name(std::move(name)));
     }
-    return parse_args(argv, flags, def);
+    return parse_args(argv, flags, def, opts);
 }
 
 // ---- fprobe: f[:[GRP/][EV]] SYM[%return] -------------------------------------------------
 
-probe_error parse_fprobe(std::span<const std::string> argv, probe_definition &def)
+probe_error parse_fprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
 {
     const std::string &a0 = argv[0];
     if (argv.size() < 2 || a0[0] != 'f')
@@ -317,7 +445,7 @@ probe_error parse_fprobe(std::span<const std::string> argv, probe_definition &de
 
     unsigned flags = TPARG_FL_KERNEL | TPARG_FL_FPROBE |
                      (def.is_return ? TPARG_FL_RETURN : TPARG_FL_FENTRY);
-    if (probe_error e = parse_args(argv, flags, def))
+    if (probe_error e = parse_args(argv, flags, def, opts))
         return e;
     if (def.is_return && def.entry_args.size() > static_cast<size_t>(MAX_FPROBE_DATA_SIZE))
         return perr(probe_err::TOO_MANY_EARGS, 2, 0, E2BIG);
@@ -394,7 +522,51 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
         def.event = sanitize_event_name(truncate_name("p_" + tail + "_" + hex(off)));
     }
     unsigned flags = TPARG_FL_USER | (def.is_return ? unsigned{TPARG_FL_RETURN} : 0u);
-    return parse_args(argv, flags, def);
+    return parse_args(argv, flags, def, opts);
+}
+
+// ---- eprobe: e[:[EGRP/][EEV]] GRP.EVENT [ARGS] [if FILTER] ------------------------------
+
+probe_error parse_eprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || a0[0] != 'e')
+        return not_mine();
+    def = probe_definition{};
+    def.kind = probe_kind::eprobe;
+    // The event name: whatever follows the first ':' (the kernel looks no closer).
+    if (size_t colon = a0.find(':', 1); colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    // The attached event, GRP.EVENT or GRP/EVENT: both parts needed.
+    std::string ag, ae;
+    if (parse_event_name(argv[1], 0, ag, ae) || ag.empty() || ae.empty())
+        return perr(probe_err::NO_EVENT_INFO, 1, 0);
+    def.place.kind = probe_place::form::symbol;
+    def.place.object = ag;
+    def.place.symbol = ae;
+    if (def.group.empty())
+        def.group = "eprobes";
+    if (def.event.empty())
+        def.event = truncate_name(ae);
+    if (opts.event_fields && !opts.event_fields(ag, ae))
+        return perr(probe_err::BAD_ATTACH_EVENT, 1, 0, ENODEV);
+
+    // "if FILTER": a filter on the attached event's records, checked where its fields are.
+    size_t argc = argv.size();
+    for (size_t i = 2; i < argv.size(); i++) {
+        if (argv[i] != "if")
+            continue;
+        if (i + 1 == argv.size())
+            return perr(probe_err::NO_EP_FILTER, static_cast<int>(i + 1), 0);
+        for (size_t k = i + 1; k < argv.size(); k++)
+            def.filter += (def.filter.empty() ? "" : " ") + argv[k];
+        argc = i;
+        break;
+    }
+    return parse_args(argv.first(argc), TPARG_FL_KERNEL | TPARG_FL_TEVENT, def, opts);
 }
 
 const char *loc_of(probe_kind k)
@@ -403,6 +575,7 @@ const char *loc_of(probe_kind k)
     case probe_kind::kprobe: return "trace_kprobe";
     case probe_kind::fprobe: return "trace_fprobe";
     case probe_kind::uprobe: return "trace_uprobe";
+    case probe_kind::eprobe: return "event_probe";
     }
     return "trace_kprobe";
 }
@@ -450,6 +623,8 @@ char probe_definition::type_char() const
 {
     if (kind == probe_kind::fprobe)
         return 'f';
+    if (kind == probe_kind::eprobe)
+        return 'e';
     return is_return ? 'r' : 'p';
 }
 
@@ -471,6 +646,8 @@ std::string probe_definition::listing() const
     s += ":" + group + "/" + event + " ";
     if (kind == probe_kind::fprobe)
         s += place.qualified_symbol() + (is_return ? "%return" : "");
+    else if (kind == probe_kind::eprobe)
+        s += place.object + "." + place.symbol; // the kernel does not list the filter
     else
         s += place.text();
     for (const auto &a : args)
@@ -486,6 +663,13 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
         return false;
     if (req.head.empty())
         return true;
+    if (def.kind == probe_kind::eprobe) {
+        // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
+        if (req.head[0] != def.place.object + "." + def.place.symbol &&
+            req.head[0] != def.place.object + "/" + def.place.symbol)
+            return false;
+        return args_match(std::span<const std::string>(req.head).subspan(1), def);
+    }
     std::string place = def.kind == probe_kind::fprobe ? def.place.qualified_symbol()
                                                        : def.place.text();
     if (req.head[0] != place)
@@ -510,9 +694,14 @@ probe_error parse_probe_definition(std::span<const std::string> argv, const pars
             *loc = "trace_uprobe";
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
-        e = parse_fprobe(argv, out);
+        e = parse_fprobe(argv, opts, out);
         if (loc)
             *loc = "trace_fprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_EPROBE)) {
+        e = parse_eprobe(argv, opts, out);
+        if (loc)
+            *loc = "event_probe";
     }
     if (e.errnum == ECANCELED_NOT_MINE)
         return probe_error::plain(EINVAL); // nobody's line: EINVAL, nothing logged
@@ -569,7 +758,8 @@ probe_error check_append(std::span<const probe_definition *const> existing,
     if (existing.empty())
         return {};
     const probe_definition &to = *existing[0];
-    if (to.kind != newdef.kind)
+    // An event probe is one probe: nothing appends to it, it appends to nothing.
+    if (to.kind != newdef.kind || newdef.kind == probe_kind::eprobe)
         return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
     if (to.is_return != newdef.is_return)
         return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);

@@ -9,6 +9,7 @@
 
 #include "tracefs/error_log.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/trace_btf.h"
 
 #include <cstdint>
 #include <functional>
@@ -20,10 +21,13 @@
 
 namespace dprobe {
 
+struct filter_field; // tracefs/event_filter.h
+
 enum class probe_kind : uint8_t {
     kprobe, // p / r on sym[+off], lib:sym[+off] or an address
     fprobe, // f on a function entry / exit
     uprobe, // p / r on /path/to/file:0xoffset
+    eprobe, // e on another event (place.object: its group, place.symbol: its event)
 };
 
 struct probe_place {
@@ -53,10 +57,11 @@ struct probe_definition {
     std::vector<probe_arg> args;
     uint32_t args_size = 0;     // fixed part of the args in a record
     entry_arg_table entry_args; // function args a return probe saves at entry
+    std::string filter;         // e: the "if FILTER" on the attached event's records
 
-    // 'p', 'r' or 'f'.
+    // 'p', 'r', 'f' or 'e'.
     char type_char() const;
-    // "trace_kprobe", "trace_fprobe" or "trace_uprobe": the error_log location.
+    // "trace_kprobe", "trace_fprobe", "trace_uprobe" or "event_probe": the error_log location.
     const char *error_loc() const;
     // The dynamic_events line (no trailing newline): "p:kprobes/myprobe do_sys_open dfd=%ax".
     std::string listing() const;
@@ -79,7 +84,8 @@ enum : unsigned {
     ACCEPT_KPROBE = 1u << 0,
     ACCEPT_UPROBE = 1u << 1,
     ACCEPT_FPROBE = 1u << 2,
-    ACCEPT_DYNAMIC = ACCEPT_KPROBE | ACCEPT_UPROBE | ACCEPT_FPROBE,
+    ACCEPT_EPROBE = 1u << 3,
+    ACCEPT_DYNAMIC = ACCEPT_KPROBE | ACCEPT_UPROBE | ACCEPT_FPROBE | ACCEPT_EPROBE,
 };
 
 struct parse_options {
@@ -90,6 +96,19 @@ struct parse_options {
     std::function<bool(const probe_place &)> is_func_entry;
     // Check that an uprobe path exists and is a regular file (FILE_NOT_FOUND / NO_REGULAR_FILE).
     bool check_files = true;
+    // Argument names, $arg* and typed $retval (the kernel's BTF arguments, from DWARF here;
+    // trace_btf.h). func_info returns the function a probe at an entry or exit of DEF sits
+    // on: nullptr when it has no debug info, nullopt when the caller cannot tell (names are
+    // then accepted unchecked). Unset: no type information (NOSUP_BTFARG), unless
+    // btf_unchecked, which accepts every name unchecked (an offline check that cannot see
+    // the objects the process will load).
+    std::function<std::optional<func_proto_ptr>(const probe_definition &def)> func_info;
+    bool btf_unchecked = false;
+    // e events: the fields of the event GROUP/EVENT an event probe attaches to, nullptr
+    // when there is no such event (BAD_ATTACH_EVENT). Unset: fields are not checked.
+    std::function<const std::vector<filter_field> *(std::string_view group,
+                                                    std::string_view event)>
+        event_fields;
 };
 
 struct dynevent_command {

@@ -24,6 +24,7 @@ inline constexpr int KRETPROBE_MAX_DATA_SIZE = 4096;
 inline constexpr int MAX_FPROBE_DATA_SIZE = 15 * 8;
 inline constexpr int PARAM_MAX_STACK = 2048;  // THREAD_SIZE / sizeof(long), kept from the kernel
 inline constexpr int WRITE_BUFSIZE = 4096;
+inline constexpr int MAX_BTF_ARGS_LEN = 128; // the $arg* / $argN expansion buffer
 
 enum class fetch_type_id : uint8_t {
     u8, u16, u32, u64,

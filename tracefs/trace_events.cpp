@@ -1,4 +1,5 @@
-// Dynamic-event registry and the probe handlers that write event records.
+// Dynamic-event registry: commands, events, their files (the record writers are in
+// trace_probe_handlers.cpp).
 #include "tracefs/trace_events.h"
 
 #include "core/compiler.h"
@@ -6,8 +7,10 @@
 #include "core/symbols.h"
 #include "core/task_ctx.h"
 #include "core/trace_clock.h"
+#include "tracefs/btf_lookup.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/trace_events_internal.h"
 
 #include "arch/x86_64/uaccess.h"
 
@@ -32,283 +35,7 @@
 
 namespace dprobe {
 
-// What the probe handlers find from the fprobe / kprobe / kretprobe they are called with.
-// Standard layout, so the owner is found with offsetof.
-struct trace_probe_hooks {
-    struct fprobe fp;
-    struct kretprobe rp; // rp.kp is the kprobe of a 'p' event
-    trace_probe *owner;
-};
-
-struct trace_event {
-    std::string group, name;
-    uint16_t id = 0;
-    std::vector<trace_probe *> probes;
-    bool enabled = false;
-    // Read by the handlers. Old filters are kept (in `filters`) until the event is freed,
-    // when no handler can run any more.
-    std::atomic<const event_filter *> filter{nullptr};
-    std::vector<std::unique_ptr<event_filter>> filters;
-    std::string filter_file = "none\n";
-    std::vector<filter_field> fields;
-};
-
-// An argument the record writer stores without the fetch-arg interpreter: a register, an
-// immediate or a saved entry argument, stored as is or dereferenced once (the shapes
-// `$argN`, `%reg`, `$retval`, `\imm`, `+off(%reg)` of 1-8 bytes). Same results as the
-// interpreter's (fetch_run), checked by the tests; ~2 ns instead of ~6 ns per argument.
-struct fast_arg {
-    enum : uint8_t { REGS, IMM, EDATA } src;
-    bool mem;         // read SIZE bytes at value + mem_off (a fault leaves zeroes)
-    uint8_t size;
-    uint16_t dest;    // offset in the record
-    uint32_t param;   // pt_regs byte offset (REGS), entry-data offset (EDATA)
-    int64_t mem_off;
-    uint64_t imm;
-};
-
-struct trace_probe {
-    trace_probe_hooks hooks{};
-    probe_definition def;
-    trace_event *event = nullptr;
-    uint16_t id = 0;
-    bool has_dyn = false;
-    uint32_t fixed_size = 0;
-    bool kprobe_registered = false;
-    bool fprobe_registered = false;
-    std::atomic<unsigned long> nhit{0};
-    std::string symbol; // kprobe symbol_name / fprobe filter
-    bool fast = false;  // every argument is a fast_arg
-    std::vector<fast_arg> fast_args;
-};
-
 namespace {
-
-trace_probe *owner_of(struct fprobe *fp) noexcept
-{
-    return reinterpret_cast<trace_probe_hooks *>(reinterpret_cast<char *>(fp) -
-                                                 offsetof(trace_probe_hooks, fp))
-        ->owner;
-}
-
-trace_probe *owner_of(struct kretprobe *rp) noexcept
-{
-    return reinterpret_cast<trace_probe_hooks *>(reinterpret_cast<char *>(rp) -
-                                                 offsetof(trace_probe_hooks, rp))
-        ->owner;
-}
-
-trace_probe *owner_of(struct kprobe *kp) noexcept
-{
-    static_assert(offsetof(struct kretprobe, kp) == 0);
-    return owner_of(reinterpret_cast<struct kretprobe *>(kp));
-}
-
-DPROBE_NOPROBE size_t symbolize(char *buf, size_t len, uintptr_t addr)
-{
-    return sprint_symbol(buf, len, addr, false);
-}
-
-DPROBE_NOPROBE inline int32_t current_tid() noexcept
-{
-    task_ctx *t = peek_task_ctx();
-    return t ? t->tid : static_cast<int32_t>(syscall(SYS_gettid));
-}
-
-// Compiles ARGS into fast_args when every one has a fast shape.
-bool compile_fast_args(const probe_definition &def, std::vector<fast_arg> &out)
-{
-    static constexpr uint32_t arg_regs[] = {offsetof(pt_regs, di), offsetof(pt_regs, si),
-                                            offsetof(pt_regs, dx), offsetof(pt_regs, cx),
-                                            offsetof(pt_regs, r8), offsetof(pt_regs, r9)};
-    size_t args_off = probe_layout(def).args_off;
-    out.clear();
-    for (const probe_arg &a : def.args) {
-        if (a.count || a.dynamic)
-            return false;
-        const fetch_insn *c = a.prog.code.data();
-        if (c->op == fetch_op::NOP_SYMBOL)
-            c++;
-        fast_arg f{};
-        switch (c->op) {
-        case fetch_op::REG:
-            if (c->param > offsetof(pt_regs, ss) || c->param % sizeof(long))
-                return false;
-            f.src = fast_arg::REGS;
-            f.param = c->param;
-            break;
-        case fetch_op::ARG:
-            if (c->param >= std::size(arg_regs))
-                return false;
-            f.src = fast_arg::REGS;
-            f.param = arg_regs[c->param];
-            break;
-        case fetch_op::RETVAL:
-            f.src = fast_arg::REGS;
-            f.param = offsetof(pt_regs, ax);
-            break;
-        case fetch_op::STACKP:
-            f.src = fast_arg::REGS;
-            f.param = offsetof(pt_regs, sp);
-            break;
-        case fetch_op::IMM:
-            f.src = fast_arg::IMM;
-            f.imm = c->immediate;
-            break;
-        case fetch_op::EDATA:
-            f.src = fast_arg::EDATA;
-            f.param = static_cast<uint32_t>(c->offset);
-            break;
-        default:
-            return false;
-        }
-        const fetch_insn *st = c + 1;
-        if (st->op == fetch_op::ST_RAW) {
-            f.mem = false;
-        } else if (st->op == fetch_op::ST_MEM || st->op == fetch_op::ST_UMEM) {
-            f.mem = true;
-            f.mem_off = st->offset;
-        } else {
-            return false;
-        }
-        if ((st + 1)->op != fetch_op::END || !st->size || st->size > 8 ||
-            a.prog.field_size != st->size)
-            return false;
-        f.size = st->size;
-        f.dest = static_cast<uint16_t>(args_off + a.offset);
-        out.push_back(f);
-    }
-    return true;
-}
-
-DPROBE_NOPROBE void store_fast_args(const trace_probe &tp, const fetch_context &ctx,
-                                    uint8_t *rec) noexcept
-{
-    const auto *regs = reinterpret_cast<const char *>(ctx.regs);
-    for (const fast_arg &f : tp.fast_args) {
-        unsigned long v = 0;
-        switch (f.src) {
-        case fast_arg::REGS:
-            std::memcpy(&v, regs + f.param, sizeof(v));
-            break;
-        case fast_arg::IMM:
-            v = f.imm;
-            break;
-        case fast_arg::EDATA:
-            if (!ctx.edata) {
-                std::memset(rec + f.dest, 0, f.size);
-                continue;
-            }
-            std::memcpy(&v, static_cast<const char *>(ctx.edata) + f.param, sizeof(v));
-            break;
-        }
-        uint8_t *dst = rec + f.dest;
-        if (f.mem) {
-            if (copy_from_user_nofault(dst, reinterpret_cast<const void *>(v + f.mem_off), f.size))
-                std::memset(dst, 0, f.size);
-        } else {
-            switch (f.size) { // little-endian: the low bytes
-            case 8: std::memcpy(dst, &v, 8); break;
-            case 4: { uint32_t x = uint32_t(v); std::memcpy(dst, &x, 4); break; }
-            case 2: { uint16_t x = uint16_t(v); std::memcpy(dst, &x, 2); break; }
-            default: std::memcpy(dst, &v, f.size); break;
-            }
-        }
-    }
-}
-
-// The common part of every handler: build the record in the ring buffer, filter, commit.
-DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx,
-                                      uintptr_t ip, uintptr_t ret_ip) noexcept
-{
-    const probe_definition &def = tp.def;
-    size_t len = tp.fixed_size;
-    if (tp.has_dyn)
-        len += trace_args_dynamic_size(def.args, ctx);
-    rb_stamp stamp;
-    void *ev = ring_buffer_reserve(len, &stamp);
-    if (!ev)
-        return;
-    auto *rec = static_cast<uint8_t *>(ev);
-    size_t used;
-    if (tp.fast) {
-        probe_record_init(rec, def, tp.id, current_tid(), ip, ret_ip);
-        store_fast_args(tp, ctx, rec);
-        used = len;
-    } else {
-        used = probe_record_store(rec, len, def, ctx, tp.id, current_tid(), ip, ret_ip);
-    }
-    const event_filter *f = tp.event->filter.load(std::memory_order_acquire);
-    if (f) {
-        event_filter::context fc;
-        fc.cpu = stamp.cpu;
-        if (!f->match(rec, used, fc)) {
-            ring_buffer_discard(ev);
-            return;
-        }
-    }
-    ring_buffer_commit(ev);
-}
-
-DPROBE_NOPROBE int fentry_handler(struct fprobe *fp, unsigned long ip, unsigned long,
-                                  struct ftrace_regs *fregs, void *)
-{
-    const trace_probe &tp = *owner_of(fp);
-    fetch_context ctx;
-    ctx.regs = &fregs->regs;
-    ctx.symbolize = symbolize;
-    trace_probe_write(tp, ctx, ip, 0);
-    return 0;
-}
-
-DPROBE_NOPROBE int fexit_entry_handler(struct fprobe *fp, unsigned long, unsigned long,
-                                       struct ftrace_regs *fregs, void *data)
-{
-    store_entry_args(owner_of(fp)->def.entry_args, &fregs->regs, data);
-    return 0;
-}
-
-DPROBE_NOPROBE void fexit_handler(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
-                                  struct ftrace_regs *fregs, void *data)
-{
-    const trace_probe &tp = *owner_of(fp);
-    fetch_context ctx;
-    ctx.regs = &fregs->regs;
-    ctx.edata = data;
-    ctx.symbolize = symbolize;
-    trace_probe_write(tp, ctx, ip, ret_ip);
-}
-
-DPROBE_NOPROBE int kprobe_pre_handler(struct kprobe *kp, struct pt_regs *regs)
-{
-    trace_probe &tp = *owner_of(kp);
-    tp.nhit.fetch_add(1, std::memory_order_relaxed);
-    fetch_context ctx;
-    ctx.regs = regs;
-    ctx.symbolize = symbolize;
-    trace_probe_write(tp, ctx, reinterpret_cast<uintptr_t>(kp->addr), 0);
-    return 0;
-}
-
-DPROBE_NOPROBE int kretprobe_entry_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-    store_entry_args(owner_of(get_kretprobe(ri))->def.entry_args, regs, ri->data);
-    return 0;
-}
-
-DPROBE_NOPROBE int kretprobe_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-    struct kretprobe *rp = get_kretprobe(ri);
-    trace_probe &tp = *owner_of(rp);
-    tp.nhit.fetch_add(1, std::memory_order_relaxed);
-    fetch_context ctx;
-    ctx.regs = regs;
-    ctx.edata = ri->data;
-    ctx.symbolize = symbolize;
-    trace_probe_write(tp, ctx, reinterpret_cast<uintptr_t>(rp->kp.addr),
-                      reinterpret_cast<uintptr_t>(ri->ret_addr));
-    return 0;
-}
 
 bool accepts(unsigned accept, probe_kind k)
 {
@@ -316,6 +43,7 @@ bool accepts(unsigned accept, probe_kind k)
     case probe_kind::kprobe: return accept & ACCEPT_KPROBE;
     case probe_kind::uprobe: return accept & ACCEPT_UPROBE;
     case probe_kind::fprobe: return accept & ACCEPT_FPROBE;
+    case probe_kind::eprobe: return accept & ACCEPT_EPROBE;
     }
     return false;
 }
@@ -412,6 +140,19 @@ trace_event *trace_events::find(std::string_view group, std::string_view event) 
     return it == by_name_.end() ? nullptr : it->second;
 }
 
+void trace_events::add_event_locked(trace_event *ev)
+{
+    events_.push_back(ev);
+    by_name_[key(ev->group, ev->name)] = ev;
+    id_used_[ev->id] = true;
+}
+
+void trace_events::forget_event_locked(const trace_event *ev)
+{
+    by_name_.erase(key(ev->group, ev->name));
+    id_used_[ev->id] = false;
+}
+
 uint16_t trace_events::alloc_id()
 {
     for (;;) {
@@ -444,9 +185,15 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
     parse_options opts;
     opts.accept = accept;
     opts.is_func_entry = place_is_func_entry;
+    opts.func_info = func_proto_of_place;
+    opts.event_fields = [this](std::string_view group,
+                               std::string_view event) -> const std::vector<filter_field> * {
+        const trace_event *ev = find(group, event);
+        return ev && !ev->attached ? &ev->fields : nullptr; // no event probe on an event probe
+    };
     dynevent_command cmd;
     const char *loc = nullptr;
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     probe_error e = parse_dynevent(argv, opts, cmd, &loc);
     if (e) {
         if (e.logged())
@@ -479,9 +226,76 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->def = def;
     tp->hooks.owner = tp.get();
     probe_definition &d = tp->def;
+    if (d.kind == probe_kind::eprobe)
+        return create_eprobe(std::move(tp), argv, loc);
 
-    // @SYM and @+OFFSET arguments. A probe placed in an object (lib:sym) reads that
-    // object's symbol when it has one: its own static variables, not a namesake elsewhere.
+    if (d.kind == probe_kind::fprobe) {
+        if (probe_error e = resolve_probe_args(*tp))
+            return fail(e);
+        tp->symbol = d.place.qualified_symbol();
+        if (fprobe_count_ips_from_filter(tp->symbol.c_str(), nullptr) <= 0)
+            return fail(registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
+    }
+
+    // Everything a handler reads is set before anything can call it.
+    std::unique_ptr<trace_event> fresh;
+    if (!ev) {
+        fresh = std::make_unique<trace_event>();
+        fresh->group = d.group;
+        fresh->name = d.event;
+        fresh->id = alloc_id();
+        fresh->fields = probe_filter_fields(d);
+        ev = fresh.get();
+    }
+    tp->event = ev;
+    tp->id = ev->id;
+    tp->has_dyn = d.has_dynamic_args();
+    tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
+    if (d.kind == probe_kind::fprobe)
+        compile_record(*tp); // a kprobe's, once its arguments are resolved
+
+    if (d.kind == probe_kind::fprobe) {
+        // An fprobe appended to an enabled event is registered now.
+        if (ev->armed()) {
+            struct fprobe &fp = tp->hooks.fp;
+            if (d.is_return) {
+                fp.exit_handler = fexit_handler;
+                if (!d.entry_args.empty()) {
+                    fp.entry_handler = fexit_entry_handler;
+                    fp.entry_data_size = d.entry_args.size();
+                }
+            } else {
+                fp.entry_handler = fentry_handler;
+            }
+            if (int r = register_fprobe(&fp, tp->symbol.c_str(), nullptr))
+                return fail(registration_error(
+                    r == -ENOENT ? probe_err::BAD_PROBE_ADDR : probe_err::FAIL_REG_PROBE, -r));
+            tp->fprobe_registered = true;
+        }
+    } else {
+        // p/r events register their kprobe now (disabled unless the event they join is
+        // enabled), or wait for their object to be loaded (trace_kprobe_place.cpp).
+        probe_error e;
+        if (int r = register_trace_kprobe(*tp, ev->armed(), e))
+            return e.logged() ? fail(e) : r;
+    }
+
+    if (fresh) {
+        add_event_locked(fresh.release());
+        std::lock_guard<std::mutex> g(fmt_mutex_);
+        formats_[ev->id] = std::make_shared<const probe_definition>(d);
+    }
+    ev->probes.push_back(tp.get());
+    probes_.push_back(tp.release());
+    update_dl_notifier();
+    return 0;
+}
+
+probe_error trace_events::resolve_probe_args(trace_probe &tp)
+{
+    probe_definition &d = tp.def;
+    // @SYM: a probe placed in an object (lib:sym) reads that object's symbol when it has
+    // one: its own static variables, not a namesake elsewhere.
     fetch_resolver resolver;
     std::string home = d.place.kind == probe_place::form::symbol ? d.place.object : "";
     resolver.symbol = [home](std::string_view name) -> std::optional<uintptr_t> {
@@ -501,126 +315,22 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
             return std::nullopt;
         return hits.front().sym->addr;
     };
+    // @+OFFSET: an offset in the probed file.
     if (d.kind == probe_kind::uprobe) {
         std::string path = d.place.object;
         resolver.file_offset = [path](uint64_t off) { return file_offset_to_addr(path, off); };
     }
     if (probe_error e = resolve_fetch_args(d.args, resolver, 2))
-        return fail(e);
+        return e;
     if (!d.args.empty())
         fetch_install_fault_handler();
+    return {};
+}
 
-    if (d.kind == probe_kind::fprobe) {
-        tp->symbol = d.place.qualified_symbol();
-        if (fprobe_count_ips_from_filter(tp->symbol.c_str(), nullptr) <= 0)
-            return fail(registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
-    } else {
-        struct kretprobe &rp = tp->hooks.rp;
-        struct kprobe &kp = rp.kp;
-        switch (d.place.kind) {
-        case probe_place::form::symbol: {
-            tp->symbol = d.place.qualified_symbol();
-            auto hits = kallsyms::instance().lookup_func(tp->symbol);
-            std::set<uintptr_t> addrs;
-            for (const auto &h : hits)
-                addrs.insert(h.sym->addr);
-            if (addrs.empty())
-                return fail(registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
-            if (addrs.size() > 1)
-                return fail(registration_error(probe_err::NON_UNIQ_SYMBOL, EADDRNOTAVAIL));
-            kp.symbol_name = tp->symbol.c_str();
-            kp.offset = d.place.offset;
-            break;
-        }
-        case probe_place::form::address:
-            kp.addr = reinterpret_cast<kprobe_opcode_t *>(d.place.address);
-            break;
-        case probe_place::form::file_offset: {
-            auto a = file_offset_to_addr(d.place.object, d.place.file_offset);
-            if (!a)
-                return fail(registration_error(probe_err::FAIL_REG_PROBE, ENOENT));
-            kp.addr = reinterpret_cast<kprobe_opcode_t *>(*a);
-            break;
-        }
-        }
-        // Registered disabled; enabling the event arms it. An enabled event's new probe
-        // starts armed (the kernel's append to an enabled event).
-        if (!(ev && ev->enabled))
-            kp.flags = KPROBE_FLAG_DISABLED;
-        int r;
-        if (d.is_return) {
-            rp.handler = kretprobe_handler;
-            if (!d.entry_args.empty()) {
-                rp.entry_handler = kretprobe_entry_handler;
-                rp.data_size = d.entry_args.size();
-            }
-            rp.maxactive = static_cast<int>(d.maxactive);
-            r = register_kretprobe(&rp);
-        } else {
-            kp.pre_handler = kprobe_pre_handler;
-            r = register_kprobe(&kp);
-        }
-        if (r < 0) {
-            // __register_trace_kprobe(): EILSEQ -> BAD_INSN_BNDRY (EINVAL), ENOENT ->
-            // BAD_PROBE_ADDR, anything else but ENOMEM/EEXIST -> FAIL_REG_PROBE.
-            if (r == -EILSEQ)
-                return fail(registration_error(probe_err::BAD_INSN_BNDRY, EINVAL));
-            if (r == -ENOENT)
-                return fail(registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
-            if (r == -ENOMEM || r == -EEXIST)
-                return r;
-            return fail(registration_error(probe_err::FAIL_REG_PROBE, -r));
-        }
-        tp->kprobe_registered = true;
-    }
-
-    bool new_event = !ev;
-    if (new_event) {
-        auto e = std::make_unique<trace_event>();
-        e->group = d.group;
-        e->name = d.event;
-        e->id = alloc_id();
-        e->fields = probe_filter_fields(d);
-        ev = e.release();
-    }
-    tp->event = ev;
-    tp->id = ev->id;
-    tp->has_dyn = d.has_dynamic_args();
-    tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
-    tp->fast = !tp->has_dyn && compile_fast_args(d, tp->fast_args) &&
-               !std::getenv("DPROBE_NO_FAST_ARGS"); // tests compare both writers
-
-    // An fprobe appended to an enabled event is registered now.
-    if (d.kind == probe_kind::fprobe && ev->enabled) {
-        struct fprobe &fp = tp->hooks.fp;
-        if (d.is_return) {
-            fp.exit_handler = fexit_handler;
-            if (!d.entry_args.empty()) {
-                fp.entry_handler = fexit_entry_handler;
-                fp.entry_data_size = d.entry_args.size();
-            }
-        } else {
-            fp.entry_handler = fentry_handler;
-        }
-        if (int r = register_fprobe(&fp, tp->symbol.c_str(), nullptr)) {
-            if (new_event)
-                delete ev;
-            return fail(registration_error(
-                r == -ENOENT ? probe_err::BAD_PROBE_ADDR : probe_err::FAIL_REG_PROBE, -r));
-        }
-        tp->fprobe_registered = true;
-    }
-
-    if (new_event) {
-        events_.push_back(ev);
-        by_name_[key(ev->group, ev->name)] = ev;
-        id_used_[ev->id] = true;
-        std::lock_guard<std::mutex> g(fmt_mutex_);
-        formats_[ev->id] = std::make_shared<const probe_definition>(d);
-    }
-    ev->probes.push_back(tp.get());
-    probes_.push_back(tp.release());
-    return 0;
+void trace_events::compile_record(trace_probe &tp)
+{
+    tp.fast = !tp.has_dyn && compile_fast_args(tp.def, tp.fast_args) &&
+              !std::getenv("DPROBE_NO_FAST_ARGS"); // tests compare both writers
 }
 
 int trace_events::remove(const delete_request &req, unsigned accept)
@@ -634,6 +344,29 @@ int trace_events::remove(const delete_request &req, unsigned accept)
     for (trace_probe *p : hit)
         if (p->event->enabled)
             return -EBUSY;
+    // An event an event probe reads stays while that event probe does (the kernel holds a
+    // reference on it).
+    for (const trace_event *e : events_) {
+        if (!e->attached)
+            continue;
+        bool reader_goes = std::any_of(hit.begin(), hit.end(),
+                                       [&](trace_probe *p) { return p->event == e; });
+        bool read_goes = std::any_of(hit.begin(), hit.end(),
+                                     [&](trace_probe *p) { return p->event == e->attached; });
+        if (read_goes && !reader_goes)
+            return -EBUSY;
+    }
+    std::unordered_set<trace_probe *> gone(hit.begin(), hit.end());
+    probes_.erase(std::remove_if(probes_.begin(), probes_.end(),
+                                 [&](trace_probe *p) { return gone.count(p) != 0; }),
+                  probes_.end());
+    // Event probes first: they go to the event they read.
+    auto plain = std::stable_partition(hit.begin(), hit.end(), [](trace_probe *p) {
+        return p->def.kind == probe_kind::eprobe;
+    });
+    for (auto it = hit.begin(); it != plain; ++it)
+        bury_eprobe(*it);
+    hit.erase(hit.begin(), plain);
     // The kprobes and kretprobes go in one batch each (one text patch, one wait).
     std::vector<struct kprobe *> kps;
     std::vector<struct kretprobe *> rps;
@@ -649,7 +382,6 @@ int trace_events::remove(const delete_request &req, unsigned accept)
         unregister_kprobes(kps.data(), static_cast<int>(kps.size()));
     if (!rps.empty())
         unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
-    std::unordered_set<trace_probe *> gone(hit.begin(), hit.end());
     std::vector<trace_event *> emptied;
     for (trace_probe *p : hit) {
         if (p->fprobe_registered)
@@ -658,29 +390,25 @@ int trace_events::remove(const delete_request &req, unsigned accept)
         ev->probes.erase(std::remove(ev->probes.begin(), ev->probes.end(), p), ev->probes.end());
         if (ev->probes.empty())
             emptied.push_back(ev);
-    }
-    probes_.erase(std::remove_if(probes_.begin(), probes_.end(),
-                                 [&](trace_probe *p) { return gone.count(p) != 0; }),
-                  probes_.end());
-    for (trace_probe *p : hit)
         delete p;
+    }
     if (!emptied.empty()) {
         std::unordered_set<trace_event *> dead(emptied.begin(), emptied.end());
         events_.erase(std::remove_if(events_.begin(), events_.end(),
                                      [&](trace_event *e) { return dead.count(e) != 0; }),
                       events_.end());
         for (trace_event *ev : emptied) {
-            by_name_.erase(key(ev->group, ev->name));
-            id_used_[ev->id] = false;
+            forget_event_locked(ev);
             delete ev; // its filters with it: every probe is unregistered, no handler runs
         }
     }
+    update_dl_notifier();
     return 0;
 }
 
 int trace_events::release_all(unsigned accept)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     for (trace_probe *p : probes_)
         if (accepts(accept, p->def.kind) && p->event->enabled)
             return -EBUSY;
@@ -692,19 +420,26 @@ int trace_events::release_all(unsigned accept)
     return remove(all, accept);
 }
 
-std::string trace_events::listing(unsigned accept) const
+std::string trace_events::listing(unsigned accept, bool with_state) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::string s;
     for (const trace_probe *p : probes_)
         if (accepts(accept, p->def.kind))
-            s += p->def.listing() + "\n";
+            s += p->def.listing() + (with_state && code_gone(*p) ? " # [GONE]\n" : "\n");
     return s;
+}
+
+std::string trace_events::listing_of(std::string_view group, std::string_view event) const
+{
+    events_lock g(*this);
+    const trace_event *ev = find(group, event);
+    return ev ? ev->probes.front()->def.listing() : std::string();
 }
 
 std::string trace_events::kprobe_profile() const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::string s;
     char line[256];
     for (trace_probe *p : probes_) {
@@ -722,7 +457,7 @@ std::string trace_events::kprobe_profile() const
 
 std::string trace_events::uprobe_profile() const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::string s;
     char line[PATH_MAX + 128];
     for (trace_probe *p : probes_) {
@@ -737,7 +472,7 @@ std::string trace_events::uprobe_profile() const
 
 std::vector<std::string> trace_events::groups() const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::set<std::string> s;
     for (const trace_event *ev : events_)
         s.insert(ev->group);
@@ -746,7 +481,7 @@ std::vector<std::string> trace_events::groups() const
 
 std::vector<std::string> trace_events::events(std::string_view group) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::set<std::string> s;
     for (const trace_event *ev : events_)
         if (ev->group == group)
@@ -756,20 +491,20 @@ std::vector<std::string> trace_events::events(std::string_view group) const
 
 bool trace_events::has_group(std::string_view group) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     return std::any_of(events_.begin(), events_.end(),
                        [&](const trace_event *ev) { return ev->group == group; });
 }
 
 bool trace_events::has_event(std::string_view group, std::string_view event) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     return find(group, event) != nullptr;
 }
 
 int trace_events::event_id(std::string_view group, std::string_view event) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     const trace_event *ev = find(group, event);
     return ev ? ev->id : -ENOENT;
 }
@@ -777,7 +512,7 @@ int trace_events::event_id(std::string_view group, std::string_view event) const
 std::optional<std::string> trace_events::format(std::string_view group,
                                                 std::string_view event) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     const trace_event *ev = find(group, event);
     if (!ev)
         return std::nullopt;
@@ -790,26 +525,85 @@ int trace_events::enable_locked(trace_event &ev, bool on)
     return enable_many_locked(one, on);
 }
 
-// Enables (or disables) EVS together: the fprobe of each f probe is registered on its own
-// (itself one batch over its functions), the kprobes and kretprobes of every p/r probe are
-// armed in one batch. All or nothing.
+// Enables (or disables) EVS together, all or nothing. The probes of plain events are armed
+// as one batch (arm_many_locked); event probes and the events they read (whose probes may
+// stay armed for them) go one by one.
 int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
 {
-    std::vector<trace_event *> todo;
+    std::vector<trace_event *> plain, single;
     std::unordered_set<trace_event *> seen;
+    for (trace_event *ev : evs) {
+        if (ev->enabled == on || !seen.insert(ev).second)
+            continue;
+        (ev->attached || ev->soft ? single : plain).push_back(ev);
+    }
+    auto set_plain = [&plain](bool state) {
+        // Recording stops before the probes are disarmed and starts after they are armed.
+        for (trace_event *ev : plain) {
+            ev->enabled = state;
+            ev->recording.store(state, std::memory_order_release);
+        }
+    };
+    if (!on)
+        set_plain(false);
+    if (int err = arm_many_locked(plain, on)) {
+        if (!on)
+            set_plain(true);
+        return err;
+    }
+    if (on)
+        set_plain(true);
+    for (size_t i = 0; i < single.size(); ++i) {
+        int err = single[i]->attached ? enable_eprobe_locked(*single[i], on)
+                                      : enable_soft_locked(*single[i], on);
+        if (!err)
+            continue;
+        while (i-- > 0)
+            single[i]->attached ? enable_eprobe_locked(*single[i], !on)
+                                : enable_soft_locked(*single[i], !on);
+        if (on)
+            set_plain(false);
+        arm_many_locked(plain, !on);
+        if (!on)
+            set_plain(true);
+        return err;
+    }
+    return 0;
+}
+
+// An event whose probes event probes keep armed: only its own recording changes.
+int trace_events::enable_soft_locked(trace_event &ev, bool on)
+{
+    ev.enabled = on;
+    ev.recording.store(on, std::memory_order_release);
+    return 0;
+}
+
+int trace_events::arm_locked(trace_event &ev, bool on)
+{
+    trace_event *one[1] = {&ev};
+    return arm_many_locked(one, on);
+}
+
+// Registers (or unregisters) the fprobes of EVS one by one (each is itself one batch over its
+// functions) and arms (or disarms) their kprobes and kretprobes in one batch: one text patch
+// and one wait for thousands of p/r events. A probe whose object is not mapped is armed when
+// it is (trace_kprobe_place.cpp).
+int trace_events::arm_many_locked(std::span<trace_event *const> evs, bool on)
+{
+    std::vector<trace_probe *> fprobes, kprobes;
     for (trace_event *ev : evs)
-        if (ev->enabled != on && seen.insert(ev).second)
-            todo.push_back(ev);
-    std::vector<trace_probe *> fprobes;
+        for (trace_probe *tp : ev->probes)
+            (tp->def.kind == probe_kind::fprobe ? fprobes : kprobes).push_back(tp);
     std::vector<struct kprobe *> kps;
-    for (trace_event *ev : todo)
-        for (trace_probe *tp : ev->probes) {
-            if (tp->def.kind == probe_kind::fprobe)
-                fprobes.push_back(tp);
-            else if (tp->kprobe_registered)
+    if (!on) {
+        for (trace_probe *tp : kprobes) {
+            if (!tp->kprobe_registered)
+                continue;
+            sem_put(*tp);
+            if (!code_gone(*tp))
                 kps.push_back(&tp->hooks.rp.kp);
         }
-    if (!on) {
         if (!kps.empty())
             disable_kprobes(kps.data(), static_cast<int>(kps.size()));
         for (trace_probe *tp : fprobes)
@@ -817,14 +611,11 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
                 unregister_fprobe(&tp->hooks.fp);
                 tp->fprobe_registered = false;
             }
-        for (trace_event *ev : todo)
-            ev->enabled = false;
         return 0;
     }
     int err = 0;
-    size_t done = 0;
-    for (; done < fprobes.size() && !err; ++done) {
-        trace_probe &tp = *fprobes[done];
+    for (size_t i = 0; i < fprobes.size() && !err; ++i) {
+        trace_probe &tp = *fprobes[i];
         struct fprobe &fp = tp.hooks.fp;
         fp = {};
         if (tp.def.is_return) {
@@ -839,6 +630,12 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
         err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
         tp.fprobe_registered = err == 0;
     }
+    std::vector<trace_probe *> armed;
+    for (trace_probe *tp : kprobes)
+        if (!code_gone(*tp)) {
+            kps.push_back(&tp->hooks.rp.kp);
+            armed.push_back(tp);
+        }
     if (!err && !kps.empty())
         err = enable_kprobes(kps.data(), static_cast<int>(kps.size()));
     if (err) {
@@ -849,14 +646,14 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
             }
         return err;
     }
-    for (trace_event *ev : todo)
-        ev->enabled = true;
+    for (trace_probe *tp : armed)
+        sem_get(*tp);
     return 0;
 }
 
 int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t *failed)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::vector<trace_event *> evs;
     evs.reserve(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
@@ -890,7 +687,7 @@ int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t
 
 int trace_events::set_enabled(std::string_view group, std::string_view event, bool on)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
@@ -899,7 +696,7 @@ int trace_events::set_enabled(std::string_view group, std::string_view event, bo
 
 int trace_events::enabled(std::string_view group, std::string_view event) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     const trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
@@ -908,7 +705,7 @@ int trace_events::enabled(std::string_view group, std::string_view event) const
 
 int trace_events::set_group_enabled(std::string_view group, bool on)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
         if (group.empty() || ev->group == group)
@@ -926,7 +723,7 @@ int trace_events::set_group_enabled(std::string_view group, bool on)
 
 char trace_events::group_enabled(std::string_view group) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     unsigned set = 0;
     for (const trace_event *ev : events_)
         if (group.empty() || ev->group == group)
@@ -938,7 +735,7 @@ char trace_events::group_enabled(std::string_view group) const
 int trace_events::set_filter(std::string_view group, std::string_view event,
                              std::string_view text)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
@@ -969,7 +766,7 @@ int trace_events::set_filter(std::string_view group, std::string_view event,
 std::optional<std::string> trace_events::filter_text(std::string_view group,
                                                      std::string_view event) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     const trace_event *ev = find(group, event);
     if (!ev)
         return std::nullopt;
@@ -978,7 +775,7 @@ std::optional<std::string> trace_events::filter_text(std::string_view group,
 
 int trace_events::set_group_filter(std::string_view group, std::string_view text)
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     std::string_view s = strip(text);
     std::string key(group);
     std::vector<trace_event *> evs;
@@ -1022,7 +819,7 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
 
 std::string trace_events::group_filter_text(std::string_view group) const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     auto it = group_filter_text_.find(std::string(group));
     return it != group_filter_text_.end() ? it->second : default_sys_filter_message;
 }
@@ -1042,7 +839,7 @@ std::string trace_events::format_record(const void *payload, size_t len) const
     }
     if (!def)
         return "Unknown type " + std::to_string(h.type);
-    return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, symbolize);
+    return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, trace_symbolize);
 }
 
 size_t trace_events::payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,
@@ -1059,7 +856,7 @@ size_t trace_events::payload_fn(char *buf, size_t len, const void *payload, size
 
 size_t trace_events::nr_events() const
 {
-    std::lock_guard<std::mutex> g(mutex_);
+    events_lock g(*this);
     return events_.size();
 }
 

@@ -21,10 +21,12 @@
 // and discard. That path is noexcept, allocation-free and lock-free.
 #pragma once
 
+#include "core/symbols.h"
 #include "tracefs/error_log.h"
 #include "tracefs/event_filter.h"
 #include "tracefs/probe_parse.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,6 +40,7 @@
 
 namespace dprobe {
 
+struct dl_notifier;
 struct trace_event;
 struct trace_probe;
 
@@ -64,8 +67,13 @@ public:
     // O_TRUNC on those files: deletes every event of the kinds ACCEPT names; -EBUSY (and
     // nothing deleted) when one of them is enabled.
     int release_all(unsigned accept);
-    // Their text: one listing line per probe, in creation order.
-    std::string listing(unsigned accept) const;
+    // Their text: one listing line per probe, in creation order. WITH_STATE (the files)
+    // marks a p/r event whose code is not mapped with a trailing comment, " # [GONE]",
+    // which a write of the same text drops like any comment.
+    std::string listing(unsigned accept, bool with_state = false) const;
+    // The listing line of the first probe of GROUP/EVENT ("" when there is no such event):
+    // what a command became once its names and $arg* were resolved.
+    std::string listing_of(std::string_view group, std::string_view event) const;
 
     // kprobe_profile: "  %-44s %15lu %15lu\n" per kprobe (event name, hits, misses);
     // uprobe_profile: "  %s %-44s %15lu\n" (path, event name, hits).
@@ -114,6 +122,11 @@ public:
     // Number of events / probes (tests).
     size_t nr_events() const;
 
+    // kprobes/list lines of the p/r events whose object is not mapped (no kprobe yet, or
+    // its kprobe's code unloaded), as the kernel lists a probe whose code is gone.
+    std::string pending_kprobes_list() const;
+
+
     trace_events(const trace_events &) = delete;
     trace_events &operator=(const trace_events &) = delete;
 
@@ -121,11 +134,70 @@ private:
     trace_events();
     ~trace_events() = delete;
 
+    // mutex_ held for a scope; on release, the rescan a dlopen asked for while it was held.
+    class events_lock {
+    public:
+        explicit events_lock(const trace_events &te) : te_(const_cast<trace_events &>(te))
+        {
+            te_.mutex_.lock();
+        }
+        ~events_lock() { te_.unlock_and_rescan(); }
+        events_lock(const events_lock &) = delete;
+        events_lock &operator=(const events_lock &) = delete;
+
+    private:
+        trace_events &te_;
+    };
+    friend class events_lock;
+    void unlock_and_rescan();
+
     int create(const probe_definition &def, std::span<const std::string> argv, const char *loc);
+    // @SYM and @+OFFSET arguments of TP resolved in the process (BAD_PROBE_ADDR otherwise).
+    probe_error resolve_probe_args(trace_probe &tp);
+    // The fast record writer of TP (trace_events_internal.h), from its resolved arguments;
+    // before any handler can run.
+    static void compile_record(trace_probe &tp);
+
+    // ---- where p/r events' kprobes go (trace_kprobe_place.cpp) ----
+    // Registers TP's kprobe (armed when ARMED), or marks TP pending when its object is not
+    // mapped. Returns 0, or -errno with *ERR set when the kernel would log the failure.
+    int register_trace_kprobe(trace_probe &tp, bool armed, probe_error &err);
+    // Pending probes whose object is now mapped are registered; probes whose object was
+    // unloaded and is mapped again are registered anew (the kernel's module notifier).
+    void rescan_locked();
+    // Installs the loader notifier while some p/r event lives in a loaded library or waits
+    // for one; removes it when none does.
+    void update_dl_notifier();
+    static void objects_changed(std::span<const object_ptr> added);
+    static const dl_notifier &events_notifier();
+    // The SDT semaphore of a path:offset(REF) event: incremented while its probe is armed,
+    // as the kernel's uprobe reference counter (sem_put leaves unloaded memory alone).
+    void sem_get(trace_probe &tp);
+    void sem_put(trace_probe &tp);
+    // TP waits for its object: pending, or its kprobe's object was unloaded.
+    bool code_gone(const trace_probe &tp) const;
+    std::atomic<bool> rescan_{false};
+    bool notifier_on_ = false;
     int remove(const delete_request &req, unsigned accept);
     trace_event *find(std::string_view group, std::string_view event) const;
     int enable_locked(trace_event &ev, bool on);
     int enable_many_locked(std::span<trace_event *const> evs, bool on);
+    int enable_soft_locked(trace_event &ev, bool on);
+    // Registers (arms) or unregisters the probes of EV, or of EVS in one batch.
+    int arm_locked(trace_event &ev, bool on);
+    int arm_many_locked(std::span<trace_event *const> evs, bool on);
+
+    // ---- event probes (trace_eprobe.cpp) ----
+    int create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const std::string> argv,
+                      const char *loc);
+    int enable_eprobe_locked(trace_event &ev, bool on);
+    // Deletes event probe TP (disabled): kept with its attached event until that is freed,
+    // as its handlers may still be reading it.
+    void bury_eprobe(trace_probe *tp);
+    // EV joins the registry (creation order, by name, its id taken); forget_event_locked()
+    // drops its name and id (the caller takes it out of events_).
+    void add_event_locked(trace_event *ev);
+    void forget_event_locked(const trace_event *ev);
     uint16_t alloc_id();
     static std::string key(std::string_view group, std::string_view event);
 

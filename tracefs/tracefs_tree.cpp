@@ -132,7 +132,7 @@ int store_enable(std::string_view s, const std::function<int(bool)> &set)
 node dynevent_file(unsigned accept)
 {
     auto &ev = trace_events::instance();
-    return rw([&ev, accept] { return ev.listing(accept); },
+    return rw([&ev, accept] { return ev.listing(accept, true); },
               [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
               [&ev, accept] { return ev.release_all(accept); });
 }
@@ -266,7 +266,7 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
     if (p.size() != 2)
         return std::nullopt;
     if (p[1] == "list")
-        return ro([] { return kprobes_list_text(); });
+        return ro([] { return kprobes_list_text() + trace_events::instance().pending_kprobes_list(); });
     if (p[1] == "blacklist")
         return ro([] { return kprobes_blacklist_text(); });
     if (p[1] == "enabled")
@@ -648,6 +648,7 @@ const char *tracefs_tree::readme()
 	   Format: p[:[<group>/][<event>]] <place> [<args>]
 	           r[maxactive][:[<group>/][<event>]] <place> [<args>]
 	           f[:[<group>/][<event>]] <func-name>[%return] [<args>]
+	           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]
 	           -:[<group>/][<event>]
 	    place: [<module>:]<symbol>[+<offset>]|<memaddr>
 place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
@@ -655,12 +656,18 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	     args: <name>=fetcharg[:type]
 	 fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],
 	           $stack<index>, $stack, $retval, $comm, $arg<N>,
+	           <argname>[->field[->field|.field...]],
 	           +|-[u]<offset>(<fetcharg>), \imm-value, \"imm-string"
 	     kernel return probes support: $retval, $arg<N>, $comm
 	     type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
 	           b<bit-width>@<bit-offset>/<container-size>, ustring,
 	           symstr, <type>\[<array-size>\]
+	    efield: For event probes ('e' types), the field is on of the fields
+	            of the <attached-group>/<attached-event>.
 	  <module> is a loaded object ("libc.so.6:malloc"); <place> of an f event may be a glob.
+	  A place in a library not loaded yet (or a file not mapped) waits for it: " # [GONE]".
+	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
+	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
 )";
 }
 

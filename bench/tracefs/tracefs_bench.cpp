@@ -21,6 +21,11 @@ unsigned long tfs_bench_event(unsigned long, unsigned long);
 unsigned long tfs_bench_filtered(unsigned long, unsigned long);
 unsigned long tfs_bench_rejected(unsigned long, unsigned long);
 unsigned long tfs_bench_string(unsigned long, unsigned long);
+struct tfs_bench_item {
+    const char *name;
+    unsigned long len;
+};
+unsigned long tfs_bench_named(const tfs_bench_item *, unsigned long);
 }
 
 namespace {
@@ -104,12 +109,52 @@ void BM_event_comm_string(benchmark::State &state)
     run_event(state, "tfs_bench_string", "x=$arg1:u64 c=$comm", nullptr, tfs_bench_string);
 }
 
+// Arguments named from the function's DWARF (`it->len n`, the kernel's BTF syntax) against
+// the same fetches written out: resolved at parse time into the same program, they must
+// cost the same per hit.
+const tfs_bench_item bench_item = {"item", 42};
+
+unsigned long call_named(unsigned long x, unsigned long y)
+{
+    return tfs_bench_named(&bench_item, x + y);
+}
+
+void BM_untraced_item(benchmark::State &state) { run_calls(state, call_named); }
+
+void BM_event_dwarf_names(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_named", "it->len n", nullptr, call_named);
+}
+
+// The same site as the named events (one after the other), so that code placement cannot
+// tell them apart.
+void BM_event_explicit_fetch(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_named", "len=+8($arg1):u64 n=$arg2:u64", nullptr, call_named);
+}
+
+void BM_event_dwarf_string(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_named", "it->name it->len", nullptr, call_named);
+}
+
+void BM_event_explicit_string(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_named", "name=+0(+0($arg1)):string len=+8($arg1):u64",
+              nullptr, call_named);
+}
+
 BENCHMARK(BM_untraced);
 BENCHMARK(BM_bare_fprobe);
 BENCHMARK(BM_event_2args);
 BENCHMARK(BM_event_2args_filter_pass);
 BENCHMARK(BM_event_2args_filter_reject);
 BENCHMARK(BM_event_comm_string);
+BENCHMARK(BM_untraced_item);
+BENCHMARK(BM_event_dwarf_names);
+BENCHMARK(BM_event_explicit_fetch);
+BENCHMARK(BM_event_dwarf_string);
+BENCHMARK(BM_event_explicit_string);
 
 // Prints the usual table, then each event's cost above the bare probe.
 class diff_reporter : public benchmark::ConsoleReporter {
@@ -143,6 +188,12 @@ public:
         if (bare == ns_.end() || base == ns_.end())
             return;
         std::printf("\nbare fprobe: %.1f ns above the untraced call\n", bare->second - base->second);
+        if (auto item = ns_.find("BM_untraced_item"); item != ns_.end())
+            for (const char *n : {"BM_event_dwarf_names", "BM_event_explicit_fetch",
+                                  "BM_event_dwarf_string", "BM_event_explicit_string"})
+                if (auto it = ns_.find(n); it != ns_.end())
+                    std::printf("%-32s %6.1f ns per hit above its untraced call (%.2fx)\n", n,
+                                it->second - item->second, it->second / item->second);
         for (const auto &[name, ns] : ns_)
             if (name.rfind("BM_event", 0) == 0)
                 std::printf("%-32s %6.1f ns per hit above the bare probe\n", name.c_str(),

@@ -129,6 +129,57 @@ for ev, (_, spec, tag) in PROBES.items():
             check(set(g) <= set(w for w in printed.get(tag, [{}])[0]),
                   "%s: every fetched variable is printed: %s" % (ev, sorted(g)))
 
+# dynamic_events lines naming parameters and members (the kernel's BTF-argument syntax,
+# resolved from DWARF inside the traced process), on the program, on its stripped copy
+# (whose DWARF is in the separate file .gnu_debuglink names) and in the library.
+BTF_LINES = {
+    "bscore": ("f:btf/bscore score id=it->id x=it->pos.x y=it->pos.y flags=it->flags "
+               "level=it->level name=it->name hist=it->hist scale", "score"),
+    "bmeta": ("p:btf/bmeta score $arg*", "score"),
+    "blib": ("f:btf/blib lib_step k", "lib"),
+}
+for binary in (PROG, os.path.join(BINDIR, "stripped", "dwvars")):
+    rec = ["record", "-q", "-o", "b.dat"]
+    for line, _ in BTF_LINES.values():
+        rec += ["-e", line]
+    p = dprobe(rec + ["--", binary], ok=False)
+    check(p.returncode == 0, "record with DWARF names on %s: %s" % (binary, p.stderr))
+    bprinted = {}
+    for text in p.stdout.splitlines():
+        tag = text.split(" ", 1)[0]
+        bprinted.setdefault(tag, []).append(values(text))
+    breport = dprobe(["report", "-i", "b.dat", "--no-header"]).stdout
+    bevents = {}
+    for text in breport.splitlines():
+        m = re.match(r"^\s*\S+-\d+\s+\[\d+\] \S+\s+[\d.]+: (\w+): \([^)]*\)(.*)$", text)
+        if m:
+            bevents.setdefault(m.group(1), []).append(values(m.group(2)))
+    for ev, (line, tag) in BTF_LINES.items():
+        got, want = bevents.get(ev, []), bprinted.get(tag, [])
+        check(len(want) > 0 and len(got) == len(want),
+              "%s on %s: %d bevents for %d bprinted lines\n%s" % (ev, binary, len(got), len(want),
+                                                                breport))
+        for i, (g, w) in enumerate(zip(got, want)):
+            common = [k for k in g if k in w]
+            check(len(common) >= (2 if ev == "bscore" else 1),
+                  "%s #%d: compares %s (event %s, bprinted %s)" % (ev, i, common, g, w))
+            for k in common:
+                check(g[k] == w[k], "%s #%d on %s: %s=%s, the program bprinted %s" %
+                      (ev, i, binary, k, g[k], w[k]))
+    for g, w in zip(bevents.get("bscore", []), bprinted.get("score", [])):
+        # hist is the whole array: its element 2 is what the program prints as h2.
+        check(g.get("hist", "").strip("{}").split(",")[2:3] == [w["h2"]],
+              "bscore: hist=%s, h2=%s" % (g.get("hist"), w["h2"]))
+    for g in bevents.get("bmeta", []):
+        check(set(g) == {"it", "scale"}, "$arg* names score's parameters: %s" % sorted(g))
+
+# A name the debug info does not know is refused before the program runs, with the
+# kernel's error and caret.
+p = dprobe(["record", "-q", "-o", "bad.dat", "-e", "f:ev score it->nosuch", "--", PROG], ok=False)
+check(p.returncode != 0 and p.stdout == "" and "This field is not found." in p.stderr and
+      "    Command: f:ev score it->nosuch\n" + " " * 28 + "^" in p.stderr,
+      "record refuses it->nosuch offline: %r" % p.stderr)
+
 # $vars: what it leaves out is said, never guessed.
 lvars = events.get("lvars", [{}])[0]
 check({"arr", "word"} <= set(lvars), "$vars fetched arr and word: %s" % lines["lvars"])

@@ -3,8 +3,8 @@
 // whole translation on dwvars.c built at -O0 and -O2 (perf_probe.h, probe_finder.h,
 // probe_show.h). What depends on the compiler's register choices is matched by pattern;
 // what the ABI fixes (member offsets, bitfield layout, types) exactly.
-#include "tools/dprobe/debuginfo.h"
-#include "tools/dprobe/dwarf_fetch.h"
+#include "tracefs/dwarf/debuginfo.h"
+#include "tracefs/dwarf/dwarf_fetch.h"
 #include "tools/dprobe/elf_image.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_point.h"

@@ -265,6 +265,31 @@ tr_ error_log
 [ -z "$(r error_log)" ] || fail "error_log not cleared"
 ok "trace and error_log cleared by O_TRUNC"
 
+# ---- names from DWARF, event probes (issue 19) ----
+w dynamic_events 'f:e2e/named e2e_greet name n' || fail "define named: $(r error_log)"
+[ "$(r dynamic_events)" = 'f:e2e/named e2e_greet name=name n=n' ] || fail "named listing: $(r dynamic_events)"
+r events/e2e/named/format | grep -qP '^\tfield:__data_loc char\[\] name;\toffset:16;\tsize:4;\tsigned:1;$' ||
+    fail "named format (char * is a string): $(r events/e2e/named/format)"
+r events/e2e/named/format | grep -qP '^\tfield:s64 n;\toffset:20;\tsize:8;\tsigned:1;$' ||
+    fail "named format (long is s64): $(r events/e2e/named/format)"
+w dynamic_events 'e:e2e/big e2e.named who=$name:string n=$n if n > 0' || fail "define big: $(r error_log)"
+r dynamic_events | grep -qx 'e:e2e/big e2e.named who=$name:string n=$n' || fail "big listing: $(r dynamic_events)"
+w dynamic_events 'f e2e_greet nosuch' && fail "an unknown parameter name accepted"
+r error_log | grep -q 'trace_fprobe: error: This variable is not found at this probe point' ||
+    fail "NO_BTFARG: $(r error_log)"
+r error_log | grep -qx "$(printf '%*s^' 23 '')" || fail "NO_BTFARG caret: $(r error_log)"
+# Only the event probe: e2e/named runs in soft mode, its own records are not written.
+w events/e2e/big/enable 1 || fail "enable big"
+[ "$(r events/e2e/named/enable)" = 0 ] || fail "named enabled by the event probe"
+pipe_for 1.5 >"$work/pipe4"
+grep -qE ' big: \(e2e\.named\) who="world" n=0x[0-9a-f]+$' "$work/pipe4" || fail "event probe records: $(head -3 "$work/pipe4")"
+grep -q ' named: ' "$work/pipe4" && fail "soft-mode event wrote records: $(grep -m1 ' named: ' "$work/pipe4")"
+w dynamic_events '-:e2e/named' && fail "deleted an event an event probe reads"
+w events/e2e/big/enable 0 || fail "disable big"
+w dynamic_events '-:e2e/big' || fail "delete big"
+w dynamic_events '-:e2e/named' || fail "delete named"
+ok "names from DWARF, event probe in soft mode"
+
 # ---- exit ----
 kill -TERM "$child"
 wait "$child"

@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, many, libc, noloss.
+errors, funcs, probe, follow, many, pending, eprobe, libc, noloss.
 """
 import json
 import os
@@ -580,6 +580,42 @@ elif CASE == "many":
     check(len(hits) == n and set(hits.values()) == {3},
           "each of %d events recorded 3 times (%d events seen, counts %s)" %
           (n, len(hits), sorted(set(hits.values()))))
+elif CASE == "pending":
+    # Probes on a library the program has not loaded yet (the kernel's pending probes on a
+    # module, and its uprobes on any file): dlprog loads libdlplugin.so, unloads it and loads
+    # it again elsewhere. The probes are armed at each load before the library's constructor
+    # runs, by symbol (lib:sym) and by file offset (path:0xoffset).
+    lib = prog("libdlplugin.so")
+    out = subprocess.run(["readelf", "-sW", "-lW", lib], capture_output=True, text=True).stdout
+    sym = re.search(r"^\s*\d+: ([0-9a-f]+)\s+\d+ FUNC\s+\S+\s+\S+\s+\S+ plugin_run$", out, re.M)
+    loads = re.findall(r"^\s*LOAD\s+0x([0-9a-f]+) 0x([0-9a-f]+) 0x[0-9a-f]+ 0x([0-9a-f]+)", out,
+                       re.M)
+    check(sym and loads, "plugin_run and the segments of %s:\n%s" % (lib, out))
+    vaddr = int(sym.group(1), 16)
+    foff = [vaddr - int(v, 16) + int(o, 16) for o, v, sz in loads
+            if int(v, 16) <= vaddr < int(v, 16) + int(sz, 16)][0]
+    p = record(["-o", "p.dat",
+                "-e", "p:pend/sq libdlplugin.so:plugin_square x=%di:s32",
+                "-e", "r:pend/sqret libdlplugin.so:plugin_square ret=$retval:s32",
+                "-e", "p:pend/run %s:0x%x round=%%di:s32" % (lib, foff),
+                "--", prog("dlprog")])
+    check(p.stdout == "7\n", "the program's output is kept (%r)" % p.stdout)
+    # The probed places: raw addresses, or symbols when the report still knows the
+    # library's last load (it was unloaded before the program ended).
+    text = mask_text(run(["report", "-i", "p.dat"]).stdout)
+    compare(re.sub(r"(: \w+: )\([^)]*\)", r"\1(PLACE)", text), "pending.text")
+    # A library that is not there at all is not pending: its file must exist.
+    p = record(["-o", "n.dat", "-e", "p:pend/x /nonexistent/libx.so:0x1000", "--",
+                prog("dlprog")], ok=False)
+    check(p.returncode != 0 and "Failed to find the given file" in p.stderr,
+          "a uprobe on a missing file: %r" % p.stderr)
+elif CASE == "eprobe":
+    # An event probe on an fprobe event, recorded: its records after the fprobe's, only for
+    # the calls its filter lets through; an event probe alone (its event not enabled) is
+    # refused nothing: the fprobe then runs in soft mode.
+    record(["-o", "e.dat", "-e", "f:fp/add add a=$arg1:s32 b=$arg2:s32",
+            "-e", "e:ep/neg fp.add a=$a b=$b:s32 if b < 0", "--", prog("args")])
+    compare(mask_text(run(["report", "-i", "e.dat"]).stdout), "eprobe.text")
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

@@ -65,6 +65,14 @@ const accepted_case accepted[] = {
     {"r /bin/sh:100(0x20)", "r:uprobes/p_sh_0x64 /bin/sh:0x0000000000000064(0x20)"},
     {"p:u /bin/sh:0x10%return $retval @+0x20:u32",
      "r:uprobes/u /bin/sh:0x0000000000000010 arg1=$retval arg2=@+0x20:u32"},
+    // Event probes (their fields are checked where the attached event is known); the
+    // filter is not listed, as in the kernel.
+    {"e:ep/x fp.add c=$code p=$path:string n=+8($req):u32 if code > 1",
+     "e:ep/x fp.add c=$code p=$path:string n=+8($req):u32"},
+    {"e fp/add $comm", "e:eprobes/add fp.add arg1=$comm"},
+    // An SDT probe's line, as dprobe probe writes it.
+    {"p:sdt_python/function__entry /bin/sh:0x00000000004f20a1(0xa84260) arg1=%bp:u64",
+     "p:sdt_python/function__entry /bin/sh:0x00000000004f20a1(0xa84260) arg1=%bp:u64"},
 };
 
 TEST(ProbeParse, AcceptedLinesAndListing)
@@ -298,6 +306,15 @@ const rejected_case rejected[] = {
     {"p /bin/sh:10 %ax:^symbol", "BAD_TYPE", EINVAL, "trace_uprobe"},
     {"p /bin/sh:10 %ax:^symstr", "BAD_TYPE", EINVAL, "trace_uprobe"},
     {"p:^/x /bin/sh:10", "NO_GROUP_NAME", EINVAL, "trace_uprobe"},
+    // event probes (eprobes_syntax_errors.tc)
+    {"e ^a.", "NO_EVENT_INFO", EINVAL, "event_probe"},
+    {"e ^.b", "NO_EVENT_INFO", EINVAL, "event_probe"},
+    {"e:^/bar a.b", "NO_GROUP_NAME", EINVAL, "event_probe"},
+    {"e:^foo.1/bar a.b", "BAD_GROUP_NAME", EINVAL, "event_probe"},
+    {"e:foo/^bar.1 a.b", "BAD_EVENT_NAME", EINVAL, "event_probe"},
+    {"e:foo/bar a.b arg=^dfd", "BAD_FETCH_ARG", EINVAL, "event_probe"},
+    {"e:foo/bar a.b ^%ax", "BAD_VAR", EINVAL, "event_probe"},
+    {"e:foo/bar a.b ^@+10", "FILE_ON_KPROBE", EINVAL, "event_probe"},
 };
 
 TEST(ProbeParse, RejectedLinesLogTheKernelError)

@@ -173,7 +173,6 @@ void remove_all_events()
 // An event created by a line of DPROBE_EVENTS, to enable.
 struct created_event {
     trace_events::event_ref ref;
-    std::string listing;
 };
 
 // Enables BATCH at once (their kprobes armed in one batch) and records their formats for the
@@ -206,7 +205,8 @@ std::string enable_created(std::vector<created_event> &batch)
         st.events.emplace_back(static_cast<uint32_t>(id),
                                tracefile::event_payload(static_cast<uint32_t>(id),
                                                         c.ref.group + "/" + c.ref.event,
-                                                        c.listing, *fmt));
+                                                        te.listing_of(c.ref.group, c.ref.event),
+                                                        *fmt));
     }
     batch.clear();
     return "";
@@ -225,6 +225,7 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
         dynevent_command cmd;
         parse_options po;
         po.check_files = false;
+        po.btf_unchecked = true; // only the names are needed: te has checked the line
         auto argv = argv_split(line);
         const bool creates =
             !parse_dynevent(argv, po, cmd) && cmd.kind == dynevent_command::type::create;
@@ -244,7 +245,7 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
             continue;
         }
         if (creates)
-            batch.push_back({{cmd.def.group, cmd.def.event}, cmd.def.listing()});
+            batch.push_back({{cmd.def.group, cmd.def.event}});
     }
     return enable_created(batch);
 }

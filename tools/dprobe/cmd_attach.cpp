@@ -372,8 +372,9 @@ void setup_attach(CLI::App &app)
     set_usage(sub, "dprobe attach -p PID [<options>]");
     sub->add_option("-p,--pid", o->pid, "The process to trace")->required()->type_name("PID");
     sub->add_option("-e,--event", o->events,
-                    "A dynamic_events line, or a probe stored by 'dprobe probe --add' "
-                    "([GROUP:]EVENT, globs allowed)")
+                    "A dynamic_events line, a probe stored by 'dprobe probe --add' "
+                    "([GROUP:]EVENT, globs allowed), or a USDT probe of the program or its "
+                    "libraries (sdt_PROVIDER:NAME [ARG...])")
         ->type_name("EVENT");
     add_trace_options(sub, *o);
     sub->add_flag("-B,--background", o->background,

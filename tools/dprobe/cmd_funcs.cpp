@@ -1,7 +1,9 @@
 // dprobe funcs -x BIN [GLOB]: the functions of a binary that can be probed and how
-// (perf probe -F, uftrace -F style), read from the file without running it.
+// (perf probe -F, uftrace -F style), read from the file without running it; with --sdt,
+// its USDT probes (perf list sdt).
 #include "tools/dprobe/cli.h"
 #include "tools/dprobe/elf_image.h"
+#include "tools/dprobe/sdt_notes.h"
 
 #include "core/glob.h"
 
@@ -19,10 +21,54 @@ struct funcs_opts {
     bool names_only = false;
     bool verbose = false;
     bool probeable_only = false;
+    bool sdt = false;
 };
+
+// --sdt: the USDT probes of the binary, as `perf list sdt` and `tplist` show them.
+int run_sdt(const funcs_opts &o)
+{
+    std::vector<tools::sdt_probe> probes;
+    std::string err;
+    if (!tools::read_sdt_probes(o.bin, probes, &err))
+        return fail("funcs", err);
+    size_t shown = 0;
+    if (!o.names_only)
+        std::printf("%-40s %-18s %-18s %s\n", "EVENT", "ADDRESS", "SEMAPHORE", "ARGUMENTS");
+    for (const auto &p : probes) {
+        const std::string name = p.full_name();
+        if (!o.globs.empty() &&
+            std::none_of(o.globs.begin(), o.globs.end(), [&](const std::string &g) {
+                return tools::is_sdt_spec(g) ? tools::sdt_spec_matches(g, p) : glob_match(g, name);
+            }))
+            continue;
+        shown++;
+        if (o.names_only) {
+            std::printf("%s\n", name.c_str());
+            continue;
+        }
+        std::string args;
+        for (const auto &a : p.args)
+            args += (args.empty() ? "" : " ") + a;
+        char sem[32] = "-";
+        if (p.semaphore)
+            std::snprintf(sem, sizeof sem, "0x%016lx", static_cast<unsigned long>(p.semaphore));
+        std::printf("%-40s 0x%016lx %-18s %s\n", name.c_str(), static_cast<unsigned long>(p.pc),
+                    sem, args.c_str());
+    }
+    if (shown == 0) {
+        if (!o.globs.empty())
+            return fail("funcs", "no SDT probe of " + o.bin + " matches '" + o.globs.front() + "'");
+        return fail("funcs", o.bin + " has no SDT probes (no .note.stapsdt section)");
+    }
+    if (!o.names_only)
+        std::printf("%zu SDT probes\n", shown);
+    return 0;
+}
 
 int run_funcs(const funcs_opts &o)
 {
+    if (o.sdt)
+        return run_sdt(o);
     std::string err;
     auto img = tools::elf_image::open(o.bin, &err);
     if (!img)
@@ -86,6 +132,8 @@ void setup_funcs(CLI::App &app)
     sub->add_flag("-F,--names", o->names_only, "Names only, sorted (like perf probe -F)");
     sub->add_flag("-p,--probeable", o->probeable_only, "Hide functions that cannot be probed");
     sub->add_flag("-v,--verbose", o->verbose, "Show how each entry looks");
+    sub->add_flag("--sdt", o->sdt,
+                  "List the USDT/SDT probes (.note.stapsdt) instead, as sdt_PROVIDER:NAME");
     sub->footer(
         "SITE is how a probe reaches the function entry:\n"
         "   fentry       a call of __fentry__ (built with -pg -mfentry), turned into a NOP\n"
@@ -96,7 +144,10 @@ void setup_funcs(CLI::App &app)
         "Examples:\n"
         "   dprobe funcs -x ./app                 every function with its site\n"
         "   dprobe funcs -x ./app 'parse_*'       only the parsers\n"
-        "   dprobe funcs -F -x /lib/x86_64-linux-gnu/libc.so.6 'str*'");
+        "   dprobe funcs -F -x /lib/x86_64-linux-gnu/libc.so.6 'str*'\n"
+        "   dprobe funcs --sdt -x /usr/bin/python3            its USDT probes and their arguments\n"
+        "\n"
+        "A USDT probe is used as sdt_PROVIDER:NAME: dprobe record -e sdt_python:function__entry");
     sub->callback([o] { exit_status = run_funcs(*o); });
 }
 

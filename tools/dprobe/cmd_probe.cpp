@@ -1,9 +1,10 @@
 // dprobe probe: perf-probe syntax to dynamic_events lines; a probe list for `record`.
 #include "tools/dprobe/cli.h"
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tools/dprobe/perf_probe.h"
 #include "tools/dprobe/probe_list.h"
 #include "tools/dprobe/probe_show.h"
+#include "tools/dprobe/sdt_notes.h"
 
 #include <cstdio>
 
@@ -53,7 +54,7 @@ void show_notes(const tools::perf_probe_result &r)
 int show_debuginfo(const probe_opts &o, const tools::elf_image &img)
 {
     std::string err;
-    auto di = tools::debuginfo::open(img.real_path(), &err);
+    auto di = debuginfo::open(img.real_path(), &err);
     if (!di)
         return fail("probe", err);
     for (const auto &range : o.line_ranges) {
@@ -138,7 +139,24 @@ int run_probe(const probe_opts &o)
             return rc;
     }
 
-    if (!o.words.empty()) {
+    // sdt_PROVIDER:NAME [ARG...]: the USDT probes of BIN, as uprobe-style lines.
+    auto sdt = [&](const std::string &spec, std::vector<std::string> &lines) {
+        std::vector<std::string> notes;
+        std::string err;
+        if (!tools::sdt_lines(argv_split(spec), {img->real_path()}, lines, notes, &err))
+            return fail("probe", err) == 0;
+        for (const auto &n : notes)
+            std::fprintf(stderr, "dprobe probe: note: %s\n", n.c_str());
+        return true;
+    };
+    const std::vector<std::string> spec_words = argv_split(join(o.words));
+    if (!spec_words.empty() && tools::is_sdt_spec(spec_words.front())) {
+        std::vector<std::string> lines;
+        if (!sdt(join(o.words), lines))
+            return 1;
+        for (const auto &l : lines)
+            std::printf("%s\n", l.c_str());
+    } else if (!o.words.empty()) {
         std::string spec = join(o.words);
         auto r = tools::translate_perf_probe(argv_split(spec), *img);
         if (!r.ok) {
@@ -155,19 +173,31 @@ int run_probe(const probe_opts &o)
     if (!err.empty())
         return fail("probe", err);
     std::vector<tools::stored_probe> added;
+    std::vector<std::string> add_lines;
     for (const auto &spec : o.adds) {
-        auto r = tools::translate_perf_probe(argv_split(spec), *img);
+        auto words = argv_split(spec);
+        if (!words.empty() && tools::is_sdt_spec(words.front())) {
+            if (!sdt(spec, add_lines))
+                return 1;
+            continue;
+        }
+        auto r = tools::translate_perf_probe(words, *img);
         if (!r.ok) {
             show_failure("'" + spec + "'", r);
             return 1;
         }
         show_notes(r);
-        auto p = tools::stored_probe_from_line(r.line);
+        add_lines.push_back(r.line);
+    }
+    for (const auto &line : add_lines) {
+        auto p = tools::stored_probe_from_line(line);
         if (!p)
-            return fail("probe", "internal: generated line has no event name: " + r.line);
-        bool replaced = false;
+            return fail("probe", "internal: generated line has no event name: " + line);
+        bool replaced = false, appended = false;
+        for (const auto &a : added)
+            appended |= a.group == p->group && a.event == p->event; // another site of it
         for (auto &q : list) {
-            if (q.group != p->group || q.event != p->event)
+            if (appended || q.group != p->group || q.event != p->event)
                 continue;
             if (!o.force)
                 return fail("probe", "event \"" + p->name() + "\" already exists.\n"
@@ -225,6 +255,7 @@ void setup_probe(CLI::App &app)
         "   [[GROUP:]EVENT=]PROBEPOINT [[NAME=]ARG[:TYPE] ...]\n"
         "   PROBEPOINT: FUNC[@SRC][+OFF|%return|:RLN]  or  SRC:ALN\n"
         "         RLN counts lines from FUNC's declaration, ALN is a line of SRC (with -g)\n"
+        "      or sdt_PROVIDER:NAME [ARG...]   a USDT probe of BIN (see dprobe funcs --sdt)\n"
         "   ARG:  VAR[->FIELD|.FIELD|[N]]... | $vars | $params (from the debug info)\n"
         "         | %REG | $argN | $retval | $stackN | $comm | @SYM[+-OFF] | +|-OFF(ARG) | \\IMM\n"
         "   TYPE: u8..u64 s8..s64 x8..x64 string symbol b<W>@<O>/<C>, TYPE[N]\n"
@@ -241,6 +272,7 @@ void setup_probe(CLI::App &app)
         "   dprobe probe -x ./app 'parse:4 len p->name:string' a line probe with variables\n"
         "   dprobe probe -x ./app 'app.c:120 $vars'            every variable at app.c:120\n"
         "   dprobe probe -x ./app --add 'myev=parse+4 x=%di:u32'\n"
+        "   dprobe probe -x /usr/lib/x86_64-linux-gnu/libstdc++.so.6 sdt_libstdcxx:throw\n"
         "   dprobe record -e probe_app:parse -- ./app          use a stored probe\n"
         "   dprobe probe --del 'probe_app:*'");
     sub->callback([o] { exit_status = run_probe(*o); });

@@ -368,7 +368,8 @@ void setup_record(CLI::App &app)
     set_usage(sub, "dprobe record [<options>] [--] PROG [ARGS...]");
     sub->add_option("-e,--event", o->events,
                     "A dynamic_events line, a probe stored by 'dprobe probe --add' "
-                    "([GROUP:]EVENT, globs allowed), or a perf-probe definition on PROG "
+                    "([GROUP:]EVENT, globs allowed), a USDT probe of PROG or its libraries "
+                    "(sdt_PROVIDER:NAME [ARG...]), or a perf-probe definition on PROG "
                     "('parse:4 len')")
         ->type_name("EVENT");
     add_trace_options(sub, *o);
@@ -387,6 +388,8 @@ void setup_record(CLI::App &app)
         "   dprobe record -e 'p:myprobe libc.so.6:malloc size=%di:u64' -- ./app\n"
         "   dprobe record -e probe_app:parse -o app.dat -- ./app   a stored probe\n"
         "   dprobe record -e 'parse:4 len p->name:string' -- ./app  a line of parse (needs -g)\n"
+        "   dprobe record -e 'f:parse_entry parse item->name count' -- ./app   names from DWARF\n"
+        "   dprobe record -e sdt_libstdcxx:throw -- ./app          a USDT probe (throws)\n"
         "\n"
         "Then: dprobe report [-i FILE] [--format text|graph|chrome]");
     sub->callback([o, sub] {

@@ -1,7 +1,9 @@
 #include "tools/dprobe/event_args.h"
 
 #include "tools/dprobe/cli.h"
+#include "tools/dprobe/needed_libs.h"
 #include "tools/dprobe/perf_probe.h"
+#include "tools/dprobe/sdt_notes.h"
 #include "tools/dprobe/probe_list.h"
 #include "tracefs/probe_parse.h"
 
@@ -17,7 +19,7 @@ bool looks_like_line(const std::string &e)
     if (argv.size() < 2 || argv[0].empty())
         return !argv.empty() && argv[0].size() >= 2 && argv[0][0] == '-' && argv[0][1] == ':';
     const std::string &h = argv[0];
-    if (!std::strchr("pfrt-", h[0]))
+    if (!std::strchr("pfrte-", h[0]))
         return false;
     size_t i = 1;
     while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])))
@@ -43,6 +45,37 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
     std::vector<tools::stored_probe> stored;
     bool stored_loaded = false;
     for (const std::string &e : events) {
+        std::vector<std::string> words = argv_split(e);
+        if (!words.empty() && tools::is_sdt_spec(words.front())) {
+            // USDT probes of the program and the libraries it loads.
+            if (!img) {
+                fail(cmd, "event '" + e + "': SDT probes are read from the program's ELF file, "
+                          "and the program is not one");
+                return false;
+            }
+            std::vector<std::string> objects{img->real_path()};
+            for (const std::string &lib : tools::needed_libraries(img->real_path()))
+                objects.push_back(lib);
+            std::vector<std::string> found, notes;
+            std::string err;
+            if (!tools::sdt_lines(words, objects, found, notes, &err)) {
+                fail(cmd, err);
+                return false;
+            }
+            for (const std::string &n : notes)
+                std::fprintf(stderr, "dprobe %s: note: %s\n", cmd, n.c_str());
+            for (const std::string &l : found) {
+                tools::perf_probe_result r = tools::check_dynevent_line(l, nullptr);
+                if (!r.ok) {
+                    fail(cmd, "event '" + e + "' gives a bad line '" + l + "': " + r.message);
+                    if (!r.error_log.empty())
+                        std::fputs(indent(r.error_log).c_str(), stderr);
+                    return false;
+                }
+                lines.push_back(l);
+            }
+            continue;
+        }
         if (!looks_like_line(e)) {
             if (!stored_loaded) {
                 std::string err;
@@ -74,9 +107,11 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
                 std::fputs(indent(r.error_log).c_str(), stderr);
             return false;
         }
-        // Parse errors, and for places in the program itself, the symbol checks too.
+        // Parse errors, and for places in the program itself, the symbol checks and the
+        // names its debug info resolves too.
         tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
-        if (r.ok && img && (r.def.kind == probe_kind::kprobe) &&
+        if (r.ok && img &&
+            (r.def.kind == probe_kind::kprobe || r.def.kind == probe_kind::fprobe) &&
             r.def.place.kind == probe_place::form::symbol) {
             const std::string &obj = r.def.place.object;
             bool in_prog = obj.empty() ? !img->object().funcs_named(r.def.place.symbol).empty()

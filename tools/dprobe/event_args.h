@@ -1,6 +1,7 @@
 // The -e arguments of `dprobe record` and `dprobe attach`: dynamic_events lines, checked
-// offline, names of probes stored by `dprobe probe --add`, or perf-probe definitions on the
-// program itself ('parse:4 len').
+// offline, names of probes stored by `dprobe probe --add`, USDT probes of the program and
+// the libraries it loads ('sdt_libstdcxx:throw', perf's spelling), or perf-probe
+// definitions on the program itself ('parse:4 len').
 #pragma once
 
 #include "tools/dprobe/elf_image.h"

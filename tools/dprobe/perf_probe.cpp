@@ -1,9 +1,10 @@
 #include "tools/dprobe/perf_probe.h"
 
 #include "arch/x86_64/insn_analysis.h"
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tools/dprobe/probe_finder.h"
 #include "tools/dprobe/probe_point.h"
+#include "tracefs/btf_lookup.h"
 #include "tracefs/fetch_arg.h"
 
 #include <cctype>
@@ -34,6 +35,21 @@ std::string log_one(const std::vector<std::string> &argv, const probe_error &e, 
     return log.read();
 }
 
+// Whether OBJECT (the "lib" of a lib:sym place) names IMG.
+bool names_image(const std::string &object, const elf_image &img)
+{
+    return object == img.module_name() || object.rfind(img.module_name() + ".", 0) == 0 ||
+           object == img.real_path();
+}
+
+// Whether place PL (a symbol place) names IMG's module, or no module and a function of IMG.
+bool in_image(const probe_place &pl, const elf_image &img)
+{
+    if (pl.object.empty())
+        return !img.object().funcs_named(pl.symbol).empty();
+    return names_image(pl.object, img);
+}
+
 // Registration checks the tracefs would do in the process (BAD_PROBE_ADDR, NON_UNIQ_SYMBOL,
 // BAD_INSN_BNDRY), done on the file.
 probe_error check_place(const probe_definition &def, const elf_image &img, std::string &why)
@@ -43,8 +59,7 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
     const probe_place &pl = def.place;
     if (pl.kind != probe_place::form::symbol)
         return {};
-    if (!pl.object.empty() && pl.object != img.module_name() &&
-        pl.object.rfind(img.module_name() + ".", 0) != 0 && pl.object != img.real_path()) {
+    if (!pl.object.empty() && !names_image(pl.object, img)) {
         why = "the place names module '" + pl.object + "', not " + img.module_name();
         return {};
     }
@@ -62,17 +77,22 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
         return registration_error(probe_err::NON_UNIQ_SYMBOL, EADDRNOTAVAIL);
     }
     const ksym *s = hits.front();
+    const uintptr_t at = s->addr + pl.offset;
     if (pl.offset >= s->size && pl.offset != 0) {
-        why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " + pl.symbol +
-              " (" + std::to_string(s->size) + " bytes)";
-        return registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
+        // Past the symbol: the function containing that address, as the kernel resolves it.
+        s = img.object().func_at(at);
+        if (!s) {
+            why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " +
+                  pl.symbol + " and in no other function of " + img.path();
+            return registration_error(probe_err::FAIL_REG_PROBE, EINVAL);
+        }
     }
-    if (pl.offset != 0) {
+    if (at != s->addr) {
         size_t avail = 0;
         const uint8_t *code = img.code_at(s->addr, &avail);
         if (code && avail >= s->size) {
             auto fa = arch::analyze_function(code, s->addr, s->size);
-            if (!fa.decode_failed && !fa.is_boundary(s->addr + pl.offset)) {
+            if (!fa.decode_failed && !fa.is_boundary(at)) {
                 why = pl.symbol + "+" + std::to_string(pl.offset) +
                       " is not the start of an instruction";
                 return registration_error(probe_err::BAD_INSN_BNDRY, EILSEQ);
@@ -80,6 +100,23 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
         }
     }
     return {};
+}
+
+// The function a probe at an entry or exit sits on, when the place is a function of IMG:
+// its prototype from IMG's debug info (nullptr without); nullopt for places elsewhere (a
+// library the program loads), whose names the process checks.
+std::optional<func_proto_ptr> func_proto_in_image(const probe_definition &def,
+                                                  const elf_image &img)
+{
+    const probe_place &pl = def.place;
+    if (pl.kind != probe_place::form::symbol || !in_image(pl, img))
+        return std::nullopt;
+    std::set<uintptr_t> addrs;
+    for (const ksym *s : img.object().funcs_named(pl.symbol))
+        addrs.insert(s->addr);
+    if (addrs.size() != 1)
+        return std::nullopt;
+    return func_proto_at(debuginfo_of_file(img.real_path()), *addrs.begin());
 }
 
 } // namespace
@@ -95,6 +132,10 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     }
     parse_options po;
     po.check_files = true;
+    if (img)
+        po.func_info = [img](const probe_definition &def) { return func_proto_in_image(def, *img); };
+    else
+        po.btf_unchecked = true; // names are checked in the process
     dynevent_command cmd;
     const char *loc = nullptr;
     probe_error e = parse_dynevent(argv, po, cmd, &loc);

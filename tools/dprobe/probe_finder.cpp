@@ -1,6 +1,6 @@
 #include "tools/dprobe/probe_finder.h"
 
-#include "tools/dprobe/dwarf_params.h"
+#include "tracefs/dwarf/dwarf_params.h"
 
 #include <dwarf.h>
 

@@ -14,8 +14,8 @@
 //   address.
 #pragma once
 
-#include "tools/dprobe/debuginfo.h"
-#include "tools/dprobe/dwarf_fetch.h"
+#include "tracefs/dwarf/debuginfo.h"
+#include "tracefs/dwarf/dwarf_fetch.h"
 #include "tools/dprobe/elf_image.h"
 #include "tools/dprobe/probe_point.h"
 

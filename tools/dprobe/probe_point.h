@@ -10,6 +10,8 @@
 // RLN counts from the line FUNC is declared on (FUNC:0 is that line); ALN is a line of SRC.
 #pragma once
 
+#include "tracefs/dwarf/dwarf_fetch.h"
+
 #include <climits>
 #include <string>
 #include <string_view>
@@ -31,12 +33,7 @@ struct perf_probe_point {
 // Parses TEXT (no event name, no arguments). False with *err set on bad syntax.
 bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::string *err);
 
-struct perf_probe_field {
-    std::string name; // member name; empty for an index
-    bool arrow = false; // '->' (dereference first); '.' otherwise
-    bool is_index = false;
-    long index = 0;
-};
+using perf_probe_field = dwarf_field;
 
 struct perf_probe_arg {
     std::string name; // NAME= when given

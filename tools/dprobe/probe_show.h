@@ -8,7 +8,7 @@
 //       variable that has a value there.
 #pragma once
 
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tools/dprobe/elf_image.h"
 #include "tools/dprobe/probe_point.h"
 

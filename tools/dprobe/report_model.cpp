@@ -142,8 +142,11 @@ bool load_model(const std::string &path, model &m, std::string *err, demangle_mo
             if (!e.definition.empty()) {
                 parse_options po;
                 po.check_files = false;
+                po.btf_unchecked = true; // names resolved in the traced process: see format
                 auto argv = argv_split(e.definition);
                 d.has_def = parse_probe_definition(argv, po, d.def).ok();
+                if (d.has_def && !e.format.empty())
+                    probe_args_from_format(d.def, e.format);
             }
             sv->events.emplace(id, std::move(d));
         }

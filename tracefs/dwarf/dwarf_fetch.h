@@ -5,9 +5,10 @@
 // Nothing is guessed: a variable without a location at the address, or one the fetch-arg
 // language can't express (computed values, values known only at the function entry,
 // variables split in pieces, SSE registers), is refused with the reason.
+//
+// Used by `dprobe probe` for variables anywhere in a function, and (the member paths and
+// types) by the dynamic_events parser's DWARF arguments (tracefs/trace_btf.h).
 #pragma once
-
-#include "tools/dprobe/probe_point.h"
 
 #include <elfutils/libdw.h>
 
@@ -18,7 +19,15 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe {
+
+// One step of a member path after a variable: "->name", ".name" or "[index]".
+struct dwarf_field {
+    std::string name;     // member name; empty for an index
+    bool arrow = false;   // '->' (dereference first); '.' otherwise
+    bool is_index = false;
+    long index = 0;
+};
 
 // A value in fetch-arg terms: a base, then memory reads.
 struct fetch_loc {
@@ -71,7 +80,7 @@ struct bitfield_info {
 // Applies FIELDS (->, ., [N]) to LOC, a value of type TYPE (updated to the final type;
 // BITFIELD set when the last member is one). False with *why on a semantic error.
 bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> &bitfield,
-                  const std::vector<perf_probe_field> &fields, const std::string &varname,
+                  const std::vector<dwarf_field> &fields, const std::string &varname,
                   std::string *why);
 
 // The fetch type for a value of TYPE at LOC (perf's convert_variable_type): CAST when the
@@ -83,4 +92,26 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
                   const std::string &cast, const std::string &varname, std::string &type_out,
                   std::string *why);
 
-} // namespace dprobe::tools
+// ---- Type helpers (shared with tracefs/trace_btf.cpp) ----
+
+// The DW_AT_type of DIE.
+std::optional<Dwarf_Die> type_of(Dwarf_Die *die);
+// TYPE without typedefs and qualifiers.
+std::optional<Dwarf_Die> real_type(Dwarf_Die *type);
+// Bytes of TYPE, -1 when unknown.
+int64_t byte_size(Dwarf_Die *type);
+bool is_struct_tag(int tag);
+// A one-byte integer type (char, signed or unsigned char, int8_t, uint8_t).
+bool is_char(Dwarf_Die *type);
+// Plain `char` (not signed/unsigned char, which usually hold bytes, not text).
+bool is_text_char(Dwarf_Die *type);
+// Number of subranges of ARRAY and the element count of the first one (-1 when unknown).
+int array_shape(Dwarf_Die *array, int64_t &count);
+// Finds member NAME of struct/union/class STRUCT_DIE, looking into anonymous members and
+// C++ base classes. OFF is the member's byte offset (for a bitfield, of its container); BF
+// its bitfield layout. False when there is no such member, or with *WHY set when its
+// layout can't be read.
+bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, Dwarf_Die &member,
+                 std::optional<bitfield_info> &bf, std::string *why);
+
+} // namespace dprobe

@@ -1,4 +1,4 @@
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <functional>
 
-namespace dprobe::tools {
+namespace dprobe {
 
 namespace {
 
@@ -399,4 +399,4 @@ std::string dwarf_type_name(Dwarf_Die *type)
     }
 }
 
-} // namespace dprobe::tools
+} // namespace dprobe

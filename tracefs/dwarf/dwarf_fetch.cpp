@@ -1,6 +1,6 @@
-#include "tools/dprobe/dwarf_fetch.h"
+#include "tracefs/dwarf/dwarf_fetch.h"
 
-#include "tools/dprobe/debuginfo.h"
+#include "tracefs/dwarf/debuginfo.h"
 #include "tracefs/probe_types.h"
 
 #include <dwarf.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::tools {
+namespace dprobe {
 
 namespace {
 
@@ -215,6 +215,8 @@ bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_s
     return true;
 }
 
+} // namespace
+
 std::optional<Dwarf_Die> type_of(Dwarf_Die *die)
 {
     Dwarf_Attribute a;
@@ -224,7 +226,6 @@ std::optional<Dwarf_Die> type_of(Dwarf_Die *die)
     return std::nullopt;
 }
 
-// TYPE without typedefs and qualifiers.
 std::optional<Dwarf_Die> real_type(Dwarf_Die *type)
 {
     Dwarf_Die t;
@@ -259,7 +260,6 @@ bool is_char(Dwarf_Die *type)
            enc == DW_ATE_signed || enc == DW_ATE_unsigned;
 }
 
-// Plain `char` (not signed/unsigned char, which usually hold bytes, not text).
 bool is_text_char(Dwarf_Die *type)
 {
     auto r = real_type(type);
@@ -267,7 +267,6 @@ bool is_text_char(Dwarf_Die *type)
     return r && dwarf_tag(&*r) == DW_TAG_base_type && n && std::strcmp(n, "char") == 0;
 }
 
-// Number of subranges and the element count of the first one (-1 when unknown).
 int array_shape(Dwarf_Die *array, int64_t &count)
 {
     count = -1;
@@ -291,7 +290,7 @@ int array_shape(Dwarf_Die *array, int64_t &count)
     return dims;
 }
 
-bool member_offset(Dwarf_Die *member, int64_t &off)
+static bool member_offset(Dwarf_Die *member, int64_t &off)
 {
     Dwarf_Attribute a;
     if (!dwarf_attr(member, DW_AT_data_member_location, &a)) {
@@ -313,8 +312,6 @@ bool member_offset(Dwarf_Die *member, int64_t &off)
     return false;
 }
 
-// Finds member NAME of struct/union STRUCT_DIE, looking into anonymous members. OFF is
-// the member's byte offset (for a bitfield, of its container); BF its bitfield layout.
 bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, Dwarf_Die &member,
                  std::optional<bitfield_info> &bf, std::string *why)
 {
@@ -322,10 +319,21 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
     if (dwarf_child(struct_die, &child) != 0)
         return false;
     do {
+        int64_t moff = 0;
+        if (dwarf_tag(&child) == DW_TAG_inheritance) {
+            // A C++ base class: its members are members here, at its offset.
+            auto t = type_of(&child);
+            auto rt = t ? real_type(&*t) : std::nullopt;
+            if (rt && is_struct_tag(dwarf_tag(&*rt)) && member_offset(&child, moff) &&
+                find_member(&*rt, name, off, member, bf, why)) {
+                off += moff;
+                return true;
+            }
+            continue;
+        }
         if (dwarf_tag(&child) != DW_TAG_member)
             continue;
         const char *n = dwarf_diename(&child);
-        int64_t moff = 0;
         if (!n) {
             // An anonymous struct or union: its members are members here.
             auto t = type_of(&child);
@@ -381,8 +389,6 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
     } while (dwarf_siblingof(&child, &child) == 0);
     return false;
 }
-
-} // namespace
 
 std::string fetch_loc::text() const
 {
@@ -461,12 +467,12 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
 }
 
 bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> &bitfield,
-                  const std::vector<perf_probe_field> &fields, const std::string &varname,
+                  const std::vector<dwarf_field> &fields, const std::string &varname,
                   std::string *why)
 {
     std::string cur = varname;
     bitfield.reset();
-    for (const perf_probe_field &f : fields) {
+    for (const dwarf_field &f : fields) {
         if (bitfield)
             return fail(why, "'" + cur + "' is a bitfield: it has no members or elements");
         auto rt = real_type(&type);
@@ -653,4 +659,4 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
     }
 }
 
-} // namespace dprobe::tools
+} // namespace dprobe

@@ -1,7 +1,10 @@
-// The debug information of one ELF file through libdw, at the file's own virtual addresses
-// (what `dprobe probe` needs to turn source lines and variable names into probe places and
-// fetch args, like perf's probe-finder): functions by name, line tables, the scopes around
-// an address, frame bases and the call-frame information that gives the CFA at an address.
+// The debug information of one ELF file through libdw, at the file's own virtual addresses:
+// functions by name and by address, line tables, the scopes around an address, frame bases
+// and the call-frame information that gives the CFA at an address. Two users: `dprobe probe`
+// (perf's probe-finder: source lines and variables to probe places and fetch args) and the
+// dynamic_events parser (argument names and types, the kernel's BTF arguments; see
+// tracefs/trace_btf.h), which is why it lives in the tracefs layer.
+// A debuginfo is not thread-safe (libdw's DIE walks are not): its users serialise.
 #pragma once
 
 #include <elfutils/libdw.h>
@@ -13,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe {
 
 // One copy of a function in the code: the out-of-line body (DW_TAG_subprogram with code),
 // or a copy inlined into another function (DW_TAG_inlined_subroutine).
@@ -97,4 +100,4 @@ bool file_matches(std::string_view full, std::string_view spec);
 // "int[4]"; "void" for none.
 std::string dwarf_type_name(Dwarf_Die *type);
 
-} // namespace dprobe::tools
+} // namespace dprobe

@@ -1,9 +1,9 @@
-#include "tools/dprobe/dwarf_params.h"
+#include "tracefs/dwarf/dwarf_params.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
-namespace dprobe::tools {
+namespace dprobe {
 
 namespace {
 
@@ -79,6 +79,8 @@ std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func)
         if (tdp)
             dp.type_die = td;
         classify(tdp, dp, integer, floating);
+        dp.floating = floating;
+        dp.aggregate = !integer && !floating;
         if (integer && mapped)
             dp.fetch = "$arg" + std::to_string(next_int++);
         else if (integer)
@@ -90,4 +92,4 @@ std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func)
     return out;
 }
 
-} // namespace dprobe::tools
+} // namespace dprobe

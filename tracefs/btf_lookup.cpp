@@ -1,0 +1,61 @@
+// Function prototypes of the running process from its objects' DWARF (see btf_lookup.h).
+#include "tracefs/btf_lookup.h"
+
+#include "core/symbols.h"
+
+#include <map>
+#include <set>
+
+namespace dprobe
+{
+
+namespace
+{
+
+bool is_glob(std::string_view s)
+{
+    return s.find_first_of("*?[") != std::string_view::npos;
+}
+
+} // namespace
+
+std::shared_ptr<const debuginfo> debuginfo_of_file(const std::string &path)
+{
+    static auto *cache = new std::map<std::string, std::shared_ptr<const debuginfo>>;
+    auto it = cache->find(path);
+    if (it != cache->end()) return it->second;
+    std::string err;
+    std::shared_ptr<const debuginfo> di = debuginfo::open(path, &err);
+    cache->emplace(path, di);
+    return di;
+}
+
+std::optional<func_proto_ptr> func_proto_of_place(const probe_definition &def)
+{
+    if (def.kind == probe_kind::uprobe) return nullptr;
+    const probe_place &pl = def.place;
+    auto &ks = kallsyms::instance();
+    object_ptr obj;
+    uintptr_t func = 0;
+    if (pl.kind == probe_place::form::symbol) {
+        if (is_glob(pl.symbol)) return nullptr;
+        std::set<uintptr_t> addrs;
+        for (const sym_hit &h : ks.lookup_func(pl.qualified_symbol())) {
+            addrs.insert(h.sym->addr);
+            obj = h.obj;
+            func = h.sym->addr;
+        }
+        if (addrs.size() != 1) return nullptr;
+    } else if (pl.kind == probe_place::form::address) {
+        auto h = ks.lookup_addr(pl.address);
+        if (!h) return nullptr;
+        obj = h->obj;
+        func = h->sym->addr;
+    } else {
+        return nullptr;
+    }
+    if (!obj || obj->path.empty()) return nullptr;
+    return func_proto_at(debuginfo_of_file(obj->path), func - obj->load_bias);
+}
+
+} // namespace dprobe
