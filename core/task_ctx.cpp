@@ -45,9 +45,12 @@ void on_thread_exit(void *p)
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    // (The kprobe layer's read-side counter lives there too: even, like the one below.)
-    for (void *&w : t->kprobe_scratch)
-        w = nullptr;
+    t->fprobe_kprobe_busy = 0;
+    // The kprobe layer's read-side count: even, like the one below (a thread may end in a
+    // kprobe handler).
+    std::atomic_ref<unsigned long> kseq(t->kprobe_int3_seq);
+    if (unsigned long k = kseq.load(std::memory_order_relaxed); k & 1)
+        kseq.store(k + 1, std::memory_order_release);
     // A thread that ended inside dispatch code (a handler called pthread_exit or reached a
     // cancellation point) left its sequence odd: make it even for the next owner.
     const uint64_t s = t->seq.load(std::memory_order_relaxed);
@@ -143,6 +146,7 @@ task_ctx *alloc_task_ctx() noexcept
     t->entry_ops = nullptr;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
+    t->fprobe_kprobe_busy = 0;
     // A signal handler that interrupted this allocation may have made and published a
     // context of its own meanwhile: keep that one (atomic against this thread's handlers).
     task_ctx *expected = nullptr;

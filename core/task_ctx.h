@@ -39,7 +39,9 @@ struct task_ctx {
     std::atomic<uint64_t> seq;
     std::atomic<uint32_t> in_use; // 0: free for reuse by a new thread
     pid_t tid;
-    struct kprobe *dispatch_kp; // current_kprobe then, restored if the section was left
+    // current_kprobe and fprobe_kprobe_busy then, restored if the section was left.
+    struct kprobe *dispatch_kp;
+    uint32_t dispatch_fprobe_busy;
     // Set while posix_spawn runs: its child shares this context (see spawn_interpose.cpp).
     uint32_t spawning;
     // The hooked entry being dispatched, while its frame is built above shadow_top: the
@@ -49,12 +51,21 @@ struct task_ctx {
     struct ftrace_ops *entry_ops;
     uint32_t shadow_top; // words in use
     unsigned long shadow_overflows;
-    // kprobe state (the kernel's per-CPU current_kprobe and kprobe_ctlblk).
+    // The kernel's per-CPU current_kprobe and kprobe_ctlblk.kprobe_status: the kprobe whose
+    // handlers run on this thread. Here rather than in kprobe/ because dispatch_enter()
+    // restores them when a section was abandoned.
     struct kprobe *current_kprobe;
     unsigned long kprobe_status;
-    unsigned long kprobe_saved_flags;
-    uintptr_t kprobe_ss_addr; // single-step: where the slot's step ends
-    void *kprobe_scratch[4];
+    // Nonzero while the handler of an fprobe that behaves as a kprobe handler runs
+    // (FPROBE_FL_KPROBE_SHARED; the kernel's kprobe_busy_begin() in fprobe): a kprobe hit
+    // under it is missed, as one under current_kprobe (kprobe_busy_on()).
+    uint32_t fprobe_kprobe_busy;
+    // kprobe/'s counters, read and written with std::atomic_ref: the int3 hook's read-side
+    // sequence (odd while this thread is inside the hook), and this thread's hits of
+    // optimized probes (summed over every context; a shared counter would cost a locked add
+    // on every hit). Kept when the context is recycled.
+    unsigned long kprobe_int3_seq;
+    unsigned long kprobe_opt_hits;
     task_ctx *next; // global list, append-only
     // Frames dropped from the shadow stack (gone without returning), newest at
     // dropped_next - 1: {slot, real return address}. A frame dropped by mistake still
@@ -98,6 +109,13 @@ bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept;
 // Called in the section that takes over (core/shadow_stack.cpp).
 void dispatch_recover(task_ctx *t) noexcept;
 
+// Whether a kprobe handler, or a handler that counts as one, runs on this thread: a kprobe
+// hit now is missed (the kernel's kprobe_running() test).
+inline bool kprobe_busy_on(const task_ctx *t) noexcept
+{
+    return t->current_kprobe || t->fprobe_kprobe_busy;
+}
+
 inline uintptr_t current_stack_pointer() noexcept
 {
     uintptr_t sp;
@@ -118,8 +136,10 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
             return false;
         abandoned = true; // that section is over: its odd count is replaced below
     }
-    if (!abandoned)
+    if (!abandoned) {
         t->dispatch_kp = t->current_kprobe;
+        t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
+    }
     // One plain store, atomic against this thread's signal handlers, publishes the odd
     // count and the base together. A handler that ran a whole section of its own since the
     // load moved the count on by two; going back by one is harmless: a quiescence waiter
@@ -129,6 +149,7 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (abandoned) {
         t->current_kprobe = t->dispatch_kp;
+        t->fprobe_kprobe_busy = t->dispatch_fprobe_busy;
         t->kprobe_status = 0;
         if (t->entry_pending)
             dispatch_recover(t);

@@ -82,7 +82,7 @@ DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
     if (!(fp->flags & FPROBE_FL_KPROBE_SHARED))
         return false;
     task_ctx *t = peek_task_ctx();
-    return t && t->current_kprobe;
+    return t && kprobe_busy_on(t);
 }
 
 DPROBE_NOPROBE int fprobe_ops_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,

@@ -1,22 +1,22 @@
+// FPROBE_FL_KPROBE_SHARED: an fprobe whose handlers share data with kprobe handlers marks
+// the thread busy while they run, so a kprobe hit under them is missed (the kernel's fprobe
+// calls kprobe_busy_begin()/kprobe_busy_end() around such handlers). A count, not a fake
+// struct kprobe: fprobe sits beside kprobe, not above it.
 #include "core/compiler.h"
 #include "fprobe/fprobe_internal.h"
 
 namespace dprobe {
-namespace {
-// Any non-null pointer works: only "is a kprobe running" is asked of it.
-char busy_marker;
-} // namespace
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_begin() noexcept
 {
     if (task_ctx *t = current_task_ctx())
-        t->current_kprobe = reinterpret_cast<struct kprobe *>(&busy_marker);
+        t->fprobe_kprobe_busy++;
 }
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_end() noexcept
 {
     if (task_ctx *t = peek_task_ctx())
-        t->current_kprobe = nullptr;
+        t->fprobe_kprobe_busy--;
 }
 
 } // namespace dprobe

@@ -208,7 +208,7 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     if (t)
         kp_enter(t);
     const uintptr_t next = continue_at(rec, rec->insn.next());
-    if (!t || reenter || th.depth > 1 || t->current_kprobe) {
+    if (!t || reenter || th.depth > 1 || kprobe_busy_on(t)) {
         arch::uc_set_ip(uc, next);
         if (t)
             kp_leave(t);
@@ -289,9 +289,9 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     }
     stats().int3_hits.fetch_add(1, std::memory_order_relaxed);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
-    if (th.depth > 1 || t->current_kprobe || !cl) {
+    if (th.depth > 1 || kprobe_busy_on(t) || !cl) {
         // Hit while a kprobe handler (or this hook) runs on this thread: not handled.
-        if (th.depth > 1 || t->current_kprobe) {
+        if (th.depth > 1 || kprobe_busy_on(t)) {
             count_missed(cl);
             stats().reenter.fetch_add(1, std::memory_order_relaxed);
         }
@@ -365,8 +365,8 @@ opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
         kp_leave(t);
         return 1;
     }
-    if (tls_kp.depth > 1 || t->current_kprobe || !cl) {
-        if (tls_kp.depth > 1 || t->current_kprobe) {
+    if (tls_kp.depth > 1 || kprobe_busy_on(t) || !cl) {
+        if (tls_kp.depth > 1 || kprobe_busy_on(t)) {
             count_missed(cl);
             stats().reenter.fetch_add(1, std::memory_order_relaxed);
         }
@@ -464,7 +464,7 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     task_ctx *t = peek_task_ctx();
     if (!cl || !t)
         return 1;
-    if (t->current_kprobe) {
+    if (kprobe_busy_on(t)) {
         for (uint32_t i = 0; i < cl->n; ++i)
             if (cl->kp[i]->ainsn.kind == kind_kprobe)
                 __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);

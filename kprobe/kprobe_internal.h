@@ -162,26 +162,26 @@ kp_record *first_record() noexcept;
 void publish_record(kp_record *r);
 void publish_ss(kp_record *r);
 
-// The read side of the hook: a counter in task_ctx::kprobe_scratch[0], odd while the thread
-// is inside the int3 hook (the pointer-typed slot holds the counter's value).
-inline std::atomic_ref<void *> kp_seq_ref(task_ctx *t) noexcept
+// The read side of the hook: task_ctx::kprobe_int3_seq, odd while the thread is inside the
+// int3 hook.
+inline std::atomic_ref<unsigned long> kp_seq_ref(task_ctx *t) noexcept
 {
-    return std::atomic_ref<void *>(t->kprobe_scratch[0]);
+    return std::atomic_ref<unsigned long>(t->kprobe_int3_seq);
 }
-inline uintptr_t kp_seq(task_ctx *t, std::memory_order mo) noexcept
+inline unsigned long kp_seq(task_ctx *t, std::memory_order mo) noexcept
 {
-    return reinterpret_cast<uintptr_t>(kp_seq_ref(t).load(mo));
+    return kp_seq_ref(t).load(mo);
 }
 inline void kp_read_lock(task_ctx *t) noexcept
 {
-    kp_seq_ref(t).store(reinterpret_cast<void *>(kp_seq(t, std::memory_order_relaxed) + 1),
+    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 inline void kp_read_unlock(task_ctx *t) noexcept
 {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    kp_seq_ref(t).store(reinterpret_cast<void *>(kp_seq(t, std::memory_order_relaxed) + 1),
+    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1,
                         std::memory_order_release);
 }
 // Nesting-aware read side for the kprobe layer's code (kprobe_int3.cpp).
@@ -285,13 +285,12 @@ struct kp_stats {
     std::atomic<unsigned long> int3_hits{0}, ss_hits{0}, reenter{0};
 };
 kp_stats &stats() noexcept;
-// Hits of optimized probes, counted per thread in task_ctx::kprobe_scratch[1] (a shared
+// Hits of optimized probes, counted per thread in task_ctx::kprobe_opt_hits (a shared
 // atomic counter would cost a locked instruction, a few ns, on every hit).
 inline void count_opt_hit(task_ctx *t) noexcept
 {
-    std::atomic_ref<void *> c(t->kprobe_scratch[1]);
-    c.store(static_cast<char *>(c.load(std::memory_order_relaxed)) + 1,
-            std::memory_order_relaxed);
+    std::atomic_ref<unsigned long> c(t->kprobe_opt_hits);
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 // Their sum over every thread (contexts are recycled with their count, never freed).
 unsigned long opt_hits_total() noexcept;

@@ -892,8 +892,7 @@ unsigned long opt_hits_total() noexcept
 {
     unsigned long n = 0;
     for (task_ctx *t = task_ctx_list(); t; t = t->next)
-        n += reinterpret_cast<uintptr_t>(
-            std::atomic_ref<void *>(t->kprobe_scratch[1]).load(std::memory_order_relaxed));
+        n += std::atomic_ref<unsigned long>(t->kprobe_opt_hits).load(std::memory_order_relaxed);
     return n;
 }
 

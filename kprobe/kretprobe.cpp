@@ -83,7 +83,7 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
         // On a site: the kprobe checks the int3 hook makes for the entry probe.
         if (!t || !child_enabled(&rp->kp))
             return 1;
-        if (t->current_kprobe) {
+        if (kprobe_busy_on(t)) {
             __atomic_add_fetch(&rp->kp.nmissed, 1, __ATOMIC_RELAXED);
             return 1;
         }
