@@ -15,6 +15,7 @@
 #include "tools/dprobe/record_util.h"
 #include "tools/dprobe/trace_opts.h"
 #include "tools/trace_file.h"
+#include "tools/unique_fd.h"
 
 #include <cerrno>
 #include <climits>
@@ -121,9 +122,18 @@ std::string call_error(pid_t pid, const tools::agent_call &c)
     return c.error;
 }
 
-int run_attach(const attach_opts &o)
+// What attach will ask of the agent, worked out before the process is touched.
+struct attach_plan {
+    std::vector<std::string> lines; // dynamic_events lines
+    std::vector<std::string> globs, notrace;
+    bool graph_main = false;
+    std::string agent; // the libdprobe-preload.so the process can load
+};
+
+// Step 1: the process, its executable's events and the agent's path checked; 0 or what
+// went wrong (already printed).
+int plan_attach(const char *cmd, const attach_opts &o, attach_plan &plan)
 {
-    const char *cmd = "attach";
     if (std::string why = tools::check_attach_target(o.pid); !why.empty())
         return fail(cmd, why);
     std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
@@ -131,13 +141,10 @@ int run_attach(const attach_opts &o)
     auto img = tools::elf_image::open(exe, &err);
     if (!img)
         return fail(cmd, err);
-    std::vector<std::string> lines;
-    if (!resolve_events(cmd, o.events, img.get(), lines))
+    if (!resolve_events(cmd, o.events, img.get(), plan.lines))
         return 1;
-    std::vector<std::string> globs, notrace;
-    const bool graph_main = graph_filter(o, !lines.empty(), globs, notrace);
-    std::string agent;
-    if (!agent_for(o.pid, agent, err))
+    plan.graph_main = graph_filter(o, !plan.lines.empty(), plan.globs, plan.notrace);
+    if (!agent_for(o.pid, plan.agent, err))
         return fail(cmd, err);
     for (const tools::proc_map &m : tools::read_proc_maps(o.pid))
         if (m.path.size() > 12 && m.path.rfind("/libdprobe.so") != std::string::npos)
@@ -145,64 +152,68 @@ int run_attach(const attach_opts &o)
                                           "already: attach does not load a second one (serve "
                                           "its tracefs with dprobe_tracefs_start() and use "
                                           "'dprobe ctl')");
+    return 0;
+}
 
-    // The trace file, created here (an unwritable path fails before the process is
-    // touched) and handed to the agent open: the process may not be allowed to open it.
-    int out = create_trace_file(o.output, O_APPEND, err);
-    if (out < 0)
-        return fail(cmd, err);
-
-    tools::agent_link link;
-    if (int e = link.listen()) {
-        ::close(out);
+// Step 2: the agent loaded into the process (dlopen on a borrowed thread) and connected to
+// LINK; 0 or what went wrong (printed).
+int load_agent(const char *cmd, const attach_opts &o, const attach_plan &plan,
+               tools::agent_link &link)
+{
+    if (int e = link.listen())
         return fail(cmd, std::string("cannot create a socket: ") + std::strerror(-e));
-    }
-    tools::agent_call c = tools::call_agent(o.pid, agent, true, attach::attach_symbol, link.name());
+    tools::agent_call c =
+        tools::call_agent(o.pid, plan.agent, true, attach::attach_symbol, link.name());
     if (o.verbose && !c.borrowed.empty())
-        std::fprintf(stderr, "dprobe attach: loaded %s with %s\n", agent.c_str(),
+        std::fprintf(stderr, "dprobe attach: loaded %s with %s\n", plan.agent.c_str(),
                      c.borrowed.c_str());
-    if (!c.error.empty()) {
-        ::close(out);
+    if (!c.error.empty())
         return fail(cmd, call_error(o.pid, c));
-    }
-    if (c.result == -EBUSY) {
-        ::close(out);
+    const std::string pid = std::to_string(o.pid);
+    if (c.result == -EBUSY)
         return fail(cmd, who(o.pid) + " is already attached (or being attached or detached): "
-                                      "'dprobe detach -p " +
-                             std::to_string(o.pid) + "' ends that session; 'dprobe ctl -p " +
-                             std::to_string(o.pid) + "' adds events to it");
-    }
-    if (c.result == -EEXIST) {
-        ::close(out);
+                                      "'dprobe detach -p " + pid + "' ends that session; "
+                                      "'dprobe ctl -p " + pid + "' adds events to it");
+    if (c.result == -EEXIST)
         return fail(cmd, who(o.pid) + " is being recorded by 'dprobe record' already");
-    }
-    if (c.result < 0) {
-        ::close(out);
+    if (c.result < 0)
         return fail(cmd, "the dprobe agent in " + who(o.pid) + " could not start: " +
                              std::strerror(-c.result));
-    }
-    if (int e = link.accept_agent(o.pid, "attach", k_answer_ms, &err)) {
-        ::close(out);
+    std::string err;
+    if (int e = link.accept_agent(o.pid, "attach", k_answer_ms, &err))
         return fail(cmd, e == -ESRCH ? who(o.pid) + " exited while dprobe was attaching" : err);
-    }
+    return 0;
+}
+
+// Step 3: the settings and the open trace file handed to the agent.
+int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan,
+                  tools::agent_link &link, const tools::unique_fd &out)
+{
     attach::settings s;
-    s.events = lines;
-    s.graph = globs;
-    s.graph_main = graph_main;
-    s.notrace = notrace;
+    s.events = plan.lines;
+    s.graph = plan.globs;
+    s.graph_main = plan.graph_main;
+    s.notrace = plan.notrace;
     s.follow_loads = o.follow_loads;
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
     s.detach_on_hangup = !o.background;
-    bool sent = link.send(attach::encode(s), out);
-    ::close(out);
-    if (!sent)
+    if (!link.send(attach::encode(s), out.get()))
         return fail(cmd, who(o.pid) + " exited while dprobe was attaching");
+    return 0;
+}
 
-    // Until the agent is ready (or says what is wrong).
-    std::string msg, mount, tracefs_socket;
-    unsigned events = 0, functions = 0;
+// What the agent said when it got ready.
+struct agent_ready {
+    std::string mount, tracefs_socket;
+    unsigned functions = 0;
+};
+
+// Step 4: until the agent is ready, or says what is wrong; 0 or what went wrong (printed).
+int wait_ready(const char *cmd, const attach_opts &o, tools::agent_link &link, agent_ready &ready)
+{
+    std::string msg;
     struct timespec start {}, now {};
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
@@ -225,48 +236,49 @@ int run_attach(const attach_opts &o)
         if (msg.rfind("warn ", 0) == 0 && !o.quiet)
             std::fprintf(stderr, "dprobe attach: warning: %s\n", msg.c_str() + 5);
         if (msg.rfind("mount ", 0) == 0)
-            mount = msg.substr(6);
+            ready.mount = msg.substr(6);
         if (msg.rfind("socket ", 0) == 0)
-            tracefs_socket = msg.substr(7);
+            ready.tracefs_socket = msg.substr(7);
         if (msg.rfind("ready ", 0) == 0) {
-            std::sscanf(msg.c_str() + 6, "%*d %u %u", &events, &functions);
-            break;
+            // (Its event count includes the graph's two record types: say what the user
+            // asked instead.)
+            std::sscanf(msg.c_str() + 6, "%*d %*u %u", &ready.functions);
+            return 0;
         }
     }
-    (void)events; // it counts the graph's two record types too: say what the user asked
+}
+
+// "2 events and the function graph of 10 functions".
+std::string describe(const attach_opts &o, const attach_plan &plan, const agent_ready &ready)
+{
     std::string what;
-    if (!lines.empty())
-        what = std::to_string(lines.size()) + " event" + (lines.size() == 1 ? "" : "s");
-    if (functions)
+    const size_t n = plan.lines.size();
+    if (n)
+        what = std::to_string(n) + " event" + (n == 1 ? "" : "s");
+    if (ready.functions)
         what += std::string(what.empty() ? "" : " and ") + "the function graph of " +
-                std::to_string(functions) + " function" + (functions == 1 ? "" : "s");
+                std::to_string(ready.functions) + " function" +
+                (ready.functions == 1 ? "" : "s");
     if (o.follow_loads)
         what += std::string(what.empty() ? "" : " and ") +
                 "the function graph of the matching functions of libraries loaded later";
-    if (o.background) {
-        std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(), what.c_str(),
-                    o.output.c_str());
-        if (!mount.empty())
-            std::printf("  tracefs: %s\n", mount.c_str());
-        std::printf("  'dprobe detach -p %d' ends the session\n", o.pid);
-        return 0;
-    }
+    return what;
+}
 
-    // Foreground, like perf record -p: until Ctrl-C (or the process ends).
-    if (!o.quiet) {
-        std::fprintf(stderr, "dprobe attach: %s: recording %s into %s; Ctrl-C to detach\n",
-                     who(o.pid).c_str(), what.c_str(), o.output.c_str());
-        if (!mount.empty())
-            std::fprintf(stderr, "  tracefs: %s\n", mount.c_str());
-    }
+// Step 5, in the foreground (perf record -p): the session's counts until Ctrl-C, a
+// 'dprobe detach' or the end of the process; then the summary.
+int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &link,
+                   const agent_ready &ready)
+{
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaction(sig, &sa, nullptr);
-    bool tty = !o.quiet && isatty(STDERR_FILENO);
+    const bool tty = !o.quiet && isatty(STDERR_FILENO);
     bool asked = false, detached = false, by_other = false;
     unsigned long long recs = 0, lost = 0, bytes = 0;
+    std::string msg;
     for (;;) {
         if (g_stop && !asked) {
             asked = link.send("detach");
@@ -306,10 +318,49 @@ int run_attach(const attach_opts &o)
                      tools::process_alive(o.pid)
                          ? ("the dprobe agent in " + who(o.pid) + " went away").c_str()
                          : ("process " + std::to_string(o.pid) + " exited").c_str());
-    if (!mount.empty())
-        tools::unmount_if_mounted(mount); // a process killed outright leaves it behind
+    if (!ready.mount.empty())
+        tools::unmount_if_mounted(ready.mount); // a process killed outright leaves it behind
     tools::print_record_summary(o.output, cmd);
     return 0;
+}
+
+int run_attach(const attach_opts &o)
+{
+    const char *cmd = "attach";
+    attach_plan plan;
+    if (int r = plan_attach(cmd, o, plan))
+        return r;
+    // The trace file, created here (an unwritable path fails before the process is
+    // touched) and handed to the agent open: the process may not be allowed to open it.
+    std::string err;
+    tools::unique_fd out(create_trace_file(o.output, O_APPEND, err));
+    if (!out)
+        return fail(cmd, err);
+    tools::agent_link link;
+    if (int r = load_agent(cmd, o, plan, link))
+        return r;
+    if (int r = send_settings(cmd, o, plan, link, out))
+        return r;
+    out.reset(); // the agent has its own copy
+    agent_ready ready;
+    if (int r = wait_ready(cmd, o, link, ready))
+        return r;
+    const std::string what = describe(o, plan, ready);
+    if (o.background) {
+        std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(),
+                    what.c_str(), o.output.c_str());
+        if (!ready.mount.empty())
+            std::printf("  tracefs: %s\n", ready.mount.c_str());
+        std::printf("  'dprobe detach -p %d' ends the session\n", o.pid);
+        return 0;
+    }
+    if (!o.quiet) {
+        std::fprintf(stderr, "dprobe attach: %s: recording %s into %s; Ctrl-C to detach\n",
+                     who(o.pid).c_str(), what.c_str(), o.output.c_str());
+        if (!ready.mount.empty())
+            std::fprintf(stderr, "  tracefs: %s\n", ready.mount.c_str());
+    }
+    return follow_session(cmd, o, link, ready);
 }
 
 int run_detach(pid_t pid)

@@ -9,6 +9,7 @@
 #include "tools/dprobe/recorder.h"
 #include "tools/dprobe/trace_opts.h"
 #include "tools/trace_file.h"
+#include "tools/unique_fd.h"
 #include "tracefs/tracefs_client.h"
 
 #include <cerrno>
@@ -63,23 +64,21 @@ std::string write_events_file(const std::string &text, std::string *err)
 {
     const char *tmp = getenv("TMPDIR");
     std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/dprobe-events-XXXXXX";
-    int fd = mkstemp(path.data());
-    if (fd < 0) {
+    tools::unique_fd fd(mkstemp(path.data()));
+    if (!fd) {
         *err = "cannot create a file for the events in " + path + ": " + std::strerror(errno);
         return "";
     }
     size_t off = 0;
     while (off < text.size()) {
-        ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+        ssize_t n = ::write(fd.get(), text.data() + off, text.size() - off);
         if (n <= 0) {
             *err = "cannot write the events to " + path + ": " + std::strerror(errno);
-            ::close(fd);
             unlink(path.c_str());
             return "";
         }
         off += static_cast<size_t>(n);
     }
-    ::close(fd);
     return path;
 }
 
@@ -117,8 +116,8 @@ int run_record(const record_opts &o)
     if (!tools::find_agent(agent))
         return fail("record", "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)");
 
-    int out = create_trace_file(o.output, O_APPEND, err);
-    if (out < 0)
+    tools::unique_fd out(create_trace_file(o.output, O_APPEND, err));
+    if (!out)
         return fail("record", err);
 
     std::string events_text = join_lines(lines);
@@ -135,10 +134,11 @@ int run_record(const record_opts &o)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return fail("record", std::string("socketpair: ") + std::strerror(errno));
+    tools::unique_fd status_end(sv[0]), program_end(sv[1]);
     int rcvbuf = 1 << 20;
-    setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake < 0)
+    setsockopt(status_end.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    tools::unique_fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake)
         return fail("record", std::string("eventfd: ") + std::strerror(errno));
 
     char abs_out[PATH_MAX];
@@ -148,10 +148,10 @@ int run_record(const record_opts &o)
     if (child < 0)
         return fail("record", std::string("fork: ") + std::strerror(errno));
     if (child == 0) {
-        ::close(sv[0]);
+        status_end.reset();
         // Inherited by the program (no close-on-exec): the agent finds them by number.
-        int fd = fcntl(sv[1], F_DUPFD, 3);
-        int wfd = fcntl(wake, F_DUPFD, 3);
+        int fd = fcntl(program_end.get(), F_DUPFD, 3);
+        int wfd = fcntl(wake.get(), F_DUPFD, 3);
         setenv("DPROBE_OUTPUT", out_path.c_str(), 1);
         setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
         setenv("DPROBE_WAKE_FD", std::to_string(wfd).c_str(), 1);
@@ -189,7 +189,7 @@ int run_record(const record_opts &o)
         send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
         _exit(127);
     }
-    ::close(sv[1]);
+    program_end.reset(); // the program's end: the stream ends once every process has closed it
     g_child = child;
     struct sigaction sa {};
     sa.sa_handler = forward_signal;
@@ -198,7 +198,7 @@ int run_record(const record_opts &o)
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGHUP, &sa, nullptr);
 
-    recorder rec(out, sv[0], wake);
+    recorder rec(out.get(), status_end.get(), wake.get());
     rec.blocking = !o.no_wait;
     rec.set_child(child);
     const bool tty = !o.quiet && isatty(STDERR_FILENO);
@@ -215,9 +215,9 @@ int run_record(const record_opts &o)
         },
         [&] { return g_interrupted != 0; });
     g_child = 0;
-    ::close(sv[0]);
-    ::close(wake);
-    ::close(out);
+    status_end.reset();
+    wake.reset();
+    out.reset();
     if (tty)
         std::fprintf(stderr, "\r\033[K");
     for (const std::string &w : rec.warnings)
