@@ -3,6 +3,8 @@
 // writes with every other thread stopped. The bytes come from the arch verbs.
 #include "core/text_poke.h"
 
+#include "core/proc_maps.h"
+
 #include "arch/x86_64/raw_syscall.h"
 #include "arch/x86_64/uctx.h"
 #include "core/membarrier.h"
@@ -96,39 +98,11 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
     return handled;
 }
 
+// A page range and the protection to give it back.
 struct mapping {
     uintptr_t start, end;
     int prot;
 };
-
-std::vector<mapping> read_maps()
-{
-    std::vector<mapping> out;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
-    std::string text;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0)
-        text.append(buf, static_cast<size_t>(n));
-    close(fd);
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos)
-            eol = text.size();
-        unsigned long s, e;
-        char perms[5] = {};
-        if (std::sscanf(text.c_str() + pos, "%lx-%lx %4s", &s, &e, perms) == 3) {
-            int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-                       (perms[2] == 'x' ? PROT_EXEC : 0);
-            out.push_back({s, e, prot});
-        }
-        pos = eol + 1;
-    }
-    return out;
-}
 
 // Makes every page touched by [addr, addr+len) of every range writable, remembering how to
 // restore it. Pages stay executable: other threads may be running there.
@@ -143,15 +117,15 @@ public:
                 pages.push_back(p);
         std::sort(pages.begin(), pages.end());
         pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-        auto maps = read_maps();
+        const std::vector<proc_map> maps = read_proc_maps();
         for (uintptr_t p : pages) {
             auto it = std::find_if(maps.begin(), maps.end(),
-                                   [&](const mapping &m) { return p >= m.start && p < m.end; });
+                                   [&](const proc_map &m) { return p >= m.start && p < m.end; });
             if (it == maps.end()) {
                 close();
                 return -EFAULT;
             }
-            int prot = it->prot;
+            int prot = it->prot();
             if (!(prot & PROT_WRITE)) {
                 if (mprotect(reinterpret_cast<void *>(p), pg, prot | PROT_WRITE) != 0) {
                     int err = -errno;
@@ -264,7 +238,7 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
               [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
     stopped_poke sp{reqs, sorted, {}, 0};
     const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    auto maps = read_maps();
+    const std::vector<proc_map> maps = read_proc_maps();
     std::vector<uintptr_t> pages;
     for (auto &r : reqs)
         for (uintptr_t p = r.addr & ~(pg - 1); p < r.addr + r.len; p += pg)
@@ -273,10 +247,10 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
     for (uintptr_t p : pages) {
         auto it = std::find_if(maps.begin(), maps.end(),
-                               [&](const mapping &m) { return p >= m.start && p < m.end; });
+                               [&](const proc_map &m) { return p >= m.start && p < m.end; });
         if (it == maps.end())
             return -EFAULT;
-        sp.pages.push_back({p, pg, it->prot});
+        sp.pages.push_back({p, pg, it->prot()});
     }
     int err = stop_machine(poke_while_stopped, &sp);
     if (err)

@@ -91,30 +91,6 @@ bool place_is_func_entry(const probe_place &pl)
 
 // ---------------------------------------------------------------------------------------
 
-std::optional<uintptr_t> file_offset_to_addr(const std::string &path, uint64_t file_offset)
-{
-    char *real = realpath(path.c_str(), nullptr);
-    std::string want = real ? real : path;
-    std::free(real);
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-        unsigned long start, end, off;
-        char perms[8];
-        int name_at = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %*s %*s %n", &start, &end, perms, &off,
-                        &name_at) < 4 ||
-            !name_at)
-            continue;
-        std::string_view name = strip(std::string_view(line).substr(size_t(name_at)));
-        if (name != want)
-            continue;
-        if (file_offset >= off && file_offset < off + (end - start))
-            return start + (file_offset - off);
-    }
-    return std::nullopt;
-}
-
 trace_events &trace_events::instance()
 {
     static trace_events *inst = new trace_events; // never destroyed

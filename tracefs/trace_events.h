@@ -21,6 +21,8 @@
 // and discard. That path is noexcept, allocation-free and lock-free.
 #pragma once
 
+#include "core/proc_maps.h" // file_offset_to_addr()
+
 #include "core/symbols.h"
 #include "tracefs/error_log.h"
 #include "tracefs/event_filter.h"
@@ -215,8 +217,5 @@ private:
     uint16_t next_id_ = TRACE_EVENT_FIRST_ID;
 };
 
-// Resolves FILE_OFFSET of the file PATH to its address in this process (through
-// /proc/self/maps), or nullopt when the file is not mapped there.
-std::optional<uintptr_t> file_offset_to_addr(const std::string &path, uint64_t file_offset);
 
 } // namespace dprobe

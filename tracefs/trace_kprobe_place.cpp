@@ -43,22 +43,6 @@ bool object_loaded(std::string_view lib)
     return false;
 }
 
-// Whether the file PATH is mapped in this process at all.
-bool file_mapped(const std::string &path)
-{
-    char *real = realpath(path.c_str(), nullptr);
-    std::string want = real ? real : path;
-    std::free(real);
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-        size_t slash = line.find('/');
-        if (slash != std::string::npos && line.compare(slash, std::string::npos, want) == 0)
-            return true;
-    }
-    return false;
-}
-
 bool object_still_loaded(const object_ptr &obj)
 {
     auto objs = kallsyms::instance().objects();

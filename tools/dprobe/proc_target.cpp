@@ -223,39 +223,6 @@ std::string check_attach_target(pid_t pid)
     return "";
 }
 
-std::vector<proc_map> read_proc_maps(pid_t pid, int *err)
-{
-    std::vector<proc_map> out;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-    if (!in) {
-        if (err)
-            *err = errno ? errno : ESRCH;
-        return out;
-    }
-    std::string line;
-    while (std::getline(in, line)) {
-        proc_map m;
-        char perms[8] = {};
-        unsigned long long start, end, off, inode;
-        unsigned maj, min;
-        int pos = 0;
-        if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off,
-                        &maj, &min, &inode, &pos) < 7)
-            continue;
-        m.start = start;
-        m.end = end;
-        m.offset = off;
-        m.perms = perms;
-        m.inode = inode;
-        if (pos > 0 && static_cast<size_t>(pos) < line.size())
-            m.path = line.substr(static_cast<size_t>(pos));
-        out.push_back(m);
-    }
-    if (out.empty() && err)
-        *err = ESRCH;
-    return out;
-}
-
 uint64_t remote_object::func(const std::string &name) const
 {
     if (!syms)

@@ -3,6 +3,8 @@
 // its loaded objects is.
 #pragma once
 
+#include "core/proc_maps.h"
+
 #include "core/symbols.h"
 
 #include <cstddef>
@@ -41,15 +43,9 @@ std::string ptrace_permission_message(pid_t pid);
 // "no such process" / "the process exited" wording for ESRCH at different moments.
 bool process_alive(pid_t pid);
 
-struct proc_map {
-    uint64_t start = 0, end = 0, offset = 0;
-    std::string perms;
-    uint64_t inode = 0;
-    std::string path; // "" for anonymous mappings, "[stack]", "[vdso]", ... as the kernel says
-};
-
-// /proc/PID/maps; empty (with *ERR) when unreadable.
-std::vector<proc_map> read_proc_maps(pid_t pid, int *err = nullptr);
+// /proc/PID/maps (core/proc_maps.h).
+using dprobe::proc_map;
+using dprobe::read_proc_maps;
 
 // An object mapped in the process: its file (readable from here), and its load bias.
 struct remote_object {
