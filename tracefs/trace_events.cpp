@@ -303,10 +303,15 @@ probe_error trace_events::resolve_probe_args(trace_probe &tp)
     return {};
 }
 
+namespace {
+std::atomic<bool> g_fast_stores{true};
+}
+
+void trace_events::use_fast_stores(bool on) { g_fast_stores.store(on); }
+
 void trace_events::compile_record(trace_probe &tp)
 {
-    tp.fast = !tp.has_dyn && compile_fast_args(tp.def, tp.fast_args) &&
-              !std::getenv("DPROBE_NO_FAST_ARGS"); // tests compare both writers
+    tp.fast = !tp.has_dyn && g_fast_stores.load() && compile_fast_args(tp.def, tp.fast_args);
 }
 
 int trace_events::remove(const delete_request &req, unsigned accept)

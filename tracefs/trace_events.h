@@ -64,6 +64,9 @@ public:
     // writing thread): `dprobe record`'s agent describes the events created through the
     // tracefs in its trace file. Set it before the tree serves requests.
     static void set_commands_hook(void (*hook)());
+    // Probes created while OFF write every argument through the fetch-arg interpreter
+    // instead of its compiled form (fast_arg stores): for tests that compare the two.
+    static void use_fast_stores(bool on);
     // One command, already split (argv_split).
     int run_command(std::span<const std::string> argv, unsigned accept);
     // O_TRUNC on those files: deletes every event of the kinds ACCEPT names; -EBUSY (and

@@ -615,8 +615,8 @@ TEST_F(TraceFsTree, UprobeStylePlace)
 }
 
 // The record writer stores simple arguments itself (fast_arg) and leaves the rest to the
-// fetch-arg interpreter; both must write the same records. DPROBE_NO_FAST_ARGS=1 at creation
-// forces the interpreter.
+// fetch-arg interpreter; both must write the same records. use_fast_stores(false) at
+// creation forces the interpreter.
 TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
 {
     const std::string fargs = " a=$arg1:s8 b=$arg1:u64 c=$arg2:x16 d=+0($arg2):u32"
@@ -628,15 +628,13 @@ TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
     const std::string ret_args = " r=$retval:s64 a=$arg1:s16 p=+0($arg2):x32 x=$arg6";
     for (const char *grp : {"slow", "fast"}) {
         std::string g = grp;
-        if (g == "slow") {
-            ASSERT_EQ(setenv("DPROBE_NO_FAST_ARGS", "1", 1), 0);
-        }
+        dprobe::trace_events::use_fast_stores(g != "slow");
         ASSERT_EQ(wr("dynamic_events", "f:" + g + "/mix tfs_mix" + fargs + "\n"
                                        "f:" + g + "/mixret tfs_mix%return" + ret_args + "\n"
                                        "p:" + g + "/kmix tfs_mix" + kargs),
                   0)
             << rd("error_log");
-        unsetenv("DPROBE_NO_FAST_ARGS");
+        dprobe::trace_events::use_fast_stores(true);
     }
     ASSERT_EQ(wr("events/enable", "1"), 0);
     int vals[4] = {-123456, 0x7f01, 0x11, 0x22};
