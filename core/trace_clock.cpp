@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <cerrno>
+#include <iterator>
 #include <mutex>
 
 namespace dprobe {
@@ -88,27 +89,25 @@ void calibrate() noexcept {
 } // namespace
 
 namespace detail {
+// Branches and a table, no switch: a compiler turns a switch into a jump table, and the
+// indirect jump would hide from arch::ext_state_scan_code() that the handlers reading the
+// clock (the function-graph recorder's exit handler among them) never touch the x87
+// stack, so every hooked return would set a long double result aside for them.
 uint64_t trace_clock_slow(trace_clock_id id) noexcept {
-  switch (id) {
-  case trace_clock_id::local:
-  case trace_clock_id::global:
-  case trace_clock_id::perf:
+  if (id == trace_clock_id::local || id == trace_clock_id::global ||
+      id == trace_clock_id::perf) {
     if (g_trace_clock.tsc_ready.load(std::memory_order_acquire))
       return tsc_to_ns(g_trace_clock, trace_clock_rdtsc());
     return read_posix(CLOCK_MONOTONIC);
-  case trace_clock_id::counter:
-  case trace_clock_id::x86_tsc:
-    return trace_clock_rdtsc();
-  case trace_clock_id::mono:
-    return read_posix(CLOCK_MONOTONIC);
-  case trace_clock_id::mono_raw:
-    return read_posix(CLOCK_MONOTONIC_RAW);
-  case trace_clock_id::boot:
-    return read_posix(CLOCK_BOOTTIME);
-  case trace_clock_id::tai:
-    return read_posix(CLOCK_TAI);
   }
-  return read_posix(CLOCK_MONOTONIC);
+  if (id == trace_clock_id::counter || id == trace_clock_id::x86_tsc)
+    return trace_clock_rdtsc();
+  static constexpr clockid_t posix_clock[] = {
+      CLOCK_MONOTONIC, CLOCK_MONOTONIC,     CLOCK_MONOTONIC, CLOCK_MONOTONIC, // local..perf
+      CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME,  CLOCK_TAI,       // mono..tai
+      CLOCK_MONOTONIC};                                                       // x86_tsc
+  const auto i = static_cast<size_t>(id);
+  return read_posix(i < std::size(posix_clock) ? posix_clock[i] : CLOCK_MONOTONIC);
 }
 } // namespace detail
 

@@ -7,6 +7,7 @@
 
 #include <cpuid.h>
 #include <cstdio>
+#include <dlfcn.h>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -180,6 +181,22 @@ std::string at(const char *mnemonic, uintptr_t pc, const char *what)
     return b;
 }
 
+// Functions known to leave the x87 stack and MMX registers alone that the scan cannot
+// follow: the C library's clock_gettime runs the vDSO through a pointer (an indirect call),
+// and the kernel builds the vDSO without x87, MMX or SSE code (-mno-80387 -mno-mmx -mno-sse).
+// The trace clock reads it for the POSIX clocks, so every handler that stamps events
+// reaches it. Their addresses as a PLT entry binds them (an interposer's, if any).
+bool is_x87_free_leaf(uintptr_t target)
+{
+    static const uintptr_t leaves[] = {
+        reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "clock_gettime")),
+    };
+    for (uintptr_t l : leaves)
+        if (l && l == target)
+            return true;
+    return false;
+}
+
 } // namespace
 
 ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_t max_insns,
@@ -255,6 +272,13 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                     }
                     target = bound;
                 }
+            }
+            if (scope == ext_scope::x87 && rel &&
+                (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR) &&
+                is_x87_free_leaf(target)) {
+                if (cat == ZYDIS_CATEGORY_UNCOND_BR) break; // a tail call: it returns for us
+                pc = next;
+                continue;
             }
             if (cat == ZYDIS_CATEGORY_CALL) {
                 if (!rel && !(it.in_root && root_calls_vetted)) {
