@@ -15,8 +15,14 @@
 // Every record gets an index (base + nr); a reader that finds a gap in the indices it
 // reads knows how many records were overwritten before it got to them.
 //
-// Readers run under one mutex. The consuming position is published in read_pos, which the
-// writer reads only in discard mode, when it needs a page back.
+// Readers of a trace buffer run under its mutex. The consuming position is published in
+// read_pos, which the writer reads only in discard mode, when it needs a page back.
+//
+// Trace buffers: every per-thread buffer ever mapped is on one global list (append-only)
+// and names the trace buffer it belongs to (`owner`; nullptr while free). A thread finds its
+// buffer of trace buffer TB in its table's slot TB->id, valid while the slot's generation
+// equals TB's: a swap (the snapshot) exchanges owners and changes both generations, a free
+// changes TB's, and the thread then looks its buffer up again (or takes a free one).
 #include "core/ring_buffer.h"
 
 #include "core/compiler.h"
@@ -82,9 +88,26 @@ struct cursor {
 
 } // namespace
 
+struct trace_buffer {
+  std::atomic<bool> in_use{false};
+  // Odd while a swap moves buffers between owners; a new value after a swap or a free.
+  std::atomic<uint64_t> gen{0};
+  std::atomic<bool> tracing_on{true};
+  std::atomic<bool> overwrite{true};
+  std::atomic<uint32_t> npages{k_rb_default_size_kb * 1024 / k_rb_page_size};
+  // Events dropped with no buffer to count them in (during the acquisition of one, after the
+  // thread's buffers were retired at exit, or when mmap failed).
+  std::atomic<uint64_t> orphan_dropped{0};
+  std::mutex reader_mutex;
+  // Under reader_mutex: counts of recycled buffers, kept for the totals until the next reset.
+  rb_stats retired;
+  uint64_t orphan_base = 0;
+};
+
 struct rb_buffer {
   rb_buffer *next = nullptr; // global list, append-only
   std::atomic<int> state{BUF_INIT};
+  std::atomic<trace_buffer *> owner{nullptr};
   std::atomic<int32_t> tid{0};
   std::atomic<uint64_t> comm[2] = {}; // thread name, 16 bytes
 
@@ -105,7 +128,7 @@ struct rb_buffer {
 
   alignas(64) std::atomic<uint64_t> commit_pos{0};
 
-  // Readers (under g_reader_mutex), except read_pos which the writer loads.
+  // Readers (under the owner's reader_mutex), except read_pos which the writer loads.
   alignas(64) std::atomic<uint64_t> read_pos{0};
   cursor rd;
   uint64_t nread = 0;
@@ -116,23 +139,30 @@ struct rb_buffer {
 
 namespace {
 
-std::atomic<bool> g_tracing_on{true};
-std::atomic<bool> g_overwrite{true};
-std::atomic<uint32_t> g_npages{k_rb_default_size_kb * 1024 / k_rb_page_size};
+trace_buffer g_tbs[k_rb_max_trace_buffers];
 std::atomic<rb_buffer *> g_list{nullptr};
 std::atomic<uint32_t> g_waiting{0}; // futex word: 1 while a reader may be sleeping
-std::mutex g_reader_mutex;
+std::mutex g_alloc_mutex;           // ring_buffer_alloc / ring_buffer_free
 
-rb_buffer *const k_dead_buffer = reinterpret_cast<rb_buffer *>(uintptr_t{1});
-__attribute__((tls_model("initial-exec"))) thread_local rb_buffer *tls_rb = nullptr;
-// Set while this thread maps its buffer: a signal handler writing then drops its event.
+// A thread's buffers: slot i is its buffer of trace buffer i, valid while slot.gen equals
+// that trace buffer's generation. Tables are mapped on a thread's first write (mmap is
+// async-signal-safe) and recycled when the thread exits.
+struct rb_slot {
+  rb_buffer *buf;
+  uint64_t gen;
+};
+struct rb_thread_table {
+  rb_thread_table *next; // global list, append-only
+  std::atomic<int> in_use;
+  int32_t tid;
+  rb_slot slot[k_rb_max_trace_buffers];
+};
+std::atomic<rb_thread_table *> g_tables{nullptr};
+
+rb_thread_table *const k_dead_table = reinterpret_cast<rb_thread_table *>(uintptr_t{1});
+__attribute__((tls_model("initial-exec"))) thread_local rb_thread_table *tls_rbt = nullptr;
+// Set while this thread maps a buffer: a signal handler writing then drops its event.
 __attribute__((tls_model("initial-exec"))) thread_local bool tls_acquiring = false;
-// Events dropped with no buffer to count them in (during the acquisition above, after the
-// thread's buffer was retired at exit, or when mmap failed).
-std::atomic<uint64_t> g_orphan_dropped{0};
-// Counts of recycled buffers, kept for the totals until the next reset (reader lock).
-rb_stats g_retired;
-uint64_t g_orphan_base;
 
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
@@ -145,10 +175,13 @@ void fork_child() noexcept;
 
 // Process setup, before any probe can run: cheap, no calibration here.
 __attribute__((constructor)) void rb_setup() {
+  g_tbs[0].in_use.store(true, std::memory_order_relaxed);
   g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
   g_rseq_ok = __rseq_size >= 8;
   pthread_atfork(nullptr, nullptr, fork_child);
 }
+
+inline unsigned tb_id(const trace_buffer *tb) { return static_cast<unsigned>(tb - g_tbs); }
 
 DPROBE_NOPROBE inline uint16_t current_cpu() noexcept {
   if (likely(g_rseq_ok)) {
@@ -215,9 +248,54 @@ bool init_buffer(rb_buffer *b, uint32_t npages) noexcept {
   return true;
 }
 
-// Takes a free buffer or maps a new one, and makes it the calling thread's.
-rb_buffer *map_thread_buffer() noexcept {
-  uint32_t npages = g_npages.load(std::memory_order_relaxed);
+inline int32_t sys_gettid() noexcept { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+// The calling thread's table, mapped or recycled on its first write.
+rb_thread_table *alloc_table() noexcept {
+  rb_thread_table *t = nullptr;
+  for (rb_thread_table *it = g_tables.load(std::memory_order_acquire); it; it = it->next) {
+    int expect = 0;
+    if (it->in_use.load(std::memory_order_relaxed) == 0 &&
+        it->in_use.compare_exchange_strong(expect, 1, std::memory_order_acquire)) {
+      t = it;
+      break;
+    }
+  }
+  if (!t) {
+    size_t len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
+    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+      return nullptr;
+    t = static_cast<rb_thread_table *>(m); // zero-filled: every slot invalid
+    t->in_use.store(1, std::memory_order_relaxed);
+    rb_thread_table *head = g_tables.load(std::memory_order_relaxed);
+    do {
+      t->next = head;
+    } while (!g_tables.compare_exchange_weak(head, t, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  } else {
+    memset(t->slot, 0, sizeof t->slot);
+  }
+  t->tid = sys_gettid();
+  tls_rbt = t;
+  if (g_exit_key_ok)
+    pthread_setspecific(g_exit_key, t);
+  return t;
+}
+
+// This thread's buffer of TB if it has one (after a swap it may hold one it wrote before).
+rb_buffer *find_owned(trace_buffer *tb, int32_t tid) noexcept {
+  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
+    if (b->owner.load(std::memory_order_relaxed) == tb &&
+        b->tid.load(std::memory_order_relaxed) == tid &&
+        b->state.load(std::memory_order_acquire) == BUF_OWNED)
+      return b;
+  return nullptr;
+}
+
+// Takes a free buffer or maps a new one, and makes it the calling thread's buffer of TB.
+rb_buffer *map_thread_buffer(trace_buffer *tb, int32_t tid) noexcept {
+  uint32_t npages = tb->npages.load(std::memory_order_relaxed);
   rb_buffer *b = nullptr;
   for (rb_buffer *it = g_list.load(std::memory_order_acquire); it; it = it->next) {
     int expect = BUF_FREE;
@@ -248,64 +326,120 @@ rb_buffer *map_thread_buffer() noexcept {
     } while (!g_list.compare_exchange_weak(head, b, std::memory_order_release,
                                            std::memory_order_relaxed));
   }
-  b->tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+  b->tid.store(tid, std::memory_order_relaxed);
   store_comm(b);
+  b->owner.store(tb, std::memory_order_relaxed);
   b->state.store(BUF_OWNED, std::memory_order_release);
-  tls_rb = b;
-  if (g_exit_key_ok)
-    pthread_setspecific(g_exit_key, b);
   return b;
 }
 
-// The calling thread's first event.
+// The calling thread's first event in TB (or its first after a swap or a free of TB).
 // Async-signal-safe: mmap, atomics, prctl, gettid, pthread_setspecific on a low key.
-__attribute__((noinline)) rb_buffer *acquire_buffer() noexcept {
-  if (tls_rb == k_dead_buffer || tls_acquiring) {
-    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+__attribute__((noinline)) rb_buffer *attach_buffer(trace_buffer *tb) noexcept {
+  rb_thread_table *t = tls_rbt;
+  if (t == k_dead_table || tls_acquiring) {
+    tb->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
   tls_acquiring = true;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  rb_buffer *b = map_thread_buffer();
+  rb_buffer *b = nullptr;
+  if (!t)
+    t = alloc_table();
+  // A swap in progress (odd generation) takes a few microseconds: wait it out, boundedly.
+  uint64_t gen = tb->gen.load(std::memory_order_acquire);
+  for (int spin = 0; (gen & 1) && spin < (1 << 20); spin++) {
+    __builtin_ia32_pause();
+    gen = tb->gen.load(std::memory_order_acquire);
+  }
+  if (t && !(gen & 1)) {
+    b = find_owned(tb, t->tid);
+    if (!b)
+      b = map_thread_buffer(tb, t->tid);
+    // A swap that ran meanwhile may have moved B to the other buffer: it is used for this
+    // event only (like a write in flight during a swap) and looked up again next time.
+    if (b && tb->gen.load(std::memory_order_acquire) == gen)
+      t->slot[tb_id(tb)] = rb_slot{b, gen};
+  }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   tls_acquiring = false;
   if (!b)
-    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+    tb->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
   return b;
+}
+
+DPROBE_NOPROBE inline rb_buffer *thread_buffer(trace_buffer *tb) noexcept {
+  rb_thread_table *t = tls_rbt;
+  if (likely(t > k_dead_table)) {
+    const rb_slot &s = t->slot[tb_id(tb)];
+    if (likely(s.gen == tb->gen.load(std::memory_order_acquire) && s.buf))
+      return s.buf;
+  }
+  return attach_buffer(tb);
 }
 
 // A forked child starts with empty buffers: the parent's records are the parent's to
 // report, and the other threads no longer exist. Only the forking thread runs here.
 void fork_child() noexcept {
-  new (&g_reader_mutex) std::mutex; // a parent thread may have held it
   g_waiting.store(0, std::memory_order_relaxed);
-  g_retired = rb_stats{};
-  g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+  new (&g_alloc_mutex) std::mutex;
+  for (trace_buffer &tb : g_tbs) {
+    new (&tb.reader_mutex) std::mutex; // a parent thread may have held it
+    tb.retired = rb_stats{};
+    tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
+  }
+  rb_thread_table *self = tls_rbt > k_dead_table ? tls_rbt : nullptr;
+  const int32_t tid = sys_gettid();
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (b == tls_rb && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
+    bool mine = false;
+    if (self && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
+      trace_buffer *tb = b->owner.load(std::memory_order_relaxed);
+      const rb_slot &s = self->slot[tb_id(tb)];
+      mine = s.buf == b && s.gen == tb->gen.load(std::memory_order_relaxed);
+    }
+    if (mine) {
       b->state.store(BUF_INIT, std::memory_order_relaxed);
       if (init_buffer(b, b->npages)) {
-        b->tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+        b->tid.store(tid, std::memory_order_relaxed);
         b->state.store(BUF_OWNED, std::memory_order_release);
         continue;
       }
-      tls_rb = nullptr;
     }
     // Other threads' buffers, and one caught mid-acquisition (init_buffer redoes it all).
+    b->owner.store(nullptr, std::memory_order_relaxed);
     b->state.store(BUF_FREE, std::memory_order_release);
   }
+  if (self) {
+    self->tid = tid;
+    for (rb_slot &s : self->slot)
+      if (s.buf && s.buf->state.load(std::memory_order_relaxed) != BUF_OWNED)
+        s = rb_slot{};
+  }
+  for (rb_thread_table *t = g_tables.load(std::memory_order_acquire); t; t = t->next)
+    if (t != self)
+      t->in_use.store(0, std::memory_order_release);
 }
 
+// The thread's buffers stay readable, marked as exited; its table is recycled.
 void thread_exit(void *p) noexcept {
-  auto *b = static_cast<rb_buffer *>(p);
-  store_comm(b); // the final name, for printing after the thread is gone
-  tls_rb = k_dead_buffer;
-  b->state.store(BUF_EXITED, std::memory_order_release);
+  auto *t = static_cast<rb_thread_table *>(p);
+  tls_rbt = k_dead_table;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
+    if (b->tid.load(std::memory_order_relaxed) != t->tid ||
+        b->state.load(std::memory_order_acquire) != BUF_OWNED)
+      continue;
+    store_comm(b); // the final name, for printing after the thread is gone
+    int expect = BUF_OWNED;
+    b->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_release);
+  }
+  t->in_use.store(0, std::memory_order_release);
 }
 
 // Moves the writer to the next page. False when that page cannot be taken (discard mode and
 // it is unread, or it holds the pending outer record of a nested write).
-DPROBE_NOPROBE bool switch_page(rb_buffer *b, uint64_t seq, uint32_t off) noexcept {
+DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, rb_buffer *b, uint64_t seq,
+                                uint32_t off) noexcept {
   const uint64_t np = b->npages;
   const uint64_t n = seq + 1;
   rb_page_meta &slot = b->meta[n % np];
@@ -315,7 +449,7 @@ DPROBE_NOPROBE bool switch_page(rb_buffer *b, uint64_t seq, uint32_t off) noexce
     uint64_t pend = b->pending_seq.load(std::memory_order_relaxed);
     if (pend != k_no_seq && pend <= old)
       return false;
-    if (!g_overwrite.load(std::memory_order_relaxed)) {
+    if (!tb->overwrite.load(std::memory_order_relaxed)) {
       uint64_t rp = b->read_pos.load(std::memory_order_acquire);
       if (pos_seq(rp) < old ||
           (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed)))
@@ -358,21 +492,111 @@ DPROBE_NOPROBE inline void finish_write(rb_buffer *b) noexcept {
     wake_readers();
 }
 
-inline rb_buffer *event_buffer() noexcept { return tls_rb; }
+// The buffer a reserved EVENT of TB lives in: this thread's (a swap in between leaves the
+// slot stale but the buffer the same, see attach_buffer).
+DPROBE_NOPROBE inline rb_buffer *event_buffer(trace_buffer *tb, void *event) noexcept {
+  rb_thread_table *t = tls_rbt;
+  if (unlikely(t <= k_dead_table || !event))
+    return nullptr;
+  auto *p = static_cast<char *>(event);
+  rb_buffer *b = t->slot[tb_id(tb)].buf;
+  if (likely(b && p >= b->data && p < b->data + size_t{b->npages} * k_rb_page_size))
+    return b;
+  // Reserved through a lookup that was not cached (a swap raced with it): find it by address.
+  for (rb_buffer *it = g_list.load(std::memory_order_acquire); it; it = it->next)
+    if (it->data && p >= it->data && p < it->data + size_t{it->npages} * k_rb_page_size)
+      return it;
+  return nullptr;
+}
 
 } // namespace
 
+
+// ---- trace buffers ------------------------------------------------------------------------
+
+trace_buffer *ring_buffer_global() noexcept { return &g_tbs[0]; }
+
+unsigned ring_buffer_id(const trace_buffer *tb) noexcept { return tb_id(tb); }
+
+trace_buffer *ring_buffer_alloc() {
+  std::lock_guard<std::mutex> g(g_alloc_mutex);
+  for (unsigned i = 1; i < k_rb_max_trace_buffers; i++) {
+    trace_buffer &tb = g_tbs[i];
+    if (tb.in_use.load(std::memory_order_relaxed))
+      continue;
+    std::lock_guard<std::mutex> lk(tb.reader_mutex);
+    tb.gen.store(tb.gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
+    tb.tracing_on.store(true, std::memory_order_relaxed);
+    tb.overwrite.store(true, std::memory_order_relaxed);
+    tb.npages.store(k_rb_default_size_kb * 1024 / k_rb_page_size, std::memory_order_relaxed);
+    tb.retired = rb_stats{};
+    tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
+    tb.in_use.store(true, std::memory_order_release);
+    return &tb;
+  }
+  return nullptr;
+}
+
+void ring_buffer_free(trace_buffer *tb) {
+  if (!tb || tb == &g_tbs[0])
+    return;
+  std::lock_guard<std::mutex> g(g_alloc_mutex);
+  std::lock_guard<std::mutex> lk(tb->reader_mutex);
+  tb->tracing_on.store(false, std::memory_order_relaxed);
+  // Every thread's slot for TB becomes stale; no writer can be using it (see the header).
+  tb->gen.store(tb->gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
+  for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
+    if (b->owner.load(std::memory_order_relaxed) != tb)
+      continue;
+    int s = b->state.load(std::memory_order_acquire);
+    if (s != BUF_OWNED && s != BUF_EXITED)
+      continue;
+    b->owner.store(nullptr, std::memory_order_relaxed);
+    if (b->data) {
+      munmap(b->data, b->map_len);
+      b->data = nullptr;
+      b->meta = nullptr;
+      b->npages = 0;
+    }
+    b->state.store(BUF_FREE, std::memory_order_release);
+  }
+  tb->in_use.store(false, std::memory_order_release);
+}
+
+void ring_buffer_swap(trace_buffer *a, trace_buffer *b) {
+  if (!a || !b || a == b)
+    return;
+  trace_buffer *first = tb_id(a) < tb_id(b) ? a : b;
+  trace_buffer *second = first == a ? b : a;
+  std::lock_guard<std::mutex> l1(first->reader_mutex);
+  std::lock_guard<std::mutex> l2(second->reader_mutex);
+  // Odd while owners change: a thread attaching meanwhile does not cache what it finds.
+  a->gen.fetch_add(1, std::memory_order_acq_rel);
+  b->gen.fetch_add(1, std::memory_order_acq_rel);
+  for (rb_buffer *r = g_list.load(std::memory_order_acquire); r; r = r->next) {
+    trace_buffer *o = r->owner.load(std::memory_order_relaxed);
+    if (o == a)
+      r->owner.store(b, std::memory_order_relaxed);
+    else if (o == b)
+      r->owner.store(a, std::memory_order_relaxed);
+  }
+  std::swap(a->retired, b->retired);
+  const uint64_t a_orphans = a->orphan_dropped.load(std::memory_order_relaxed) - a->orphan_base;
+  const uint64_t b_orphans = b->orphan_dropped.load(std::memory_order_relaxed) - b->orphan_base;
+  a->orphan_base = a->orphan_dropped.load(std::memory_order_relaxed) - b_orphans;
+  b->orphan_base = b->orphan_dropped.load(std::memory_order_relaxed) - a_orphans;
+  a->gen.fetch_add(1, std::memory_order_acq_rel);
+  b->gen.fetch_add(1, std::memory_order_acq_rel);
+}
+
 // ---- write side ---------------------------------------------------------------------------
 
-DPROBE_NOPROBE void *ring_buffer_reserve(size_t len) noexcept {
-  if (unlikely(!g_tracing_on.load(std::memory_order_relaxed)))
+DPROBE_NOPROBE void *ring_buffer_reserve(trace_buffer *tb, size_t len) noexcept {
+  if (unlikely(!tb->tracing_on.load(std::memory_order_relaxed)))
     return nullptr;
-  rb_buffer *b = tls_rb;
-  if (unlikely(b == nullptr || b == k_dead_buffer)) {
-    b = acquire_buffer();
-    if (!b)
-      return nullptr;
-  }
+  rb_buffer *b = thread_buffer(tb);
+  if (unlikely(!b))
+    return nullptr;
   if (unlikely(len > k_rb_max_payload)) {
     local_inc(&b->dropped);
     return nullptr;
@@ -395,7 +619,7 @@ DPROBE_NOPROBE void *ring_buffer_reserve(size_t len) noexcept {
   uint64_t seq = pos_seq(pos);
   uint32_t off = pos_off(pos);
   if (unlikely(off + need > k_rb_page_size)) {
-    if (!switch_page(b, seq, off)) {
+    if (!switch_page(tb, b, seq, off)) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
       b->claiming.store(0, std::memory_order_relaxed);
       b->nest.store(depth, std::memory_order_relaxed);
@@ -424,17 +648,17 @@ DPROBE_NOPROBE void *ring_buffer_reserve(size_t len) noexcept {
   return h + 1;
 }
 
-DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept {
-  rb_buffer *b = event_buffer();
-  if (unlikely(!event || !b || b == k_dead_buffer))
+DPROBE_NOPROBE void ring_buffer_commit(trace_buffer *tb, void *event) noexcept {
+  rb_buffer *b = event_buffer(tb, event);
+  if (unlikely(!b))
     return;
   local_inc(&b->written);
   finish_write(b);
 }
 
-DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept {
-  rb_buffer *b = event_buffer();
-  if (unlikely(!event || !b || b == k_dead_buffer))
+DPROBE_NOPROBE void ring_buffer_discard(trace_buffer *tb, void *event) noexcept {
+  rb_buffer *b = event_buffer(tb, event);
+  if (unlikely(!b))
     return;
   rb_event_header *h = ring_buffer_event_header(event);
   const uint64_t byte = static_cast<uint64_t>(reinterpret_cast<char *>(h) - b->data);
@@ -456,31 +680,52 @@ DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept {
   finish_write(b);
 }
 
+DPROBE_NOPROBE void *ring_buffer_reserve(size_t len) noexcept {
+  return ring_buffer_reserve(&g_tbs[0], len);
+}
+DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept {
+  ring_buffer_commit(&g_tbs[0], event);
+}
+DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept {
+  ring_buffer_discard(&g_tbs[0], event);
+}
+
 // ---- control ------------------------------------------------------------------------------
 
-void ring_buffer_set_tracing_on(bool on) noexcept {
+void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept {
   if (on)
     trace_clock_init();
-  g_tracing_on.store(on, std::memory_order_relaxed);
+  tb->tracing_on.store(on, std::memory_order_relaxed);
 }
-bool ring_buffer_tracing_on() noexcept { return g_tracing_on.load(std::memory_order_relaxed); }
-void ring_buffer_set_overwrite(bool on) noexcept {
-  g_overwrite.store(on, std::memory_order_relaxed);
+bool ring_buffer_tracing_on(const trace_buffer *tb) noexcept {
+  return tb->tracing_on.load(std::memory_order_relaxed);
 }
-bool ring_buffer_overwrite() noexcept { return g_overwrite.load(std::memory_order_relaxed); }
+void ring_buffer_set_overwrite(trace_buffer *tb, bool on) noexcept {
+  tb->overwrite.store(on, std::memory_order_relaxed);
+}
+bool ring_buffer_overwrite(const trace_buffer *tb) noexcept {
+  return tb->overwrite.load(std::memory_order_relaxed);
+}
 
-int ring_buffer_set_size_kb(size_t kb) noexcept {
+int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept {
   if (kb == 0 || kb > (size_t{1} << 30))
     return -EINVAL;
   size_t pages = (kb * 1024 + k_rb_page_size - 1) / k_rb_page_size;
   pages = std::max(pages, k_rb_min_pages);
-  g_npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
+  tb->npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
   return 0;
 }
 
-size_t ring_buffer_size_kb() noexcept {
-  return g_npages.load(std::memory_order_relaxed) * k_rb_page_size / 1024;
+size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept {
+  return tb->npages.load(std::memory_order_relaxed) * k_rb_page_size / 1024;
 }
+
+void ring_buffer_set_tracing_on(bool on) noexcept { ring_buffer_set_tracing_on(&g_tbs[0], on); }
+bool ring_buffer_tracing_on() noexcept { return ring_buffer_tracing_on(&g_tbs[0]); }
+void ring_buffer_set_overwrite(bool on) noexcept { ring_buffer_set_overwrite(&g_tbs[0], on); }
+bool ring_buffer_overwrite() noexcept { return ring_buffer_overwrite(&g_tbs[0]); }
+int ring_buffer_set_size_kb(size_t kb) noexcept { return ring_buffer_set_size_kb(&g_tbs[0], kb); }
+size_t ring_buffer_size_kb() noexcept { return ring_buffer_size_kb(&g_tbs[0]); }
 
 // ---- read side ----------------------------------------------------------------------------
 
@@ -567,9 +812,9 @@ bool read_next(rb_buffer *b, cursor &c, peeked &out) {
   }
 }
 
-bool readable(const rb_buffer *b) {
+bool readable(const rb_buffer *b, const trace_buffer *tb) {
   int s = b->state.load(std::memory_order_acquire);
-  return s == BUF_OWNED || s == BUF_EXITED;
+  return (s == BUF_OWNED || s == BUF_EXITED) && b->owner.load(std::memory_order_relaxed) == tb;
 }
 
 bool buffer_has_data(rb_buffer *b) {
@@ -580,15 +825,17 @@ bool buffer_has_data(rb_buffer *b) {
 
 rb_stats buffer_stats(rb_buffer *b);
 
-// Exited, drained buffers become free for new threads.
-void reap_locked() {
+// Exited, drained buffers of TB become free for new threads.
+void reap_locked(trace_buffer *tb) {
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (b->state.load(std::memory_order_acquire) == BUF_EXITED && !buffer_has_data(b)) {
+    if (b->owner.load(std::memory_order_relaxed) == tb &&
+        b->state.load(std::memory_order_acquire) == BUF_EXITED && !buffer_has_data(b)) {
       rb_stats st = buffer_stats(b);
-      g_retired.written += st.written;
-      g_retired.read += st.read;
-      g_retired.overrun += st.overrun;
-      g_retired.dropped += st.dropped;
+      tb->retired.written += st.written;
+      tb->retired.read += st.read;
+      tb->retired.overrun += st.overrun;
+      tb->retired.dropped += st.dropped;
+      b->owner.store(nullptr, std::memory_order_relaxed);
       b->state.store(BUF_FREE, std::memory_order_release);
     }
   }
@@ -604,16 +851,20 @@ struct ring_buffer_reader::impl {
     char comm[17];
   };
   std::unique_lock<std::mutex> lock;
+  trace_buffer *tb;
   mode m;
   std::vector<source> src;
   std::vector<char> out; // payload handed out by the last next()
 };
 
-ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl) {
-  p_->lock = std::unique_lock<std::mutex>(g_reader_mutex);
+ring_buffer_reader::ring_buffer_reader(mode m, trace_buffer *tb) : p_(new impl) {
+  if (!tb)
+    tb = &g_tbs[0];
+  p_->lock = std::unique_lock<std::mutex>(tb->reader_mutex);
+  p_->tb = tb;
   p_->m = m;
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (!readable(b))
+    if (!readable(b, tb))
       continue;
     impl::source s{};
     s.b = b;
@@ -628,7 +879,7 @@ ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl) {
 
 ring_buffer_reader::~ring_buffer_reader() {
   if (p_->m == CONSUME)
-    reap_locked();
+    reap_locked(p_->tb);
   delete p_;
 }
 
@@ -667,14 +918,15 @@ bool ring_buffer_reader::next(rb_record &rec) {
   return true;
 }
 
-void ring_buffer_reset() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
-  g_retired = rb_stats{};
-  g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+void ring_buffer_reset(trace_buffer *tb) {
+  std::lock_guard<std::mutex> lk(tb->reader_mutex);
+  tb->retired = rb_stats{};
+  tb->orphan_base = tb->orphan_dropped.load(std::memory_order_relaxed);
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next) {
-    if (!readable(b))
+    if (!readable(b, tb))
       continue;
     if (b->state.load(std::memory_order_acquire) == BUF_EXITED) {
+      b->owner.store(nullptr, std::memory_order_relaxed);
       b->state.store(BUF_FREE, std::memory_order_release);
       continue;
     }
@@ -692,24 +944,32 @@ void ring_buffer_reset() {
   }
 }
 
+void ring_buffer_reset() { ring_buffer_reset(&g_tbs[0]); }
+
 int ring_buffer_set_clock(std::string_view name) {
   int err = trace_clock_set(name);
   if (err)
     return err;
   trace_clock_init();
-  ring_buffer_reset();
+  for (trace_buffer &tb : g_tbs)
+    if (tb.in_use.load(std::memory_order_acquire))
+      ring_buffer_reset(&tb);
   return 0;
 }
 
-bool ring_buffer_has_data() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
+bool ring_buffer_has_data(trace_buffer *tb) {
+  std::lock_guard<std::mutex> lk(tb->reader_mutex);
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
-    if (readable(b) && buffer_has_data(b))
+    if (readable(b, tb) && buffer_has_data(b))
       return true;
   return false;
 }
 
-bool ring_buffer_wait(int timeout_ms) {
+bool ring_buffer_has_data() { return ring_buffer_has_data(&g_tbs[0]); }
+
+bool ring_buffer_wait(int timeout_ms) { return ring_buffer_wait(&g_tbs[0], timeout_ms); }
+
+bool ring_buffer_wait(trace_buffer *tb, int timeout_ms) {
   using clk = std::chrono::steady_clock;
   const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   // Without membarrier a wakeup can be missed (the writer has no fence); poll then.
@@ -717,7 +977,7 @@ bool ring_buffer_wait(int timeout_ms) {
   for (;;) {
     g_waiting.store(1, std::memory_order_seq_cst);
     membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
-    if (ring_buffer_has_data())
+    if (ring_buffer_has_data(tb))
       return true;
     long long left_ns = slice_ms * 1000000LL;
     if (timeout_ms >= 0) {
@@ -751,23 +1011,25 @@ rb_stats buffer_stats(rb_buffer *b) {
 }
 } // namespace
 
-std::vector<rb_stats> ring_buffer_thread_stats() {
-  std::lock_guard<std::mutex> lk(g_reader_mutex);
+std::vector<rb_stats> ring_buffer_thread_stats(trace_buffer *tb) {
+  std::lock_guard<std::mutex> lk(tb->reader_mutex);
   std::vector<rb_stats> out;
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
-    if (readable(b))
+    if (readable(b, tb))
       out.push_back(buffer_stats(b));
   return out;
 }
 
-rb_stats ring_buffer_stats() {
+std::vector<rb_stats> ring_buffer_thread_stats() { return ring_buffer_thread_stats(&g_tbs[0]); }
+
+rb_stats ring_buffer_stats(trace_buffer *tb) {
   rb_stats sum;
   {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
-    sum = g_retired;
-    sum.dropped += g_orphan_dropped.load(std::memory_order_relaxed) - g_orphan_base;
+    std::lock_guard<std::mutex> lk(tb->reader_mutex);
+    sum = tb->retired;
+    sum.dropped += tb->orphan_dropped.load(std::memory_order_relaxed) - tb->orphan_base;
   }
-  for (const rb_stats &s : ring_buffer_thread_stats()) {
+  for (const rb_stats &s : ring_buffer_thread_stats(tb)) {
     sum.entries += s.entries;
     sum.written += s.written;
     sum.read += s.read;
@@ -777,7 +1039,10 @@ rb_stats ring_buffer_stats() {
   return sum;
 }
 
+rb_stats ring_buffer_stats() { return ring_buffer_stats(&g_tbs[0]); }
+
 size_t ring_buffer_nr_buffers() {
+
   size_t n = 0;
   for (rb_buffer *b = g_list.load(std::memory_order_acquire); b; b = b->next)
     n++;

@@ -3,14 +3,22 @@
 //
 // The kernel keeps one buffer per CPU because its writers are CPUs; ours are threads. Each
 // thread that writes gets its own buffer on its first event (mmap'd: that can happen inside a
-// probe handler run from a signal handler), linked into a global list the readers walk.
-// When a thread exits its buffer stays readable; once it has been consumed or reset it is
-// recycled for a new thread, so thread churn does not grow memory.
+// probe handler run from a signal handler). When a thread exits its buffer stays readable;
+// once it has been consumed or reset it is recycled for a new thread, so thread churn does
+// not grow memory.
+//
+// Trace buffers (the kernel's struct trace_buffer): the per-thread buffers are grouped into
+// trace buffers, one per trace array (the top-level tracing directory, each `instances/`
+// directory) and one more for each array's snapshot. Each has its own tracing_on, overwrite
+// mode, size and counts. The top-level one (ring_buffer_global()) always exists; the
+// functions without a trace_buffer argument work on it. A thread has one buffer in each
+// trace buffer it writes to; it finds it through a per-thread table indexed by the trace
+// buffer's id, validated by the trace buffer's generation (which a swap or a free changes).
 //
 // Write side (probe hot path): noexcept, allocation-free, lock-free, async-signal-safe.
-//   void *p = ring_buffer_reserve(len);   // nullptr: tracing off, or the event is dropped
+//   void *p = ring_buffer_reserve(tb, len); // nullptr: tracing off, or the event is dropped
 //   ...fill p, run the event filter on it...
-//   ring_buffer_commit(p)  or  ring_buffer_discard(p)
+//   ring_buffer_commit(tb, p)  or  ring_buffer_discard(tb, p)
 // Nesting: a signal handler on the same thread may write while an outer write is between
 // reserve and commit (a probe hit in a signal handler). Nested records are placed after the
 // outer one and become visible when the outermost write commits, like the kernel's nested
@@ -55,18 +63,45 @@ constexpr size_t k_rb_max_payload = k_rb_page_size - sizeof(rb_event_header);
 constexpr unsigned k_rb_max_nesting = 4;
 constexpr size_t k_rb_default_size_kb = 1408; // the kernel's default buffer_size_kb
 constexpr size_t k_rb_min_pages = 4;
+// Trace buffers that can exist at once (the top level, instances and snapshots).
+constexpr unsigned k_rb_max_trace_buffers = 128;
+
+// ---- trace buffers ------------------------------------------------------------------------
+
+struct trace_buffer;
+
+// The top-level trace buffer.
+trace_buffer *ring_buffer_global() noexcept;
+// A new, empty trace buffer: tracing on, overwrite mode, the default size. nullptr when
+// k_rb_max_trace_buffers are in use.
+trace_buffer *ring_buffer_alloc();
+// Frees TB (not the global one): its threads' buffers are unmapped and recycled, its id may be
+// given to a later ring_buffer_alloc(). No writer may still be able to reserve on TB: the
+// caller has unregistered everything that writes there and waited for it to quiesce.
+void ring_buffer_free(trace_buffer *tb);
+// Exchanges the contents (every thread's buffer and the counts) of A and B; their settings
+// stay. The kernel's update_max_tr (the snapshot). A write that reserved on A before the swap
+// commits in the buffer it started in (now B's): callers that need the swap to be exact wait
+// for the writers in flight (synchronize_dispatch()).
+void ring_buffer_swap(trace_buffer *a, trace_buffer *b);
+// TB's index, 0 for the global one.
+unsigned ring_buffer_id(const trace_buffer *tb) noexcept;
 
 // ---- write side -----------------------------------------------------------------------
 
-// Space for a LEN-byte payload on the calling thread's buffer, 8-byte aligned; nullptr when
-// tracing is off, LEN is larger than k_rb_max_payload, the buffer is full in discard mode,
-// the write is nested too deep, or no buffer could be mapped. The timestamp and CPU are
-// taken here.
-void *ring_buffer_reserve(size_t len) noexcept;
+// Space for a LEN-byte payload on the calling thread's buffer of TB, 8-byte aligned; nullptr
+// when tracing is off in TB, LEN is larger than k_rb_max_payload, the buffer is full in
+// discard mode, the write is nested too deep, or no buffer could be mapped. The timestamp
+// and CPU are taken here.
+void *ring_buffer_reserve(trace_buffer *tb, size_t len) noexcept;
 // Publishes a reserved record (when the outermost write on this thread commits).
-void ring_buffer_commit(void *event) noexcept;
+void ring_buffer_commit(trace_buffer *tb, void *event) noexcept;
 // Gives a reserved record back (a filter rejected it). The space is reused when nothing was
 // reserved after it; otherwise it becomes padding that readers skip.
+void ring_buffer_discard(trace_buffer *tb, void *event) noexcept;
+// The same on the global trace buffer.
+void *ring_buffer_reserve(size_t len) noexcept;
+void ring_buffer_commit(void *event) noexcept;
 void ring_buffer_discard(void *event) noexcept;
 // Header of a reserved record (to adjust ts or flags before commit).
 inline rb_event_header *ring_buffer_event_header(void *event) noexcept {
@@ -76,18 +111,28 @@ inline rb_event_header *ring_buffer_event_header(void *event) noexcept {
 
 // ---- control ------------------------------------------------------------------------------
 
-void ring_buffer_set_tracing_on(bool on) noexcept; // the `tracing_on` file
-bool ring_buffer_tracing_on() noexcept;
-void ring_buffer_set_overwrite(bool on) noexcept;  // the `overwrite` trace option
-bool ring_buffer_overwrite() noexcept;
+// Each takes the trace buffer, or works on the global one without it.
+void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept; // the `tracing_on` file
+bool ring_buffer_tracing_on(const trace_buffer *tb) noexcept;
+void ring_buffer_set_overwrite(trace_buffer *tb, bool on) noexcept; // the `overwrite` option
+bool ring_buffer_overwrite(const trace_buffer *tb) noexcept;
 // Per-thread size (`buffer_size_kb`); rounded up to whole pages, at least k_rb_min_pages.
 // Applies to buffers mapped or recycled afterwards; a live thread keeps its buffer.
 // Returns 0 or -EINVAL (0 KB).
+int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept;
+size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept;
+// Empties every buffer and zeroes the counts (truncating `trace`).
+void ring_buffer_reset(trace_buffer *tb);
+
+void ring_buffer_set_tracing_on(bool on) noexcept;
+bool ring_buffer_tracing_on() noexcept;
+void ring_buffer_set_overwrite(bool on) noexcept;
+bool ring_buffer_overwrite() noexcept;
 int ring_buffer_set_size_kb(size_t kb) noexcept;
 size_t ring_buffer_size_kb() noexcept;
-// Empties every buffer and zeroes the counts (truncating `trace`).
 void ring_buffer_reset();
-// Selects the trace clock and resets the buffers (stamps of two clocks do not compare).
+// Selects the trace clock (one for the process) and resets every trace buffer (stamps of
+// two clocks do not compare).
 int ring_buffer_set_clock(std::string_view name);
 
 // ---- read side ----------------------------------------------------------------------------
@@ -103,14 +148,14 @@ struct rb_record {
   const char *comm;     // thread name recorded by the buffer ("" if unknown)
 };
 
-// Reads all threads' buffers merged by timestamp. PEEK leaves the records in place (the
-// `trace` file); CONSUME removes them (`trace_pipe`). One reader runs at a time: the object
-// holds the global reader lock for its lifetime. It sees the buffers that existed when it
-// was created.
+// Reads all threads' buffers of a trace buffer merged by timestamp. PEEK leaves the records in
+// place (the `trace` file); CONSUME removes them (`trace_pipe`). One reader of a trace buffer
+// runs at a time: the object holds its reader lock for its lifetime. It sees the buffers that
+// existed when it was created.
 class ring_buffer_reader {
 public:
   enum mode { PEEK, CONSUME };
-  explicit ring_buffer_reader(mode m);
+  explicit ring_buffer_reader(mode m, trace_buffer *tb = nullptr); // nullptr: the global one
   ~ring_buffer_reader();
   ring_buffer_reader(const ring_buffer_reader &) = delete;
   ring_buffer_reader &operator=(const ring_buffer_reader &) = delete;
@@ -123,10 +168,12 @@ private:
   impl *p_;
 };
 
-// Blocks until some buffer holds a committed unread record or TIMEOUT_MS passes (<0: no
+// Blocks until some buffer of TB holds a committed unread record or TIMEOUT_MS passes (<0: no
 // limit). Returns true when data is there. Costs the writers nothing while no one waits.
+bool ring_buffer_wait(trace_buffer *tb, int timeout_ms);
 bool ring_buffer_wait(int timeout_ms);
-// True when some buffer holds a committed record not yet consumed.
+// True when some buffer of TB holds a committed record not yet consumed.
+bool ring_buffer_has_data(trace_buffer *tb);
 bool ring_buffer_has_data();
 
 struct rb_stats {
@@ -138,16 +185,20 @@ struct rb_stats {
   uint64_t dropped = 0; // never written: full in discard mode, nested too deep, too big
   bool exited = false;  // the owning thread is gone
 };
-// Per-buffer counts since the last reset: live threads' buffers and exited threads' buffers
-// not yet recycled (a CONSUME reader recycles an exited thread's buffer once it drained it).
+// Per-buffer counts of TB since the last reset: live threads' buffers and exited threads'
+// buffers not yet recycled (a CONSUME reader recycles an exited thread's buffer once it
+// drained it).
+std::vector<rb_stats> ring_buffer_thread_stats(trace_buffer *tb);
 std::vector<rb_stats> ring_buffer_thread_stats();
-// Totals since the last reset: every buffer, recycled ones included, plus events dropped
+// Totals of TB since the last reset: every buffer, recycled ones included, plus events dropped
 // with no buffer to count them (a signal handler writing while its thread maps its buffer,
 // or after the thread's buffer was retired at thread exit).
 // With everything consumed: written == read + overrun; attempts == written + dropped.
+rb_stats ring_buffer_stats(trace_buffer *tb);
 rb_stats ring_buffer_stats();
 
-// Number of buffers ever mapped (live, exited or free for reuse).
+// Number of per-thread buffers ever mapped (live, exited or free for reuse), in every trace
+// buffer.
 size_t ring_buffer_nr_buffers();
 
 } // namespace dprobe
