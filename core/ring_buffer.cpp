@@ -563,13 +563,9 @@ void ring_buffer_free(trace_buffer *tb) {
   tb->in_use.store(false, std::memory_order_release);
 }
 
-void ring_buffer_swap(trace_buffer *a, trace_buffer *b) {
-  if (!a || !b || a == b)
-    return;
-  trace_buffer *first = tb_id(a) < tb_id(b) ? a : b;
-  trace_buffer *second = first == a ? b : a;
-  std::lock_guard<std::mutex> l1(first->reader_mutex);
-  std::lock_guard<std::mutex> l2(second->reader_mutex);
+namespace {
+// Both reader locks held.
+void swap_locked(trace_buffer *a, trace_buffer *b) noexcept {
   // Odd while owners change: a thread attaching meanwhile does not cache what it finds.
   a->gen.fetch_add(1, std::memory_order_acq_rel);
   b->gen.fetch_add(1, std::memory_order_acq_rel);
@@ -587,6 +583,30 @@ void ring_buffer_swap(trace_buffer *a, trace_buffer *b) {
   b->orphan_base = b->orphan_dropped.load(std::memory_order_relaxed) - a_orphans;
   a->gen.fetch_add(1, std::memory_order_acq_rel);
   b->gen.fetch_add(1, std::memory_order_acq_rel);
+}
+} // namespace
+
+void ring_buffer_swap(trace_buffer *a, trace_buffer *b) {
+  if (!a || !b || a == b)
+    return;
+  trace_buffer *first = tb_id(a) < tb_id(b) ? a : b;
+  trace_buffer *second = first == a ? b : a;
+  std::lock_guard<std::mutex> l1(first->reader_mutex);
+  std::lock_guard<std::mutex> l2(second->reader_mutex);
+  swap_locked(a, b);
+}
+
+bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept {
+  if (!a || !b || a == b)
+    return false;
+  std::unique_lock<std::mutex> l1(a->reader_mutex, std::try_to_lock);
+  if (!l1.owns_lock())
+    return false;
+  std::unique_lock<std::mutex> l2(b->reader_mutex, std::try_to_lock);
+  if (!l2.owns_lock())
+    return false;
+  swap_locked(a, b);
+  return true;
 }
 
 // ---- write side ---------------------------------------------------------------------------
@@ -997,6 +1017,9 @@ rb_stats buffer_stats(rb_buffer *b) {
   rb_stats st;
   st.tid = b->tid.load(std::memory_order_relaxed);
   st.exited = b->state.load(std::memory_order_acquire) == BUF_EXITED;
+  const uint64_t name[2] = {b->comm[0].load(std::memory_order_relaxed),
+                            b->comm[1].load(std::memory_order_relaxed)};
+  memcpy(st.comm, name, 16);
   st.written = local_read(&b->written) - b->written_base;
   st.dropped = local_read(&b->dropped) - b->dropped_base;
   st.read = b->nread;

@@ -84,6 +84,9 @@ void ring_buffer_free(trace_buffer *tb);
 // commits in the buffer it started in (now B's): callers that need the swap to be exact wait
 // for the writers in flight (synchronize_dispatch()).
 void ring_buffer_swap(trace_buffer *a, trace_buffer *b);
+// The same from a probe handler: lock-free apart from a try-lock of each buffer's reader
+// lock; false (and nothing done) when a reader holds one.
+bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept;
 // TB's index, 0 for the global one.
 unsigned ring_buffer_id(const trace_buffer *tb) noexcept;
 
@@ -184,6 +187,7 @@ struct rb_stats {
   uint64_t overrun = 0; // overwritten before being read (overwrite mode)
   uint64_t dropped = 0; // never written: full in discard mode, nested too deep, too big
   bool exited = false;  // the owning thread is gone
+  char comm[17] = {};   // the thread's name as the buffer recorded it
 };
 // Per-buffer counts of TB since the last reset: live threads' buffers and exited threads'
 // buffers not yet recycled (a CONSUME reader recycles an exited thread's buffer once it

@@ -8,6 +8,9 @@
 #include "core/trace_clock.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/ftrace_pid.h"
+#include "tracefs/stack_trace.h"
+#include "tracefs/trace_array.h"
 
 #include "arch/x86_64/uaccess.h"
 
@@ -26,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -43,13 +47,24 @@ struct trace_event {
     std::string group, name;
     uint16_t id = 0;
     std::vector<trace_probe *> probes;
-    bool enabled = false;
-    // Read by the handlers. Old filters are kept (in `filters`) until the event is freed,
-    // when no handler can run any more.
-    std::atomic<const event_filter *> filter{nullptr};
+    bool registered = false;   // the probes are registered / armed
+    uint64_t enabled_mask = 0; // arrays where the event is enabled (mutex_)
+    uint64_t soft_mask = 0;    // arrays holding it in soft mode (mutex_)
+    std::map<unsigned, int> soft_refs;
+    // Arrays the handlers write to (enabled ones, and soft-mode ones switched on).
+    std::atomic<uint64_t> record_mask{0};
+    // Per array, read by the handlers. Old filters are kept (in `filters`) until the event
+    // is freed, when no handler can run any more.
+    std::atomic<const event_filter *> filter[TRACE_ARRAY_MAX] = {};
     std::vector<std::unique_ptr<event_filter>> filters;
-    std::string filter_file = "none\n";
+    std::map<unsigned, std::string> filter_file; // absent: "none"
     std::vector<filter_field> fields;
+
+    std::string filter_text(unsigned array) const
+    {
+        auto it = filter_file.find(array);
+        return it == filter_file.end() ? "none\n" : it->second;
+    }
 };
 
 // An argument the record writer stores without the fetch-arg interpreter: a register, an
@@ -108,11 +123,7 @@ DPROBE_NOPROBE size_t symbolize(char *buf, size_t len, uintptr_t addr)
     return sprint_symbol(buf, len, addr, false);
 }
 
-DPROBE_NOPROBE inline int32_t current_tid() noexcept
-{
-    task_ctx *t = peek_task_ctx();
-    return t ? t->tid : static_cast<int32_t>(syscall(SYS_gettid));
-}
+DPROBE_NOPROBE inline int32_t current_tid() noexcept { return trace_current_tid(); }
 
 // Compiles ARGS into fast_args when every one has a fast shape.
 bool compile_fast_args(const probe_definition &def, std::vector<fast_arg> &out)
@@ -216,15 +227,16 @@ DPROBE_NOPROBE void store_fast_args(const trace_probe &tp, const fetch_context &
     }
 }
 
-// The common part of every handler: build the record in the ring buffer, filter, commit.
-DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx,
-                                      uintptr_t ip, uintptr_t ret_ip) noexcept
+// One record of TP in one array's buffer: build it in the ring buffer, filter, commit.
+DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_context &ctx,
+                                          uintptr_t ip, uintptr_t ret_ip, trace_array &tr,
+                                          const event_filter *f) noexcept
 {
     const probe_definition &def = tp.def;
     size_t len = tp.fixed_size;
     if (tp.has_dyn)
         len += trace_args_dynamic_size(def.args, ctx);
-    void *ev = ring_buffer_reserve(len);
+    void *ev = ring_buffer_reserve(tr.buffer, len);
     if (!ev)
         return;
     auto *rec = static_cast<uint8_t *>(ev);
@@ -236,16 +248,34 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     } else {
         used = probe_record_store(rec, len, def, ctx, tp.id, current_tid(), ip, ret_ip);
     }
-    const event_filter *f = tp.event->filter.load(std::memory_order_acquire);
     if (f) {
         event_filter::context fc;
         fc.cpu = ring_buffer_event_header(ev)->cpu;
         if (!f->match(rec, used, fc)) {
-            ring_buffer_discard(ev);
+            ring_buffer_discard(tr.buffer, ev);
             return;
         }
     }
-    ring_buffer_commit(ev);
+    ring_buffer_commit(tr.buffer, ev);
+    if (unlikely(tr.opt(OPT_STACKTRACE)))
+        trace_stack_record_regs(tr, ctx.regs);
+}
+
+// The common part of every handler: one record in each array the event records to.
+DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx,
+                                      uintptr_t ip, uintptr_t ret_ip) noexcept
+{
+    const trace_event &ev = *tp.event;
+    uint64_t mask = ev.record_mask.load(std::memory_order_acquire);
+    while (mask) {
+        const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
+        mask &= mask - 1;
+        trace_array *tr = trace_array_by_id(id);
+        if (unlikely(!tr) || unlikely(tr->event_ignore_this_task()))
+            continue;
+        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr,
+                              ev.filter[id].load(std::memory_order_acquire));
+    }
 }
 
 DPROBE_NOPROBE int fentry_handler(struct fprobe *fp, unsigned long ip, unsigned long,
@@ -530,7 +560,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
         }
         // Registered disabled; enabling the event arms it. An enabled event's new probe
         // starts armed (the kernel's append to an enabled event).
-        if (!(ev && ev->enabled))
+        if (!(ev && ev->registered))
             kp.flags = KPROBE_FLAG_DISABLED;
         int r;
         if (d.is_return) {
@@ -576,7 +606,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
                !std::getenv("DPROBE_NO_FAST_ARGS"); // tests compare both writers
 
     // An fprobe appended to an enabled event is registered now.
-    if (d.kind == probe_kind::fprobe && ev->enabled) {
+    if (d.kind == probe_kind::fprobe && ev->registered) {
         struct fprobe &fp = tp->hooks.fp;
         if (d.is_return) {
             fp.exit_handler = fexit_handler;
@@ -621,7 +651,7 @@ int trace_events::remove(const delete_request &req, unsigned accept)
     if (hit.empty())
         return -ENOENT;
     for (trace_probe *p : hit)
-        if (p->event->enabled)
+        if (p->event->registered)
             return -EBUSY;
     for (trace_probe *p : hit) {
         if (p->kprobe_registered) {
@@ -646,7 +676,7 @@ int trace_events::release_all(unsigned accept)
 {
     std::lock_guard<std::mutex> g(mutex_);
     for (trace_probe *p : probes_)
-        if (accepts(accept, p->def.kind) && p->event->enabled)
+        if (accepts(accept, p->def.kind) && p->event->registered)
             return -EBUSY;
     delete_request all; // no group, empty event: every event
     bool any = std::any_of(probes_.begin(), probes_.end(),
@@ -748,52 +778,56 @@ std::optional<std::string> trace_events::format(std::string_view group,
     return probe_format_file(ev->probes.front()->def, ev->id);
 }
 
-int trace_events::enable_locked(trace_event &ev, bool on)
+int trace_events::register_locked(trace_event &ev)
 {
-    if (ev.enabled == on)
+    if (ev.registered)
         return 0;
-    if (on) {
-        size_t done = 0;
-        int err = 0;
-        for (; done < ev.probes.size(); done++) {
-            trace_probe &tp = *ev.probes[done];
-            if (tp.def.kind == probe_kind::fprobe) {
-                struct fprobe &fp = tp.hooks.fp;
-                fp = {};
-                if (tp.def.is_return) {
-                    fp.exit_handler = fexit_handler;
-                    if (!tp.def.entry_args.empty()) {
-                        fp.entry_handler = fexit_entry_handler;
-                        fp.entry_data_size = tp.def.entry_args.size();
-                    }
-                } else {
-                    fp.entry_handler = fentry_handler;
+    size_t done = 0;
+    int err = 0;
+    for (; done < ev.probes.size(); done++) {
+        trace_probe &tp = *ev.probes[done];
+        if (tp.def.kind == probe_kind::fprobe) {
+            struct fprobe &fp = tp.hooks.fp;
+            fp = {};
+            if (tp.def.is_return) {
+                fp.exit_handler = fexit_handler;
+                if (!tp.def.entry_args.empty()) {
+                    fp.entry_handler = fexit_entry_handler;
+                    fp.entry_data_size = tp.def.entry_args.size();
                 }
-                err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
-                if (err)
-                    break;
-                tp.fprobe_registered = true;
             } else {
-                err = enable_kprobe(&tp.hooks.rp.kp);
-                if (err)
-                    break;
+                fp.entry_handler = fentry_handler;
             }
+            err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
+            if (err)
+                break;
+            tp.fprobe_registered = true;
+        } else {
+            err = enable_kprobe(&tp.hooks.rp.kp);
+            if (err)
+                break;
         }
-        if (err) {
-            for (size_t i = 0; i < done; i++) {
-                trace_probe &tp = *ev.probes[i];
-                if (tp.fprobe_registered) {
-                    unregister_fprobe(&tp.hooks.fp);
-                    tp.fprobe_registered = false;
-                } else if (tp.kprobe_registered) {
-                    disable_kprobe(&tp.hooks.rp.kp);
-                }
-            }
-            return err;
-        }
-        ev.enabled = true;
-        return 0;
     }
+    if (err) {
+        for (size_t i = 0; i < done; i++) {
+            trace_probe &tp = *ev.probes[i];
+            if (tp.fprobe_registered) {
+                unregister_fprobe(&tp.hooks.fp);
+                tp.fprobe_registered = false;
+            } else if (tp.kprobe_registered) {
+                disable_kprobe(&tp.hooks.rp.kp);
+            }
+        }
+        return err;
+    }
+    ev.registered = true;
+    return 0;
+}
+
+void trace_events::unregister_locked(trace_event &ev)
+{
+    if (!ev.registered)
+        return;
     for (trace_probe *tp : ev.probes) {
         if (tp->fprobe_registered) {
             unregister_fprobe(&tp->hooks.fp);
@@ -802,98 +836,264 @@ int trace_events::enable_locked(trace_event &ev, bool on)
             disable_kprobe(&tp->hooks.rp.kp);
         }
     }
-    ev.enabled = false;
+    ev.registered = false;
+}
+
+bool trace_events::is_registered(const trace_event &ev) const { return ev.registered; }
+
+int trace_events::enable_locked(trace_event &ev, bool on, unsigned array)
+{
+    if (array >= TRACE_ARRAY_MAX)
+        return -EINVAL;
+    const uint64_t bit = uint64_t{1} << array;
+    if (on) {
+        if (ev.enabled_mask & bit)
+            return 0;
+        if (int err = register_locked(ev))
+            return err;
+        ev.enabled_mask |= bit;
+        ev.record_mask.fetch_or(bit, std::memory_order_release);
+        return 0;
+    }
+    if (!(ev.enabled_mask & bit))
+        return 0;
+    ev.enabled_mask &= ~bit;
+    if (!(ev.soft_mask & bit))
+        ev.record_mask.fetch_and(~bit, std::memory_order_release);
+    if (!ev.enabled_mask && !ev.soft_mask)
+        unregister_locked(ev);
     return 0;
 }
 
-int trace_events::set_enabled(std::string_view group, std::string_view event, bool on)
+int trace_events::set_enabled(std::string_view group, std::string_view event, bool on,
+                              unsigned array)
 {
     std::lock_guard<std::mutex> g(mutex_);
     trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
-    return enable_locked(*ev, on);
+    return enable_locked(*ev, on, array);
 }
 
-int trace_events::enabled(std::string_view group, std::string_view event) const
+int trace_events::enabled(std::string_view group, std::string_view event, unsigned array) const
 {
     std::lock_guard<std::mutex> g(mutex_);
     const trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
-    return ev->enabled ? 1 : 0;
+    return (ev->enabled_mask >> array) & 1 ? 1 : 0;
 }
 
-int trace_events::set_group_enabled(std::string_view group, bool on)
+std::string trace_events::enable_text(std::string_view group, std::string_view event,
+                                      unsigned array) const
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    const trace_event *ev = find(group, event);
+    if (!ev)
+        return "";
+    const uint64_t bit = uint64_t{1} << array;
+    std::string s = (ev->record_mask.load(std::memory_order_relaxed) & bit) ? "1" : "0";
+    if (ev->soft_mask & bit)
+        s += '*';
+    return s + "\n";
+}
+
+int trace_events::set_group_enabled(std::string_view group, bool on, unsigned array)
 {
     std::lock_guard<std::mutex> g(mutex_);
     int ret = 0;
     for (trace_event *ev : events_) {
         if (!group.empty() && ev->group != group)
             continue;
-        if (int r = enable_locked(*ev, on); r && !ret)
+        if (int r = enable_locked(*ev, on, array); r && !ret)
             ret = r;
     }
     return ret;
 }
 
-char trace_events::group_enabled(std::string_view group) const
+char trace_events::group_enabled(std::string_view group, unsigned array) const
 {
     std::lock_guard<std::mutex> g(mutex_);
     unsigned set = 0;
     for (const trace_event *ev : events_)
         if (group.empty() || ev->group == group)
-            set |= 1u << (ev->enabled ? 1 : 0);
+            set |= 1u << ((ev->enabled_mask >> array) & 1);
     static constexpr char set_to_char[4] = {'?', '0', '1', 'X'};
     return set_to_char[set];
 }
 
-int trace_events::set_filter(std::string_view group, std::string_view event,
-                             std::string_view text)
+std::vector<std::string> trace_events::enabled_events(unsigned array) const
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    std::vector<std::string> v;
+    for (const trace_event *ev : events_)
+        if ((ev->enabled_mask >> array) & 1)
+            v.push_back(ev->group + ":" + ev->name);
+    return v;
+}
+
+std::vector<std::string> trace_events::all_events() const
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    std::vector<std::string> v;
+    for (const trace_event *ev : events_)
+        v.push_back(ev->group + ":" + ev->name);
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+int trace_events::set_event_matching(std::string_view spec, bool on, unsigned array)
+{
+    // The kernel's ftrace_set_clr_event(): "sys:event", "sys:*", "*:event" or a bare word,
+    // which names an event or a whole system; "*" is anything.
+    std::string_view sys, evname, any;
+    if (size_t c = spec.find(':'); c != std::string_view::npos) {
+        sys = spec.substr(0, c);
+        evname = spec.substr(c + 1);
+    } else {
+        any = spec;
+    }
+    auto is_any = [](std::string_view x) { return x.empty() || x == "*"; };
+    std::lock_guard<std::mutex> g(mutex_);
+    int ret = -EINVAL;
+    for (trace_event *ev : events_) {
+        if (!any.empty()) {
+            if (!is_any(any) && any != ev->name && any != ev->group)
+                continue;
+        } else {
+            if (!is_any(sys) && sys != ev->group)
+                continue;
+            if (!is_any(evname) && evname != ev->name)
+                continue;
+        }
+        int r = enable_locked(*ev, on, array);
+        if (ret == -EINVAL || (r && !ret))
+            ret = r;
+    }
+    return ret;
+}
+
+int trace_events::soft_mode(std::string_view group, std::string_view event, unsigned array,
+                            bool ref)
 {
     std::lock_guard<std::mutex> g(mutex_);
     trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
+    const uint64_t bit = uint64_t{1} << array;
+    int &n = ev->soft_refs[array];
+    if (ref) {
+        if (n++ == 0) {
+            if (int err = register_locked(*ev)) {
+                n--;
+                return err;
+            }
+            ev->soft_mask |= bit;
+            if (!(ev->enabled_mask & bit))
+                ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        }
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    if (--n == 0) {
+        ev->soft_mask &= ~bit;
+        if (!(ev->enabled_mask & bit))
+            ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        if (!ev->enabled_mask && !ev->soft_mask)
+            unregister_locked(*ev);
+    }
+    return 0;
+}
+
+trace_event *trace_events::find_event(std::string_view group, std::string_view event) const
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    return find(group, event);
+}
+
+DPROBE_NOPROBE void trace_events::soft_enable(trace_event *ev, unsigned array, bool on) noexcept
+{
+    const uint64_t bit = uint64_t{1} << array;
+    if (on)
+        ev->record_mask.fetch_or(bit, std::memory_order_release);
+    else
+        ev->record_mask.fetch_and(~bit, std::memory_order_release);
+}
+
+DPROBE_NOPROBE bool trace_events::soft_enabled(const trace_event *ev, unsigned array) noexcept
+{
+    return (ev->record_mask.load(std::memory_order_acquire) >> array) & 1;
+}
+
+void trace_events::remove_array(unsigned array)
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    const uint64_t bit = uint64_t{1} << array;
+    for (trace_event *ev : events_) {
+        ev->enabled_mask &= ~bit;
+        ev->soft_mask &= ~bit;
+        ev->soft_refs.erase(array);
+        ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file.erase(array);
+        if (!ev->enabled_mask && !ev->soft_mask)
+            unregister_locked(*ev);
+    }
+    const std::string prefix = std::to_string(array) + ":";
+    std::erase_if(group_filter_text_, [&](const auto &kv) { return kv.first.starts_with(prefix); });
+}
+
+int trace_events::set_filter(std::string_view group, std::string_view event,
+                             std::string_view text, unsigned array)
+{
+    std::lock_guard<std::mutex> g(mutex_);
+    trace_event *ev = find(group, event);
+    if (!ev || array >= TRACE_ARRAY_MAX)
+        return -ENOENT;
     std::string_view s = strip(text);
     if (s == "0") {
-        ev->filter.store(nullptr, std::memory_order_release);
-        ev->filter_file = "none\n";
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file.erase(array);
         return 0;
     }
     filter_parse_error pe;
     auto f = event_filter::compile(s, ev->fields, pe);
     if (!f) {
         // The kernel disables the event's filter and shows the error in the file.
-        ev->filter.store(nullptr, std::memory_order_release);
-        ev->filter_file = filter_error_text(s, pe);
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file[array] = filter_error_text(s, pe);
         bool positioned = pe.err != filter_err::NONE && pe.err != filter_err::ERRNO;
         errors_.append_message(filter_err_loc, filter_err_text(positioned ? pe.err
                                                                            : filter_err::ERRNO),
                                std::string(s), positioned ? size_t(pe.pos) : 0);
         return -EINVAL;
     }
-    ev->filter_file = std::string(s) + "\n";
-    ev->filter.store(f.get(), std::memory_order_release);
+    ev->filter_file[array] = std::string(s) + "\n";
+    ev->filter[array].store(f.get(), std::memory_order_release);
     ev->filters.push_back(std::move(f));
     return 0;
 }
 
 std::optional<std::string> trace_events::filter_text(std::string_view group,
-                                                     std::string_view event) const
+                                                     std::string_view event,
+                                                     unsigned array) const
 {
     std::lock_guard<std::mutex> g(mutex_);
     const trace_event *ev = find(group, event);
     if (!ev)
         return std::nullopt;
-    return ev->filter_file;
+    return ev->filter_text(array);
 }
 
-int trace_events::set_group_filter(std::string_view group, std::string_view text)
+int trace_events::set_group_filter(std::string_view group, std::string_view text,
+                                   unsigned array)
 {
     std::lock_guard<std::mutex> g(mutex_);
+    if (array >= TRACE_ARRAY_MAX)
+        return -ENOENT;
     std::string_view s = strip(text);
-    std::string key(group);
+    std::string key = std::to_string(array) + ":" + std::string(group);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
         if (ev->group == group)
@@ -902,8 +1102,8 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
         return -ENOENT;
     if (s == "0") {
         for (trace_event *ev : evs) {
-            ev->filter.store(nullptr, std::memory_order_release);
-            ev->filter_file = "none\n";
+            ev->filter[array].store(nullptr, std::memory_order_release);
+            ev->filter_file.erase(array);
         }
         group_filter_text_.erase(key);
         return 0;
@@ -914,13 +1114,13 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
         filter_parse_error pe;
         auto f = event_filter::compile(s, ev->fields, pe);
         if (!f) {
-            ev->filter.store(nullptr, std::memory_order_release);
-            ev->filter_file = filter_error_text(s, sub);
+            ev->filter[array].store(nullptr, std::memory_order_release);
+            ev->filter_file[array] = filter_error_text(s, sub);
             continue;
         }
         any = true;
-        ev->filter_file = std::string(s) + "\n";
-        ev->filter.store(f.get(), std::memory_order_release);
+        ev->filter_file[array] = std::string(s) + "\n";
+        ev->filter[array].store(f.get(), std::memory_order_release);
         ev->filters.push_back(std::move(f));
     }
     if (!any) {
@@ -933,10 +1133,10 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
     return 0;
 }
 
-std::string trace_events::group_filter_text(std::string_view group) const
+std::string trace_events::group_filter_text(std::string_view group, unsigned array) const
 {
     std::lock_guard<std::mutex> g(mutex_);
-    auto it = group_filter_text_.find(std::string(group));
+    auto it = group_filter_text_.find(std::to_string(array) + ":" + std::string(group));
     return it != group_filter_text_.end() ? it->second : default_sys_filter_message;
 }
 

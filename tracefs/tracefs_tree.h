@@ -85,6 +85,10 @@ public:
     int open(std::string_view path, int flags, std::unique_ptr<tracefs_file> &out);
     // truncate(2) to size 0: what O_TRUNC does on open.
     int truncate(std::string_view path);
+    // mkdir(2) / rmdir(2): only instances/NAME (a new trace array, or its removal).
+    // -EEXIST, -EPERM elsewhere, -EBUSY (a file of the instance is open), -ENOSPC.
+    int mkdir(std::string_view path);
+    int rmdir(std::string_view path);
 
     // Conveniences: the whole file; a non-blocking read of trace_pipe.
     int read_file(std::string_view path, std::string &out);
@@ -113,5 +117,9 @@ private:
 
 // "a//b/" -> "a/b", "/" -> "".
 std::string tracefs_normalize_path(std::string_view path);
+
+// The process a request runs for (the FUSE request's pid, the socket peer's), set by the
+// bindings around each call; 0 when unknown (in-process calls). trace_marker records it.
+extern thread_local int32_t tracefs_caller_pid;
 
 } // namespace dprobe
