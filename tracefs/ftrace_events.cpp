@@ -118,9 +118,14 @@ std::string ftrace_event_format(std::string_view name)
                     "\nformat:\n";
     auto line = [&s](const char *type, const char *fname, unsigned off, unsigned size,
                      bool sgn) {
+        // A dynamic array "T[]" prints as "T name[]", as the kernel's f_show() does.
+        std::string_view t = type;
+        const bool dyn = t.ends_with("[]");
+        if (dyn)
+            t.remove_suffix(2);
         char buf[160];
-        std::snprintf(buf, sizeof buf, "\tfield:%s %s;\toffset:%u;\tsize:%u;\tsigned:%d;\n", type,
-                      fname, off, size, sgn ? 1 : 0);
+        std::snprintf(buf, sizeof buf, "\tfield:%.*s %s%s;\toffset:%u;\tsize:%u;\tsigned:%d;\n",
+                      int(t.size()), t.data(), fname, dyn ? "[]" : "", off, size, sgn ? 1 : 0);
         s += buf;
     };
     line("unsigned short", "common_type", 0, 2, false);

@@ -254,10 +254,19 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
             return ro([] { return ring_buffer_header_event(); });
     }
     if (g0 == "ftrace") {
-        // ftrace's own records: their formats and ids, nothing to enable.
+        // ftrace's own records: their formats and ids, nothing to enable. The kernel has no
+        // enable file here; this read-only one makes libtracefs's tracefs_local_events()
+        // (which loads the systems that have one) load these formats too.
         if (p.size() == at + 1)
-            return dir([] { return ftrace_event_names(); });
+            return dir([] {
+                std::vector<std::string> v{"enable"};
+                for (const auto &n : ftrace_event_names())
+                    v.push_back(n);
+                return v;
+            });
         const std::string &name = p[at + 1];
+        if (name == "enable" && p.size() == at + 2)
+            return ro([] { return std::string("0\n"); });
         if (ftrace_event_id(name) < 0)
             return std::nullopt;
         if (p.size() == at + 2)
