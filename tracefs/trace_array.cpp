@@ -63,6 +63,10 @@ registry &reg()
     return *r;
 }
 
+// The top level exists from the start: probe handlers reach it through g_by_id[0] without
+// ever creating it themselves.
+__attribute__((constructor)) void trace_array_setup() { reg(); }
+
 bool valid_name(std::string_view n)
 {
     if (n.empty() || n.size() > 255 || n == "." || n == "..")

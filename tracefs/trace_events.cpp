@@ -845,6 +845,7 @@ int trace_events::enable_locked(trace_event &ev, bool on, unsigned array)
 {
     if (array >= TRACE_ARRAY_MAX)
         return -EINVAL;
+    (void)trace_array_top(); // the handlers find the arrays by id: the top one must exist
     const uint64_t bit = uint64_t{1} << array;
     if (on) {
         if (ev.enabled_mask & bit)
