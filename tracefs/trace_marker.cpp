@@ -21,6 +21,8 @@
 namespace dprobe {
 namespace {
 
+static_assert(sizeof(print_entry) == 16, "TRACE_MARKER_MAX_SIZE counts a 16-byte header");
+
 // Its address is the ip of the print records of trace_marker writes.
 extern "C" __attribute__((noinline, used, visibility("hidden"))) void tracing_mark_write(void)
 {

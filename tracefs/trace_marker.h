@@ -3,13 +3,16 @@
 // (include/dprobe/tracefs.h: dprobe_trace_marker(), dprobe_trace_printk()).
 //
 // Text written to trace_marker becomes one `print` record (a newline is added when missing;
-// at most 4096 bytes, longer writes are cut, as the kernel's TRACE_MARKER_MAX_SIZE). The
+// longer writes are cut to what the largest record holds, TRACE_MARKER_MAX_SIZE bytes, as
+// the kernel cuts them to its ring buffer's largest event). The
 // record's pid is the writer's: the process that wrote the file (its comm read from /proc
 // and kept in saved_cmdlines), or the calling thread for the C calls. It prints as
 // "tracing_mark_write: TEXT" (file writes) or "CALLER: TEXT" (the C calls name their
 // caller). trace_marker_raw takes binary data: a 4-byte id, then the payload (a `raw_data`
 // record).
 #pragma once
+
+#include "core/ring_buffer.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +22,9 @@ namespace dprobe {
 
 class trace_array;
 
-inline constexpr size_t TRACE_MARKER_MAX_SIZE = 4096;
+// The text of the largest print record: a ring-buffer payload less the record's header, the
+// newline and the NUL.
+inline constexpr size_t TRACE_MARKER_MAX_SIZE = k_rb_max_payload - 16 - 2;
 
 // A write of trace_marker by process PID. Returns the bytes taken or -errno: -EINVAL when the
 // array's markers option is off, -EBADF when tracing is off (the ring buffer took nothing).
