@@ -89,6 +89,7 @@ struct cursor {
 } // namespace
 
 struct trace_buffer {
+  unsigned id = 0; // index in g_tbs (set at setup): the slot of the per-thread table
   std::atomic<bool> in_use{false};
   // Odd while a swap moves buffers between owners; a new value after a swap or a free.
   std::atomic<uint64_t> gen{0};
@@ -175,13 +176,15 @@ void fork_child() noexcept;
 
 // Process setup, before any probe can run: cheap, no calibration here.
 __attribute__((constructor)) void rb_setup() {
+  for (unsigned i = 0; i < k_rb_max_trace_buffers; i++)
+    g_tbs[i].id = i;
   g_tbs[0].in_use.store(true, std::memory_order_relaxed);
   g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
   g_rseq_ok = __rseq_size >= 8;
   pthread_atfork(nullptr, nullptr, fork_child);
 }
 
-inline unsigned tb_id(const trace_buffer *tb) { return static_cast<unsigned>(tb - g_tbs); }
+inline unsigned tb_id(const trace_buffer *tb) { return tb->id; }
 
 DPROBE_NOPROBE inline uint16_t current_cpu() noexcept {
   if (likely(g_rseq_ok)) {

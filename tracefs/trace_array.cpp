@@ -109,9 +109,17 @@ int trace_array::set_opt(trace_opt o, bool on)
         flags_.fetch_or(uint64_t{1} << o, std::memory_order_relaxed);
     else
         flags_.fetch_and(~(uint64_t{1} << o), std::memory_order_relaxed);
+    update_ftrace_slow();
     if (current_trace && current_trace->option_changed)
         current_trace->option_changed(*this, o, on);
     return 0;
+}
+
+void trace_array::update_ftrace_slow() noexcept
+{
+    fn_slow_.store(function_pids.active() || function_no_pids.active() ||
+                       opt(OPT_FUNC_STACK_TRACE),
+                   std::memory_order_relaxed);
 }
 
 std::string trace_array::options_text() const
@@ -214,6 +222,7 @@ int trace_array_destroy(std::string_view name)
     trace_events::instance().remove_array(tr->id);
     tr->function_pids.clear();
     tr->function_no_pids.clear();
+    tr->update_ftrace_slow();
     tr->event_pids.clear();
     tr->event_no_pids.clear();
     g_by_id[tr->id].store(nullptr, std::memory_order_release);

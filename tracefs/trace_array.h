@@ -104,6 +104,11 @@ public:
     pid_filter function_no_pids; // set_ftrace_notrace_pid
     pid_filter event_pids;       // set_event_pid
     pid_filter event_no_pids;    // set_event_notrace_pid
+    // Whether the function tracer's callback has anything to check beyond writing its
+    // record: pid filters, a stack trace to add. One load on its fast path.
+    bool ftrace_slow() const noexcept { return fn_slow_.load(std::memory_order_relaxed); }
+    // Recomputes that after a pid list or an option changed.
+    void update_ftrace_slow() noexcept;
     // Whether the calling thread's functions are traced here (hot path).
     bool ftrace_ignore_this_task() const noexcept
     {
@@ -121,6 +126,7 @@ public:
 
 private:
     std::atomic<uint64_t> flags_;
+    std::atomic<bool> fn_slow_{false};
 };
 
 std::mutex &trace_types_lock();

@@ -22,7 +22,8 @@ DPROBE_NOPROBE int function_entry(ftrace_ops *ops, unsigned long ip, unsigned lo
                                   struct ftrace_regs *fregs, void *)
 {
     auto *tr = static_cast<trace_array *>(ops->priv);
-    if (unlikely(tr->ftrace_ignore_this_task()))
+    const bool slow = tr->ftrace_slow();
+    if (unlikely(slow) && tr->ftrace_ignore_this_task())
         return 1;
     if (void *ev = ring_buffer_reserve(tr->buffer, sizeof(ftrace_entry))) {
         auto *e = static_cast<ftrace_entry *>(ev);
@@ -31,7 +32,7 @@ DPROBE_NOPROBE int function_entry(ftrace_ops *ops, unsigned long ip, unsigned lo
         e->parent_ip = parent_ip;
         ring_buffer_commit(tr->buffer, ev);
     }
-    if (unlikely(tr->opt(OPT_FUNC_STACK_TRACE)))
+    if (unlikely(slow) && tr->opt(OPT_FUNC_STACK_TRACE))
         trace_stack_record(*tr, fregs);
     return 1; // no exit callback
 }

@@ -443,10 +443,16 @@ node filter_node(const std::shared_ptr<trace_array> &tr, bool notrace)
 
 node pid_node(const std::shared_ptr<trace_array> &tr, pid_filter *pf, const char *empty)
 {
+    trace_array *t = tr.get();
     node n = rw([pf, empty] { return pf->show(empty); },
-                [pf](std::string_view s) { return pf->write(s); },
-                [pf] {
+                [pf, t](std::string_view s) {
+                    int r = pf->write(s);
+                    t->update_ftrace_slow();
+                    return r;
+                },
+                [pf, t] {
                     pf->clear();
+                    t->update_ftrace_slow();
                     return 0;
                 });
     n.arr = tr;

@@ -268,7 +268,6 @@ TEST_F(ftrace_tracer, func_stack_trace)
 TEST_F(ftrace_tracer, switching_tracers_while_threads_call)
 {
     ASSERT_EQ(wr("set_ftrace_filter", "tt_leaf tt_mid", true), 0);
-    ASSERT_EQ(wr("buffer_size_kb", "8192"), 0);
     std::atomic<bool> stop{false};
     std::vector<std::thread> ts;
     for (int i = 0; i < 2; i++)
@@ -276,36 +275,44 @@ TEST_F(ftrace_tracer, switching_tracers_while_threads_call)
             while (!stop.load())
                 tt_mid(1);
         });
-    // Each switch empties the buffer and starts the other tracer: what is left after the
-    // last one is function_graph's alone, well formed, with nothing lost.
+    // Tracers switched back and forth while the threads call: each switch stops one
+    // tracer, empties the buffer and starts the other.
     for (int i = 0; i < 20; i++)
         ASSERT_EQ(wr("current_tracer", i % 2 ? "function" : "function_graph"), 0);
-    ASSERT_EQ(wr("current_tracer", "function_graph"), 0);
-    usleep(20000);
-    ASSERT_EQ(wr("tracing_on", "0"), 0);
     stop = true;
     for (auto &t : ts)
         t.join();
-    ASSERT_EQ(wr("buffer_size_kb", std::to_string(dprobe::k_rb_default_size_kb)), 0);
+    // Then a known amount of calls under function_graph: every one recorded once, entries
+    // and returns paired, nothing lost.
+    ASSERT_EQ(wr("current_tracer", "function_graph"), 0);
+    const int per_thread = 500;
+    ts.clear();
+    for (int i = 0; i < 2; i++)
+        ts.emplace_back([&] {
+            for (int k = 0; k < per_thread; k++)
+                tt_mid(k);
+        });
+    for (auto &t : ts)
+        t.join();
+    ASSERT_EQ(wr("tracing_on", "0"), 0);
     std::string t = rd("trace");
     EXPECT_FALSE(has(t, "LOST")) << "lost events";
-    // Per thread, every line is a call of the graph: "tt_mid() {", "tt_leaf();", "}" in
-    // that rhythm (the first and last calls of each thread may be cut by the start and the
-    // stop of tracing).
-    std::map<std::string, std::vector<std::string>> per;
     dprobe::rb_stats st = dprobe::ring_buffer_stats();
     EXPECT_EQ(st.overrun, 0u);
     EXPECT_EQ(st.dropped, 0u);
-    size_t calls = 0;
+    size_t mids = 0, leaves = 0, closes = 0;
     for (auto &l : body(t)) {
         std::string c = call_of(l);
-        // (a thread inside tt_mid when the tracer started records its leaves at depth 0)
-        EXPECT_TRUE(c == "  tt_mid() {" || c == "    tt_leaf();" || c == "  }" || c.empty() ||
-                    c == "  tt_leaf();" ||
-                    has(l, "=>") || has(l, "----"))
-            << l;
         if (c == "  tt_mid() {")
-            calls++;
+            mids++;
+        else if (c == "    tt_leaf();")
+            leaves++;
+        else if (c == "  }")
+            closes++;
+        else
+            EXPECT_TRUE(has(l, "=>") || has(l, "----") || l.empty()) << l;
     }
-    EXPECT_GT(calls, 2u);
+    EXPECT_EQ(mids, 2u * per_thread);
+    EXPECT_EQ(leaves, 4u * per_thread);
+    EXPECT_EQ(closes, 2u * per_thread);
 }
