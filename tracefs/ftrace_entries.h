@@ -9,6 +9,7 @@
 // common_preempt_count, common_pid); the ring buffer pads payloads to 8 bytes.
 #pragma once
 
+#include "tracefs/event_filter.h"
 #include "tracefs/event_format.h"
 
 #include <cstddef>
@@ -84,6 +85,14 @@ std::string ftrace_event_format(std::string_view name);
 // The id of a name (-1 when unknown).
 int ftrace_event_id(std::string_view name);
 bool is_ftrace_type(uint16_t type);
+
+// events/ftrace/<name>/filter (per trace array). The kernel keeps these files but no longer
+// applies them (since 6.12 nothing checks an ftrace event's filter; the function event's
+// `ip` filter was for perf only): they are checked and shown, and change no record.
+// The function event takes only `ip` (a function name, quoted), others their numeric fields.
+// 0, or -EINVAL with the file's error text in ERROR_TEXT.
+int ftrace_event_check_filter(std::string_view name, std::string_view text,
+                              std::string &error_text);
 
 // How records print (the kernel's trace options sym-offset, sym-addr, print-parent).
 struct ftrace_print_flags {

@@ -6,6 +6,9 @@
 #include "core/symbols.h"
 #include "tracefs/trace_marker.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -137,6 +140,54 @@ std::string ftrace_event_format(std::string_view name)
         line(f.type, f.name, f.offset, f.size, f.is_signed);
     s += std::string("\nprint fmt: ") + d->print_fmt + "\n";
     return s;
+}
+
+int ftrace_event_check_filter(std::string_view name, std::string_view text,
+                              std::string &error_text)
+{
+    const ftrace_event_desc *d = desc_of(name);
+    if (!d)
+        return -ENOENT;
+    using t = filter_field::type;
+    const bool is_function = d->id == TRACE_FN;
+    std::vector<filter_field> fields;
+    if (is_function) {
+        // The kernel's parse_pred(): a string compared with the function names, for perf.
+        fields.push_back({"ip", t::static_string, 8, uint16_t(MAX_FILTER_STR_VAL), false});
+    } else {
+        for (const field_desc &f : d->fields)
+            if (f.size) // the dynamic arrays (caller[], buf[]) take no predicate
+                fields.push_back({f.name, t::number, uint16_t(f.offset), uint16_t(f.size),
+                                  f.is_signed});
+        fields.push_back({"CPU", t::cpu, 0, 4, true});
+        fields.push_back({"cpu", t::cpu, 0, 4, true});
+        fields.push_back({"COMM", t::comm, 0, 16, false});
+        fields.push_back({"comm", t::comm, 0, 16, false});
+        fields.push_back({"common_type", t::number, 0, 2, false});
+        fields.push_back({"common_flags", t::number, 2, 1, false});
+        fields.push_back({"common_preempt_count", t::number, 3, 1, false});
+        fields.push_back({"common_pid", t::number, 4, 4, true});
+    }
+    filter_parse_error pe;
+    if (event_filter::compile(text, fields, pe))
+        return 0;
+    if (is_function && pe.err == filter_err::FIELD_NOT_FOUND) {
+        // A field the event has, but not ip: the kernel's "Only 'ip' field ..." error.
+        auto ident = [&text](size_t i) {
+            return std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_';
+        };
+        size_t end = std::min(size_t(pe.pos), text.size());
+        while (end > 0 && !ident(end - 1)) // the caret is at or just past the name
+            end--;
+        size_t begin = end;
+        while (begin > 0 && ident(begin - 1))
+            begin--;
+        const std::string_view f = text.substr(begin, end - begin);
+        if (f == "parent_ip" || f.starts_with("common_"))
+            pe.err = filter_err::IP_FIELD_ONLY;
+    }
+    error_text = filter_error_text(text, pe);
+    return -EINVAL;
 }
 
 void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f)

@@ -17,6 +17,7 @@
 #include "tracefs/ftrace_pid.h"
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -120,6 +121,10 @@ public:
         return event_no_pids.contains_current() ||
                (event_pids.active() && !event_pids.contains_current());
     }
+
+    // ---- events/ftrace/<name>/filter: the file's text by name, absent "none" (they filter
+    // nothing, see ftrace_event_check_filter()); trace_types_lock ----
+    std::map<std::string, std::string, std::less<>> ftrace_event_filter;
 
     // ---- open files (rmdir answers EBUSY while one is open) ----
     std::atomic<int> ref{0};

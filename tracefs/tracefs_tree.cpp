@@ -584,6 +584,8 @@ const char *tracefs_tree::readme()
   trace_pipe		- A consuming read to see the contents of the buffer
   tracing_on		- Enable or disable writing to the ring buffer
   buffer_size_kb	- View and modify the size of each thread's buffer
+  current_tracer	- function and latency tracers
+  available_tracers	- list of configured tracers for current_tracer
   trace_clock		- Change the clock used to order events
        local:   TSC scaled to ns, calibrated to CLOCK_MONOTONIC (default)
       global:   same as local (the TSC is synchronised across CPUs)
@@ -594,7 +596,57 @@ const char *tracefs_tree::readme()
         boot:   CLOCK_BOOTTIME
          tai:   CLOCK_TAI
      x86-tsc:   TSC cycle counter
-  options/overwrite	- 1: overwrite the oldest events when full, 0: drop new ones
+  trace_options		- Set format or modify how tracing happens:
+			  Disable an option by prefixing 'no' to the option name
+  options/		- one file per option (0/1), the tracers' own ones too
+      overwrite		- 1: overwrite the oldest events when full, 0: drop new ones
+  trace_marker		- Writes into this file writes into the kernel buffer
+  trace_marker_raw	- Writes into this file writes binary data into the buffer
+  saved_cmdlines	- names of the threads (and writers) seen in the trace
+  saved_tgids		- their thread-group ids
+  snapshot		- Like 'trace' but shows the content of the static
+			  snapshot buffer. Read the contents for more information
+  per_cpu/cpuN/		- the records written on CPU N: trace, stats, and
+			  trace_pipe_raw (ring-buffer pages, as the kernel's)
+  instances/		- mkdir a directory here for a new trace buffer with its
+			  own tracer, events, filters and options; rmdir removes it
+  set_ftrace_filter	- echo function name in here to only trace these functions
+	     accepts: func_full_name or glob-matching-pattern
+	     modules: Can select a group via module
+	      Format: :mod:<module-name>
+	    triggers: a command to perform when function is hit
+	      Format: <function>:<trigger>[:count]
+	     trigger: traceon, traceoff
+		      enable_event:<system>:<event>
+		      disable_event:<system>:<event>
+		      stacktrace
+		      snapshot
+		      dump
+		      cpudump
+	     To remove trigger without count:
+	       echo '!<function>:<trigger> > set_ftrace_filter
+	     To remove trigger with a count:
+	       echo '!<function>:<trigger>:0 > set_ftrace_filter
+  set_ftrace_notrace	- echo function name in here to never trace.
+  set_ftrace_pid	- Write thread ids to only trace those threads' functions
+  set_ftrace_notrace_pid - Write thread ids whose functions are not traced
+  set_graph_function	- Trace the nested calls of a function (function_graph)
+  set_graph_notrace	- Do not trace the nested calls of a function (function_graph)
+  max_graph_depth	- Trace a limited depth of nested calls (0 is unlimited)
+  tracing_thresh	- function_graph: record only calls that took this long (usecs)
+  function_profile_enabled - 1: count and time every traced function (trace_stat/)
+  trace_stat/		- function: all threads, function<tid>: one thread
+  stack_tracer_enabled	- 1: record the deepest stack of the traced functions
+  stack_trace		- Shows the max stack trace when active
+  stack_max_size	- Shows current max stack size that was traced
+			  Write into this file to reset the max size (trigger a
+			  new trace)
+  stack_trace_filter	- Like set_ftrace_filter but limits what stack_trace
+			  traces
+  set_event		- Enables events by name written into it ("group:event",
+			  "group:*", "event"; "!" disables, "echo > set_event" all)
+  set_event_pid		- Write thread ids: only they record events
+  available_events	- list of all events that can be set in set_event
   available_filter_functions - list of functions with a patch site
   available_filter_functions_addrs - the same with the patch-site addresses
   enabled_functions	- functions with probes attached, and how many
@@ -608,6 +660,9 @@ const char *tracefs_tree::readme()
 			  (the sysctl debug.kprobes-optimization; when the kprobe layer has it)
   events/		- Directory containing all trace event subsystems:
       enable		- Write 0/1 to enable/disable tracing of all events
+      header_page	- the ring-buffer page layout (trace_pipe_raw)
+      header_event	- the ring-buffer event header layout
+      ftrace/		- the formats of ftrace's own records
   events/name/		- Directory containing all trace events of a group
       enable		- Write 0/1 to enable/disable tracing of all events of the group
       filter		- A filter for every event of the group

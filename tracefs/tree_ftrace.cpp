@@ -270,9 +270,29 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
         if (ftrace_event_id(name) < 0)
             return std::nullopt;
         if (p.size() == at + 2)
-            return dir([] { return std::vector<std::string>{"format", "id"}; });
+            return dir([] { return std::vector<std::string>{"filter", "format", "id"}; });
         if (p.size() != at + 3)
             return std::nullopt;
+        if (p[at + 2] == "filter")
+            return rw(
+                [tr, name] {
+                    std::lock_guard<std::mutex> g(trace_types_lock());
+                    auto it = tr->ftrace_event_filter.find(name);
+                    return it == tr->ftrace_event_filter.end() ? std::string("none\n")
+                                                               : it->second;
+                },
+                [tr, name](std::string_view s) {
+                    s = strip(s);
+                    std::lock_guard<std::mutex> g(trace_types_lock());
+                    if (s == "0") {
+                        tr->ftrace_event_filter.erase(name);
+                        return 0;
+                    }
+                    std::string err;
+                    int r = ftrace_event_check_filter(name, s, err);
+                    tr->ftrace_event_filter[name] = r ? err : std::string(s) + "\n";
+                    return r;
+                });
         if (p[at + 2] == "format")
             return ro([name] { return ftrace_event_format(name); });
         if (p[at + 2] == "id")

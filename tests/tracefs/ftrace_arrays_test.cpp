@@ -335,6 +335,41 @@ TEST_F(ftrace_arrays, ftrace_formats_and_ring_buffer_headers)
     EXPECT_EQ(wr("events/ftrace/enable", "1"), -EACCES);
 }
 
+// events/ftrace/<name>/filter: checked and shown as the kernel's (which no longer applies
+// them), per array.
+TEST_F(ftrace_arrays, ftrace_event_filter_files)
+{
+    std::vector<std::string> files;
+    ASSERT_EQ(T.list("events/ftrace/print", files), 0);
+    EXPECT_EQ(files, (std::vector<std::string>{"filter", "format", "id"}));
+    EXPECT_EQ(rd("events/ftrace/print/filter"), "none\n");
+    EXPECT_EQ(wr("events/ftrace/funcgraph_entry/filter", "depth > 2 && common_pid != 0"), 0);
+    EXPECT_EQ(rd("events/ftrace/funcgraph_entry/filter"), "depth > 2 && common_pid != 0\n");
+    EXPECT_EQ(wr("events/ftrace/function/filter", "ip == 'do_work'"), 0);
+    EXPECT_EQ(rd("events/ftrace/function/filter"), "ip == 'do_work'\n");
+    EXPECT_EQ(wr("events/ftrace/function/filter", "parent_ip == 1"), -EINVAL);
+    EXPECT_TRUE(has(rd("events/ftrace/function/filter"),
+                    "parse_error: Only 'ip' field is supported for function trace"))
+        << rd("events/ftrace/function/filter");
+    EXPECT_EQ(wr("events/ftrace/kernel_stack/filter", "nosuch == 1"), -EINVAL);
+    EXPECT_TRUE(has(rd("events/ftrace/kernel_stack/filter"), "parse_error: Field not found"));
+    // Per array: an instance's files are its own.
+    ASSERT_EQ(T.mkdir("instances/ff"), 0);
+    EXPECT_EQ(rd("instances/ff/events/ftrace/funcgraph_entry/filter"), "none\n");
+    EXPECT_EQ(T.rmdir("instances/ff"), 0);
+    // They filter nothing (as the kernel's since 6.12): the records still come.
+    ASSERT_EQ(wr("events/ftrace/function/filter", "ip == 'nothing_here'"), 0);
+    ASSERT_EQ(wr("set_ftrace_filter", "ta_leaf", true), 0);
+    ASSERT_EQ(wr("current_tracer", "function"), 0);
+    ta_leaf(1);
+    EXPECT_TRUE(has(rd("trace"), "ta_leaf"));
+    ASSERT_EQ(wr("current_tracer", "nop"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "", true), 0);
+    for (const char *n : {"function", "funcgraph_entry", "kernel_stack"})
+        EXPECT_EQ(wr(std::string("events/ftrace/") + n + "/filter", "0"), 0);
+    EXPECT_EQ(rd("events/ftrace/function/filter"), "none\n");
+}
+
 TEST_F(ftrace_arrays, per_cpu_raw_pages_decode_with_kbuffer)
 {
     ASSERT_EQ(wr("set_ftrace_filter", "ta_leaf", true), 0);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/ring_buffer.h"
+#include "tracefs/ftrace_entries.h"
 #include "tracefs/trace_array.h"
 #include "tracefs/trace_events.h"
 #include "tracefs/tracefs_tree.h"
@@ -123,6 +124,8 @@ inline void reset_ftrace()
         auto &info = dprobe::trace_opt_info_of(dprobe::trace_opt(o));
         EXPECT_EQ(wr(std::string("options/") + info.name, info.dflt ? "1" : "0"), 0);
     }
+    for (const auto &n : dprobe::ftrace_event_names())
+        EXPECT_EQ(wr("events/ftrace/" + n + "/filter", "0"), 0);
     dprobe::trace_events::instance().set_group_enabled("", false);
     EXPECT_EQ(wr("dynamic_events", "", true), 0);
     EXPECT_EQ(wr("error_log", "", true), 0);
