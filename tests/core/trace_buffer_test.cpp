@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -235,4 +236,148 @@ TEST_F(trace_buffer_test, forked_child_starts_empty_in_every_buffer)
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     EXPECT_EQ(values(a, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1}));
+}
+
+// The global trace buffer (the top level's, the one probes write through the direct
+// ring_buffer_reserve) swapped with a snapshot buffer: its writers follow, on the direct path
+// too, and a swap back gives each thread its first buffer again.
+TEST_F(trace_buffer_test, global_swap_moves_the_direct_writers)
+{
+    trace_buffer *global = ring_buffer_global(), *snap = alloc();
+    ASSERT_NE(snap, nullptr);
+    ASSERT_TRUE(put(global, 1));
+    ASSERT_TRUE(put(global, 2));
+    ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+    EXPECT_TRUE(values(global, ring_buffer_reader::PEEK).empty());
+    EXPECT_EQ(values(snap, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(ring_buffer_stats(snap).written, 2u);
+    EXPECT_EQ(ring_buffer_stats().written, 0u);
+    uint64_t v = 3;
+    void *p = ring_buffer_reserve(sizeof v);
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, &v, sizeof v);
+    ring_buffer_commit(p);
+    EXPECT_EQ(values(global, ring_buffer_reader::PEEK), (std::vector<uint64_t>{3}));
+    EXPECT_EQ(values(snap, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 2}));
+    ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+    ASSERT_TRUE(put(global, 4));
+    EXPECT_EQ(values(global, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 2, 4}));
+    EXPECT_EQ(values(snap, ring_buffer_reader::PEEK), (std::vector<uint64_t>{3}));
+    // Another thread that wrote before the swap writes to the global buffer after it.
+    std::atomic<int> step{0};
+    std::thread t([&] {
+        put(global, 10);
+        step.store(1);
+        while (step.load() != 2)
+            std::this_thread::yield();
+        put(global, 11);
+    });
+    while (step.load() != 1)
+        std::this_thread::yield();
+    ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+    step.store(2);
+    t.join();
+    EXPECT_EQ(values(global, ring_buffer_reader::PEEK), (std::vector<uint64_t>{3, 11}));
+    EXPECT_EQ(values(snap, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 2, 4, 10}));
+}
+
+TEST_F(trace_buffer_test, global_swap_while_threads_write_loses_and_doubles_nothing)
+{
+    trace_buffer *global = ring_buffer_global(), *snap = alloc();
+    ASSERT_NE(snap, nullptr);
+    ring_buffer_set_size_kb(global, 4096);
+    ring_buffer_set_size_kb(snap, 4096);
+    std::atomic<int> running{2};
+    std::atomic<uint64_t> written{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 2; t++)
+        ts.emplace_back([&, t] {
+            for (uint64_t i = 0; i < 40000; i++) {
+                const uint64_t v = (uint64_t(t) << 48) | i;
+                void *p = ring_buffer_reserve(sizeof v); // the direct path
+                if (!p)
+                    continue;
+                std::memcpy(p, &v, sizeof v);
+                ring_buffer_commit(p);
+                written.fetch_add(1, std::memory_order_relaxed);
+            }
+            running.fetch_sub(1);
+        });
+    int swaps = 0;
+    for (; running.load() > 0; swaps++)
+        ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+    for (auto &t : ts)
+        t.join();
+    ring_buffer_set_size_kb(global, k_rb_default_size_kb);
+    EXPECT_GT(swaps, 10);
+    auto a = values(global, ring_buffer_reader::CONSUME);
+    auto b = values(snap, ring_buffer_reader::CONSUME);
+    std::vector<uint64_t> all(a);
+    all.insert(all.end(), b.begin(), b.end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()); // nothing twice
+    EXPECT_EQ(all.size(), written.load());                            // nothing lost
+    rb_stats sa = ring_buffer_stats(global), sb = ring_buffer_stats(snap);
+    EXPECT_EQ(sa.written + sb.written, written.load());
+    EXPECT_EQ(sa.dropped + sb.dropped, 0u);
+}
+
+namespace {
+trace_buffer *g_nested_tb;
+void nested_writer(int) { put(g_nested_tb, 2); }
+} // namespace
+
+// A signal handler writing while the outer write, reserved before a swap, is not committed
+// yet: its event goes after the outer one in the same buffer, and both are published.
+TEST_F(trace_buffer_test, write_nested_across_a_swap_stays_with_the_outer_one)
+{
+    trace_buffer *global = ring_buffer_global(), *snap = alloc();
+    ASSERT_NE(snap, nullptr);
+    ASSERT_TRUE(put(global, 0)); // this thread has its buffer
+    ring_buffer_reset();
+    g_nested_tb = global;
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = nested_writer;
+    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+    uint64_t v = 1;
+    void *p = ring_buffer_reserve(sizeof v);
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, &v, sizeof v);
+    ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+    raise(SIGUSR1);
+    ring_buffer_commit(p);
+    sigaction(SIGUSR1, &old, nullptr);
+    EXPECT_EQ(values(snap, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 2}));
+    EXPECT_TRUE(values(global, ring_buffer_reader::PEEK).empty());
+    ASSERT_TRUE(put(global, 3));
+    EXPECT_EQ(values(global, ring_buffer_reader::PEEK), (std::vector<uint64_t>{3}));
+}
+
+// While a consumer drains the global buffer (dprobe record), it cannot be swapped: its
+// buffers are the consumer's.
+TEST_F(trace_buffer_test, global_swap_is_refused_while_exported)
+{
+    trace_buffer *snap = alloc();
+    ASSERT_NE(snap, nullptr);
+    ASSERT_GE(ring_buffer_export(-1), 0);
+    EXPECT_EQ(ring_buffer_swap(ring_buffer_global(), snap), -EBUSY);
+    EXPECT_FALSE(ring_buffer_try_swap(ring_buffer_global(), snap));
+    trace_buffer *other = alloc();
+    ASSERT_NE(other, nullptr);
+    EXPECT_EQ(ring_buffer_swap(other, snap), 0); // others can
+    ring_buffer_unexport();
+    EXPECT_EQ(ring_buffer_swap(ring_buffer_global(), snap), 0);
+}
+
+TEST_F(trace_buffer_test, muted_thread_writes_nothing_anywhere)
+{
+    trace_buffer *a = alloc();
+    ASSERT_NE(a, nullptr);
+    ASSERT_TRUE(put(a, 1));
+    ring_buffer_thread_mute(true);
+    EXPECT_FALSE(put(a, 2));
+    EXPECT_FALSE(put(ring_buffer_global(), 2));
+    ring_buffer_thread_mute(false);
+    ASSERT_TRUE(put(a, 3));
+    EXPECT_EQ(values(a, ring_buffer_reader::PEEK), (std::vector<uint64_t>{1, 3}));
 }
