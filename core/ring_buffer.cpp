@@ -937,13 +937,13 @@ DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noex
     return reserve_in(g_global, b, len, small, stamp);
 }
 
-DPROBE_NOPROBE inline void commit_in(buffer_ctl *b) noexcept
+DPROBE_NOPROBE __attribute__((always_inline)) inline void commit_in(buffer_ctl *b) noexcept
 {
     local_inc(&b->written);
     finish_write(b);
 }
 
-DPROBE_NOPROBE void discard_in(buffer_ctl *b, void *event) noexcept
+DPROBE_NOPROBE __attribute__((always_inline)) inline void discard_in(buffer_ctl *b, void *event) noexcept
 {
     // The small form's payload is 4 bytes into its event, the other's 8: tell them apart by
     // the payload's alignment.

@@ -120,6 +120,8 @@ void trace_array::update_ftrace_slow() noexcept
     fn_slow_.store(function_pids.active() || function_no_pids.active() ||
                        opt(OPT_FUNC_STACK_TRACE),
                    std::memory_order_relaxed);
+    ev_slow_.store(event_pids.active() || event_no_pids.active() || opt(OPT_STACKTRACE),
+                   std::memory_order_relaxed);
 }
 
 std::string trace_array::options_text() const

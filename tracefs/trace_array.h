@@ -108,7 +108,10 @@ public:
     // Whether the function tracer's callback has anything to check beyond writing its
     // record: pid filters, a stack trace to add. One load on its fast path.
     bool ftrace_slow() const noexcept { return fn_slow_.load(std::memory_order_relaxed); }
-    // Recomputes that after a pid list or an option changed.
+    // The same for event records (the handlers of trace events): set_event_pid lists, the
+    // stacktrace option.
+    bool event_slow() const noexcept { return ev_slow_.load(std::memory_order_relaxed); }
+    // Recomputes both after a pid list or an option changed.
     void update_ftrace_slow() noexcept;
     // Whether the calling thread's functions are traced here (hot path).
     bool ftrace_ignore_this_task() const noexcept
@@ -132,6 +135,7 @@ public:
 private:
     std::atomic<uint64_t> flags_;
     std::atomic<bool> fn_slow_{false};
+    std::atomic<bool> ev_slow_{false};
 };
 
 std::mutex &trace_types_lock();

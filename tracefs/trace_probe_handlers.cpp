@@ -209,7 +209,7 @@ DPROBE_NOPROBE void eprobe_write(const trace_probe &ep, const uint8_t *src, size
         const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
         mask &= mask - 1;
         trace_array *tr = trace_array_by_id(id);
-        if (unlikely(!tr) || unlikely(tr->event_ignore_this_task()))
+        if (unlikely(!tr) || (unlikely(tr->event_slow()) && tr->event_ignore_this_task()))
             continue;
         eprobe_write_one(ep, ctx, *tr, cpu);
     }
@@ -220,7 +220,8 @@ DPROBE_NOPROBE void eprobe_write(const trace_probe &ep, const uint8_t *src, size
 // wanted it, and it is given back.
 DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_context &ctx,
                                           uintptr_t ip, uintptr_t ret_ip, trace_array &tr,
-                                          bool own, const eprobe_list *eprobes) noexcept
+                                          bool own, const eprobe_list *eprobes,
+                                          bool slow) noexcept
 {
     const probe_definition &def = tp.def;
     size_t len = tp.fixed_size;
@@ -257,7 +258,7 @@ DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_con
         }
     }
     ring_buffer_commit(tr.buffer, ev);
-    if (unlikely(tr.opt(OPT_STACKTRACE)))
+    if (unlikely(slow) && tr.opt(OPT_STACKTRACE))
         trace_stack_record_regs(tr, ctx.regs);
 }
 
@@ -274,14 +275,18 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
         const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
         mask &= mask - 1;
         trace_array *tr = trace_array_by_id(id);
-        if (unlikely(!tr) || unlikely(tr->event_ignore_this_task()))
+        if (unlikely(!tr))
             continue;
-        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, true, eprobes);
+        // One load when the array has no pid list and no stacktrace option.
+        const bool slow = tr->event_slow();
+        if (unlikely(slow) && tr->event_ignore_this_task())
+            continue;
+        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, true, eprobes, slow);
         eprobes = nullptr;
     }
     if (unlikely(eprobes != nullptr))
         if (trace_array *top = trace_array_by_id(0))
-            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes);
+            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false);
 }
 
 } // namespace
