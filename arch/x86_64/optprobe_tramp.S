@@ -27,13 +27,9 @@
 
 #define OPT_FRAME 176 /* pt_regs (168) + the r11 parking slot at the top */
 
-	.section dprobe_noprobe_text, "ax", @progbits
-	.globl dprobe_optprobe_caller
-	.hidden dprobe_optprobe_caller
-	.type dprobe_optprobe_caller, @function
-	.p2align 5
-dprobe_optprobe_caller:
-	.cfi_startproc
+/* The full and vector callers' struct pt_regs: every general register, the complete
+ * rflags (DF may be set mid-function), the probed code's stack pointer. */
+.macro OPT_SAVE_PT_REGS
 	lea -OPT_FRAME(%rsp), %rsp
 	.cfi_adjust_cfa_offset OPT_FRAME
 	pushfq
@@ -50,6 +46,31 @@ dprobe_optprobe_caller:
 	/* The probed code's stack pointer: above the return address and the red zone. */
 	lea OPT_FRAME + 8 + 128(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
+.endm
+
+/* Writes every register of the pt_regs back (a handler may change any) and drops the frame. */
+.macro OPT_RESTORE_PT_REGS
+	RESTORE_SCRATCH_GPRS
+	mov PTR_R11(%rsp), %r11
+	mov PTR_R12(%rsp), %r12
+	mov PTR_R13(%rsp), %r13
+	mov PTR_R14(%rsp), %r14
+	mov PTR_R15(%rsp), %r15
+	mov PTR_AX(%rsp), %rax
+	pushq PTR_FLAGS(%rsp)
+	popfq
+	lea OPT_FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset -OPT_FRAME
+.endm
+
+	.section dprobe_noprobe_text, "ax", @progbits
+	.globl dprobe_optprobe_caller
+	.hidden dprobe_optprobe_caller
+	.type dprobe_optprobe_caller, @function
+	.p2align 5
+dprobe_optprobe_caller:
+	.cfi_startproc
+	OPT_SAVE_PT_REGS
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 	/* XSAVE area: dprobe_xsave_size bytes, 64-byte aligned, below the frame. */
@@ -77,18 +98,7 @@ dprobe_optprobe_caller:
 	xrstor (%rsp)
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
-	/* A handler may change any register in pt_regs: all are written back. */
-	RESTORE_SCRATCH_GPRS
-	mov PTR_R11(%rsp), %r11
-	mov PTR_R12(%rsp), %r12
-	mov PTR_R13(%rsp), %r13
-	mov PTR_R14(%rsp), %r14
-	mov PTR_R15(%rsp), %r15
-	mov PTR_AX(%rsp), %rax
-	pushq PTR_FLAGS(%rsp)
-	popfq
-	lea OPT_FRAME(%rsp), %rsp
-	.cfi_adjust_cfa_offset -OPT_FRAME
+	OPT_RESTORE_PT_REGS
 	ret
 	.cfi_endproc
 	.size dprobe_optprobe_caller, . - dprobe_optprobe_caller
@@ -112,22 +122,7 @@ dprobe_optprobe_caller:
 	.p2align 5
 dprobe_optprobe_caller_vec_\vsize:
 	.cfi_startproc
-	lea -OPT_FRAME(%rsp), %rsp
-	.cfi_adjust_cfa_offset OPT_FRAME
-	pushfq
-	popq PTR_FLAGS(%rsp)
-	mov %rax, PTR_AX(%rsp)
-	mov OPT_FRAME - 8(%rsp), %rax
-	mov %rax, PTR_R11(%rsp)
-	SAVE_SCRATCH_GPRS
-	STORE_CALLEE_SAVED
-	movq $-1, PTR_ORIG_AX(%rsp)
-	movq $0, PTR_IP(%rsp)
-	movq $0x33, PTR_CS(%rsp)
-	movq $0x2b, PTR_SS(%rsp)
-	/* The probed code's stack pointer: above the return address and the red zone. */
-	lea OPT_FRAME + 8 + 128(%rsp), %rax
-	mov %rax, PTR_SP(%rsp)
+	OPT_SAVE_PT_REGS
 	/* The parking slot keeps the optprobe for the fallback below. */
 	mov %r11, OPT_FRAME - 8(%rsp)
 	mov %rsp, %rbx
@@ -154,18 +149,7 @@ dprobe_optprobe_caller_vec_\vsize:
 	VRESTORE \vsize, 16, OPT_VEC_WIDE(%rsp)
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
-	/* A handler may change any register in pt_regs: all are written back. */
-	RESTORE_SCRATCH_GPRS
-	mov PTR_R11(%rsp), %r11
-	mov PTR_R12(%rsp), %r12
-	mov PTR_R13(%rsp), %r13
-	mov PTR_R14(%rsp), %r14
-	mov PTR_R15(%rsp), %r15
-	mov PTR_AX(%rsp), %rax
-	pushq PTR_FLAGS(%rsp)
-	popfq
-	lea OPT_FRAME(%rsp), %rsp
-	.cfi_adjust_cfa_offset -OPT_FRAME
+	OPT_RESTORE_PT_REGS
 	ret
 	.cfi_endproc
 	.size dprobe_optprobe_caller_vec_\vsize, . - dprobe_optprobe_caller_vec_\vsize
