@@ -32,7 +32,8 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
         *why = "no executable memory within 2 GiB";
         return nullptr;
     }
-    arch::optprobe_write_head(op->mem.rw, op.get(), arch::optprobe_caller(arch::optprobe_mode::full));
+    arch::optprobe_write_head(op->mem.rw, op.get(),
+                              arch::optprobe_caller(arch::optprobe_mode::full));
     if (!arch::detour_build(*region, op->mem.rw, op->mem.rx, head, &op->d, why)) {
         exec_free(op->mem);
         return nullptr;
