@@ -17,6 +17,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 #include <tuple>
 
 struct light_state {
@@ -311,6 +312,31 @@ TEST(optprobe_vector, registers_survive_vector_and_x87_handlers)
             }
             unregister_kprobe(&kp);
         }
+    }
+}
+
+// A thread's first hit (no context yet) goes through the vector caller's fallback, which
+// saves the whole state after all and runs the full dispatch: registers intact there too.
+TEST(optprobe_vector, a_threads_first_hit_takes_the_fallback)
+{
+    for (const width &wd : widths()) {
+        if (!wd.supported) continue;
+        vector_width = wd.w;
+        struct kprobe kp = {};
+        kp.addr = reinterpret_cast<kprobe_opcode_t *>(wd.probe);
+        kp.pre_handler = vec_pre;
+        ASSERT_EQ(0, register_kprobe(&kp));
+        EXPECT_EQ(light_possible, dprobe::kp::kprobe_vector_detour(&kp));
+        for (int t = 0; t < 3; ++t) {
+            std::mt19937_64 rng(wd.w * 7 + t);
+            light_state in = random_state(rng, wd.w, t ? 0x8d5ul : 0ul), out = {};
+            hits = 0;
+            std::thread th([&] { wd.fn(&in, &out); }); // a new thread: its first hit
+            th.join();
+            EXPECT_EQ(1u, hits);
+            expect_same(in, out, wd.w, false, "first hit of a thread");
+        }
+        unregister_kprobe(&kp);
     }
 }
 
