@@ -32,7 +32,8 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
         *why = "no executable memory within 2 GiB";
         return nullptr;
     }
-    arch::optprobe_write_head(op->mem.rw, op.get(), arch::optprobe_caller(false));
+    arch::optprobe_write_head(op->mem.rw, op.get(),
+                              arch::optprobe_caller(arch::optprobe_mode::full));
     if (!arch::detour_build(*region, op->mem.rw, op->mem.rx, head, &op->d, why)) {
         exec_free(op->mem);
         return nullptr;
@@ -84,16 +85,22 @@ int optprobe_disarm_many(std::span<optprobe *const> ops, bool keep_int3)
     return err;
 }
 
-bool optprobe_set_light(optprobe &op, optprobe_light_handler light_fn)
+arch::optprobe_mode optprobe_set_mode(optprobe &op, arch::optprobe_mode mode,
+                                      optprobe_light_handler checked_fn)
 {
-    const bool light = light_fn && op.df_safe;
-    // The light handler is read by the light caller only: set it before switching to it
-    // (a thread already in the full caller keeps using op.fn).
-    if (light)
-        __atomic_store_n(&op.light_fn, light_fn, __ATOMIC_RELEASE);
-    arch::optprobe_set_caller(op.mem.rw, arch::optprobe_caller(light));
-    op.light = light;
-    return light;
+    if ((mode == arch::optprobe_mode::light && !op.df_safe) ||
+        (mode != arch::optprobe_mode::full && !checked_fn))
+        mode = arch::optprobe_mode::full;
+    // Each checked handler is read by its own caller only: set it before switching to that
+    // caller (a thread already in another caller keeps using that caller's handler).
+    if (mode == arch::optprobe_mode::light)
+        __atomic_store_n(&op.light_fn, checked_fn, __ATOMIC_RELEASE);
+    else if (mode == arch::optprobe_mode::vector)
+        __atomic_store_n(&op.vec_fn, checked_fn, __ATOMIC_RELEASE);
+    arch::optprobe_set_caller(op.mem.rw, arch::optprobe_caller(mode));
+    op.light = mode == arch::optprobe_mode::light;
+    op.mode = mode;
+    return mode;
 }
 
 void optprobe_free(std::unique_ptr<optprobe> op)
@@ -118,4 +125,11 @@ extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_light(dprobe::optprobe *o
 {
     regs->ip = op->addr + 1;
     return __atomic_load_n(&op->light_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
+}
+
+extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_vec(dprobe::optprobe *op,
+                                                          struct pt_regs *regs) noexcept
+{
+    regs->ip = op->addr + 1;
+    return __atomic_load_n(&op->vec_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "arch/x86_64/detour.h"
+#include "arch/x86_64/kprobes_arch.h"
 #include "core/exec_mem.h"
 #include "core/text_poke.h"
 
@@ -26,7 +27,7 @@
 namespace dprobe {
 
 using optprobe_handler = void (*)(void *arg, struct pt_regs *regs);
-// The light detour's handler (see optprobe_set_light): returns 1, before changing anything,
+// The light detour's handler (see optprobe_set_mode): returns 1, before changing anything,
 // when it cannot run without the extended state saved (the full handler then runs).
 using optprobe_light_handler = int (*)(void *arg, struct pt_regs *regs);
 
@@ -36,11 +37,13 @@ struct optprobe {
     exec_chunk mem;          // the detour's memory
     arch::detour d;          // the detour: region, relocated copy, moves
     optprobe_handler fn = nullptr;
-    optprobe_light_handler light_fn = nullptr;
+    optprobe_light_handler light_fn = nullptr; // called by the light caller
+    optprobe_light_handler vec_fn = nullptr;   // called by the vector caller
     void *arg = nullptr;
     bool armed = false;
     bool df_safe = false; // the function never sets DF: a light detour may serve it
     bool light = false;   // the detour calls the light caller
+    arch::optprobe_mode mode = arch::optprobe_mode::full; // which caller the detour calls
 };
 
 // Prepares the detour for a probe at ADDR in the function [FUNC, FUNC+SIZE). CODE points to
@@ -50,13 +53,16 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
                                            uintptr_t addr, optprobe_handler fn, void *arg,
                                            std::string *why);
 
-// Switches OP's detour between the full caller (LIGHT_FN null), which saves the whole
-// register and extended state, and the light one, which saves the general registers and
-// the arithmetic flags only and calls LIGHT_FN. Only for handlers that provably leave the
-// extended state alone (arch::ext_state_clean) in a function that never sets DF
-// (op.df_safe; otherwise the full caller stays). One atomic store: threads in either caller
-// finish there. Returns whether the light caller is now in use.
-bool optprobe_set_light(optprobe &op, optprobe_light_handler light_fn);
+// Switches OP's detour to the caller of MODE (arch::optprobe_mode): the full caller saves the
+// whole register and extended state; the vector caller the general registers, the flags,
+// the vector registers 0-15 and the MXCSR (handlers clean in arch::ext_scope::vector); the
+// light one the general registers and the arithmetic flags only, and calls LIGHT_FN
+// (handlers that provably leave the extended state alone, in a function that never sets DF:
+// op.df_safe, otherwise the full caller is used). One atomic store: threads in another
+// caller finish there. Returns the mode now in use.
+// CHECKED_FN: the light or vector caller's handler.
+arch::optprobe_mode optprobe_set_mode(optprobe &op, arch::optprobe_mode mode,
+                                      optprobe_light_handler checked_fn = nullptr);
 
 // Writes the jmp (all other threads stopped; a thread stopped inside the region continues in
 // the relocated copy). What the region held before (original bytes, or a kprobe's int3 over
@@ -86,5 +92,6 @@ void optprobe_free(std::unique_ptr<optprobe> op);
 } // namespace dprobe
 
 extern "C" void dprobe_optprobe_dispatch(dprobe::optprobe *op, struct pt_regs *regs) noexcept;
+extern "C" int dprobe_optprobe_dispatch_vec(dprobe::optprobe *op, struct pt_regs *regs) noexcept;
 extern "C" int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
                                               struct pt_regs *regs) noexcept;

@@ -138,14 +138,35 @@ bool light_dispatch_clean()
     return clean;
 }
 
+// The full dispatch (the core's and the kprobe layer's handler) touches no extended state
+// beyond the vector registers 0-15: checked once, on the code as built, for the vector
+// caller. Their indirect calls are the handler calls, which are scanned per probe.
+bool vector_dispatch_clean()
+{
+    static const bool clean =
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_vec),
+                              true, arch::ext_scope::vector) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&kprobe_opt_handler_vec), true,
+                              arch::ext_scope::vector);
+    return clean;
+}
+
 // An optimized record's detour goes light when every pre handler it calls is known to leave
-// the extended state alone (the light handler re-checks the list it sees on each hit).
+// the extended state alone (the light handler re-checks the list it sees on each hit), and
+// to the vector caller when they touch no more than the vector registers 0-15 and the MXCSR
+// (a list that changes goes through this again before its handlers can run).
 void update_light(kp_record *rec)
 {
     const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    const bool want = cl && cl->all_ext_clean && light_dispatch_clean();
-    if (want != rec->opt->light)
-        optprobe_set_light(*rec->opt, want ? kprobe_opt_handler_light : nullptr);
+    arch::optprobe_mode want = arch::optprobe_mode::full;
+    if (cl && cl->all_ext_clean && light_dispatch_clean())
+        want = arch::optprobe_mode::light;
+    else if (cl && cl->all_vec_clean && vector_dispatch_clean())
+        want = arch::optprobe_mode::vector;
+    if (want != rec->opt->mode)
+        optprobe_set_mode(*rec->opt, want,
+                          want == arch::optprobe_mode::vector ? kprobe_opt_handler_vec
+                                                              : kprobe_opt_handler_light);
 }
 
 // Whether REC may get its jmp now, preparing its detour on first use.

@@ -355,13 +355,13 @@ namespace {
 // which saved no extended state: answers 1, before any handler ran, when the list of probes
 // holds one whose handler is not known to leave that state alone (it joined after the
 // detour went light); the detour then saves it and calls the full version.
-template <bool light>
+template <bool light, bool vector = false>
 DPROBE_NOPROBE __attribute__((always_inline)) inline int
 opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
 {
     kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
-    if (light && cl && !cl->all_ext_clean) {
+    if ((light && cl && !cl->all_ext_clean) || (vector && cl && !cl->all_vec_clean)) {
         kp_leave(t);
         return 1;
     }
@@ -416,6 +416,17 @@ DPROBE_NOPROBE int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noe
     if (unlikely(!t))
         return 1;
     return opt_hit<true>(t, static_cast<kp_record *>(arg), regs);
+}
+
+// The same from a vector detour (kp_children::all_vec_clean): the vector registers 0-15 and
+// the MXCSR are saved, nothing else of the extended state. A thread's first hit allocates
+// its context (through libc code that may use any vector register): 1 then.
+DPROBE_NOPROBE int kprobe_opt_handler_vec(void *arg, struct pt_regs *regs) noexcept
+{
+    task_ctx *t = peek_task_ctx();
+    if (unlikely(!t))
+        return 1;
+    return opt_hit<false, true>(t, static_cast<kp_record *>(arg), regs);
 }
 
 // A fault in a slot copy: show the program the original instruction's address, as if the

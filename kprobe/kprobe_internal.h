@@ -55,6 +55,9 @@ struct kp_children {
     // Every pre handler of the list provably leaves the extended register state alone
     // (arch::ext_state_clean): an optimized record may use the light detour.
     bool all_ext_clean;
+    // Every child is a kprobe whose handlers touch no extended state but the vector
+    // registers 0-15 and the MXCSR (arch::ext_scope::vector): the vector caller may serve it.
+    bool all_vec_clean;
     struct kprobe *kp[];
 };
 
@@ -196,10 +199,14 @@ bool kprobe_fault_hook(int sig, siginfo_t *info, ucontext_t *uc);
 // The handler of an optimized record's detour (ARG is the kp_record): the int3 path's pre
 // handler part, without the trap.
 void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept;
-// The same for a light detour (optprobe_set_light): 1 when the full one must run instead.
+// The same for a light detour (optprobe_set_mode): 1 when the full one must run instead.
 int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noexcept;
+// The same for a vector detour: 1 when a probe that joined needs the whole state saved.
+int kprobe_opt_handler_vec(void *arg, struct pt_regs *regs) noexcept;
 // Whether P (registered) is optimized with a light detour (core/optprobe.h), for tests.
 bool kprobe_light_detour(const struct kprobe *p);
+// Whether P's record is optimized with the vector caller (arch::optprobe_mode::vector).
+bool kprobe_vector_detour(const struct kprobe *p);
 // The ftrace ops callback of plain kprobes on a patch site.
 int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                         struct ftrace_regs *fregs, void *data);

@@ -103,11 +103,18 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
     cl->n = static_cast<uint32_t>(v.size());
     cl->any_post = false;
     cl->all_ext_clean = true;
+    cl->all_vec_clean = true;
+    const auto vec_clean = [](auto *handler) {
+        return !handler || arch::ext_state_clean(reinterpret_cast<uintptr_t>(handler), false,
+                                                 arch::ext_scope::vector);
+    };
     for (struct kprobe *p : v) {
         cl->any_post |= p->ainsn.kind == kind_kprobe && p->post_handler;
         if (p->ainsn.kind == kind_kprobe && p->pre_handler)
             cl->all_ext_clean &=
                 arch::ext_state_clean(reinterpret_cast<uintptr_t>(p->pre_handler));
+        cl->all_vec_clean &= p->ainsn.kind == kind_kprobe && vec_clean(p->pre_handler) &&
+                             vec_clean(p->post_handler);
     }
     std::copy(v.begin(), v.end(), cl->kp);
     return cl;
@@ -903,6 +910,16 @@ bool kprobe_light_detour(const struct kprobe *p)
         return false;
     auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
     return rec->mode == kp_mode::int3 && rec->optimized.load() && rec->opt && rec->opt->light;
+}
+
+bool kprobe_vector_detour(const struct kprobe *p)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    if (!registered.count(p))
+        return false;
+    auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
+    return rec->mode == kp_mode::int3 && rec->optimized.load() && rec->opt &&
+           rec->opt->mode == arch::optprobe_mode::vector;
 }
 
 } // namespace kp

@@ -262,9 +262,13 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
         std::lock_guard<std::mutex> g(fmt_mutex_);
         formats_[ev->id] = std::make_shared<const probe_definition>(d);
     }
+    // Only a probe that needs the loader notifier can change whether it is installed:
+    // scanning every probe at each creation made creating N events cost N^2.
+    const bool dl = tp->needs_dl_notifier();
     ev->probes.push_back(tp.get());
     probes_.push_back(tp.release());
-    update_dl_notifier();
+    if (dl)
+        update_dl_notifier();
     return 0;
 }
 
@@ -338,6 +342,8 @@ int trace_events::remove(const delete_request &req, unsigned accept)
         if (read_goes && !reader_goes)
             return -EBUSY;
     }
+    const bool dl = std::any_of(hit.begin(), hit.end(),
+                                [](const trace_probe *p) { return p->needs_dl_notifier(); });
     std::unordered_set<trace_probe *> gone(hit.begin(), hit.end());
     probes_.erase(std::remove_if(probes_.begin(), probes_.end(),
                                  [&](trace_probe *p) { return gone.count(p) != 0; }),
@@ -384,7 +390,8 @@ int trace_events::remove(const delete_request &req, unsigned accept)
             delete ev; // its filters with it: every probe is unregistered, no handler runs
         }
     }
-    update_dl_notifier();
+    if (dl)
+        update_dl_notifier();
     return 0;
 }
 

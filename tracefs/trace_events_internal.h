@@ -116,6 +116,14 @@ struct trace_probe {
     // (trace_kprobe_place.cpp).
     bool pending = false;
     object_ptr obj; // the object a registered kprobe is in (to see it unloaded)
+    // A p/r probe pending or in a loaded library: the loader notifier must be installed
+    // while one lives (trace_events::update_dl_notifier). Fixed once registered: pending
+    // and library probes go back and forth between the two.
+    bool needs_dl_notifier() const
+    {
+        return def.kind != probe_kind::fprobe && def.kind != probe_kind::eprobe &&
+               (pending || (obj && !obj->is_main));
+    }
     uintptr_t sem = 0; // the SDT semaphore this enabled probe incremented (the uprobe REF)
     std::atomic<unsigned long> nhit{0};
     std::string symbol; // kprobe symbol_name / fprobe filter

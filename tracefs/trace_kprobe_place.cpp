@@ -20,6 +20,7 @@
 #include "tracefs/trace_events.h"
 #include "tracefs/trace_events_internal.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -240,9 +241,8 @@ const dl_notifier &trace_events::events_notifier()
 
 void trace_events::update_dl_notifier()
 {
-    bool need = false;
-    for (const trace_probe *p : probes_)
-        need |= p->def.kind != probe_kind::fprobe && (p->pending || (p->obj && !p->obj->is_main));
+    const bool need = std::any_of(probes_.begin(), probes_.end(),
+                                  [](const trace_probe *p) { return p->needs_dl_notifier(); });
     if (need == notifier_on_) return;
     if (need) {
         // Without the hook (a debugger's breakpoint on the loader's), pending probes are

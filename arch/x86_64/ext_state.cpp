@@ -162,6 +162,29 @@ const char *x87_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand
     return nullptr;
 }
 
+// Why the instruction may touch extended state other than the vector registers 0-15 and
+// the MXCSR, or nullptr: x87 or MMX (as above), mask registers, AMX tiles, or a write to a
+// vector register 16-31 (reading one, or a mask register, changes nothing).
+const char *vector_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops)
+{
+    if (const char *why = x87_use(zi, ops))
+        return why;
+    if (zi.meta.category == ZYDIS_CATEGORY_KMASK || zi.meta.category == ZYDIS_CATEGORY_AMX_TILE)
+        return "its kind uses mask registers or AMX tiles";
+    for (unsigned i = 0; i < zi.operand_count; ++i) {
+        const ZydisDecodedOperand &o = ops[i];
+        if (o.type != ZYDIS_OPERAND_TYPE_REGISTER || !(o.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            continue;
+        const ZydisRegisterClass c = ZydisRegisterGetClass(o.reg.value);
+        if (c == ZYDIS_REGCLASS_MASK || c == ZYDIS_REGCLASS_TMM)
+            return "it writes a mask register or an AMX tile";
+        if ((c == ZYDIS_REGCLASS_XMM || c == ZYDIS_REGCLASS_YMM || c == ZYDIS_REGCLASS_ZMM) &&
+            ZydisRegisterGetId(o.reg.value) >= 16)
+            return "it writes a vector register 16-31";
+    }
+    return nullptr;
+}
+
 // Up to 15 readable bytes at ADDR (fewer before an unreadable page).
 size_t read_code(uintptr_t addr, uint8_t (&buf)[ZYDIS_MAX_INSTRUCTION_LENGTH])
 {
@@ -181,7 +204,7 @@ std::string at(const char *mnemonic, uintptr_t pc, const char *what)
     return b;
 }
 
-// Functions known to leave the x87 stack and MMX registers alone that the scan cannot
+// Functions known to touch no extended state (x87, MMX, vectors) that the scan cannot
 // follow: the C library's clock_gettime runs the vDSO through a pointer (an indirect call),
 // and the kernel builds the vDSO without x87, MMX or SSE code (-mno-80387 -mno-mmx -mno-sse).
 // The trace clock reads it for the POSIX clocks, so every handler that stamps events
@@ -250,17 +273,20 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                 res.why = at(name, pc, "unusual control transfer");
                 return res;
             }
-            if (const char *why = scope == ext_scope::all ? ext_use(zi, ops) : x87_use(zi, ops)) {
+            const char *why = scope == ext_scope::all   ? ext_use(zi, ops)
+                              : scope == ext_scope::x87 ? x87_use(zi, ops)
+                                                        : vector_use(zi, ops);
+            if (why) {
                 res.why = at(name, pc, why);
                 return res;
             }
             const ZydisInstructionCategory cat = zi.meta.category;
             if (cat == ZYDIS_CATEGORY_RET) break;
-            // x87 scope: a call or jump to a PLT entry continues at the function its GOT slot
-            // holds once bound (a handler's calls of libdprobe or libc, TLS lookups); a slot
-            // still leading to the lazy-binding resolver (which saves the whole extended
-            // state) is not followed.
-            if (scope == ext_scope::x87 && rel &&
+            // x87 and vector scopes: a call or jump to a PLT entry continues at the function
+            // its GOT slot holds once bound (a handler's calls of libdprobe or libc, TLS
+            // lookups); a slot still leading to the lazy-binding resolver (which saves the
+            // whole extended state) is not followed.
+            if (scope != ext_scope::all && rel &&
                 (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR)) {
                 if (auto got = plt_got_slot(target)) {
                     uintptr_t bound = 0;
@@ -273,7 +299,7 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                     target = bound;
                 }
             }
-            if (scope == ext_scope::x87 && rel &&
+            if (scope != ext_scope::all && rel &&
                 (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR) &&
                 is_x87_free_leaf(target)) {
                 if (cat == ZYDIS_CATEGORY_UNCOND_BR) break; // a tail call: it returns for us
@@ -307,8 +333,8 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
 bool ext_state_clean(uintptr_t root, bool root_calls_vetted, ext_scope scope)
 {
     static std::mutex mu;
-    static std::unordered_map<uintptr_t, bool> cache[2][2];
-    auto &c = cache[root_calls_vetted][scope == ext_scope::x87];
+    static std::unordered_map<uintptr_t, bool> cache[2][3];
+    auto &c = cache[root_calls_vetted][static_cast<int>(scope)];
     {
         std::lock_guard<std::mutex> g(mu);
         auto it = c.find(root);

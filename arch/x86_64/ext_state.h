@@ -52,7 +52,10 @@ struct ext_state_scan {
 // SCOPE: what counts as touching the state: all of it (a light detour keeps none of it), or
 // only the x87 stack and MMX registers (a return trampoline keeps the vector registers
 // itself, and a function returning long double leaves its result on the x87 stack).
-enum class ext_scope { all, x87 };
+// VECTOR: anything but the vector registers 0-15 and the MXCSR (the x87 stack, MMX, mask
+// registers, vector registers 16-31 written, AMX tiles, xsave and friends): what the
+// vector optprobe caller does not keep.
+enum class ext_scope { all, x87, vector };
 ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted = false,
                                    size_t max_insns = 20000, ext_scope scope = ext_scope::all);
 

@@ -1,6 +1,7 @@
 // x86's side of kprobes and optimized probes (see kprobes_arch.h).
 #include "arch/x86_64/kprobes_arch.h"
 
+#include "arch/x86_64/ftrace_arch.h"
 #include "arch/x86_64/insn_bytes.h"
 #include "arch/x86_64/relocate.h"
 
@@ -11,6 +12,9 @@
 
 extern "C" void dprobe_optprobe_caller();
 extern "C" void dprobe_optprobe_caller_light();
+extern "C" void dprobe_optprobe_caller_vec_16();
+extern "C" void dprobe_optprobe_caller_vec_32();
+extern "C" void dprobe_optprobe_caller_vec_64();
 
 namespace dprobe::arch {
 
@@ -119,10 +123,19 @@ void optprobe_set_caller(uint8_t *rw, uintptr_t caller) noexcept
     __atomic_store_n(reinterpret_cast<uintptr_t *>(rw + k_caller_slot), caller, __ATOMIC_RELEASE);
 }
 
-uintptr_t optprobe_caller(bool light) noexcept
+uintptr_t optprobe_caller(optprobe_mode mode) noexcept
 {
-    return reinterpret_cast<uintptr_t>(light ? &dprobe_optprobe_caller_light
-                                             : &dprobe_optprobe_caller);
+    switch (mode) {
+    case optprobe_mode::light: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_light);
+    case optprobe_mode::full: break;
+    case optprobe_mode::vector:
+        switch (vector_size()) {
+        case 64: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_64);
+        case 32: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_32);
+        default: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_16);
+        }
+    }
+    return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller);
 }
 
 bool function_may_set_df(const func_analysis &fa) noexcept

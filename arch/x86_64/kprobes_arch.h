@@ -69,9 +69,12 @@ void optprobe_write_head(uint8_t *rw, const void *op, uintptr_t caller) noexcept
 // Switches the detour whose head is at RW to CALLER; a thread already in the other caller
 // finishes there.
 void optprobe_set_caller(uint8_t *rw, uintptr_t caller) noexcept;
-// dprobe_optprobe_caller (saves everything) or dprobe_optprobe_caller_light (the general
-// registers and arithmetic flags only).
-uintptr_t optprobe_caller(bool light) noexcept;
+// What a detour's caller saves around the handlers: everything (xsavec of the whole extended
+// state), the vector registers 0-15 and the MXCSR only (for handlers clean in
+// ext_scope::vector), or the general registers and arithmetic flags only (the light caller,
+// for handlers that leave the extended state alone, in functions that never set DF).
+enum class optprobe_mode { full, vector, light };
+uintptr_t optprobe_caller(optprobe_mode mode) noexcept;
 // Whether the function may set DF (std, or flags popped from memory): the light caller
 // neither saves nor clears it.
 bool function_may_set_df(const func_analysis &fa) noexcept;

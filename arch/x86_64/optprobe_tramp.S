@@ -27,13 +27,9 @@
 
 #define OPT_FRAME 176 /* pt_regs (168) + the r11 parking slot at the top */
 
-	.section dprobe_noprobe_text, "ax", @progbits
-	.globl dprobe_optprobe_caller
-	.hidden dprobe_optprobe_caller
-	.type dprobe_optprobe_caller, @function
-	.p2align 5
-dprobe_optprobe_caller:
-	.cfi_startproc
+/* The full and vector callers' struct pt_regs: every general register, the complete
+ * rflags (DF may be set mid-function), the probed code's stack pointer. */
+.macro OPT_SAVE_PT_REGS
 	lea -OPT_FRAME(%rsp), %rsp
 	.cfi_adjust_cfa_offset OPT_FRAME
 	pushfq
@@ -50,6 +46,31 @@ dprobe_optprobe_caller:
 	/* The probed code's stack pointer: above the return address and the red zone. */
 	lea OPT_FRAME + 8 + 128(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
+.endm
+
+/* Writes every register of the pt_regs back (a handler may change any) and drops the frame. */
+.macro OPT_RESTORE_PT_REGS
+	RESTORE_SCRATCH_GPRS
+	mov PTR_R11(%rsp), %r11
+	mov PTR_R12(%rsp), %r12
+	mov PTR_R13(%rsp), %r13
+	mov PTR_R14(%rsp), %r14
+	mov PTR_R15(%rsp), %r15
+	mov PTR_AX(%rsp), %rax
+	pushq PTR_FLAGS(%rsp)
+	popfq
+	lea OPT_FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset -OPT_FRAME
+.endm
+
+	.section dprobe_noprobe_text, "ax", @progbits
+	.globl dprobe_optprobe_caller
+	.hidden dprobe_optprobe_caller
+	.type dprobe_optprobe_caller, @function
+	.p2align 5
+dprobe_optprobe_caller:
+	.cfi_startproc
+	OPT_SAVE_PT_REGS
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 	/* XSAVE area: dprobe_xsave_size bytes, 64-byte aligned, below the frame. */
@@ -77,21 +98,67 @@ dprobe_optprobe_caller:
 	xrstor (%rsp)
 	mov %rbx, %rsp
 	.cfi_def_cfa_register rsp
-	/* A handler may change any register in pt_regs: all are written back. */
-	RESTORE_SCRATCH_GPRS
-	mov PTR_R11(%rsp), %r11
-	mov PTR_R12(%rsp), %r12
-	mov PTR_R13(%rsp), %r13
-	mov PTR_R14(%rsp), %r14
-	mov PTR_R15(%rsp), %r15
-	mov PTR_AX(%rsp), %rax
-	pushq PTR_FLAGS(%rsp)
-	popfq
-	lea OPT_FRAME(%rsp), %rsp
-	.cfi_adjust_cfa_offset -OPT_FRAME
+	OPT_RESTORE_PT_REGS
 	ret
 	.cfi_endproc
 	.size dprobe_optprobe_caller, . - dprobe_optprobe_caller
+
+/*
+ * dprobe_optprobe_caller_vec_{16,32,64}: the full caller for handlers that provably touch no
+ * extended state but the vector registers 0-15 and the MXCSR (arch::ext_scope::vector): it
+ * saves those (at full width only when their upper halves are live, as the function-entry
+ * trampolines do) instead of xsavec/xrstor of the whole state, about 25 ns instead of 160
+ * on AVX-512 parts. VSIZE: the CPU's vector width in bytes. Like the light caller it calls
+ * the checked handler (dprobe_optprobe_dispatch_vec), which answers 1 before anything ran
+ * when a probe that joined since needs more; the whole state is then saved after all.
+ */
+#define OPT_VEC_WIDE 1024
+#define OPT_VEC_MXCSR 1032
+#define OPT_VEC_AREA 1088
+.macro OPTPROBE_CALLER_VEC vsize
+	.globl dprobe_optprobe_caller_vec_\vsize
+	.hidden dprobe_optprobe_caller_vec_\vsize
+	.type dprobe_optprobe_caller_vec_\vsize, @function
+	.p2align 5
+dprobe_optprobe_caller_vec_\vsize:
+	.cfi_startproc
+	OPT_SAVE_PT_REGS
+	/* The parking slot keeps the optprobe for the fallback below. */
+	mov %r11, OPT_FRAME - 8(%rsp)
+	mov %rsp, %rbx
+	.cfi_def_cfa_register rbx
+	/* The vector registers (and the MXCSR) below the frame, 64-byte aligned: the handlers
+	 * provably use no other extended state (no x87, MMX, mask or upper-16 vector register). */
+	sub $OPT_VEC_AREA, %rsp
+	and $-64, %rsp
+	stmxcsr OPT_VEC_MXCSR(%rsp)
+	VSAVE \vsize, 16, 15, 14, OPT_VEC_WIDE(%rsp)
+	cld
+	mov %r11, %rdi
+	mov %rbx, %rsi
+	call dprobe_optprobe_dispatch_vec
+	test %eax, %eax
+	jz 1f
+	/* Not now (a probe that joined has a handler this caller cannot serve): the whole
+	 * extended state saved around the full dispatch after all. */
+	mov OPT_FRAME - 8(%rbx), %rdi
+	mov %rbx, %rsi
+	lea dprobe_optprobe_dispatch(%rip), %r11
+	call dprobe_call_ext_saved
+1:	ldmxcsr OPT_VEC_MXCSR(%rsp)
+	VRESTORE \vsize, 16, OPT_VEC_WIDE(%rsp)
+	mov %rbx, %rsp
+	.cfi_def_cfa_register rsp
+	OPT_RESTORE_PT_REGS
+	ret
+	.cfi_endproc
+	.size dprobe_optprobe_caller_vec_\vsize, . - dprobe_optprobe_caller_vec_\vsize
+.endm
+
+	OPTPROBE_CALLER_VEC 16
+	OPTPROBE_CALLER_VEC 32
+	OPTPROBE_CALLER_VEC 64
+
 
 	.globl dprobe_optprobe_caller_light
 	.hidden dprobe_optprobe_caller_light

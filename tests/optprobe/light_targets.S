@@ -201,6 +201,37 @@ DIRTY_FUNC 16
 DIRTY_FUNC 32
 DIRTY_FUNC 64
 
+/*
+ * Handler helpers that wreck what the vector optprobe caller keeps, and nothing more: the
+ * vector registers 0-15 at the width (leaving the upper state in use), MXCSR's sticky flags,
+ * the arithmetic flags.
+ */
+.macro VEC_DIRTY_FUNC w
+	.globl light_vec_dirty_\w
+	.type light_vec_dirty_\w, @function
+	.p2align 4
+light_vec_dirty_\w:
+	.irp i, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+	.if \w == 16
+	pcmpeqd %xmm\i, %xmm\i
+	.elseif \w == 32
+	vpcmpeqd %ymm\i, %ymm\i, %ymm\i
+	.else
+	vpternlogd $0xff, %zmm\i, %zmm\i, %zmm\i
+	.endif
+	.endr
+	movl $0x1fbf, -4(%rsp)
+	ldmxcsr -4(%rsp)
+	xor %eax, %eax
+	cmp $1, %eax
+	ret
+	.size light_vec_dirty_\w, . - light_vec_dirty_\w
+.endm
+
+VEC_DIRTY_FUNC 16
+VEC_DIRTY_FUNC 32
+VEC_DIRTY_FUNC 64
+
 /* A function with a patch site (a 5-byte NOP listed in __patchable_function_entries, as
  * clang's -fpatchable-function-entry=5 makes it) that a clean handler calls directly. */
 	.globl light_nested

@@ -17,6 +17,8 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
+#include <tuple>
 
 struct light_state {
     uint64_t gpr[16]; // rax rbx rcx rdx rsi rdi rbp r8..r15, [15] unused
@@ -42,6 +44,9 @@ extern char light_probe_light_state_16[], light_probe_light_state_32[],
 void light_dirty_16();
 void light_dirty_32();
 void light_dirty_64();
+void light_vec_dirty_16();
+void light_vec_dirty_32();
+void light_vec_dirty_64();
 void light_nested();
 }
 
@@ -101,6 +106,28 @@ int dirty_pre(struct kprobe *, struct pt_regs *)
 {
     hits = hits + 1;
     dirty_fn(); // an indirect call: not provably clean
+    return 0;
+}
+// Touches the vector registers 0-15 and MXCSR only, through direct calls the scan follows:
+// served by the vector caller.
+int vector_width = 16;
+int vec_pre(struct kprobe *, struct pt_regs *)
+{
+    hits = hits + 1;
+    if (vector_width == 64)
+        light_vec_dirty_64();
+    else if (vector_width == 32)
+        light_vec_dirty_32();
+    else
+        light_vec_dirty_16();
+    return 0;
+}
+// Long double arithmetic: the x87 stack, which only the full caller keeps.
+int x87_pre(struct kprobe *, struct pt_regs *)
+{
+    static volatile long double d;
+    d = d * 3.0L + 1.0L;
+    hits = hits + 1;
     return 0;
 }
 int clean_pre_calls_nested(struct kprobe *, struct pt_regs *)
@@ -251,6 +278,91 @@ TEST(optprobe_light, a_dirty_handler_joining_turns_the_detour_full)
     expect_same(in, out, 16, false, "clean + dirty handlers");
     unregister_kprobe(&b);
     EXPECT_EQ(light_possible, dprobe::kp::kprobe_light_detour(&a));
+    unregister_kprobe(&a);
+}
+
+// Handlers that touch only the vector registers 0-15 and MXCSR get the vector caller (no
+// xsave); one using the x87 stack gets the full caller; either way every register, flag,
+// mask register, x87 register and the red zone come back as they were.
+TEST(optprobe_vector, registers_survive_vector_and_x87_handlers)
+{
+    for (const width &wd : widths()) {
+        if (!wd.supported) continue;
+        vector_width = wd.w;
+        const std::tuple<kprobe_pre_handler_t, bool, const char *> handlers[] = {
+            {vec_pre, true, "vector handler"}, {x87_pre, false, "x87 handler"}};
+        for (auto [pre, vec, what] : handlers) {
+            struct kprobe kp = {};
+            kp.addr = reinterpret_cast<kprobe_opcode_t *>(wd.probe);
+            kp.pre_handler = pre;
+            ASSERT_EQ(0, register_kprobe(&kp)) << what;
+            ASSERT_TRUE(kprobe_optimized(&kp)) << what;
+            EXPECT_FALSE(dprobe::kp::kprobe_light_detour(&kp)) << what;
+            EXPECT_EQ(vec && light_possible, dprobe::kp::kprobe_vector_detour(&kp))
+                << what << " (width " << wd.w << ")";
+            std::mt19937_64 rng(wd.w * 31 + (vec ? 1 : 2));
+            for (uint64_t flags : {0x8d5ul, 0x000ul}) {
+                for (int rep = 0; rep < 3; ++rep) {
+                    light_state in = random_state(rng, wd.w, flags), out = {};
+                    hits = 0;
+                    wd.fn(&in, &out);
+                    EXPECT_EQ(1u, hits) << what;
+                    expect_same(in, out, wd.w, false, what);
+                }
+            }
+            unregister_kprobe(&kp);
+        }
+    }
+}
+
+// A thread's first hit (no context yet) goes through the vector caller's fallback, which
+// saves the whole state after all and runs the full dispatch: registers intact there too.
+TEST(optprobe_vector, a_threads_first_hit_takes_the_fallback)
+{
+    for (const width &wd : widths()) {
+        if (!wd.supported) continue;
+        vector_width = wd.w;
+        struct kprobe kp = {};
+        kp.addr = reinterpret_cast<kprobe_opcode_t *>(wd.probe);
+        kp.pre_handler = vec_pre;
+        ASSERT_EQ(0, register_kprobe(&kp));
+        EXPECT_EQ(light_possible, dprobe::kp::kprobe_vector_detour(&kp));
+        for (int t = 0; t < 3; ++t) {
+            std::mt19937_64 rng(wd.w * 7 + t);
+            light_state in = random_state(rng, wd.w, t ? 0x8d5ul : 0ul), out = {};
+            hits = 0;
+            std::thread th([&] { wd.fn(&in, &out); }); // a new thread: its first hit
+            th.join();
+            EXPECT_EQ(1u, hits);
+            expect_same(in, out, wd.w, false, "first hit of a thread");
+        }
+        unregister_kprobe(&kp);
+    }
+}
+
+// A handler the vector caller cannot serve joins a probe it serves: from the next hit on,
+// the whole state is kept (by the full caller, or by the vector caller's fallback while the
+// switch is under way), and the vector caller comes back when it leaves.
+TEST(optprobe_vector, an_x87_handler_joining_turns_the_detour_full)
+{
+    const width wd = widths()[0];
+    vector_width = wd.w;
+    struct kprobe a = {}, b = {};
+    a.addr = b.addr = reinterpret_cast<kprobe_opcode_t *>(wd.probe);
+    a.pre_handler = vec_pre;
+    b.pre_handler = x87_pre;
+    ASSERT_EQ(0, register_kprobe(&a));
+    EXPECT_EQ(light_possible, dprobe::kp::kprobe_vector_detour(&a));
+    ASSERT_EQ(0, register_kprobe(&b));
+    EXPECT_FALSE(dprobe::kp::kprobe_vector_detour(&b));
+    std::mt19937_64 rng(11);
+    light_state in = random_state(rng, 16, 0x8d5), out = {};
+    hits = 0;
+    wd.fn(&in, &out);
+    EXPECT_EQ(2u, hits);
+    expect_same(in, out, 16, false, "vector + x87 handlers");
+    unregister_kprobe(&b);
+    EXPECT_EQ(light_possible, dprobe::kp::kprobe_vector_detour(&a));
     unregister_kprobe(&a);
 }
 

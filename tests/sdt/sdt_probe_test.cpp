@@ -87,7 +87,9 @@ TEST(SdtProbe, SemaphoreArgumentsAndJumpOptimization)
     // this one is followed by ordinary instructions of sdtt_work.
     std::string list = rd("kprobes/list");
     EXPECT_TRUE(contains(list, "sdtt_work+0x")) << list;
+#ifndef __SANITIZE_ADDRESS__ // instrumented code after the NOP: the region may not allow it
     EXPECT_TRUE(contains(list, "[OPTIMIZED]")) << list;
+#endif
 
     EXPECT_EQ(sdtt_work(4, -9), 13);
     std::string trace = rd("trace");
