@@ -6,7 +6,6 @@
 #include "arch/x86_64/unwind_cfi.h"
 
 #include "arch/x86_64/uaccess.h"
-#include "core/compiler.h"
 
 #include <dprobe/ptrace.h>
 
@@ -14,6 +13,10 @@
 #include <link.h>
 
 #include <cstring>
+
+// The walks run in probe handlers: they go in the section dprobe never probes, as
+// core/compiler.h's DPROBE_NOPROBE puts them (arch sits below core and does not include it).
+#define UNWIND_NOPROBE __attribute__((section("dprobe_noprobe_text")))
 
 namespace dprobe::arch {
 namespace {
@@ -436,7 +439,7 @@ size_t walk(unwind_regs &r, uintptr_t ra, uintptr_t slot, unwind_frame *out, siz
 
 } // namespace
 
-DPROBE_NOPROBE size_t unwind_from_entry(const struct pt_regs *regs, unwind_frame *out, size_t max,
+UNWIND_NOPROBE size_t unwind_from_entry(const struct pt_regs *regs, unwind_frame *out, size_t max,
                                         unwind_fix_return fix, bool callee_saved) noexcept
 {
     if (!max)
@@ -460,7 +463,7 @@ DPROBE_NOPROBE size_t unwind_from_entry(const struct pt_regs *regs, unwind_frame
     return ra ? walk(r, ra, slot, out, 1, max, fix) : 1;
 }
 
-DPROBE_NOPROBE size_t unwind_from_regs(const struct pt_regs *regs, unwind_frame *out, size_t max,
+UNWIND_NOPROBE size_t unwind_from_regs(const struct pt_regs *regs, unwind_frame *out, size_t max,
                                        unwind_fix_return fix) noexcept
 {
     if (!max)
