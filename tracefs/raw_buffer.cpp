@@ -98,7 +98,9 @@ void kpage_writer::flush()
 void kpage_writer::add(uint64_t ts, const void *payload, size_t len, uint64_t lost)
 {
     // Data events: up to 112 bytes take type_len = len / 4; longer ones type_len 0 and a
-    // length word. Payloads are already multiples of 8 (hence of 4).
+    // length word. The length is rounded up to 4 bytes (RB_ALIGNMENT), the page's zeroes
+    // padding the payload.
+    const size_t plen = len;
     len = (len + 3) & ~size_t{3};
     const size_t ev = len <= RB_MAX_SMALL_DATA ? 4 + len : 8 + len;
     if (ev + 8 > RB_PAGE_DATA) // cannot fit in any page, even with a time extend
@@ -129,13 +131,13 @@ void kpage_writer::add(uint64_t ts, const void *payload, size_t len, uint64_t lo
     if (len <= RB_MAX_SMALL_DATA) {
         h = uint32_t(len / 4) | uint32_t(delta << 5);
         std::memcpy(p, &h, 4);
-        std::memcpy(p + 4, payload, len);
+        std::memcpy(p + 4, payload, plen);
     } else {
         h = uint32_t(delta << 5); // type_len 0
         uint32_t l = uint32_t(len + 4);
         std::memcpy(p, &h, 4);
         std::memcpy(p + 4, &l, 4);
-        std::memcpy(p + 8, payload, len);
+        std::memcpy(p + 8, payload, plen);
     }
     used_ += ev;
     last_ts_ = ts;

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 extern char **environ;
@@ -54,6 +55,11 @@ struct fuse_state {
     std::vector<fuse_pollhandle *> pollers;
     std::thread notifier;
     time_t start_time = 0;
+    // Files open through the mount. The kernel sends a file's RELEASE after close() returns:
+    // one still queued when the mount goes away never arrives, and the unmount frees what
+    // is left.
+    std::mutex files_m;
+    std::unordered_set<tracefs_file *> files;
 };
 
 fuse_state &st()
@@ -118,6 +124,10 @@ int op_open(const char *path, fuse_file_info *fi)
     fi->keep_cache = 0;
     if (f->is_stream())
         fi->nonseekable = 1;
+    {
+        std::lock_guard<std::mutex> g(st().files_m);
+        st().files.insert(f.get());
+    }
     fi->fh = reinterpret_cast<uintptr_t>(f.release());
     return 0;
 }
@@ -159,6 +169,10 @@ int op_truncate(const char *path, off_t size, fuse_file_info *)
 
 int op_release(const char *, fuse_file_info *fi)
 {
+    {
+        std::lock_guard<std::mutex> g(st().files_m);
+        st().files.erase(file_of(fi));
+    }
     delete file_of(fi);
     fi->fh = 0;
     return 0;
@@ -432,6 +446,13 @@ void tracefs_fuse_unmount()
         s.notifier.join();
     fuse_destroy(s.f);
     s.f = nullptr;
+    {
+        // No request runs any more: the files whose release never came.
+        std::lock_guard<std::mutex> fg(s.files_m);
+        for (tracefs_file *f : s.files)
+            delete f;
+        s.files.clear();
+    }
     if (is_mounted(s.mountpoint))
         run_fusermount_unmount(s.mountpoint);
     if (s.created_dir)
