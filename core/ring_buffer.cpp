@@ -16,9 +16,24 @@
 // Every data event gets an index (base + its rank in the page); a reader that finds a gap in
 // the indices knows how many events were overwritten before it got to them.
 //
-// In-process readers run under one mutex. The consuming position is published in read_pos,
-// which the writer reads only in discard mode, when it needs a page back; once the buffers
-// are exported, that position is the arena consumer's (ring_buffer_consumer.h).
+// In-process readers of a trace buffer run under its mutex. The consuming position is
+// published in read_pos, which the writer reads only in discard mode, when it needs a page
+// back; once the buffers are exported, that position is the arena consumer's
+// (ring_buffer_consumer.h).
+//
+// Trace buffers: every per-thread buffer ever mapped is on one process-wide list
+// (append-only) and names the trace buffer it belongs to (`owner`; nullptr while free).
+//  - The global trace buffer's writers keep their buffer in tls_rb, valid while its export
+//    epoch is the current one (g_word): a swap of the global buffer, like an export, starts
+//    a new epoch, and each thread looks its buffer up again at its next event (the one the
+//    swap gave it, or a new one). That keeps the probe hot path at one TLS load and one
+//    compare.
+//  - Other trace buffers' writers find theirs in the thread's table, slot TB->id, valid while
+//    the slot's generation equals TB's: a swap exchanges owners and changes both
+//    generations, a free changes TB's.
+// A write in flight during a swap commits in the buffer it reserved in; a thread whose write
+// is nested in one (a signal handler) keeps writing there until the outer write is done.
+// Only the global buffer goes into an exported arena; it cannot be swapped while exported.
 #include "core/ring_buffer.h"
 
 #include "arch/x86_64/raw_syscall.h"
@@ -78,10 +93,11 @@ struct cursor {
 struct rb_node {
     rb_node *next = nullptr; // global list, append-only
     buffer_ctl *ctl = nullptr;
+    std::atomic<trace_buffer *> owner{nullptr}; // nullptr while free
     size_t map_len = 0;
     bool in_arena = false;
     uint32_t epoch = 0; // the export epoch the buffer belongs to
-    // Readers (under g_reader_mutex).
+    // Readers (under the owner's reader_mutex).
     cursor rd;
     uint64_t nread = 0;
     uint64_t overrun_seen = 0;
@@ -89,14 +105,56 @@ struct rb_node {
     uint64_t dropped_base = 0;
 };
 
-// Bit 0: tracing on; bits 1..: the export epoch (a buffer of another epoch is left for a
-// new one at the thread's next event).
+} // namespace
+
+struct trace_buffer {
+    unsigned id = 0; // index in g_tbs: the slot of the per-thread tables
+    std::atomic<bool> in_use{false};
+    // Other trace buffers than the global one: odd while a swap moves buffers between
+    // owners; a new value after a swap or a free.
+    std::atomic<uint64_t> gen{0};
+    std::atomic<bool> tracing_on{true}; // not the global one's: bit 0 of g_word
+    std::atomic<bool> overwrite{true};
+    std::atomic<uint32_t> npages{k_rb_default_size_kb * 1024 / k_page_size};
+    // Events dropped with no buffer to count them in (during the acquisition of one, after
+    // the thread's buffers were retired at exit, or when mmap failed).
+    std::atomic<uint64_t> orphan_dropped{0};
+    std::mutex reader_mutex;
+    // Under reader_mutex: counts of recycled buffers, kept for the totals until the next reset.
+    rb_stats retired;
+    uint64_t orphan_base = 0;
+};
+
+namespace {
+
+trace_buffer g_tbs[k_rb_max_trace_buffers];
+trace_buffer *const g_global = &g_tbs[0];
+
+// Bit 0: the global buffer's tracing on; bits 1..: the export epoch (a buffer of another
+// epoch is left for a new one at the thread's next event).
 std::atomic<uint32_t> g_word{1};
-std::atomic<bool> g_overwrite{true};
-std::atomic<uint32_t> g_npages{k_rb_default_size_kb * 1024 / k_page_size};
 std::atomic<rb_node *> g_list{nullptr};
 std::atomic<uint32_t> g_waiting{0}; // futex word: 1 while an in-process reader may sleep
-std::mutex g_reader_mutex;
+std::mutex g_alloc_mutex;           // ring_buffer_alloc / ring_buffer_free
+// Set by the first swap: from then on a thread's buffers may be anywhere on the list.
+std::atomic<bool> g_swapped{false};
+
+// A thread's buffers of the trace buffers other than the global one: slot i is its buffer of
+// trace buffer i, valid while slot.gen equals that trace buffer's generation. Tables are
+// mapped on a thread's first such write and recycled when the thread exits.
+struct rb_slot {
+    rb_node *node;
+    uint64_t gen;
+};
+struct rb_thread_table {
+    rb_thread_table *next; // global list, append-only
+    std::atomic<int> in_use;
+    int32_t tid;
+    rb_slot slot[k_rb_max_trace_buffers];
+};
+std::atomic<rb_thread_table *> g_tables{nullptr};
+rb_thread_table *const k_dead_table = reinterpret_cast<rb_thread_table *>(uintptr_t{1});
+__attribute__((tls_model("initial-exec"))) thread_local rb_thread_table *tls_rbt = nullptr;
 
 // The export (one arena per process).
 arena_header *g_arena = nullptr;
@@ -123,13 +181,6 @@ char g_muted_prefix[16] = {};
 // Rounds of key destructors this thread has run (glibc runs at most
 // PTHREAD_DESTRUCTOR_ITERATIONS, and another only while some key was set again).
 __attribute__((tls_model("initial-exec"))) thread_local unsigned tls_exit_rounds = 0;
-// Events dropped with no buffer to count them in (during the acquisition above, after the
-// thread's buffer was retired at exit, or when mmap failed).
-std::atomic<uint64_t> g_orphan_dropped{0};
-// Counts of recycled buffers, kept for the totals until the next reset (reader lock).
-rb_stats g_retired;
-uint64_t g_orphan_base;
-
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
 
@@ -142,6 +193,9 @@ void fork_child() noexcept;
 // Process setup, before any probe can run: cheap, no calibration here.
 __attribute__((constructor)) void rb_setup()
 {
+    for (unsigned i = 0; i < k_rb_max_trace_buffers; i++)
+        g_tbs[i].id = i;
+    g_global->in_use.store(true, std::memory_order_relaxed);
     g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
     g_rseq_ok = __rseq_size >= 8;
     pthread_atfork(nullptr, nullptr, fork_child);
@@ -268,12 +322,14 @@ rb_node *map_buffer(uint32_t npages, bool arena) noexcept
     return n;
 }
 
-// Takes a free buffer of the current size and epoch or maps a new one, and makes it the
-// calling thread's.
-rb_node *map_thread_buffer(uint32_t epoch) noexcept
+// The exit key's value: any non-null value (thread_exit works from the thread's TLS).
+void *const k_exit_key_value = reinterpret_cast<void *>(uintptr_t{1});
+
+// Takes a free buffer of TB's size (in the arena or not) or maps a new one, and makes it the
+// calling thread's buffer of TB.
+rb_node *map_buffer_for(trace_buffer *tb, bool arena) noexcept
 {
-    const uint32_t npages = g_npages.load(std::memory_order_relaxed);
-    const bool arena = g_arena && epoch == g_arena_epoch;
+    const uint32_t npages = tb->npages.load(std::memory_order_relaxed);
     rb_node *n = nullptr;
     for (rb_node *it = g_list.load(std::memory_order_acquire); it; it = it->next) {
         int expect = BUF_FREE;
@@ -289,16 +345,25 @@ rb_node *map_thread_buffer(uint32_t epoch) noexcept
         n = map_buffer(npages, arena);
     if (!n)
         return nullptr;
-    n->epoch = epoch;
     buffer_ctl *b = n->ctl;
     b->tid.store(raw_gettid(), std::memory_order_relaxed);
     store_comm(b);
+    n->owner.store(tb, std::memory_order_relaxed);
     b->state.store(BUF_OWNED, std::memory_order_release);
-    tls_rb = b;
-    tls_node = n;
     if (g_exit_key_ok)
-        pthread_setspecific(g_exit_key, n);
+        pthread_setspecific(g_exit_key, k_exit_key_value);
     return n;
+}
+
+// The calling thread's buffer of TB that a swap brought it (one it wrote before), if any.
+rb_node *find_owned(trace_buffer *tb, int32_t tid, bool arena) noexcept
+{
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
+        if (n->owner.load(std::memory_order_relaxed) == tb && n->in_arena == arena &&
+            n->ctl->tid.load(std::memory_order_relaxed) == tid &&
+            n->ctl->state.load(std::memory_order_acquire) == BUF_OWNED)
+            return n;
+    return nullptr;
 }
 
 // A buffer its thread leaves (a new export epoch; with EXITING, the thread's exit):
@@ -324,65 +389,203 @@ int settled_state(buffer_ctl *b) noexcept
     return b->state.load(std::memory_order_acquire);
 }
 
-void count_orphan() noexcept
+void count_orphan(trace_buffer *tb) noexcept
 {
-    g_orphan_dropped.fetch_add(1, std::memory_order_relaxed);
-    if (arena_header *a = g_arena)
-        a->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+    tb->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+    if (tb == g_global)
+        if (arena_header *a = g_arena)
+            a->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The calling thread's first event, or its first in a new export epoch.
-// Async-signal-safe: mmap, atomics, prctl, gettid, pthread_setspecific on a low key.
-__attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t word) noexcept
+// Whether the calling thread writes nothing: muted, or one of dprobe's own threads (by
+// name, checked on its first event).
+bool thread_silenced() noexcept
 {
     if (tls_rb == k_muted_buffer || tls_mute_depth)
-        return nullptr;
-    if (g_muted_prefix[0] && !tls_node) {
+        return true;
+    if (g_muted_prefix[0] && !tls_node && !tls_rbt) {
         char name[17] = {};
         arch::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
         if (strncmp(name, g_muted_prefix, strlen(g_muted_prefix)) == 0) {
             tls_mute_depth = 1; // for good
             tls_saved_rb = nullptr;
             tls_rb = k_muted_buffer;
-            return nullptr;
+            return true;
         }
     }
+    return false;
+}
+
+// The calling thread's first event in the global buffer, or its first in a new epoch (an
+// export, or a swap of the global buffer).
+// Async-signal-safe: mmap, atomics, prctl, gettid, pthread_setspecific on a low key.
+__attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t) noexcept
+{
+    if (thread_silenced())
+        return nullptr;
     if (tls_rb == k_dead_buffer || tls_acquiring) {
-        count_orphan();
+        count_orphan(g_global);
         return nullptr;
     }
+    // Nested in a write on the buffer of the old epoch (a signal handler): this event goes
+    // after it, in the same buffer, which the outer write then publishes.
+    if (tls_node && tls_node->ctl->nest.load(std::memory_order_relaxed) != 0)
+        return tls_node->ctl;
     tls_acquiring = true;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (tls_rb && tls_node) // another epoch: its events stay readable, the next go elsewhere
-        retire(tls_node);
-    rb_node *n = map_thread_buffer(word >> 1);
+    // The epoch as it is now: a swap changes owners before it starts a new epoch.
+    const uint32_t epoch = g_word.load(std::memory_order_acquire) >> 1;
+    const int32_t tid = raw_gettid();
+    if (rb_node *old = tls_node) {
+        // Another epoch: the events of the old buffer stay readable, the next go elsewhere.
+        // A buffer a swap gave another trace buffer stays this thread's there.
+        if (old->owner.load(std::memory_order_relaxed) == g_global &&
+            old->ctl->tid.load(std::memory_order_relaxed) == tid &&
+            old->ctl->state.load(std::memory_order_acquire) == BUF_OWNED)
+            retire(old);
+    }
+    const bool arena = g_arena && epoch == g_arena_epoch;
+    rb_node *n = g_swapped.load(std::memory_order_relaxed) ? find_owned(g_global, tid, arena)
+                                                           : nullptr;
+    if (!n)
+        n = map_buffer_for(g_global, arena);
+    if (n) {
+        n->epoch = epoch;
+        tls_rb = n->ctl;
+        tls_node = n;
+    }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     tls_acquiring = false;
     if (!n) {
         tls_rb = nullptr;
         tls_node = nullptr;
-        count_orphan();
+        count_orphan(g_global);
         return nullptr;
     }
     return n->ctl;
 }
 
+// The calling thread's table, mapped or recycled on its first write to a trace buffer other
+// than the global one.
+rb_thread_table *alloc_table() noexcept
+{
+    rb_thread_table *t = nullptr;
+    for (rb_thread_table *it = g_tables.load(std::memory_order_acquire); it; it = it->next) {
+        int expect = 0;
+        if (it->in_use.load(std::memory_order_relaxed) == 0 &&
+            it->in_use.compare_exchange_strong(expect, 1, std::memory_order_acquire)) {
+            t = it;
+            break;
+        }
+    }
+    if (!t) {
+        const size_t len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
+        void *m = raw_mmap(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return nullptr;
+        t = static_cast<rb_thread_table *>(m); // zero-filled: every slot invalid
+        t->in_use.store(1, std::memory_order_relaxed);
+        rb_thread_table *head = g_tables.load(std::memory_order_relaxed);
+        do {
+            t->next = head;
+        } while (!g_tables.compare_exchange_weak(head, t, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    } else {
+        memset(t->slot, 0, sizeof t->slot);
+    }
+    t->tid = raw_gettid();
+    tls_rbt = t;
+    if (g_exit_key_ok)
+        pthread_setspecific(g_exit_key, k_exit_key_value);
+    return t;
+}
+
+// The calling thread's first event in TB (or its first after a swap or a free of TB).
+// Async-signal-safe, like acquire_buffer.
+__attribute__((noinline)) rb_node *attach_buffer(trace_buffer *tb) noexcept
+{
+    if (thread_silenced())
+        return nullptr;
+    rb_thread_table *t = tls_rbt;
+    if (t == k_dead_table || tls_acquiring) {
+        count_orphan(tb);
+        return nullptr;
+    }
+    tls_acquiring = true;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    rb_node *n = nullptr;
+    if (!t)
+        t = alloc_table();
+    // A swap in progress (odd generation) takes a few microseconds: wait it out, boundedly.
+    uint64_t gen = tb->gen.load(std::memory_order_acquire);
+    for (int spin = 0; (gen & 1) && spin < (1 << 20); spin++) {
+        __builtin_ia32_pause();
+        gen = tb->gen.load(std::memory_order_acquire);
+    }
+    if (t && !(gen & 1)) {
+        n = find_owned(tb, t->tid, false);
+        if (!n)
+            n = map_buffer_for(tb, false);
+        // A swap that ran meanwhile may have moved N to the other buffer: it is used for this
+        // event only (like a write in flight during a swap) and looked up again next time.
+        if (n && tb->gen.load(std::memory_order_acquire) == gen)
+            t->slot[tb->id] = rb_slot{n, gen};
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    tls_acquiring = false;
+    if (!n)
+        count_orphan(tb);
+    return n;
+}
+
+DPROBE_NOPROBE inline rb_node *thread_node(trace_buffer *tb) noexcept
+{
+    rb_thread_table *t = tls_rbt;
+    if (likely(t > k_dead_table)) {
+        const rb_slot &s = t->slot[tb->id];
+        if (likely(s.gen == tb->gen.load(std::memory_order_acquire) && s.node))
+            return s.node;
+    }
+    return attach_buffer(tb);
+}
+
 void thread_exit(void *p) noexcept
 {
-    auto *n = static_cast<rb_node *>(p);
     // Other destructors of the thread may still write: the calls a pthread_exit left
     // (unwound exits), handlers of probes hit on the way out. Keep the key set until the
     // last round of destructors (this call of the C library is dprobe's: not recorded).
     if (++tls_exit_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
         ring_buffer_thread_mute(true);
-        const bool again = pthread_setspecific(g_exit_key, n) == 0;
+        const bool again = pthread_setspecific(g_exit_key, p) == 0;
         ring_buffer_thread_mute(false);
         if (again)
             return;
     }
-    // The thread keeps its buffer for what it still writes on its way out; readers see it
-    // gone once its tid is.
-    retire(n, BUF_EXITING);
+    // The thread keeps its global buffer for what it still writes on its way out; readers
+    // see it gone once its tid is. Its buffers of other trace buffers take nothing more.
+    rb_thread_table *t = tls_rbt;
+    if (t > k_dead_table) {
+        tls_rbt = k_dead_table;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+    const int32_t tid = raw_gettid();
+    rb_node *own = tls_node;
+    if (own && own->owner.load(std::memory_order_relaxed) == g_global &&
+        own->ctl->tid.load(std::memory_order_relaxed) == tid &&
+        own->ctl->state.load(std::memory_order_relaxed) == BUF_OWNED)
+        retire(own, BUF_EXITING);
+    if (t > k_dead_table || g_swapped.load(std::memory_order_relaxed)) {
+        for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+            if (n->ctl->tid.load(std::memory_order_relaxed) != tid ||
+                n->ctl->state.load(std::memory_order_acquire) != BUF_OWNED)
+                continue;
+            store_comm(n->ctl);
+            int expect = BUF_OWNED;
+            n->ctl->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_release);
+        }
+    }
+    if (t > k_dead_table)
+        t->in_use.store(0, std::memory_order_release);
 }
 
 // A new arena in a new memfd (export, and a forked child). 0 or -errno.
@@ -432,19 +635,35 @@ uint32_t next_epoch() noexcept
 // to report, and the other threads no longer exist. Only the forking thread runs here.
 void fork_child() noexcept
 {
-    new (&g_reader_mutex) std::mutex; // a parent thread may have held it
     g_waiting.store(0, std::memory_order_relaxed);
-    g_retired = rb_stats{};
-    g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+    new (&g_alloc_mutex) std::mutex;
+    for (trace_buffer &tb : g_tbs) {
+        new (&tb.reader_mutex) std::mutex; // a parent thread may have held it
+        tb.retired = rb_stats{};
+        tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
+    }
+    rb_thread_table *self = tls_rbt > k_dead_table ? tls_rbt : nullptr;
+    const int32_t parent_tid = self ? self->tid
+                               : tls_node ? tls_node->ctl->tid.load(std::memory_order_relaxed)
+                                          : 0;
+    const int32_t tid = raw_gettid();
+    for (rb_thread_table *t = g_tables.load(std::memory_order_acquire); t; t = t->next)
+        if (t != self)
+            t->in_use.store(0, std::memory_order_release);
+    if (self)
+        self->tid = tid;
     if (g_arena) {
         // The parent's arena is shared memory: this process must not touch it again. Its
-        // buffers are forgotten (left mapped: unmapping costs more than it saves here).
+        // buffers, and with them the private ones, are forgotten (left mapped: unmapping
+        // costs more than it saves here).
         g_list.store(nullptr, std::memory_order_relaxed);
         if (tls_mute_depth)
             tls_saved_rb = nullptr;
         else
             tls_rb = nullptr;
         tls_node = nullptr;
+        if (self)
+            memset(self->slot, 0, sizeof self->slot);
         if (g_arena_fd >= 0)
             arch::raw_syscall(SYS_close, g_arena_fd);
         g_arena = nullptr;
@@ -456,16 +675,23 @@ void fork_child() noexcept
     }
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
         buffer_ctl *b = n->ctl;
-        if (n == tls_node && b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
+        // The forking thread's buffers (of every trace buffer) stay its own, emptied.
+        if (parent_tid && b->tid.load(std::memory_order_relaxed) == parent_tid &&
+            b->state.load(std::memory_order_relaxed) == BUF_OWNED) {
             b->state.store(BUF_INIT, std::memory_order_relaxed);
             init_buffer(n);
-            b->tid.store(raw_gettid(), std::memory_order_relaxed);
+            b->tid.store(tid, std::memory_order_relaxed);
             b->state.store(BUF_OWNED, std::memory_order_release);
             continue;
         }
         // Other threads' buffers, and one caught mid-acquisition (init_buffer redoes it all).
+        n->owner.store(nullptr, std::memory_order_relaxed);
         b->state.store(BUF_FREE, std::memory_order_release);
     }
+    if (self)
+        for (rb_slot &sl : self->slot)
+            if (sl.node && sl.node->ctl->state.load(std::memory_order_relaxed) != BUF_OWNED)
+                sl = rb_slot{};
 }
 
 DPROBE_NOPROBE inline void wake_consumer(buffer_ctl *b, uint64_t seq) noexcept
@@ -529,12 +755,13 @@ __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint6
     return false;
 }
 
-// Moves the writer to the next page, which starts at TS on CPU. False when that page cannot
-// be taken (discard mode and it is unread, or it holds the pending outer event of a nested
-// write).
-DPROBE_NOPROBE bool switch_page(buffer_ctl *b, uint64_t seq, uint32_t off, uint64_t ts,
-                                uint32_t cpu) noexcept
+// Moves the writer to the next page of its buffer B of TB, which starts at TS on CPU. False
+// when that page cannot be taken (discard mode and it is unread, or it holds the pending
+// outer event of a nested write). Only the global buffer's go to a consumer.
+DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t seq,
+                                uint32_t off, uint64_t ts, uint32_t cpu) noexcept
 {
+    const bool exported = tb == g_global;
     const uint64_t np = b->npages;
     const uint64_t n = seq + 1;
     page_meta &slot = b->meta[n % np];
@@ -544,12 +771,13 @@ DPROBE_NOPROBE bool switch_page(buffer_ctl *b, uint64_t seq, uint32_t off, uint6
         uint64_t pend = b->pending_seq.load(std::memory_order_relaxed);
         if (pend != k_no_seq && pend <= old)
             return false;
-        if (!g_overwrite.load(std::memory_order_relaxed)) {
+        if (!tb->overwrite.load(std::memory_order_relaxed)) {
             uint64_t rp = b->read_pos.load(std::memory_order_acquire);
             if ((pos_seq(rp) < old ||
                  (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed))) &&
-                !wait_for_room(b, old, slot)) {
-                wake_consumer(b, n);
+                !(exported && wait_for_room(b, old, slot))) {
+                if (exported)
+                    wake_consumer(b, n);
                 return false;
             }
         }
@@ -564,7 +792,8 @@ DPROBE_NOPROBE bool switch_page(buffer_ctl *b, uint64_t seq, uint32_t off, uint6
     b->head_pos.store(make_pos(n, 0), std::memory_order_relaxed);
     b->last_ts = ts;
     b->cpu = cpu;
-    wake_consumer(b, n);
+    if (exported)
+        wake_consumer(b, n);
     return true;
 }
 
@@ -600,17 +829,10 @@ DPROBE_NOPROBE inline void finish_write(buffer_ctl *b) noexcept
 
 DPROBE_NOPROBE inline void put_word(char *p, uint32_t v) noexcept { memcpy(p, &v, 4); }
 
-DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noexcept
+// An event of LEN bytes in B, the calling thread's buffer of TB.
+DPROBE_NOPROBE __attribute__((always_inline)) inline void *
+reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_stamp *stamp) noexcept
 {
-    const uint32_t word = g_word.load(std::memory_order_relaxed);
-    if (unlikely(!(word & 1)))
-        return nullptr;
-    buffer_ctl *b = tls_rb;
-    if (unlikely(reinterpret_cast<uintptr_t>(b) <= 2 || tls_node->epoch != (word >> 1))) {
-        b = acquire_buffer(word);
-        if (!b)
-            return nullptr;
-    }
     if (unlikely(len > k_rb_max_payload)) {
         local_inc(&b->dropped);
         return nullptr;
@@ -642,12 +864,12 @@ DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noex
     bool extend = delta > k_delta_max;
     uint32_t extra = (lost ? 8 : 0) + (cpu_moved ? 8 : 0) + (extend ? 8 : 0);
     if (unlikely(off + extra + size > k_page_size)) {
-        if (!switch_page(b, seq, off, ts, cpu)) {
+        if (!switch_page(tb, b, seq, off, ts, cpu)) {
             std::atomic_signal_fence(std::memory_order_seq_cst);
             b->claiming.store(0, std::memory_order_relaxed);
             b->nest.store(depth, std::memory_order_relaxed);
             local_inc(&b->dropped);
-            if (!g_overwrite.load(std::memory_order_relaxed) && lost < k_info_value_max)
+            if (!tb->overwrite.load(std::memory_order_relaxed) && lost < k_info_value_max)
                 b->lost_pending = lost + 1;
             return nullptr;
         }
@@ -699,36 +921,30 @@ DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noex
     return page + o + (small ? 4 : 8);
 }
 
-} // namespace
-
-// ---- write side ---------------------------------------------------------------------------
-
-DPROBE_NOPROBE void *ring_buffer_reserve(size_t len, rb_stamp *stamp) noexcept
+// The global buffer's write path: the thread's buffer in one TLS load, checked against the
+// epoch.
+DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noexcept
 {
-    return reserve_event(len, false, stamp);
-}
-
-DPROBE_NOPROBE void *ring_buffer_reserve_small(size_t len, rb_stamp *stamp) noexcept
-{
-    if (unlikely(!small_event(len)))
-        return reserve_event(len, false, stamp);
-    return reserve_event(len, true, stamp);
-}
-
-DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept
-{
+    const uint32_t word = g_word.load(std::memory_order_relaxed);
+    if (unlikely(!(word & 1)))
+        return nullptr;
     buffer_ctl *b = tls_rb;
-    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
-        return;
+    if (unlikely(reinterpret_cast<uintptr_t>(b) <= 2 || tls_node->epoch != (word >> 1))) {
+        b = acquire_buffer(word);
+        if (!b)
+            return nullptr;
+    }
+    return reserve_in(g_global, b, len, small, stamp);
+}
+
+DPROBE_NOPROBE __attribute__((always_inline)) inline void commit_in(buffer_ctl *b) noexcept
+{
     local_inc(&b->written);
     finish_write(b);
 }
 
-DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept
+DPROBE_NOPROBE __attribute__((always_inline)) inline void discard_in(buffer_ctl *b, void *event) noexcept
 {
-    buffer_ctl *b = tls_rb;
-    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
-        return;
     // The small form's payload is 4 bytes into its event, the other's 8: tell them apart by
     // the payload's alignment.
     const bool small = (reinterpret_cast<uintptr_t>(event) & 7) == 4;
@@ -763,6 +979,194 @@ DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept
     finish_write(b);
 }
 
+// The buffer a reserved EVENT of TB (not the global one) lives in: this thread's (a swap in
+// between leaves the slot stale but the buffer the same, see attach_buffer).
+DPROBE_NOPROBE inline buffer_ctl *event_buffer(const trace_buffer *tb, void *event) noexcept
+{
+    rb_thread_table *t = tls_rbt;
+    if (unlikely(t <= k_dead_table || !event))
+        return nullptr;
+    auto *p = static_cast<char *>(event);
+    auto in = [p](const rb_node *n) {
+        const buffer_ctl *b = n->ctl;
+        return p >= b->data && p < b->data + size_t{b->npages} * k_page_size;
+    };
+    rb_node *n = t->slot[tb->id].node;
+    if (likely(n && in(n)))
+        return n->ctl;
+    // Reserved through a lookup that was not cached (a swap raced with it): find it by address.
+    for (rb_node *it = g_list.load(std::memory_order_acquire); it; it = it->next)
+        if (in(it))
+            return it->ctl;
+    return nullptr;
+}
+
+} // namespace
+
+// ---- trace buffers ------------------------------------------------------------------------
+
+trace_buffer *ring_buffer_global() noexcept { return g_global; }
+
+unsigned ring_buffer_id(const trace_buffer *tb) noexcept { return tb->id; }
+
+trace_buffer *ring_buffer_alloc()
+{
+    std::lock_guard<std::mutex> g(g_alloc_mutex);
+    for (unsigned i = 1; i < k_rb_max_trace_buffers; i++) {
+        trace_buffer &tb = g_tbs[i];
+        if (tb.in_use.load(std::memory_order_relaxed))
+            continue;
+        std::lock_guard<std::mutex> lk(tb.reader_mutex);
+        tb.gen.store(tb.gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
+        tb.tracing_on.store(true, std::memory_order_relaxed);
+        tb.overwrite.store(true, std::memory_order_relaxed);
+        tb.npages.store(k_rb_default_size_kb * 1024 / k_page_size, std::memory_order_relaxed);
+        tb.retired = rb_stats{};
+        tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
+        tb.in_use.store(true, std::memory_order_release);
+        return &tb;
+    }
+    return nullptr;
+}
+
+void ring_buffer_free(trace_buffer *tb)
+{
+    if (!tb || tb == g_global)
+        return;
+    std::lock_guard<std::mutex> g(g_alloc_mutex);
+    std::lock_guard<std::mutex> lk(tb->reader_mutex);
+    tb->tracing_on.store(false, std::memory_order_relaxed);
+    // Every thread's slot for TB becomes stale; no writer can be using it (see the header).
+    tb->gen.store(tb->gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        if (n->owner.load(std::memory_order_relaxed) != tb || n->in_arena)
+            continue;
+        const int st = n->ctl->state.load(std::memory_order_acquire);
+        if (st != BUF_OWNED && st != BUF_EXITED && st != BUF_EXITING)
+            continue;
+        // Its memory stays mapped, for a new thread of any trace buffer.
+        n->owner.store(nullptr, std::memory_order_relaxed);
+        n->ctl->state.store(BUF_FREE, std::memory_order_release);
+    }
+    tb->in_use.store(false, std::memory_order_release);
+}
+
+namespace {
+
+// Both reader locks held.
+int swap_locked(trace_buffer *a, trace_buffer *b) noexcept
+{
+    const bool global = a == g_global || b == g_global;
+    if (global && g_arena)
+        return -EBUSY;
+    g_swapped.store(true, std::memory_order_relaxed);
+    // Odd while owners change: a thread attaching meanwhile does not cache what it finds.
+    a->gen.fetch_add(1, std::memory_order_acq_rel);
+    b->gen.fetch_add(1, std::memory_order_acq_rel);
+    for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
+        trace_buffer *o = n->owner.load(std::memory_order_relaxed);
+        if (o == a)
+            n->owner.store(b, std::memory_order_relaxed);
+        else if (o == b)
+            n->owner.store(a, std::memory_order_relaxed);
+    }
+    std::swap(a->retired, b->retired);
+    const uint64_t a_orphans = a->orphan_dropped.load(std::memory_order_relaxed) - a->orphan_base;
+    const uint64_t b_orphans = b->orphan_dropped.load(std::memory_order_relaxed) - b->orphan_base;
+    a->orphan_base = a->orphan_dropped.load(std::memory_order_relaxed) - b_orphans;
+    b->orphan_base = b->orphan_dropped.load(std::memory_order_relaxed) - a_orphans;
+    a->gen.fetch_add(1, std::memory_order_acq_rel);
+    b->gen.fetch_add(1, std::memory_order_acq_rel);
+    // The global buffer's writers look theirs up again at their next event.
+    if (global)
+        next_epoch();
+    return 0;
+}
+
+} // namespace
+
+int ring_buffer_swap(trace_buffer *a, trace_buffer *b)
+{
+    if (!a || !b || a == b)
+        return 0;
+    trace_buffer *first = a->id < b->id ? a : b;
+    trace_buffer *second = first == a ? b : a;
+    std::lock_guard<std::mutex> l1(first->reader_mutex);
+    std::lock_guard<std::mutex> l2(second->reader_mutex);
+    return swap_locked(a, b);
+}
+
+bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept
+{
+    if (!a || !b || a == b)
+        return false;
+    std::unique_lock<std::mutex> l1(a->reader_mutex, std::try_to_lock);
+    if (!l1.owns_lock())
+        return false;
+    std::unique_lock<std::mutex> l2(b->reader_mutex, std::try_to_lock);
+    if (!l2.owns_lock())
+        return false;
+    return swap_locked(a, b) == 0;
+}
+
+// ---- write side ---------------------------------------------------------------------------
+
+DPROBE_NOPROBE void *ring_buffer_reserve(size_t len, rb_stamp *stamp) noexcept
+{
+    return reserve_event(len, false, stamp);
+}
+
+DPROBE_NOPROBE void *ring_buffer_reserve_small(size_t len, rb_stamp *stamp) noexcept
+{
+    if (unlikely(!small_event(len)))
+        return reserve_event(len, false, stamp);
+    return reserve_event(len, true, stamp);
+}
+
+DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept
+{
+    buffer_ctl *b = tls_rb;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
+        return;
+    commit_in(b);
+}
+
+DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept
+{
+    buffer_ctl *b = tls_rb;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
+        return;
+    discard_in(b, event);
+}
+
+DPROBE_NOPROBE void *ring_buffer_reserve(trace_buffer *tb, size_t len, rb_stamp *stamp) noexcept
+{
+    if (tb == g_global)
+        return reserve_event(len, false, stamp);
+    if (unlikely(!tb->tracing_on.load(std::memory_order_relaxed) || tls_mute_depth))
+        return nullptr;
+    rb_node *n = thread_node(tb);
+    if (unlikely(!n))
+        return nullptr;
+    return reserve_in(tb, n->ctl, len, false, stamp);
+}
+
+DPROBE_NOPROBE void ring_buffer_commit(trace_buffer *tb, void *event) noexcept
+{
+    if (tb == g_global)
+        return ring_buffer_commit(event);
+    if (buffer_ctl *b = event_buffer(tb, event))
+        commit_in(b);
+}
+
+DPROBE_NOPROBE void ring_buffer_discard(trace_buffer *tb, void *event) noexcept
+{
+    if (tb == g_global)
+        return ring_buffer_discard(event);
+    if (buffer_ctl *b = event_buffer(tb, event))
+        discard_in(b, event);
+}
+
 void ring_buffer_thread_mute(bool mute) noexcept
 {
     if (mute) {
@@ -787,42 +1191,59 @@ void ring_buffer_mute_threads_named(const char *prefix) noexcept
 
 // ---- control ------------------------------------------------------------------------------
 
-void ring_buffer_set_tracing_on(bool on) noexcept
+void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept
 {
     if (on)
         trace_clock_init();
-    if (on)
+    if (tb != g_global)
+        tb->tracing_on.store(on, std::memory_order_relaxed);
+    else if (on)
         g_word.fetch_or(1, std::memory_order_relaxed);
     else
         g_word.fetch_and(~1u, std::memory_order_relaxed);
 }
-bool ring_buffer_tracing_on() noexcept { return g_word.load(std::memory_order_relaxed) & 1; }
-void ring_buffer_set_overwrite(bool on) noexcept
+bool ring_buffer_tracing_on(const trace_buffer *tb) noexcept
 {
-    g_overwrite.store(on, std::memory_order_relaxed);
+    if (tb == g_global)
+        return g_word.load(std::memory_order_relaxed) & 1;
+    return tb->tracing_on.load(std::memory_order_relaxed);
 }
-bool ring_buffer_overwrite() noexcept { return g_overwrite.load(std::memory_order_relaxed); }
+void ring_buffer_set_overwrite(trace_buffer *tb, bool on) noexcept
+{
+    tb->overwrite.store(on, std::memory_order_relaxed);
+}
+bool ring_buffer_overwrite(const trace_buffer *tb) noexcept
+{
+    return tb->overwrite.load(std::memory_order_relaxed);
+}
 
-int ring_buffer_set_size_kb(size_t kb) noexcept
+int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept
 {
     if (kb == 0 || kb > (size_t{1} << 30))
         return -EINVAL;
     size_t pages = (kb * 1024 + k_page_size - 1) / k_page_size;
     pages = std::max(pages, k_rb_min_pages);
-    g_npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
+    tb->npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
     return 0;
 }
 
-size_t ring_buffer_size_kb() noexcept
+size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept
 {
-    return g_npages.load(std::memory_order_relaxed) * k_page_size / 1024;
+    return tb->npages.load(std::memory_order_relaxed) * k_page_size / 1024;
 }
+
+void ring_buffer_set_tracing_on(bool on) noexcept { ring_buffer_set_tracing_on(g_global, on); }
+bool ring_buffer_tracing_on() noexcept { return ring_buffer_tracing_on(g_global); }
+void ring_buffer_set_overwrite(bool on) noexcept { ring_buffer_set_overwrite(g_global, on); }
+bool ring_buffer_overwrite() noexcept { return ring_buffer_overwrite(g_global); }
+int ring_buffer_set_size_kb(size_t kb) noexcept { return ring_buffer_set_size_kb(g_global, kb); }
+size_t ring_buffer_size_kb() noexcept { return ring_buffer_size_kb(g_global); }
 
 // ---- export -------------------------------------------------------------------------------
 
 int ring_buffer_export(int wake_fd, bool consumer_blocking)
 {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    std::lock_guard<std::mutex> lk(g_global->reader_mutex);
     if (g_arena)
         return -EBUSY;
     g_consumer_blocking = consumer_blocking && wake_fd >= 0;
@@ -847,7 +1268,7 @@ void ring_buffer_export_state(arena_state state, int status) noexcept
 
 void ring_buffer_unexport()
 {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    std::lock_guard<std::mutex> lk(g_global->reader_mutex);
     if (!g_arena)
         return;
     next_epoch();
@@ -958,10 +1379,11 @@ bool read_next(buffer_ctl *b, cursor &c, peeked &out)
     }
 }
 
-bool readable(const rb_node *n)
+bool readable(const rb_node *n, const trace_buffer *tb)
 {
     int s = n->ctl->state.load(std::memory_order_acquire);
-    return s == BUF_OWNED || s == BUF_EXITED || s == BUF_EXITING;
+    return (s == BUF_OWNED || s == BUF_EXITED || s == BUF_EXITING) &&
+           n->owner.load(std::memory_order_relaxed) == tb;
 }
 
 bool exported_node(const rb_node *n) { return n->in_arena; }
@@ -975,19 +1397,20 @@ bool buffer_has_data(rb_node *n)
 
 rb_stats buffer_stats(rb_node *n);
 
-// Exited, drained buffers become free for new threads (the arena's are the consumer's to
-// give back).
-void reap_locked()
+// Exited, drained buffers of TB become free for new threads (the arena's are the consumer's
+// to give back).
+void reap_locked(trace_buffer *tb)
 {
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (exported_node(n))
+        if (exported_node(n) || n->owner.load(std::memory_order_relaxed) != tb)
             continue;
         if (settled_state(n->ctl) == BUF_EXITED && !buffer_has_data(n)) {
             rb_stats st = buffer_stats(n);
-            g_retired.written += st.written;
-            g_retired.read += st.read;
-            g_retired.overrun += st.overrun;
-            g_retired.dropped += st.dropped;
+            tb->retired.written += st.written;
+            tb->retired.read += st.read;
+            tb->retired.overrun += st.overrun;
+            tb->retired.dropped += st.dropped;
+            n->owner.store(nullptr, std::memory_order_relaxed);
             n->ctl->state.store(BUF_FREE, std::memory_order_release);
         }
     }
@@ -1003,17 +1426,21 @@ struct ring_buffer_reader::impl {
         char comm[17];
     };
     std::unique_lock<std::mutex> lock;
+    trace_buffer *tb;
     mode m;
     std::vector<source> src;
     std::vector<char> out; // payload handed out by the last next()
 };
 
-ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl)
+ring_buffer_reader::ring_buffer_reader(mode m, trace_buffer *tb) : p_(new impl)
 {
-    p_->lock = std::unique_lock<std::mutex>(g_reader_mutex);
+    if (!tb)
+        tb = g_global;
+    p_->lock = std::unique_lock<std::mutex>(tb->reader_mutex);
+    p_->tb = tb;
     p_->m = m;
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (!readable(n))
+        if (!readable(n, tb))
             continue;
         impl::source s{};
         s.n = n;
@@ -1029,7 +1456,7 @@ ring_buffer_reader::ring_buffer_reader(mode m) : p_(new impl)
 ring_buffer_reader::~ring_buffer_reader()
 {
     if (p_->m == CONSUME)
-        reap_locked();
+        reap_locked(p_->tb);
     delete p_;
 }
 
@@ -1070,16 +1497,17 @@ bool ring_buffer_reader::next(rb_record &rec)
     return true;
 }
 
-void ring_buffer_reset()
+void ring_buffer_reset(trace_buffer *tb)
 {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
-    g_retired = rb_stats{};
-    g_orphan_base = g_orphan_dropped.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lk(tb->reader_mutex);
+    tb->retired = rb_stats{};
+    tb->orphan_base = tb->orphan_dropped.load(std::memory_order_relaxed);
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (!readable(n))
+        if (!readable(n, tb))
             continue;
         buffer_ctl *b = n->ctl;
         if (settled_state(b) == BUF_EXITED && !exported_node(n)) {
+            n->owner.store(nullptr, std::memory_order_relaxed);
             b->state.store(BUF_FREE, std::memory_order_release);
             continue;
         }
@@ -1111,28 +1539,36 @@ void ring_buffer_reset()
     }
 }
 
+void ring_buffer_reset() { ring_buffer_reset(g_global); }
+
 int ring_buffer_set_clock(std::string_view name)
 {
     int err = trace_clock_set(name);
     if (err)
         return err;
     trace_clock_init();
-    ring_buffer_reset();
+    for (trace_buffer &tb : g_tbs)
+        if (tb.in_use.load(std::memory_order_acquire))
+            ring_buffer_reset(&tb);
     if (arena_header *a = g_arena)
         a->clock_id = static_cast<uint64_t>(trace_clock_current());
     return 0;
 }
 
-bool ring_buffer_has_data()
+bool ring_buffer_has_data(trace_buffer *tb)
 {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    std::lock_guard<std::mutex> lk(tb->reader_mutex);
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
-        if (readable(n) && buffer_has_data(n))
+        if (readable(n, tb) && buffer_has_data(n))
             return true;
     return false;
 }
 
-bool ring_buffer_wait(int timeout_ms)
+bool ring_buffer_has_data() { return ring_buffer_has_data(g_global); }
+
+bool ring_buffer_wait(int timeout_ms) { return ring_buffer_wait(g_global, timeout_ms); }
+
+bool ring_buffer_wait(trace_buffer *tb, int timeout_ms)
 {
     using clk = std::chrono::steady_clock;
     const auto deadline = clk::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
@@ -1141,7 +1577,7 @@ bool ring_buffer_wait(int timeout_ms)
     for (;;) {
         g_waiting.store(1, std::memory_order_seq_cst);
         membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
-        if (ring_buffer_has_data())
+        if (ring_buffer_has_data(tb))
             return true;
         long long left_ns = slice_ms * 1000000LL;
         if (timeout_ms >= 0) {
@@ -1163,6 +1599,9 @@ rb_stats buffer_stats(rb_node *n)
     rb_stats st;
     st.tid = b->tid.load(std::memory_order_relaxed);
     st.exited = settled_state(b) != BUF_OWNED;
+    const uint64_t name[2] = {b->comm[0].load(std::memory_order_relaxed),
+                              b->comm[1].load(std::memory_order_relaxed)};
+    memcpy(st.comm, name, 16);
     st.written = local_read(&b->written) - n->written_base;
     st.dropped = local_read(&b->dropped) - n->dropped_base;
     st.read = n->nread;
@@ -1177,25 +1616,27 @@ rb_stats buffer_stats(rb_node *n)
 }
 } // namespace
 
-std::vector<rb_stats> ring_buffer_thread_stats()
+std::vector<rb_stats> ring_buffer_thread_stats(trace_buffer *tb)
 {
-    std::lock_guard<std::mutex> lk(g_reader_mutex);
+    std::lock_guard<std::mutex> lk(tb->reader_mutex);
     std::vector<rb_stats> out;
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
-        if (readable(n))
+        if (readable(n, tb))
             out.push_back(buffer_stats(n));
     return out;
 }
 
-rb_stats ring_buffer_stats()
+std::vector<rb_stats> ring_buffer_thread_stats() { return ring_buffer_thread_stats(g_global); }
+
+rb_stats ring_buffer_stats(trace_buffer *tb)
 {
     rb_stats sum;
     {
-        std::lock_guard<std::mutex> lk(g_reader_mutex);
-        sum = g_retired;
-        sum.dropped += g_orphan_dropped.load(std::memory_order_relaxed) - g_orphan_base;
+        std::lock_guard<std::mutex> lk(tb->reader_mutex);
+        sum = tb->retired;
+        sum.dropped += tb->orphan_dropped.load(std::memory_order_relaxed) - tb->orphan_base;
     }
-    for (const rb_stats &s : ring_buffer_thread_stats()) {
+    for (const rb_stats &s : ring_buffer_thread_stats(tb)) {
         sum.entries += s.entries;
         sum.written += s.written;
         sum.read += s.read;
@@ -1204,6 +1645,8 @@ rb_stats ring_buffer_stats()
     }
     return sum;
 }
+
+rb_stats ring_buffer_stats() { return ring_buffer_stats(g_global); }
 
 size_t ring_buffer_nr_buffers()
 {

@@ -9,6 +9,15 @@
 // When a thread exits its buffer stays readable; once it has been consumed or reset it is
 // recycled for a new thread, so thread churn does not grow memory.
 //
+// Trace buffers (the kernel's struct trace_buffer): the per-thread buffers are grouped into
+// trace buffers, one per trace array (the top-level tracing directory, each `instances/`
+// directory) and one more for each array's snapshot. Each has its own tracing_on, overwrite
+// mode, size and counts. The global one (ring_buffer_global()) always exists: the functions
+// without a trace_buffer argument work on it, it is the one exported to a consumer, and its
+// writers find their buffer with one thread-local load. A thread finds its buffer of another
+// trace buffer through a per-thread table indexed by the trace buffer's id, valid while the
+// slot's generation is the trace buffer's (a swap or a free changes it).
+//
 // Events are compact, like the kernel's: a 4-byte header with a 27-bit time delta, the
 // payload, 8-byte alignment. A function-graph entry or exit takes 16 bytes.
 //
@@ -52,6 +61,33 @@ constexpr size_t k_rb_max_payload = k_rb_page_size - 8;
 constexpr unsigned k_rb_max_nesting = 4;
 constexpr size_t k_rb_default_size_kb = 1408; // the kernel's default buffer_size_kb
 constexpr size_t k_rb_min_pages = 4;
+// Trace buffers that can exist at once (the global one, instances and snapshots).
+constexpr unsigned k_rb_max_trace_buffers = 128;
+
+// ---- trace buffers ------------------------------------------------------------------------
+
+struct trace_buffer;
+
+// The global trace buffer (the top-level tracing directory's).
+trace_buffer *ring_buffer_global() noexcept;
+// A new, empty trace buffer: tracing on, overwrite mode, the default size. nullptr when
+// k_rb_max_trace_buffers are in use.
+trace_buffer *ring_buffer_alloc();
+// Frees TB (not the global one): its threads' buffers are recycled, its id may be given to a
+// later ring_buffer_alloc(). No writer may still be able to reserve on TB: the caller has
+// unregistered everything that writes there and waited for it to quiesce.
+void ring_buffer_free(trace_buffer *tb);
+// Exchanges the contents (every thread's buffer and the counts) of A and B; their settings
+// stay. The kernel's update_max_tr (the snapshot). A write that reserved on A before the swap
+// commits in the buffer it started in (now B's): callers that need the swap to be exact wait
+// for the writers in flight (synchronize_dispatch()). Returns 0, or -EBUSY when one of them is
+// the global buffer while it is exported (its buffers are the consumer's).
+int ring_buffer_swap(trace_buffer *a, trace_buffer *b);
+// The same from a probe handler: lock-free apart from a try-lock of each buffer's reader
+// lock; false (and nothing done) when a reader holds one or the swap is refused.
+bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept;
+// TB's index, 0 for the global one.
+unsigned ring_buffer_id(const trace_buffer *tb) noexcept;
 
 // ---- write side -----------------------------------------------------------------------
 
@@ -74,6 +110,10 @@ void ring_buffer_commit(void *event) noexcept;
 // Gives a reserved event back (a filter rejected it). The space is reused when nothing was
 // reserved after it; otherwise it becomes padding that readers skip.
 void ring_buffer_discard(void *event) noexcept;
+// The same on trace buffer TB (the global one takes the direct path above).
+void *ring_buffer_reserve(trace_buffer *tb, size_t len, rb_stamp *stamp = nullptr) noexcept;
+void ring_buffer_commit(trace_buffer *tb, void *event) noexcept;
+void ring_buffer_discard(trace_buffer *tb, void *event) noexcept;
 
 // The calling thread writes nothing until the matching unmute (calls nest): its reserves
 // return nullptr, counted nowhere. For dprobe's own work on a program's thread.
@@ -86,18 +126,28 @@ void ring_buffer_mute_threads_named(const char *prefix) noexcept;
 
 // ---- control ------------------------------------------------------------------------------
 
-void ring_buffer_set_tracing_on(bool on) noexcept; // the `tracing_on` file
-bool ring_buffer_tracing_on() noexcept;
-void ring_buffer_set_overwrite(bool on) noexcept;  // the `overwrite` trace option
-bool ring_buffer_overwrite() noexcept;
+// Each takes the trace buffer, or works on the global one without it.
+void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept; // the `tracing_on` file
+bool ring_buffer_tracing_on(const trace_buffer *tb) noexcept;
+void ring_buffer_set_overwrite(trace_buffer *tb, bool on) noexcept; // the `overwrite` option
+bool ring_buffer_overwrite(const trace_buffer *tb) noexcept;
 // Per-thread size (`buffer_size_kb`); rounded up to whole pages, at least k_rb_min_pages.
 // Applies to buffers mapped or recycled afterwards; a live thread keeps its buffer.
 // Returns 0 or -EINVAL (0 KB).
+int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept;
+size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept;
+// Empties every buffer of TB and zeroes its counts (truncating `trace`).
+void ring_buffer_reset(trace_buffer *tb);
+
+void ring_buffer_set_tracing_on(bool on) noexcept;
+bool ring_buffer_tracing_on() noexcept;
+void ring_buffer_set_overwrite(bool on) noexcept;
+bool ring_buffer_overwrite() noexcept;
 int ring_buffer_set_size_kb(size_t kb) noexcept;
 size_t ring_buffer_size_kb() noexcept;
-// Empties every buffer and zeroes the counts (truncating `trace`).
 void ring_buffer_reset();
-// Selects the trace clock and resets the buffers (stamps of two clocks do not compare).
+// Selects the trace clock (one for the process) and resets every trace buffer (stamps of
+// two clocks do not compare).
 int ring_buffer_set_clock(std::string_view name);
 
 // ---- export -------------------------------------------------------------------------------
@@ -134,14 +184,14 @@ struct rb_record {
     const char *comm;     // thread name recorded by the buffer ("" if unknown)
 };
 
-// Reads all threads' buffers merged by timestamp. PEEK leaves the events in place (the
-// `trace` file); CONSUME removes them (`trace_pipe`). One reader runs at a time: the object
-// holds the global reader lock for its lifetime. It sees the buffers that existed when it
-// was created.
+// Reads all threads' buffers of a trace buffer merged by timestamp. PEEK leaves the events in
+// place (the `trace` file); CONSUME removes them (`trace_pipe`). One reader of a trace buffer
+// runs at a time: the object holds its reader lock for its lifetime. It sees the buffers
+// that existed when it was created.
 class ring_buffer_reader {
 public:
     enum mode { PEEK, CONSUME };
-    explicit ring_buffer_reader(mode m);
+    explicit ring_buffer_reader(mode m, trace_buffer *tb = nullptr); // nullptr: the global one
     ~ring_buffer_reader();
     ring_buffer_reader(const ring_buffer_reader &) = delete;
     ring_buffer_reader &operator=(const ring_buffer_reader &) = delete;
@@ -154,10 +204,12 @@ private:
     impl *p_;
 };
 
-// Blocks until some buffer holds a committed unread event or TIMEOUT_MS passes (<0: no
+// Blocks until some buffer of TB holds a committed unread event or TIMEOUT_MS passes (<0: no
 // limit). Returns true when data is there. Costs the writers nothing while no one waits.
+bool ring_buffer_wait(trace_buffer *tb, int timeout_ms);
 bool ring_buffer_wait(int timeout_ms);
-// True when some buffer holds a committed event not yet consumed.
+// True when some buffer of TB holds a committed event not yet consumed.
+bool ring_buffer_has_data(trace_buffer *tb);
 bool ring_buffer_has_data();
 
 struct rb_stats {
@@ -168,17 +220,22 @@ struct rb_stats {
     uint64_t overrun = 0; // overwritten before being read (overwrite mode)
     uint64_t dropped = 0; // never written: full in discard mode, nested too deep, too big
     bool exited = false;  // the owning thread is gone
+    char comm[17] = {};   // the thread's name as the buffer recorded it
 };
-// Per-buffer counts since the last reset: live threads' buffers and exited threads' buffers
-// not yet recycled (a CONSUME reader recycles an exited thread's buffer once it drained it).
+// Per-buffer counts of TB since the last reset: live threads' buffers and exited threads'
+// buffers not yet recycled (a CONSUME reader recycles an exited thread's buffer once it
+// drained it).
+std::vector<rb_stats> ring_buffer_thread_stats(trace_buffer *tb);
 std::vector<rb_stats> ring_buffer_thread_stats();
-// Totals since the last reset: every buffer, recycled ones included, plus events dropped
-// with no buffer to count them (a signal handler writing while its thread maps its buffer,
-// or after the thread's buffer was retired at thread exit).
+// Totals of TB since the last reset: every buffer, recycled ones included, plus events
+// dropped with no buffer to count them (a signal handler writing while its thread maps its
+// buffer, or after the thread's buffer was retired at thread exit).
 // With everything consumed: written == read + overrun; attempts == written + dropped.
+rb_stats ring_buffer_stats(trace_buffer *tb);
 rb_stats ring_buffer_stats();
 
-// Number of buffers ever mapped (live, exited or free for reuse).
+// Number of per-thread buffers ever mapped (live, exited or free for reuse), in every trace
+// buffer.
 size_t ring_buffer_nr_buffers();
 
 } // namespace dprobe

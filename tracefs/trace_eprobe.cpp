@@ -6,9 +6,10 @@
 //
 // As in the kernel, enabling an event probe puts the attached event in soft mode: its
 // probes are armed and its handlers run the event probes, but its own records are written
-// only if it is enabled itself. Unlike the kernel's, which attach to static events only,
-// dprobe's attach to any dynamic event but another event probe: user space has no static
-// tracepoints besides SDT probes, which dprobe makes dynamic events.
+// only if it is enabled itself (in each trace array where it is). An event probe's records
+// go to the arrays where the event probe is enabled. Unlike the kernel's, which attach to
+// static events only, dprobe's attach to any dynamic event but another event probe: user
+// space has no static tracepoints besides SDT probes, which dprobe makes dynamic events.
 //
 // Invariants: an event read by an event probe is not deleted (EBUSY); the enabled event
 // probes of an event are an immutable list the handlers load (old ones are kept until the
@@ -92,6 +93,9 @@ int trace_events::create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const
 
 int trace_events::enable_eprobe_locked(trace_event &ev, bool on)
 {
+    // EV is armed while it is enabled in some array (or held by a soft-mode command): its
+    // handler then runs on every record of the event it reads, and writes its own record in
+    // the arrays where it records.
     trace_event &a = *ev.attached;
     const trace_probe *tp = ev.probes.front();
     if (on) {
@@ -102,11 +106,9 @@ int trace_events::enable_eprobe_locked(trace_event &ev, bool on)
         publish(a, tp, true);
     } else {
         publish(a, tp, false);
-        if (--a.soft == 0 && !a.enabled)
+        if (--a.soft == 0 && !a.armed())
             arm_locked(a, false); // (waits for the handlers still running)
     }
-    ev.enabled = on;
-    ev.recording.store(on, std::memory_order_release);
     return 0;
 }
 

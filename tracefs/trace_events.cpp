@@ -10,6 +10,7 @@
 #include "tracefs/btf_lookup.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/trace_array.h"
 #include "tracefs/trace_events_internal.h"
 
 #include "arch/x86_64/uaccess.h"
@@ -327,7 +328,7 @@ int trace_events::remove(const delete_request &req, unsigned accept)
     if (hit.empty())
         return -ENOENT;
     for (trace_probe *p : hit)
-        if (p->event->enabled)
+        if (p->event->in_use())
             return -EBUSY;
     // An event an event probe reads stays while that event probe does (the kernel holds a
     // reference on it).
@@ -398,7 +399,7 @@ int trace_events::release_all(unsigned accept)
 {
     events_lock g(*this);
     for (trace_probe *p : probes_)
-        if (accepts(accept, p->def.kind) && p->event->enabled)
+        if (accepts(accept, p->def.kind) && p->event->in_use())
             return -EBUSY;
     delete_request all; // no group, empty event: every event
     bool any = std::any_of(probes_.begin(), probes_.end(),
@@ -507,30 +508,59 @@ std::optional<std::string> trace_events::format(std::string_view group,
     return probe_format_file(ev->probes.front()->def, ev->id);
 }
 
-int trace_events::enable_locked(trace_event &ev, bool on)
+int trace_events::enable_locked(trace_event &ev, bool on, unsigned array)
 {
     trace_event *one[1] = {&ev};
-    return enable_many_locked(one, on);
+    return enable_many_locked(one, on, array);
 }
 
-// Enables (or disables) EVS together, all or nothing. The probes of plain events are armed
-// as one batch (arm_many_locked); event probes and the events they read (whose probes may
-// stay armed for them) go one by one.
-int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
+namespace
 {
+
+// EV's enable in the array of BIT, and what its handlers record there.
+void set_enable_bit(trace_event &ev, uint64_t bit, bool on)
+{
+    if (on) {
+        ev.enabled_mask |= bit;
+        ev.record_mask.fetch_or(bit, std::memory_order_release);
+        return;
+    }
+    ev.enabled_mask &= ~bit;
+    // A soft-mode command keeps what it switched.
+    if (!(ev.soft_mask & bit))
+        ev.record_mask.fetch_and(~bit, std::memory_order_release);
+}
+
+// Whether EV stays armed once it is disabled in the array of BIT.
+bool armed_without(const trace_event &ev, uint64_t bit)
+{
+    return (ev.enabled_mask & ~bit) || ev.soft_mask || ev.soft > 0;
+}
+
+} // namespace
+
+// Enables (or disables) EVS in ARRAY together, all or nothing. The probes of plain events
+// whose arming changes are armed as one batch (arm_many_locked); event probes, and events
+// armed anyway (enabled in another array, or kept armed by event probes or a soft-mode
+// command), go one by one.
+int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on, unsigned array)
+{
+    if (array >= TRACE_ARRAY_MAX)
+        return -EINVAL;
+    (void)trace_array_top(); // the handlers find the arrays by id: the top one must exist
+    const uint64_t bit = uint64_t{1} << array;
     std::vector<trace_event *> plain, single;
     std::unordered_set<trace_event *> seen;
     for (trace_event *ev : evs) {
-        if (ev->enabled == on || !seen.insert(ev).second)
+        if (bool(ev->enabled_mask & bit) == on || !seen.insert(ev).second)
             continue;
-        (ev->attached || ev->soft ? single : plain).push_back(ev);
+        const bool arming = on ? !ev->armed() : !armed_without(*ev, bit);
+        (arming && !ev->attached ? plain : single).push_back(ev);
     }
-    auto set_plain = [&plain](bool state) {
+    auto set_plain = [&plain, bit](bool state) {
         // Recording stops before the probes are disarmed and starts after they are armed.
-        for (trace_event *ev : plain) {
-            ev->enabled = state;
-            ev->recording.store(state, std::memory_order_release);
-        }
+        for (trace_event *ev : plain)
+            set_enable_bit(*ev, bit, state);
     };
     if (!on)
         set_plain(false);
@@ -542,13 +572,11 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
     if (on)
         set_plain(true);
     for (size_t i = 0; i < single.size(); ++i) {
-        int err = single[i]->attached ? enable_eprobe_locked(*single[i], on)
-                                      : enable_soft_locked(*single[i], on);
+        int err = enable_one_locked(*single[i], on, array);
         if (!err)
             continue;
         while (i-- > 0)
-            single[i]->attached ? enable_eprobe_locked(*single[i], !on)
-                                : enable_soft_locked(*single[i], !on);
+            enable_one_locked(*single[i], !on, array);
         if (on)
             set_plain(false);
         arm_many_locked(plain, !on);
@@ -559,12 +587,28 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on)
     return 0;
 }
 
-// An event whose probes event probes keep armed: only its own recording changes.
-int trace_events::enable_soft_locked(trace_event &ev, bool on)
+int trace_events::enable_one_locked(trace_event &ev, bool on, unsigned array)
 {
-    ev.enabled = on;
-    ev.recording.store(on, std::memory_order_release);
+    const uint64_t bit = uint64_t{1} << array;
+    if (bool(ev.enabled_mask & bit) == on)
+        return 0;
+    if (on) {
+        if (!ev.armed())
+            if (int err = arm_event_locked(ev, true))
+                return err;
+        set_enable_bit(ev, bit, true);
+        return 0;
+    }
+    const bool disarm = !armed_without(ev, bit);
+    set_enable_bit(ev, bit, false);
+    if (disarm)
+        arm_event_locked(ev, false);
     return 0;
+}
+
+int trace_events::arm_event_locked(trace_event &ev, bool on)
+{
+    return ev.attached ? enable_eprobe_locked(ev, on) : arm_locked(ev, on);
 }
 
 int trace_events::arm_locked(trace_event &ev, bool on)
@@ -639,9 +683,13 @@ int trace_events::arm_many_locked(std::span<trace_event *const> evs, bool on)
     return 0;
 }
 
-int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t *failed)
+int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t *failed,
+                              unsigned array)
 {
     events_lock g(*this);
+    if (array >= TRACE_ARRAY_MAX)
+        return -EINVAL;
+    const uint64_t bit = uint64_t{1} << array;
     std::vector<trace_event *> evs;
     evs.reserve(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
@@ -653,119 +701,271 @@ int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t
         }
         evs.push_back(ev);
     }
-    int err = enable_many_locked(evs, on);
+    int err = enable_many_locked(evs, on, array);
     if (err && failed) {
         // Which one: the first that fails on its own (the others put back).
         std::vector<trace_event *> turned;
         *failed = 0;
         for (size_t i = 0; i < evs.size(); ++i) {
-            const bool was = evs[i]->enabled;
-            if (enable_locked(*evs[i], on)) {
+            const bool was = evs[i]->enabled_mask & bit;
+            if (enable_locked(*evs[i], on, array)) {
                 *failed = i;
                 break;
             }
-            if (evs[i]->enabled != was)
+            if (bool(evs[i]->enabled_mask & bit) != was)
                 turned.push_back(evs[i]);
         }
         for (trace_event *ev : turned)
-            enable_locked(*ev, !on);
+            enable_locked(*ev, !on, array);
     }
     return err;
 }
 
-int trace_events::set_enabled(std::string_view group, std::string_view event, bool on)
+int trace_events::set_enabled(std::string_view group, std::string_view event, bool on,
+                              unsigned array)
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
-    return enable_locked(*ev, on);
+    return enable_locked(*ev, on, array);
 }
 
-int trace_events::enabled(std::string_view group, std::string_view event) const
+int trace_events::enabled(std::string_view group, std::string_view event, unsigned array) const
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
     if (!ev)
         return -ENOENT;
-    return ev->enabled ? 1 : 0;
+    return array < TRACE_ARRAY_MAX && ((ev->enabled_mask >> array) & 1) ? 1 : 0;
 }
 
-int trace_events::set_group_enabled(std::string_view group, bool on)
+std::string trace_events::enable_text(std::string_view group, std::string_view event,
+                                      unsigned array) const
+{
+    events_lock g(*this);
+    const trace_event *ev = find(group, event);
+    if (!ev || array >= TRACE_ARRAY_MAX)
+        return "";
+    const uint64_t bit = uint64_t{1} << array;
+    std::string s = (ev->record_mask.load(std::memory_order_relaxed) & bit) ? "1" : "0";
+    if (ev->soft_mask & bit)
+        s += '*';
+    return s + "\n";
+}
+
+int trace_events::set_group_enabled(std::string_view group, bool on, unsigned array)
 {
     events_lock g(*this);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
         if (group.empty() || ev->group == group)
             evs.push_back(ev);
-    if (enable_many_locked(evs, on) == 0)
+    if (enable_many_locked(evs, on, array) == 0)
         return 0;
     // One of them cannot: the others still change, one by one (the kernel's
     // __ftrace_set_clr_event() goes on past a failing event and returns its error).
     int ret = 0;
     for (trace_event *ev : evs)
-        if (int r = enable_locked(*ev, on); r && !ret)
+        if (int r = enable_locked(*ev, on, array); r && !ret)
             ret = r;
     return ret;
 }
 
-char trace_events::group_enabled(std::string_view group) const
+char trace_events::group_enabled(std::string_view group, unsigned array) const
 {
     events_lock g(*this);
     unsigned set = 0;
     for (const trace_event *ev : events_)
         if (group.empty() || ev->group == group)
-            set |= 1u << (ev->enabled ? 1 : 0);
+            set |= 1u << ((ev->enabled_mask >> array) & 1);
     static constexpr char set_to_char[4] = {'?', '0', '1', 'X'};
     return set_to_char[set];
 }
 
-int trace_events::set_filter(std::string_view group, std::string_view event,
-                             std::string_view text)
+std::vector<std::string> trace_events::enabled_events(unsigned array) const
+{
+    events_lock g(*this);
+    std::vector<std::string> v;
+    for (const trace_event *ev : events_)
+        if ((ev->enabled_mask >> array) & 1)
+            v.push_back(ev->group + ":" + ev->name);
+    return v;
+}
+
+std::vector<std::string> trace_events::all_events() const
+{
+    events_lock g(*this);
+    std::vector<std::string> v;
+    for (const trace_event *ev : events_)
+        v.push_back(ev->group + ":" + ev->name);
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+int trace_events::set_event_matching(std::string_view spec, bool on, unsigned array)
+{
+    // The kernel's ftrace_set_clr_event(): "sys:event", "sys:*", "*:event" or a bare word,
+    // which names an event or a whole system; "*" is anything.
+    std::string_view sys, evname, any;
+    if (size_t c = spec.find(':'); c != std::string_view::npos) {
+        sys = spec.substr(0, c);
+        evname = spec.substr(c + 1);
+    } else {
+        any = spec;
+    }
+    auto is_any = [](std::string_view x) { return x.empty() || x == "*"; };
+    events_lock g(*this);
+    std::vector<trace_event *> evs;
+    for (trace_event *ev : events_) {
+        if (!any.empty()) {
+            if (!is_any(any) && any != ev->name && any != ev->group)
+                continue;
+        } else {
+            if (!is_any(sys) && sys != ev->group)
+                continue;
+            if (!is_any(evname) && evname != ev->name)
+                continue;
+        }
+        evs.push_back(ev);
+    }
+    if (evs.empty())
+        return -EINVAL;
+    if (enable_many_locked(evs, on, array) == 0)
+        return 0;
+    int ret = 0;
+    for (trace_event *ev : evs)
+        if (int r = enable_locked(*ev, on, array); r && !ret)
+            ret = r;
+    return ret;
+}
+
+int trace_events::soft_mode(std::string_view group, std::string_view event, unsigned array,
+                            bool ref)
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
-    if (!ev)
+    if (!ev || array >= TRACE_ARRAY_MAX)
+        return -ENOENT;
+    const uint64_t bit = uint64_t{1} << array;
+    int &n = ev->soft_refs[array];
+    if (ref) {
+        if (n++ == 0) {
+            if (!ev->armed()) {
+                if (int err = arm_event_locked(*ev, true)) {
+                    n--;
+                    return err;
+                }
+            }
+            ev->soft_mask |= bit;
+            if (!(ev->enabled_mask & bit))
+                ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        }
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    if (--n == 0) {
+        ev->soft_mask &= ~bit;
+        if (!(ev->enabled_mask & bit))
+            ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        if (!ev->armed())
+            arm_event_locked(*ev, false);
+    }
+    return 0;
+}
+
+trace_event *trace_events::find_event(std::string_view group, std::string_view event) const
+{
+    events_lock g(*this);
+    return find(group, event);
+}
+
+DPROBE_NOPROBE void trace_events::soft_enable(trace_event *ev, unsigned array, bool on) noexcept
+{
+    const uint64_t bit = uint64_t{1} << array;
+    if (on)
+        ev->record_mask.fetch_or(bit, std::memory_order_release);
+    else
+        ev->record_mask.fetch_and(~bit, std::memory_order_release);
+}
+
+DPROBE_NOPROBE bool trace_events::soft_enabled(const trace_event *ev, unsigned array) noexcept
+{
+    return (ev->record_mask.load(std::memory_order_acquire) >> array) & 1;
+}
+
+void trace_events::remove_array(unsigned array)
+{
+    events_lock g(*this);
+    if (array >= TRACE_ARRAY_MAX)
+        return;
+    const uint64_t bit = uint64_t{1} << array;
+    for (trace_event *ev : events_) {
+        const bool was = ev->armed();
+        ev->enabled_mask &= ~bit;
+        ev->soft_mask &= ~bit;
+        ev->soft_refs.erase(array);
+        ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file.erase(array);
+        if (was && !ev->armed())
+            arm_event_locked(*ev, false);
+    }
+    const std::string prefix = std::to_string(array) + ":";
+    std::erase_if(group_filter_text_, [&](const auto &kv) { return kv.first.starts_with(prefix); });
+}
+
+int trace_events::set_filter(std::string_view group, std::string_view event,
+                             std::string_view text, unsigned array)
+{
+    events_lock g(*this);
+    trace_event *ev = find(group, event);
+    if (!ev || array >= TRACE_ARRAY_MAX)
         return -ENOENT;
     std::string_view s = strip(text);
     if (s == "0") {
-        ev->filter.store(nullptr, std::memory_order_release);
-        ev->filter_file = "none\n";
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file.erase(array);
         return 0;
     }
     filter_parse_error pe;
     auto f = event_filter::compile(s, ev->fields, pe);
     if (!f) {
         // The kernel disables the event's filter and shows the error in the file.
-        ev->filter.store(nullptr, std::memory_order_release);
-        ev->filter_file = filter_error_text(s, pe);
+        ev->filter[array].store(nullptr, std::memory_order_release);
+        ev->filter_file[array] = filter_error_text(s, pe);
         bool positioned = pe.err != filter_err::NONE && pe.err != filter_err::ERRNO;
         errors_.append_message(filter_err_loc, filter_err_text(positioned ? pe.err
                                                                            : filter_err::ERRNO),
                                std::string(s), positioned ? size_t(pe.pos) : 0);
         return -EINVAL;
     }
-    ev->filter_file = std::string(s) + "\n";
-    ev->filter.store(f.get(), std::memory_order_release);
+    ev->filter_file[array] = std::string(s) + "\n";
+    ev->filter[array].store(f.get(), std::memory_order_release);
     ev->filters.push_back(std::move(f));
     return 0;
 }
 
 std::optional<std::string> trace_events::filter_text(std::string_view group,
-                                                     std::string_view event) const
+                                                     std::string_view event,
+                                                     unsigned array) const
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
     if (!ev)
         return std::nullopt;
-    return ev->filter_file;
+    return ev->filter_text(array);
 }
 
-int trace_events::set_group_filter(std::string_view group, std::string_view text)
+int trace_events::set_group_filter(std::string_view group, std::string_view text,
+                                   unsigned array)
 {
     events_lock g(*this);
+    if (array >= TRACE_ARRAY_MAX)
+        return -ENOENT;
     std::string_view s = strip(text);
-    std::string key(group);
+    std::string key = std::to_string(array) + ":" + std::string(group);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
         if (ev->group == group)
@@ -774,8 +974,8 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
         return -ENOENT;
     if (s == "0") {
         for (trace_event *ev : evs) {
-            ev->filter.store(nullptr, std::memory_order_release);
-            ev->filter_file = "none\n";
+            ev->filter[array].store(nullptr, std::memory_order_release);
+            ev->filter_file.erase(array);
         }
         group_filter_text_.erase(key);
         return 0;
@@ -786,13 +986,13 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
         filter_parse_error pe;
         auto f = event_filter::compile(s, ev->fields, pe);
         if (!f) {
-            ev->filter.store(nullptr, std::memory_order_release);
-            ev->filter_file = filter_error_text(s, sub);
+            ev->filter[array].store(nullptr, std::memory_order_release);
+            ev->filter_file[array] = filter_error_text(s, sub);
             continue;
         }
         any = true;
-        ev->filter_file = std::string(s) + "\n";
-        ev->filter.store(f.get(), std::memory_order_release);
+        ev->filter_file[array] = std::string(s) + "\n";
+        ev->filter[array].store(f.get(), std::memory_order_release);
         ev->filters.push_back(std::move(f));
     }
     if (!any) {
@@ -805,10 +1005,10 @@ int trace_events::set_group_filter(std::string_view group, std::string_view text
     return 0;
 }
 
-std::string trace_events::group_filter_text(std::string_view group) const
+std::string trace_events::group_filter_text(std::string_view group, unsigned array) const
 {
     events_lock g(*this);
-    auto it = group_filter_text_.find(std::string(group));
+    auto it = group_filter_text_.find(std::to_string(array) + ":" + std::string(group));
     return it != group_filter_text_.end() ? it->second : default_sys_filter_message;
 }
 

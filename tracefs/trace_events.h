@@ -19,6 +19,13 @@
 // common header (type = event id, flags 0, preempt count 0, pid = thread id), __probe_ip or
 // __probe_func/__probe_ret_ip, the fetch args; then the event's filter decides between commit
 // and discard. That path is noexcept, allocation-free and lock-free.
+//
+// Trace arrays (the top level and instances/, trace_array.h): each event has an enable and a
+// filter per array (the kernel's trace_event_file), and a record goes to every array where
+// it is enabled, subject to that array's filter and set_event_pid. The probes are armed
+// while the event is enabled in at least one array. An array may also hold the event in soft
+// mode (the enable_event/disable_event function commands): armed, and recording only while
+// the command has switched it on; its enable file then reads "0*" or "1*".
 #pragma once
 
 #include "core/proc_maps.h" // file_offset_to_addr()
@@ -94,12 +101,17 @@ public:
     int event_id(std::string_view group, std::string_view event) const;
     std::optional<std::string> format(std::string_view group, std::string_view event) const;
 
-    // enable files. set_enabled returns 0 or -errno (a registration failure on enable).
-    int set_enabled(std::string_view group, std::string_view event, bool on);
-    int enabled(std::string_view group, std::string_view event) const; // 0, 1 or -ENOENT
+    // enable files of array ARRAY (0: the top level). set_enabled returns 0 or -errno (a
+    // registration failure on enable).
+    int set_enabled(std::string_view group, std::string_view event, bool on, unsigned array = 0);
+    int enabled(std::string_view group, std::string_view event,
+                unsigned array = 0) const; // 0, 1 or -ENOENT
+    // The enable file's text: "0", "1", "0*" / "1*" in soft mode; "" for an unknown event.
+    std::string enable_text(std::string_view group, std::string_view event,
+                            unsigned array = 0) const;
     // events/enable (GROUP empty) and events/<group>/enable: '0', '1' or 'X' (mixed).
-    int set_group_enabled(std::string_view group, bool on);
-    char group_enabled(std::string_view group) const;
+    int set_group_enabled(std::string_view group, bool on, unsigned array = 0);
+    char group_enabled(std::string_view group, unsigned array = 0) const;
     // Several events at once, their kprobes armed (or disarmed) in one batch: what enabling
     // thousands of p/r events costs is then what one f event on as many functions does.
     // All or nothing: on failure no event changed, and *FAILED (when given) is the index of
@@ -107,14 +119,39 @@ public:
     struct event_ref {
         std::string group, event;
     };
-    int set_enabled(std::span<const event_ref> events, bool on, size_t *failed = nullptr);
+    int set_enabled(std::span<const event_ref> events, bool on, size_t *failed = nullptr,
+                    unsigned array = 0);
+
+    // set_event of ARRAY: every event enabled there, "group:event" a line.
+    std::vector<std::string> enabled_events(unsigned array) const;
+    // available_events: "group:event" of every event, sorted.
+    std::vector<std::string> all_events() const;
+    // set_event's "GROUP:EVENT", "GROUP:*", "*:EVENT", "EVENT" (any group): enables (or
+    // disables) every matching event in ARRAY. -EINVAL when nothing matches.
+    int set_event_matching(std::string_view spec, bool on, unsigned array);
+
+    // Soft mode (the enable_event/disable_event commands): REF counts users; while it is
+    // above zero the event stays armed and records in ARRAY only when switched on with
+    // soft_enable(). -ENOENT for an unknown event.
+    int soft_mode(std::string_view group, std::string_view event, unsigned array, bool ref);
+    // The event of GROUP/EVENT for soft_enable() (nullptr when there is none); valid while
+    // soft mode holds it.
+    trace_event *find_event(std::string_view group, std::string_view event) const;
+    // Switches recording in ARRAY on or off for an event held in soft mode. Hot path.
+    static void soft_enable(trace_event *ev, unsigned array, bool on) noexcept;
+    static bool soft_enabled(const trace_event *ev, unsigned array) noexcept;
+
+    // rmdir of an instance: every event enabled there is disabled, its filters dropped.
+    void remove_array(unsigned array);
 
     // filter files. Writing "0" clears; a bad expression fails with -EINVAL, disables the
     // event's filter and leaves the error text in the file (and an error_log entry).
-    int set_filter(std::string_view group, std::string_view event, std::string_view text);
-    std::optional<std::string> filter_text(std::string_view group, std::string_view event) const;
-    int set_group_filter(std::string_view group, std::string_view text);
-    std::string group_filter_text(std::string_view group) const;
+    int set_filter(std::string_view group, std::string_view event, std::string_view text,
+                   unsigned array = 0);
+    std::optional<std::string> filter_text(std::string_view group, std::string_view event,
+                                           unsigned array = 0) const;
+    int set_group_filter(std::string_view group, std::string_view text, unsigned array = 0);
+    std::string group_filter_text(std::string_view group, unsigned array = 0) const;
 
     // ---- trace output ----
     // Text of one record ("myprobe: (do_work+0x4/0x20) a=1"), "Unknown type <id>" when the
@@ -185,16 +222,22 @@ private:
     bool notifier_on_ = false;
     int remove(const delete_request &req, unsigned accept);
     trace_event *find(std::string_view group, std::string_view event) const;
-    int enable_locked(trace_event &ev, bool on);
-    int enable_many_locked(std::span<trace_event *const> evs, bool on);
-    int enable_soft_locked(trace_event &ev, bool on);
+    int enable_locked(trace_event &ev, bool on, unsigned array);
+    int enable_many_locked(std::span<trace_event *const> evs, bool on, unsigned array);
+    // EV enabled (or disabled) in ARRAY on its own; its probes armed or disarmed when that
+    // changes whether it is armed at all.
+    int enable_one_locked(trace_event &ev, bool on, unsigned array);
     // Registers (arms) or unregisters the probes of EV, or of EVS in one batch.
     int arm_locked(trace_event &ev, bool on);
     int arm_many_locked(std::span<trace_event *const> evs, bool on);
+    // EV becomes armed (or no longer is): its probes, or for an event probe its place on
+    // the event it reads.
+    int arm_event_locked(trace_event &ev, bool on);
 
     // ---- event probes (trace_eprobe.cpp) ----
     int create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const std::string> argv,
                       const char *loc);
+    // Event probe EV becomes armed (published on the event it reads) or no longer is.
     int enable_eprobe_locked(trace_event &ev, bool on);
     // Deletes event probe TP (disabled): kept with its attached event until that is freed,
     // as its handlers may still be reading it.

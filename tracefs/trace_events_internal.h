@@ -9,6 +9,7 @@
 #include "core/symbols.h"
 #include "tracefs/event_filter.h"
 #include "tracefs/probe_parse.h"
+#include "tracefs/trace_array.h" // TRACE_ARRAY_MAX
 
 #include <dprobe/fprobe.h>
 #include <dprobe/kprobes.h>
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,20 +40,33 @@ struct eprobe_list {
     std::vector<const trace_probe *> probes;
 };
 
+// An event, with an enable and a filter per trace array (the kernel's trace_event_file):
+// bit N of a mask is array N (trace_array.h; 0 is the top level).
 struct trace_event {
     std::string group, name;
     uint16_t id = 0;
     std::vector<trace_probe *> probes;
-    bool enabled = false;
-    // Read by the handlers. Old filters are kept (in `filters`) until the event is freed,
-    // when no handler can run any more.
-    std::atomic<const event_filter *> filter{nullptr};
+    uint64_t enabled_mask = 0; // arrays where it is enabled
+    // Arrays holding it in soft mode (the enable_event/disable_event function commands),
+    // with their users.
+    uint64_t soft_mask = 0;
+    std::map<unsigned, int> soft_refs;
+    // Per array, read by the handlers. Old filters are kept (in `filters`) until the event
+    // is freed, when no handler can run any more.
+    std::atomic<const event_filter *> filter[TRACE_ARRAY_MAX] = {};
     std::vector<std::unique_ptr<event_filter>> filters;
-    std::string filter_file = "none\n";
+    std::map<unsigned, std::string> filter_file; // absent: "none"
     std::vector<filter_field> fields;
 
-    // Its own records are written: it is enabled (read by the handlers).
-    std::atomic<bool> recording{false};
+    std::string filter_text(unsigned array) const
+    {
+        auto it = filter_file.find(array);
+        return it == filter_file.end() ? "none\n" : it->second;
+    }
+
+    // The arrays its own records are written to (read by the handlers): those where it is
+    // enabled, and those where a soft-mode command switched it on.
+    std::atomic<uint64_t> record_mask{0};
     // Event probes on it (trace_eprobe.cpp): the enabled ones (read by the handlers; old
     // lists kept like filters), how many are enabled, and the deleted ones with their events,
     // freed with this event when no handler can run.
@@ -60,9 +75,12 @@ struct trace_event {
     int soft = 0;
     std::vector<std::unique_ptr<trace_probe>> dead_eprobes;
     std::vector<std::unique_ptr<trace_event>> dead_eprobe_events;
-    // Its probes are armed while it is enabled or an event probe on it is (the kernel's
-    // soft mode: triggers run, its own records are not written).
-    bool armed() const { return enabled || soft > 0; }
+    // Its probes are armed while it is enabled in some array, held in soft mode by a
+    // command, or an event probe on it is enabled (the kernel's soft mode: triggers run, its
+    // own records are not written).
+    bool armed() const { return enabled_mask || soft_mask || soft > 0; }
+    // Enabled or held somewhere: not deleted (EBUSY).
+    bool in_use() const { return enabled_mask || soft_mask; }
 
     // An event probe's event: the event it reads, and its "if FILTER" on that event's
     // records.

@@ -1,6 +1,7 @@
 #include "tracefs/trace_output.h"
 
 #include "core/trace_clock.h"
+#include "tracefs/saved_cmdlines.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -72,7 +73,13 @@ const char *comm_cache::lookup(int32_t tid, const char *recorded) {
   if (it != names_.end())
     return it->second.name.c_str(); // seen earlier, gone now
   entry &e = names_[tid];
-  e.name = recorded && *recorded ? recorded : "<...>";
+  std::string saved;
+  if (recorded && *recorded)
+    e.name = recorded;
+  else if (trace_find_cmdline(tid, saved)) // another process that wrote to the tree
+    e.name = saved;
+  else
+    e.name = "<...>";
   e.live = false;
   return e.name.c_str();
 }

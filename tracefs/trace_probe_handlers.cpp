@@ -3,17 +3,21 @@
 // fexit_trace_func): reserve, common header, probe ip(s), the fetch args, then the event's
 // filter decides between commit and discard. Hot path: noexcept, allocation-free,
 // lock-free, async-signal-safe, DPROBE_NOPROBE.
+//
+// Trace arrays: a record goes to the buffer of every array where its event records (its
+// record_mask), each subject to that array's filter, set_event_pid and stacktrace option.
 #include "tracefs/trace_events_internal.h"
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
-#include "core/task_ctx.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/ftrace_pid.h"
+#include "tracefs/stack_trace.h"
+#include "tracefs/trace_array.h"
 
 #include "arch/x86_64/uaccess.h"
 
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -44,11 +48,7 @@ trace_probe *owner_of(struct kprobe *kp) noexcept
     return owner_of(reinterpret_cast<struct kretprobe *>(kp));
 }
 
-DPROBE_NOPROBE inline int32_t current_tid() noexcept
-{
-    task_ctx *t = peek_task_ctx();
-    return t ? t->tid : static_cast<int32_t>(syscall(SYS_gettid));
-}
+DPROBE_NOPROBE inline int32_t current_tid() noexcept { return trace_current_tid(); }
 
 } // namespace
 
@@ -164,13 +164,40 @@ DPROBE_NOPROBE void store_fast_args(const trace_probe &tp, const fetch_context &
     }
 }
 
-// An event probe's record from the attached event's record SRC (the kernel's
-// __eprobe_trace_func()): its "if" filter on SRC, its arguments from SRC's fields, its own
-// filter on the result.
+// An event probe's record in array TR from the attached event's record SRC (the kernel's
+// __eprobe_trace_func()): its arguments from SRC's fields, its filter in TR on the result.
+DPROBE_NOPROBE void eprobe_write_one(const trace_probe &ep, fetch_context &ctx, trace_array &tr,
+                                     uint16_t cpu) noexcept
+{
+    const trace_event &e = *ep.event;
+    size_t len = ep.fixed_size;
+    if (ep.has_dyn)
+        len += trace_args_dynamic_size(ep.def.args, ctx);
+    // Nested in the attached record's reservation: placed after it, published with it.
+    void *ev = ring_buffer_reserve(tr.buffer, len);
+    if (!ev)
+        return;
+    auto *rec = static_cast<uint8_t *>(ev);
+    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, current_tid(), 0, 0);
+    const event_filter *f = e.filter[tr.id].load(std::memory_order_acquire);
+    event_filter::context fc;
+    fc.cpu = cpu;
+    if (f && !f->match(rec, used, fc)) {
+        ring_buffer_discard(tr.buffer, ev);
+        return;
+    }
+    ring_buffer_commit(tr.buffer, ev);
+}
+
+// An event probe's records from the attached event's record SRC: its "if" filter on SRC,
+// then one record in each array where the event probe records.
 DPROBE_NOPROBE void eprobe_write(const trace_probe &ep, const uint8_t *src, size_t src_len,
                                  uint16_t cpu) noexcept
 {
     const trace_event &e = *ep.event;
+    uint64_t mask = e.record_mask.load(std::memory_order_acquire);
+    if (!mask)
+        return;
     event_filter::context fc;
     fc.cpu = cpu;
     if (e.attach_filter && !e.attach_filter->match(src, src_len, fc))
@@ -178,39 +205,30 @@ DPROBE_NOPROBE void eprobe_write(const trace_probe &ep, const uint8_t *src, size
     fetch_context ctx;
     ctx.event_rec = src;
     ctx.symbolize = trace_symbolize;
-    size_t len = ep.fixed_size;
-    if (ep.has_dyn)
-        len += trace_args_dynamic_size(ep.def.args, ctx);
-    // Nested in the attached record's reservation: placed after it, published with it.
-    void *ev = ring_buffer_reserve(len);
-    if (!ev)
-        return;
-    auto *rec = static_cast<uint8_t *>(ev);
-    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, current_tid(), 0, 0);
-    const event_filter *f = e.filter.load(std::memory_order_acquire);
-    if (f && !f->match(rec, used, fc)) {
-        ring_buffer_discard(ev);
-        return;
+    while (mask) {
+        const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
+        mask &= mask - 1;
+        trace_array *tr = trace_array_by_id(id);
+        if (unlikely(!tr) || (unlikely(tr->event_slow()) && tr->event_ignore_this_task()))
+            continue;
+        eprobe_write_one(ep, ctx, *tr, cpu);
     }
-    ring_buffer_commit(ev);
 }
 
-// The common part of every handler: build the record in the ring buffer, run the event
-// probes on it, filter, commit (or discard it when only event probes wanted it).
-DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx, uintptr_t ip,
-                                      uintptr_t ret_ip) noexcept
+// One record of TP in array TR's buffer: build it in place, run the event probes on it
+// (EPROBES, once per hit), then TR's filter decides; OWN false: only the event probes
+// wanted it, and it is given back.
+DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_context &ctx,
+                                          uintptr_t ip, uintptr_t ret_ip, trace_array &tr,
+                                          bool own, const eprobe_list *eprobes,
+                                          bool slow) noexcept
 {
-    const trace_event &event = *tp.event;
-    const eprobe_list *eprobes = event.eprobes.load(std::memory_order_acquire);
-    const bool own = event.recording.load(std::memory_order_relaxed);
-    if (!own && !eprobes)
-        return;
     const probe_definition &def = tp.def;
     size_t len = tp.fixed_size;
     if (tp.has_dyn)
         len += trace_args_dynamic_size(def.args, ctx);
     rb_stamp stamp;
-    void *ev = ring_buffer_reserve(len, &stamp);
+    void *ev = ring_buffer_reserve(tr.buffer, len, &stamp);
     if (!ev)
         return;
     auto *rec = static_cast<uint8_t *>(ev);
@@ -227,19 +245,48 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
         for (const trace_probe *ep : eprobes->probes)
             eprobe_write(*ep, rec, used, cpu);
     if (!own) {
-        ring_buffer_discard(ev);
+        ring_buffer_discard(tr.buffer, ev);
         return;
     }
-    const event_filter *f = event.filter.load(std::memory_order_acquire);
+    const event_filter *f = tp.event->filter[tr.id].load(std::memory_order_acquire);
     if (f) {
         event_filter::context fc;
         fc.cpu = cpu;
         if (!f->match(rec, used, fc)) {
-            ring_buffer_discard(ev);
+            ring_buffer_discard(tr.buffer, ev);
             return;
         }
     }
-    ring_buffer_commit(ev);
+    ring_buffer_commit(tr.buffer, ev);
+    if (unlikely(slow) && tr.opt(OPT_STACKTRACE))
+        trace_stack_record_regs(tr, ctx.regs);
+}
+
+// The common part of every handler: one record in each array the event records to; the
+// event probes on it run once, on the first of them (or on a record built in the top
+// array's buffer and given back, when only they want it).
+DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context &ctx, uintptr_t ip,
+                                      uintptr_t ret_ip) noexcept
+{
+    const trace_event &event = *tp.event;
+    const eprobe_list *eprobes = event.eprobes.load(std::memory_order_acquire);
+    uint64_t mask = event.record_mask.load(std::memory_order_acquire);
+    while (mask) {
+        const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
+        mask &= mask - 1;
+        trace_array *tr = trace_array_by_id(id);
+        if (unlikely(!tr))
+            continue;
+        // One load when the array has no pid list and no stacktrace option.
+        const bool slow = tr->event_slow();
+        if (unlikely(slow) && tr->event_ignore_this_task())
+            continue;
+        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, true, eprobes, slow);
+        eprobes = nullptr;
+    }
+    if (unlikely(eprobes != nullptr))
+        if (trace_array *top = trace_array_by_id(0))
+            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false);
 }
 
 } // namespace

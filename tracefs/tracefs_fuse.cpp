@@ -135,7 +135,19 @@ int op_read(const char *, char *buf, size_t size, off_t off, fuse_file_info *fi)
 
 int op_write(const char *, const char *buf, size_t size, off_t off, fuse_file_info *fi)
 {
+    // The writing process, for trace_marker's records.
+    tracefs_caller_pid = fuse_get_context() ? fuse_get_context()->pid : 0;
     return static_cast<int>(file_of(fi)->write(buf, size, static_cast<uint64_t>(off)));
+}
+
+int op_mkdir(const char *path, mode_t)
+{
+    return tracefs_tree::instance().mkdir(path);
+}
+
+int op_rmdir(const char *path)
+{
+    return tracefs_tree::instance().rmdir(path);
 }
 
 int op_truncate(const char *path, off_t size, fuse_file_info *)
@@ -209,6 +221,8 @@ const fuse_operations &ops()
         x.read = op_read;
         x.write = op_write;
         x.truncate = op_truncate;
+        x.mkdir = op_mkdir;
+        x.rmdir = op_rmdir;
         x.release = op_release;
         x.poll = op_poll;
         x.init = op_init;

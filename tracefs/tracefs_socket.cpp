@@ -64,7 +64,14 @@ const char *errno_name(int e)
 
 class conn {
 public:
-    explicit conn(int fd) : fd_(fd) {}
+    explicit conn(int fd) : fd_(fd)
+    {
+        // The peer's pid: what a trace_marker write records as its writer.
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+            peer_pid_ = cred.pid;
+    }
     ~conn() { ::close(fd_); }
 
     void serve()
@@ -78,6 +85,7 @@ public:
 
 private:
     int fd_;
+    int32_t peer_pid_ = 0;
     std::string in_;
 
     bool stopping() const { return srv().stop.load(std::memory_order_acquire); }
@@ -188,6 +196,7 @@ private:
     bool handle(const std::string &line)
     {
         tracefs_tree &t = tracefs_tree::instance();
+        tracefs_caller_pid = peer_pid_;
         auto w = words(line);
         if (w.empty())
             return err(EINVAL);
@@ -218,6 +227,10 @@ private:
         }
         if (cmd == "TRUNC" && w.size() == 2)
             return reply(t.write_file(path, {}, true));
+        if (cmd == "MKDIR" && w.size() == 2)
+            return reply(t.mkdir(path));
+        if (cmd == "RMDIR" && w.size() == 2)
+            return reply(t.rmdir(path));
         if (cmd == "LIST" && w.size() == 2) {
             std::vector<std::string> names;
             if (int r = t.list(path, names))

@@ -15,6 +15,8 @@
 //   WRITE <path> <n>\n<n bytes>     one write() of the n bytes (like `echo ... >> file`)
 //   TRUNCWRITE <path> <n>\n<bytes>  open with O_TRUNC, then write (like `echo ... > file`)
 //   TRUNC <path>                    open with O_TRUNC (like `> file`)
+//   MKDIR <path>                    mkdir (instances/<name>: a new trace array)
+//   RMDIR <path>                    rmdir (instances/<name>)
 //   LIST <path>                     directory entries, one per line, '/' after directories
 //   POLL <path> <timeout_ms>        wait until the file is readable or timeout_ms passes
 //                                   (< 0: no limit); payload "1" (readable) or "0"
@@ -24,7 +26,7 @@
 //                                   EINVAL for a file that is not a stream
 //
 // Replies:
-//   OK <n>\n<n bytes>               success; n is 0 for WRITE, TRUNCWRITE and TRUNC
+//   OK <n>\n<n bytes>               success; n is 0 for WRITE, TRUNCWRITE, TRUNC, MKDIR, RMDIR
 //   ERR <errno> <NAME>\n            failure, e.g. "ERR 22 EINVAL", "ERR 16 EBUSY"
 //   DATA <n>\n<n bytes>             one PIPE frame
 //   END\n                           end of a PIPE stream

@@ -5,9 +5,16 @@
 #include "core/ring_buffer.h"
 #include "core/trace_clock.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/ftrace_filter.h"
+#include "tracefs/function_profile.h"
 #include "tracefs/probe_parse.h"
+#include "tracefs/saved_cmdlines.h"
+#include "tracefs/stack_tracer.h"
+#include "tracefs/trace_array.h"
 #include "tracefs/trace_events.h"
 #include "tracefs/trace_output.h"
+#include "tracefs/tracer_graph.h"
+#include "tracefs/tree_node.h"
 
 #include <dprobe/kprobes.h>
 
@@ -29,30 +36,11 @@ extern "C" int kprobes_optimization(void) __attribute__((weak));
 
 namespace dprobe {
 
-struct tracefs_tree::node {
-    bool dir = false;
-    unsigned mode = 0;
-    std::function<std::vector<std::string>()> children;
-    std::function<std::string()> show;             // readable files
-    std::function<int(std::string_view)> store;    // writable files: 0 or -errno
-    std::function<int()> trunc;                    // what O_TRUNC does (nullptr: nothing)
-    bool pipe = false;                             // trace_pipe
-};
+thread_local int32_t tracefs_caller_pid = 0;
 
 namespace {
 
-using node = tracefs_tree::node;
-
-constexpr unsigned MODE_DIR = 0700, MODE_RW = 0600, MODE_RO = 0400;
-
-std::string_view strip(std::string_view s)
-{
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-        s.remove_prefix(1);
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-        s.remove_suffix(1);
-    return s;
-}
+using namespace tree;
 
 std::vector<std::string> split_path(std::string_view p)
 {
@@ -68,65 +56,6 @@ std::vector<std::string> split_path(std::string_view p)
             parts.emplace_back(p.substr(s, i - s));
     }
     return parts;
-}
-
-// kstrtoul(buf, 10) as the kernel's *_from_user helpers use it (one trailing newline).
-int parse_ulong(std::string_view s, unsigned long long &v)
-{
-    return kstrtoull(s, 10, v);
-}
-
-// kstrtobool(): y/Y/t/T/1 and on; n/N/f/F/0 and off.
-int parse_bool(std::string_view s, bool &v)
-{
-    if (s.empty())
-        return -EINVAL;
-    switch (s[0]) {
-    case 'y': case 'Y': case 't': case 'T': case '1': v = true; return 0;
-    case 'n': case 'N': case 'f': case 'F': case '0': v = false; return 0;
-    case 'o': case 'O':
-        if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) { v = true; return 0; }
-        if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) { v = false; return 0; }
-        return -EINVAL;
-    }
-    return -EINVAL;
-}
-
-node dir(std::function<std::vector<std::string>()> children)
-{
-    node n;
-    n.dir = true;
-    n.mode = MODE_DIR;
-    n.children = std::move(children);
-    return n;
-}
-
-node ro(std::function<std::string()> show)
-{
-    node n;
-    n.mode = MODE_RO;
-    n.show = std::move(show);
-    return n;
-}
-
-node rw(std::function<std::string()> show, std::function<int(std::string_view)> store,
-        std::function<int()> trunc = nullptr)
-{
-    node n;
-    n.mode = MODE_RW;
-    n.show = std::move(show);
-    n.store = std::move(store);
-    n.trunc = std::move(trunc);
-    return n;
-}
-
-// enable files: "0"/"1" only.
-int store_enable(std::string_view s, const std::function<int(bool)> &set)
-{
-    unsigned long long v;
-    if (parse_ulong(s, v) || v > 1)
-        return -EINVAL;
-    return set(v == 1);
 }
 
 node dynevent_file(unsigned accept)
@@ -176,78 +105,6 @@ std::string enabled_functions()
     return s;
 }
 
-std::string trace_text()
-{
-    return trace_read(trace_events::payload_fn, nullptr);
-}
-
-std::optional<node> resolve_events(const std::vector<std::string> &p)
-{
-    auto &ev = trace_events::instance();
-    // p[0] == "events"
-    if (p.size() == 1)
-        return dir([&ev] {
-            std::vector<std::string> v{"enable"};
-            for (auto &g : ev.groups())
-                v.push_back(g);
-            return v;
-        });
-    if (p.size() == 2 && p[1] == "enable")
-        return rw([&ev] { return std::string(1, ev.group_enabled("")) + "\n"; },
-                  [&ev](std::string_view s) {
-                      return store_enable(s, [&ev](bool on) { return ev.set_group_enabled("", on); });
-                  });
-    const std::string &group = p[1];
-    if (!ev.has_group(group))
-        return std::nullopt;
-    if (p.size() == 2)
-        return dir([&ev, group] {
-            std::vector<std::string> v{"enable", "filter"};
-            for (auto &e : ev.events(group))
-                v.push_back(e);
-            return v;
-        });
-    if (p.size() == 3 && p[2] == "enable")
-        return rw([&ev, group] { return std::string(1, ev.group_enabled(group)) + "\n"; },
-                  [&ev, group](std::string_view s) {
-                      return store_enable(
-                          s, [&ev, &group](bool on) { return ev.set_group_enabled(group, on); });
-                  });
-    if (p.size() == 3 && p[2] == "filter")
-        return rw([&ev, group] { return ev.group_filter_text(group); },
-                  [&ev, group](std::string_view s) { return ev.set_group_filter(group, s); });
-    const std::string &event = p[2];
-    if (!ev.has_event(group, event))
-        return std::nullopt;
-    if (p.size() == 3)
-        return dir([] { return std::vector<std::string>{"enable", "filter", "format", "id"}; });
-    if (p.size() != 4)
-        return std::nullopt;
-    const std::string &f = p[3];
-    if (f == "enable")
-        return rw(
-            [&ev, group, event] {
-                int r = ev.enabled(group, event);
-                return r < 0 ? std::string() : std::to_string(r) + "\n";
-            },
-            [&ev, group, event](std::string_view s) {
-                return store_enable(
-                    s, [&](bool on) { return ev.set_enabled(group, event, on); });
-            });
-    if (f == "filter")
-        return rw([&ev, group, event] { return ev.filter_text(group, event).value_or(""); },
-                  [&ev, group, event](std::string_view s) {
-                      return ev.set_filter(group, event, s);
-                  });
-    if (f == "format")
-        return ro([&ev, group, event] { return ev.format(group, event).value_or(""); });
-    if (f == "id")
-        return ro([&ev, group, event] {
-            int id = ev.event_id(group, event);
-            return id < 0 ? std::string() : std::to_string(id) + "\n";
-        });
-    return std::nullopt;
-}
 
 bool have_optimization_knob()
 {
@@ -289,56 +146,117 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
     return std::nullopt;
 }
 
-const std::vector<std::string> &root_entries()
+// Files only the top level has (the kernel's are process-wide too: dynamic events, the
+// graph filters, the profiler, the stack tracer, instances/).
+const std::vector<std::string> &top_entries()
 {
     static const std::vector<std::string> v{
         "README",
+        "available_events",
         "available_filter_functions",
         "available_filter_functions_addrs",
-        "buffer_size_kb",
         "dynamic_events",
         "enabled_functions",
         "error_log",
-        "events",
+        "function_profile_enabled",
+        "instances",
         "kprobe_events",
         "kprobe_profile",
         "kprobes",
-        "options",
-        "trace",
-        "trace_clock",
-        "trace_pipe",
-        "tracing_on",
+        "max_graph_depth",
+        "saved_cmdlines",
+        "saved_cmdlines_size",
+        "saved_tgids",
+        "set_graph_function",
+        "set_graph_notrace",
+        "stack_max_size",
+        "stack_trace",
+        "stack_trace_filter",
+        "stack_tracer_enabled",
+        "trace_stat",
+        "tracing_thresh",
         "uprobe_events",
         "uprobe_profile",
     };
     return v;
 }
 
-std::optional<node> resolve(std::string_view path)
+std::vector<std::string> root_entries()
 {
-    std::vector<std::string> p = split_path(path);
+    std::vector<std::string> v = top_entries();
+    for (auto &e : array_entries())
+        v.push_back(e);
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+// set_graph_function / set_graph_notrace / stack_trace_filter: a filter file over a
+// process-wide set (no commands).
+node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed)
+{
+    node n;
+    n.mode = MODE_RW;
+    auto show = [h, empty] { return h->show(empty); };
+    n.show = show;
+    n.store = [](std::string_view) { return 0; };
+    n.trunc = [h, changed] {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        h->clear();
+        if (changed)
+            changed();
+        return 0;
+    };
+    n.open = [h, show, changed](int) {
+        return token_file(
+            show,
+            [h](const std::string &tok) {
+                std::lock_guard<std::mutex> g(trace_types_lock());
+                return ftrace_filter_token(*h, tok, nullptr);
+            },
+            [changed] {
+                if (changed) {
+                    std::lock_guard<std::mutex> g(trace_types_lock());
+                    changed();
+                }
+            });
+    };
+    return n;
+}
+
+std::optional<node> resolve_trace_stat(const std::vector<std::string> &p)
+{
+    if (p.size() == 1)
+        return dir([] { return trace_stat_files(); });
+    if (p.size() != 2)
+        return std::nullopt;
+    std::string name = p[1];
+    auto files = trace_stat_files();
+    if (std::find(files.begin(), files.end(), name) == files.end())
+        return std::nullopt;
+    return ro([name] { return trace_stat_text(name); });
+}
+
+std::optional<node> resolve_top(const std::vector<std::string> &p)
+{
     auto &ev = trace_events::instance();
-    if (p.empty())
-        return dir([] { return root_entries(); });
     const std::string &top = p[0];
-    if (top == "events")
-        return resolve_events(p);
     if (top == "kprobes")
         return resolve_kprobes(p);
-    if (top == "options") {
+    if (top == "instances") {
         if (p.size() == 1)
-            return dir([] { return std::vector<std::string>{"overwrite"}; });
-        if (p.size() == 2 && p[1] == "overwrite")
-            return rw([] { return std::string(ring_buffer_overwrite() ? "1\n" : "0\n"); },
-                      [](std::string_view s) {
-                          unsigned long long v;
-                          if (parse_ulong(s, v) || v > 1)
-                              return -EINVAL;
-                          ring_buffer_set_overwrite(v == 1);
-                          return 0;
-                      });
-        return std::nullopt;
+            return dir([] { return trace_array_names(); });
+        auto tr = trace_array_get(p[1]);
+        if (!tr)
+            return std::nullopt;
+        if (p.size() == 2) {
+            node d = dir([] { return array_entries(); });
+            d.arr = tr;
+            return d;
+        }
+        return resolve_array(tr, p, 2);
     }
+    if (top == "trace_stat")
+        return resolve_trace_stat(p);
     if (p.size() != 1)
         return std::nullopt;
     if (top == "README")
@@ -356,38 +274,6 @@ std::optional<node> resolve(std::string_view path)
                       ev.errors().clear();
                       return 0;
                   });
-    if (top == "trace")
-        return rw(trace_text, [](std::string_view) { return 0; },
-                  [] {
-                      ring_buffer_reset();
-                      return 0;
-                  });
-    if (top == "trace_pipe") {
-        node n;
-        n.mode = MODE_RO;
-        n.pipe = true;
-        return n;
-    }
-    if (top == "tracing_on")
-        return rw([] { return std::string(ring_buffer_tracing_on() ? "1\n" : "0\n"); },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v))
-                          return -EINVAL;
-                      ring_buffer_set_tracing_on(v != 0);
-                      return 0;
-                  });
-    if (top == "buffer_size_kb")
-        return rw([] { return std::to_string(ring_buffer_size_kb()) + "\n"; },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v == 0)
-                          return -EINVAL;
-                      return ring_buffer_set_size_kb(static_cast<size_t>(v));
-                  });
-    if (top == "trace_clock")
-        return rw([] { return trace_clock_list(); },
-                  [](std::string_view s) { return ring_buffer_set_clock(strip(s)); });
     if (top == "available_filter_functions")
         return ro([] { return available_functions(false); });
     if (top == "available_filter_functions_addrs")
@@ -398,7 +284,95 @@ std::optional<node> resolve(std::string_view path)
         return ro([&ev] { return ev.kprobe_profile(); });
     if (top == "uprobe_profile")
         return ro([&ev] { return ev.uprobe_profile(); });
+    if (top == "available_events")
+        return ro([&ev] {
+            std::string s;
+            for (auto &e : ev.all_events())
+                s += e + "\n";
+            return s;
+        });
+    if (top == "saved_cmdlines")
+        return ro(saved_cmdlines_text);
+    if (top == "saved_tgids")
+        return ro(saved_tgids_text);
+    if (top == "saved_cmdlines_size")
+        return rw([] { return std::to_string(saved_cmdlines_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v))
+                          return -EINVAL;
+                      return set_saved_cmdlines_size(v);
+                  });
+    if (top == "set_graph_function")
+        return hash_node(&ftrace_graph_hash(), "#### all functions enabled ####\n", nullptr);
+    if (top == "set_graph_notrace")
+        return hash_node(&ftrace_graph_notrace_hash(), "#### no functions disabled ####\n",
+                         nullptr);
+    if (top == "max_graph_depth")
+        return rw([] { return std::to_string(fgraph_max_depth()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT32_MAX)
+                          return -EINVAL;
+                      fgraph_set_max_depth(unsigned(v));
+                      return 0;
+                  });
+    if (top == "tracing_thresh")
+        // Microseconds in the file, nanoseconds inside, as in the kernel.
+        return rw([] { return std::to_string(tracing_thresh() / 1000) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000)
+                          return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      tracing_set_thresh(v * 1000);
+                      return 0;
+                  });
+    if (top == "function_profile_enabled")
+        return rw([] { return std::string(function_profile_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1)
+                          return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return function_profile_set(v == 1);
+                  });
+    if (top == "stack_trace")
+        return ro(stack_trace_text);
+    if (top == "stack_max_size")
+        return rw([] { return std::to_string(stack_max_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v))
+                          return -EINVAL;
+                      stack_set_max_size(v);
+                      return 0;
+                  });
+    if (top == "stack_tracer_enabled")
+        return rw([] { return std::string(stack_tracer_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1)
+                          return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return stack_tracer_set(v == 1);
+                  });
+    if (top == "stack_trace_filter")
+        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n", [] {
+            stack_tracer_update();
+        });
     return std::nullopt;
+}
+
+std::optional<node> resolve(std::string_view path)
+{
+    std::vector<std::string> p = split_path(path);
+    if (p.empty())
+        return dir([] { return root_entries(); });
+    const auto &tops = top_entries();
+    if (std::find(tops.begin(), tops.end(), p[0]) != tops.end())
+        return resolve_top(p);
+    return resolve_array(trace_array_top_ptr(), p, 0);
 }
 
 // A regular file: a snapshot of its text for reads, writes straight to its store.
@@ -437,50 +411,33 @@ private:
     bool have_ = false;
 };
 
-// trace_pipe: consumes records; text not yet handed out stays with the open file.
-class pipe_file final : public tracefs_file {
+// Wraps an open file of a trace array: the array counts it (rmdir answers EBUSY meanwhile).
+class array_file final : public tracefs_file {
 public:
-    explicit pipe_file(tracefs_tree &tree) : tree_(tree) {}
-
-    ssize_t read(char *buf, size_t len, uint64_t, const tracefs_read_opts &opts) override
+    array_file(std::unique_ptr<tracefs_file> f, std::shared_ptr<trace_array> tr)
+        : f_(std::move(f)), tr_(std::move(tr))
     {
-        if (!len)
-            return 0;
-        while (pending_.size() == pos_) {
-            pending_.clear();
-            pos_ = 0;
-            if (trace_pipe_read(pending_, 256, comms_, trace_events::payload_fn, nullptr))
-                break;
-            if (opts.nonblock)
-                return -EAGAIN;
-            if (tree_.shutting_down())
-                return 0;
-            if (opts.interrupted && opts.interrupted())
-                return -EINTR;
-            ring_buffer_wait(100);
-        }
-        size_t n = std::min(len, pending_.size() - pos_);
-        std::memcpy(buf, pending_.data() + pos_, n);
-        pos_ += n;
-        return static_cast<ssize_t>(n);
+        tr_->ref.fetch_add(1);
     }
-
-    ssize_t write(const char *, size_t, uint64_t) override { return -EINVAL; }
-
-    unsigned poll() override
+    ~array_file() override
     {
-        if (pending_.size() > pos_ || ring_buffer_has_data())
-            return POLLIN | POLLRDNORM;
-        return 0;
+        f_.reset();
+        tr_->ref.fetch_sub(1);
     }
-
-    bool is_stream() const override { return true; }
+    ssize_t read(char *buf, size_t len, uint64_t off, const tracefs_read_opts &o) override
+    {
+        return f_->read(buf, len, off, o);
+    }
+    ssize_t write(const char *buf, size_t len, uint64_t off) override
+    {
+        return f_->write(buf, len, off);
+    }
+    unsigned poll() override { return f_->poll(); }
+    bool is_stream() const override { return f_->is_stream(); }
 
 private:
-    tracefs_tree &tree_;
-    std::string pending_;
-    size_t pos_ = 0;
-    comm_cache comms_;
+    std::unique_ptr<tracefs_file> f_;
+    std::shared_ptr<trace_array> tr_;
 };
 
 } // namespace
@@ -533,16 +490,39 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
     int acc = flags & O_ACCMODE;
     bool want_read = acc == O_RDONLY || acc == O_RDWR;
     bool want_write = acc == O_WRONLY || acc == O_RDWR;
-    if ((want_read && !n->show && !n->pipe) || (want_write && !n->store))
+    if ((want_read && !n->show && !n->open) || (want_write && !n->store))
         return -EACCES;
     if (want_write && (flags & O_TRUNC) && n->trunc)
         if (int r = n->trunc())
             return r;
-    if (n->pipe)
-        out = std::make_unique<pipe_file>(*this);
+    std::unique_ptr<tracefs_file> f;
+    if (n->open)
+        f = n->open(flags);
     else
-        out = std::make_unique<seq_file>(std::move(*n));
+        f = std::make_unique<seq_file>(*n);
+    if (!f)
+        return -ENOMEM;
+    if (n->arr)
+        f = std::make_unique<array_file>(std::move(f), n->arr);
+    out = std::move(f);
     return 0;
+}
+
+int tracefs_tree::mkdir(std::string_view path)
+{
+    std::vector<std::string> p = split_path(path);
+    if (p.size() != 2 || p[0] != "instances")
+        return resolve(path) ? -EEXIST : -EPERM;
+    return trace_array_create(p[1]);
+}
+
+int tracefs_tree::rmdir(std::string_view path)
+{
+    std::vector<std::string> p = split_path(path);
+    if (p.size() != 2 || p[0] != "instances")
+        return resolve(path) ? -EPERM : -ENOENT;
+    int r = trace_array_destroy(p[1]);
+    return r == -ENODEV ? -ENOENT : r;
 }
 
 int tracefs_tree::truncate(std::string_view path)
@@ -604,6 +584,8 @@ const char *tracefs_tree::readme()
   trace_pipe		- A consuming read to see the contents of the buffer
   tracing_on		- Enable or disable writing to the ring buffer
   buffer_size_kb	- View and modify the size of each thread's buffer
+  current_tracer	- function and latency tracers
+  available_tracers	- list of configured tracers for current_tracer
   trace_clock		- Change the clock used to order events
        local:   TSC scaled to ns, calibrated to CLOCK_MONOTONIC (default)
       global:   same as local (the TSC is synchronised across CPUs)
@@ -614,7 +596,57 @@ const char *tracefs_tree::readme()
         boot:   CLOCK_BOOTTIME
          tai:   CLOCK_TAI
      x86-tsc:   TSC cycle counter
-  options/overwrite	- 1: overwrite the oldest events when full, 0: drop new ones
+  trace_options		- Set format or modify how tracing happens:
+			  Disable an option by prefixing 'no' to the option name
+  options/		- one file per option (0/1), the tracers' own ones too
+      overwrite		- 1: overwrite the oldest events when full, 0: drop new ones
+  trace_marker		- Writes into this file writes into the kernel buffer
+  trace_marker_raw	- Writes into this file writes binary data into the buffer
+  saved_cmdlines	- names of the threads (and writers) seen in the trace
+  saved_tgids		- their thread-group ids
+  snapshot		- Like 'trace' but shows the content of the static
+			  snapshot buffer. Read the contents for more information
+  per_cpu/cpuN/		- the records written on CPU N: trace, stats, and
+			  trace_pipe_raw (ring-buffer pages, as the kernel's)
+  instances/		- mkdir a directory here for a new trace buffer with its
+			  own tracer, events, filters and options; rmdir removes it
+  set_ftrace_filter	- echo function name in here to only trace these functions
+	     accepts: func_full_name or glob-matching-pattern
+	     modules: Can select a group via module
+	      Format: :mod:<module-name>
+	    triggers: a command to perform when function is hit
+	      Format: <function>:<trigger>[:count]
+	     trigger: traceon, traceoff
+		      enable_event:<system>:<event>
+		      disable_event:<system>:<event>
+		      stacktrace
+		      snapshot
+		      dump
+		      cpudump
+	     To remove trigger without count:
+	       echo '!<function>:<trigger> > set_ftrace_filter
+	     To remove trigger with a count:
+	       echo '!<function>:<trigger>:0 > set_ftrace_filter
+  set_ftrace_notrace	- echo function name in here to never trace.
+  set_ftrace_pid	- Write thread ids to only trace those threads' functions
+  set_ftrace_notrace_pid - Write thread ids whose functions are not traced
+  set_graph_function	- Trace the nested calls of a function (function_graph)
+  set_graph_notrace	- Do not trace the nested calls of a function (function_graph)
+  max_graph_depth	- Trace a limited depth of nested calls (0 is unlimited)
+  tracing_thresh	- function_graph: record only calls that took this long (usecs)
+  function_profile_enabled - 1: count and time every traced function (trace_stat/)
+  trace_stat/		- function: all threads, function<tid>: one thread
+  stack_tracer_enabled	- 1: record the deepest stack of the traced functions
+  stack_trace		- Shows the max stack trace when active
+  stack_max_size	- Shows current max stack size that was traced
+			  Write into this file to reset the max size (trigger a
+			  new trace)
+  stack_trace_filter	- Like set_ftrace_filter but limits what stack_trace
+			  traces
+  set_event		- Enables events by name written into it ("group:event",
+			  "group:*", "event"; "!" disables, "echo > set_event" all)
+  set_event_pid		- Write thread ids: only they record events
+  available_events	- list of all events that can be set in set_event
   available_filter_functions - list of functions with a patch site
   available_filter_functions_addrs - the same with the patch-site addresses
   enabled_functions	- functions with probes attached, and how many
@@ -628,6 +660,9 @@ const char *tracefs_tree::readme()
 			  (the sysctl debug.kprobes-optimization; when the kprobe layer has it)
   events/		- Directory containing all trace event subsystems:
       enable		- Write 0/1 to enable/disable tracing of all events
+      header_page	- the ring-buffer page layout (trace_pipe_raw)
+      header_event	- the ring-buffer event header layout
+      ftrace/		- the formats of ftrace's own records
   events/name/		- Directory containing all trace events of a group
       enable		- Write 0/1 to enable/disable tracing of all events of the group
       filter		- A filter for every event of the group

@@ -41,6 +41,18 @@ DPROBE_API const char *dprobe_tracefs_mountpoint(void);
 /* The socket path, or NULL when not serving. Valid until dprobe_tracefs_stop(). */
 DPROBE_API const char *dprobe_tracefs_socket(void);
 
+/*
+ * Writes TEXT into the top-level trace buffer as a `print` record, as writing it to
+ * trace_marker does, on behalf of the calling thread; it prints as "CALLER: TEXT" where
+ * CALLER is the function that called this (a newline is added when missing; at most 4096
+ * bytes). Works whether or not the bindings are started. Returns 0, -EINVAL (the markers
+ * option is off) or -EBADF (tracing is off).
+ */
+DPROBE_API int dprobe_trace_marker(const char *text);
+/* The same with printf formatting (the kernel's trace_printk). Returns the formatted length
+ * or -errno. */
+DPROBE_API int dprobe_trace_printk(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 DPROBE_EXTERN_C_END
 
 #endif

@@ -2,6 +2,7 @@
 // function_graph output (graph), or as Chrome trace-event JSON for Perfetto (chrome).
 #include "tools/dprobe/cli.h"
 #include "tools/dprobe/report.h"
+#include "tools/dprobe/trace_dat.h"
 
 #include <cstdio>
 #include <cerrno>
@@ -23,6 +24,16 @@ int run_report(const report::report_opts &o)
     for (const auto &sv : m.sessions)
         for (const auto &miss : sv->syms.missing)
             std::fprintf(stderr, "dprobe report: warning: no symbols for %s\n", miss.c_str());
+    if (o.format == "trace-dat") {
+        // Binary: to a file only.
+        if (o.output.empty() || o.output == "-")
+            return fail("report", "--format trace-dat needs -o FILE");
+        if (std::string e = report::write_trace_dat(m, o, o.output); !e.empty())
+            return fail("report", e);
+        std::fprintf(stderr, "dprobe report: wrote %s (trace-cmd report %s)\n",
+                     o.output.c_str(), o.output.c_str());
+        return 0;
+    }
     std::FILE *out = stdout;
     const bool to_file = !o.output.empty() && o.output != "-";
     if (to_file) {
@@ -66,8 +77,9 @@ void setup_report(CLI::App &app)
     CLI::App *sub = app.add_subcommand("report", "Show a recorded trace");
     set_usage(sub, "dprobe report [<options>] [-i FILE]");
     sub->add_option("-i,--input", o->input, "Trace file to read")->capture_default_str()->type_name("FILE");
-    sub->add_option("-f,--format", o->format, "Output: text, graph or chrome")->capture_default_str()
-        ->check(CLI::IsMember({"text", "graph", "chrome"}))
+    sub->add_option("-f,--format", o->format, "Output: text, graph, chrome or trace-dat")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "graph", "chrome", "trace-dat"}))
         ->type_name("FORMAT");
     sub->add_option("-o,--output", o->output, "Write to FILE instead of stdout")->type_name("FILE");
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
@@ -92,11 +104,13 @@ void setup_report(CLI::App &app)
         "           one block per thread (needs a recording made with -F or --graph)\n"
         "   chrome  Chrome trace-event JSON: open it in https://ui.perfetto.dev or\n"
         "           chrome://tracing\n"
+        "   trace-dat  trace-cmd's trace.dat (needs -o): `trace-cmd report FILE`, KernelShark\n"
         "\n"
         "Examples:\n"
         "   dprobe report                          the events in dprobe.dat\n"
         "   dprobe report -i app.dat --format graph\n"
-        "   dprobe report --format chrome -o trace.json");
+        "   dprobe report --format chrome -o trace.json\n"
+        "   dprobe report --format trace-dat -o trace.dat && trace-cmd report trace.dat");
     sub->callback([o] { exit_status = run_report(*o); });
 }
 

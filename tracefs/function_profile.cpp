@@ -1,0 +1,300 @@
+// The function profiler (see function_profile.h).
+//
+// A thread's table is an open-addressing hash of functions, mapped on the thread's first
+// profiled call and linked into a global list that outlives the thread. Only its thread
+// writes it, with relaxed atomic stores; readers sum relaxed loads. A table that is full
+// counts the calls it could not place (the kernel's "profile records exhausted").
+#include "tracefs/function_profile.h"
+
+#include "core/compiler.h"
+#include "core/trace_clock.h"
+#include "tracefs/ftrace_entries.h"
+#include "tracefs/func_ops.h"
+#include "tracefs/graph_output.h"
+#include "tracefs/trace_array.h"
+#include "tracefs/trace_task.h"
+#include "tracefs/tracer.h"
+#include "tracefs/tracer_graph.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace dprobe {
+namespace {
+
+constexpr size_t k_slots = 8192;     // functions a thread can hold
+constexpr unsigned k_max_depth = 512; // nesting tracked for graph-time off
+
+struct prof_rec {
+    std::atomic<uint64_t> ip;
+    std::atomic<uint64_t> hits;
+    std::atomic<uint64_t> time;
+    std::atomic<uint64_t> time_sq; // sum of squares, for s^2
+};
+
+struct prof_table {
+    prof_table *next; // global list
+    int32_t tid;
+    uint32_t gen;     // the profiler run it belongs to
+    std::atomic<uint64_t> exhausted;
+    unsigned depth;   // open calls, for the callees' time
+    uint64_t sub[k_max_depth];
+    prof_rec recs[k_slots];
+};
+
+std::atomic<prof_table *> g_tables{nullptr};
+std::atomic<uint32_t> g_gen{1};
+bool g_enabled = false;
+func_ops *const g_ops = new func_ops;
+
+struct prof_data {
+    uint64_t calltime;
+    uint32_t depth;
+    uint32_t pad;
+};
+
+DPROBE_NOPROBE prof_table *my_table() noexcept
+{
+    trace_task *t = current_trace_task();
+    if (!t)
+        return nullptr;
+    auto *pt = static_cast<prof_table *>(t->profile.load(std::memory_order_relaxed));
+    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    if (likely(pt && pt->gen == gen && pt->tid == t->tid))
+        return pt;
+    if (pt && pt->tid == t->tid) {
+        // This thread's table of an earlier run: reset in place (it stays on the list).
+        std::memset(static_cast<void *>(pt->recs), 0, sizeof pt->recs);
+        pt->exhausted.store(0, std::memory_order_relaxed);
+        pt->depth = 0;
+        pt->gen = gen;
+        return pt;
+    }
+    // Pages are touched only where functions land: a thread that calls few functions costs
+    // a few pages.
+    void *m = mmap(nullptr, sizeof(prof_table), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return nullptr;
+    pt = static_cast<prof_table *>(m);
+    pt->tid = t->tid;
+    pt->gen = gen;
+    prof_table *head = g_tables.load(std::memory_order_relaxed);
+    do {
+        pt->next = head;
+    } while (!g_tables.compare_exchange_weak(head, pt, std::memory_order_release,
+                                             std::memory_order_relaxed));
+    t->profile.store(pt, std::memory_order_relaxed);
+    return pt;
+}
+
+DPROBE_NOPROBE prof_rec *find_rec(prof_table *pt, uint64_t ip) noexcept
+{
+    size_t h = (ip * 0x9e3779b97f4a7c15ull) >> 51; // 13 bits
+    for (size_t i = 0; i < k_slots; i++) {
+        prof_rec &r = pt->recs[(h + i) & (k_slots - 1)];
+        uint64_t cur = r.ip.load(std::memory_order_relaxed);
+        if (cur == ip)
+            return &r;
+        if (cur == 0) {
+            r.ip.store(ip, std::memory_order_release);
+            return &r;
+        }
+    }
+    pt->exhausted.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+}
+
+DPROBE_NOPROBE inline void add(std::atomic<uint64_t> &a, uint64_t v) noexcept
+{
+    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
+DPROBE_NOPROBE int prof_entry(ftrace_ops *, unsigned long ip, unsigned long, struct ftrace_regs *,
+                              void *data)
+{
+    prof_table *pt = my_table();
+    if (!pt)
+        return 1;
+    if (prof_rec *r = find_rec(pt, ip))
+        add(r->hits, 1);
+    auto *d = static_cast<prof_data *>(data);
+    d->depth = pt->depth;
+    if (pt->depth < k_max_depth)
+        pt->sub[pt->depth] = 0;
+    pt->depth++;
+    d->calltime = trace_clock_now();
+    return 0;
+}
+
+DPROBE_NOPROBE void prof_exit(ftrace_ops *, unsigned long ip, unsigned long, struct ftrace_regs *,
+                              void *data)
+{
+    const uint64_t now = trace_clock_now();
+    prof_table *pt = my_table();
+    if (!pt)
+        return;
+    auto *d = static_cast<prof_data *>(data);
+    pt->depth = d->depth; // frames a longjmp skipped leave no drift
+    uint64_t t = now - d->calltime;
+    if (d->depth > 0 && d->depth - 1 < k_max_depth)
+        pt->sub[d->depth - 1] += t; // the caller's callee time
+    if (!trace_array_top().opt(OPT_GRAPH_TIME) && d->depth < k_max_depth)
+        t = t > pt->sub[d->depth] ? t - pt->sub[d->depth] : 0;
+    if (prof_rec *r = find_rec(pt, ip)) {
+        add(r->time, t);
+        add(r->time_sq, t * t);
+    }
+}
+
+DPROBE_NOPROBE void prof_unwound(ftrace_ops *, void *data)
+{
+    if (prof_table *pt = my_table())
+        pt->depth = static_cast<prof_data *>(data)->depth;
+}
+
+struct sum {
+    uint64_t hits = 0, time = 0, time_sq = 0;
+};
+
+void collect(prof_table *pt, std::map<uint64_t, sum> &out)
+{
+    for (const prof_rec &r : pt->recs) {
+        uint64_t ip = r.ip.load(std::memory_order_acquire);
+        if (!ip)
+            continue;
+        sum &s = out[ip];
+        s.hits += r.hits.load(std::memory_order_relaxed);
+        s.time += r.time.load(std::memory_order_relaxed);
+        s.time_sq += r.time_sq.load(std::memory_order_relaxed);
+    }
+}
+
+std::string format(const std::map<uint64_t, sum> &m)
+{
+    std::string out = "  Function                               Hit    Time            Avg"
+                      "             s^2\n"
+                      "  --------                               ---    ----            ---"
+                      "             ---\n";
+    std::vector<std::pair<uint64_t, sum>> v(m.begin(), m.end());
+    // The kernel's stat files sort by time, largest first.
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto &a, const auto &b) { return a.second.time > b.second.time; });
+    const uint64_t thresh = tracing_thresh();
+    char line[256];
+    for (const auto &[ip, s] : v) {
+        if (!s.hits)
+            continue;
+        const uint64_t avg = s.time / s.hits;
+        if (thresh && avg < thresh)
+            continue;
+        std::string name;
+        print_ip_sym(name, ip, ftrace_print_flags{});
+        std::snprintf(line, sizeof line, "  %-30.30s  %10" PRIu64 "    ", name.c_str(), s.hits);
+        out += line;
+        // s^2 = (n * sum(x^2) - sum(x)^2) / (n * (n - 1)), in us^2 (ns^2 / 1000 here, the
+        // duration printer divides by 1000 again).
+        unsigned __int128 var = 0;
+        const unsigned __int128 denom = (unsigned __int128)s.hits * (s.hits - 1) * 1000;
+        if (denom) {
+            unsigned __int128 a = (unsigned __int128)s.hits * s.time_sq;
+            unsigned __int128 b = (unsigned __int128)s.time * s.time;
+            var = a > b ? (a - b) / denom : 0;
+        }
+        trace_print_graph_duration(out, s.time);
+        out += "    ";
+        trace_print_graph_duration(out, avg);
+        out += "    ";
+        trace_print_graph_duration(out, uint64_t(var));
+        out += '\n';
+    }
+    return out;
+}
+
+} // namespace
+
+bool function_profile_enabled()
+{
+    std::lock_guard<std::mutex> g(trace_types_lock());
+    return g_enabled;
+}
+
+int function_profile_set(bool on)
+{
+    if (on == g_enabled)
+        return 0;
+    if (!on) {
+        g_ops->stop();
+        g_enabled = false;
+        return 0;
+    }
+    // Starting again starts from zero: tables of the old run no longer count.
+    g_gen.fetch_add(1, std::memory_order_relaxed);
+    trace_array &top = trace_array_top();
+    g_ops->ops.entry = prof_entry;
+    g_ops->ops.exit = prof_exit;
+    g_ops->ops.unwound = prof_unwound;
+    g_ops->ops.data_words = sizeof(prof_data) / sizeof(long);
+    g_ops->ops.priv = nullptr;
+    g_ops->want_all = [&top] { return tracer_functions(top); };
+    g_ops->want_loaded = [&top](std::span<const object_ptr> added) {
+        return tracer_functions_loaded(top, added);
+    };
+    if (int err = g_ops->start())
+        return err;
+    g_enabled = true;
+    return 0;
+}
+
+void function_profile_update()
+{
+    if (g_enabled)
+        g_ops->update();
+}
+
+std::vector<std::string> trace_stat_files()
+{
+    std::vector<std::string> v{"function"};
+    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    std::vector<int32_t> tids;
+    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
+        if (pt->gen == gen)
+            tids.push_back(pt->tid);
+    std::sort(tids.begin(), tids.end());
+    tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
+    for (int32_t t : tids)
+        v.push_back("function" + std::to_string(t));
+    return v;
+}
+
+std::string trace_stat_text(const std::string &name)
+{
+    if (!name.starts_with("function"))
+        return "";
+    std::string rest = name.substr(8);
+    int32_t tid = 0;
+    if (!rest.empty()) {
+        char *end;
+        long v = std::strtol(rest.c_str(), &end, 10);
+        if (*end || v <= 0)
+            return "";
+        tid = int32_t(v);
+    }
+    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    std::map<uint64_t, sum> m;
+    bool found = tid == 0;
+    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
+        if (pt->gen != gen || (tid && pt->tid != tid))
+            continue;
+        found = true;
+        collect(pt, m);
+    }
+    return found ? format(m) : "";
+}
+
+} // namespace dprobe

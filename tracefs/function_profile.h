@@ -1,0 +1,32 @@
+// The function profiler (the kernel's function_profile_enabled and trace_stat/function<N>):
+// per function, its hits, the time spent in it, the average and the variance (s^2).
+//
+// It traces the top-level array's functions (set_ftrace_filter minus set_ftrace_notrace, as
+// the kernel's profiler follows the global filter) with entry and exit callbacks. Each
+// thread counts in its own table, so the hot path takes no lock, and reading does not stop
+// the threads: the files add up what the tables hold at that moment.
+//
+// Files (the kernel has one per CPU, function0 .. functionN; a process's unit is the
+// thread): trace_stat/function is every thread summed, trace_stat/function<TID> one thread
+// (threads that have exited stay until the profiler is enabled again). Time is what the
+// function took from entry to return, its callees' time included unless options/graph-time
+// is 0. Enabling the profiler again starts from zero.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dprobe {
+
+bool function_profile_enabled();
+// trace_types_lock held. 0 or -errno.
+int function_profile_set(bool on);
+// The top-level array's filters changed. trace_types_lock held.
+void function_profile_update();
+
+// trace_stat/ file names: "function", then "function<tid>" per thread that was profiled.
+std::vector<std::string> trace_stat_files();
+// A trace_stat file's text ("" for an unknown name).
+std::string trace_stat_text(const std::string &name);
+
+} // namespace dprobe

@@ -1,0 +1,129 @@
+// Names of the threads and processes in the trace (see saved_cmdlines.h).
+#include "tracefs/saved_cmdlines.h"
+
+#include "core/ring_buffer.h"
+#include "tracefs/trace_array.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+
+namespace dprobe {
+namespace {
+
+struct saved {
+    int32_t pid;
+    std::string comm;
+    int32_t tgid;
+};
+
+std::mutex g_m;
+std::deque<saved> &g_saved = *new std::deque<saved>; // oldest first
+unsigned g_size = 128;
+
+std::string live_comm(int32_t tid)
+{
+    char path[64], name[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return "";
+    ssize_t n = read(fd, name, sizeof name - 1);
+    close(fd);
+    if (n <= 0)
+        return "";
+    while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
+        n--;
+    return std::string(name, size_t(n));
+}
+
+// pid -> {comm, tgid} of everything known.
+std::map<int32_t, saved> all_known()
+{
+    std::map<int32_t, saved> m;
+    const int32_t self = static_cast<int32_t>(getpid());
+    std::vector<trace_buffer *> tbs;
+    {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        for (auto &tr : trace_arrays()) {
+            tbs.push_back(tr->buffer);
+            if (tr->max_buffer)
+                tbs.push_back(tr->max_buffer);
+        }
+    }
+    for (trace_buffer *tb : tbs)
+        for (const rb_stats &s : ring_buffer_thread_stats(tb)) {
+            std::string c = s.exited ? "" : live_comm(s.tid);
+            m[s.tid] = saved{s.tid, c.empty() ? std::string(s.comm) : c, self};
+        }
+    std::lock_guard<std::mutex> g(g_m);
+    for (const saved &s : g_saved)
+        m[s.pid] = s;
+    return m;
+}
+
+} // namespace
+
+void trace_save_cmdline(int32_t pid, std::string_view comm, int32_t tgid)
+{
+    std::lock_guard<std::mutex> g(g_m);
+    for (auto it = g_saved.begin(); it != g_saved.end(); ++it)
+        if (it->pid == pid) {
+            g_saved.erase(it);
+            break;
+        }
+    g_saved.push_back(saved{pid, std::string(comm), tgid});
+    while (g_saved.size() > g_size)
+        g_saved.pop_front();
+}
+
+bool trace_find_cmdline(int32_t pid, std::string &comm)
+{
+    std::lock_guard<std::mutex> g(g_m);
+    for (const saved &s : g_saved)
+        if (s.pid == pid) {
+            comm = s.comm;
+            return true;
+        }
+    return false;
+}
+
+std::string saved_cmdlines_text()
+{
+    std::string out;
+    for (auto &[pid, s] : all_known())
+        out += std::to_string(pid) + " " + s.comm + "\n";
+    return out;
+}
+
+std::string saved_tgids_text()
+{
+    std::string out;
+    for (auto &[pid, s] : all_known())
+        out += std::to_string(pid) + " " + std::to_string(s.tgid) + "\n";
+    return out;
+}
+
+unsigned saved_cmdlines_size()
+{
+    std::lock_guard<std::mutex> g(g_m);
+    return g_size;
+}
+
+int set_saved_cmdlines_size(unsigned long long n)
+{
+    if (n == 0 || n > 32768) // PID_MAX_DEFAULT
+        return -EINVAL;
+    std::lock_guard<std::mutex> g(g_m);
+    g_size = unsigned(n);
+    while (g_saved.size() > g_size)
+        g_saved.pop_front();
+    return 0;
+}
+
+} // namespace dprobe
