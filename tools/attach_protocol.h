@@ -50,6 +50,7 @@ struct settings {
     bool graph_main = false;          // and the functions of the program's own executable
     std::vector<std::string> notrace; // globs left out of the graph
     bool follow_loads = false;        // the graph follows libraries loaded later
+    unsigned max_graph_depth = 0;     // calls nested deeper are left out (0: no limit)
     size_t buffer_kb = 0;             // 0: the default
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
@@ -70,6 +71,8 @@ inline std::string encode(const settings &s)
         out += "graph_main 1\n";
     if (s.follow_loads)
         out += "follow_loads 1\n";
+    if (s.max_graph_depth)
+        out += "max_graph_depth " + std::to_string(s.max_graph_depth) + "\n";
     if (s.buffer_kb)
         out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
     if (!s.clock.empty())
@@ -100,6 +103,8 @@ inline settings decode(const std::string &text)
             s.graph_main = val != "0";
         else if (key == "follow_loads")
             s.follow_loads = val != "0";
+        else if (key == "max_graph_depth")
+            s.max_graph_depth = static_cast<unsigned>(std::strtoul(val.c_str(), nullptr, 10));
         else if (key == "buffer_kb")
             s.buffer_kb = std::strtoul(val.c_str(), nullptr, 10);
         else if (key == "clock")

@@ -10,6 +10,7 @@
 #include "core/trace_clock.h"
 #include "tracefs/ftrace_entries.h"
 #include "tracefs/func_ops.h"
+#include "tracefs/function_stat.h"
 #include "tracefs/graph_output.h"
 #include "tracefs/trace_array.h"
 #include "tracefs/trace_task.h"
@@ -19,7 +20,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -177,43 +177,17 @@ void collect(prof_table *pt, std::map<uint64_t, sum> &out)
 
 std::string format(const std::map<uint64_t, sum> &m)
 {
-    std::string out = "  Function                               Hit    Time            Avg"
-                      "             s^2\n"
-                      "  --------                               ---    ----            ---"
-                      "             ---\n";
-    std::vector<std::pair<uint64_t, sum>> v(m.begin(), m.end());
-    // The kernel's stat files sort by time, largest first.
-    std::stable_sort(v.begin(), v.end(),
-                     [](const auto &a, const auto &b) { return a.second.time > b.second.time; });
-    const uint64_t thresh = tracing_thresh();
-    char line[256];
-    for (const auto &[ip, s] : v) {
-        if (!s.hits)
-            continue;
-        const uint64_t avg = s.time / s.hits;
-        if (thresh && avg < thresh)
-            continue;
-        std::string name;
-        print_ip_sym(name, ip, ftrace_print_flags{});
-        std::snprintf(line, sizeof line, "  %-30.30s  %10" PRIu64 "    ", name.c_str(), s.hits);
-        out += line;
-        // s^2 = (n * sum(x^2) - sum(x)^2) / (n * (n - 1)), in us^2 (ns^2 / 1000 here, the
-        // duration printer divides by 1000 again).
-        unsigned __int128 var = 0;
-        const unsigned __int128 denom = (unsigned __int128)s.hits * (s.hits - 1) * 1000;
-        if (denom) {
-            unsigned __int128 a = (unsigned __int128)s.hits * s.time_sq;
-            unsigned __int128 b = (unsigned __int128)s.time * s.time;
-            var = a > b ? (a - b) / denom : 0;
-        }
-        trace_print_graph_duration(out, s.time);
-        out += "    ";
-        trace_print_graph_duration(out, avg);
-        out += "    ";
-        trace_print_graph_duration(out, uint64_t(var));
-        out += '\n';
+    std::vector<function_stat> rows;
+    rows.reserve(m.size());
+    for (const auto &[ip, s] : m) {
+        function_stat r;
+        print_ip_sym(r.name, ip, ftrace_print_flags{});
+        r.hits = s.hits;
+        r.time = s.time;
+        r.time_sq = s.time_sq;
+        rows.push_back(std::move(r));
     }
-    return out;
+    return function_stat_text(std::move(rows), tracing_thresh());
 }
 
 } // namespace

@@ -149,6 +149,33 @@ if CASE == "graph":
     p = record(["-o", "g.dat", "--", prog("graph")])
     check(p.stdout.strip() == "7 23", "the program's output is kept (%r)" % p.stdout)
     compare(mask_graph(run(["report", "-i", "g.dat", "--format", "graph"]).stdout), "graph.graph")
+    # The function profiler's view of the same recording: calls per function exact, time
+    # with callees (graph-time) at least the own time, a threshold leaving rows out.
+    def profile(*extra):
+        out = run(["report", "-i", "g.dat", "--format", "profile"] + list(extra)).stdout
+        lines = out.splitlines()
+        check(lines[:2] == ["  Function                               Hit    Time            Avg"
+                            "             s^2",
+                            "  --------                               ---    ----            ---"
+                            "             ---"], "profile header: %r" % lines[:2])
+        rows = {}
+        for l in lines[2:]:
+            m = re.match(r"^  (\S+) +(\d+) +(\d+\.\d+) us +(\d+\.\d+) us +(\d+\.\d+) us +$", l)
+            check(m is not None, "profile line %r" % l)
+            if m:
+                rows[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+        return rows
+    total, own = profile(), profile("--no-graph-time")
+    want = {"main": 1, "middle": 2, "leaf": 4, "fib": 5, "worker": 1}
+    check({f: r[0] for f, r in total.items()} == want, "profile hits %r, want %r" % (total, want))
+    check({f: r[0] for f, r in own.items()} == want, "self-time hits %r" % own)
+    check(all(total[f][1] >= own[f][1] for f in want if f in total and f in own) and
+          total["main"][1] > own["main"][1], "time with callees >= own time: %r %r" % (total, own))
+    check(profile("--thresh", "1e9") == {}, "--thresh above every average leaves every row out")
+    # --graph-depth: the kernel's max_graph_depth, calls nested deeper are not recorded.
+    record(["-D", "2", "-o", "d.dat", "--", prog("graph")])
+    compare(mask_graph(run(["report", "-i", "d.dat", "--format", "graph"]).stdout),
+            "graph_depth2.graph")
 elif CASE in ("nonlocal", "exceptions"):
     # Calls left by longjmp/siglongjmp, pthread_exit and C++ exceptions: each closed where it
     # was left, marked unwound, what follows at the caller's depth; report counts them.

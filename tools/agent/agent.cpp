@@ -336,6 +336,8 @@ __attribute__((constructor)) void dprobe_agent_init()
         c.graph_main = std::strcmp(m, "1") == 0;
     if (const char *f = env_get("DPROBE_FOLLOW_LOADS"))
         c.follow_loads = std::strcmp(f, "1") == 0;
+    if (const char *d = env_get("DPROBE_GRAPH_DEPTH"); d && *d)
+        c.max_graph_depth = static_cast<unsigned>(std::strtoul(d, nullptr, 10));
     if (const char *kb = env_get("DPROBE_BUFFER_KB"); kb && *kb) {
         c.buffer_kb = std::strtoul(kb, nullptr, 10);
         if (!c.buffer_kb)
@@ -424,7 +426,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         else
             // The program's own functions by default: a program without any (stripped) is
             // not an error; the CLI says what it can do instead.
-            n = funcgraph_start(globs, c.notrace, c.follow_loads,
+            n = funcgraph_start(globs, c.notrace, c.follow_loads, c.max_graph_depth,
                                 strict && !(c.graph_main && c.graph.empty()), &err, &warn, &plan);
         if (n < 0) {
             session_follow_loads(false);

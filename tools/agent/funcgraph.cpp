@@ -36,6 +36,10 @@ namespace dprobe::agent {
 namespace {
 
 __attribute__((tls_model("initial-exec"))) thread_local int32_t t_depth;
+// --graph-depth (the kernel's max_graph_depth): calls at this depth and deeper are not
+// recorded; INT32_MAX without a limit. A call left out does not move t_depth, so its callees
+// are at or beyond the limit too.
+int32_t g_max_depth = INT32_MAX;
 
 struct graph_data {
     unsigned long func; // for an unwound call, whose handler gets no ip
@@ -63,6 +67,8 @@ DPROBE_NOPROBE inline void write_graph_event(uint16_t type, int32_t depth, uint1
 DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
                                struct ftrace_regs *, void *data) noexcept
 {
+    if (t_depth >= g_max_depth)
+        return 1; // no exit wanted either
     auto *gd = static_cast<graph_data *>(data);
     int32_t depth = t_depth++;
     gd->depth = depth;
@@ -111,6 +117,8 @@ namespace {
 // kretprobes for the functions that have no site (int3 entries).
 DPROBE_NOPROBE int graph_kret_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
+    if (t_depth >= g_max_depth)
+        return 1;
     auto *gd = reinterpret_cast<graph_data *>(ri->data);
     const int32_t depth = t_depth++;
     gd->depth = depth;
@@ -163,9 +171,10 @@ bool runs_signals_blocked(const loaded_object &o)
 } // namespace
 
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, bool strict, std::string *err, std::string *warn,
+                    bool follow_loads, unsigned max_depth, bool strict, std::string *err, std::string *warn,
                     graph_plan *plan)
 {
+    g_max_depth = max_depth && max_depth < INT32_MAX ? static_cast<int32_t>(max_depth) : INT32_MAX;
     ftrace_update_objects();
     std::vector<unsigned long> ips;
     struct int3_entry {

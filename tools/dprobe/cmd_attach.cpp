@@ -195,6 +195,7 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.graph_main = plan.graph_main;
     s.notrace = plan.notrace;
     s.follow_loads = o.follow_loads;
+    s.max_graph_depth = o.graph_depth;
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;

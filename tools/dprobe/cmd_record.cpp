@@ -165,6 +165,10 @@ int run_record(const record_opts &o)
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (graph_main)
             setenv("DPROBE_GRAPH_MAIN", "1", 1);
+        if (o.graph_depth)
+            setenv("DPROBE_GRAPH_DEPTH", std::to_string(o.graph_depth).c_str(), 1);
+        else
+            unsetenv("DPROBE_GRAPH_DEPTH");
         if (o.follow_loads)
             setenv("DPROBE_FOLLOW_LOADS", "1", 1);
         if (o.buffer_kb)

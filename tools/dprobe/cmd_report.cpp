@@ -49,6 +49,8 @@ int run_report(const report::report_opts &o)
         rc = report::format_text(m, o, out);
     else if (o.format == "graph")
         rc = report::format_graph(m, o, out);
+    else if (o.format == "profile")
+        rc = report::format_profile(m, o, out);
     else
         rc = report::format_chrome(m, o, out);
     bool ok = std::fflush(out) == 0 && !std::ferror(out);
@@ -77,14 +79,23 @@ void setup_report(CLI::App &app)
     CLI::App *sub = app.add_subcommand("report", "Show a recorded trace");
     set_usage(sub, "dprobe report [<options>] [-i FILE]");
     sub->add_option("-i,--input", o->input, "Trace file to read")->capture_default_str()->type_name("FILE");
-    sub->add_option("-f,--format", o->format, "Output: text, graph, chrome or trace-dat")
+    sub->add_option("-f,--format", o->format, "Output: text, graph, profile, chrome or trace-dat")
         ->capture_default_str()
-        ->check(CLI::IsMember({"text", "graph", "chrome", "trace-dat"}))
+        ->check(CLI::IsMember({"text", "graph", "profile", "chrome", "trace-dat"}))
         ->type_name("FORMAT");
     sub->add_option("-o,--output", o->output, "Write to FILE instead of stdout")->type_name("FILE");
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
     sub->add_flag("--no-header", o->no_header, "Leave out the header block (text, graph)");
     sub->add_flag("--no-events", o->no_events, "graph: leave out probe events between calls");
+    sub->add_flag("!--no-graph-time", o->graph_time,
+                  "profile: a call's time without its callees' (the kernel's options/graph-time 0)");
+    sub->add_option_function<double>(
+           "--thresh",
+           [o](double us) { o->thresh_ns = static_cast<uint64_t>(us * 1000.0); },
+           "profile: leave out functions whose average time is below USECS (the kernel's "
+           "tracing_thresh)")
+        ->check(CLI::Range(0.0, 3600e6))
+        ->type_name("USECS");
     sub->add_option_function<std::string>(
            "--demangle",
            [o](const std::string &v) {
@@ -102,6 +113,8 @@ void setup_report(CLI::App &app)
         "   text    like the kernel's trace file: one line per event\n"
         "   graph   like ftrace's function_graph tracer: nested calls with durations,\n"
         "           one block per thread (needs a recording made with -F or --graph)\n"
+        "   profile like the kernel's function profiler (trace_stat/function): calls, time,\n"
+        "           average and s^2 per function, largest time first\n"
         "   chrome  Chrome trace-event JSON: open it in https://ui.perfetto.dev or\n"
         "           chrome://tracing\n"
         "   trace-dat  trace-cmd's trace.dat (needs -o): `trace-cmd report FILE`, KernelShark\n"
@@ -109,6 +122,7 @@ void setup_report(CLI::App &app)
         "Examples:\n"
         "   dprobe report                          the events in dprobe.dat\n"
         "   dprobe report -i app.dat --format graph\n"
+        "   dprobe report --format profile --no-graph-time   where the time goes\n"
         "   dprobe report --format chrome -o trace.json\n"
         "   dprobe report --format trace-dat -o trace.dat && trace-cmd report trace.dat");
     sub->callback([o] { exit_status = run_report(*o); });

@@ -1,4 +1,4 @@
-// The three renderings of `dprobe report`, each streamed to OUT as the trace is read.
+// The renderings of `dprobe report`, each streamed to OUT as the trace is read.
 #pragma once
 
 #include "tools/dprobe/report_model.h"
@@ -17,6 +17,8 @@ struct report_opts {
     bool no_header = false;
     bool no_events = false;
     demangle_mode demangle = demangle_mode::simple;
+    bool graph_time = true; // profile: a call's time includes its callees'
+    uint64_t thresh_ns = 0; // profile: functions whose average is below are left out
     bool wants(int32_t tid) const;
 };
 
@@ -29,5 +31,6 @@ struct report_counts {
 report_counts format_text(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_graph(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_profile(const model &m, const report_opts &o, std::FILE *out);
 
 } // namespace dprobe::report

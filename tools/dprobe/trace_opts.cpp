@@ -29,6 +29,11 @@ void add_trace_options(CLI::App *sub, trace_opts &o)
                   "Apply -F and -N to libraries the program loads later (dlopen) too, and "
                   "again when one is loaded again after dlclose")
         ->needs(filter);
+    sub->add_option("-D,--graph-depth", o.graph_depth,
+                    "Record calls nested at most N deep in the graph (the kernel's "
+                    "max_graph_depth; 1: only the outermost traced calls)")
+        ->check(CLI::Range(1u, 0x7fffu))
+        ->type_name("N");
     sub->add_option("-o,--output", o.output, "Trace file to write")
         ->capture_default_str()
         ->type_name("FILE");

@@ -21,6 +21,7 @@ struct trace_opts {
     std::vector<std::string> notrace;
     bool graph = false;
     bool follow_loads = false;
+    unsigned graph_depth = 0; // --graph-depth: 0 for no limit
     std::string output = "dprobe.dat";
     size_t buffer_kb = 0;
     std::string clock;
