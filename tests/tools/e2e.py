@@ -145,6 +145,62 @@ def chrome_check(path):
     return doc, ends
 
 
+def check_graph_thresh(full, filtered):
+    """FULL: a graph report; FILTERED(t): the same with --thresh t (us). Builds the call tree
+    of FULL, picks a threshold above its longest leaf, and checks FILTERED's output against
+    the tree: calls at least that long kept, a kept call without kept callees on one line."""
+    line_re = re.compile(r"^( *\d+\) )(.{14})\|  ( *)(.*)$")
+    def ns(col):
+        m = re.search(r"(\d+)\.(\d{1,3}) us", col)
+        return int(m.group(1)) * 1000 + int(m.group(2).ljust(3, "0")) if m else None
+    out, stack, roots = [], [], []  # items: str lines, or call nodes
+    for line in full.splitlines():
+        m = line_re.match(line)
+        if not m or m.group(4).startswith("/*"):
+            (stack[-1]["kids"] if stack else out).append(line)
+            continue
+        tid, col, indent, body = m.groups()
+        if body.endswith(" {"):
+            node = {"open": line, "kids": [], "name": body[:-2]}
+            (stack[-1]["kids"] if stack else out).append(node)
+            stack.append(node)
+        elif body.startswith("} /* "):
+            node = stack.pop()
+            node.update(close=line, ns=ns(col), col=col, tid=tid, indent=indent)
+        else:
+            node = {"leaf": line, "ns": ns(col), "kids": []}
+            (stack[-1]["kids"] if stack else out).append(node)
+    check(not stack, "every call of the graph closed")
+    leaves = []
+    def walk(items):
+        for it in items:
+            if isinstance(it, dict):
+                if "leaf" in it:
+                    leaves.append(it["ns"])
+                walk(it["kids"])
+    walk(out)
+    t_ns = max(leaves) + 2
+    def render(items, res):
+        for it in items:
+            if not isinstance(it, dict):
+                res.append(it)
+            elif it["ns"] >= t_ns:
+                if "leaf" in it:
+                    res.append(it["leaf"])
+                elif any(isinstance(k, dict) and k["ns"] >= t_ns for k in it["kids"]):
+                    res.append(it["open"])
+                    render(it["kids"], res)
+                    res.append(it["close"])
+                else:
+                    res.append("%s%s|  %s%s;" % (it["tid"], it["col"], it["indent"], it["name"]))
+    want = []
+    render(out, want)
+    got = filtered("%d.%03d" % (t_ns // 1000, t_ns % 1000))
+    check(got == "\n".join(want) + "\n",
+          "--thresh %d ns:\n%s\nwant:\n%s" % (t_ns, got, "\n".join(want)))
+    check(any("();" in l and "middle" in l for l in want), "a call collapsed to one line")
+
+
 if CASE == "graph":
     p = record(["-o", "g.dat", "--", prog("graph")])
     check(p.stdout.strip() == "7 23", "the program's output is kept (%r)" % p.stdout)
@@ -172,6 +228,12 @@ if CASE == "graph":
     check(all(total[f][1] >= own[f][1] for f in want if f in total and f in own) and
           total["main"][1] > own["main"][1], "time with callees >= own time: %r %r" % (total, own))
     check(profile("--thresh", "1e9") == {}, "--thresh above every average leaves every row out")
+    # report --thresh on the graph: calls shorter than it are left out with all they did, and
+    # a call left with nothing inside is shown on one line. Expected from the whole graph of
+    # the same recording, with a threshold just above the longest leaf.
+    full = run(["report", "-i", "g.dat", "--format", "graph", "--no-events"]).stdout
+    check_graph_thresh(full, lambda t: run(["report", "-i", "g.dat", "--format", "graph",
+                                            "--no-events", "--thresh", t]).stdout)
     # --graph-depth: the kernel's max_graph_depth, calls nested deeper are not recorded.
     record(["-D", "2", "-o", "d.dat", "--", prog("graph")])
     compare(mask_graph(run(["report", "-i", "d.dat", "--format", "graph"]).stdout),

@@ -92,8 +92,8 @@ void setup_report(CLI::App &app)
     sub->add_option_function<double>(
            "--thresh",
            [o](double us) { o->thresh_ns = static_cast<uint64_t>(us * 1000.0); },
-           "profile: leave out functions whose average time is below USECS (the kernel's "
-           "tracing_thresh)")
+           "graph: leave out calls shorter than USECS, with all they did (uftrace replay's "
+           "-t); profile: functions whose average is below it (the kernel's tracing_thresh)")
         ->check(CLI::Range(0.0, 3600e6))
         ->type_name("USECS");
     sub->add_option_function<std::string>(

@@ -18,7 +18,7 @@ struct report_opts {
     bool no_events = false;
     demangle_mode demangle = demangle_mode::simple;
     bool graph_time = true; // profile: a call's time includes its callees'
-    uint64_t thresh_ns = 0; // profile: functions whose average is below are left out
+    uint64_t thresh_ns = 0; // graph: shorter calls left out; profile: functions by average
     bool wants(int32_t tid) const;
 };
 
