@@ -301,6 +301,25 @@ elif CASE == "exec":
         out = run(["report", "-i", "y.dat", "--format", "graph", "--no-header"]).stdout
         check(out.count("parent_work();") == 1 and "child_work" not in out,
               "%s -F: only parent_work:\n%s" % (how, out))
+    # A script that runs the program (a wrapper, as pyenv's python3 is): the globs are for
+    # the program; its interpreter and the commands it runs before are not stopped by them,
+    # and their warnings come as one line.
+    script = os.path.join(WORK, "wrapper.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n/usr/bin/env true\n/usr/bin/env true\nexec %s exec\n"
+                % prog("exec_parent"))
+    os.chmod(script, 0o755)
+    want = subprocess.run([prog("exec_parent"), "exec"], capture_output=True, text=True,
+                          timeout=60)
+    p = run(["record", "-o", "s.dat", "-F", "child_work", "--", script], ok=False)
+    check(p.returncode == want.returncode and p.stdout == want.stdout,
+          "script: status %d (want %d), stdout %r, stderr %r" % (p.returncode, want.returncode,
+                                                                 p.stdout, p.stderr))
+    warn = [l for l in p.stderr.splitlines() if "warning" in l]
+    check(len(warn) == 1 and "-F 'child_work' matches no function here, in " in warn[0] and
+          "env" in warn[0], "script: one warning for the processes before: %r" % p.stderr)
+    out = run(["report", "-i", "s.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("child_work();") == 1, "script: the program's graph:\n%s" % out)
 elif CASE == "alloc":
     # The agent never runs the program's allocator or lock functions: a library preloaded
     # after it counts the calls of malloc, free, calloc, realloc and pthread_mutex_lock made

@@ -12,6 +12,7 @@
 #include "tools/unique_fd.h"
 #include "tracefs/tracefs_client.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -91,6 +92,45 @@ struct events_file_remover {
     }
 };
 
+// The processes' warnings, each text once: "COMM (pid N): TEXT" said by several processes
+// (a script's every command, when the globs are for the program it ends up running) becomes
+// "TEXT, in N processes (COMM, COMM...)".
+std::vector<std::string> merge_process_warnings(const std::vector<std::string> &warnings)
+{
+    std::vector<std::string> order;
+    std::map<std::string, std::pair<std::vector<std::string>, std::string>> by_text;
+    for (const std::string &w : warnings) {
+        const size_t at = w.find(" (pid ");
+        const size_t colon = at == std::string::npos ? at : w.find("): ", at);
+        const std::string text = colon == std::string::npos ? w : w.substr(colon + 3);
+        auto [it, fresh] = by_text.try_emplace(text);
+        if (fresh)
+            order.push_back(text);
+        it->second.second = w;
+        if (colon != std::string::npos) {
+            const std::string comm = w.substr(0, at);
+            auto &comms = it->second.first;
+            comms.push_back(comm);
+        }
+    }
+    std::vector<std::string> out;
+    for (const std::string &text : order) {
+        const auto &[comms, last] = by_text[text];
+        if (comms.size() < 2) {
+            out.push_back(last);
+            continue;
+        }
+        std::vector<std::string> names(comms);
+        std::sort(names.begin(), names.end());
+        names.erase(std::unique(names.begin(), names.end()), names.end());
+        std::string line = text + ", in " + std::to_string(comms.size()) + " processes (";
+        for (size_t i = 0; i < names.size(); i++)
+            line += (i ? ", " : "") + names[i];
+        out.push_back(line + ")");
+    }
+    return out;
+}
+
 int run_record(const record_opts &o)
 {
     if (o.command.empty())
@@ -155,7 +195,13 @@ int run_record(const record_opts &o)
         setenv("DPROBE_OUTPUT", out_path.c_str(), 1);
         setenv("DPROBE_STATUS_FD", std::to_string(fd).c_str(), 1);
         setenv("DPROBE_WAKE_FD", std::to_string(wfd).c_str(), 1);
-        setenv("DPROBE_FIRST", "1", 1);
+        // The program named fails on a glob that matches nothing in it; a script's
+        // interpreter does not (the globs are for the programs the script runs: a wrapper
+        // such as pyenv's python3 exec's the real one).
+        if (img)
+            setenv("DPROBE_FIRST", "1", 1);
+        else
+            unsetenv("DPROBE_FIRST");
         setenv("DPROBE_EVENTS", events_text.c_str(), 1);
         if (!events_file.path.empty())
             setenv("DPROBE_EVENTS_FILE", events_file.path.c_str(), 1);
@@ -224,8 +270,8 @@ int run_record(const record_opts &o)
     out.reset();
     if (tty)
         std::fprintf(stderr, "\r\033[K");
-    for (const std::string &w : rec.warnings)
-        if (!o.quiet)
+    if (!o.quiet)
+        for (const std::string &w : merge_process_warnings(rec.warnings))
             std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
     // A program killed before its atexit handlers ran leaves its FUSE mount: remove it.
     rec.mounts.push_back(tracefs_default_mountpoint(child));
