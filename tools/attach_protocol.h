@@ -51,6 +51,7 @@ struct settings {
     std::vector<std::string> notrace; // globs left out of the graph
     bool follow_loads = false;        // the graph follows libraries loaded later
     unsigned max_graph_depth = 0;     // calls nested deeper are left out (0: no limit)
+    bool function_tracer = false;     // calls only (the kernel's function tracer), no returns
     size_t buffer_kb = 0;             // 0: the default
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
@@ -71,6 +72,8 @@ inline std::string encode(const settings &s)
         out += "graph_main 1\n";
     if (s.follow_loads)
         out += "follow_loads 1\n";
+    if (s.function_tracer)
+        out += "tracer function\n";
     if (s.max_graph_depth)
         out += "max_graph_depth " + std::to_string(s.max_graph_depth) + "\n";
     if (s.buffer_kb)
@@ -103,6 +106,8 @@ inline settings decode(const std::string &text)
             s.graph_main = val != "0";
         else if (key == "follow_loads")
             s.follow_loads = val != "0";
+        else if (key == "tracer")
+            s.function_tracer = val == "function";
         else if (key == "max_graph_depth")
             s.max_graph_depth = static_cast<unsigned>(std::strtoul(val.c_str(), nullptr, 10));
         else if (key == "buffer_kb")

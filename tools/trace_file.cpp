@@ -51,6 +51,17 @@ std::string funcgraph_exit_format()
            "REC->depth & 0x8000 ? \" (unwound)\" : \"\"\n";
 }
 
+std::string function_format()
+{
+    return std::string("name: function\nID: ") + std::to_string(FUNCTION_ID) +
+           "\nformat:\n"
+           "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned short pad;\toffset:2;\tsize:2;\tsigned:0;\n"
+           "\tfield:unsigned long ip;\toffset:4;\tsize:8;\tsigned:0;\n"
+           "\tfield:unsigned long parent_ip;\toffset:12;\tsize:8;\tsigned:0;\n\n"
+           "print fmt: \" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip\n";
+}
+
 std::string file_header(uint64_t created_realtime_ns)
 {
     std::string s(k_magic, sizeof k_magic);

@@ -110,6 +110,19 @@ inline constexpr uint16_t FUNCGRAPH_FL_UNWOUND = 0x8000;
 std::string funcgraph_entry_format();
 std::string funcgraph_exit_format();
 
+// ---- function events (the kernel's ftrace/function: `record -p function`) ----
+// A call of a traced function: where, and the return address it was called with. 4 bytes
+// of header and these 20 (the kernel's carries the common fields too).
+inline constexpr uint16_t FUNCTION_ID = 1; // the kernel's TRACE_FN
+struct __attribute__((packed, aligned(4))) function_rec {
+    uint16_t type;
+    uint16_t pad;
+    uint64_t ip;        // the function's entry (its site)
+    uint64_t parent_ip; // the return address: in its caller
+};
+static_assert(sizeof(function_rec) == 20);
+std::string function_format();
+
 // ---- writing ----
 
 // The file header bytes.

@@ -12,9 +12,10 @@
 
 namespace dprobe {
 
-std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus) {
+std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus,
+                               const char *tracer) {
   char line[128];
-  std::string out = "# tracer: nop\n#\n";
+  std::string out = std::string("# tracer: ") + tracer + "\n#\n";
   snprintf(line, sizeof line, "# entries-in-buffer/entries-written: %" PRIu64 "/%" PRIu64
                               "   #P:%d\n",
            entries, written, nr_cpus);

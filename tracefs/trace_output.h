@@ -34,7 +34,8 @@ using trace_payload_fn = size_t (*)(char *buf, size_t len, const void *payload,
 // "# tracer: nop" ... column headers, exactly as the kernel prints them with irq-info on.
 // ENTRIES: records in the buffers; WRITTEN: ENTRIES plus records overwritten (the kernel's
 // entries + overrun); NR_CPUS: the "#P:" figure (online CPUs).
-std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus);
+std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus,
+                               const char *tracer = "nop");
 // The header for the current ring-buffer totals and online CPUs.
 std::string trace_print_header();
 

@@ -145,6 +145,23 @@ def chrome_check(path):
     return doc, ends
 
 
+def profile_of(dat, *extra):
+    """`dprobe report --format profile` of DAT: {function: (hits, time in us)}."""
+    out = run(["report", "-i", dat, "--format", "profile"] + list(extra)).stdout
+    lines = out.splitlines()
+    check(lines[:2] == ["  Function                               Hit    Time            Avg"
+                        "             s^2",
+                        "  --------                               ---    ----            ---"
+                        "             ---"], "profile header: %r" % lines[:2])
+    rows = {}
+    for l in lines[2:]:
+        m = re.match(r"^  (\S+) +(\d+) +(\d+\.\d+) us +(\d+\.\d+) us +(\d+\.\d+) us +$", l)
+        check(m is not None, "profile line %r" % l)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+    return rows
+
+
 def check_graph_thresh(full, filtered):
     """FULL: a graph report; FILTERED(t): the same with --thresh t (us). Builds the call tree
     of FULL, picks a threshold above its longest leaf, and checks FILTERED's output against
@@ -208,19 +225,7 @@ if CASE == "graph":
     # The function profiler's view of the same recording: calls per function exact, time
     # with callees (graph-time) at least the own time, a threshold leaving rows out.
     def profile(*extra):
-        out = run(["report", "-i", "g.dat", "--format", "profile"] + list(extra)).stdout
-        lines = out.splitlines()
-        check(lines[:2] == ["  Function                               Hit    Time            Avg"
-                            "             s^2",
-                            "  --------                               ---    ----            ---"
-                            "             ---"], "profile header: %r" % lines[:2])
-        rows = {}
-        for l in lines[2:]:
-            m = re.match(r"^  (\S+) +(\d+) +(\d+\.\d+) us +(\d+\.\d+) us +(\d+\.\d+) us +$", l)
-            check(m is not None, "profile line %r" % l)
-            if m:
-                rows[m.group(1)] = (int(m.group(2)), float(m.group(3)))
-        return rows
+        return profile_of("g.dat", *extra)
     total, own = profile(), profile("--no-graph-time")
     want = {"main": 1, "middle": 2, "leaf": 4, "fib": 5, "worker": 1}
     check({f: r[0] for f, r in total.items()} == want, "profile hits %r, want %r" % (total, want))
@@ -234,6 +239,21 @@ if CASE == "graph":
     full = run(["report", "-i", "g.dat", "--format", "graph", "--no-events"]).stdout
     check_graph_thresh(full, lambda t: run(["report", "-i", "g.dat", "--format", "graph",
                                             "--no-events", "--thresh", t]).stdout)
+    # -p function: the kernel's function tracer, each call with its caller, no returns.
+    p = record(["-p", "function", "-o", "f.dat", "--", prog("graph")])
+    check(p.stdout.strip() == "7 23", "-p function: the program's output is kept")
+    text = run(["report", "-i", "f.dat"]).stdout
+    calls = sorted(re.findall(r": (\w+ <-\w+)$", text, re.M))
+    want = sorted(["main <-__libc_start_call_main", "middle <-main", "leaf <-middle",
+                   "leaf <-middle", "fib <-main", "fib <-fib", "fib <-fib", "fib <-fib",
+                   "fib <-fib", "worker <-start_thread", "middle <-worker", "leaf <-middle",
+                   "leaf <-middle"])
+    check(text.startswith("# tracer: function\n") and calls == want,
+          "-p function: the calls with their callers:\n%s" % text)
+    check({f: r[0] for f, r in profile_of("f.dat").items()} ==
+          {"main": 1, "middle": 2, "leaf": 4, "fib": 5, "worker": 1}, "-p function: profile hits")
+    check(run(["record", "-p", "function", "-D", "2", "--", prog("graph")], ok=False).returncode
+          != 0, "-p function refuses --graph-depth")
     # --graph-depth: the kernel's max_graph_depth, calls nested deeper are not recorded.
     record(["-D", "2", "-o", "d.dat", "--", prog("graph")])
     compare(mask_graph(run(["report", "-i", "d.dat", "--format", "graph"]).stdout),

@@ -336,6 +336,8 @@ __attribute__((constructor)) void dprobe_agent_init()
         c.graph_main = std::strcmp(m, "1") == 0;
     if (const char *f = env_get("DPROBE_FOLLOW_LOADS"))
         c.follow_loads = std::strcmp(f, "1") == 0;
+    if (const char *tr = env_get("DPROBE_TRACER"))
+        c.function_tracer = std::strcmp(tr, "function") == 0;
     if (const char *d = env_get("DPROBE_GRAPH_DEPTH"); d && *d)
         c.max_graph_depth = static_cast<unsigned>(std::strtoul(d, nullptr, 10));
     if (const char *kb = env_get("DPROBE_BUFFER_KB"); kb && *kb) {
@@ -427,6 +429,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
             // The program's own functions by default: a program without any (stripped) is
             // not an error; the CLI says what it can do instead.
             n = funcgraph_start(globs, c.notrace, c.follow_loads, c.max_graph_depth,
+                                c.function_tracer,
                                 strict && !(c.graph_main && c.graph.empty()), &err, &warn, &plan);
         if (n < 0) {
             session_follow_loads(false);
@@ -435,14 +438,21 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
             return err;
         }
         st.graph_functions = static_cast<unsigned>(n);
-        st.events.emplace_back(tracefile::FUNCGRAPH_ENTRY_ID,
-                               tracefile::event_payload(tracefile::FUNCGRAPH_ENTRY_ID,
-                                                        "ftrace/funcgraph_entry", "",
-                                                        tracefile::funcgraph_entry_format()));
-        st.events.emplace_back(tracefile::FUNCGRAPH_EXIT_ID,
-                               tracefile::event_payload(tracefile::FUNCGRAPH_EXIT_ID,
-                                                        "ftrace/funcgraph_exit", "",
-                                                        tracefile::funcgraph_exit_format()));
+        if (c.function_tracer) {
+            st.events.emplace_back(tracefile::FUNCTION_ID,
+                                   tracefile::event_payload(tracefile::FUNCTION_ID,
+                                                            "ftrace/function", "",
+                                                            tracefile::function_format()));
+        } else {
+            st.events.emplace_back(tracefile::FUNCGRAPH_ENTRY_ID,
+                                   tracefile::event_payload(tracefile::FUNCGRAPH_ENTRY_ID,
+                                                            "ftrace/funcgraph_entry", "",
+                                                            tracefile::funcgraph_entry_format()));
+            st.events.emplace_back(tracefile::FUNCGRAPH_EXIT_ID,
+                                   tracefile::event_payload(tracefile::FUNCGRAPH_EXIT_ID,
+                                                            "ftrace/funcgraph_exit", "",
+                                                            tracefile::funcgraph_exit_format()));
+        }
     }
     st.names = plan.names;
     const std::string who =

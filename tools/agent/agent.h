@@ -116,7 +116,7 @@ struct graph_plan {
     std::string left_out_hint; // how to get them anyway, when there is a way
 };
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, unsigned max_depth, bool strict, std::string *err, std::string *warn,
+                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict, std::string *err, std::string *warn,
                     graph_plan *plan);
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();

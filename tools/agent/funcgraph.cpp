@@ -1,6 +1,8 @@
 // Function-graph recording: one fprobe with entry and exit handlers on the selected
 // functions, writing the kernel's funcgraph_entry / funcgraph_exit events into the ring
-// buffer. Hot path: noexcept, no allocation, no locks.
+// buffer; or, for `record -p function` (the kernel's function tracer), an entry handler only,
+// writing a function event (the call and its return address). Hot path: noexcept, no
+// allocation, no locks.
 //
 // Which functions: every function the globs match, through its patch site or a jump site;
 // an IFUNC symbol (strlen, memcpy) through the implementation the loader selected for it
@@ -77,6 +79,24 @@ DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
     return 0;
 }
 
+// -p function: the call of IP, from PARENT_IP. Its return is not hooked.
+DPROBE_NOPROBE void write_function_event(unsigned long ip, unsigned long parent_ip) noexcept
+{
+    void *p = ring_buffer_reserve_small(sizeof(tracefile::function_rec));
+    if (!p)
+        return;
+    tracefile::function_rec r{tracefile::FUNCTION_ID, 0, ip, parent_ip};
+    std::memcpy(p, &r, sizeof r);
+    ring_buffer_commit(p);
+}
+
+DPROBE_NOPROBE int function_entry(struct fprobe *, unsigned long ip, unsigned long parent_ip,
+                                  struct ftrace_regs *, void *) noexcept
+{
+    write_function_event(ip, parent_ip);
+    return 0;
+}
+
 DPROBE_NOPROBE void write_exit(const graph_data *gd, uint16_t flags) noexcept
 {
     // The caller's depth from now on. (Frames left without returning are reported before
@@ -127,6 +147,15 @@ DPROBE_NOPROBE int graph_kret_entry(struct kretprobe_instance *ri, struct pt_reg
     return 0;
 }
 
+// -p function through an int3 entry: the return address is at the stack pointer; the
+// return is not hooked (a nonzero result).
+DPROBE_NOPROBE int function_kret_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+{
+    write_function_event(reinterpret_cast<unsigned long>(get_kretprobe(ri)->kp.addr),
+                         *reinterpret_cast<const unsigned long *>(regs->sp));
+    return 1;
+}
+
 DPROBE_NOPROBE int graph_kret_exit(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
     write_exit(reinterpret_cast<const graph_data *>(ri->data), 0);
@@ -171,7 +200,7 @@ bool runs_signals_blocked(const loaded_object &o)
 } // namespace
 
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, unsigned max_depth, bool strict, std::string *err, std::string *warn,
+                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict, std::string *err, std::string *warn,
                     graph_plan *plan)
 {
     g_max_depth = max_depth && max_depth < INT32_MAX ? static_cast<int32_t>(max_depth) : INT32_MAX;
@@ -260,7 +289,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         } else {
             rp->kp.addr = reinterpret_cast<kprobe_opcode_t *>(e.addr);
         }
-        rp->entry_handler = graph_kret_entry;
+        rp->entry_handler = function_tracer ? function_kret_entry : graph_kret_entry;
         rp->handler = graph_kret_exit;
         rp->data_size = sizeof(graph_data);
         rp->maxactive = 4096;
@@ -287,10 +316,14 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     }
     if (ips.empty() && !follow_loads)
         return static_cast<int>(traced);
-    g_graph_probe.entry_handler = graph_entry;
-    g_graph_probe.exit_handler = graph_exit;
-    g_graph_probe.unwound_handler = graph_unwound;
-    g_graph_probe.entry_data_size = sizeof(graph_data);
+    if (function_tracer) {
+        g_graph_probe.entry_handler = function_entry;
+    } else {
+        g_graph_probe.entry_handler = graph_entry;
+        g_graph_probe.exit_handler = graph_exit;
+        g_graph_probe.unwound_handler = graph_unwound;
+        g_graph_probe.entry_data_size = sizeof(graph_data);
+    }
     int ret;
     if (follow_loads) {
         // One fprobe whose filter is the globs, applied again to each library loaded later

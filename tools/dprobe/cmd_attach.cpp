@@ -136,6 +136,8 @@ int plan_attach(const char *cmd, const attach_opts &o, attach_plan &plan)
 {
     if (std::string why = tools::check_attach_target(o.pid); !why.empty())
         return fail(cmd, why);
+    if (std::string c = trace_opts_conflict(o); !c.empty())
+        return fail(cmd, c);
     std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
     std::string err;
     auto img = tools::elf_image::open(exe, &err);
@@ -196,6 +198,7 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.notrace = plan.notrace;
     s.follow_loads = o.follow_loads;
     s.max_graph_depth = o.graph_depth;
+    s.function_tracer = o.tracer == "function";
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
@@ -428,7 +431,7 @@ void setup_attach(CLI::App &app)
                     "([GROUP:]EVENT, globs allowed), or a USDT probe of the program or its "
                     "libraries (sdt_PROVIDER:NAME [ARG...])")
         ->type_name("EVENT");
-    add_trace_options(sub, *o);
+    add_trace_options(sub, *o, "--tracer");
     sub->add_flag("-B,--background", o->background,
                   "Start recording and return; 'dprobe detach -p PID' ends the session");
     sub->add_flag("-q,--quiet", o->quiet, "No status line");

@@ -140,6 +140,8 @@ int run_record(const record_opts &o)
         fail("record", "'" + o.command.front() + "': command not found");
         return 127;
     }
+    if (std::string c = trace_opts_conflict(o); !c.empty())
+        return fail("record", c);
     std::string why;
     if (!tools::can_preload(prog, why))
         return fail("record", prog + ": " + why);
@@ -211,6 +213,10 @@ int run_record(const record_opts &o)
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (graph_main)
             setenv("DPROBE_GRAPH_MAIN", "1", 1);
+        if (o.tracer == "function")
+            setenv("DPROBE_TRACER", "function", 1);
+        else
+            unsetenv("DPROBE_TRACER");
         if (o.graph_depth)
             setenv("DPROBE_GRAPH_DEPTH", std::to_string(o.graph_depth).c_str(), 1);
         else
@@ -422,7 +428,7 @@ void setup_record(CLI::App &app)
                     "(sdt_PROVIDER:NAME [ARG...]), or a perf-probe definition on PROG "
                     "('parse:4 len')")
         ->type_name("EVENT");
-    add_trace_options(sub, *o);
+    add_trace_options(sub, *o, "-p,--tracer");
     sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
     sub->add_flag("--no-wait", o->no_wait,

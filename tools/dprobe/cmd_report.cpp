@@ -3,6 +3,7 @@
 #include "tools/dprobe/cli.h"
 #include "tools/dprobe/report.h"
 #include "tools/dprobe/trace_dat.h"
+#include "tools/trace_file.h"
 
 #include <cstdio>
 #include <cerrno>
@@ -33,6 +34,17 @@ int run_report(const report::report_opts &o)
         std::fprintf(stderr, "dprobe report: wrote %s (trace-cmd report %s)\n",
                      o.output.c_str(), o.output.c_str());
         return 0;
+    }
+    if (o.format == "graph") {
+        bool calls_only = false, graph = false;
+        for (const auto &sv : m.sessions) {
+            calls_only |= sv->events.count(tracefile::FUNCTION_ID) != 0;
+            graph |= sv->events.count(tracefile::FUNCGRAPH_ENTRY_ID) != 0;
+        }
+        if (calls_only && !graph)
+            std::fprintf(stderr, "dprobe report: note: %s was recorded with -p function (calls, "
+                                 "no returns): --format text shows it as the kernel does\n",
+                         o.input.c_str());
     }
     std::FILE *out = stdout;
     const bool to_file = !o.output.empty() && o.output != "-";

@@ -168,6 +168,16 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
                           std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
                           ",\"ts\":" + ts_us(e.ts) + "}";
             }
+        } else if (function_event f; decode_function(e, f)) {
+            // -p function: each call an instant event, with its caller.
+            em.begin();
+            em.buf += "{\"name\":";
+            json_str(em.buf, sv.syms.name(f.ip, e.ts));
+            em.buf += ",\"cat\":\"function\",\"ph\":\"i\",\"s\":\"t\",\"pid\":" +
+                      std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
+                      ",\"ts\":" + ts_us(e.ts) + ",\"args\":{\"parent\":";
+            json_str(em.buf, sv.syms.name(f.parent_ip, e.ts));
+            em.buf += "}}";
         } else if (!o.no_events) {
             const uint16_t type = event_type(e);
             std::string text = event_text(sv, e);

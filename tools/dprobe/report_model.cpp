@@ -186,6 +186,17 @@ bool decode_graph(const tracefile::event &e, graph_event &g)
     return true;
 }
 
+bool decode_function(const tracefile::event &e, function_event &f)
+{
+    if (event_type(e) != tracefile::FUNCTION_ID || e.len < sizeof(tracefile::function_rec))
+        return false;
+    tracefile::function_rec r;
+    std::memcpy(&r, e.payload, sizeof r);
+    f.ip = r.ip;
+    f.parent_ip = r.parent_ip;
+    return true;
+}
+
 void call_stack::entry(const graph_event &g, uint64_t ts)
 {
     // A frame left at this depth or deeper without its exit (lost) is over.
@@ -215,6 +226,8 @@ std::string event_name(const session_view &sv, const tracefile::event &e)
         return "funcgraph_entry";
     if (t == tracefile::FUNCGRAPH_EXIT_ID)
         return "funcgraph_exit";
+    if (t == tracefile::FUNCTION_ID)
+        return "function";
     auto it = sv.events.find(t);
     return it == sv.events.end() ? std::string() : it->second.event;
 }
@@ -223,6 +236,11 @@ std::string event_text(const session_view &sv, const tracefile::event &e, uint64
 {
     char buf[256];
     graph_event g;
+    function_event f;
+    if (decode_function(e, f)) {
+        // The kernel's function tracer: "func <-parent".
+        return sv.syms.name(f.ip, e.ts) + " <-" + sv.syms.name(f.parent_ip, e.ts);
+    }
     if (decode_graph(e, g)) {
         const std::string name = sv.syms.name(g.func, e.ts);
         if (g.entry) {

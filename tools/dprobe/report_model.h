@@ -84,6 +84,11 @@ struct graph_event {
     uint64_t func;
 };
 bool decode_graph(const tracefile::event &e, graph_event &g);
+// A function event (`record -p function`), decoded: the call of IP, from PARENT_IP.
+struct function_event {
+    uint64_t ip, parent_ip;
+};
+bool decode_function(const tracefile::event &e, function_event &f);
 uint16_t event_type(const tracefile::event &e);
 
 // The open calls of one thread: an exit's duration is its time less its entry's.

@@ -4,6 +4,8 @@
 // As with the kernel's options/graph-time, a call's time includes its callees' unless
 // --no-graph-time is given (then it is the function's own time, what uftrace report calls
 // self time). A recursive function's nested calls count on their own, as in the kernel.
+// A recording of the function tracer (`record -p function`) has calls and no returns: the
+// hits alone are counted.
 #include "tools/dprobe/report.h"
 
 #include "tracefs/function_stat.h"
@@ -47,6 +49,12 @@ report_counts format_profile(const model &m, const report_opts &o, std::FILE *ou
         tracefile::event e;
         while (cur.next(e)) {
             graph_event g;
+            function_event f;
+            if (decode_function(e, f)) {
+                // -p function: calls only, no time to count.
+                add_call(rows, sv.syms.name(f.ip, e.ts), 0);
+                continue;
+            }
             if (!decode_graph(e, g))
                 continue;
             if (g.entry) {

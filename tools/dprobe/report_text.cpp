@@ -23,6 +23,11 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
         // Entries from the recording's counts (the STATS chunks), not from reading them all.
         uint64_t entries = 0, lost = 0;
         int cpus = 1;
+        // A recording of `record -p function` is the kernel's function tracer's trace.
+        const char *tracer = "nop";
+        for (const auto &sv : m.sessions)
+            if (sv->events.count(tracefile::FUNCTION_ID))
+                tracer = "function";
         for (const auto &s : m.reader.sessions) {
             for (const auto &t : s.stats)
                 if (o.wants(t.tid)) {
@@ -31,7 +36,7 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
                 }
             cpus = std::max(cpus, std::atoi(s.get("nr_cpus", "1").c_str()));
         }
-        std::string h = trace_print_header(entries, entries + lost, cpus);
+        std::string h = trace_print_header(entries, entries + lost, cpus, tracer);
         std::fwrite(h.data(), 1, h.size(), out);
     }
     std::map<size_t, call_stack> stacks; // per stream

@@ -37,7 +37,8 @@ std::vector<fmt> formats(const model &m)
     for (const auto &sv : m.sessions)
         for (const auto &[id, ev] : sv->s->events) {
             // The function graph's compact records go out as the kernel's (see below).
-            if (id == tracefile::FUNCGRAPH_ENTRY_ID || id == tracefile::FUNCGRAPH_EXIT_ID)
+            if (id == tracefile::FUNCGRAPH_ENTRY_ID || id == tracefile::FUNCGRAPH_EXIT_ID ||
+                id == tracefile::FUNCTION_ID)
                 continue;
             std::string name = ev.name, system = "ftrace";
             if (size_t slash = name.find('/'); slash != std::string::npos) {
@@ -47,7 +48,7 @@ std::vector<fmt> formats(const model &m)
             if (!ev.format.empty())
                 seen.emplace(std::make_pair(system, name), ev.format);
         }
-    for (const char *n : {"funcgraph_entry", "funcgraph_exit"})
+    for (const char *n : {"function", "funcgraph_entry", "funcgraph_exit"})
         seen[{"ftrace", n}] = ftrace_event_format(n);
     std::vector<fmt> v;
     for (auto &[k, text] : seen)
@@ -136,6 +137,15 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
         kpage_writer &w = cpus[e.cpu];
         max_cpu = std::max<unsigned>(max_cpu, e.cpu);
         graph_event g;
+        function_event f;
+        if (decode_function(e, f)) {
+            ftrace_entry r{};
+            r.ent = trace_entry_header{TRACE_FN, 0, 0, e.tid};
+            r.ip = f.ip;
+            r.parent_ip = f.parent_ip;
+            w.add(e.ts, &r, sizeof r, e.lost_before);
+            continue;
+        }
         if (!decode_graph(e, g)) {
             w.add(e.ts, e.payload, e.len, e.lost_before);
             continue;

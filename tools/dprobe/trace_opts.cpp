@@ -12,7 +12,7 @@
 namespace dprobe::cli
 {
 
-void add_trace_options(CLI::App *sub, trace_opts &o)
+void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_names)
 {
     CLI::Option *filter =
         sub->add_option("-F,--filter", o.graph_globs,
@@ -29,6 +29,12 @@ void add_trace_options(CLI::App *sub, trace_opts &o)
                   "Apply -F and -N to libraries the program loads later (dlopen) too, and "
                   "again when one is loaded again after dlclose")
         ->needs(filter);
+    sub->add_option(tracer_names, o.tracer,
+                    "What -F/-N/--graph record: function_graph (calls and returns, with "
+                    "durations) or function (calls only, with their caller: cheaper)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"function_graph", "function"}))
+        ->type_name("TRACER");
     sub->add_option("-D,--graph-depth", o.graph_depth,
                     "Record calls nested at most N deep in the graph (the kernel's "
                     "max_graph_depth; 1: only the outermost traced calls)")
@@ -54,6 +60,13 @@ bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string
                             "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
         notrace.push_back(crt);
     return true;
+}
+
+std::string trace_opts_conflict(const trace_opts &o)
+{
+    if (o.graph_depth && o.tracer == "function")
+        return "--graph-depth needs the function_graph tracer (-p function records no returns)";
+    return "";
 }
 
 int create_trace_file(const std::string &path, int extra_flags, std::string &err)

@@ -22,6 +22,7 @@ struct trace_opts {
     bool graph = false;
     bool follow_loads = false;
     unsigned graph_depth = 0; // --graph-depth: 0 for no limit
+    std::string tracer = "function_graph"; // -p: function_graph or function
     std::string output = "dprobe.dat";
     size_t buffer_kb = 0;
     std::string clock;
@@ -30,9 +31,10 @@ struct trace_opts {
     bool no_wait = false; // record: drop events rather than wait for room
 };
 
-// -F, -N, -g, --follow-loads, -o, -b and --clock into O (each command adds -e, -q and
-// --no-tracefs with its own wording).
-void add_trace_options(CLI::App *sub, trace_opts &o);
+// -F, -N, -g, --follow-loads, the tracer, -D, -o, -b and --clock into O (each command adds
+// -e, -q and --no-tracefs with its own wording).
+// TRACER_NAMES: the option names of the tracer ("-p,--tracer"; attach's -p is the pid).
+void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_names);
 
 // The function-graph filter of O into GLOBS and NOTRACE. Like uftrace: without -F, and
 // when asked for (-g) or nothing else is recorded (no events), the graph covers the
@@ -41,6 +43,10 @@ void add_trace_options(CLI::App *sub, trace_opts &o);
 // executable it finds itself in (the program's, or one it execs).
 bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string> &globs,
                   std::vector<std::string> &notrace);
+
+// Options that do not go together ("" when they do): --graph-depth needs the
+// function_graph tracer (the function tracer records no returns, hence no depth).
+std::string trace_opts_conflict(const trace_opts &o);
 
 // Creates (truncates) the trace file at PATH with its header, so an unwritable path fails
 // before the program runs. Returns the open descriptor (EXTRA_FLAGS added to O_WRONLY |
