@@ -184,8 +184,8 @@ TEST_F(ftrace_tracer, graph_overhead_markers_and_comments)
     EXPECT_TRUE(has(b[0], "|  tt_outer() {"));
     // The event between the entry and the return prints as a comment at its depth.
     EXPECT_TRUE(matches(b[1], "\\|  /\\* slow: \\(tt_slow\\+0x0/0x[0-9a-f]+\\) us=1500 \\*/$")) << b[1];
-    EXPECT_TRUE(matches(b[2], "\\) # +[0-9]+\\.[0-9]+ us +\\|    tt_slow\\(\\);$")) << b[2];
-    EXPECT_TRUE(matches(b[4], "\\) # +[0-9]+\\.[0-9]+ us +\\|  \\}$")) << b[4];
+    EXPECT_TRUE(matches(b[2], "\\) [#*@$] +[0-9]+\\.[0-9]+ us +\\|    tt_slow\\(\\);$")) << b[2];
+    EXPECT_TRUE(matches(b[4], "\\) [#*@$] +[0-9]+\\.[0-9]+ us +\\|  \\}$")) << b[4];
     ASSERT_EQ(wr("options/funcgraph-overhead", "0"), 0);
     EXPECT_TRUE(matches(body(rd("trace"))[2], "\\)   +[0-9]+\\.[0-9]+ us +\\|    tt_slow"));
 }
@@ -226,8 +226,8 @@ TEST_F(ftrace_tracer, graph_function_notrace_depth_and_thresh)
     b = body(rd("trace"));
     ASSERT_EQ(b.size(), 2u) << rd("trace");
     // Returns alone: the kernel names the function, as no entry was recorded.
-    EXPECT_TRUE(matches(b[0], "\\) # +[0-9.]+ us +\\|    \\} /\\* tt_slow \\*/$")) << b[0];
-    EXPECT_TRUE(matches(b[1], "\\) # +[0-9.]+ us +\\|  \\} /\\* tt_outer \\*/$")) << b[1];
+    EXPECT_TRUE(matches(b[0], "\\) [#*@$] +[0-9.]+ us +\\|    \\} /\\* tt_slow \\*/$")) << b[0];
+    EXPECT_TRUE(matches(b[1], "\\) [#*@$] +[0-9.]+ us +\\|  \\} /\\* tt_outer \\*/$")) << b[1];
 }
 
 TEST_F(ftrace_tracer, thread_switches_per_cpu)
