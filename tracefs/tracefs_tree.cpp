@@ -397,6 +397,10 @@ public:
 
     ssize_t write(const char *buf, size_t len, uint64_t) override
     {
+        if (n_.store_part) {
+            long r = n_.store_part(std::string_view(buf, len));
+            return r < 0 ? r : static_cast<ssize_t>(std::min<size_t>(size_t(r), len));
+        }
         if (!n_.store)
             return -EINVAL;
         int r = n_.store(std::string_view(buf, len));
@@ -490,7 +494,7 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
     int acc = flags & O_ACCMODE;
     bool want_read = acc == O_RDONLY || acc == O_RDWR;
     bool want_write = acc == O_WRONLY || acc == O_RDWR;
-    if ((want_read && !n->show && !n->open) || (want_write && !n->store))
+    if ((want_read && !n->show && !n->open) || (want_write && !n->store && !n->store_part))
         return -EACCES;
     if (want_write && (flags & O_TRUNC) && n->trunc)
         if (int r = n->trunc())
@@ -532,7 +536,7 @@ int tracefs_tree::truncate(std::string_view path)
         return -ENOENT;
     if (n->dir)
         return -EISDIR;
-    if (!n->store)
+    if (!n->store && !n->store_part)
         return -EACCES;
     return n->trunc ? n->trunc() : 0;
 }
@@ -565,8 +569,16 @@ int tracefs_tree::write_file(std::string_view path, std::string_view data, bool 
         return r;
     if (data.empty())
         return 0;
-    ssize_t n = f->write(data.data(), data.size(), 0);
-    return n < 0 ? static_cast<int>(n) : 0;
+    // A file may take part of a write (trace_marker): write the rest, as write(1) would.
+    while (!data.empty()) {
+        ssize_t n = f->write(data.data(), data.size(), 0);
+        if (n < 0)
+            return static_cast<int>(n);
+        if (n == 0)
+            return -EIO;
+        data.remove_prefix(size_t(n));
+    }
+    return 0;
 }
 
 const char *tracefs_tree::readme()
@@ -607,7 +619,8 @@ const char *tracefs_tree::readme()
   snapshot		- Like 'trace' but shows the content of the static
 			  snapshot buffer. Read the contents for more information
   per_cpu/cpuN/		- the records written on CPU N: trace, stats, and
-			  trace_pipe_raw (ring-buffer pages, as the kernel's)
+			  trace_pipe_raw (ring-buffer pages, as the kernel's);
+			  buffer_size_kb is the array's (buffers are per thread)
   instances/		- mkdir a directory here for a new trace buffer with its
 			  own tracer, events, filters and options; rmdir removes it
   set_ftrace_filter	- echo function name in here to only trace these functions
