@@ -152,8 +152,20 @@ bool ftrace_is_fragment(const ksym &sym);
 // when it has one or could get one. Analyses the function if needed.
 const char *ftrace_site_refusal(uintptr_t func);
 
-// Every known site (for available_filter_functions and `dprobe funcs`).
+// Every known site (for `dprobe funcs`).
 std::vector<ftrace_site *> ftrace_all_sites();
+
+// What a glob of set_ftrace_filter can select (available_filter_functions), in address
+// order: every site, and every function without one that is not known to be unable to take
+// a jump site (never hooked, a fragment, outside executable code, or refused when it was
+// analysed). A function not analysed yet is listed; if its entry turns out unable to take a
+// jump when a glob first selects it, it is refused and leaves the list. Creates no site.
+struct ftrace_func_entry {
+    uintptr_t ip; // the site's, or the function's address
+    const ksym *sym;
+    object_ptr obj;
+};
+std::vector<ftrace_func_entry> ftrace_selectable_funcs();
 
 // Attaches OPS to every site in SITES (enabling the sites that had no ops). On error nothing
 // changed. Returns 0 or -errno.

@@ -364,6 +364,29 @@ std::vector<ftrace_site *> ftrace_all_sites()
     return out;
 }
 
+std::vector<ftrace_func_entry> ftrace_selectable_funcs()
+{
+    ftrace_update_objects();
+    std::vector<sym_hit> hits = kallsyms::instance().match_funcs("*", "");
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<ftrace_func_entry> out;
+    for (auto &[id, list] : st.by_object)
+        for (auto &s : list.sites)
+            if (!s->gone && s->sym)
+                out.push_back({s->ip, s->sym, s->obj});
+    for (const sym_hit &h : hits) {
+        const uintptr_t a = h.sym->addr;
+        if (st.by_func.count(a) || st.refused.count(a) || ftrace_is_fragment(*h.sym) ||
+            ftrace_never_hooked(*h.obj, *h.sym) || !h.obj->is_text(a))
+            continue;
+        out.push_back({a, h.sym, h.obj});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ftrace_func_entry &x, const ftrace_func_entry &y) { return x.ip < y.ip; });
+    return out;
+}
+
 // Before main: find every site of the objects loaded with the program, so that idle
 // __fentry__ calls cost a NOP from the start.
 __attribute__((constructor)) static void ftrace_init_sites() { ftrace_update_objects(); }

@@ -71,16 +71,16 @@ std::string available_functions(bool with_addrs)
     ftrace_update_objects();
     std::string s;
     char addr[32];
-    for (const ftrace_site *site : ftrace_all_sites()) {
-        if (site->gone || !site->sym)
-            continue;
+    // What set_ftrace_filter accepts, as in the kernel: functions with a compiled-in site and
+    // those a jump site can serve (uninstrumented libraries), not only the sites made so far.
+    for (const ftrace_func_entry &f : ftrace_selectable_funcs()) {
         if (with_addrs) {
-            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", site->ip);
+            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", f.ip);
             s += addr;
         }
-        s += site->sym->name;
-        if (site->obj && !site->obj->is_main)
-            s += " [" + site->obj->name + "]";
+        s += f.sym->name;
+        if (f.obj && !f.obj->is_main)
+            s += " [" + f.obj->name + "]";
         s += '\n';
     }
     return s;
@@ -660,8 +660,9 @@ const char *tracefs_tree::readme()
 			  "group:*", "event"; "!" disables, "echo > set_event" all)
   set_event_pid		- Write thread ids: only they record events
   available_events	- list of all events that can be set in set_event
-  available_filter_functions - list of functions with a patch site
-  available_filter_functions_addrs - the same with the patch-site addresses
+  available_filter_functions - the functions set_ftrace_filter can select: those with
+			  a patch site, and library functions a jump site serves
+  available_filter_functions_addrs - the same with the site addresses
   enabled_functions	- functions with probes attached, and how many
   error_log		- error log for failed commands (O_TRUNC clears it)
   kprobe_profile	- hits and misses of each kprobe event

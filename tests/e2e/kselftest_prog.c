@@ -6,7 +6,7 @@
  * the same test on a real function of this process:
  *   kst_clone(flags)            kernel_clone / _do_fork: called on every round, returns a value
  *   kst_read(file, buf, n, pos) vfs_read: a pointer to a struct, a buffer, a count, a position
- *   kst_free(obj)               kfree: one parameter, returns nothing
+ *   kst_free(object)          kfree: one parameter, returns nothing
  *   kst_exit(code)              do_exit: another function without a return value
  *   kst_schedule()              schedule: the function the function-tracer tests filter on
  *   kst_softirq()               do_softirq
@@ -38,9 +38,9 @@ static void on_signal(int sig)
     stop = 1;
 }
 
-__attribute__((noinline)) void kst_free(const void *obj)
+__attribute__((noinline)) void kst_free(const void *object)
 {
-    sink += obj != NULL;
+    sink += object != NULL;
 }
 
 __attribute__((noinline)) void kst_exit(long code)
