@@ -156,10 +156,10 @@ const char *ftrace_site_refusal(uintptr_t func);
 std::vector<ftrace_site *> ftrace_all_sites();
 
 // What a glob of set_ftrace_filter can select (available_filter_functions), in address
-// order: every site, and every function without one that is not known to be unable to take
-// a jump site (never hooked, a fragment, outside executable code, or refused when it was
-// analysed). A function not analysed yet is listed; if its entry turns out unable to take a
-// jump when a glob first selects it, it is refused and leaves the list. Creates no site.
+// order: every site, and every function without one whose entry can take a jump site (not
+// never hooked, a fragment or outside executable code, and its first instructions
+// relocatable). Analyses the functions not analysed yet (their instructions are decoded once;
+// the verdict is remembered) but creates no site.
 struct ftrace_func_entry {
     uintptr_t ip; // the site's, or the function's address
     const ksym *sym;

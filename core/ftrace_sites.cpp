@@ -198,6 +198,7 @@ void update_objects_locked(ftrace_state &st, bool in_loader)
             st.gone.push_back(std::move(s));
         }
         std::erase_if(st.refused, [&](const auto &r) { return gone_obj.contains(r.first); });
+        std::erase_if(st.jump_ok, [&](uintptr_t a) { return gone_obj.contains(a); });
         std::erase(st.unreached, it->first);
         it = st.by_object.erase(it);
     }
@@ -377,8 +378,7 @@ std::vector<ftrace_func_entry> ftrace_selectable_funcs()
                 out.push_back({s->ip, s->sym, s->obj});
     for (const sym_hit &h : hits) {
         const uintptr_t a = h.sym->addr;
-        if (st.by_func.count(a) || st.refused.count(a) || ftrace_is_fragment(*h.sym) ||
-            ftrace_never_hooked(*h.obj, *h.sym) || !h.obj->is_text(a))
+        if (st.by_func.count(a) || !jump_site_possible(h.obj, *h.sym))
             continue;
         out.push_back({a, h.sym, h.obj});
     }
