@@ -152,8 +152,20 @@ bool ftrace_is_fragment(const ksym &sym);
 // when it has one or could get one. Analyses the function if needed.
 const char *ftrace_site_refusal(uintptr_t func);
 
-// Every known site (for available_filter_functions and `dprobe funcs`).
+// Every known site (for `dprobe funcs`).
 std::vector<ftrace_site *> ftrace_all_sites();
+
+// What a glob of set_ftrace_filter can select (available_filter_functions), in address
+// order: every site, and every function without one whose entry can take a jump site (not
+// never hooked, a fragment or outside executable code, and its first instructions
+// relocatable). Analyses the functions not analysed yet (their instructions are decoded once;
+// the verdict is remembered) but creates no site.
+struct ftrace_func_entry {
+    uintptr_t ip; // the site's, or the function's address
+    const ksym *sym;
+    object_ptr obj;
+};
+std::vector<ftrace_func_entry> ftrace_selectable_funcs();
 
 // Attaches OPS to every site in SITES (enabling the sites that had no ops). On error nothing
 // changed. Returns 0 or -errno.

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace dprobe {
@@ -26,6 +27,7 @@ struct ftrace_state {
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
     std::vector<std::unique_ptr<ftrace_site>> gone; // sites of unloaded objects
     std::unordered_map<uintptr_t, std::string> refused; // function -> why no jump site
+    std::unordered_set<uintptr_t> jump_ok; // analysed, no site yet: its entry can take one
     uint64_t seq = 0;                                   // last object_sites::seq given
     std::vector<uint64_t> unreached;                    // ids of unreached objects
     std::shared_ptr<const std::vector<object_ptr>> seen; // the kallsyms list last applied
@@ -35,6 +37,9 @@ ftrace_state &ftrace_st();
 
 // Jump sites (core/ftrace_jump.cpp); st.lock held.
 ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym);
+// Whether SYM's entry can take a jump site, from the analysis of its instructions (no
+// memory is allocated); the verdict is remembered (refused or jump_ok).
+bool jump_site_possible(const object_ptr &obj, const ksym &sym);
 void jump_site_link_stub(ftrace_site *s);
 text_poke_req jump_enable_req(const ftrace_site *s);
 text_poke_req jump_disable_req(const ftrace_site *s);

@@ -90,41 +90,53 @@ struct prepared {
     std::string why;
 };
 
-prepared prepare(const object_ptr &obj, const ksym &sym)
+// The analysis part of prepare(): the entry region a jump would replace, or nullopt with
+// the reason in WHY.
+std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksym &sym,
+                                                uintptr_t &ip, std::string &why)
 {
-    prepared p;
     if (ftrace_is_fragment(sym)) {
-        p.why = "not a function entry: a cold fragment split off by the compiler";
-        return p;
+        why = "not a function entry: a cold fragment split off by the compiler";
+        return std::nullopt;
     }
     if (blacklisted(*obj, sym)) {
-        p.why = "dprobe does not hook this function";
-        return p;
+        why = "dprobe does not hook this function";
+        return std::nullopt;
     }
     if (!obj->is_text(sym.addr)) {
-        p.why = "not in executable code";
-        return p;
+        why = "not in executable code";
+        return std::nullopt;
     }
-    uintptr_t ip = sym.addr;
+    ip = sym.addr;
     if (sym.size >= 4 && arch::is_endbr64(reinterpret_cast<const uint8_t *>(ip)))
         ip += arch::ENDBR64_INSN_SIZE;
     auto fa = arch::analyze_function(sym.addr, sym.size);
     arch::optimize_refusal refusal{};
     auto region = arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(sym.addr), ip,
-                                         &p.why, &refusal);
+                                         &why, &refusal);
     if (!region && refusal == arch::optimize_refusal::crosses_end) {
         region = short_function_region(*obj, sym, ip, fa);
         if (!region) {
-            p.why = "function shorter than the 5-byte jump and not followed by padding";
-            return p;
+            why = "function shorter than the 5-byte jump and not followed by padding";
+            return std::nullopt;
         }
     }
     if (!region)
-        return p;
+        return std::nullopt;
     if (region->insns.size() > 8) {
-        p.why = "entry region too long";
-        return p;
+        why = "entry region too long";
+        return std::nullopt;
     }
+    return region;
+}
+
+prepared prepare(const object_ptr &obj, const ksym &sym)
+{
+    prepared p;
+    uintptr_t ip = 0;
+    auto region = entry_region(obj, sym, ip, p.why);
+    if (!region)
+        return p;
     // Detour: jmp stub + copy + jmp back.
     auto d = std::make_unique<jump_detour>();
     d->mem = exec_alloc(ip, ip + region->len, arch::detour_size(*region, arch::JUMP_DETOUR_HEAD));
@@ -146,6 +158,23 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
 
 } // namespace
 
+bool jump_site_possible(const object_ptr &obj, const ksym &sym)
+{
+    ftrace_state &st = ftrace_st();
+    if (st.jump_ok.count(sym.addr))
+        return true;
+    if (st.refused.count(sym.addr))
+        return false;
+    uintptr_t ip = 0;
+    std::string why;
+    if (!entry_region(obj, sym, ip, why)) {
+        st.refused.emplace(sym.addr, std::move(why));
+        return false;
+    }
+    st.jump_ok.insert(sym.addr);
+    return true;
+}
+
 // Creates the jump site of SYM (st.lock held). nullptr, with the reason remembered, when the
 // function cannot take one.
 ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
@@ -157,6 +186,7 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
     if (auto it = st.refused.find(sym.addr); it != st.refused.end())
         return nullptr;
     prepared p = prepare(obj, sym);
+    st.jump_ok.erase(sym.addr);
     if (!p.detour) {
         st.refused.emplace(sym.addr, std::move(p.why));
         return nullptr;

@@ -198,6 +198,7 @@ void update_objects_locked(ftrace_state &st, bool in_loader)
             st.gone.push_back(std::move(s));
         }
         std::erase_if(st.refused, [&](const auto &r) { return gone_obj.contains(r.first); });
+        std::erase_if(st.jump_ok, [&](uintptr_t a) { return gone_obj.contains(a); });
         std::erase(st.unreached, it->first);
         it = st.by_object.erase(it);
     }
@@ -361,6 +362,28 @@ std::vector<ftrace_site *> ftrace_all_sites()
             out.push_back(s.get());
     std::sort(out.begin(), out.end(),
               [](const ftrace_site *a, const ftrace_site *b) { return a->ip < b->ip; });
+    return out;
+}
+
+std::vector<ftrace_func_entry> ftrace_selectable_funcs()
+{
+    ftrace_update_objects();
+    std::vector<sym_hit> hits = kallsyms::instance().match_funcs("*", "");
+    ftrace_state &st = ftrace_st();
+    std::lock_guard<std::mutex> g(st.lock);
+    std::vector<ftrace_func_entry> out;
+    for (auto &[id, list] : st.by_object)
+        for (auto &s : list.sites)
+            if (!s->gone && s->sym)
+                out.push_back({s->ip, s->sym, s->obj});
+    for (const sym_hit &h : hits) {
+        const uintptr_t a = h.sym->addr;
+        if (st.by_func.count(a) || !jump_site_possible(h.obj, *h.sym))
+            continue;
+        out.push_back({a, h.sym, h.obj});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const ftrace_func_entry &x, const ftrace_func_entry &y) { return x.ip < y.ip; });
     return out;
 }
 

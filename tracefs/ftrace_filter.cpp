@@ -47,13 +47,12 @@ std::vector<ftrace_site *> usable(std::vector<ftrace_site *> v)
 
 } // namespace
 
-std::vector<ftrace_site *> available_filter_sites()
+ftrace_site *available_filter_site(size_t n)
 {
-    std::vector<ftrace_site *> out;
-    for (ftrace_site *s : ftrace_all_sites())
-        if (!s->gone && s->sym)
-            out.push_back(s);
-    return out;
+    std::vector<ftrace_func_entry> all = ftrace_selectable_funcs();
+    if (n == 0 || n > all.size())
+        return nullptr;
+    return ftrace_location_or_jump(all[n - 1].sym->addr);
 }
 
 bool ftrace_hash::empty() const
@@ -110,10 +109,10 @@ int ftrace_hash::match(std::string_view glob, std::string_view lib, bool neg, bo
         unsigned long long n = 0;
         if (kstrtoull(glob, 10, n) || n == 0)
             return -EINVAL;
-        auto all = available_filter_sites();
-        if (n > all.size())
+        ftrace_site *site = available_filter_site(size_t(n));
+        if (!site)
             return -EINVAL;
-        hits.push_back(all[n - 1]);
+        hits.push_back(site);
     } else {
         if (!lib.empty() && !object_loaded(lib)) {
             if (!mod_pending_ok)

@@ -98,7 +98,8 @@ int ftrace_filter_token(ftrace_hash &hash, std::string_view token,
 std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_view text,
                                              bool final);
 
-// The functions of available_filter_functions, in its order (line N is element N-1).
-std::vector<ftrace_site *> available_filter_sites();
+// The site of line N (from 1) of available_filter_functions (made if the function has none
+// yet), or nullptr when there is no such line or the function cannot take a site.
+ftrace_site *available_filter_site(size_t n);
 
 } // namespace dprobe

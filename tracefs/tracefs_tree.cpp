@@ -71,16 +71,16 @@ std::string available_functions(bool with_addrs)
     ftrace_update_objects();
     std::string s;
     char addr[32];
-    for (const ftrace_site *site : ftrace_all_sites()) {
-        if (site->gone || !site->sym)
-            continue;
+    // What set_ftrace_filter accepts, as in the kernel: functions with a compiled-in site and
+    // those a jump site can serve (uninstrumented libraries), not only the sites made so far.
+    for (const ftrace_func_entry &f : ftrace_selectable_funcs()) {
         if (with_addrs) {
-            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", site->ip);
+            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", f.ip);
             s += addr;
         }
-        s += site->sym->name;
-        if (site->obj && !site->obj->is_main)
-            s += " [" + site->obj->name + "]";
+        s += f.sym->name;
+        if (f.obj && !f.obj->is_main)
+            s += " [" + f.obj->name + "]";
         s += '\n';
     }
     return s;
@@ -397,6 +397,10 @@ public:
 
     ssize_t write(const char *buf, size_t len, uint64_t) override
     {
+        if (n_.store_part) {
+            long r = n_.store_part(std::string_view(buf, len));
+            return r < 0 ? r : static_cast<ssize_t>(std::min<size_t>(size_t(r), len));
+        }
         if (!n_.store)
             return -EINVAL;
         int r = n_.store(std::string_view(buf, len));
@@ -490,7 +494,7 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
     int acc = flags & O_ACCMODE;
     bool want_read = acc == O_RDONLY || acc == O_RDWR;
     bool want_write = acc == O_WRONLY || acc == O_RDWR;
-    if ((want_read && !n->show && !n->open) || (want_write && !n->store))
+    if ((want_read && !n->show && !n->open) || (want_write && !n->store && !n->store_part))
         return -EACCES;
     if (want_write && (flags & O_TRUNC) && n->trunc)
         if (int r = n->trunc())
@@ -532,7 +536,7 @@ int tracefs_tree::truncate(std::string_view path)
         return -ENOENT;
     if (n->dir)
         return -EISDIR;
-    if (!n->store)
+    if (!n->store && !n->store_part)
         return -EACCES;
     return n->trunc ? n->trunc() : 0;
 }
@@ -565,8 +569,16 @@ int tracefs_tree::write_file(std::string_view path, std::string_view data, bool 
         return r;
     if (data.empty())
         return 0;
-    ssize_t n = f->write(data.data(), data.size(), 0);
-    return n < 0 ? static_cast<int>(n) : 0;
+    // A file may take part of a write (trace_marker): write the rest, as write(1) would.
+    while (!data.empty()) {
+        ssize_t n = f->write(data.data(), data.size(), 0);
+        if (n < 0)
+            return static_cast<int>(n);
+        if (n == 0)
+            return -EIO;
+        data.remove_prefix(size_t(n));
+    }
+    return 0;
 }
 
 const char *tracefs_tree::readme()
@@ -607,7 +619,8 @@ const char *tracefs_tree::readme()
   snapshot		- Like 'trace' but shows the content of the static
 			  snapshot buffer. Read the contents for more information
   per_cpu/cpuN/		- the records written on CPU N: trace, stats, and
-			  trace_pipe_raw (ring-buffer pages, as the kernel's)
+			  trace_pipe_raw (ring-buffer pages, as the kernel's);
+			  buffer_size_kb is the array's (buffers are per thread)
   instances/		- mkdir a directory here for a new trace buffer with its
 			  own tracer, events, filters and options; rmdir removes it
   set_ftrace_filter	- echo function name in here to only trace these functions
@@ -647,8 +660,9 @@ const char *tracefs_tree::readme()
 			  "group:*", "event"; "!" disables, "echo > set_event" all)
   set_event_pid		- Write thread ids: only they record events
   available_events	- list of all events that can be set in set_event
-  available_filter_functions - list of functions with a patch site
-  available_filter_functions_addrs - the same with the patch-site addresses
+  available_filter_functions - the functions set_ftrace_filter can select: those with
+			  a patch site, and library functions a jump site serves
+  available_filter_functions_addrs - the same with the site addresses
   enabled_functions	- functions with probes attached, and how many
   error_log		- error log for failed commands (O_TRUNC clears it)
   kprobe_profile	- hits and misses of each kprobe event

@@ -348,6 +348,23 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
     return std::nullopt;
 }
 
+// buffer_size_kb: the size of each thread's buffer of the array (and of its snapshot buffer).
+node buffer_size_node(trace_array *t)
+{
+    return rw([t] { return std::to_string(ring_buffer_size_kb(t->buffer)) + "\n"; },
+              [t](std::string_view s) {
+                  unsigned long long v;
+                  if (parse_ulong(s, v) || v == 0)
+                      return -EINVAL;
+                  return with_lock([&] {
+                      int r = ring_buffer_set_size_kb(t->buffer, size_t(v));
+                      if (!r && t->max_buffer)
+                          r = ring_buffer_set_size_kb(t->max_buffer, size_t(v));
+                      return r;
+                  });
+              });
+}
+
 // ---- per_cpu/ ---------------------------------------------------------------------------
 
 std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
@@ -367,7 +384,9 @@ std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
         c.size() < 4 || (c.size() > 4 && c[3] == '0'))
         return std::nullopt;
     if (p.size() == at + 1)
-        return dir([] { return std::vector<std::string>{"stats", "trace", "trace_pipe_raw"}; });
+        return dir([] {
+            return std::vector<std::string>{"buffer_size_kb", "stats", "trace", "trace_pipe_raw"};
+        });
     if (p.size() != at + 2)
         return std::nullopt;
     const std::string &f = p[at + 1];
@@ -381,6 +400,11 @@ std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
                   });
     if (f == "stats")
         return ro([tr, ucpu] { return per_cpu_stats(*tr, ucpu); });
+    // Buffers are per thread, not per CPU: every CPU's file is the array's buffer_size_kb
+    // (the size of each thread's buffer), so tools that size the buffers CPU by CPU
+    // (libtracefs's tracefs_instance_set_buffer_size(), the kernel's selftests) size them.
+    if (f == "buffer_size_kb")
+        return buffer_size_node(tr.get());
     if (f == "trace_pipe_raw") {
         node nd;
         nd.mode = MODE_RO;
@@ -561,18 +585,7 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                    return 0;
                });
     else if (top == "buffer_size_kb")
-        n = rw([t] { return std::to_string(ring_buffer_size_kb(t->buffer)) + "\n"; },
-               [t](std::string_view s) {
-                   unsigned long long v;
-                   if (parse_ulong(s, v) || v == 0)
-                       return -EINVAL;
-                   return with_lock([&] {
-                       int r = ring_buffer_set_size_kb(t->buffer, size_t(v));
-                       if (!r && t->max_buffer)
-                           r = ring_buffer_set_size_kb(t->max_buffer, size_t(v));
-                       return r;
-                   });
-               });
+        n = buffer_size_node(t);
     else if (top == "buffer_total_size_kb")
         // The kernel sums its per-CPU buffers; here: every thread's buffer in the array.
         n = ro([t] {
@@ -642,11 +655,12 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                    return with_lock([&] { return snapshot_write(*t, (unsigned long)v); });
                });
     else if (top == "trace_marker")
-        n = wo([t](std::string_view s) {
-            long r = trace_marker_write(*t, s, tracefs_caller_pid);
-            return r < 0 ? int(r) : 0;
-        });
-    else if (top == "trace_marker_raw")
+    {
+        n = wo(nullptr);
+        n->store_part = [t](std::string_view s) {
+            return trace_marker_write(*t, s, tracefs_caller_pid);
+        };
+    } else if (top == "trace_marker_raw")
         n = wo([t](std::string_view s) {
             long r = trace_marker_raw_write(*t, s, tracefs_caller_pid);
             return r < 0 ? int(r) : 0;

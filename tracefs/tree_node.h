@@ -21,6 +21,10 @@ struct tracefs_tree::node {
     std::function<std::vector<std::string>()> children;
     std::function<std::string()> show;          // readable files: the text
     std::function<int(std::string_view)> store; // writable files: one write, 0 or -errno
+    // Writable files that may take only the start of a write (trace_marker: the kernel cuts
+    // a write to its largest record and returns the count, the writer writes the rest):
+    // the bytes taken, or -errno. Used instead of store when set.
+    std::function<long(std::string_view)> store_part;
     std::function<int()> trunc;                 // what O_TRUNC does (nullptr: nothing)
     // Files that are not a text snapshot (trace_pipe, trace_pipe_raw, the filter files that
     // parse across writes): their own open.

@@ -172,6 +172,16 @@ cat trace | grep -qE -- "-$$ +\[[0-9]{3}\] .*: tracing_mark_write: hello from th
     fail "marker line: $(grep tracing_mark trace)"
 grep -qE "^$$ [^ ]+$" saved_cmdlines || fail "the writer not in saved_cmdlines: $(cat saved_cmdlines)"
 ok "trace_marker lands as the writer's print event; the writer is in saved_cmdlines"
+# A write longer than one record: the file takes what fits and returns the count; the
+# shell's echo writes the rest, the next record(s) (the kernel's 00basic/trace_marker.tc;
+# bash's echo writes 4096 bytes at a time, dash's all at once).
+echo > trace
+long=$(head -c 6000 /dev/zero | tr '\0' L)
+echo -n "$long" > trace_marker || fail "long trace_marker write"
+[ "$(grep -c 'tracing_mark_write: ' trace)" -ge 2 ] || fail "a 6000-byte marker in $(grep -c tracing_mark_write trace) record"
+[ "$(sed -n 's/^.*tracing_mark_write: //p' trace | tr -d '\n')" = "$long" ] || fail "the pieces do not make the text"
+ok "a trace_marker write longer than a record becomes two records that make the whole text"
+[ "$(cat per_cpu/cpu0/buffer_size_kb)" = "$(cat buffer_size_kb)" ] || fail "per_cpu/cpu0/buffer_size_kb"
 
 # ---- profiler, stack tracer, raw buffers --------------------------------------------
 echo nop > current_tracer

@@ -84,6 +84,32 @@ TEST_F(ftrace_filter, line_numbers_of_available_filter_functions)
     EXPECT_EQ(wr("set_ftrace_filter", std::to_string(avail.size() + 1)), -EINVAL);
 }
 
+TEST_F(ftrace_filter, available_lists_what_a_glob_selects)
+{
+    // The kernel's contract (selftests ftrace/func-filter-glob.tc, func_set_ftrace_file.tc):
+    // a glob selects exactly the lines of available_filter_functions it matches, library
+    // functions without a compiled-in site included, before anything selected them.
+    std::string want;
+    for (const std::string &l : lines(rd("available_filter_functions")))
+        if (l.starts_with("pthread_spin_"))
+            want += l + "\n";
+    ASSERT_TRUE(has(want, "pthread_spin_lock [libc.so.6]\n")) << want;
+    EXPECT_EQ(wr("set_ftrace_filter", "pthread_spin_*", true), 0);
+    EXPECT_EQ(rd("set_ftrace_filter"), want);
+    // A command on the same glob covers the same functions.
+    EXPECT_EQ(wr("set_ftrace_filter", "pthread_spin_*:traceoff", true), 0);
+    std::string cmds;
+    for (const std::string &l : lines(rd("set_ftrace_filter")))
+        if (has(l, ":traceoff:unlimited"))
+            cmds += l.substr(0, l.find(':')) + "\n";
+    std::string names;
+    for (const std::string &l : lines(want))
+        names += l.substr(0, l.find(' ')) + "\n";
+    EXPECT_EQ(cmds, names);
+    EXPECT_EQ(wr("set_ftrace_filter", "!pthread_spin_*:traceoff"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "", true), 0);
+}
+
 TEST_F(ftrace_filter, tokens_split_across_writes)
 {
     // `cat list > set_ftrace_filter` may cut a name between two write() calls: the kernel's

@@ -476,6 +476,12 @@ TEST_F(TraceFsTree, TracingOnBufferSizeClockOptions)
     ASSERT_EQ(wr("buffer_size_kb", "64\n"), 0);
     EXPECT_EQ(rd("buffer_size_kb"), "64\n");
     EXPECT_EQ(wr("buffer_size_kb", "0"), -EINVAL);
+    // Buffers are per thread: per_cpu/cpuN/buffer_size_kb is the same size (the kernel's
+    // selftest 00basic/ringbuffer_size.tc resizes them CPU by CPU).
+    EXPECT_EQ(rd("per_cpu/cpu0/buffer_size_kb"), "64\n");
+    ASSERT_EQ(wr("per_cpu/cpu0/buffer_size_kb", "32"), 0);
+    EXPECT_EQ(rd("buffer_size_kb"), "32\n");
+    EXPECT_EQ(wr("per_cpu/cpu0/buffer_size_kb", "0"), -EINVAL);
     ASSERT_EQ(wr("buffer_size_kb", old), 0);
 
     EXPECT_TRUE(contains(rd("trace_clock"), "[local]"));

@@ -1,0 +1,129 @@
+/*
+ * Target for the kernel's ftrace selftests (scripts/kselftest-ftrace): serves its tracefs,
+ * prints where, and until SIGTERM runs, every millisecond on the main thread and on a
+ * worker named "kst-worker", one round of user-space functions shaped like the kernel
+ * functions those tests probe, so that `kselftest-ftrace -s vfs_read=kst_read ...` can run
+ * the same test on a real function of this process:
+ *   kst_clone(flags)            kernel_clone / _do_fork: called on every round, returns a value
+ *   kst_read(file, buf, n, pos) vfs_read: a pointer to a struct, a buffer, a count, a position
+ *   kst_free(object)          kfree: one parameter, returns nothing
+ *   kst_exit(code)              do_exit: another function without a return value
+ *   kst_schedule()              schedule: the function the function-tracer tests filter on
+ *   kst_softirq()               do_softirq
+ * Built with -pg -mfentry -g: every function has a patch site and debug info for names.
+ */
+#define _GNU_SOURCE
+#include <dprobe/tracefs.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+struct kst_file {
+    const char *name;
+    long size;
+    int flags;
+};
+
+static volatile sig_atomic_t stop;
+static volatile long sink;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+__attribute__((noinline)) void kst_free(const void *object)
+{
+    sink += object != NULL;
+}
+
+__attribute__((noinline)) void kst_exit(long code)
+{
+    sink += code;
+}
+
+__attribute__((noinline)) ssize_t kst_read(struct kst_file *file, char *buf, size_t count,
+                                           long *pos)
+{
+    size_t n = 0;
+    while (n < count && *pos + (long)n < file->size) {
+        buf[n] = file->name[(*pos + (long)n) % 4];
+        n++;
+    }
+    *pos += (long)n;
+    return (ssize_t)n;
+}
+
+__attribute__((noinline)) void kst_schedule(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void kst_softirq(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) long kst_clone(unsigned long flags)
+{
+    struct kst_file f = {"kst!", 64, (int)flags};
+    char buf[16];
+    long pos = 0;
+    long got = kst_read(&f, buf, sizeof buf, &pos);
+    kst_free(buf);
+    kst_exit(0);
+    return got + (long)flags;
+}
+
+static int round_once(unsigned long flags)
+{
+    kst_schedule();
+    kst_softirq();
+    return kst_clone(flags) == 16 + (long)flags;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 1000 * 1000};
+    while (!stop) {
+        if (!round_once(1))
+            return (void *)1;
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    int r = dprobe_tracefs_start(NULL);
+    const char *mp = dprobe_tracefs_mountpoint();
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0)
+        return 4;
+    pthread_setname_np(t, "kst-worker");
+    printf("start=%d\nmount=%s\npid=%d\n", r, mp ? mp : "NONE", (int)getpid());
+    fflush(stdout);
+
+    struct timespec ts = {0, 1000 * 1000};
+    while (!stop) {
+        if (!round_once(0))
+            return 2;
+        nanosleep(&ts, NULL);
+    }
+    void *ret;
+    pthread_join(t, &ret);
+    return ret ? 3 : 0;
+}
