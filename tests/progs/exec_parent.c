@@ -1,11 +1,14 @@
 /* A program that runs another one (exec_child, next to it): by exec, by vfork + exec and by
  * posix_spawn, the latter two with an environment of their own (PATH and HOME only), and by
  * execve with such an environment. `dprobe record` must trace the child as it traces this
- * program (the same options, where they apply to it) and never stop it.
- * Usage: exec_parent exec|execve-env|vfork|spawn */
+ * program (the same options, where they apply to it) and never stop it. exec-prof execs with
+ * the profiling timer a -pg program leaves armed (gmon's 10 ms of CPU time, SIGPROF still at
+ * its default action, which kills): the child must reach main as it does untraced.
+ * Usage: exec_parent exec|execve-env|vfork|spawn|exec-prof */
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +49,12 @@ int main(int argc, char **argv)
         execl(child_path, child_path, how, (char *)NULL);
         return 127;
     }
+    if (strcmp(how, "exec-prof") == 0) {
+        struct itimerval prof = {{0, 10000}, {0, 10000}};
+        setitimer(ITIMER_PROF, &prof, NULL);
+        execl(child_path, child_path, how, (char *)NULL);
+        return 127;
+    }
     if (strcmp(how, "execve-env") == 0) {
         execve(child_path, args, child_env);
         return 127;
@@ -64,6 +73,6 @@ int main(int argc, char **argv)
             return 1;
         return wait_child(pid);
     }
-    fprintf(stderr, "usage: exec_parent exec|execve-env|vfork|spawn\n");
+    fprintf(stderr, "usage: exec_parent exec|execve-env|vfork|spawn|exec-prof\n");
     return 2;
 }

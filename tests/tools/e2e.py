@@ -299,7 +299,10 @@ elif CASE == "exec":
     # the same options where they apply to it (the default graph: its own functions), gets
     # dprobe's variables back in its environment, and is never stopped by a glob meant for
     # the first program; output and statuses are as without dprobe.
-    for how in ("exec", "execve-env", "vfork", "spawn"):
+    # exec-prof: the profiling timer a -pg program leaves armed across exec (SIGPROF, whose
+    # default action kills, 10 ms of CPU time) is the program's: dprobe's work in the new
+    # image must not spend it.
+    for how in ("exec", "execve-env", "vfork", "spawn", "exec-prof"):
         want = subprocess.run([prog("exec_parent"), how], capture_output=True, text=True,
                               timeout=60)
         p = record(["-o", "x.dat", "--", prog("exec_parent"), how], ok=False)

@@ -2,6 +2,7 @@
 // open the session in the trace file. Preloaded by `dprobe record`, from DPROBE_* before
 // main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
+#include "tools/agent/cpu_timers.h"
 
 #include "core/ftrace.h"
 #include "core/ring_buffer.h"
@@ -302,6 +303,13 @@ __attribute__((constructor)) void dprobe_agent_init()
     if (!out || !*out || !preloaded())
         return; // preloaded without `dprobe record`, or loaded by `dprobe attach`
     quiet_section q;
+    // The program's CPU-time timers do not count the agent's start (nor, after an exec, the
+    // loader's work on this object: the exec'd image carried them here stopped).
+    cpu_timers_paused cpu;
+    if (const char *t = env_get(cpu_timers::k_env)) {
+        cpu.timers().adopt(t);
+        env_remove(cpu_timers::k_env);
+    }
     agent_state &st = state();
     st.output = out;
     st.status_fd = inherited_fd("DPROBE_STATUS_FD", "socket:");
@@ -582,9 +590,17 @@ void tracefs_down() { dprobe_tracefs_stop(); }
 // object) is not the program's: recording is off on the exiting thread from this object's
 // first destructor (the agent's objects are linked last, so theirs run first) to its DT_FINI
 // function, which the dynamic linker calls after all of them (-Wl,-fini, CMakeLists.txt).
+// The program's CPU-time timers are stopped over the same span (cpu_timers.h).
+static dprobe::agent::cpu_timers fini_cpu_timers;
+
 __attribute__((destructor)) static void dprobe_agent_fini_first()
 {
+    fini_cpu_timers.pause();
     dprobe::ring_buffer_thread_mute(true);
 }
 
-extern "C" void dprobe_agent_fini_last() { dprobe::ring_buffer_thread_mute(false); }
+extern "C" void dprobe_agent_fini_last()
+{
+    dprobe::ring_buffer_thread_mute(false);
+    fini_cpu_timers.resume();
+}

@@ -24,7 +24,7 @@ constexpr const char *k_vars[] = {"DPROBE_OUTPUT", "DPROBE_EVENTS",       "DPROB
                                   "DPROBE_TRACEFS", "DPROBE_NOWAIT", "DPROBE_GRAPH_DEPTH",
                                   "DPROBE_TRACER"};
 constexpr size_t k_nvars = sizeof k_vars / sizeof k_vars[0];
-static_assert(k_nvars + 3 <= k_exec_env_extra);
+static_assert(k_nvars + 4 <= k_exec_env_extra);
 
 struct saved_env {
     bool ready = false;
@@ -113,10 +113,11 @@ size_t exec_env_text_room(char *const envp[])
     for (size_t i = 0; envp && envp[i]; i++)
         if (starts_with(envp[i], "LD_PRELOAD="))
             preload += std::strlen(envp[i]);
-    return preload + g_env.agent_len + 128;
+    return preload + g_env.agent_len + 128 + cpu_timers::k_env_room;
 }
 
-char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env_fds &fds)
+char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env_fds &fds,
+                            const cpu_timers *timers)
 {
     if (!g_env.ready || !agent_active() || state().attached)
         return envp;
@@ -147,6 +148,10 @@ char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env
         p = put(p, "DPROBE_WAKE_FD=");
         p = put_int(p, fds.wake);
         *p++ = '\0';
+    }
+    if (timers && timers->carried()) {
+        out[k++] = p;
+        p = timers->encode(p);
     }
     // The agent first, then the program's own objects (the agent's path left out of them).
     out[k++] = p;

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 
+#include "tools/agent/cpu_timers.h"
+
 namespace dprobe::agent {
 
 // Takes note of the settings in this process's environment (at the agent's start, before
@@ -30,7 +32,10 @@ struct exec_env_fds {
 // replaced by the agent's (LD_PRELOAD keeps the program's other objects, after the agent).
 // OUT has room for count(ENVP) + k_exec_env_extra + 1 pointers, TEXT for
 // exec_env_text_room(ENVP) bytes. Returns OUT, or ENVP when the agent is not recording.
-char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env_fds &fds);
+// TIMERS, when given and paused with a timer armed, go along (DPROBE_CPU_TIMERS) for the new
+// image's agent to re-arm (cpu_timers.h); the caller re-arms them itself when ENVP comes back.
+char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env_fds &fds,
+                            const cpu_timers *timers = nullptr);
 // After an exec that failed (or a spawn that returned): the descriptors it opened, closed.
 void exec_env_done(exec_env_fds &fds);
 size_t env_count(char *const envp[]);

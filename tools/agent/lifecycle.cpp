@@ -4,6 +4,7 @@
 // the CLI copies the ring buffers, which outlive the process. With `dprobe attach` the
 // agent's streamer copies them, so an exit or a fatal signal waits for its last copy.
 #include "tools/agent/agent.h"
+#include "tools/agent/cpu_timers.h"
 #include "tools/agent/exec_env.h"
 #include "tools/agent/private_alloc.h"
 
@@ -41,6 +42,7 @@ void on_process_exit(int status, void *)
 {
     if (!owns_session())
         return;
+    cpu_timers_paused cpu;
     ring_buffer_export_state(rb::ARENA_EXITED, status);
     if (state().attached) {
         std::string end;
@@ -198,23 +200,29 @@ extern "C" {
 
 // The environment is carried over on the stack (this may be a vfork child, which shares the
 // parent's memory): room for the program's entries and dprobe's.
-#define DPROBE_EXEC_ENV(envp, env, fds)                                                        \
+#define DPROBE_EXEC_ENV(envp, env, fds, timers)                                                \
     char **env##_room = static_cast<char **>(                                                  \
         alloca((env_count(envp) + k_exec_env_extra + 1) * sizeof(char *)));                    \
     char *env##_text = static_cast<char *>(alloca(exec_env_text_room(envp)));                  \
     exec_env_fds fds;                                                                          \
-    char *const *env = exec_env_build(envp, env##_room, env##_text, fds)
+    char *const *env = exec_env_build(envp, env##_room, env##_text, fds, timers)
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[])
 {
     static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execve");
-    DPROBE_EXEC_ENV(envp, env, fds);
+    cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
+    cpu.pause();
+    DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
+    if (env == envp)
+        cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(path, argv, env);
     int e = errno;
+    cpu.pause();
     exec_env_done(fds);
     after_failed_exec();
+    cpu.resume();
     errno = e;
     return r;
 }
@@ -228,12 +236,18 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
                                                    char *const envp[])
 {
     static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execvpe");
-    DPROBE_EXEC_ENV(envp, env, fds);
+    cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
+    cpu.pause();
+    DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
+    if (env == envp)
+        cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(file, argv, env);
     int e = errno;
+    cpu.pause();
     exec_env_done(fds);
     after_failed_exec();
+    cpu.resume();
     errno = e;
     return r;
 }
@@ -246,12 +260,18 @@ __attribute__((visibility("default"))) int execvp(const char *file, char *const 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
 {
     static auto fn = real<int (*)(int, char *const[], char *const[])>("fexecve");
-    DPROBE_EXEC_ENV(envp, env, fds);
+    cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
+    cpu.pause();
+    DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
+    if (env == envp)
+        cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(fd, argv, env);
     int e = errno;
+    cpu.pause();
     exec_env_done(fds);
     after_failed_exec();
+    cpu.resume();
     errno = e;
     return r;
 }
