@@ -6,8 +6,8 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # The ASan+UBSan build of the whole suite, and the seconds each libFuzzer target runs.
 ASAN_BUILD ?= build-asan
 # Line tables are all a sanitizer report needs: -g1 compiles the instrumented tree in about
-# two thirds of the time -g takes (test fixtures that are read for their DWARF set -g
-# themselves).
+# two thirds of the time -g takes (tests that read their own DWARF - the tracefs unit tests,
+# tests/e2e and tests/libtracefs - and the fixtures ask for -g themselves).
 ASAN_DEBUG_FLAGS ?= -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG' \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG'
 FUZZ_SECONDS ?= 45

@@ -287,12 +287,14 @@ TEST_F(trace_buffer_test, global_swap_while_threads_write_loses_and_doubles_noth
     ASSERT_NE(snap, nullptr);
     ring_buffer_set_size_kb(global, 4096);
     ring_buffer_set_size_kb(snap, 4096);
-    std::atomic<int> running{2};
+    std::atomic<int> running{2}, swaps_seen{0};
     std::atomic<uint64_t> written{0};
     std::vector<std::thread> ts;
+    // 40000 writes each, and on (up to 120000) until a dozen swaps have happened: on a loaded
+    // machine the swapping thread may not run before the writers are done.
     for (int t = 0; t < 2; t++)
         ts.emplace_back([&, t] {
-            for (uint64_t i = 0; i < 40000; i++) {
+            for (uint64_t i = 0; i < 40000 || (swaps_seen.load() < 12 && i < 120000); i++) {
                 const uint64_t v = (uint64_t(t) << 48) | i;
                 void *p = ring_buffer_reserve(sizeof v); // the direct path
                 if (!p)
@@ -304,8 +306,10 @@ TEST_F(trace_buffer_test, global_swap_while_threads_write_loses_and_doubles_noth
             running.fetch_sub(1);
         });
     int swaps = 0;
-    for (; running.load() > 0; swaps++)
+    for (; running.load() > 0; swaps++) {
         ASSERT_EQ(ring_buffer_swap(global, snap), 0);
+        swaps_seen.store(swaps + 1);
+    }
     for (auto &t : ts)
         t.join();
     ring_buffer_set_size_kb(global, k_rb_default_size_kb);
