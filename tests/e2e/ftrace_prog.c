@@ -6,7 +6,7 @@
  * Built with -pg -mfentry: every function has a patch site.
  */
 #define _GNU_SOURCE
-#include <dprobe/tracefs.h>
+#include "e2e_serve.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -15,13 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
 
 __attribute__((noinline)) int parse_number(int i)
 {
@@ -53,22 +46,12 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    int r = dprobe_tracefs_start(NULL);
-    const char *mp = dprobe_tracefs_mountpoint();
-    const char *sock = dprobe_tracefs_socket();
+    int r = prog_serve_start();
     pthread_t t;
     if (pthread_create(&t, NULL, worker, NULL) != 0)
         return 4;
     pthread_setname_np(t, "e2e-worker");
-    printf("start=%d\nmount=%s\nsocket=%s\npid=%d\n", r, mp ? mp : "NONE", sock ? sock : "NONE",
-           (int)getpid());
-    fflush(stdout);
+    prog_say_where(r);
 
     struct timespec ts = {0, 2 * 1000 * 1000};
     while (!stop) {

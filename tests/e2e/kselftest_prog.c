@@ -13,7 +13,7 @@
  * Built with -pg -mfentry -g: every function has a patch site and debug info for names.
  */
 #define _GNU_SOURCE
-#include <dprobe/tracefs.h>
+#include "e2e_serve.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -29,14 +29,7 @@ struct kst_file {
     int flags;
 };
 
-static volatile sig_atomic_t stop;
 static volatile long sink;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
 
 __attribute__((noinline)) void kst_free(const void *object)
 {
@@ -102,20 +95,12 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    int r = dprobe_tracefs_start(NULL);
-    const char *mp = dprobe_tracefs_mountpoint();
+    int r = prog_serve_start();
     pthread_t t;
     if (pthread_create(&t, NULL, worker, NULL) != 0)
         return 4;
     pthread_setname_np(t, "kst-worker");
-    printf("start=%d\nmount=%s\npid=%d\n", r, mp ? mp : "NONE", (int)getpid());
-    fflush(stdout);
+    prog_say_where(r);
 
     struct timespec ts = {0, 1000 * 1000};
     while (!stop) {

@@ -4,7 +4,7 @@
  * -pg -mfentry) until SIGTERM/SIGINT. Values are chosen so a script can check them:
  *   e2e_compute(a, 2a) returns 3a;  e2e_greet("world", n) returns n + 5.
  */
-#include <dprobe/tracefs.h>
+#include "e2e_serve.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -12,13 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
 
 __attribute__((noinline)) int e2e_compute(int a, int b)
 {
@@ -34,18 +27,8 @@ __attribute__((noinline)) long e2e_greet(const char *name, long n)
 
 int main(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    int r = dprobe_tracefs_start(NULL);
-    const char *mp = dprobe_tracefs_mountpoint();
-    const char *sock = dprobe_tracefs_socket();
-    printf("start=%d\nmount=%s\nsocket=%s\npid=%d\n", r, mp ? mp : "NONE", sock ? sock : "NONE",
-           (int)getpid());
-    fflush(stdout);
+    int r = prog_serve_start();
+    prog_say_where(r);
 
     struct timespec ts = {0, 5 * 1000 * 1000};
     for (int i = 1; !stop; i++) {

@@ -21,6 +21,8 @@
 // arm stays disarmed; resume() without a pause() before it does nothing.
 #pragma once
 
+#include "tools/agent/sigsafe_text.h"
+
 #include <cstdlib>
 #include <sys/time.h>
 
@@ -69,8 +71,7 @@ struct cpu_timers {
     // Writes the entry at P (room: k_env_room), '\0' included; returns the end.
     char *encode(char *p) const noexcept
     {
-        for (const char *s = k_env; *s;)
-            *p++ = *s++;
+        p = put_str(p, k_env);
         *p++ = '=';
         const long v[8] = {prof.it_value.tv_sec,    prof.it_value.tv_usec,
                            prof.it_interval.tv_sec, prof.it_interval.tv_usec,
@@ -79,15 +80,7 @@ struct cpu_timers {
         for (int i = 0; i < 8; i++) {
             if (i)
                 *p++ = '.';
-            char digits[24];
-            int n = 0;
-            unsigned long u = v[i] < 0 ? 0ul : static_cast<unsigned long>(v[i]);
-            do {
-                digits[n++] = static_cast<char>('0' + u % 10);
-                u /= 10;
-            } while (u);
-            while (n)
-                *p++ = digits[--n];
+            p = put_ulong(p, v[i] < 0 ? 0ul : static_cast<unsigned long>(v[i]));
         }
         *p++ = '\0';
         return p;

@@ -2,6 +2,7 @@
 #include "tools/agent/exec_env.h"
 
 #include "tools/agent/agent.h"
+#include "tools/agent/sigsafe_text.h"
 
 #include <climits>
 #include <cstdlib>
@@ -39,27 +40,6 @@ saved_env g_env;
 bool starts_with(const char *s, const char *prefix)
 {
     return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
-}
-
-char *put(char *p, const char *s)
-{
-    while (*s)
-        *p++ = *s++;
-    return p;
-}
-
-char *put_int(char *p, int v)
-{
-    char digits[16];
-    int n = 0;
-    unsigned u = v < 0 ? 0u : static_cast<unsigned>(v);
-    do {
-        digits[n++] = static_cast<char>('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *p++ = digits[--n];
-    return p;
 }
 
 // A descriptor the new program inherits: a copy of the agent's (close-on-exec) one.
@@ -139,14 +119,14 @@ char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env
     fds.wake = inheritable(g_env.wake_fd, &fds.opened[1]);
     if (fds.status >= 0) {
         out[k++] = p;
-        p = put(p, "DPROBE_STATUS_FD=");
-        p = put_int(p, fds.status);
+        p = put_str(p, "DPROBE_STATUS_FD=");
+        p = put_ulong(p, static_cast<unsigned long>(fds.status));
         *p++ = '\0';
     }
     if (fds.wake >= 0) {
         out[k++] = p;
-        p = put(p, "DPROBE_WAKE_FD=");
-        p = put_int(p, fds.wake);
+        p = put_str(p, "DPROBE_WAKE_FD=");
+        p = put_ulong(p, static_cast<unsigned long>(fds.wake));
         *p++ = '\0';
     }
     if (timers && timers->carried()) {
@@ -155,8 +135,8 @@ char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env
     }
     // The agent first, then the program's own objects (the agent's path left out of them).
     out[k++] = p;
-    p = put(p, "LD_PRELOAD=");
-    p = put(p, g_env.agent);
+    p = put_str(p, "LD_PRELOAD=");
+    p = put_str(p, g_env.agent);
     while (theirs && *theirs) {
         while (*theirs == ' ' || *theirs == ':')
             theirs++;
