@@ -10,6 +10,7 @@
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
 #include "core/glob.h"
+#include "core/self_objects.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,6 +40,9 @@ bool blacklisted(const loaded_object &obj, const ksym &sym)
         return true; // the dynamic loader runs with half-made state; the vdso is read-only
     // dprobe's own object (libdprobe.so) is never probed.
     if (obj.contains(reinterpret_cast<uintptr_t>(&dprobe_ftrace_entry)) && !obj.is_main)
+        return true;
+    // Libraries only dprobe needs (Zydis, libfuse3...): their code runs inside dprobe.
+    if (loaded_for_dprobe_only(obj))
         return true;
     for (const char *pat : never_hooked)
         if (glob_match(pat, sym.name))
@@ -97,6 +101,10 @@ std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksy
 {
     if (ftrace_is_fragment(sym)) {
         why = "not a function entry: a cold fragment split off by the compiler";
+        return std::nullopt;
+    }
+    if (loaded_for_dprobe_only(*obj)) {
+        why = "in a library only dprobe itself uses";
         return std::nullopt;
     }
     if (blacklisted(*obj, sym)) {

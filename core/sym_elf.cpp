@@ -263,6 +263,29 @@ bool read_debug_symbols(const std::vector<section> &secs, Elf *elf, const std::s
     return false;
 }
 
+// DT_SONAME and DT_NEEDED: strings of the section its sh_link names.
+void read_dynamic_names(Elf *elf, const section &dynamic, loaded_object &obj)
+{
+    Elf_Data *data = elf_getdata(dynamic.scn, nullptr);
+    if (!data || !dynamic.shdr.sh_entsize)
+        return;
+    const size_t n = dynamic.shdr.sh_size / dynamic.shdr.sh_entsize;
+    for (size_t i = 0; i < n; ++i) {
+        GElf_Dyn d;
+        if (!gelf_getdyn(data, static_cast<int>(i), &d) || d.d_tag == DT_NULL)
+            break;
+        if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME)
+            continue;
+        const char *name = elf_strptr(elf, dynamic.shdr.sh_link, d.d_un.d_val);
+        if (!name)
+            continue;
+        if (d.d_tag == DT_NEEDED)
+            obj.needed.emplace_back(name);
+        else
+            obj.soname = name;
+    }
+}
+
 std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::string *err,
                                         const std::string &dir = "")
 {
@@ -326,6 +349,9 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
         read_symbols(elf, *dynsym, bias, *obj);
     sort_symbols(obj->funcs, obj->func_reach, obj->func_names);
     sort_symbols(obj->data, obj->data_reach, obj->data_names);
+    for (const section &s : secs)
+        if (s.shdr.sh_type == SHT_DYNAMIC)
+            read_dynamic_names(elf, s, *obj);
 
     std::unordered_map<uint64_t, uint64_t> relative;
     read_dynamic_relocs(elf, secs, bias, *obj, relative);

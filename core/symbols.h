@@ -37,6 +37,10 @@ struct loaded_object {
     };
     std::vector<segment> segments; // PT_LOAD segments, in program-header order
     bool is_main = false, is_vdso = false;
+    // DT_SONAME and the DT_NEEDED entries of its dynamic section: which objects it made the
+    // loader map (see objects_only_for()).
+    std::string soname;
+    std::vector<std::string> needed;
 
     // Defined STT_FUNC/STT_GNU_IFUNC symbols with size > 0, sorted by address and, among
     // aliases, preferred name first (global, weak, local; then fewest leading underscores;

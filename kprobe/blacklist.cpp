@@ -8,6 +8,7 @@
 //  - what runs between a trap and dprobe's recursion check: the signal return trampoline
 //    (__restore_rt) and __errno_location;
 //  - NOKPROBE_SYMBOL(): addresses listed in each object's _kprobe_blacklist section.
+#include "core/self_objects.h"
 #include "core/symbols.h"
 #include "kprobe/kprobe_internal.h"
 
@@ -142,6 +143,11 @@ void rebuild(bl_state &st)
         st.restorer_found = true;
     }
     object_ptr self = ks.object_of(reinterpret_cast<uintptr_t>(&rebuild));
+    // The libraries only dprobe's own object needs run only inside dprobe, as dprobe does.
+    for (const object_ptr &o : objects_only_for(self, *st.objs))
+        for (auto &seg : o->segments)
+            if (seg.prot & 4 /* PROT_EXEC */)
+                st.ranges.push_back({seg.start, seg.end, o->name});
     for (const object_ptr &o : *st.objs) {
         if (o == self && !o->is_main && o->name.starts_with("libdprobe")) {
             for (auto &seg : o->segments)

@@ -444,6 +444,16 @@ elif CASE == "own":
     # run the finalisers of each object, the program's among them.)
     check("fuse" not in out and "fopen" not in out.split("exit() {")[-1],
           "no tracefs teardown or runtime destructors at exit:\n" + out[-3000:])
+    # Every function of every object: the libraries only dprobe needs (Zydis, libfuse3,
+    # liburcu and libstdc++ under this C program) are passed over, not given int3 entries
+    # or jump sites; the program's own libraries are traced.
+    p = record(["-o", "a.dat", "-F", "*", "--", prog("graph")])
+    check("Zydis" not in p.stderr and "fuse_" not in p.stderr and "through an int3" not in p.stderr,
+          "no entries on dprobe's own libraries: %r" % p.stderr[:3000])
+    out = run(["report", "-i", "a.dat", "--format", "graph", "--no-header"]).stdout
+    check("main() {" in out and "pthread_create() {" in out, "the program and libc:\n" + out[:3000])
+    check(not any(w in out for w in ("Zydis", "fuse_", "urcu", "elf_", "dwarf_", "std::")),
+          "nothing of dprobe's own libraries:\n" + out[-3000:])
     # The tracefs serving requests while the program runs: its threads stay out.
     import signal
     import time
