@@ -279,10 +279,12 @@ int run_record(const record_opts &o)
     if (!o.quiet)
         for (const std::string &w : merge_process_warnings(rec.warnings))
             std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
-    // A program killed before its atexit handlers ran leaves its FUSE mount: remove it.
+    // A program killed before its atexit handlers ran leaves its FUSE mount: remove it
+    // (said unless -q: a process that ends with _exit, as daemon()'s parent does, leaves one
+    // every time).
     rec.mounts.push_back(tracefs_default_mountpoint(child));
     for (const std::string &m : rec.mounts)
-        if (tools::unmount_if_mounted(m))
+        if (tools::unmount_if_mounted(m) && !o.quiet)
             std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n", m.c_str());
 
     if (!rec.error.empty()) {
