@@ -431,7 +431,8 @@ void setup_record(CLI::App &app)
                     "('parse:4 len')")
         ->type_name("EVENT");
     add_trace_options(sub, *o, "-p,--tracer");
-    sub->add_flag("-q,--quiet", o->quiet, "No status line while the program runs");
+    sub->add_flag("-q,--quiet", o->quiet,
+                  "No status line while the program runs, no warnings (the summary stays)");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
     sub->add_flag("--no-wait", o->no_wait,
                   "Never slow the program down: a thread whose buffer is full drops its events "
