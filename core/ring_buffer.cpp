@@ -190,6 +190,20 @@ bool g_rseq_ok = false;
 void thread_exit(void *p) noexcept;
 void fork_child() noexcept;
 
+// fork(): the forking thread writes nothing from the last prepare handler (this one,
+// registered first, runs last) until its own arena is set up in the child, or the fork is
+// over in the parent. In between, the C library runs code of its own in the child (resetting
+// its locks) before any child handler runs; traced, that code would write through the
+// parent's buffer state into the parent's shared arena, as a second writer of the parent's
+// buffer (its pages taken, its events lost).
+void fork_prepare() noexcept { ring_buffer_thread_mute(true); }
+void fork_parent() noexcept { ring_buffer_thread_mute(false); }
+void fork_child_unmute() noexcept
+{
+    fork_child();
+    ring_buffer_thread_mute(false);
+}
+
 // Process setup, before any probe can run: cheap, no calibration here.
 __attribute__((constructor)) void rb_setup()
 {
@@ -198,7 +212,7 @@ __attribute__((constructor)) void rb_setup()
     g_global->in_use.store(true, std::memory_order_relaxed);
     g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exit) == 0;
     g_rseq_ok = __rseq_size >= 8;
-    pthread_atfork(nullptr, nullptr, fork_child);
+    pthread_atfork(fork_prepare, fork_parent, fork_child_unmute);
 }
 
 DPROBE_NOPROBE inline uint32_t current_cpu() noexcept
