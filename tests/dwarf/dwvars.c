@@ -2,6 +2,8 @@
  * that a probe on that line, fetching the variables by name, must see too (dwarf_e2e.py).
  * Built with -g at -O0 and at -O2; the functions are noinline so each has one copy. A probed
  * printf stays on one line, however long, so that its line is where every value is ready. */
+/* The layout is part of the test (lines found by their marks, counted from declarations). */
+/* clang-format off */
 #include <stdio.h>
 
 #define NOINLINE __attribute__((noinline))
