@@ -346,12 +346,15 @@ elif CASE == "exec":
 elif CASE == "alloc":
     # The agent never runs the program's allocator or lock functions: a library preloaded
     # after it counts the calls of malloc, free, calloc, realloc and pthread_mutex_lock made
-    # from dprobe's object (none may be) and on dprobe's threads (none in a C program, whose
-    # C++ library is dprobe's alone and allocates from dprobe's pages).
+    # from dprobe's objects (none may be): the agent, and the libraries only it brought into
+    # a C program (libelf reading symbols, libdw, Zydis, libfuse3 serving the tracefs, and
+    # what they load); and those on dprobe's threads.
     import glob
     counts = os.path.join(WORK, "counts")
     env = dict(ENV, LD_PRELOAD=(ENV.get("LD_PRELOAD", "") + " " + COUNT_ALLOC).strip(),
-               COUNT_ALLOC_OUT=counts)
+               COUNT_ALLOC_OUT=counts,
+               COUNT_ALLOC_LIBS="libelf.so libdw.so libZydis.so libfuse3.so libz.so "
+                                "liblzma.so libbz2.so")
     for args in ([prog("graph")], ["-F", "libc.so.6:*", "--", prog("graph")],
                  [prog("exceptions")]):
         for f in glob.glob(counts + ".*"):
