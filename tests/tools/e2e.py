@@ -650,6 +650,14 @@ elif CASE == "follow":
     p = record(["-o", "n.dat", "--follow-loads", "--", prog("dlprog")], ok=False)
     check(p.returncode != 0 and "--filter" in p.stderr,
           "--follow-loads without -F: %r" % p.stderr)
+    # A library the program never loads: nothing recorded, and record says which glob waited
+    # for which library; not for a library that was loaded (its functions just did not run).
+    p = record(["-o", "n.dat", "--follow-loads", "-F", "libnosuch.so:plugin_*",
+                "-F", "libdlplugin.so:nosuch_*", "--", prog("dlprog")])
+    check(p.stdout == "7\n" and "0 events" in p.stderr and
+          "-F 'libnosuch.so:plugin_*' matched nothing: the program never loaded libnosuch.so"
+          in p.stderr and "never loaded libdlplugin.so" not in p.stderr,
+          "a library never loaded: %r" % p.stderr)
     # attach: the same program, started first and waiting on its stdin.
     t = subprocess.Popen([prog("dlprog"), "wait"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, cwd=WORK, env=ENV)
