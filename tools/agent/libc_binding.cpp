@@ -272,7 +272,8 @@ int isolate_libraries()
         return objs.n;
     };
     // dprobe's objects: the preload and what it needs, transitively (the C library's own
-    // objects excepted).
+    // objects excepted). The set core/self_objects.h finds (objects_only_for), computed here
+    // without allocating and before the symbol tables exist.
     static bool own[sizeof objs.v / sizeof objs.v[0]];
     for (size_t i = 0; i < objs.n; i++)
         own[i] = objs.v[i].soname == self_name;
