@@ -433,6 +433,12 @@ elif CASE == "stripped":
     out = run(["report", "-i", "s.dat", "--format", "graph", "--no-header"]).stdout
     check("main() {" in out and "leaf();" in out and "stripped" not in p.stderr,
           "the debug file's symbols: %r\n%s" % (p.stderr, out))
+    # The issue's own case: the system's ls, stripped but for a few symbols, none of which
+    # run; the same word and the same ways out.
+    p = record(["-o", "s.dat", "--", "ls", "/"])
+    check(p.returncode == 0 and "bin" in p.stdout.split() and "0 events" in p.stderr and
+          "(it is stripped)" in p.stderr and "-F 'libc.so.6:*'" in p.stderr,
+          "ls /: record says it saw nothing, why, and what to do: %r" % p.stderr)
 elif CASE == "own":
     # dprobe's own threads (the tracefs servers) and its own calls on the program's threads
     # (its start, the tracefs coming down at exit, its static destructors) are never in the
