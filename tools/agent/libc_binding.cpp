@@ -9,11 +9,13 @@
 //     implementation, by its internal names (__pthread_mutex_lock@GLIBC_2.2.5 ...), which
 //     no program interposes.
 // And the libraries only the preload brought into the process (libstdc++ in a C program,
-// libelf, libfuse3) get the same allocator: their GOT entries for the allocator family are
-// pointed at it at start (isolate_libraries), before any thread or allocation of theirs.
-// A library the program uses too is left alone: its allocations and frees must stay on
-// the same heap as the program's (libstdc++ in a C++ program: dprobe's C++ containers then
-// allocate through it).
+// libelf, libdw, Zydis, libfuse3 and the libraries they need: libz, liblzma...) get the same
+// allocator: their GOT entries for the allocator family are pointed at it at start
+// (isolate_libraries), before any thread or allocation of theirs after their own
+// initialisers. A library the program uses too (needed by the program or by any library
+// that is not only dprobe's) is left alone: its allocations and frees must stay on the same
+// heap as the program's (libstdc++ in a C++ program: dprobe's C++ containers then allocate
+// through it; libz in a program that uses zlib: libelf's inflate calls then do too).
 #include "tools/agent/agent.h"
 #include "tools/agent/private_alloc.h"
 
@@ -143,9 +145,11 @@ const binding k_bindings[] = {
     {"pthread_mutex_unlock", reinterpret_cast<void *>(&pthread_mutex_unlock)},
 };
 
-// The libraries the preload brings; each is given the agent's allocator if nothing else in
-// the process needs it.
-constexpr std::string_view k_own_deps[] = {"libstdc++.so.6", "libelf.so.1", "libfuse3.so.3"};
+// The C library's own objects, and the unwinder it loads for thread cancellation: never
+// rebound, whatever needs them (their allocations are the program's own).
+constexpr std::string_view k_never_rebound[] = {"libc.so.6", "ld-linux-x86-64.so.2", "libm.so.6",
+                                                "libpthread.so.0", "libdl.so.2", "librt.so.1",
+                                                "libgcc_s.so.1"};
 
 struct object {
     std::string_view path, soname;
@@ -261,26 +265,51 @@ int isolate_libraries()
     Dl_info self{};
     dladdr(reinterpret_cast<void *>(&isolate_libraries), &self);
     const std::string_view self_name = basename_of(self.dli_fname ? self.dli_fname : "");
-    int rebound = 0;
-    for (const std::string_view dep : k_own_deps) {
-        bool others = false;
-        for (size_t i = 0; i < objs.n; i++) {
-            const object &o = objs.v[i];
-            if (o.soname == self_name)
-                continue;
-            bool own_dep = false;
-            for (const std::string_view d : k_own_deps)
-                own_dep |= o.soname == d;
-            if (own_dep)
-                continue; // libelf needing libz, say: still dprobe's alone
-            for_each_needed(o, [&](std::string_view n) { others |= n == dep; });
-        }
-        if (others)
-            continue;
+    auto find = [&](std::string_view soname) -> size_t {
         for (size_t i = 0; i < objs.n; i++)
-            if (objs.v[i].soname == dep)
-                rebound += rebind(objs.v[i]);
+            if (objs.v[i].soname == soname)
+                return i;
+        return objs.n;
+    };
+    // dprobe's objects: the preload and what it needs, transitively (the C library's own
+    // objects excepted). The set core/self_objects.h finds (objects_only_for), computed here
+    // without allocating and before the symbol tables exist.
+    static bool own[sizeof objs.v / sizeof objs.v[0]];
+    for (size_t i = 0; i < objs.n; i++)
+        own[i] = objs.v[i].soname == self_name;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < objs.n; i++) {
+            if (!own[i])
+                continue;
+            for_each_needed(objs.v[i], [&](std::string_view n) {
+                for (const std::string_view never : k_never_rebound)
+                    if (n == never)
+                        return;
+                const size_t k = find(n);
+                if (k < objs.n && !own[k])
+                    own[k] = grew = true;
+            });
+        }
     }
+    // Less those any other object needs (the program, its libraries): until nothing changes,
+    // as a library left to the program takes what it needs with it.
+    for (bool shrank = true; shrank;) {
+        shrank = false;
+        for (size_t i = 0; i < objs.n; i++) {
+            if (own[i])
+                continue;
+            for_each_needed(objs.v[i], [&](std::string_view n) {
+                const size_t k = find(n);
+                if (k < objs.n && own[k] && objs.v[k].soname != self_name)
+                    own[k] = false, shrank = true;
+            });
+        }
+    }
+    int rebound = 0;
+    for (size_t i = 0; i < objs.n; i++)
+        if (own[i] && objs.v[i].soname != self_name)
+            rebound += rebind(objs.v[i]);
     return rebound;
 }
 

@@ -345,6 +345,15 @@ int run_record(const record_opts &o)
                      "package), which dprobe reads from /usr/lib/debug\n",
                      o.command.front().c_str());
     }
+    // Nothing seen with --follow-loads: a glob whose library never came is why.
+    if (t.events == 0 && o.follow_loads)
+        for (const std::string &gl : tools::libraries_never_loaded(o.output, o.graph_globs)) {
+            const size_t sp = gl.rfind(' ');
+            std::fprintf(stderr,
+                         "dprobe record: -F '%s' matched nothing: the program never loaded %s "
+                         "(--follow-loads arms a glob when its library is loaded)\n",
+                         gl.substr(0, sp).c_str(), gl.substr(sp + 1).c_str());
+        }
     // Functions that could get no site (nor jump site) have int3 entries: slower, said. Those
     // left out are named too.
     auto listing = [](const std::string &m, const char *what) {

@@ -195,4 +195,42 @@ void print_record_summary(const std::string &file, const char *cmd)
                              "closed; its last events may be missing\n", cmd);
 }
 
+std::vector<std::string> libraries_never_loaded(const std::string &file,
+                                                const std::vector<std::string> &globs)
+{
+    std::vector<std::string> out;
+    tracefile::trace_reader r;
+    std::string err;
+    if (!r.open(file, &err))
+        return out;
+    for (const std::string &g : globs) {
+        // "lib:glob" (a single colon: "ns::f" is a C++ name), as the agent splits it.
+        size_t colon = std::string::npos;
+        for (size_t i = 0; i < g.size(); i++) {
+            if (g[i] != ':')
+                continue;
+            if (i + 1 < g.size() && g[i + 1] == ':') {
+                i++;
+                continue;
+            }
+            colon = i;
+            break;
+        }
+        if (colon == std::string::npos || colon == 0)
+            continue;
+        const std::string lib = g.substr(0, colon);
+        bool loaded = false;
+        for (const auto &sess : r.sessions)
+            for (const auto &o : sess.objects) {
+                const std::string base = o.path.substr(o.path.rfind('/') + 1);
+                loaded |= base == lib || o.path == lib ||
+                          (base.size() > lib.size() && base.compare(0, lib.size(), lib) == 0 &&
+                           base[lib.size()] == '.');
+            }
+        if (!loaded)
+            out.push_back(g + " " + lib);
+    }
+    return out;
+}
+
 } // namespace dprobe::tools

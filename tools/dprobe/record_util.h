@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace dprobe::tools {
 
@@ -18,5 +19,10 @@ bool find_agent(std::string &path);
 bool unmount_if_mounted(const std::string &mountpoint);
 // "[ dprobe CMD: N events (M lost) ... ]" from the trace file.
 void print_record_summary(const std::string &file, const char *cmd = "record");
+// The libraries -F globs name ("libplugin.so:*") that no process of the recording in FILE
+// ever loaded (the objects of its sessions): with --follow-loads such a glob waits for a load
+// that never came. Each as "GLOB LIB". Reads the whole file: for a recording with no event.
+std::vector<std::string> libraries_never_loaded(const std::string &file,
+                                                const std::vector<std::string> &globs);
 
 } // namespace dprobe::tools

@@ -1,6 +1,8 @@
 /* A preloaded library for the tests of `dprobe record`: counts the calls of malloc, free,
- * calloc, realloc and pthread_mutex_lock made from dprobe's own object (the caller's
- * address in libdprobe-preload.so) and made on dprobe's threads (named dprobe-*), forwards
+ * calloc, realloc and pthread_mutex_lock made from dprobe's own objects (the caller's
+ * address in libdprobe-preload.so, or in one of the libraries named in $COUNT_ALLOC_LIBS,
+ * space-separated: those only dprobe brought into the program, libelf, libdw...) and made
+ * on dprobe's threads (named dprobe-*), forwards
  * them to the C library's own implementation, and writes the counts to $COUNT_ALLOC_OUT at
  * exit: "EXE direct=N threads=N all=N". Preloaded after the agent, it sees every call of these
  * names that the dynamic linker binds to the first definition: the program's, libc's,
@@ -26,6 +28,24 @@ __asm__(".symver libc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
 static _Atomic unsigned long direct, on_threads, all;
 static __thread int busy;
 
+/* Whether PATH is one of dprobe's objects. */
+static int dprobe_object(const char *path)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (strstr(base, "libdprobe-preload"))
+        return 1;
+    const char *libs = getenv("COUNT_ALLOC_LIBS");
+    size_t n = strlen(base);
+    for (const char *p = libs; p && *p;) {
+        const char *end = strchr(p, ' ');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && len <= n && strncmp(base, p, len) == 0)
+            return 1; /* "libdw.so" names libdw.so.1 */
+        p = end ? end + 1 : p + len;
+    }
+    return 0;
+}
+
 static void count(void *caller)
 {
     if (busy)
@@ -33,7 +53,7 @@ static void count(void *caller)
     busy = 1;
     all++;
     Dl_info info;
-    if (dladdr(caller, &info) && info.dli_fname && strstr(info.dli_fname, "libdprobe-preload"))
+    if (dladdr(caller, &info) && info.dli_fname && dprobe_object(info.dli_fname))
         direct++;
     char name[17] = {0};
     prctl(PR_GET_NAME, name);
