@@ -10,11 +10,18 @@
  *   kst_exit(code)              do_exit: another function without a return value
  *   kst_schedule()              schedule: the function the function-tracer tests filter on
  *   kst_softirq()               do_softirq
+ *   kst_create_dir(name, parent) tracefs_create_dir: called with "test", the directory the
+ *                               kernel makes when kprobe_args_{char,string}.tc add event "test"
+ *   kst_open(path, file)        vfs_open: two struct pointers (kretprobe/fprobe entry args)
+ *   kst_sys_open(dfd, filename, flags, mode), kst_sys_openat2(dfd, filename, how)
+ *                               do_sys_open / do_sys_openat2: open (and close) /dev/null for
+ *                               real, the file the kernel's `echo > /dev/null` opens
  * Built with -pg -mfentry -g: every function has a patch site and debug info for names.
  */
 #define _GNU_SOURCE
 #include "e2e_serve.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -63,12 +70,54 @@ __attribute__((noinline)) void kst_softirq(void)
     __asm__ volatile("" ::: "memory");
 }
 
+__attribute__((noinline)) void *kst_create_dir(const char *name, void *parent)
+{
+    sink += name[0];
+    return parent;
+}
+
+struct kst_path {
+    void *mnt;
+    void *dentry;
+};
+
+__attribute__((noinline)) int kst_open(const struct kst_path *path, struct kst_file *file)
+{
+    sink += path->mnt != NULL;
+    return file->flags;
+}
+
+struct kst_open_how {
+    unsigned long long flags, mode, resolve;
+};
+
+__attribute__((noinline)) long kst_sys_openat2(int dfd, const char *filename,
+                                               struct kst_open_how *how)
+{
+    long fd = openat(dfd, filename, (int)how->flags, (mode_t)how->mode);
+    if (fd >= 0)
+        close((int)fd);
+    return fd;
+}
+
+__attribute__((noinline)) long kst_sys_open(int dfd, const char *filename, int flags,
+                                            unsigned short mode)
+{
+    struct kst_open_how how = {(unsigned long long)flags, mode, 0};
+    return kst_sys_openat2(dfd, filename, &how);
+}
+
 __attribute__((noinline)) long kst_clone(unsigned long flags)
 {
     struct kst_file f = {"kst!", 64, (int)flags};
     char buf[16];
     long pos = 0;
+    struct kst_path path = {&f, buf};
     long got = kst_read(&f, buf, sizeof buf, &pos);
+    kst_create_dir("test", &f);
+    kst_open(&path, &f);
+    if (kst_sys_open(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0) < 0)
+        return -1;
     kst_free(buf);
     kst_exit(0);
     return got + (long)flags;
