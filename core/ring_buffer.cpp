@@ -116,6 +116,11 @@ struct trace_buffer {
     std::atomic<bool> tracing_on{true}; // not the global one's: bit 0 of g_word
     std::atomic<bool> overwrite{true};
     std::atomic<uint32_t> npages{k_rb_default_size_kb * 1024 / k_page_size};
+    // `tracing_cpumask`: a set bit is a CPU whose writers do not record (zero: every CPU
+    // records, the default). cpu_masked says whether any bit is set, so that writers read
+    // their CPU only when a mask is in force.
+    std::atomic<bool> cpu_masked{false};
+    std::atomic<uint64_t> cpu_off[k_rb_max_cpus / 64] = {};
     // Events dropped with no buffer to count them in (during the acquisition of one, after
     // the thread's buffers were retired at exit, or when mmap failed).
     std::atomic<uint64_t> orphan_dropped{0};
@@ -847,6 +852,16 @@ DPROBE_NOPROBE inline void put_word(char *p, uint32_t v) noexcept { memcpy(p, &v
 DPROBE_NOPROBE __attribute__((always_inline)) inline void *
 reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_stamp *stamp) noexcept
 {
+    // tracing_cpumask: the kernel disables the per-CPU buffers of the CPUs left out, so
+    // their writers record nothing (not counted as dropped). A thread that migrates between
+    // this check and its stamp is recorded as on its new CPU, the price of no preemption
+    // control.
+    if (unlikely(tb->cpu_masked.load(std::memory_order_relaxed))) {
+        const uint32_t c = current_cpu();
+        if (c < k_rb_max_cpus &&
+            (tb->cpu_off[c / 64].load(std::memory_order_relaxed) >> (c % 64) & 1))
+            return nullptr;
+    }
     if (unlikely(len > k_rb_max_payload)) {
         local_inc(&b->dropped);
         return nullptr;
@@ -1035,6 +1050,9 @@ trace_buffer *ring_buffer_alloc()
         tb.tracing_on.store(true, std::memory_order_relaxed);
         tb.overwrite.store(true, std::memory_order_relaxed);
         tb.npages.store(k_rb_default_size_kb * 1024 / k_page_size, std::memory_order_relaxed);
+        for (auto &w : tb.cpu_off)
+            w.store(0, std::memory_order_relaxed);
+        tb.cpu_masked.store(false, std::memory_order_relaxed);
         tb.retired = rb_stats{};
         tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
         tb.in_use.store(true, std::memory_order_release);
@@ -1244,6 +1262,25 @@ int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept
 size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept
 {
     return tb->npages.load(std::memory_order_relaxed) * k_page_size / 1024;
+}
+
+void ring_buffer_set_cpumask(trace_buffer *tb, const std::vector<uint64_t> &mask) noexcept
+{
+    bool any_off = false;
+    for (unsigned i = 0; i < k_rb_max_cpus / 64; i++) {
+        const uint64_t off = ~(i < mask.size() ? mask[i] : 0);
+        tb->cpu_off[i].store(off, std::memory_order_relaxed);
+        any_off |= off != 0;
+    }
+    tb->cpu_masked.store(any_off, std::memory_order_release);
+}
+
+std::vector<uint64_t> ring_buffer_cpumask(const trace_buffer *tb)
+{
+    std::vector<uint64_t> mask(k_rb_max_cpus / 64);
+    for (unsigned i = 0; i < k_rb_max_cpus / 64; i++)
+        mask[i] = ~tb->cpu_off[i].load(std::memory_order_relaxed);
+    return mask;
 }
 
 void ring_buffer_set_tracing_on(bool on) noexcept { ring_buffer_set_tracing_on(g_global, on); }

@@ -63,6 +63,8 @@ constexpr size_t k_rb_default_size_kb = 1408; // the kernel's default buffer_siz
 constexpr size_t k_rb_min_pages = 4;
 // Trace buffers that can exist at once (the global one, instances and snapshots).
 constexpr unsigned k_rb_max_trace_buffers = 128;
+// CPUs a `tracing_cpumask` can leave out (writers on higher-numbered CPUs always record).
+constexpr unsigned k_rb_max_cpus = 1024;
 
 // ---- trace buffers ------------------------------------------------------------------------
 
@@ -136,6 +138,12 @@ bool ring_buffer_overwrite(const trace_buffer *tb) noexcept;
 // Returns 0 or -EINVAL (0 KB).
 int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept;
 size_t ring_buffer_size_kb(const trace_buffer *tb) noexcept;
+// The `tracing_cpumask` file: a writer records in TB only while it runs on a CPU whose bit
+// is set (CPU n is bit n % 64 of word n / 64; words past MASK's end are zero). Every bit
+// set, the default, costs writers nothing. Applies to writes that start afterwards.
+void ring_buffer_set_cpumask(trace_buffer *tb, const std::vector<uint64_t> &mask) noexcept;
+// k_rb_max_cpus / 64 words.
+std::vector<uint64_t> ring_buffer_cpumask(const trace_buffer *tb);
 // Empties every buffer of TB and zeroes its counts (truncating `trace`).
 void ring_buffer_reset(trace_buffer *tb);
 

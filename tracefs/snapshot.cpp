@@ -22,6 +22,7 @@ int snapshot_alloc(trace_array &tr)
         return -ENOSPC;
     ring_buffer_set_size_kb(tb, ring_buffer_size_kb(tr.buffer));
     ring_buffer_set_overwrite(tb, tr.opt(OPT_OVERWRITE));
+    ring_buffer_set_cpumask(tb, ring_buffer_cpumask(tr.buffer));
     // The snapshot buffer is read, never written: the swap brings the live one's records.
     ring_buffer_set_tracing_on(tb, true);
     tr.max_buffer = tb;

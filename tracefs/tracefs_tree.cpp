@@ -596,6 +596,7 @@ const char *tracefs_tree::readme()
   trace_pipe		- A consuming read to see the contents of the buffer
   tracing_on		- Enable or disable writing to the ring buffer
   buffer_size_kb	- View and modify the size of each thread's buffer
+  tracing_cpumask	- Limit which CPUs to trace (threads running elsewhere record nothing)
   current_tracer	- function and latency tracers
   available_tracers	- list of configured tracers for current_tracer
   trace_clock		- Change the clock used to order events

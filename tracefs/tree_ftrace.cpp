@@ -15,6 +15,7 @@
 #include "tracefs/trace_iter.h"
 #include "tracefs/trace_marker.h"
 #include "tracefs/tracer.h"
+#include "tracefs/tracing_cpumask.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -365,6 +366,24 @@ node buffer_size_node(trace_array *t)
               });
 }
 
+// tracing_cpumask: the CPUs whose threads record in the array (and in its snapshot buffer,
+// as the kernel disables both buffers' per-CPU parts).
+node cpumask_node(trace_array *t)
+{
+    return rw([t] { return cpumask_format(ring_buffer_cpumask(t->buffer), cpumask_nr_bits()); },
+              [t](std::string_view s) {
+                  std::vector<uint64_t> mask;
+                  if (int err = cpumask_parse(s, cpumask_nr_bits(), mask))
+                      return err;
+                  return with_lock([&] {
+                      ring_buffer_set_cpumask(t->buffer, mask);
+                      if (t->max_buffer)
+                          ring_buffer_set_cpumask(t->max_buffer, mask);
+                      return 0;
+                  });
+              });
+}
+
 // ---- per_cpu/ ---------------------------------------------------------------------------
 
 std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
@@ -522,7 +541,7 @@ std::vector<std::string> array_entries()
             "set_ftrace_notrace_pid", "set_ftrace_pid", "snapshot",
             "trace",             "trace_clock",        "trace_marker",
             "trace_marker_raw",  "trace_options",      "trace_pipe",
-            "tracing_on"};
+            "tracing_cpumask",   "tracing_on"};
 }
 
 std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
@@ -586,6 +605,8 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                });
     else if (top == "buffer_size_kb")
         n = buffer_size_node(t);
+    else if (top == "tracing_cpumask")
+        n = cpumask_node(t);
     else if (top == "buffer_total_size_kb")
         // The kernel sums its per-CPU buffers; here: every thread's buffer in the array.
         n = ro([t] {

@@ -83,6 +83,8 @@ protected:
     ring_buffer_reset();
   }
   void TearDown() override {
+    ring_buffer_set_cpumask(ring_buffer_global(),
+                            std::vector<uint64_t>(k_rb_max_cpus / 64, ~uint64_t{0}));
     ring_buffer_set_tracing_on(true);
     ring_buffer_set_overwrite(true);
     ring_buffer_set_size_kb(k_rb_default_size_kb);
@@ -785,6 +787,65 @@ TEST_F(ring_buffer_test, each_event_carries_the_cpu_it_was_written_on) {
   ASSERT_EQ(recs.size(), want.size());
   for (size_t i = 0; i < recs.size(); i++)
     EXPECT_EQ(recs[i].cpu, want[i]) << i;
+}
+
+// tracing_cpumask: a writer on a CPU left out of the mask records nothing and is not counted
+// as dropped; the CPUs in the mask record as before; a full mask is the default.
+TEST_F(ring_buffer_test, cpumask_leaves_out_the_writers_on_other_cpus) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+    GTEST_SKIP() << "one CPU";
+  const std::vector<uint64_t> all(k_rb_max_cpus / 64, ~uint64_t{0});
+  EXPECT_EQ(ring_buffer_cpumask(ring_buffer_global()), all);
+  trace_buffer *inst = ring_buffer_alloc();
+  ASSERT_NE(inst, nullptr);
+  EXPECT_EQ(ring_buffer_cpumask(inst), all);
+  ring_buffer_set_cpumask(ring_buffer_global(), {2}); // CPU 1 only
+  ring_buffer_set_cpumask(inst, {1});                 // CPU 0 only
+  EXPECT_EQ(ring_buffer_cpumask(ring_buffer_global())[0], 2u);
+  EXPECT_EQ(ring_buffer_cpumask(ring_buffer_global())[1], 0u);
+  int global_made = 0, inst_made = 0;
+  on_thread([&] {
+    for (int i = 0; i < 6; i++) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(i % 2, &set);
+      ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+      void *p = ring_buffer_reserve(8);
+      EXPECT_EQ(p != nullptr, i % 2 == 1) << i;
+      if (p) {
+        memset(p, 0, 8);
+        ring_buffer_commit(p);
+        global_made++;
+      }
+      void *q = ring_buffer_reserve(inst, 8, nullptr);
+      EXPECT_EQ(q != nullptr, i % 2 == 0) << i;
+      if (q) {
+        memset(q, 0, 8);
+        ring_buffer_commit(inst, q);
+        inst_made++;
+      }
+    }
+  });
+  EXPECT_EQ(global_made, 3);
+  EXPECT_EQ(inst_made, 3);
+  auto recs = drain(ring_buffer_reader::PEEK);
+  ASSERT_EQ(recs.size(), 3u);
+  for (const auto &r : recs)
+    EXPECT_EQ(r.cpu, 1u);
+  EXPECT_EQ(ring_buffer_stats().dropped, 0u);
+  // Back to every CPU: both record again.
+  ring_buffer_set_cpumask(ring_buffer_global(), all);
+  on_thread([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+    void *p = ring_buffer_reserve(8);
+    EXPECT_NE(p, nullptr);
+    if (p)
+      ring_buffer_commit(p);
+  });
+  ring_buffer_free(inst);
 }
 
 TEST_F(ring_buffer_test, muted_thread_writes_nothing) {

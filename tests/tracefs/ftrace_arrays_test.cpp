@@ -481,3 +481,63 @@ TEST(kpage_writer, deltas_extends_long_events_and_missed_counts)
     EXPECT_EQ(ts, 1000u + (1ull << 30) + 5);
     kbuffer_free(kb);
 }
+
+// tracing_cpumask (ftrace/func_cpumask.tc): the kernel's "%*pb" text over the possible CPUs,
+// bitmap_parse's errors, and only the threads on a CPU of the mask record - in the top
+// array and, with a mask of its own, in an instance.
+TEST_F(ftrace_arrays, tracing_cpumask_limits_recording_to_its_cpus)
+{
+    const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    if (ncpu < 2 || ncpu > 32 || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        GTEST_SKIP() << "needs 2 to 32 CPUs, two online";
+    char all[16];
+    snprintf(all, sizeof all, "%lx\n", (1ul << ncpu) - 1);
+    struct restore {
+        std::string mask;
+        ~restore()
+        {
+            wr("tracing_cpumask", mask);
+            T.rmdir("instances/m");
+        }
+    } guard{all};
+    EXPECT_EQ(rd("tracing_cpumask"), all);
+    ASSERT_EQ(wr("tracing_cpumask", "2"), 0);
+    EXPECT_EQ(rd("tracing_cpumask"), std::string(size_t((ncpu + 3) / 4 - 1), '0') + "2\n");
+    // Errors change nothing.
+    EXPECT_EQ(wr("tracing_cpumask", "xyz"), -EINVAL);
+    EXPECT_EQ(wr("tracing_cpumask", "1,2"), -EOVERFLOW);       // two chunks for <= 32 CPUs
+    EXPECT_EQ(wr("tracing_cpumask", "123456789"), -EOVERFLOW); // 9 digits in a chunk
+    char past[16];
+    snprintf(past, sizeof past, "%lx", 1ul << ncpu); // the bit of CPU nr_cpu_ids
+    EXPECT_EQ(wr("tracing_cpumask", past), -EOVERFLOW);
+    EXPECT_EQ(rd("tracing_cpumask").back(), '\n');
+    EXPECT_EQ(rd("tracing_cpumask").find_first_not_of('0'), rd("tracing_cpumask").size() - 2);
+
+    ASSERT_EQ(T.mkdir("instances/m"), 0);
+    EXPECT_EQ(rd("instances/m/tracing_cpumask"), all); // its own, full
+    ASSERT_EQ(wr("instances/m/tracing_cpumask", "1"), 0);
+    ASSERT_EQ(wr("set_ftrace_filter", "ta_leaf", true), 0);
+    ASSERT_EQ(wr("instances/m/set_ftrace_filter", "ta_leaf", true), 0);
+    ASSERT_EQ(wr("current_tracer", "function"), 0);
+    ASSERT_EQ(wr("instances/m/current_tracer", "function"), 0);
+    std::thread t([] {
+        for (int i = 0; i < 6; i++) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(i % 2, &set);
+            if (sched_setaffinity(0, sizeof set, &set) == 0)
+                ta_leaf(i);
+        }
+    });
+    t.join();
+    auto top = body(rd("trace"));
+    auto inst = body(rd("instances/m/trace"));
+    ASSERT_EQ(wr("current_tracer", "nop"), 0);
+    ASSERT_EQ(wr("instances/m/current_tracer", "nop"), 0);
+    ASSERT_EQ(top.size(), 3u);
+    for (const std::string &l : top)
+        EXPECT_TRUE(has(l, "[001]") && has(l, "ta_leaf")) << l;
+    ASSERT_EQ(inst.size(), 3u);
+    for (const std::string &l : inst)
+        EXPECT_TRUE(has(l, "[000]") && has(l, "ta_leaf")) << l;
+}
