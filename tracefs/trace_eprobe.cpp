@@ -14,10 +14,16 @@
 // Invariants: an event read by an event probe is not deleted (EBUSY); the enabled event
 // probes of an event are an immutable list the handlers load (old ones are kept until the
 // event is freed), and a deleted event probe stays with its attached event until then, so
-// a handler that loaded an old list never reads freed memory.
+// a handler that loaded an old list never reads freed memory. eprobe_write is hot path.
+#include "tracefs/trace_probe.h"
+
+#include "core/compiler.h"
+#include "core/ring_buffer.h"
 #include "tracefs/event_format.h"
+#include "tracefs/fetch_arg.h"
+#include "tracefs/ftrace_pid.h"
+#include "tracefs/trace_array.h"
 #include "tracefs/trace_events.h"
-#include "tracefs/trace_events_internal.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -25,101 +31,184 @@
 namespace dprobe
 {
 
+// The kernel's struct trace_eprobe.
+struct trace_eprobe : trace_probe {
+    trace_event *attached = nullptr;             // the event it reads
+    std::unique_ptr<event_filter> attach_filter; // its "if FILTER" on that event's records
+};
+
 namespace
 {
 
-// Publishes ATTACHED's enabled event probes with TP added (or removed).
-void publish(trace_event &attached, const trace_probe *tp, bool add)
+// ---- the writer (hot path) ----
+
+// An event probe's record in array TR from the attached event's record in CTX (the
+// kernel's __eprobe_trace_func()): its arguments from that record's fields, its filter in
+// TR on the result.
+DPROBE_NOPROBE void eprobe_write_one(const trace_eprobe &ep, fetch_context &ctx, trace_array &tr,
+                                     uint16_t cpu) noexcept
+{
+    const trace_event &e = *ep.event;
+    size_t len = ep.fixed_size;
+    if (ep.has_dyn) len += trace_args_dynamic_size(ep.def.args, ctx);
+    // Nested in the attached record's reservation: placed after it, published with it.
+    void *ev = ring_buffer_reserve(tr.buffer, len);
+    if (!ev) return;
+    auto *rec = static_cast<uint8_t *>(ev);
+    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, trace_current_tid(), 0, 0);
+    const event_filter *f = e.filter[tr.id].load(std::memory_order_acquire);
+    event_filter::context fc;
+    fc.cpu = cpu;
+    if (f && !f->match(rec, used, fc)) {
+        ring_buffer_discard(tr.buffer, ev);
+        return;
+    }
+    ring_buffer_commit(tr.buffer, ev);
+}
+
+} // namespace
+
+DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, size_t src_len,
+                                 uint16_t cpu) noexcept
+{
+    const trace_event &e = *ep.event;
+    uint64_t mask = e.record_mask.load(std::memory_order_acquire);
+    if (!mask) return;
+    event_filter::context fc;
+    fc.cpu = cpu;
+    if (ep.attach_filter && !ep.attach_filter->match(src, src_len, fc)) return;
+    fetch_context ctx;
+    ctx.event_rec = src;
+    ctx.symbolize = trace_symbolize;
+    while (mask) {
+        const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
+        mask &= mask - 1;
+        trace_array *tr = trace_array_by_id(id);
+        if (unlikely(!tr) || (unlikely(tr->event_slow()) && tr->event_ignore_this_task())) continue;
+        eprobe_write_one(ep, ctx, *tr, cpu);
+    }
+}
+
+namespace
+{
+
+// Publishes ATTACHED's enabled event probes with EP added (or removed).
+void publish(trace_event &attached, const trace_eprobe *ep, bool add)
 {
     auto l = std::make_unique<eprobe_list>();
     if (const eprobe_list *old = attached.eprobes.load(std::memory_order_relaxed))
         l->probes = old->probes;
     if (add)
-        l->probes.push_back(tp);
+        l->probes.push_back(ep);
     else
-        std::erase(l->probes, tp);
+        std::erase(l->probes, ep);
     attached.eprobes.store(l->probes.empty() ? nullptr : l.get(), std::memory_order_release);
     attached.eprobe_lists.push_back(std::move(l));
 }
 
-} // namespace
-
-int trace_events::create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const std::string> argv,
-                                const char *loc)
+trace_probe *trace_eprobe_alloc()
 {
-    auto fail = [&](probe_error e) {
-        errors_.append(loc, argv, e);
-        return -e.errnum;
-    };
-    probe_definition &d = tp->def;
-    trace_event *attached = find(d.place.object, d.place.symbol);
-    if (!attached || attached->attached)
-        return fail(probe_error::make(probe_err::BAD_ATTACH_EVENT, 1, 0, ENODEV));
-    std::unique_ptr<event_filter> f;
+    return new trace_eprobe;
+}
+
+// A deleted event probe (disabled) and its event stay with the event it reads until that
+// is freed, as its handlers may still be reading them.
+void trace_eprobe_free(trace_probe *tp, std::unique_ptr<trace_event> emptied)
+{
+    auto *ep = static_cast<trace_eprobe *>(tp);
+    if (!emptied) { // not from a delete: nothing reads it
+        delete ep;
+        return;
+    }
+    trace_event &a = *ep->attached;
+    a.dead_eprobes.emplace_back(ep, trace_probe_free);
+    a.dead_eprobe_events.push_back(std::move(emptied));
+}
+
+int trace_eprobe_create(trace_events &te, trace_probe &tp, bool, probe_error &err)
+{
+    auto &ep = static_cast<trace_eprobe &>(tp);
+    const probe_definition &d = ep.def;
+    trace_event *attached = te.find_locked(d.place.object, d.place.symbol);
+    if (!attached || attached->reads()) {
+        err = probe_error::make(probe_err::BAD_ATTACH_EVENT, 1, 0, ENODEV);
+        return -ENODEV;
+    }
     if (!d.filter.empty()) {
         // The filter reads the attached event's fields (trace_eprobe_parse_filter()).
         filter_parse_error pe;
-        f = event_filter::compile(d.filter, attached->fields, pe);
-        if (!f) {
+        ep.attach_filter = event_filter::compile(d.filter, attached->fields, pe);
+        if (!ep.attach_filter) {
             bool positioned = pe.err != filter_err::NONE && pe.err != filter_err::ERRNO;
-            errors_.append_message("event filter parse error",
-                                   filter_err_text(positioned ? pe.err : filter_err::ERRNO),
-                                   d.filter, positioned ? size_t(pe.pos) : 0);
+            te.errors().append_message("event filter parse error",
+                                       filter_err_text(positioned ? pe.err : filter_err::ERRNO),
+                                       d.filter, positioned ? size_t(pe.pos) : 0);
             return -EINVAL;
         }
     }
-    if (probe_error e = resolve_probe_args(*tp)) return fail(e);
-
-    auto ev = std::make_unique<trace_event>();
-    ev->group = d.group;
-    ev->name = d.event;
-    ev->id = alloc_id();
-    ev->fields = probe_filter_fields(d);
-    ev->attached = attached;
-    ev->attach_filter = std::move(f);
-    tp->event = ev.get();
-    tp->id = ev->id;
-    tp->has_dyn = d.has_dynamic_args();
-    tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
-    {
-        std::lock_guard<std::mutex> g(fmt_mutex_);
-        formats_[ev->id] = std::make_shared<const probe_definition>(d);
+    if (probe_error e = trace_probe_resolve_args(ep)) {
+        err = e;
+        return -e.errnum;
     }
-    ev->probes.push_back(tp.get());
-    add_event_locked(ev.release());
-    probes_.push_back(tp.release());
+    ep.attached = attached;
     return 0;
 }
 
-int trace_events::enable_eprobe_locked(trace_event &ev, bool on)
+std::string trace_eprobe_show(const trace_probe &tp, bool)
 {
-    // EV is armed while it is enabled in some array (or held by a soft-mode command): its
-    // handler then runs on every record of the event it reads, and writes its own record in
-    // the arrays where it records.
-    trace_event &a = *ev.attached;
-    const trace_probe *tp = ev.probes.front();
-    if (on) {
-        if (!a.armed()) {
-            if (int err = arm_locked(a, true)) return err;
+    return tp.def.listing();
+}
+
+// An event probe is armed while its event is enabled in some array (or held by a soft-mode
+// command): it is then published on the event it reads, which is armed (in soft mode) so
+// that its handler runs on every record of that event.
+int trace_eprobe_arm(trace_events &te, std::span<trace_probe *const> tps, bool on)
+{
+    for (size_t i = 0; i < tps.size(); ++i) {
+        auto &ep = static_cast<trace_eprobe &>(*tps[i]);
+        trace_event &a = *ep.attached;
+        if (on) {
+            if (!a.armed()) {
+                if (int err = te.arm_locked(a, true)) {
+                    trace_eprobe_arm(te, tps.first(i), false);
+                    return err;
+                }
+            }
+            a.soft++;
+            publish(a, &ep, true);
+        } else {
+            publish(a, &ep, false);
+            if (--a.soft == 0 && !a.armed())
+                te.arm_locked(a, false); // (waits for the handlers still running)
         }
-        a.soft++;
-        publish(a, tp, true);
-    } else {
-        publish(a, tp, false);
-        if (--a.soft == 0 && !a.armed())
-            arm_locked(a, false); // (waits for the handlers still running)
     }
     return 0;
 }
 
-void trace_events::bury_eprobe(trace_probe *tp)
+void trace_eprobe_unregister(std::span<trace_probe *const>) {} // disabled: not published
+
+const trace_event *trace_eprobe_reads(const trace_probe &tp)
 {
-    trace_event *ev = tp->event;
-    trace_event &a = *ev->attached;
-    events_.erase(std::remove(events_.begin(), events_.end(), ev), events_.end());
-    forget_event_locked(ev);
-    a.dead_eprobes.emplace_back(tp);
-    a.dead_eprobe_events.emplace_back(ev);
+    return static_cast<const trace_eprobe &>(tp).attached;
 }
+
+} // namespace
+
+const dyn_event_operations trace_eprobe_ops = {
+    .kind = probe_kind::eprobe,
+    .accept = ACCEPT_EPROBE,
+    .alloc = trace_eprobe_alloc,
+    .free = trace_eprobe_free,
+    .create = trace_eprobe_create,
+    .show = trace_eprobe_show,
+    .is_busy = trace_probe_is_busy,
+    .match = trace_probe_match,
+    .arm = trace_eprobe_arm,
+    .unregister = trace_eprobe_unregister,
+    .waits_for_objects = nullptr,
+    .rescan = nullptr,
+    .list_line = nullptr,
+    .reads = trace_eprobe_reads,
+};
 
 } // namespace dprobe

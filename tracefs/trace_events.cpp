@@ -1,5 +1,7 @@
-// Dynamic-event registry: commands, events, their files (the record writers are in
-// trace_probe_handlers.cpp).
+// Dynamic-event registry: commands, events, their files. Everything a kind of event does
+// differently goes through its operations table (trace_probe.h); the record writer is in
+// trace_probe_handlers.cpp, the loader notifier for probes on objects the process loads in
+// trace_events_notify.cpp.
 #include "tracefs/trace_events.h"
 
 #include "core/compiler.h"
@@ -11,15 +13,7 @@
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
 #include "tracefs/trace_array.h"
-#include "tracefs/trace_events_internal.h"
-
-#include "arch/x86_64/uaccess.h"
-
-#include <dprobe/fprobe.h>
-#include <dprobe/kprobes.h>
-
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "tracefs/trace_probe.h"
 
 #include <algorithm>
 #include <atomic>
@@ -38,16 +32,14 @@ namespace dprobe {
 
 namespace {
 
-bool accepts(unsigned accept, probe_kind k)
+// Whether a file taking the kinds ACCEPT lists and deletes TP.
+bool accepts(unsigned accept, const trace_probe *tp)
 {
-    switch (k) {
-    case probe_kind::kprobe: return accept & ACCEPT_KPROBE;
-    case probe_kind::uprobe: return accept & ACCEPT_UPROBE;
-    case probe_kind::fprobe: return accept & ACCEPT_FPROBE;
-    case probe_kind::eprobe: return accept & ACCEPT_EPROBE;
-    }
-    return false;
+    return accept & tp->ops->accept;
 }
+
+// A new probe freed through its kind's table.
+using probe_ptr = std::unique_ptr<trace_probe, void (*)(trace_probe *)>;
 
 std::string_view strip(std::string_view s)
 {
@@ -65,28 +57,6 @@ constexpr const char default_sys_filter_message[] =
     "# If no events are modified, an error message will be displayed here\n";
 
 constexpr const char filter_err_loc[] = "event filter parse error";
-
-// The kernel's kprobe_on_func_entry() as the parser's is_func_entry: unknown symbols count
-// as entries here, so the registration reports them (BAD_PROBE_ADDR), not BAD_RETPROBE.
-bool place_is_func_entry(const probe_place &pl)
-{
-    int r;
-    switch (pl.kind) {
-    case probe_place::form::symbol:
-        r = kprobe_on_func_entry(nullptr, pl.qualified_symbol().c_str(), pl.offset);
-        break;
-    case probe_place::form::address:
-        r = kprobe_on_func_entry(reinterpret_cast<kprobe_opcode_t *>(pl.address), nullptr, 0);
-        break;
-    default: {
-        auto a = file_offset_to_addr(pl.object, pl.file_offset);
-        if (!a)
-            return false;
-        r = kprobe_on_func_entry(reinterpret_cast<kprobe_opcode_t *>(*a), nullptr, 0);
-    }
-    }
-    return r != -EINVAL;
-}
 
 } // namespace
 
@@ -122,6 +92,7 @@ void trace_events::add_event_locked(trace_event *ev)
     events_.push_back(ev);
     by_name_[key(ev->group, ev->name)] = ev;
     id_used_[ev->id] = true;
+    next_id_ = ev->id == UINT16_MAX ? TRACE_EVENT_FIRST_ID : uint16_t(ev->id + 1);
 }
 
 void trace_events::forget_event_locked(const trace_event *ev)
@@ -130,14 +101,11 @@ void trace_events::forget_event_locked(const trace_event *ev)
     id_used_[ev->id] = false;
 }
 
-uint16_t trace_events::alloc_id()
+uint16_t trace_events::peek_id() const
 {
-    for (;;) {
-        uint16_t id = next_id_;
-        next_id_ = next_id_ == UINT16_MAX ? TRACE_EVENT_FIRST_ID : uint16_t(next_id_ + 1);
+    for (uint16_t id = next_id_;; id = id == UINT16_MAX ? TRACE_EVENT_FIRST_ID : uint16_t(id + 1))
         if (!id_used_[id])
             return id;
-    }
 }
 
 namespace {
@@ -145,6 +113,8 @@ std::atomic<void (*)()> g_commands_hook{nullptr};
 }
 
 void trace_events::set_commands_hook(void (*hook)()) { g_commands_hook.store(hook); }
+
+void trace_events::use_fast_stores(bool on) { trace_probe_use_fast_stores(on); }
 
 int trace_events::write_commands(std::string_view buf, unsigned accept)
 {
@@ -161,12 +131,12 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
         return 0;
     parse_options opts;
     opts.accept = accept;
-    opts.is_func_entry = place_is_func_entry;
+    opts.is_func_entry = trace_kprobe_on_func_entry;
     opts.func_info = func_proto_of_place;
     opts.event_fields = [this](std::string_view group,
                                std::string_view event) -> const std::vector<filter_field> * {
         const trace_event *ev = find(group, event);
-        return ev && !ev->attached ? &ev->fields : nullptr; // no event probe on an event probe
+        return ev && !ev->reads() ? &ev->fields : nullptr; // no event probe on an event probe
     };
     dynevent_command cmd;
     const char *loc = nullptr;
@@ -199,28 +169,20 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
             return fail(e);
     }
 
-    auto tp = std::make_unique<trace_probe>();
+    // Everything a handler reads is set before the kind can register anything: the probe,
+    // and a new event (published only when the kind has accepted the probe, so a failed
+    // command takes no id).
+    const dyn_event_operations &ops = dyn_event_ops_of(def.kind);
+    probe_ptr tp(ops.alloc(), trace_probe_free);
+    tp->ops = &ops;
     tp->def = def;
-    tp->hooks.owner = tp.get();
-    probe_definition &d = tp->def;
-    if (d.kind == probe_kind::eprobe)
-        return create_eprobe(std::move(tp), argv, loc);
-
-    if (d.kind == probe_kind::fprobe) {
-        if (probe_error e = resolve_probe_args(*tp))
-            return fail(e);
-        tp->symbol = d.place.qualified_symbol();
-        if (fprobe_count_ips_from_filter(tp->symbol.c_str(), nullptr) <= 0)
-            return fail(registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
-    }
-
-    // Everything a handler reads is set before anything can call it.
+    const probe_definition &d = tp->def;
     std::unique_ptr<trace_event> fresh;
     if (!ev) {
         fresh = std::make_unique<trace_event>();
         fresh->group = d.group;
         fresh->name = d.event;
-        fresh->id = alloc_id();
+        fresh->id = peek_id();
         fresh->fields = probe_filter_fields(d);
         ev = fresh.get();
     }
@@ -228,43 +190,19 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->id = ev->id;
     tp->has_dyn = d.has_dynamic_args();
     tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
-    if (d.kind == probe_kind::fprobe)
-        compile_record(*tp); // a kprobe's, once its arguments are resolved
 
-    if (d.kind == probe_kind::fprobe) {
-        // An fprobe appended to an enabled event is registered now.
-        if (ev->armed()) {
-            struct fprobe &fp = tp->hooks.fp;
-            if (d.is_return) {
-                fp.exit_handler = fexit_handler;
-                if (!d.entry_args.empty()) {
-                    fp.entry_handler = fexit_entry_handler;
-                    fp.entry_data_size = d.entry_args.size();
-                }
-            } else {
-                fp.entry_handler = fentry_handler;
-            }
-            if (int r = register_fprobe(&fp, tp->symbol.c_str(), nullptr))
-                return fail(registration_error(
-                    r == -ENOENT ? probe_err::BAD_PROBE_ADDR : probe_err::FAIL_REG_PROBE, -r));
-            tp->fprobe_registered = true;
-        }
-    } else {
-        // p/r events register their kprobe now (disabled unless the event they join is
-        // enabled), or wait for their object to be loaded (trace_kprobe_place.cpp).
-        probe_error e;
-        if (int r = register_trace_kprobe(*tp, ev->armed(), e))
-            return e.logged() ? fail(e) : r;
-    }
+    probe_error e;
+    if (int r = ops.create(*this, *tp, ev->armed(), e))
+        return e.logged() ? fail(e) : r;
 
     if (fresh) {
         add_event_locked(fresh.release());
         std::lock_guard<std::mutex> g(fmt_mutex_);
         formats_[ev->id] = std::make_shared<const probe_definition>(d);
     }
-    // Only a probe that needs the loader notifier can change whether it is installed:
-    // scanning every probe at each creation made creating N events cost N^2.
-    const bool dl = tp->needs_dl_notifier();
+    // Only a probe that waits for objects can change whether the loader notifier is
+    // installed: scanning every probe at each creation made creating N events cost N^2.
+    const bool dl = ops.waits_for_objects && ops.waits_for_objects(*tp);
     ev->probes.push_back(tp.get());
     probes_.push_back(tp.release());
     if (dl)
@@ -272,124 +210,65 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     return 0;
 }
 
-probe_error trace_events::resolve_probe_args(trace_probe &tp)
-{
-    probe_definition &d = tp.def;
-    // @SYM: a probe placed in an object (lib:sym) reads that object's symbol when it has
-    // one: its own static variables, not a namesake elsewhere.
-    fetch_resolver resolver;
-    std::string home = d.place.kind == probe_place::form::symbol ? d.place.object : "";
-    resolver.symbol = [home](std::string_view name) -> std::optional<uintptr_t> {
-        auto &ks = kallsyms::instance();
-        std::vector<sym_hit> hits;
-        if (!home.empty() && name.find(':') == std::string_view::npos) {
-            std::string in_home = home + ":" + std::string(name);
-            hits = ks.lookup_data(in_home);
-            if (hits.empty())
-                hits = ks.lookup_func(in_home);
-        }
-        if (hits.empty())
-            hits = ks.lookup_data(name);
-        if (hits.empty())
-            hits = ks.lookup_func(name);
-        if (hits.empty())
-            return std::nullopt;
-        return hits.front().sym->addr;
-    };
-    // @+OFFSET: an offset in the probed file.
-    if (d.kind == probe_kind::uprobe) {
-        std::string path = d.place.object;
-        resolver.file_offset = [path](uint64_t off) { return file_offset_to_addr(path, off); };
-    }
-    if (probe_error e = resolve_fetch_args(d.args, resolver, 2))
-        return e;
-    if (!d.args.empty())
-        fetch_install_fault_handler();
-    return {};
-}
-
-namespace {
-std::atomic<bool> g_fast_stores{true};
-}
-
-void trace_events::use_fast_stores(bool on) { g_fast_stores.store(on); }
-
-void trace_events::compile_record(trace_probe &tp)
-{
-    tp.fast = !tp.has_dyn && g_fast_stores.load() && compile_fast_args(tp.def, tp.fast_args);
-}
-
 int trace_events::remove(const delete_request &req, unsigned accept)
 {
     std::vector<trace_probe *> hit;
     for (trace_probe *p : probes_)
-        if (accepts(accept, p->def.kind) && delete_matches(req, p->def))
+        if (accepts(accept, p) && p->ops->match(req, *p))
             hit.push_back(p);
     if (hit.empty())
         return -ENOENT;
     for (trace_probe *p : hit)
-        if (p->event->in_use())
+        if (p->ops->is_busy(*p))
             return -EBUSY;
     // An event an event probe reads stays while that event probe does (the kernel holds a
     // reference on it).
     for (const trace_event *e : events_) {
-        if (!e->attached)
+        const trace_event *read = e->reads();
+        if (!read)
             continue;
         bool reader_goes = std::any_of(hit.begin(), hit.end(),
                                        [&](trace_probe *p) { return p->event == e; });
         bool read_goes = std::any_of(hit.begin(), hit.end(),
-                                     [&](trace_probe *p) { return p->event == e->attached; });
+                                     [&](trace_probe *p) { return p->event == read; });
         if (read_goes && !reader_goes)
             return -EBUSY;
     }
-    const bool dl = std::any_of(hit.begin(), hit.end(),
-                                [](const trace_probe *p) { return p->needs_dl_notifier(); });
+    const bool dl = std::any_of(hit.begin(), hit.end(), [](const trace_probe *p) {
+        return p->ops->waits_for_objects && p->ops->waits_for_objects(*p);
+    });
     std::unordered_set<trace_probe *> gone(hit.begin(), hit.end());
     probes_.erase(std::remove_if(probes_.begin(), probes_.end(),
                                  [&](trace_probe *p) { return gone.count(p) != 0; }),
                   probes_.end());
-    // Event probes first: they go to the event they read.
-    auto plain = std::stable_partition(hit.begin(), hit.end(), [](trace_probe *p) {
-        return p->def.kind == probe_kind::eprobe;
+    // In the order of the kinds' list: event probes go first, to the event they read.
+    std::stable_sort(hit.begin(), hit.end(), [](const trace_probe *a, const trace_probe *b) {
+        return dyn_event_ops_rank(a->ops) < dyn_event_ops_rank(b->ops);
     });
-    for (auto it = hit.begin(); it != plain; ++it)
-        bury_eprobe(*it);
-    hit.erase(hit.begin(), plain);
-    // The kprobes and kretprobes go in one batch each (one text patch, one wait).
-    std::vector<struct kprobe *> kps;
-    std::vector<struct kretprobe *> rps;
-    for (trace_probe *p : hit) {
-        if (!p->kprobe_registered)
-            continue;
-        if (p->def.is_return)
-            rps.push_back(&p->hooks.rp);
-        else
-            kps.push_back(&p->hooks.rp.kp);
+    // Unregistered in one batch per unregister function (one text patch, one wait).
+    for (size_t i = 0; i < hit.size();) {
+        size_t j = i;
+        while (j < hit.size() && hit[j]->ops->unregister == hit[i]->ops->unregister)
+            ++j;
+        hit[i]->ops->unregister(std::span(hit).subspan(i, j - i));
+        i = j;
     }
-    if (!kps.empty())
-        unregister_kprobes(kps.data(), static_cast<int>(kps.size()));
-    if (!rps.empty())
-        unregister_kretprobes(rps.data(), static_cast<int>(rps.size()));
-    std::vector<trace_event *> emptied;
-    for (trace_probe *p : hit) {
-        if (p->fprobe_registered)
-            unregister_fprobe(&p->hooks.fp);
-        trace_event *ev = p->event;
-        ev->probes.erase(std::remove(ev->probes.begin(), ev->probes.end(), p), ev->probes.end());
-        if (ev->probes.empty())
-            emptied.push_back(ev);
-        delete p;
-    }
-    if (!emptied.empty()) {
-        std::unordered_set<trace_event *> dead(emptied.begin(), emptied.end());
-        events_.erase(std::remove_if(events_.begin(), events_.end(),
-                                     [&](trace_event *e) { return dead.count(e) != 0; }),
-                      events_.end());
-        for (trace_event *ev : emptied) {
+    // Then freed, each with its event when it was the event's last probe: no handler runs.
+    std::vector<std::unique_ptr<trace_event>> emptied(hit.size());
+    std::unordered_set<trace_event *> dead;
+    for (size_t i = 0; i < hit.size(); ++i) {
+        trace_event *ev = hit[i]->event;
+        std::erase(ev->probes, hit[i]);
+        if (ev->probes.empty()) {
             forget_event_locked(ev);
-            delete ev; // its filters with it: every probe is unregistered, no handler runs
+            dead.insert(ev);
+            emptied[i].reset(ev);
         }
     }
+    if (!dead.empty())
+        std::erase_if(events_, [&](trace_event *e) { return dead.count(e) != 0; });
+    for (size_t i = 0; i < hit.size(); ++i)
+        hit[i]->ops->free(hit[i], std::move(emptied[i]));
     if (dl)
         update_dl_notifier();
     return 0;
@@ -399,11 +278,11 @@ int trace_events::release_all(unsigned accept)
 {
     events_lock g(*this);
     for (trace_probe *p : probes_)
-        if (accepts(accept, p->def.kind) && p->event->in_use())
+        if (accepts(accept, p) && p->ops->is_busy(*p))
             return -EBUSY;
     delete_request all; // no group, empty event: every event
     bool any = std::any_of(probes_.begin(), probes_.end(),
-                           [&](trace_probe *p) { return accepts(accept, p->def.kind); });
+                           [&](trace_probe *p) { return accepts(accept, p); });
     if (!any)
         return 0;
     return remove(all, accept);
@@ -414,8 +293,8 @@ std::string trace_events::listing(unsigned accept, bool with_state) const
     events_lock g(*this);
     std::string s;
     for (const trace_probe *p : probes_)
-        if (accepts(accept, p->def.kind))
-            s += p->def.listing() + (with_state && code_gone(*p) ? " # [GONE]\n" : "\n");
+        if (accepts(accept, p))
+            s += p->ops->show(*p, with_state) + "\n";
     return s;
 }
 
@@ -423,40 +302,17 @@ std::string trace_events::listing_of(std::string_view group, std::string_view ev
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    return ev ? ev->probes.front()->def.listing() : std::string();
+    return ev ? ev->probes.front()->ops->show(*ev->probes.front(), false) : std::string();
 }
 
-std::string trace_events::kprobe_profile() const
+std::string trace_events::pending_kprobes_list() const
 {
     events_lock g(*this);
-    std::string s;
-    char line[256];
-    for (trace_probe *p : probes_) {
-        if (p->def.kind != probe_kind::kprobe)
-            continue;
-        unsigned long missed = p->hooks.rp.kp.nmissed;
-        if (p->def.is_return)
-            missed += static_cast<unsigned long>(p->hooks.rp.nmissed);
-        std::snprintf(line, sizeof line, "  %-44s %15lu %15lu\n", p->def.event.c_str(),
-                      p->nhit.load(std::memory_order_relaxed), missed);
-        s += line;
-    }
-    return s;
-}
-
-std::string trace_events::uprobe_profile() const
-{
-    events_lock g(*this);
-    std::string s;
-    char line[PATH_MAX + 128];
-    for (trace_probe *p : probes_) {
-        if (p->def.kind != probe_kind::uprobe)
-            continue;
-        std::snprintf(line, sizeof line, "  %s %-44s %15lu\n", p->def.place.object.c_str(),
-                      p->def.event.c_str(), p->nhit.load(std::memory_order_relaxed));
-        s += line;
-    }
-    return s;
+    std::string out;
+    for (const trace_probe *p : probes_)
+        if (p->ops->list_line)
+            out += p->ops->list_line(*p);
+    return out;
 }
 
 std::vector<std::string> trace_events::groups() const
@@ -555,7 +411,7 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on,
         if (bool(ev->enabled_mask & bit) == on || !seen.insert(ev).second)
             continue;
         const bool arming = on ? !ev->armed() : !armed_without(*ev, bit);
-        (arming && !ev->attached ? plain : single).push_back(ev);
+        (arming && !ev->reads() ? plain : single).push_back(ev);
     }
     auto set_plain = [&plain, bit](bool state) {
         // Recording stops before the probes are disarmed and starts after they are armed.
@@ -594,7 +450,7 @@ int trace_events::enable_one_locked(trace_event &ev, bool on, unsigned array)
         return 0;
     if (on) {
         if (!ev.armed())
-            if (int err = arm_event_locked(ev, true))
+            if (int err = arm_locked(ev, true))
                 return err;
         set_enable_bit(ev, bit, true);
         return 0;
@@ -602,13 +458,8 @@ int trace_events::enable_one_locked(trace_event &ev, bool on, unsigned array)
     const bool disarm = !armed_without(ev, bit);
     set_enable_bit(ev, bit, false);
     if (disarm)
-        arm_event_locked(ev, false);
+        arm_locked(ev, false);
     return 0;
-}
-
-int trace_events::arm_event_locked(trace_event &ev, bool on)
-{
-    return ev.attached ? enable_eprobe_locked(ev, on) : arm_locked(ev, on);
 }
 
 int trace_events::arm_locked(trace_event &ev, bool on)
@@ -617,69 +468,34 @@ int trace_events::arm_locked(trace_event &ev, bool on)
     return arm_many_locked(one, on);
 }
 
-// Registers (or unregisters) the fprobes of EVS one by one (each is itself one batch over its
-// functions) and arms (or disarms) their kprobes and kretprobes in one batch: one text patch
-// and one wait for thousands of p/r events. A probe whose object is not mapped is armed when
-// it is (trace_kprobe_place.cpp).
+// The probes of EVS go to their tables' arm functions in the order of the kinds' list, one
+// batch per function (kprobe and uprobe events share one: one text patch and one wait for
+// thousands of p/r events). Arming is all or nothing: when a batch fails, the batches
+// before it are disarmed.
 int trace_events::arm_many_locked(std::span<trace_event *const> evs, bool on)
 {
-    std::vector<trace_probe *> fprobes, kprobes;
+    std::vector<trace_probe *> tps;
     for (trace_event *ev : evs)
-        for (trace_probe *tp : ev->probes)
-            (tp->def.kind == probe_kind::fprobe ? fprobes : kprobes).push_back(tp);
-    std::vector<struct kprobe *> kps;
-    if (!on) {
-        for (trace_probe *tp : kprobes) {
-            if (!tp->kprobe_registered)
-                continue;
-            sem_put(*tp);
-            if (!code_gone(*tp))
-                kps.push_back(&tp->hooks.rp.kp);
-        }
-        if (!kps.empty())
-            disable_kprobes(kps.data(), static_cast<int>(kps.size()));
-        for (trace_probe *tp : fprobes)
-            if (tp->fprobe_registered) {
-                unregister_fprobe(&tp->hooks.fp);
-                tp->fprobe_registered = false;
-            }
-        return 0;
+        tps.insert(tps.end(), ev->probes.begin(), ev->probes.end());
+    std::stable_sort(tps.begin(), tps.end(), [](const trace_probe *a, const trace_probe *b) {
+        return dyn_event_ops_rank(a->ops) < dyn_event_ops_rank(b->ops);
+    });
+    std::vector<std::span<trace_probe *const>> batches;
+    for (size_t i = 0; i < tps.size();) {
+        size_t j = i;
+        while (j < tps.size() && tps[j]->ops->arm == tps[i]->ops->arm)
+            ++j;
+        batches.push_back(std::span<trace_probe *const>(tps).subspan(i, j - i));
+        i = j;
     }
-    int err = 0;
-    for (size_t i = 0; i < fprobes.size() && !err; ++i) {
-        trace_probe &tp = *fprobes[i];
-        struct fprobe &fp = tp.hooks.fp;
-        fp = {};
-        if (tp.def.is_return) {
-            fp.exit_handler = fexit_handler;
-            if (!tp.def.entry_args.empty()) {
-                fp.entry_handler = fexit_entry_handler;
-                fp.entry_data_size = tp.def.entry_args.size();
-            }
-        } else {
-            fp.entry_handler = fentry_handler;
+    for (size_t b = 0; b < batches.size(); ++b) {
+        auto arm = batches[b].front()->ops->arm;
+        if (int err = arm(*this, batches[b], on); err && on) {
+            while (b-- > 0)
+                batches[b].front()->ops->arm(*this, batches[b], false);
+            return err;
         }
-        err = register_fprobe(&fp, tp.symbol.c_str(), nullptr);
-        tp.fprobe_registered = err == 0;
     }
-    std::vector<trace_probe *> armed;
-    for (trace_probe *tp : kprobes)
-        if (!code_gone(*tp)) {
-            kps.push_back(&tp->hooks.rp.kp);
-            armed.push_back(tp);
-        }
-    if (!err && !kps.empty())
-        err = enable_kprobes(kps.data(), static_cast<int>(kps.size()));
-    if (err) {
-        for (trace_probe *tp : fprobes)
-            if (tp->fprobe_registered) {
-                unregister_fprobe(&tp->hooks.fp);
-                tp->fprobe_registered = false;
-            }
-        return err;
-    }
-    for (trace_probe *tp : armed)
-        sem_get(*tp);
     return 0;
 }
 
@@ -852,7 +668,7 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
     if (ref) {
         if (n++ == 0) {
             if (!ev->armed()) {
-                if (int err = arm_event_locked(*ev, true)) {
+                if (int err = arm_locked(*ev, true)) {
                     n--;
                     return err;
                 }
@@ -870,7 +686,7 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
         if (!(ev->enabled_mask & bit))
             ev->record_mask.fetch_and(~bit, std::memory_order_release);
         if (!ev->armed())
-            arm_event_locked(*ev, false);
+            arm_locked(*ev, false);
     }
     return 0;
 }
@@ -910,7 +726,7 @@ void trace_events::remove_array(unsigned array)
         ev->filter[array].store(nullptr, std::memory_order_release);
         ev->filter_file.erase(array);
         if (was && !ev->armed())
-            arm_event_locked(*ev, false);
+            arm_locked(*ev, false);
     }
     const std::string prefix = std::to_string(array) + ":";
     std::erase_if(group_filter_text_, [&](const auto &kv) { return kv.first.starts_with(prefix); });

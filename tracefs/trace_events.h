@@ -1,24 +1,25 @@
-// The dynamic-event registry (the kernel's trace_kprobe.c / trace_fprobe.c / trace_uprobe.c
-// glue and trace_events.c's event files, for one process).
+// The dynamic-event registry (dyn_event.c and trace_events.c's event files, for one
+// process): the commands written to dynamic_events / kprobe_events / uprobe_events, the
+// events they create and the events/ tree's enable and filter files.
 //
 // Every event is GROUP/EVENT with an id, one or more probe definitions (a multi-probe event
 // appends probes with identical arguments), an enable state, a filter and per-probe hit
-// counters. Lines written to dynamic_events / kprobe_events / uprobe_events create and delete
-// events; the events/ tree enables them and sets their filters.
-//
-// Registration follows the kernel:
+// counters. The registry is the same for every kind of event: what a kind does (register
+// on creation or on enable, where its probe goes, how it is armed and freed) is in that
+// kind's operations table (trace_probe.h: trace_kprobe.cpp, trace_uprobe.cpp,
+// trace_fprobe.cpp, trace_eprobe.cpp), which the registry picks by the parsed command's
+// kind and goes through. Registration follows the kernel:
 //  - f events register nothing on creation (Linux 6.15+): the fprobe is registered when the
-//    event is enabled and unregistered when it is disabled. Creation checks that the symbol
-//    (or glob) names at least one function with a patch site (BAD_PROBE_ADDR otherwise).
+//    event is enabled and unregistered when it is disabled.
 //  - p/r events (and path:offset "uprobe" events, which dprobe serves with a kprobe at the
 //    mapped address) register their kprobe / kretprobe disabled on creation, so a bad place
-//    is reported then (BAD_PROBE_ADDR, NON_UNIQ_SYMBOL, BAD_INSN_BNDRY, FAIL_REG_PROBE), and
-//    are armed on enable.
+//    is reported then, and are armed on enable.
 //
-// When a probe fires, its handler builds the record in place in the ring buffer: reserve,
-// common header (type = event id, flags 0, preempt count 0, pid = thread id), __probe_ip or
-// __probe_func/__probe_ret_ip, the fetch args; then the event's filter decides between commit
-// and discard. That path is noexcept, allocation-free and lock-free.
+// When a probe fires, its handler builds the record in place in the ring buffer
+// (trace_probe_handlers.cpp): reserve, common header (type = event id, flags 0, preempt
+// count 0, pid = thread id), __probe_ip or __probe_func/__probe_ret_ip, the fetch args;
+// then the event's filter decides between commit and discard. That path is noexcept,
+// allocation-free and lock-free.
 //
 // Trace arrays (the top level and instances/, trace_array.h): each event has an enable and a
 // filter per array (the kernel's trace_event_file), and a record goes to every array where
@@ -27,8 +28,6 @@
 // mode (the enable_event/disable_event function commands): armed, and recording only while
 // the command has switched it on; its enable file then reads "0*" or "1*".
 #pragma once
-
-#include "core/proc_maps.h" // file_offset_to_addr()
 
 #include "core/symbols.h"
 #include "tracefs/error_log.h"
@@ -72,7 +71,7 @@ public:
     // tracefs in its trace file. Set it before the tree serves requests.
     static void set_commands_hook(void (*hook)());
     // Probes created while OFF write every argument through the fetch-arg interpreter
-    // instead of its compiled form (fast_arg stores): for tests that compare the two.
+    // instead of its compiled form (fetch_fast.h): for tests that compare the two.
     static void use_fast_stores(bool on);
     // One command, already split (argv_split).
     int run_command(std::span<const std::string> argv, unsigned accept);
@@ -168,6 +167,14 @@ public:
     // its kprobe's code unloaded), as the kernel lists a probe whose code is gone.
     std::string pending_kprobes_list() const;
 
+    // ---- for the event kinds' tables (trace_probe.h), with the registry's lock held ----
+    // The event GROUP/EVENT, nullptr when there is none.
+    trace_event *find_locked(std::string_view group, std::string_view event) const
+    {
+        return find(group, event);
+    }
+    // EV's probes armed (or disarmed): for an event probe, the event it reads.
+    int arm_locked(trace_event &ev, bool on);
 
     trace_events(const trace_events &) = delete;
     trace_events &operator=(const trace_events &) = delete;
@@ -194,30 +201,15 @@ private:
     void unlock_and_rescan();
 
     int create(const probe_definition &def, std::span<const std::string> argv, const char *loc);
-    // @SYM and @+OFFSET arguments of TP resolved in the process (BAD_PROBE_ADDR otherwise).
-    probe_error resolve_probe_args(trace_probe &tp);
-    // The fast record writer of TP (trace_events_internal.h), from its resolved arguments;
-    // before any handler can run.
-    static void compile_record(trace_probe &tp);
-
-    // ---- where p/r events' kprobes go (trace_kprobe_place.cpp) ----
-    // Registers TP's kprobe (armed when ARMED), or marks TP pending when its object is not
-    // mapped. Returns 0, or -errno with *ERR set when the kernel would log the failure.
-    int register_trace_kprobe(trace_probe &tp, bool armed, probe_error &err);
-    // Pending probes whose object is now mapped are registered; probes whose object was
-    // unloaded and is mapped again are registered anew (the kernel's module notifier).
+    // ---- probes on objects the process loads (trace_events_notify.cpp) ----
+    // Probes whose object is now mapped get their kprobe; probes whose object was
+    // unloaded and is mapped again get a new one (the kernel's module notifier).
     void rescan_locked();
-    // Installs the loader notifier while some p/r event lives in a loaded library or waits
-    // for one; removes it when none does.
+    // Installs the loader notifier while some probe waits for objects (its table's
+    // waits_for_objects); removes it when none does.
     void update_dl_notifier();
     static void objects_changed(std::span<const object_ptr> added);
     static const dl_notifier &events_notifier();
-    // The SDT semaphore of a path:offset(REF) event: incremented while its probe is armed,
-    // as the kernel's uprobe reference counter (sem_put leaves unloaded memory alone).
-    void sem_get(trace_probe &tp);
-    void sem_put(trace_probe &tp);
-    // TP waits for its object: pending, or its kprobe's object was unloaded.
-    bool code_gone(const trace_probe &tp) const;
     std::atomic<bool> rescan_{false};
     bool notifier_on_ = false;
     int remove(const delete_request &req, unsigned accept);
@@ -227,26 +219,15 @@ private:
     // EV enabled (or disabled) in ARRAY on its own; its probes armed or disarmed when that
     // changes whether it is armed at all.
     int enable_one_locked(trace_event &ev, bool on, unsigned array);
-    // Registers (arms) or unregisters the probes of EV, or of EVS in one batch.
-    int arm_locked(trace_event &ev, bool on);
+    // Arms (or disarms) the probes of EVS in one batch per arm function of their tables;
+    // all or nothing.
     int arm_many_locked(std::span<trace_event *const> evs, bool on);
-    // EV becomes armed (or no longer is): its probes, or for an event probe its place on
-    // the event it reads.
-    int arm_event_locked(trace_event &ev, bool on);
-
-    // ---- event probes (trace_eprobe.cpp) ----
-    int create_eprobe(std::unique_ptr<trace_probe> tp, std::span<const std::string> argv,
-                      const char *loc);
-    // Event probe EV becomes armed (published on the event it reads) or no longer is.
-    int enable_eprobe_locked(trace_event &ev, bool on);
-    // Deletes event probe TP (disabled): kept with its attached event until that is freed,
-    // as its handlers may still be reading it.
-    void bury_eprobe(trace_probe *tp);
     // EV joins the registry (creation order, by name, its id taken); forget_event_locked()
     // drops its name and id (the caller takes it out of events_).
     void add_event_locked(trace_event *ev);
     void forget_event_locked(const trace_event *ev);
-    uint16_t alloc_id();
+    // The id the next new event gets (taken by add_event_locked).
+    uint16_t peek_id() const;
     static std::string key(std::string_view group, std::string_view event);
 
     mutable std::mutex mutex_; // the kernel's event_mutex / dyn_event_ops_mutex

@@ -5,10 +5,10 @@
 // what the ABI fixes (member offsets, bitfield layout, types) exactly.
 #include "tracefs/dwarf/debuginfo.h"
 #include "tracefs/dwarf/dwarf_fetch.h"
-#include "tools/dprobe/elf_image.h"
-#include "tools/dprobe/perf_probe.h"
-#include "tools/dprobe/probe_point.h"
-#include "tools/dprobe/probe_show.h"
+#include "tools/dprobe/resolve/elf_image.h"
+#include "tools/dprobe/resolve/perf_probe.h"
+#include "tools/dprobe/resolve/probe_point.h"
+#include "tools/dprobe/resolve/probe_show.h"
 
 #include <dwarf.h>
 #include <gmock/gmock.h>

@@ -3,7 +3,7 @@
 // probe site passes them, its semaphore counted up while the event is enabled (by every
 // event on it) and down after, and the probe on the NOP jump-optimized.
 #define _SDT_HAS_SEMAPHORES 1
-#include "tools/dprobe/sdt_notes.h"
+#include "tools/dprobe/resolve/sdt_notes.h"
 #include "tracefs/trace_events.h"
 #include "tracefs/tracefs_tree.h"
 

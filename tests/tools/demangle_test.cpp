@@ -1,5 +1,5 @@
-// C++ names as `dprobe report` shows them (tools/dprobe/demangle.h).
-#include "tools/dprobe/demangle.h"
+// C++ names as `dprobe report` shows them (tools/dprobe/resolve/demangle.h).
+#include "tools/dprobe/resolve/demangle.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // dprobe attach's check of the program it is asked to trace: the ELF header of its
 // executable (x86-64 only), on made-up headers of other machines and classes, and on real
 // processes (this test itself; a PID that is gone).
-#include "tools/dprobe/proc_target.h"
+#include "tools/dprobe/attach/proc_target.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // only itself.
 #include "core/ring_buffer.h"
 #include "core/trace_clock.h"
-#include "tools/dprobe/perf_probe.h"
+#include "tools/dprobe/resolve/perf_probe.h"
 #include "tools/trace_drain.h"
 #include "tools/crc32c.h"
 #include "tools/trace_file.h"

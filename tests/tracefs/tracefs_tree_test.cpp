@@ -620,9 +620,9 @@ TEST_F(TraceFsTree, UprobeStylePlace)
     EXPECT_EQ(rd("dynamic_events"), "");
 }
 
-// The record writer stores simple arguments itself (fast_arg) and leaves the rest to the
-// fetch-arg interpreter; both must write the same records. use_fast_stores(false) at
-// creation forces the interpreter.
+// The record writer runs the compiled form of simple arguments' fetch programs
+// (fetch_fast.h) and leaves the rest to the fetch-arg interpreter; both must write the same
+// records. use_fast_stores(false) at creation forces the interpreter.
 TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
 {
     const std::string fargs = " a=$arg1:s8 b=$arg1:u64 c=$arg2:x16 d=+0($arg2):u32"

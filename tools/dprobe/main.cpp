@@ -1,6 +1,6 @@
 // dprobe: trace functions of user-space programs the way ftrace, perf probe and uftrace
 // trace the kernel. Subcommands live in cmd_*.cpp.
-#include "tools/dprobe/cli.h"
+#include "tools/dprobe/commands/cli.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,0 +1,91 @@
+// The options and set-up that `dprobe record` and `dprobe attach` share.
+#include "tools/dprobe/record/trace_opts.h"
+#include "tools/dprobe/resolve/elf_image.h"
+#include "tools/trace_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace dprobe::cli
+{
+
+void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_names)
+{
+    CLI::Option *filter =
+        sub->add_option("-F,--filter", o.graph_globs,
+                        "Record the function graph of functions matching GLOB (implies --graph)")
+            ->type_name("GLOB");
+    sub->add_option("-N,--notrace", o.notrace, "Leave functions matching GLOB out of the graph")
+        ->type_name("GLOB");
+    sub->add_flag("-g,--graph", o.graph,
+                  "Record the function graph of the program's functions (the default "
+                  "without -e or -F)");
+    // Like the kernel's :mod: filter commands: a glob selects the functions loaded when it
+    // is applied, unless asked to apply to libraries loaded later too (it hooks the loader).
+    sub->add_flag("--follow-loads", o.follow_loads,
+                  "Apply -F and -N to libraries the program loads later (dlopen) too, and "
+                  "again when one is loaded again after dlclose")
+        ->needs(filter);
+    sub->add_option(tracer_names, o.tracer,
+                    "What -F/-N/--graph record: function_graph (calls and returns, with "
+                    "durations) or function (calls only, with their caller: cheaper)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"function_graph", "function"}))
+        ->type_name("TRACER");
+    sub->add_option("-D,--graph-depth", o.graph_depth,
+                    "Record calls nested at most N deep in the graph (the kernel's "
+                    "max_graph_depth; 1: only the outermost traced calls)")
+        ->check(CLI::Range(1u, 0x7fffu))
+        ->type_name("N");
+    sub->add_option("-o,--output", o.output, "Trace file to write")
+        ->capture_default_str()
+        ->type_name("FILE");
+    sub->add_option("-b,--buffer-size", o.buffer_kb, "Per-thread ring buffer size in KB")
+        ->type_name("KB");
+    sub->add_option("--clock", o.clock, "Trace clock (local, mono, mono_raw, boot, counter, ...)")
+        ->type_name("CLOCK");
+}
+
+bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string> &globs,
+                  std::vector<std::string> &notrace)
+{
+    globs = o.graph_globs;
+    notrace = o.notrace;
+    if (!globs.empty() || (!o.graph && have_events))
+        return false;
+    for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
+                            "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
+        notrace.push_back(crt);
+    return true;
+}
+
+std::string trace_opts_conflict(const trace_opts &o)
+{
+    if (o.graph_depth && o.tracer == "function")
+        return "--graph-depth needs the function_graph tracer (-p function records no returns)";
+    return "";
+}
+
+int create_trace_file(const std::string &path, int extra_flags, std::string &err)
+{
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
+    if (fd < 0) {
+        err = "cannot write '" + path + "': " + std::strerror(errno);
+        return -1;
+    }
+    struct timespec rt {
+    };
+    clock_gettime(CLOCK_REALTIME, &rt);
+    std::string hdr = tracefile::file_header(rt.tv_sec * 1000000000ull + rt.tv_nsec);
+    if (!tracefile::write_all(fd, hdr.data(), hdr.size())) {
+        err = "cannot write '" + path + "': " + std::strerror(errno);
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+} // namespace dprobe::cli

@@ -1,0 +1,36 @@
+// The renderings of `dprobe report`, each streamed to OUT as the trace is read.
+#pragma once
+
+#include "tools/dprobe/report/report_model.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dprobe::report {
+
+struct report_opts {
+    std::string input = "dprobe.dat";
+    std::string format = "text";
+    std::string output;
+    std::vector<int> tids;
+    bool no_header = false;
+    bool no_events = false;
+    demangle_mode demangle = demangle_mode::simple;
+    bool graph_time = true; // profile: a call's time includes its callees'
+    uint64_t thresh_ns = 0; // graph: shorter calls left out; profile: functions by average
+    bool wants(int32_t tid) const;
+};
+
+// What a rendering saw, for the lines report prints on stderr.
+struct report_counts {
+    uint64_t unwound = 0; // function-graph exits of calls that did not return
+    std::vector<std::string> errors; // streams cut short (a damaged chunk)
+};
+
+report_counts format_text(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_graph(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_profile(const model &m, const report_opts &o, std::FILE *out);
+
+} // namespace dprobe::report

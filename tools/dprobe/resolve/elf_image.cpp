@@ -1,0 +1,221 @@
+#include "tools/dprobe/resolve/elf_image.h"
+
+#include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/insn_analysis.h"
+#include "arch/x86_64/insn_bytes.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_set>
+
+namespace dprobe::tools {
+
+std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string *err)
+{
+    auto fail = [&](const std::string &why) -> std::unique_ptr<elf_image> {
+        if (err)
+            *err = why;
+        return nullptr;
+    };
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(path + ": not a regular file");
+    }
+    if (st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
+        ::close(fd);
+        return fail(path + ": not an ELF file (too short)");
+    }
+    void *m = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED)
+        return fail(path + ": mmap: " + std::strerror(errno));
+    std::unique_ptr<elf_image> img(new elf_image);
+    img->map_ = static_cast<const uint8_t *>(m);
+    img->size_ = st.st_size;
+    img->path_ = path;
+    char rp[PATH_MAX];
+    img->real_ = realpath(path.c_str(), rp) ? rp : path;
+
+    auto *eh = reinterpret_cast<const Elf64_Ehdr *>(img->map_);
+    if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+        return fail(path + ": not an ELF file");
+    if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64)
+        return fail(path + ": not an x86-64 ELF file");
+    if (eh->e_phoff + size_t{eh->e_phnum} * sizeof(Elf64_Phdr) > img->size_)
+        return fail(path + ": truncated program headers");
+    auto *ph = reinterpret_cast<const Elf64_Phdr *>(img->map_ + eh->e_phoff);
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD)
+            continue;
+        if (ph[i].p_offset + ph[i].p_filesz > img->size_)
+            continue;
+        img->loads_.push_back({ph[i].p_vaddr, ph[i].p_filesz, ph[i].p_offset,
+                               (ph[i].p_flags & PF_X) != 0});
+    }
+    std::string why;
+    img->obj_ = read_object_file(img->real_, 0, &why);
+    if (!img->obj_)
+        return fail(path + ": " + (why.empty() ? "cannot read symbols" : why));
+    return img;
+}
+
+elf_image::~elf_image()
+{
+    if (map_)
+        munmap(const_cast<uint8_t *>(map_), size_);
+}
+
+std::string elf_image::module_name() const
+{
+    auto slash = real_.rfind('/');
+    return slash == std::string::npos ? real_ : real_.substr(slash + 1);
+}
+
+const uint8_t *elf_image::code_at(uintptr_t vaddr, size_t *avail) const
+{
+    for (const load &l : loads_) {
+        if (!l.exec || vaddr < l.vaddr || vaddr >= l.vaddr + l.filesz)
+            continue;
+        if (avail)
+            *avail = l.vaddr + l.filesz - vaddr;
+        return map_ + l.offset + (vaddr - l.vaddr);
+    }
+    return nullptr;
+}
+
+const char *entry_site_name(entry_site s)
+{
+    switch (s) {
+    case entry_site::fentry: return "fentry";
+    case entry_site::patchable: return "patchable";
+    case entry_site::optimizable: return "optimizable";
+    case entry_site::refused: return "refused";
+    }
+    return "?";
+}
+
+namespace {
+
+// Where a function without a site could take an optimized entry probe.
+void judge_optimizable(const elf_image &img, const ksym &sym, uintptr_t ip, func_site_info &out)
+{
+    size_t avail = 0;
+    const uint8_t *code = img.code_at(sym.addr, &avail);
+    if (!code || avail < sym.size) {
+        out.kind = entry_site::refused;
+        out.detail = "code not in the file's executable segments";
+        return;
+    }
+    arch::func_analysis fa = arch::analyze_function(code, sym.addr, sym.size);
+    arch::optimize_check chk = arch::can_optimize_region(fa, ip);
+    if (chk.ok()) {
+        out.kind = entry_site::optimizable;
+        out.detail = std::to_string(chk.len) + "-byte region";
+    } else {
+        out.kind = entry_site::refused;
+        out.detail = chk.message.empty() ? arch::optimize_refusal_name(chk.reason) : chk.message;
+    }
+}
+
+} // namespace
+
+std::vector<func_site_info> classify_functions(const elf_image &img)
+{
+    const loaded_object &obj = img.object();
+    std::unordered_set<uintptr_t> got(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end());
+    std::unordered_set<uintptr_t> pfe(obj.patchable_entries.begin(), obj.patchable_entries.end());
+    uintptr_t own_fentry = 0;
+    for (const ksym *s : obj.funcs_named("__fentry__"))
+        own_fentry = s->addr;
+
+    std::vector<func_site_info> out;
+    uintptr_t last = 0;
+    bool have_last = false;
+    for (const ksym &sym : obj.funcs) {
+        if (have_last && sym.addr == last)
+            continue; // an alias: one site per address, under the preferred name
+        last = sym.addr;
+        have_last = true;
+        func_site_info fi;
+        fi.sym = &sym;
+        fi.site = sym.addr;
+        size_t avail = 0;
+        const uint8_t *code = img.code_at(sym.addr, &avail);
+        if (!code) {
+            fi.detail = "not in an executable segment of the file";
+            out.push_back(std::move(fi));
+            continue;
+        }
+        if (sym.size < arch::JMP32_INSN_SIZE) {
+            fi.detail = "too small (" + std::to_string(sym.size) + " bytes)";
+            out.push_back(std::move(fi));
+            continue;
+        }
+        // classify_entry reads 16 bytes: copy them, zero-padded at the segment's end.
+        uint8_t buf[32] = {};
+        std::memcpy(buf, code, std::min<size_t>(avail, sizeof buf));
+        size_t skip = 0;
+        if (arch::is_endbr64(buf))
+            skip = arch::ENDBR64_INSN_SIZE;
+        uintptr_t ip = sym.addr + skip;
+        fi.site = ip;
+        const uint8_t *p = buf + skip;
+        arch::entry_insn e = arch::classify_entry(reinterpret_cast<uintptr_t>(p));
+        // Targets come back relative to the copy: translate them to file addresses.
+        auto to_vaddr = [&](uintptr_t a) { return a - reinterpret_cast<uintptr_t>(p) + ip; };
+        bool sited = false;
+        switch (e.kind) {
+        case arch::entry_kind::fentry_call: {
+            uintptr_t target = to_vaddr(e.target);
+            if (own_fentry && target == own_fentry) {
+                sited = true;
+            } else if (size_t pav = 0; const uint8_t *plt = img.code_at(target, &pav)) {
+                uint8_t pbuf[32] = {};
+                std::memcpy(pbuf, plt, std::min<size_t>(pav, sizeof pbuf));
+                auto slot = arch::plt_got_slot(reinterpret_cast<uintptr_t>(pbuf));
+                if (slot && got.count(*slot - reinterpret_cast<uintptr_t>(pbuf) + target))
+                    sited = true;
+            }
+            if (sited) {
+                fi.kind = entry_site::fentry;
+                fi.detail = "call __fentry__";
+            }
+            break;
+        }
+        case arch::entry_kind::fentry_got:
+            if (got.count(to_vaddr(e.target))) {
+                sited = true;
+                fi.kind = entry_site::fentry;
+                fi.detail = "call *__fentry__@GOTPCREL";
+            }
+            break;
+        case arch::entry_kind::nop:
+        case arch::entry_kind::nop_sled:
+            if (pfe.count(ip) || pfe.count(sym.addr)) {
+                sited = true;
+                fi.kind = entry_site::patchable;
+                fi.detail = e.kind == arch::entry_kind::nop ? "multi-byte NOP" : "one-byte NOP sled";
+            }
+            break;
+        case arch::entry_kind::none:
+            break;
+        }
+        if (!sited)
+            judge_optimizable(img, sym, ip, fi);
+        out.push_back(std::move(fi));
+    }
+    return out;
+}
+
+} // namespace dprobe::tools
