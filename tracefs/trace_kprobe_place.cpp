@@ -125,6 +125,7 @@ int trace_events::register_trace_kprobe(trace_probe &tp, bool armed, probe_error
         tp.obj = ks.object_of(*faddr);
         break;
     }
+    kprobe_opcode_t *const kp_addr = kp.addr; // register_kprobe() writes the resolved one
     // Registered disabled; enabling the event arms it. An enabled event's new probe starts
     // armed (the kernel's append to an enabled event, and its module notifier).
     if (!armed) kp.flags = KPROBE_FLAG_DISABLED;
@@ -141,12 +142,20 @@ int trace_events::register_trace_kprobe(trace_probe &tp, bool armed, probe_error
         kp.pre_handler = kprobe_pre_handler;
         r = register_kprobe(&kp);
     }
+    if (r == -EINVAL) {
+        // dprobe's register_kprobe() says -EINVAL where the kernel's arch check says -EILSEQ,
+        // an address inside an instruction (sym+off past sym's end included): tell which.
+        const bool sym = d.place.kind == probe_place::form::symbol;
+        if (kprobe_insn_boundary(sym ? nullptr : kp_addr, sym ? tp.symbol.c_str() : nullptr,
+                                 sym ? d.place.offset : 0) == -EILSEQ)
+            r = -EILSEQ;
+    }
     if (r < 0) {
         tp.obj.reset();
-        // __register_trace_kprobe(): EILSEQ -> BAD_INSN_BNDRY (EINVAL), ENOENT ->
-        // BAD_PROBE_ADDR, anything else but ENOMEM/EEXIST -> FAIL_REG_PROBE.
+        // __trace_kprobe_create(): EILSEQ -> BAD_INSN_BNDRY, ENOENT -> BAD_PROBE_ADDR,
+        // anything else but ENOMEM/EEXIST -> FAIL_REG_PROBE; the errno stays.
         if (r == -EILSEQ)
-            err = registration_error(probe_err::BAD_INSN_BNDRY, EINVAL);
+            err = registration_error(probe_err::BAD_INSN_BNDRY, EILSEQ);
         else if (r == -ENOENT)
             err = registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
         else if (r != -ENOMEM && r != -EEXIST)
