@@ -280,6 +280,21 @@ TEST_F(BtfArgs, SeparateDebugFileByBuildId)
     EXPECT_TRUE(contains(rd("trace"), ") name=\"DPROBE_BT_NO_SUCH_VARIABLE\"\n")) << rd("trace");
 }
 
+TEST_F(BtfArgs, ReadmeAdvertisesTheSyntaxAsTheKernels)
+{
+    // The kernel's selftests pick their cases by these README lines (check_requires).
+    const std::string readme = rd("README");
+    for (const char *line :
+         {"\t           <argname>[->field[->field|.field...]],\n",
+          "\t           $stack<index>, $stack, $retval, $comm, $arg<N>,\n",
+          "\t     kernel return probes support: $retval, $arg<N>, $comm\n",
+          "\t fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],\n",
+          "\t           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] "
+          "[if <filter>]\n",
+          "   place (uprobe): <path>:<offset>[%return][(ref_ctr_offset)]\n"})
+        EXPECT_TRUE(contains(readme, line)) << line;
+}
+
 // A parse with FUNC as the function's prototype.
 probe_definition parse_with(const std::string &line, const func_proto_ptr &func)
 {
