@@ -10,7 +10,9 @@
 //    the kernel keeps one in an unloaded module, and gets a new one when the object is
 //    loaded again;
 //  - both show " # [GONE]" after their line in the *_events files and a [GONE] line in
-//    kprobes/list.
+//    kprobes/list;
+//  - a path:OFFSET(REF) place's semaphore is counted while it is armed (sem_get/sem_put),
+//    and one file offset has one REF for every event on it (ref_ctr_mismatch).
 // Locking: the loader notifier runs inside dlopen with the loader's locks held. It takes
 // trace_events' mutex only with try_lock (its holder may itself be waiting for the loader,
 // in a dlsym): when that fails, the holder rescans before releasing it (events_lock), so a
@@ -29,6 +31,8 @@
 #include <fstream>
 #include <set>
 
+#include <sys/stat.h>
+
 namespace dprobe
 {
 
@@ -41,6 +45,27 @@ bool object_loaded(std::string_view lib)
     auto objs = kallsyms::instance().objects();
     for (const object_ptr &o : *objs)
         if (o->matches(lib)) return true;
+    return false;
+}
+
+// The kernel's validate_ref_ctr_offset(): an instruction of a file has one semaphore (a
+// uprobe has one reference counter); another event there naming another one, or none, is
+// refused with EINVAL and only a kernel warning, no error_log entry. PROBES are the others.
+bool ref_ctr_mismatch(const trace_probe &tp, const std::vector<trace_probe *> &probes)
+{
+    const probe_place &pl = tp.def.place;
+    struct stat st;
+    if (::stat(pl.object.c_str(), &st) != 0)
+        return false;
+    for (const trace_probe *p : probes) {
+        const probe_place &o = p->def.place;
+        struct stat ost;
+        if (p != &tp && p->def.kind != probe_kind::fprobe &&
+            o.kind == probe_place::form::file_offset && o.file_offset == pl.file_offset &&
+            o.ref_ctr_offset != pl.ref_ctr_offset && ::stat(o.object.c_str(), &ost) == 0 &&
+            ost.st_dev == st.st_dev && ost.st_ino == st.st_ino)
+            return true;
+    }
     return false;
 }
 
@@ -75,6 +100,8 @@ int trace_events::register_trace_kprobe(trace_probe &tp, bool armed, probe_error
     }
     std::optional<uintptr_t> faddr;
     if (d.place.kind == probe_place::form::file_offset) {
+        if (ref_ctr_mismatch(tp, probes_))
+            return -EINVAL;
         faddr = file_offset_to_addr(d.place.object, d.place.file_offset);
         if (!faddr && !file_mapped(d.place.object)) {
             tp.pending = true;

@@ -16,6 +16,7 @@
 #include <sys/sdt.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -94,6 +95,15 @@ TEST(SdtProbe, SemaphoreArgumentsAndJumpOptimization)
     const std::string a = hit_line("a"), b = hit_line("b");
     ASSERT_NE(a.find("(0x"), std::string::npos) << a; // the semaphore's file offset
     ASSERT_EQ(wr("dynamic_events", a + "\n" + b + "\n"), 0) << rd("error_log");
+    EXPECT_EQ(rd("uprobe_events"), a + "\n" + b + "\n");
+    // The same instruction with another semaphore, or none: the kernel's "Reference counter
+    // offset mismatch" (EINVAL, a warning only: nothing in error_log).
+    ASSERT_EQ(wr("error_log", "", true), 0);
+    const std::string place = a.substr(0, a.find("(0x"));
+    const std::string c = "p:sdt_sdtt/c " + place.substr(place.find(' ') + 1);
+    EXPECT_EQ(wr("dynamic_events", c + "(0x10)\n"), -EINVAL);
+    EXPECT_EQ(wr("dynamic_events", c + "\n"), -EINVAL);
+    EXPECT_EQ(rd("error_log"), "");
     EXPECT_EQ(rd("uprobe_events"), a + "\n" + b + "\n");
     EXPECT_EQ(sdtt_hit_semaphore, 0);
     EXPECT_EQ(sdtt_work(1, 1), 4); // the probe's arguments are not evaluated
