@@ -259,6 +259,12 @@ TEST_F(BtfArgs, NoDebugInfoKeepsTheKernelBehaviour)
     accept("f:bt/g bt_sc* $arg1", "f:bt/g bt_sc* arg1=$arg1");
     refuse("f:bt/g bt_sc* ^$arg*", "BTF is not available or not supported", EOPNOTSUPP);
     refuse("f:bt/g bt_sc* ^it", "No BTF entry for this probe point", ENOENT);
+    // An object without debug info anywhere (libstdc++: no debug package on the system):
+    // operator new(unsigned long) has a parameter, but nothing names or types it.
+    accept("p:bt/n libstdc++.so.6:_Znwm $arg1", "p:bt/n libstdc++.so.6:_Znwm arg1=$arg1");
+    refuse("p:bt/n libstdc++.so.6:_Znwm ^size", "No BTF entry for this probe point", ENOENT);
+    refuse("p:bt/n libstdc++.so.6:_Znwm ^$arg*", "BTF is not available or not supported",
+           EOPNOTSUPP);
 }
 
 TEST_F(BtfArgs, SeparateDebugFileByBuildId)
