@@ -771,6 +771,19 @@ int kprobe_on_func_entry(kprobe_opcode_t *addr, const char *sym, unsigned long o
     return 0;
 }
 
+int kprobe_insn_boundary(kprobe_opcode_t *addr, const char *sym, unsigned long offset)
+{
+    std::lock_guard<std::mutex> g(kprobe_mutex());
+    ftrace_update_objects();
+    resolved r;
+    if (int err = resolve(addr, sym, offset, r))
+        return err;
+    std::vector<uint8_t> code(r.fsize);
+    std::memcpy(code.data(), reinterpret_cast<const void *>(r.func), r.fsize);
+    recover_original_bytes(r.func, code.data(), code.size());
+    return arch::insn_boundary(code.data(), r.func, r.fsize, r.addr) ? 0 : -EILSEQ;
+}
+
 int within_kprobe_blacklist(unsigned long addr)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());

@@ -209,8 +209,9 @@ probe_error parse_btf_arg(std::string_view varname, int offset, int argv_index, 
     if (is_ptr < 0) return err(probe_err::BAD_HYPHEN, offset + static_cast<int>(bad));
     const int field_off = offset + static_cast<int>(head.size()) + (is_ptr ? 2 : 1);
     if (!is_ptr && field.data())
-        // A member of a struct held in registers: not readable as one value.
-        return err(probe_err::NOSUP_DAT_ARG, offset + static_cast<int>(head.size()), EOPNOTSUPP);
+        // A member of a struct held in registers: not readable as one value. The caret is on
+        // the member's name, after the '.', as the kernel's (field - varname).
+        return err(probe_err::NOSUP_DAT_ARG, field_off, EOPNOTSUPP);
 
     const bool is_retval = (flags & TPARG_FL_RETURN) && head == "$retval";
     if (btf.m == btf_context::mode::unchecked) {

@@ -166,6 +166,8 @@ public:
     // kprobes/list lines of the p/r events whose object is not mapped (no kprobe yet, or
     // its kprobe's code unloaded), as the kernel lists a probe whose code is gone.
     std::string pending_kprobes_list() const;
+    // Every probe, in creation order (the listing). mutex_ held.
+    const std::vector<trace_probe *> &probes_locked() const { return probes_; }
 
     // ---- for the event kinds' tables (trace_probe.h), with the registry's lock held ----
     // The event GROUP/EVENT, nullptr when there is none.

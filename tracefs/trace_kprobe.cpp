@@ -239,6 +239,11 @@ int register_trace_kprobe(trace_kprobe &tk, bool armed, probe_error &err)
     if (int r = tk.place->place(tk, err); r || tk.pending) return r;
     struct kretprobe &rp = tk.hook.rp;
     struct kprobe &kp = rp.kp;
+    // register_kprobe() writes the resolved address back: the place as asked, for the
+    // boundary check below.
+    kprobe_opcode_t *const kp_addr = kp.addr;
+    const char *const kp_sym = kp.symbol_name;
+    const unsigned int kp_off = kp.offset;
     // Registered disabled; enabling the event arms it. An enabled event's new probe starts
     // armed (the kernel's append to an enabled event, and its module notifier).
     if (!armed) kp.flags = KPROBE_FLAG_DISABLED;
@@ -255,12 +260,19 @@ int register_trace_kprobe(trace_kprobe &tk, bool armed, probe_error &err)
         kp.pre_handler = kprobe_pre_handler;
         r = register_kprobe(&kp);
     }
+    if (r == -EINVAL) {
+        // dprobe's register_kprobe() says -EINVAL where the kernel's arch check says -EILSEQ,
+        // an address inside an instruction (sym+off past sym's end included): tell which.
+        if (kprobe_insn_boundary(kp_sym ? nullptr : kp_addr, kp_sym, kp_sym ? kp_off : 0) ==
+            -EILSEQ)
+            r = -EILSEQ;
+    }
     if (r < 0) {
         tk.obj.reset();
-        // __register_trace_kprobe(): EILSEQ -> BAD_INSN_BNDRY (EINVAL), ENOENT ->
-        // BAD_PROBE_ADDR, anything else but ENOMEM/EEXIST -> FAIL_REG_PROBE.
+        // __trace_kprobe_create(): EILSEQ -> BAD_INSN_BNDRY, ENOENT -> BAD_PROBE_ADDR,
+        // anything else but ENOMEM/EEXIST -> FAIL_REG_PROBE; the errno stays.
         if (r == -EILSEQ)
-            err = registration_error(probe_err::BAD_INSN_BNDRY, EINVAL);
+            err = registration_error(probe_err::BAD_INSN_BNDRY, EILSEQ);
         else if (r == -ENOENT)
             err = registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
         else if (r != -ENOMEM && r != -EEXIST)

@@ -14,6 +14,7 @@
 #include "tracefs/trace_events.h"
 
 #include <cerrno>
+#include <sys/stat.h>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -100,13 +101,45 @@ std::string uprobe_list_line(const trace_probe &tp)
 
 } // namespace
 
+namespace {
+
+// The kernel's validate_ref_ctr_offset(): an instruction of a file has one semaphore (a
+// uprobe has one reference counter); another event there naming another one, or none, is
+// refused with EINVAL and only a kernel warning, no error_log entry. PROBES are the others.
+bool ref_ctr_mismatch(const trace_probe &tp, const std::vector<trace_probe *> &probes)
+{
+    const probe_place &pl = tp.def.place;
+    struct stat st;
+    if (::stat(pl.object.c_str(), &st) != 0)
+        return false;
+    for (const trace_probe *p : probes) {
+        const probe_place &o = p->def.place;
+        struct stat ost;
+        if (p != &tp && p->def.kind != probe_kind::fprobe &&
+            o.kind == probe_place::form::file_offset && o.file_offset == pl.file_offset &&
+            o.ref_ctr_offset != pl.ref_ctr_offset && ::stat(o.object.c_str(), &ost) == 0 &&
+            ost.st_dev == st.st_dev && ost.st_ino == st.st_ino)
+            return true;
+    }
+    return false;
+}
+
+int trace_uprobe_create(trace_events &te, trace_probe &tp, bool armed, probe_error &err)
+{
+    if (ref_ctr_mismatch(tp, te.probes_locked()))
+        return -EINVAL;
+    return trace_kprobe_create(te, tp, armed, err);
+}
+
+} // namespace
+
 // The arm and unregister functions are the kprobe kind's: a batch mixes the two kinds.
 const dyn_event_operations trace_uprobe_ops = {
     .kind = probe_kind::uprobe,
     .accept = ACCEPT_UPROBE,
     .alloc = trace_uprobe_alloc,
     .free = trace_uprobe_free,
-    .create = trace_kprobe_create,
+    .create = trace_uprobe_create,
     .show = trace_kprobe_show,
     .is_busy = trace_probe_is_busy,
     .match = trace_probe_match,

@@ -169,6 +169,12 @@ DPROBE_API void kprobe_busy_begin(void);
 DPROBE_API void kprobe_busy_end(void);
 /* 0 if ADDR (or SYM+OFFSET) is a function entry, -EINVAL if not, -ENOENT for an unknown SYM. */
 DPROBE_API int kprobe_on_func_entry(kprobe_opcode_t *addr, const char *sym, unsigned long offset);
+/* dprobe's: 0 if ADDR (or SYM+OFFSET, past SYM's end included) starts an instruction of the
+ * function that holds it (decoded from the function's start, over the bytes before any
+ * probe), -EILSEQ if not (what the kernel's arch_prepare_kprobe() returns; register_kprobe()
+ * here says -EINVAL, see Documentation/kprobes.md), -EINVAL when no known function holds it,
+ * -ENOENT for an unknown SYM. The tracefs layer tells BAD_INSN_BNDRY with it. */
+DPROBE_API int kprobe_insn_boundary(kprobe_opcode_t *addr, const char *sym, unsigned long offset);
 /* Whether ADDR may not be probed (dprobe itself, the signal return trampoline, NOKPROBE). */
 DPROBE_API int within_kprobe_blacklist(unsigned long addr);
 DPROBE_API void dump_kprobe(struct kprobe *kp);

@@ -137,6 +137,9 @@ BTF_LINES = {
                "level=it->level name=it->name hist=it->hist scale", "score"),
     "bmeta": ("p:btf/bmeta score $arg*", "score"),
     "blib": ("f:btf/blib lib_step k", "lib"),
+    # A typed $retval (lib_step returns the counter it printed, as s32: decimal, not the
+    # untyped x64's hex) and an entry argument saved for the exit.
+    "bret": ("f:btf/bret lib_step%return counter=$retval k", "lib"),
 }
 for binary in (PROG, os.path.join(BINDIR, "stripped", "dwvars")):
     rec = ["record", "-q", "-o", "b.dat"]
@@ -161,7 +164,7 @@ for binary in (PROG, os.path.join(BINDIR, "stripped", "dwvars")):
                                                                 breport))
         for i, (g, w) in enumerate(zip(got, want)):
             common = [k for k in g if k in w]
-            check(len(common) >= (2 if ev == "bscore" else 1),
+            check(len(common) >= (2 if ev in ("bscore", "bret") else 1),
                   "%s #%d: compares %s (event %s, bprinted %s)" % (ev, i, common, g, w))
             for k in common:
                 check(g[k] == w[k], "%s #%d on %s: %s=%s, the program bprinted %s" %

@@ -520,6 +520,19 @@ TEST_P(on_prog, aliases_and_separate_debug_files)
     auto di = debuginfo::open(stripped->real_path(), &err);
     ASSERT_TRUE(di) << err;
     EXPECT_THAT(di->debug_path(), HasSubstr("stripped/dwvars.debug"));
+    // A debug file of another build under the name the debuglink gives: not this file's
+    // (its build id differs), so no debug info rather than wrong offsets.
+    for (const char *f : {"stale/dwvars", "nobid_stale/dwvars"}) {
+        SCOPED_TRACE(f);
+        err.clear();
+        auto stale = debuginfo::open(bin(GetParam(), f), &err);
+        EXPECT_FALSE(stale) << stale->debug_path();
+        EXPECT_THAT(err, HasSubstr("has no debug info"));
+    }
+    // Without a build id, the debuglink's CRC tells the right file.
+    auto nobid = debuginfo::open(bin(GetParam(), "nobid/dwvars"), &err);
+    ASSERT_TRUE(nobid) << err;
+    EXPECT_THAT(nobid->debug_path(), HasSubstr("nobid/dwvars.debug"));
     std::string spec = rel("score", "probe:score") + " s it->pos.x";
     auto a = translate_perf_probe(argv_split(spec), *stripped);
     auto b = probe(spec);

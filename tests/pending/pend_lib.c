@@ -28,3 +28,20 @@ __attribute__((constructor)) static void pend_init(void)
 {
     pend_ctor_result = pend_work(20);
 }
+
+/* Two functions of known instructions, one right after the other: pend_asm_b's first
+ * instruction is a 10-byte movabs, so pend_asm_a+<distance>+1 lands inside it (not an
+ * instruction boundary) and pend_asm_a+<distance>+10 on its ret. */
+__asm__(".text\n"
+        ".globl pend_asm_a\n"
+        ".type pend_asm_a, @function\n"
+        "pend_asm_a:\n"
+        "\tmovq %rdi, %rax\n"
+        "\tret\n"
+        ".size pend_asm_a, .-pend_asm_a\n"
+        ".globl pend_asm_b\n"
+        ".type pend_asm_b, @function\n"
+        "pend_asm_b:\n"
+        "\tmovabsq $0x1122334455667788, %rax\n"
+        "\tret\n"
+        ".size pend_asm_b, .-pend_asm_b\n");

@@ -241,4 +241,39 @@ TEST_F(Pending, SymbolOffsetPastItsEnd)
     dlclose(h);
 }
 
+TEST_F(Pending, SymbolOffsetPastItsEndMustBeAnInstructionBoundary)
+{
+    void *h = dlopen(PEND_LIB, RTLD_NOW);
+    ASSERT_NE(h, nullptr);
+    auto a = reinterpret_cast<uintptr_t>(dlsym(h, "pend_asm_a"));
+    auto b = reinterpret_cast<uintptr_t>(dlsym(h, "pend_asm_b"));
+    ASSERT_EQ(b - a, 4u) << "pend_asm_a is movq (3 bytes) and ret";
+    // Inside pend_asm_b's 10-byte movabs: the kernel's BAD_INSN_BNDRY, caret on the place.
+    const std::string bad = "p:pend/mid libpend.so:pend_asm_a+5";
+    EXPECT_EQ(wr("dynamic_events", bad + "\n"), -EILSEQ);
+    EXPECT_TRUE(contains(rd("error_log"), "Probe point is not an instruction boundary\n"
+                                          "  Command: " + bad + "\n" +
+                                          std::string(11 + bad.find(' ') + 1, ' ') + "^\n"))
+        << rd("error_log");
+    // Inside the same instruction through its own symbol: the same error.
+    EXPECT_EQ(wr("error_log", "", true), 0);
+    EXPECT_EQ(wr("dynamic_events", "p:pend/mid libpend.so:pend_asm_b+1\n"), -EILSEQ);
+    EXPECT_TRUE(contains(rd("error_log"), "Probe point is not an instruction boundary\n"))
+        << rd("error_log");
+    EXPECT_EQ(rd("dynamic_events"), "");
+    EXPECT_FALSE(contains(rd("kprobes/list"), "pend_asm_b")) << rd("kprobes/list");
+    // On pend_asm_b's ret, 14 bytes past pend_asm_a: a probe at pend_asm_b+0xa.
+    ASSERT_EQ(wr("dynamic_events", "p:pend/ret libpend.so:pend_asm_a+14 v=%ax:x64\n"), 0)
+        << rd("error_log");
+    EXPECT_TRUE(contains(rd("kprobes/list"), "  k  pend_asm_b+0xa  libpend.so "))
+        << rd("kprobes/list");
+    ASSERT_EQ(wr("events/pend/ret/enable", "1"), 0);
+    EXPECT_EQ(reinterpret_cast<long (*)(long)>(b)(0), 0x1122334455667788L);
+    EXPECT_EQ(reinterpret_cast<long (*)(long)>(a)(7), 7);
+    ASSERT_EQ(wr("events/pend/ret/enable", "0"), 0);
+    EXPECT_EQ(args_of(pipe_lines(), "ret"), (std::vector<std::string>{"v=0x1122334455667788"}));
+    EXPECT_EQ(wr("dynamic_events", "", true), 0);
+    dlclose(h);
+}
+
 } // namespace

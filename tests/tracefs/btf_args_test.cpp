@@ -10,6 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -230,7 +233,7 @@ TEST_F(BtfArgs, KernelErrorsWithCarets)
     refuse("f bt_score it^-.x", "Failed to parse single hyphen. Forgot '>'?");
     refuse("f bt_score scale->^x", "This is not a pointer to union/structure.");
     refuse("f bt_score it->pos->^x", "This is not a pointer to union/structure.");
-    refuse("f bt_score it^.id", "Non pointer structure/union argument is not supported.",
+    refuse("f bt_score it.^id", "Non pointer structure/union argument is not supported.",
            EOPNOTSUPP);
     refuse("f bt_score ^scale:string", "This type does not fit for string.");
     refuse("f bt_void%return ^$retval", "This function returns 'void' type", ENOENT);
@@ -256,6 +259,46 @@ TEST_F(BtfArgs, NoDebugInfoKeepsTheKernelBehaviour)
     accept("f:bt/g bt_sc* $arg1", "f:bt/g bt_sc* arg1=$arg1");
     refuse("f:bt/g bt_sc* ^$arg*", "BTF is not available or not supported", EOPNOTSUPP);
     refuse("f:bt/g bt_sc* ^it", "No BTF entry for this probe point", ENOENT);
+    // An object without debug info anywhere (libstdc++: no debug package on the system):
+    // operator new(unsigned long) has a parameter, but nothing names or types it.
+    accept("p:bt/n libstdc++.so.6:_Znwm $arg1", "p:bt/n libstdc++.so.6:_Znwm arg1=$arg1");
+    refuse("p:bt/n libstdc++.so.6:_Znwm ^size", "No BTF entry for this probe point", ENOENT);
+    refuse("p:bt/n libstdc++.so.6:_Znwm ^$arg*", "BTF is not available or not supported",
+           EOPNOTSUPP);
+}
+
+TEST_F(BtfArgs, SeparateDebugFileByBuildId)
+{
+    // libc is stripped; libc6-dbg (scripts/setup) installs its DWARF as
+    // /usr/lib/debug/.build-id/NN/REST.debug, where perf probe and gdb find it.
+    Dl_info info{};
+    ASSERT_NE(dladdr(reinterpret_cast<void *>(&getenv), &info), 0);
+    auto di = debuginfo_of_file(info.dli_fname);
+    ASSERT_TRUE(di) << info.dli_fname << ": no debug info (is libc6-dbg installed?)";
+    EXPECT_TRUE(di->debug_path().starts_with("/usr/lib/debug/.build-id/")) << di->debug_path();
+    ASSERT_EQ(wr("dynamic_events", "p:bt/ge libc.so.6:getenv name\n"), 0) << rd("error_log");
+    EXPECT_EQ(rd("dynamic_events"), "p:bt/ge libc.so.6:getenv name=name\n");
+    EXPECT_TRUE(contains(rd("events/bt/ge/format"), "\tfield:__data_loc char[] name;"))
+        << rd("events/bt/ge/format");
+    ASSERT_EQ(wr("events/bt/ge/enable", "1"), 0);
+    EXPECT_EQ(getenv("DPROBE_BT_NO_SUCH_VARIABLE"), nullptr);
+    ASSERT_EQ(wr("events/bt/ge/enable", "0"), 0);
+    EXPECT_TRUE(contains(rd("trace"), ") name=\"DPROBE_BT_NO_SUCH_VARIABLE\"\n")) << rd("trace");
+}
+
+TEST_F(BtfArgs, ReadmeAdvertisesTheSyntaxAsTheKernels)
+{
+    // The kernel's selftests pick their cases by these README lines (check_requires).
+    const std::string readme = rd("README");
+    for (const char *line :
+         {"\t           <argname>[->field[->field|.field...]],\n",
+          "\t           $stack<index>, $stack, $retval, $comm, $arg<N>,\n",
+          "\t     kernel return probes support: $retval, $arg<N>, $comm\n",
+          "\t fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],\n",
+          "\t           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] "
+          "[if <filter>]\n",
+          "   place (uprobe): <path>:<offset>[%return][(ref_ctr_offset)]\n"})
+        EXPECT_TRUE(contains(readme, line)) << line;
 }
 
 // A parse with FUNC as the function's prototype.

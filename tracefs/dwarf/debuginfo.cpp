@@ -7,6 +7,7 @@
 #include <gelf.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -139,6 +140,62 @@ std::vector<std::string> separate_debug_files(Elf *elf, const std::string &path)
     return out;
 }
 
+namespace {
+
+// CRC-32 (IEEE 802.3, reflected) of the file FD, the checksum .gnu_debuglink records.
+bool file_crc32(int fd, uint32_t &crc)
+{
+    static const auto table = [] {
+        std::array<uint32_t, 256> t{};
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            t[i] = c;
+        }
+        return t;
+    }();
+    uint32_t c = 0xffffffffu;
+    unsigned char buf[65536];
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = ::pread(fd, buf, sizeof buf, off);
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            c = table[(c ^ buf[i]) & 0xff] ^ (c >> 8);
+        off += n;
+    }
+    crc = c ^ 0xffffffffu;
+    return true;
+}
+
+// Whether the file DBG_FD holds the debug information of ELF, as gdb checks it: the same
+// build id when ELF has one, else the CRC its .gnu_debuglink records. A debug file left by
+// another build of the same name would give wrong addresses, offsets and types.
+bool debug_file_matches(Elf *elf, int dbg_fd)
+{
+    const void *id = nullptr;
+    const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+    if (n > 0) {
+        Elf *dbg = elf_begin(dbg_fd, ELF_C_READ_MMAP, nullptr);
+        if (!dbg)
+            return false;
+        const void *did = nullptr;
+        const ssize_t dn = dwelf_elf_gnu_build_id(dbg, &did);
+        const bool same = dn == n && std::memcmp(id, did, static_cast<size_t>(n)) == 0;
+        elf_end(dbg);
+        return same;
+    }
+    GElf_Word want = 0;
+    uint32_t crc = 0;
+    return dwelf_elf_gnu_debuglink(elf, &want) && file_crc32(dbg_fd, crc) && crc == want;
+}
+
+} // namespace
+
 std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string *err)
 {
     std::unique_ptr<debuginfo> d(new debuginfo);
@@ -160,6 +217,10 @@ std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string 
             int fd = ::open(dbg.c_str(), O_RDONLY | O_CLOEXEC);
             if (fd < 0)
                 continue;
+            if (!debug_file_matches(d->elf_, fd)) {
+                ::close(fd);
+                continue;
+            }
             if (Dwarf *dw = dwarf_begin(fd, DWARF_C_READ)) {
                 d->dw_ = dw;
                 d->debug_fd_ = fd;

@@ -41,7 +41,8 @@ struct dwarf_line {
 class debuginfo {
 public:
     // Opens PATH, or for a stripped file its separate debug file (found by build id or
-    // .gnu_debuglink under /usr/lib/debug, where debug-symbol packages put them). nullptr
+    // .gnu_debuglink under /usr/lib/debug, where debug-symbol packages put them, and taken
+    // only when it is PATH's: the same build id, or the CRC the debuglink records). nullptr
     // with *err set when the file can't be read or has no DWARF anywhere.
     static std::unique_ptr<debuginfo> open(const std::string &path, std::string *err);
     ~debuginfo();
