@@ -12,7 +12,7 @@ ASAN_DEBUG_FLAGS ?= -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG' \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG'
 FUZZ_SECONDS ?= 45
 
-.PHONY: all setup configure build check check-asan check-fuzz run install bench peers clean
+.PHONY: all setup configure build check check-format check-asan check-fuzz run install bench peers clean
 
 all: build
 
@@ -27,8 +27,10 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Everything CI runs: the test suite, the same suite under ASan+UBSan, and the fuzzers.
+# Everything CI runs: the format check, the test suite, the same suite under ASan+UBSan,
+# and the fuzzers.
 check: setup
+	$(MAKE) check-format
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 	$(MAKE) check-asan
@@ -47,6 +49,10 @@ check-asan: setup
 	  -DDPROBE_BENCH=OFF $(ASAN_DEBUG_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 $(ASAN_SKIP)
+
+# Every C and C++ file as .clang-format says (scripts/check-format --fix reformats).
+check-format: setup
+	bash scripts/check-format
 
 # The libFuzzer targets (clang), FUZZ_SECONDS each, side by side (scripts/fuzz).
 check-fuzz: setup

@@ -21,8 +21,10 @@
 
 extern "C" void dprobe_dl_debug_hook();
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr int max_notifiers = 8;
 std::atomic<const dl_notifier *> notifiers[max_notifiers];
@@ -45,8 +47,7 @@ const volatile r_debug *live_r_debug;
 int find_dt_debug(struct dl_phdr_info *info, size_t, void *out)
 {
     for (int i = 0; i < info->dlpi_phnum; ++i) {
-        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
-            continue;
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
         auto *d = reinterpret_cast<const ElfW(Dyn) *>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
         for (; d->d_tag != DT_NULL; ++d)
             if (d->d_tag == DT_DEBUG && d->d_un.d_ptr)
@@ -65,8 +66,7 @@ const volatile r_debug *find_r_debug()
 
 template <class M> bool lock_free(M &m)
 {
-    if (!m.try_lock())
-        return false;
+    if (!m.try_lock()) return false;
     m.unlock();
     return true;
 }
@@ -79,8 +79,7 @@ void after_fork_child()
     bool ok = lock_free(ftrace_st().lock) && kallsyms::instance().refresh_lock_free() &&
               text_poke_lock_free() && exec_mem_lock_free();
     for (auto &n : notifiers)
-        if (const dl_notifier *p = n.load(); p && p->lock && !lock_free(*p->lock))
-            ok = false;
+        if (const dl_notifier *p = n.load(); p && p->lock && !lock_free(*p->lock)) ok = false;
     if (!ok) {
         broken_by_fork.store(true);
         active.store(false);
@@ -93,23 +92,19 @@ int install_hook()
 {
     live_r_debug = find_r_debug();
     const uintptr_t brk = live_r_debug->r_brk;
-    if (!brk)
-        return -EOPNOTSUPP;
+    if (!brk) return -EOPNOTSUPP;
     uintptr_t at = 0;
-    if (long err = arch::dl_hook_site(brk, &at))
-        return static_cast<int>(err);
+    if (long err = arch::dl_hook_site(brk, &at)) return static_cast<int>(err);
     // With ld.so's symbols (Debian keeps them): no other function starts in those bytes.
     if (object_ptr ld = kallsyms::instance().object_of(at)) {
         auto next = std::upper_bound(ld->funcs.begin(), ld->funcs.end(), at,
                                      [](uintptr_t a, const ksym &k) { return a < k.addr; });
-        if (next != ld->funcs.end() && next->addr < at + arch::DL_HOOK_SITE_LEN)
-            return -EOPNOTSUPP;
+        if (next != ld->funcs.end() && next->addr < at + arch::DL_HOOK_SITE_LEN) return -EOPNOTSUPP;
     }
     // An absolute jump to dprobe_dl_debug_hook: reaches the hook wherever libdprobe is,
     // without touching a register; the site's jmp goes there.
     exec_chunk c = exec_alloc(at, at + arch::DL_HOOK_SITE_LEN, arch::ABS_JMP_SIZE);
-    if (!c)
-        return -ENOMEM;
+    if (!c) return -ENOMEM;
     arch::write_abs_jmp(c.rw, reinterpret_cast<uintptr_t>(&dprobe_dl_debug_hook));
     text_poke_req one[1];
     arch::jmp_req(at, c.rx, &one[0]); // the chunk was allocated in reach
@@ -126,8 +121,7 @@ int dl_notifier_add(const dl_notifier *n)
 {
     std::lock_guard<std::mutex> g(install_lock);
     if (!installed) {
-        if (int err = install_hook())
-            return err;
+        if (int err = install_hook()) return err;
         installed = true;
         pthread_atfork(nullptr, nullptr, after_fork_child);
         // Every object loaded so far is recorded here, as running code. Any object found
@@ -138,17 +132,18 @@ int dl_notifier_add(const dl_notifier *n)
         active.store(true);
     }
     for (auto &slot : notifiers)
-        if (slot.load() == n)
-            return 0;
+        if (slot.load() == n) return 0;
     for (auto &slot : notifiers) {
         const dl_notifier *expect = nullptr;
-        if (slot.compare_exchange_strong(expect, n))
-            return 0;
+        if (slot.compare_exchange_strong(expect, n)) return 0;
     }
     return -ENOSPC;
 }
 
-bool dl_hook_active() { return active.load(); }
+bool dl_hook_active()
+{
+    return active.load();
+}
 
 void dl_notifier_remove(const dl_notifier *n)
 {
@@ -174,8 +169,7 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
     // looked at, with or without notifiers: the records of objects that other threads find
     // before the dlopen gets here count as unreached, and only this call says they are
     // reached.
-    if (in_event || broken_by_fork.load())
-        return;
+    if (in_event || broken_by_fork.load()) return;
     const int state = live_r_debug->r_state;
     if (state == r_debug::RT_DELETE && !unmapping) {
         // Destructors have run; the loader unmaps the objects before its next call.
@@ -183,8 +177,7 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
         unmapping = true;
         return;
     }
-    if (state != r_debug::RT_CONSISTENT)
-        return;
+    if (state != r_debug::RT_CONSISTENT) return;
     const int saved_errno = errno;
     in_event = true;
     const bool was_unmapping = unmapping;
@@ -194,8 +187,7 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
         std::vector<object_ptr> added = ftrace_loader_update(&m, was_unmapping);
         mark.store(m);
         for (auto &n : notifiers)
-            if (const dl_notifier *p = n.load())
-                p->objects_changed(added);
+            if (const dl_notifier *p = n.load()) p->objects_changed(added);
     } catch (...) {
         // Out of memory: these objects are not followed; the loader must carry on.
     }

@@ -24,7 +24,8 @@
 #include <mutex>
 #include <span>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct dl_notifier {
     // The objects recorded since the last notification: those this dlopen mapped (no thread

@@ -11,8 +11,10 @@
 #include <unistd.h>
 #include <vector>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr size_t region_size = 1 << 20; // 1 MiB: ~40k site stubs
 constexpr size_t align = 16;
@@ -41,8 +43,7 @@ bool in_reach(uintptr_t base, uintptr_t lo, uintptr_t hi)
 region *map_region(uintptr_t lo, uintptr_t hi)
 {
     int fd = memfd_create("dprobe-text", MFD_CLOEXEC);
-    if (fd < 0)
-        return nullptr;
+    if (fd < 0) return nullptr;
     if (ftruncate(fd, region_size) < 0) {
         close(fd);
         return nullptr;
@@ -55,15 +56,12 @@ region *map_region(uintptr_t lo, uintptr_t hi)
     for (uintptr_t step = 64UL << 20; step < (2UL << 30) && rx == MAP_FAILED; step += 64UL << 20) {
         for (int dir = 0; dir < 2 && rx == MAP_FAILED; ++dir) {
             uintptr_t cand = dir == 0 ? mid - step : mid + step;
-            if (dir == 0 && step > mid)
-                continue;
+            if (dir == 0 && step > mid) continue;
             cand &= ~static_cast<uintptr_t>(page - 1);
-            if (!in_reach(cand, lo, hi) || cand < 0x10000)
-                continue;
+            if (!in_reach(cand, lo, hi) || cand < 0x10000) continue;
             void *p = mmap(reinterpret_cast<void *>(cand), region_size, PROT_READ | PROT_EXEC,
                            MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-            if (p == MAP_FAILED)
-                continue;
+            if (p == MAP_FAILED) continue;
             if (reinterpret_cast<uintptr_t>(p) != cand) { // old kernels ignore the flag
                 munmap(p, region_size);
                 continue;
@@ -97,8 +95,7 @@ void unshare_after_fork()
         int fd = memfd_create("dprobe-text", MFD_CLOEXEC);
         if (fd < 0 || ftruncate(fd, region_size) < 0 ||
             pwrite(fd, r.rw, region_size, 0) != static_cast<ssize_t>(region_size)) {
-            if (fd >= 0)
-                close(fd);
+            if (fd >= 0) close(fd);
             continue; // keep sharing rather than lose the code
         }
         mmap(reinterpret_cast<void *>(r.rx), region_size, PROT_READ | PROT_EXEC,
@@ -118,13 +115,11 @@ __attribute__((constructor)) void register_fork_handler()
 exec_chunk exec_alloc(uintptr_t near_lo, uintptr_t near_hi, size_t size)
 {
     size = (size + align - 1) & ~(align - 1);
-    if (size == 0 || size > region_size)
-        return {};
+    if (size == 0 || size > region_size) return {};
     std::lock_guard<std::mutex> g(lock);
     for (int attempt = 0; attempt < 2; ++attempt) {
         for (auto &r : regions) {
-            if (!in_reach(r.rx, near_lo, near_hi))
-                continue;
+            if (!in_reach(r.rx, near_lo, near_hi)) continue;
             auto it = r.free_lists.find(size);
             if (it != r.free_lists.end() && !it->second.empty()) {
                 uintptr_t rx = it->second.back();
@@ -137,16 +132,14 @@ exec_chunk exec_alloc(uintptr_t near_lo, uintptr_t near_hi, size_t size)
                 return {rx, r.rw + (rx - r.rx), size};
             }
         }
-        if (attempt == 0 && !map_region(near_lo, near_hi))
-            return {};
+        if (attempt == 0 && !map_region(near_lo, near_hi)) return {};
     }
     return {};
 }
 
 void exec_free(const exec_chunk &chunk)
 {
-    if (!chunk)
-        return;
+    if (!chunk) return;
     std::lock_guard<std::mutex> g(lock);
     for (auto &r : regions) {
         if (chunk.rx >= r.rx && chunk.rx < r.rx + region_size) {
@@ -173,8 +166,7 @@ size_t exec_mem_mapped_bytes()
 
 bool exec_mem_lock_free()
 {
-    if (!lock.try_lock())
-        return false;
+    if (!lock.try_lock()) return false;
     lock.unlock();
     return true;
 }

@@ -10,10 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct exec_chunk {
-    uintptr_t rx = 0; // address where the code executes
+    uintptr_t rx = 0;      // address where the code executes
     uint8_t *rw = nullptr; // writable alias of the same bytes
     size_t size = 0;
     explicit operator bool() const { return rx != 0; }

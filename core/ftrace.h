@@ -24,7 +24,8 @@
 
 struct ftrace_regs;
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct ftrace_ops;
 
@@ -57,9 +58,9 @@ struct ftrace_site {
     // relocated copy of a jump site's entry instructions (set when the site is first enabled;
     // read by the trampolines at a fixed offset, SITE_BODY).
     uintptr_t body = 0;
-    uint8_t len;    // 5 or 6
+    uint8_t len; // 5 or 6
     site_kind kind;
-    bool usable;         // false: found but cannot be enabled safely (see why)
+    bool usable; // false: found but cannot be enabled safely (see why)
     const char *why = nullptr;
     std::atomic<site_users *> users{nullptr};
     bool patched = false; // currently calls the tracer
@@ -68,7 +69,7 @@ struct ftrace_site {
     // no thread can have run this code yet, so it is written directly and nobody can be in
     // its handlers.
     bool unreached = false;
-    exec_chunk stub;      // per-site stub, allocated on first enable
+    exec_chunk stub; // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
     object_ptr obj;
     std::unique_ptr<jump_detour> jump; // site_kind::jump only
@@ -78,8 +79,8 @@ struct ftrace_ops {
     // Entry: return 0 to have exit() called for this activation, non-zero to skip it.
     int (*entry)(ftrace_ops *ops, unsigned long ip, unsigned long parent_ip,
                  struct ftrace_regs *fregs, void *data) = nullptr;
-    void (*exit)(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip,
-                 struct ftrace_regs *fregs, void *data) = nullptr;
+    void (*exit)(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip, struct ftrace_regs *fregs,
+                 void *data) = nullptr;
     // A hit this ops did not handle: recursion, or no room on the shadow stack.
     void (*missed)(ftrace_ops *ops) = nullptr;
     // An activation whose entry() returned 0 left without returning (longjmp, an exception,

@@ -9,7 +9,8 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 DPROBE_NOPROBE inline unsigned long *frame_at_top(task_ctx *t, uint32_t *nwords)
 {
@@ -20,14 +21,14 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 {
     for (uint32_t i = 0; i < u->n; ++i) {
         ftrace_ops *o = u->ops[i];
-        if ((!exit_only || o->exit) && o->missed)
-            o->missed(o);
+        if ((!exit_only || o->exit) && o->missed) o->missed(o);
     }
 }
 
 } // namespace
 
-namespace {
+namespace
+{
 
 // Runs the entry handlers of SITE. When an exit handler wants this activation's return, a
 // shadow frame records it, and: BALANCED, the trampoline will call the function's body (the
@@ -36,8 +37,7 @@ namespace {
 DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
 {
     task_ctx *t = current_task_ctx();
-    if (unlikely(!t))
-        return false;
+    if (unlikely(!t)) return false;
     if (unlikely(!dispatch_enter(t, fregs->regs.sp))) {
         // Recursion: a handler (or something it called) hit a probed function. The outer
         // dispatch keeps the users list alive.
@@ -64,8 +64,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         if (t->shadow_top) {
             uint32_t n;
             const uintptr_t top_slot = frame_at_top(t, &n)[sf_retp];
-            if (unlikely(top_slot < sp || (top_slot == sp && !tail)))
-                shadow_reap(t, sp);
+            if (unlikely(top_slot < sp || (top_slot == sp && !tail))) shadow_reap(t, sp);
         }
         base = t->shadow_top;
         if (unlikely(tail)) {
@@ -100,8 +99,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
     for (uint32_t i = 0; i < u->n; ++i) {
         ftrace_ops *o = u->ops[i];
         if (o->exit) {
-            if (!hook_exit)
-                continue;
+            if (!hook_exit) continue;
             void *data = nullptr;
             if (o->data_words) {
                 data = &t->shadow[w + 2];
@@ -141,8 +139,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         std::atomic_signal_fence(std::memory_order_seq_cst);
         // Balanced: the slot keeps the real address until the trampoline's call replaces
         // it with the same value this would write.
-        if (!balanced)
-            *retp = hook;
+        if (!balanced) *retp = hook;
     }
     t->entry_pending = 0;
     dispatch_exit(t);
@@ -161,8 +158,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
     uint32_t n = 0, base = UINT32_MAX;
     if (likely(t->shadow_top)) {
         unsigned long *f = frame_at_top(t, &n);
-        if (likely(f[sf_retp] == slot))
-            base = t->shadow_top - n;
+        if (likely(f[sf_retp] == slot)) base = t->shadow_top - n;
     }
     if (unlikely(base == UINT32_MAX)) {
         base = shadow_find_return(t, slot, &n);
@@ -170,12 +166,10 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             // Dropped as gone by mistake (a stack switch dprobe could not see): return to
             // the caller it had. The exit was counted as missed when the frame was dropped.
             const uintptr_t ret = shadow_dropped_return(t, slot);
-            if (!ret)
-                shadow_lost_return(t, slot);
+            if (!ret) shadow_lost_return(t, slot);
             *reinterpret_cast<uintptr_t *>(slot) = ret;
             fregs->regs.ip = ret;
-            if (entered)
-                dispatch_exit(t);
+            if (entered) dispatch_exit(t);
             return ret;
         }
     }
@@ -198,8 +192,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
             if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
-                if (!o->x87_safe)
-                    x87.set_aside();
+                if (!o->x87_safe) x87.set_aside();
                 o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
                 // Done: should a signal handler leave this section with a jump, the frame
                 // is dropped later as gone, and this user must not hear of it again.
@@ -216,8 +209,7 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
     } else {
         shadow_remove(t, base, n);
     }
-    if (likely(entered))
-        dispatch_exit(t);
+    if (likely(entered)) dispatch_exit(t);
     return ret;
 }
 

@@ -12,7 +12,8 @@
 #include <unordered_set>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct object_sites {
     object_ptr obj;
@@ -25,11 +26,11 @@ struct ftrace_state {
     std::mutex lock; // registration side only; the hot path never takes it
     std::map<uint64_t, object_sites> by_object;
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
-    std::vector<std::unique_ptr<ftrace_site>> gone; // sites of unloaded objects
+    std::vector<std::unique_ptr<ftrace_site>> gone;     // sites of unloaded objects
     std::unordered_map<uintptr_t, std::string> refused; // function -> why no jump site
     std::unordered_set<uintptr_t> jump_ok; // analysed, no site yet: its entry can take one
-    uint64_t seq = 0;                                   // last object_sites::seq given
-    std::vector<uint64_t> unreached;                    // ids of unreached objects
+    uint64_t seq = 0;                      // last object_sites::seq given
+    std::vector<uint64_t> unreached;       // ids of unreached objects
     std::shared_ptr<const std::vector<object_ptr>> seen; // the kallsyms list last applied
 };
 

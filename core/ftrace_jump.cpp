@@ -18,20 +18,64 @@
 
 extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *, struct ftrace_regs *);
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // Functions that must never get a jump site: they return twice, run on borrowed stacks,
 // have no ordinary caller, or are what dprobe itself uses while it patches code.
 constexpr const char *never_hooked[] = {
-    "_start", "_init", "_fini", "__restore_rt", "*setjmp*", "*longjmp*", "getcontext",
-    "setcontext", "swapcontext", "makecontext", "__start_context", "__push___start_context",
-    "vfork", "__vfork", "clone", "__clone*", "clone3", "__spawni*", "_dl_*", "__libc_start*",
-    "_IO_cleanup", "__libc_csu_*", "syscall", "ptrace", "wait4", "waitpid", "mprotect",
-    "__mprotect", "_exit", "_Exit", "__morestack", "__stack_chk_fail", "__tls_get_addr",
-    "__cxa_begin_catch", "_Unwind_*", "backtrace", "__x86_*", "__fentry__", "mcount",
-    "_mcount", "__gmon_start__", "dprobe_*", "register_fprobe*", "unregister_fprobe",
-    "*dprobe*", "sigaction", "__sigaction", "__libc_sigaction", "signal", "sigreturn",
+    "_start",
+    "_init",
+    "_fini",
+    "__restore_rt",
+    "*setjmp*",
+    "*longjmp*",
+    "getcontext",
+    "setcontext",
+    "swapcontext",
+    "makecontext",
+    "__start_context",
+    "__push___start_context",
+    "vfork",
+    "__vfork",
+    "clone",
+    "__clone*",
+    "clone3",
+    "__spawni*",
+    "_dl_*",
+    "__libc_start*",
+    "_IO_cleanup",
+    "__libc_csu_*",
+    "syscall",
+    "ptrace",
+    "wait4",
+    "waitpid",
+    "mprotect",
+    "__mprotect",
+    "_exit",
+    "_Exit",
+    "__morestack",
+    "__stack_chk_fail",
+    "__tls_get_addr",
+    "__cxa_begin_catch",
+    "_Unwind_*",
+    "backtrace",
+    "__x86_*",
+    "__fentry__",
+    "mcount",
+    "_mcount",
+    "__gmon_start__",
+    "dprobe_*",
+    "register_fprobe*",
+    "unregister_fprobe",
+    "*dprobe*",
+    "sigaction",
+    "__sigaction",
+    "__libc_sigaction",
+    "signal",
+    "sigreturn",
 };
 
 bool blacklisted(const loaded_object &obj, const ksym &sym)
@@ -42,11 +86,9 @@ bool blacklisted(const loaded_object &obj, const ksym &sym)
     if (obj.contains(reinterpret_cast<uintptr_t>(&dprobe_ftrace_entry)) && !obj.is_main)
         return true;
     // Libraries only dprobe needs (Zydis, libfuse3...): their code runs inside dprobe.
-    if (loaded_for_dprobe_only(obj))
-        return true;
+    if (loaded_for_dprobe_only(obj)) return true;
     for (const char *pat : never_hooked)
-        if (glob_match(pat, sym.name))
-            return true;
+        if (glob_match(pat, sym.name)) return true;
     return false;
 }
 
@@ -63,7 +105,8 @@ bool ftrace_is_fragment(const ksym &sym)
     return glob_match("*.cold", sym.name) || glob_match("*.cold.*", sym.name);
 }
 
-namespace {
+namespace
+{
 
 // The first function of OBJ starting after ADDR (0 if none).
 uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
@@ -76,14 +119,13 @@ uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
 // A function shorter than the jmp, ending in ret or jmp, followed by alignment padding
 // (int3/nop fill that no symbol covers) up to 5 bytes from the site: the whole function is
 // the region and the jmp may overwrite padding that is never executed.
-std::optional<arch::detour_region> short_function_region(const loaded_object &obj,
-                                                         const ksym &sym, uintptr_t ip,
+std::optional<arch::detour_region> short_function_region(const loaded_object &obj, const ksym &sym,
+                                                         uintptr_t ip,
                                                          const arch::func_analysis &fa)
 {
     const uintptr_t room = ip + arch::JMP32_INSN_SIZE;
     uintptr_t next = next_function(obj, sym.addr);
-    if ((next && next < room) || !obj.is_text(ip + 16))
-        return std::nullopt;
+    if ((next && next < room) || !obj.is_text(ip + 16)) return std::nullopt;
     return arch::short_function_region(fa, ip);
 }
 
@@ -120,8 +162,8 @@ std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksy
         ip += arch::ENDBR64_INSN_SIZE;
     auto fa = arch::analyze_function(sym.addr, sym.size);
     arch::optimize_refusal refusal{};
-    auto region = arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(sym.addr), ip,
-                                         &why, &refusal);
+    auto region =
+        arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(sym.addr), ip, &why, &refusal);
     if (!region && refusal == arch::optimize_refusal::crosses_end) {
         region = short_function_region(*obj, sym, ip, fa);
         if (!region) {
@@ -129,8 +171,7 @@ std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksy
             return std::nullopt;
         }
     }
-    if (!region)
-        return std::nullopt;
+    if (!region) return std::nullopt;
     if (region->insns.size() > 8) {
         why = "entry region too long";
         return std::nullopt;
@@ -143,8 +184,7 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
     prepared p;
     uintptr_t ip = 0;
     auto region = entry_region(obj, sym, ip, p.why);
-    if (!region)
-        return p;
+    if (!region) return p;
     // Detour: jmp stub + copy + jmp back.
     auto d = std::make_unique<jump_detour>();
     d->mem = exec_alloc(ip, ip + region->len, arch::detour_size(*region, arch::JUMP_DETOUR_HEAD));
@@ -152,8 +192,7 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
         p.why = "no executable memory within 2 GiB";
         return p;
     }
-    if (!arch::detour_build(*region, d->mem.rw, d->mem.rx, arch::JUMP_DETOUR_HEAD, &d->d,
-                            &p.why)) {
+    if (!arch::detour_build(*region, d->mem.rw, d->mem.rx, arch::JUMP_DETOUR_HEAD, &d->d, &p.why)) {
         exec_free(d->mem);
         return p;
     }
@@ -169,10 +208,8 @@ prepared prepare(const object_ptr &obj, const ksym &sym)
 bool jump_site_possible(const object_ptr &obj, const ksym &sym)
 {
     ftrace_state &st = ftrace_st();
-    if (st.jump_ok.count(sym.addr))
-        return true;
-    if (st.refused.count(sym.addr))
-        return false;
+    if (st.jump_ok.count(sym.addr)) return true;
+    if (st.refused.count(sym.addr)) return false;
     uintptr_t ip = 0;
     std::string why;
     if (!entry_region(obj, sym, ip, why)) {
@@ -191,8 +228,7 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
     auto list = st.by_object.find(obj->id);
     if (list == st.by_object.end())
         return nullptr; // not recorded (yet, or any more): ftrace_update_objects first
-    if (auto it = st.refused.find(sym.addr); it != st.refused.end())
-        return nullptr;
+    if (auto it = st.refused.find(sym.addr); it != st.refused.end()) return nullptr;
     prepared p = prepare(obj, sym);
     st.jump_ok.erase(sym.addr);
     if (!p.detour) {
@@ -223,7 +259,10 @@ void jump_site_link_stub(ftrace_site *s)
     arch::detour_write_jmp_head(s->jump->d, s->jump->mem.rw, s->stub.rx); // stubs are near
 }
 
-text_poke_req jump_enable_req(const ftrace_site *s) { return arch::detour_arm_req(s->jump->d); }
+text_poke_req jump_enable_req(const ftrace_site *s)
+{
+    return arch::detour_arm_req(s->jump->d);
+}
 
 // A thread that traps meanwhile runs the relocated copy, i.e. the original instructions.
 text_poke_req jump_disable_req(const ftrace_site *s)
@@ -241,13 +280,10 @@ const char *ftrace_site_refusal(uintptr_t func)
     ftrace_update_objects();
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
-    if (st.by_func.count(func))
-        return nullptr;
+    if (st.by_func.count(func)) return nullptr;
     auto hit = kallsyms::instance().lookup_addr(func);
-    if (!hit || hit->sym->addr != func)
-        return "not a function entry";
-    if (make_jump_site(hit->obj, *hit->sym))
-        return nullptr;
+    if (!hit || hit->sym->addr != func) return "not a function entry";
+    if (make_jump_site(hit->obj, *hit->sym)) return nullptr;
     return st.refused[func].c_str();
 }
 

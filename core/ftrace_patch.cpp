@@ -9,29 +9,26 @@
 #include <cstdlib>
 #include <new>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops *remove)
 {
     uint32_t n = old ? old->n : 0;
     uint32_t cap = n + (add ? 1 : 0);
-    if (cap == 0)
-        return nullptr;
+    if (cap == 0) return nullptr;
     void *mem = std::malloc(sizeof(site_users) + cap * sizeof(ftrace_ops *));
-    if (!mem)
-        throw std::bad_alloc();
+    if (!mem) throw std::bad_alloc();
     auto *u = static_cast<site_users *>(mem);
     u->n = 0;
     u->exit_words = 0;
     for (uint32_t i = 0; i < n; ++i)
-        if (old->ops[i] != remove)
-            u->ops[u->n++] = old->ops[i];
-    if (add)
-        u->ops[u->n++] = add;
+        if (old->ops[i] != remove) u->ops[u->n++] = old->ops[i];
+    if (add) u->ops[u->n++] = add;
     for (uint32_t i = 0; i < u->n; ++i)
-        if (u->ops[i]->exit)
-            u->exit_words += 2 + u->ops[i]->data_words;
+        if (u->ops[i]->exit) u->exit_words += 2 + u->ops[i]->data_words;
     if (u->n == 0) {
         std::free(u);
         return nullptr;
@@ -43,8 +40,7 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
 // jmp or NOP, a jump site's detour).
 text_poke_req enable_req(ftrace_site *s)
 {
-    if (s->kind == site_kind::jump)
-        return jump_enable_req(s);
+    if (s->kind == site_kind::jump) return jump_enable_req(s);
     text_poke_req r;
     arch::ftrace_make_call(s->ip, s->len, s->stub.rx, &r); // stubs are allocated in reach
     return r;
@@ -52,23 +48,19 @@ text_poke_req enable_req(ftrace_site *s)
 
 text_poke_req disable_req(ftrace_site *s)
 {
-    if (s->kind == site_kind::jump)
-        return jump_disable_req(s);
+    if (s->kind == site_kind::jump) return jump_disable_req(s);
     return arch::ftrace_make_nop(s->ip, s->len);
 }
 
 int ensure_stub(ftrace_site *s)
 {
-    if (s->stub)
-        return 0;
+    if (s->stub) return 0;
     exec_chunk c = exec_alloc(s->ip, s->ip + s->len, arch::ftrace_stub_size);
-    if (!c)
-        return -ENOMEM;
+    if (!c) return -ENOMEM;
     if (s->kind == site_kind::jump)
         arch::return_keeps_all_xmm(); // before any return of its function is hooked
-    arch::write_ftrace_stub(c.rw, s,
-                            s->kind == site_kind::jump ? arch::ftrace_caller_all()
-                                                       : arch::ftrace_caller());
+    arch::write_ftrace_stub(
+        c.rw, s, s->kind == site_kind::jump ? arch::ftrace_caller_all() : arch::ftrace_caller());
     s->stub = c;
     if (s->kind == site_kind::jump) {
         jump_site_link_stub(s);
@@ -98,13 +90,11 @@ int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site
     }
     std::sort(moves.begin(), moves.end(),
               [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
-    if (int err = text_poke_early(unreached))
-        return err;
+    if (int err = text_poke_early(unreached)) return err;
     auto undo_unreached = [&] {
         std::vector<text_poke_req> undo;
         for (ftrace_site *s : sites)
-            if (s->unreached)
-                undo.push_back(disable_req(s));
+            if (s->unreached) undo.push_back(disable_req(s));
         text_poke_early(undo);
     };
     if (int err = text_poke_batch(plain)) {
@@ -115,8 +105,7 @@ int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site
         // Undo the plain part so the batch is all or nothing.
         std::vector<text_poke_req> undo;
         for (ftrace_site *s : sites)
-            if (s->kind != site_kind::jump && !s->unreached)
-                undo.push_back(disable_req(s));
+            if (s->kind != site_kind::jump && !s->unreached) undo.push_back(disable_req(s));
         text_poke_batch(undo);
         undo_unreached();
         return err;
@@ -129,8 +118,7 @@ int enable_sites(std::vector<text_poke_req> &reqs, const std::vector<ftrace_site
 bool may_be_in_use(std::span<ftrace_site *const> sites, const std::vector<site_users *> &old)
 {
     for (size_t i = 0; i < sites.size(); ++i)
-        if (old[i] && !sites[i]->unreached)
-            return true;
+        if (old[i] && !sites[i]->unreached) return true;
     return false;
 }
 
@@ -165,20 +153,18 @@ std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
     std::lock_guard<std::mutex> g(ftrace_st().lock);
     std::vector<ftrace_site *> ok;
     for (ftrace_site *s : sites)
-        if (s->usable && !s->gone)
-            ok.push_back(s);
-    if (attach_locked(pairs_of(ops, ok)) == 0)
-        return ok;
+        if (s->usable && !s->gone) ok.push_back(s);
+    if (attach_locked(pairs_of(ops, ok)) == 0) return ok;
     std::vector<ftrace_site *> some;
     for (ftrace_site *s : ok) {
         const ftrace_ops_site one[1] = {{ops, s}};
-        if (attach_locked(one) == 0)
-            some.push_back(s);
+        if (attach_locked(one) == 0) some.push_back(s);
     }
     return some;
 }
 
-namespace {
+namespace
+{
 
 // The distinct sites of PAIRS, in first-seen order, and for each pair the index of its site.
 std::vector<ftrace_site *> distinct_sites(std::span<const ftrace_ops_site> pairs,
@@ -191,8 +177,7 @@ std::vector<ftrace_site *> distinct_sites(std::span<const ftrace_ops_site> pairs
     index.reserve(pairs.size());
     for (const ftrace_ops_site &p : pairs) {
         auto [it, added] = seen.emplace(p.site, sites.size());
-        if (added)
-            sites.push_back(p.site);
+        if (added) sites.push_back(p.site);
         index.push_back(it->second);
     }
     return sites;
@@ -212,15 +197,13 @@ std::vector<site_users *> users_after(std::span<const ftrace_ops_site> pairs,
             site_users *cur = built[k] ? next[k] : sites[k]->users.load(std::memory_order_relaxed);
             site_users *nu = add ? make_users(cur, pairs[i].ops, nullptr)
                                  : make_users(cur, nullptr, pairs[i].ops);
-            if (built[k])
-                std::free(cur);
+            if (built[k]) std::free(cur);
             next[k] = nu;
             built[k] = true;
         }
     } catch (const std::bad_alloc &) {
         for (size_t k = 0; k < sites.size(); ++k)
-            if (built[k])
-                std::free(next[k]);
+            if (built[k]) std::free(next[k]);
         throw;
     }
     return next;
@@ -231,13 +214,11 @@ std::vector<site_users *> users_after(std::span<const ftrace_ops_site> pairs,
 int attach_locked(std::span<const ftrace_ops_site> pairs)
 {
     for (const ftrace_ops_site &p : pairs)
-        if (!p.site->usable || p.site->gone)
-            return -EINVAL;
+        if (!p.site->usable || p.site->gone) return -EINVAL;
     std::vector<size_t> index;
     const std::vector<ftrace_site *> sites = distinct_sites(pairs, index);
     for (ftrace_site *s : sites)
-        if (int err = ensure_stub(s))
-            return err;
+        if (int err = ensure_stub(s)) return err;
     std::vector<site_users *> fresh;
     try {
         fresh = users_after(pairs, sites, index, true);
@@ -259,8 +240,7 @@ int attach_locked(std::span<const ftrace_ops_site> pairs)
     if (int err = enable_sites(reqs, to_enable)) {
         for (size_t i = 0; i < sites.size(); ++i)
             sites[i]->users.store(old[i], std::memory_order_release);
-        if (may_be_in_use(sites, old))
-            synchronize_dispatch();
+        if (may_be_in_use(sites, old)) synchronize_dispatch();
         for (auto *u : fresh)
             std::free(u);
         return err;
@@ -269,8 +249,7 @@ int attach_locked(std::span<const ftrace_ops_site> pairs)
         s->patched = true;
     // Sites of an object being loaded need no wait, and must not get one: inside the
     // loader (a dlopen notifier) a thread it waited for could be waiting for the loader.
-    if (may_be_in_use(sites, old))
-        synchronize_dispatch();
+    if (may_be_in_use(sites, old)) synchronize_dispatch();
     for (auto *u : old)
         std::free(u);
     return 0;
@@ -283,7 +262,8 @@ void ftrace_ops_detach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
     ftrace_ops_detach_each(pairs_of(ops, sites));
 }
 
-namespace {
+namespace
+{
 
 // st.lock held. False, with nothing changed, when a list could not be built.
 bool detach_locked(std::span<const ftrace_ops_site> pairs)
@@ -323,8 +303,7 @@ bool detach_locked(std::span<const ftrace_ops_site> pairs)
 void ftrace_ops_detach_each(std::span<const ftrace_ops_site> pairs)
 {
     std::lock_guard<std::mutex> g(ftrace_st().lock);
-    if (detach_locked(pairs) || pairs.size() == 1)
-        return;
+    if (detach_locked(pairs) || pairs.size() == 1) return;
     // Cannot shrink the lists at once: pair by pair. A pair whose list cannot shrink leaves
     // its ops attached but retired (no callbacks run for it because its owner is gone); rare
     // enough to only cost a wasted slot.
@@ -340,8 +319,7 @@ void ftrace_ops_retire(ftrace_ops *ops)
 
 void ftrace_ops_retire(std::span<ftrace_ops *const> ops)
 {
-    if (ops.empty())
-        return;
+    if (ops.empty()) return;
     for (ftrace_ops *o : ops)
         o->gen.fetch_add(1, std::memory_order_acq_rel);
     synchronize_dispatch();
@@ -354,6 +332,9 @@ uint32_t ftrace_site_ops_count(const ftrace_site *site)
     return u ? u->n : 0;
 }
 
-bool ftrace_is_return_trampoline(uintptr_t a) { return arch::is_return_hook(a); }
+bool ftrace_is_return_trampoline(uintptr_t a)
+{
+    return arch::is_return_hook(a);
+}
 
 } // namespace dprobe

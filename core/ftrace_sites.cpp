@@ -17,7 +17,8 @@
 
 extern "C" void __fentry__();
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The trampolines read these two fields of a site record by offset.
 static_assert(offsetof(ftrace_site, ip) == SITE_IP);
@@ -32,15 +33,20 @@ ftrace_state &ftrace_st()
 const char *site_kind_name(site_kind k)
 {
     switch (k) {
-    case site_kind::fentry: return "fentry";
-    case site_kind::fentry6: return "fentry";
-    case site_kind::nop: return "patchable";
-    case site_kind::jump: return "jump";
+    case site_kind::fentry:
+        return "fentry";
+    case site_kind::fentry6:
+        return "fentry";
+    case site_kind::nop:
+        return "patchable";
+    case site_kind::jump:
+        return "jump";
     }
     return "?";
 }
 
-namespace {
+namespace
+{
 
 constexpr const char *k_late_sled = "one-byte NOP sled found after other threads started";
 
@@ -48,8 +54,7 @@ constexpr const char *k_late_sled = "one-byte NOP sled found after other threads
 bool read_entry(const loaded_object &obj, uintptr_t ip, uint8_t (&buf)[16])
 {
     for (auto &s : obj.segments) {
-        if (!(s.prot & PROT_EXEC) || ip < s.start || ip >= s.end)
-            continue;
+        if (!(s.prot & PROT_EXEC) || ip < s.start || ip >= s.end) continue;
         size_t n = std::min<size_t>(16, s.end - ip);
         std::memset(buf, 0, sizeof buf);
         std::memcpy(buf, reinterpret_cast<const void *>(ip), n);
@@ -60,10 +65,8 @@ bool read_entry(const loaded_object &obj, uintptr_t ip, uint8_t (&buf)[16])
 
 bool object_may_have_sites(const loaded_object &obj, uintptr_t fentry)
 {
-    if (obj.is_vdso)
-        return false;
-    return !obj.fentry_got_slots.empty() || !obj.patchable_entries.empty() ||
-           obj.contains(fentry);
+    if (obj.is_vdso) return false;
+    return !obj.fentry_got_slots.empty() || !obj.patchable_entries.empty() || obj.contains(fentry);
 }
 
 } // namespace
@@ -80,26 +83,21 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
     list.obj = obj;
     list.seq = ++st.seq;
     list.unreached = unreached;
-    if (unreached)
-        st.unreached.push_back(obj->id);
-    if (!object_may_have_sites(*obj, fentry))
-        return;
+    if (unreached) st.unreached.push_back(obj->id);
+    if (!object_may_have_sites(*obj, fentry)) return;
     std::unordered_set<uintptr_t> got(obj->fentry_got_slots.begin(), obj->fentry_got_slots.end());
-    std::unordered_set<uintptr_t> pfe(obj->patchable_entries.begin(),
-                                      obj->patchable_entries.end());
+    std::unordered_set<uintptr_t> pfe(obj->patchable_entries.begin(), obj->patchable_entries.end());
     uintptr_t last = 0;
     for (const ksym &sym : obj->funcs) {
         if (sym.addr == last || sym.size < 5)
             continue; // aliases share one site; the first (preferred) name wins
         last = sym.addr;
         uint8_t code[16];
-        if (!read_entry(*obj, sym.addr, code))
-            continue;
+        if (!read_entry(*obj, sym.addr, code)) continue;
         uintptr_t ip = sym.addr;
         if (arch::is_endbr64(code)) {
             ip += arch::ENDBR64_INSN_SIZE;
-            if (!read_entry(*obj, ip, code))
-                continue;
+            if (!read_entry(*obj, ip, code)) continue;
         }
         arch::entry_insn e = arch::classify_entry(reinterpret_cast<uintptr_t>(code));
         auto site = std::make_unique<ftrace_site>();
@@ -114,8 +112,7 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
         case arch::entry_kind::fentry_call: {
             uintptr_t target = ip + (e.target - reinterpret_cast<uintptr_t>(code));
             auto slot = target == fentry ? std::optional<uintptr_t>{} : arch::plt_got_slot(target);
-            if (target != fentry && !(slot && got.count(*slot)))
-                continue;
+            if (target != fentry && !(slot && got.count(*slot))) continue;
             site->kind = e.len == 5 ? site_kind::fentry : site_kind::fentry6;
             site->len = e.len;
             convert = true;
@@ -123,22 +120,19 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
         }
         case arch::entry_kind::fentry_got: {
             uintptr_t slot = ip + 6 + (e.target - reinterpret_cast<uintptr_t>(code) - 6);
-            if (!got.count(slot))
-                continue;
+            if (!got.count(slot)) continue;
             site->kind = site_kind::fentry6;
             site->len = 6;
             convert = true;
             break;
         }
         case arch::entry_kind::nop:
-            if (!pfe.count(ip) && !pfe.count(sym.addr))
-                continue;
+            if (!pfe.count(ip) && !pfe.count(sym.addr)) continue;
             site->kind = site_kind::nop;
             site->len = e.len;
             break;
         case arch::entry_kind::nop_sled:
-            if (!pfe.count(ip) && !pfe.count(sym.addr))
-                continue;
+            if (!pfe.count(ip) && !pfe.count(sym.addr)) continue;
             site->kind = site_kind::nop;
             site->len = 5;
             if (single_threaded) {
@@ -154,15 +148,15 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
         case arch::entry_kind::none:
             continue;
         }
-        if (convert)
-            nops.push_back(arch::ftrace_make_nop(ip, site->len));
+        if (convert) nops.push_back(arch::ftrace_make_nop(ip, site->len));
         st.by_ip[site->ip] = site.get();
         st.by_func[site->func] = site.get();
         list.sites.push_back(std::move(site));
     }
 }
 
-namespace {
+namespace
+{
 
 // Forgets the objects of ST no longer loaded, then records the new ones (st.lock held). The
 // order matters: a library loaded again at the same address gets new records at the same
@@ -205,8 +199,7 @@ void update_objects_locked(ftrace_state &st, bool in_loader)
     std::vector<text_poke_req> nops;
     bool single = fresh || process_thread_count() == 1;
     for (const object_ptr &o : *objs)
-        if (!st.by_object.count(o->id))
-            scan_object_sites(o, nops, single, fresh);
+        if (!st.by_object.count(o->id)) scan_object_sites(o, nops, single, fresh);
     if (!nops.empty()) {
         if (fresh)
             text_poke_early(nops); // nobody runs this code yet
@@ -225,7 +218,10 @@ void ftrace_update_objects()
     update_objects_locked(st, false);
 }
 
-void ftrace_loader_unmapping() { ftrace_st().lock.lock(); }
+void ftrace_loader_unmapping()
+{
+    ftrace_st().lock.lock();
+}
 
 std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping)
 {
@@ -238,8 +234,7 @@ std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping)
     update_objects_locked(st, true);
     std::vector<object_ptr> out;
     for (auto &[id, list] : st.by_object)
-        if (list.seq > *mark)
-            out.push_back(list.obj);
+        if (list.seq > *mark) out.push_back(list.obj);
     *mark = st.seq;
     return out;
 }
@@ -250,8 +245,7 @@ void ftrace_loader_done()
     std::lock_guard<std::mutex> g(st.lock);
     for (uint64_t id : st.unreached) {
         auto it = st.by_object.find(id);
-        if (it == st.by_object.end())
-            continue;
+        if (it == st.by_object.end()) continue;
         it->second.unreached = false;
         for (auto &s : it->second.sites)
             s->unreached = false;
@@ -282,12 +276,10 @@ int ftrace_convert_sleds()
             arch::sled_moves(s->ip, s->len, moves);
             sleds.push_back(s.get());
         }
-    if (sleds.empty())
-        return 0;
+    if (sleds.empty()) return 0;
     std::sort(moves.begin(), moves.end(),
               [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
-    if (int err = text_poke_stopped(reqs, moves))
-        return err;
+    if (int err = text_poke_stopped(reqs, moves)) return err;
     for (ftrace_site *s : sleds) {
         s->usable = true;
         s->why = nullptr;
@@ -297,11 +289,9 @@ int ftrace_convert_sleds()
 
 ftrace_site *ftrace_location_or_jump(uintptr_t ip)
 {
-    if (ftrace_site *s = ftrace_location(ip))
-        return s;
+    if (ftrace_site *s = ftrace_location(ip)) return s;
     auto hit = kallsyms::instance().lookup_addr(ip);
-    if (!hit || hit->sym->addr != ip)
-        return nullptr;
+    if (!hit || hit->sym->addr != ip) return nullptr;
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
     return make_jump_site(hit->obj, *hit->sym);
@@ -311,14 +301,13 @@ ftrace_site *ftrace_location(uintptr_t ip)
 {
     ftrace_state &st = ftrace_st();
     std::lock_guard<std::mutex> g(st.lock);
-    if (auto it = st.by_ip.find(ip); it != st.by_ip.end())
-        return it->second;
-    if (auto it = st.by_func.find(ip); it != st.by_func.end())
-        return it->second;
+    if (auto it = st.by_ip.find(ip); it != st.by_ip.end()) return it->second;
+    if (auto it = st.by_func.find(ip); it != st.by_func.end()) return it->second;
     return nullptr;
 }
 
-namespace {
+namespace
+{
 
 std::vector<ftrace_site *> sites_of(const std::vector<sym_hit> &hits)
 {
@@ -374,12 +363,10 @@ std::vector<ftrace_func_entry> ftrace_selectable_funcs()
     std::vector<ftrace_func_entry> out;
     for (auto &[id, list] : st.by_object)
         for (auto &s : list.sites)
-            if (!s->gone && s->sym)
-                out.push_back({s->ip, s->sym, s->obj});
+            if (!s->gone && s->sym) out.push_back({s->ip, s->sym, s->obj});
     for (const sym_hit &h : hits) {
         const uintptr_t a = h.sym->addr;
-        if (st.by_func.count(a) || !jump_site_possible(h.obj, *h.sym))
-            continue;
+        if (st.by_func.count(a) || !jump_site_possible(h.obj, *h.sym)) continue;
         out.push_back({a, h.sym, h.obj});
     }
     std::sort(out.begin(), out.end(),
@@ -389,6 +376,9 @@ std::vector<ftrace_func_entry> ftrace_selectable_funcs()
 
 // Before main: find every site of the objects loaded with the program, so that idle
 // __fentry__ calls cost a NOP from the start.
-__attribute__((constructor)) static void ftrace_init_sites() { ftrace_update_objects(); }
+__attribute__((constructor)) static void ftrace_init_sites()
+{
+    ftrace_update_objects();
+}
 
 } // namespace dprobe

@@ -2,9 +2,11 @@
 // the C string's NUL, so an embedded NUL is an ordinary character here.
 #include "core/glob.h"
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 constexpr int kEnd = -1;
 
 inline int at(std::string_view s, size_t i) noexcept
@@ -28,8 +30,7 @@ bool glob_match(std::string_view pat, std::string_view str) noexcept
 
         switch (d) {
         case '?':
-            if (c == kEnd)
-                return false;
+            if (c == kEnd) return false;
             literal = false;
             break;
         case '*':
@@ -43,8 +44,7 @@ bool glob_match(std::string_view pat, std::string_view str) noexcept
         case '[': {
             // lib/glob.c would let a negated class consume the terminating NUL; a class
             // always needs a character here.
-            if (c == kEnd)
-                goto backtrack;
+            if (c == kEnd) goto backtrack;
             int first = at(pat, p);
             bool inverted = first == '!' || first == '^';
             size_t cls = p + (inverted ? 1 : 0);
@@ -67,10 +67,8 @@ bool glob_match(std::string_view pat, std::string_view str) noexcept
                 }
                 match |= (c != kEnd && a <= c && c <= b);
             } while ((a = at(pat, cls++)) != ']');
-            if (malformed)
-                break; // the '[' is matched as itself below
-            if (match == inverted)
-                goto backtrack;
+            if (malformed) break; // the '[' is matched as itself below
+            if (match == inverted) goto backtrack;
             p = cls;
             literal = false;
             break;
@@ -81,16 +79,13 @@ bool glob_match(std::string_view pat, std::string_view str) noexcept
         default:
             break;
         }
-        if (!literal)
-            continue;
+        if (!literal) continue;
         if (c == d) {
-            if (d == kEnd)
-                return true;
+            if (d == kEnd) return true;
             continue;
         }
     backtrack:
-        if (c == kEnd || !have_back)
-            return false;
+        if (c == kEnd || !have_back) return false;
         p = back_pat;
         s = ++back_str;
     }

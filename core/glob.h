@@ -4,7 +4,8 @@
 
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Whole-string match of str against pattern:
 //   *      any run of characters (including none)

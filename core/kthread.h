@@ -7,7 +7,8 @@
 #include <thread>
 #include <time.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Starts FN on a new thread into OUT. pthread_create fails with EAGAIN now and then on a
 // loaded machine (clone, or the mmap of the stack), so that failure is retried with a
@@ -26,7 +27,9 @@ template <class F> bool kthread_run(std::thread &out, F fn) noexcept
         } catch (...) {
             return false;
         }
-        struct timespec ts {0, (1L << std::min(attempt, 7)) * 1000 * 1000}; // 1 .. 128 ms
+        struct timespec ts {
+            0, (1L << std::min(attempt, 7)) * 1000 * 1000
+        }; // 1 .. 128 ms
         nanosleep(&ts, nullptr);
     }
 }

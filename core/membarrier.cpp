@@ -7,8 +7,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // Per command: 0 not tried yet, 1 registered, -1 refused. Not function-local statics: their
 // initialisation guard, held by a thread of the parent when another thread forks, is never
@@ -33,10 +35,9 @@ bool registered(bool sync_core)
 
 void membarrier_everywhere(bool sync_core)
 {
-    const int cmd = sync_core ? MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE
-                              : MEMBARRIER_CMD_PRIVATE_EXPEDITED;
-    if (registered(sync_core) && syscall(SYS_membarrier, cmd, 0, 0) == 0)
-        return;
+    const int cmd =
+        sync_core ? MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE : MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+    if (registered(sync_core) && syscall(SYS_membarrier, cmd, 0, 0) == 0) return;
     // Fallback: an mprotect that changes protections shoots down TLBs with IPIs on every CPU
     // running this process; the IPI orders their earlier stores before we continue, and
     // returning from it serialises their instruction streams.
@@ -45,6 +46,9 @@ void membarrier_everywhere(bool sync_core)
     mprotect(page, sizeof page, PROT_READ | PROT_WRITE);
 }
 
-bool membarrier_expedited_available() { return registered(false); }
+bool membarrier_expedited_available()
+{
+    return registered(false);
+}
 
 } // namespace dprobe

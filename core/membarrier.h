@@ -2,7 +2,8 @@
 // mprotect fallback where it is missing.
 #pragma once
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Every thread of the process running on another CPU executes a full memory barrier
 // (MEMBARRIER_CMD_PRIVATE_EXPEDITED), or with SYNC_CORE also a core-serialising instruction

@@ -10,7 +10,8 @@
 
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const uint8_t *code,
                                            uintptr_t addr, optprobe_handler fn, void *arg,
@@ -18,8 +19,7 @@ std::unique_ptr<optprobe> optprobe_prepare(uintptr_t func, size_t size, const ui
 {
     auto fa = arch::analyze_function(code, func, size);
     auto region = arch::detour_region_at(fa, code, addr, why);
-    if (!region)
-        return nullptr;
+    if (!region) return nullptr;
     auto op = std::make_unique<optprobe>();
     op->addr = addr;
     op->len = region->len;
@@ -105,8 +105,7 @@ arch::optprobe_mode optprobe_set_mode(optprobe &op, arch::optprobe_mode mode,
 
 void optprobe_free(std::unique_ptr<optprobe> op)
 {
-    if (op && !op->armed)
-        exec_free(op->mem);
+    if (op && !op->armed) exec_free(op->mem);
 }
 
 } // namespace dprobe
@@ -121,14 +120,14 @@ extern "C" DPROBE_NOPROBE void dprobe_optprobe_dispatch(dprobe::optprobe *op,
 }
 
 extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
-                                                            struct pt_regs *regs) noexcept
+                                                             struct pt_regs *regs) noexcept
 {
     regs->ip = op->addr + 1;
     return __atomic_load_n(&op->light_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
 }
 
 extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_vec(dprobe::optprobe *op,
-                                                          struct pt_regs *regs) noexcept
+                                                           struct pt_regs *regs) noexcept
 {
     regs->ip = op->addr + 1;
     return __atomic_load_n(&op->vec_fn, __ATOMIC_ACQUIRE)(op->arg, regs);

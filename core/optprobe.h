@@ -24,7 +24,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 using optprobe_handler = void (*)(void *arg, struct pt_regs *regs);
 // The light detour's handler (see optprobe_set_mode): returns 1, before changing anything,
@@ -32,10 +33,10 @@ using optprobe_handler = void (*)(void *arg, struct pt_regs *regs);
 using optprobe_light_handler = int (*)(void *arg, struct pt_regs *regs);
 
 struct optprobe {
-    uintptr_t addr = 0;      // the probe address: the region starts here
-    uint8_t len = 0;         // bytes the jmp replaces (whole instructions, >= 5)
-    exec_chunk mem;          // the detour's memory
-    arch::detour d;          // the detour: region, relocated copy, moves
+    uintptr_t addr = 0; // the probe address: the region starts here
+    uint8_t len = 0;    // bytes the jmp replaces (whole instructions, >= 5)
+    exec_chunk mem;     // the detour's memory
+    arch::detour d;     // the detour: region, relocated copy, moves
     optprobe_handler fn = nullptr;
     optprobe_light_handler light_fn = nullptr; // called by the light caller
     optprobe_light_handler vec_fn = nullptr;   // called by the vector caller
@@ -93,5 +94,4 @@ void optprobe_free(std::unique_ptr<optprobe> op);
 
 extern "C" void dprobe_optprobe_dispatch(dprobe::optprobe *op, struct pt_regs *regs) noexcept;
 extern "C" int dprobe_optprobe_dispatch_vec(dprobe::optprobe *op, struct pt_regs *regs) noexcept;
-extern "C" int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
-                                              struct pt_regs *regs) noexcept;
+extern "C" int dprobe_optprobe_dispatch_light(dprobe::optprobe *op, struct pt_regs *regs) noexcept;

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 // The whole file, read in one go: the kernel builds each read from the current mappings,
 // and one large buffer keeps the view as consistent as the kernel allows.
@@ -18,8 +20,7 @@ bool read_text(const char *path, std::string &text, int *err)
 {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (err)
-            *err = errno;
+        if (err) *err = errno;
         return false;
     }
     char buf[65536];
@@ -49,21 +50,19 @@ std::vector<proc_map> read_proc_maps(pid_t pid, int *err)
     else
         std::snprintf(path, sizeof path, "/proc/self/maps");
     std::string text;
-    if (!read_text(path, text, err))
-        return out;
+    if (!read_text(path, text, err)) return out;
     size_t pos = 0;
     while (pos < text.size()) {
         size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos)
-            eol = text.size();
+        if (eol == std::string::npos) eol = text.size();
         const std::string line = text.substr(pos, eol - pos);
         pos = eol + 1;
         unsigned long long start, end, off, inode;
         unsigned maj, min;
         char perms[8] = {};
         int name_at = 0;
-        if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms,
-                        &off, &maj, &min, &inode, &name_at) < 7)
+        if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off,
+                        &maj, &min, &inode, &name_at) < 7)
             continue;
         proc_map m;
         m.start = start;
@@ -75,8 +74,7 @@ std::vector<proc_map> read_proc_maps(pid_t pid, int *err)
             m.path = line.substr(static_cast<size_t>(name_at));
         out.push_back(std::move(m));
     }
-    if (out.empty() && err)
-        *err = ESRCH;
+    if (out.empty() && err) *err = ESRCH;
     return out;
 }
 
@@ -93,8 +91,7 @@ bool file_mapped(const std::string &path)
 {
     const std::string want = real_path(path);
     for (const proc_map &m : read_proc_maps())
-        if (m.path == want)
-            return true;
+        if (m.path == want) return true;
     return false;
 }
 

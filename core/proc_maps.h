@@ -15,7 +15,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct proc_map {
     uint64_t start = 0, end = 0, offset = 0;

@@ -62,11 +62,13 @@
 #include <mutex>
 #include <new>
 
-namespace dprobe {
+namespace dprobe
+{
 
 using namespace rb;
 
-namespace {
+namespace
+{
 
 // An increment that a signal on this thread cannot tear (one instruction, the kernel's
 // local_t), for counters only this thread writes and readers load atomically.
@@ -130,7 +132,8 @@ struct trace_buffer {
     uint64_t orphan_base = 0;
 };
 
-namespace {
+namespace
+{
 
 trace_buffer g_tbs[k_rb_max_trace_buffers];
 trace_buffer *const g_global = &g_tbs[0];
@@ -201,8 +204,14 @@ void fork_child() noexcept;
 // its locks) before any child handler runs; traced, that code would write through the
 // parent's buffer state into the parent's shared arena, as a second writer of the parent's
 // buffer (its pages taken, its events lost).
-void fork_prepare() noexcept { ring_buffer_thread_mute(true); }
-void fork_parent() noexcept { ring_buffer_thread_mute(false); }
+void fork_prepare() noexcept
+{
+    ring_buffer_thread_mute(true);
+}
+void fork_parent() noexcept
+{
+    ring_buffer_thread_mute(false);
+}
 void fork_child_unmute() noexcept
 {
     fork_child();
@@ -226,8 +235,7 @@ DPROBE_NOPROBE inline uint32_t current_cpu() noexcept
         auto *rs = reinterpret_cast<const volatile int32_t *>(
             static_cast<char *>(__builtin_thread_pointer()) + __rseq_offset);
         int32_t c = rs[1]; // struct rseq: cpu_id_start, cpu_id, ...
-        if (likely(c >= 0))
-            return static_cast<uint32_t>(c);
+        if (likely(c >= 0)) return static_cast<uint32_t>(c);
     }
     unsigned c = 0;
     arch::raw_syscall(SYS_getcpu, reinterpret_cast<long>(&c), 0, 0);
@@ -309,8 +317,7 @@ rb_node *map_buffer(uint32_t npages, bool arena) noexcept
         m = raw_mmap(len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
     }
-    if (m == MAP_FAILED)
-        return nullptr;
+    if (m == MAP_FAILED) return nullptr;
     void *nm = raw_mmap((sizeof(rb_node) + 4095) & ~size_t{4095}, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (nm == MAP_FAILED) {
@@ -330,8 +337,7 @@ rb_node *map_buffer(uint32_t npages, bool arena) noexcept
     init_buffer(n);
     if (arena) {
         uint32_t slot = g_arena->nslots.fetch_add(1, std::memory_order_relaxed);
-        if (slot < k_arena_slots)
-            g_arena->slot_offset[slot].store(off, std::memory_order_release);
+        if (slot < k_arena_slots) g_arena->slot_offset[slot].store(off, std::memory_order_release);
     }
     rb_node *head = g_list.load(std::memory_order_relaxed);
     do {
@@ -360,17 +366,14 @@ rb_node *map_buffer_for(trace_buffer *tb, bool arena) noexcept
             break;
         }
     }
-    if (!n)
-        n = map_buffer(npages, arena);
-    if (!n)
-        return nullptr;
+    if (!n) n = map_buffer(npages, arena);
+    if (!n) return nullptr;
     buffer_ctl *b = n->ctl;
     b->tid.store(raw_gettid(), std::memory_order_relaxed);
     store_comm(b);
     n->owner.store(tb, std::memory_order_relaxed);
     b->state.store(BUF_OWNED, std::memory_order_release);
-    if (g_exit_key_ok)
-        pthread_setspecific(g_exit_key, k_exit_key_value);
+    if (g_exit_key_ok) pthread_setspecific(g_exit_key, k_exit_key_value);
     return n;
 }
 
@@ -397,12 +400,10 @@ void retire(rb_node *n, int state = BUF_EXITED) noexcept
 int settled_state(buffer_ctl *b) noexcept
 {
     int s = b->state.load(std::memory_order_acquire);
-    if (s != BUF_EXITING)
-        return s;
+    if (s != BUF_EXITING) return s;
     const long pid = arch::raw_syscall(SYS_getpid);
     const long tid = b->tid.load(std::memory_order_relaxed);
-    if (arch::raw_syscall(SYS_tgkill, pid, tid, 0) != -ESRCH)
-        return s;
+    if (arch::raw_syscall(SYS_tgkill, pid, tid, 0) != -ESRCH) return s;
     int expect = BUF_EXITING;
     b->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_acq_rel);
     return b->state.load(std::memory_order_acquire);
@@ -412,16 +413,14 @@ void count_orphan(trace_buffer *tb) noexcept
 {
     tb->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
     if (tb == g_global)
-        if (arena_header *a = g_arena)
-            a->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
+        if (arena_header *a = g_arena) a->orphan_dropped.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Whether the calling thread writes nothing: muted, or one of dprobe's own threads (by
 // name, checked on its first event).
 bool thread_silenced() noexcept
 {
-    if (tls_rb == k_muted_buffer || tls_mute_depth)
-        return true;
+    if (tls_rb == k_muted_buffer || tls_mute_depth) return true;
     if (g_muted_prefix[0] && !tls_node && !tls_rbt) {
         char name[17] = {};
         arch::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
@@ -440,16 +439,14 @@ bool thread_silenced() noexcept
 // Async-signal-safe: mmap, atomics, prctl, gettid, pthread_setspecific on a low key.
 __attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t) noexcept
 {
-    if (thread_silenced())
-        return nullptr;
+    if (thread_silenced()) return nullptr;
     if (tls_rb == k_dead_buffer || tls_acquiring) {
         count_orphan(g_global);
         return nullptr;
     }
     // Nested in a write on the buffer of the old epoch (a signal handler): this event goes
     // after it, in the same buffer, which the outer write then publishes.
-    if (tls_node && tls_node->ctl->nest.load(std::memory_order_relaxed) != 0)
-        return tls_node->ctl;
+    if (tls_node && tls_node->ctl->nest.load(std::memory_order_relaxed) != 0) return tls_node->ctl;
     tls_acquiring = true;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // The epoch as it is now: a swap changes owners before it starts a new epoch.
@@ -464,10 +461,9 @@ __attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t) noexcept
             retire(old);
     }
     const bool arena = g_arena && epoch == g_arena_epoch;
-    rb_node *n = g_swapped.load(std::memory_order_relaxed) ? find_owned(g_global, tid, arena)
-                                                           : nullptr;
-    if (!n)
-        n = map_buffer_for(g_global, arena);
+    rb_node *n =
+        g_swapped.load(std::memory_order_relaxed) ? find_owned(g_global, tid, arena) : nullptr;
+    if (!n) n = map_buffer_for(g_global, arena);
     if (n) {
         n->epoch = epoch;
         tls_rb = n->ctl;
@@ -500,8 +496,7 @@ rb_thread_table *alloc_table() noexcept
     if (!t) {
         const size_t len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
         void *m = raw_mmap(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            return nullptr;
+        if (m == MAP_FAILED) return nullptr;
         t = static_cast<rb_thread_table *>(m); // zero-filled: every slot invalid
         t->in_use.store(1, std::memory_order_relaxed);
         rb_thread_table *head = g_tables.load(std::memory_order_relaxed);
@@ -514,8 +509,7 @@ rb_thread_table *alloc_table() noexcept
     }
     t->tid = raw_gettid();
     tls_rbt = t;
-    if (g_exit_key_ok)
-        pthread_setspecific(g_exit_key, k_exit_key_value);
+    if (g_exit_key_ok) pthread_setspecific(g_exit_key, k_exit_key_value);
     return t;
 }
 
@@ -523,8 +517,7 @@ rb_thread_table *alloc_table() noexcept
 // Async-signal-safe, like acquire_buffer.
 __attribute__((noinline)) rb_node *attach_buffer(trace_buffer *tb) noexcept
 {
-    if (thread_silenced())
-        return nullptr;
+    if (thread_silenced()) return nullptr;
     rb_thread_table *t = tls_rbt;
     if (t == k_dead_table || tls_acquiring) {
         count_orphan(tb);
@@ -533,8 +526,7 @@ __attribute__((noinline)) rb_node *attach_buffer(trace_buffer *tb) noexcept
     tls_acquiring = true;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     rb_node *n = nullptr;
-    if (!t)
-        t = alloc_table();
+    if (!t) t = alloc_table();
     // A swap in progress (odd generation) takes a few microseconds: wait it out, boundedly.
     uint64_t gen = tb->gen.load(std::memory_order_acquire);
     for (int spin = 0; (gen & 1) && spin < (1 << 20); spin++) {
@@ -543,17 +535,14 @@ __attribute__((noinline)) rb_node *attach_buffer(trace_buffer *tb) noexcept
     }
     if (t && !(gen & 1)) {
         n = find_owned(tb, t->tid, false);
-        if (!n)
-            n = map_buffer_for(tb, false);
+        if (!n) n = map_buffer_for(tb, false);
         // A swap that ran meanwhile may have moved N to the other buffer: it is used for this
         // event only (like a write in flight during a swap) and looked up again next time.
-        if (n && tb->gen.load(std::memory_order_acquire) == gen)
-            t->slot[tb->id] = rb_slot{n, gen};
+        if (n && tb->gen.load(std::memory_order_acquire) == gen) t->slot[tb->id] = rb_slot{n, gen};
     }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     tls_acquiring = false;
-    if (!n)
-        count_orphan(tb);
+    if (!n) count_orphan(tb);
     return n;
 }
 
@@ -562,8 +551,7 @@ DPROBE_NOPROBE inline rb_node *thread_node(trace_buffer *tb) noexcept
     rb_thread_table *t = tls_rbt;
     if (likely(t > k_dead_table)) {
         const rb_slot &s = t->slot[tb->id];
-        if (likely(s.gen == tb->gen.load(std::memory_order_acquire) && s.node))
-            return s.node;
+        if (likely(s.gen == tb->gen.load(std::memory_order_acquire) && s.node)) return s.node;
     }
     return attach_buffer(tb);
 }
@@ -577,8 +565,7 @@ void thread_exit(void *p) noexcept
         ring_buffer_thread_mute(true);
         const bool again = pthread_setspecific(g_exit_key, p) == 0;
         ring_buffer_thread_mute(false);
-        if (again)
-            return;
+        if (again) return;
     }
     // The thread keeps its global buffer for what it still writes on its way out; readers
     // see it gone once its tid is. Its buffers of other trace buffers take nothing more.
@@ -603,17 +590,15 @@ void thread_exit(void *p) noexcept
             n->ctl->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_release);
         }
     }
-    if (t > k_dead_table)
-        t->in_use.store(0, std::memory_order_release);
+    if (t > k_dead_table) t->in_use.store(0, std::memory_order_release);
 }
 
 // A new arena in a new memfd (export, and a forked child). 0 or -errno.
 int make_arena() noexcept
 {
-    int fd = static_cast<int>(arch::raw_syscall(SYS_memfd_create, reinterpret_cast<long>("dprobe-ring-buffer"),
-                                                MFD_CLOEXEC));
-    if (fd < 0)
-        return fd;
+    int fd = static_cast<int>(arch::raw_syscall(
+        SYS_memfd_create, reinterpret_cast<long>("dprobe-ring-buffer"), MFD_CLOEXEC));
+    if (fd < 0) return fd;
     const size_t hsize = arena_header_size();
     if (arch::raw_syscall(SYS_ftruncate, fd, static_cast<long>(hsize)) != 0) {
         arch::raw_syscall(SYS_close, fd);
@@ -662,15 +647,13 @@ void fork_child() noexcept
         tb.orphan_base = tb.orphan_dropped.load(std::memory_order_relaxed);
     }
     rb_thread_table *self = tls_rbt > k_dead_table ? tls_rbt : nullptr;
-    const int32_t parent_tid = self ? self->tid
+    const int32_t parent_tid = self       ? self->tid
                                : tls_node ? tls_node->ctl->tid.load(std::memory_order_relaxed)
                                           : 0;
     const int32_t tid = raw_gettid();
     for (rb_thread_table *t = g_tables.load(std::memory_order_acquire); t; t = t->next)
-        if (t != self)
-            t->in_use.store(0, std::memory_order_release);
-    if (self)
-        self->tid = tid;
+        if (t != self) t->in_use.store(0, std::memory_order_release);
+    if (self) self->tid = tid;
     if (g_arena) {
         // The parent's arena is shared memory: this process must not touch it again. Its
         // buffers, and with them the private ones, are forgotten (left mapped: unmapping
@@ -681,15 +664,12 @@ void fork_child() noexcept
         else
             tls_rb = nullptr;
         tls_node = nullptr;
-        if (self)
-            memset(self->slot, 0, sizeof self->slot);
-        if (g_arena_fd >= 0)
-            arch::raw_syscall(SYS_close, g_arena_fd);
+        if (self) memset(self->slot, 0, sizeof self->slot);
+        if (g_arena_fd >= 0) arch::raw_syscall(SYS_close, g_arena_fd);
         g_arena = nullptr;
         g_arena_fd = -1;
         g_gave_up.store(0, std::memory_order_relaxed);
-        if (make_arena() == 0)
-            g_arena_epoch = next_epoch();
+        if (make_arena() == 0) g_arena_epoch = next_epoch();
         return;
     }
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
@@ -716,12 +696,10 @@ void fork_child() noexcept
 DPROBE_NOPROBE inline void wake_consumer(buffer_ctl *b, uint64_t seq) noexcept
 {
     arena_header *a = g_arena;
-    if (!a || g_wake_fd < 0 || !a->consumer_waiting.load(std::memory_order_relaxed))
-        return;
+    if (!a || g_wake_fd < 0 || !a->consumer_waiting.load(std::memory_order_relaxed)) return;
     // Half full: time for the consumer (the kernel's buffer_percent, at 50).
     const uint64_t rp = pos_seq(b->read_pos.load(std::memory_order_relaxed));
-    if (seq >= rp && (seq - rp) * 2 < b->npages)
-        return;
+    if (seq >= rp && (seq - rp) * 2 < b->npages) return;
     if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
         const uint64_t one = 1;
         arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
@@ -735,11 +713,10 @@ constexpr int k_block_max_ms = 1000;
 // wake the consumer and wait until it has taken the page the writer needs, a bounded time
 // (as LTTng's blocking-timeout). True when there is room now.
 __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint64_t old,
-                                                           const page_meta &slot) noexcept
+                                                            const page_meta &slot) noexcept
 {
     arena_header *a = g_arena;
-    if (!a || g_wake_fd < 0 || !a->consumer_blocking.load(std::memory_order_relaxed))
-        return false;
+    if (!a || g_wake_fd < 0 || !a->consumer_blocking.load(std::memory_order_relaxed)) return false;
     const uint64_t gave = g_gave_up.load(std::memory_order_relaxed);
     if (gave && static_cast<uint32_t>(gave) == a->progress.load(std::memory_order_relaxed))
         return false;
@@ -752,23 +729,20 @@ __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint6
     for (int round = 0; round < 100000 && waited_ms < k_block_max_ms; round++) {
         a->writers_waiting.store(1, std::memory_order_seq_cst);
         const uint32_t p = a->progress.load(std::memory_order_seq_cst);
-        if (room())
-            return true;
-        if (!a->consumer_blocking.load(std::memory_order_relaxed))
-            return false;
+        if (room()) return true;
+        if (!a->consumer_blocking.load(std::memory_order_relaxed)) return false;
         if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
             const uint64_t one = 1;
             arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
         }
         struct timespec t = {0, k_block_step_ms * 1000000L};
         // A shared futex: the consumer is another process mapping the arena.
-        long r = arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&a->progress), FUTEX_WAIT,
-                                   p, reinterpret_cast<long>(&t), 0, 0);
+        long r = arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&a->progress), FUTEX_WAIT, p,
+                                   reinterpret_cast<long>(&t), 0, 0);
         if (r == -ETIMEDOUT && a->progress.load(std::memory_order_relaxed) == p)
             waited_ms += k_block_step_ms;
     }
-    if (room())
-        return true;
+    if (room()) return true;
     g_gave_up.store((uint64_t{1} << 32) | a->progress.load(std::memory_order_relaxed),
                     std::memory_order_relaxed);
     return false;
@@ -777,8 +751,8 @@ __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint6
 // Moves the writer to the next page of its buffer B of TB, which starts at TS on CPU. False
 // when that page cannot be taken (discard mode and it is unread, or it holds the pending
 // outer event of a nested write). Only the global buffer's go to a consumer.
-DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t seq,
-                                uint32_t off, uint64_t ts, uint32_t cpu) noexcept
+DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t seq, uint32_t off,
+                                uint64_t ts, uint32_t cpu) noexcept
 {
     const bool exported = tb == g_global;
     const uint64_t np = b->npages;
@@ -788,15 +762,13 @@ DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t 
     if (n >= np) {
         const uint64_t old = n - np; // the page this slot holds now
         uint64_t pend = b->pending_seq.load(std::memory_order_relaxed);
-        if (pend != k_no_seq && pend <= old)
-            return false;
+        if (pend != k_no_seq && pend <= old) return false;
         if (!tb->overwrite.load(std::memory_order_relaxed)) {
             uint64_t rp = b->read_pos.load(std::memory_order_acquire);
             if ((pos_seq(rp) < old ||
                  (pos_seq(rp) == old && pos_off(rp) < slot.end.load(std::memory_order_relaxed))) &&
                 !(exported && wait_for_room(b, old, slot))) {
-                if (exported)
-                    wake_consumer(b, n);
+                if (exported) wake_consumer(b, n);
                 return false;
             }
         }
@@ -811,8 +783,7 @@ DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t 
     b->head_pos.store(make_pos(n, 0), std::memory_order_relaxed);
     b->last_ts = ts;
     b->cpu = cpu;
-    if (exported)
-        wake_consumer(b, n);
+    if (exported) wake_consumer(b, n);
     return true;
 }
 
@@ -829,8 +800,7 @@ DPROBE_NOPROBE inline void finish_write(buffer_ctl *b) noexcept
     uint32_t d = b->nest.load(std::memory_order_relaxed) - 1;
     b->nest.store(d, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (d != 0)
-        return; // an outer write on this thread will publish
+    if (d != 0) return; // an outer write on this thread will publish
     b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
     // A signal handler writing between the load and the store publishes a later head first;
     // storing ours may step commit_pos back for a moment, and the loop sets it forward again.
@@ -838,15 +808,16 @@ DPROBE_NOPROBE inline void finish_write(buffer_ctl *b) noexcept
         uint64_t h = b->head_pos.load(std::memory_order_relaxed);
         b->commit_pos.store(h, std::memory_order_release);
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (b->head_pos.load(std::memory_order_relaxed) == h)
-            break;
+        if (b->head_pos.load(std::memory_order_relaxed) == h) break;
     }
     // Pairs with the reader's heavy barrier in ring_buffer_wait: no fence needed here.
-    if (unlikely(g_waiting.load(std::memory_order_relaxed)))
-        wake_readers();
+    if (unlikely(g_waiting.load(std::memory_order_relaxed))) wake_readers();
 }
 
-DPROBE_NOPROBE inline void put_word(char *p, uint32_t v) noexcept { memcpy(p, &v, 4); }
+DPROBE_NOPROBE inline void put_word(char *p, uint32_t v) noexcept
+{
+    memcpy(p, &v, 4);
+}
 
 // An event of LEN bytes in B, the calling thread's buffer of TB.
 DPROBE_NOPROBE __attribute__((always_inline)) inline void *
@@ -882,8 +853,7 @@ reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_sta
     // Stamped inside the claim: events are placed in the order of their stamps.
     uint64_t ts = trace_clock_now();
     const uint32_t cpu = current_cpu();
-    if (unlikely(ts < b->last_ts))
-        ts = b->last_ts;
+    if (unlikely(ts < b->last_ts)) ts = b->last_ts;
     uint64_t pos = b->head_pos.load(std::memory_order_relaxed);
     uint64_t seq = pos_seq(pos);
     uint32_t off = pos_off(pos);
@@ -938,15 +908,13 @@ reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_sta
     }
     b->placed.store(b->placed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     b->head_pos.store(make_pos(seq, o + size), std::memory_order_relaxed);
-    if (depth == 0)
-        b->pending_seq.store(seq, std::memory_order_relaxed);
+    if (depth == 0) b->pending_seq.store(seq, std::memory_order_relaxed);
     b->last_ts = ts;
     b->cpu = cpu;
     b->lost_pending = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     b->claiming.store(0, std::memory_order_relaxed);
-    if (stamp)
-        *stamp = {ts, cpu};
+    if (stamp) *stamp = {ts, cpu};
     return page + o + (small ? 4 : 8);
 }
 
@@ -955,13 +923,11 @@ reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_sta
 DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noexcept
 {
     const uint32_t word = g_word.load(std::memory_order_relaxed);
-    if (unlikely(!(word & 1)))
-        return nullptr;
+    if (unlikely(!(word & 1))) return nullptr;
     buffer_ctl *b = tls_rb;
     if (unlikely(reinterpret_cast<uintptr_t>(b) <= 2 || tls_node->epoch != (word >> 1))) {
         b = acquire_buffer(word);
-        if (!b)
-            return nullptr;
+        if (!b) return nullptr;
     }
     return reserve_in(g_global, b, len, small, stamp);
 }
@@ -972,7 +938,8 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline void commit_in(buffer_ctl *
     finish_write(b);
 }
 
-DPROBE_NOPROBE __attribute__((always_inline)) inline void discard_in(buffer_ctl *b, void *event) noexcept
+DPROBE_NOPROBE __attribute__((always_inline)) inline void discard_in(buffer_ctl *b,
+                                                                     void *event) noexcept
 {
     // The small form's payload is 4 bytes into its event, the other's 8: tell them apart by
     // the payload's alignment.
@@ -1013,20 +980,17 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline void discard_in(buffer_ctl 
 DPROBE_NOPROBE inline buffer_ctl *event_buffer(const trace_buffer *tb, void *event) noexcept
 {
     rb_thread_table *t = tls_rbt;
-    if (unlikely(t <= k_dead_table || !event))
-        return nullptr;
+    if (unlikely(t <= k_dead_table || !event)) return nullptr;
     auto *p = static_cast<char *>(event);
     auto in = [p](const rb_node *n) {
         const buffer_ctl *b = n->ctl;
         return p >= b->data && p < b->data + size_t{b->npages} * k_page_size;
     };
     rb_node *n = t->slot[tb->id].node;
-    if (likely(n && in(n)))
-        return n->ctl;
+    if (likely(n && in(n))) return n->ctl;
     // Reserved through a lookup that was not cached (a swap raced with it): find it by address.
     for (rb_node *it = g_list.load(std::memory_order_acquire); it; it = it->next)
-        if (in(it))
-            return it->ctl;
+        if (in(it)) return it->ctl;
     return nullptr;
 }
 
@@ -1034,17 +998,22 @@ DPROBE_NOPROBE inline buffer_ctl *event_buffer(const trace_buffer *tb, void *eve
 
 // ---- trace buffers ------------------------------------------------------------------------
 
-trace_buffer *ring_buffer_global() noexcept { return g_global; }
+trace_buffer *ring_buffer_global() noexcept
+{
+    return g_global;
+}
 
-unsigned ring_buffer_id(const trace_buffer *tb) noexcept { return tb->id; }
+unsigned ring_buffer_id(const trace_buffer *tb) noexcept
+{
+    return tb->id;
+}
 
 trace_buffer *ring_buffer_alloc()
 {
     std::lock_guard<std::mutex> g(g_alloc_mutex);
     for (unsigned i = 1; i < k_rb_max_trace_buffers; i++) {
         trace_buffer &tb = g_tbs[i];
-        if (tb.in_use.load(std::memory_order_relaxed))
-            continue;
+        if (tb.in_use.load(std::memory_order_relaxed)) continue;
         std::lock_guard<std::mutex> lk(tb.reader_mutex);
         tb.gen.store(tb.gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
         tb.tracing_on.store(true, std::memory_order_relaxed);
@@ -1063,19 +1032,16 @@ trace_buffer *ring_buffer_alloc()
 
 void ring_buffer_free(trace_buffer *tb)
 {
-    if (!tb || tb == g_global)
-        return;
+    if (!tb || tb == g_global) return;
     std::lock_guard<std::mutex> g(g_alloc_mutex);
     std::lock_guard<std::mutex> lk(tb->reader_mutex);
     tb->tracing_on.store(false, std::memory_order_relaxed);
     // Every thread's slot for TB becomes stale; no writer can be using it (see the header).
     tb->gen.store(tb->gen.load(std::memory_order_relaxed) + 2, std::memory_order_release);
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (n->owner.load(std::memory_order_relaxed) != tb || n->in_arena)
-            continue;
+        if (n->owner.load(std::memory_order_relaxed) != tb || n->in_arena) continue;
         const int st = n->ctl->state.load(std::memory_order_acquire);
-        if (st != BUF_OWNED && st != BUF_EXITED && st != BUF_EXITING)
-            continue;
+        if (st != BUF_OWNED && st != BUF_EXITED && st != BUF_EXITING) continue;
         // Its memory stays mapped, for a new thread of any trace buffer.
         n->owner.store(nullptr, std::memory_order_relaxed);
         n->ctl->state.store(BUF_FREE, std::memory_order_release);
@@ -1083,14 +1049,14 @@ void ring_buffer_free(trace_buffer *tb)
     tb->in_use.store(false, std::memory_order_release);
 }
 
-namespace {
+namespace
+{
 
 // Both reader locks held.
 int swap_locked(trace_buffer *a, trace_buffer *b) noexcept
 {
     const bool global = a == g_global || b == g_global;
-    if (global && g_arena)
-        return -EBUSY;
+    if (global && g_arena) return -EBUSY;
     g_swapped.store(true, std::memory_order_relaxed);
     // Odd while owners change: a thread attaching meanwhile does not cache what it finds.
     a->gen.fetch_add(1, std::memory_order_acq_rel);
@@ -1110,8 +1076,7 @@ int swap_locked(trace_buffer *a, trace_buffer *b) noexcept
     a->gen.fetch_add(1, std::memory_order_acq_rel);
     b->gen.fetch_add(1, std::memory_order_acq_rel);
     // The global buffer's writers look theirs up again at their next event.
-    if (global)
-        next_epoch();
+    if (global) next_epoch();
     return 0;
 }
 
@@ -1119,8 +1084,7 @@ int swap_locked(trace_buffer *a, trace_buffer *b) noexcept
 
 int ring_buffer_swap(trace_buffer *a, trace_buffer *b)
 {
-    if (!a || !b || a == b)
-        return 0;
+    if (!a || !b || a == b) return 0;
     trace_buffer *first = a->id < b->id ? a : b;
     trace_buffer *second = first == a ? b : a;
     std::lock_guard<std::mutex> l1(first->reader_mutex);
@@ -1130,14 +1094,11 @@ int ring_buffer_swap(trace_buffer *a, trace_buffer *b)
 
 bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept
 {
-    if (!a || !b || a == b)
-        return false;
+    if (!a || !b || a == b) return false;
     std::unique_lock<std::mutex> l1(a->reader_mutex, std::try_to_lock);
-    if (!l1.owns_lock())
-        return false;
+    if (!l1.owns_lock()) return false;
     std::unique_lock<std::mutex> l2(b->reader_mutex, std::try_to_lock);
-    if (!l2.owns_lock())
-        return false;
+    if (!l2.owns_lock()) return false;
     return swap_locked(a, b) == 0;
 }
 
@@ -1150,53 +1111,43 @@ DPROBE_NOPROBE void *ring_buffer_reserve(size_t len, rb_stamp *stamp) noexcept
 
 DPROBE_NOPROBE void *ring_buffer_reserve_small(size_t len, rb_stamp *stamp) noexcept
 {
-    if (unlikely(!small_event(len)))
-        return reserve_event(len, false, stamp);
+    if (unlikely(!small_event(len))) return reserve_event(len, false, stamp);
     return reserve_event(len, true, stamp);
 }
 
 DPROBE_NOPROBE void ring_buffer_commit(void *event) noexcept
 {
     buffer_ctl *b = tls_rb;
-    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
-        return;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2)) return;
     commit_in(b);
 }
 
 DPROBE_NOPROBE void ring_buffer_discard(void *event) noexcept
 {
     buffer_ctl *b = tls_rb;
-    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2))
-        return;
+    if (unlikely(!event || reinterpret_cast<uintptr_t>(b) <= 2)) return;
     discard_in(b, event);
 }
 
 DPROBE_NOPROBE void *ring_buffer_reserve(trace_buffer *tb, size_t len, rb_stamp *stamp) noexcept
 {
-    if (tb == g_global)
-        return reserve_event(len, false, stamp);
-    if (unlikely(!tb->tracing_on.load(std::memory_order_relaxed) || tls_mute_depth))
-        return nullptr;
+    if (tb == g_global) return reserve_event(len, false, stamp);
+    if (unlikely(!tb->tracing_on.load(std::memory_order_relaxed) || tls_mute_depth)) return nullptr;
     rb_node *n = thread_node(tb);
-    if (unlikely(!n))
-        return nullptr;
+    if (unlikely(!n)) return nullptr;
     return reserve_in(tb, n->ctl, len, false, stamp);
 }
 
 DPROBE_NOPROBE void ring_buffer_commit(trace_buffer *tb, void *event) noexcept
 {
-    if (tb == g_global)
-        return ring_buffer_commit(event);
-    if (buffer_ctl *b = event_buffer(tb, event))
-        commit_in(b);
+    if (tb == g_global) return ring_buffer_commit(event);
+    if (buffer_ctl *b = event_buffer(tb, event)) commit_in(b);
 }
 
 DPROBE_NOPROBE void ring_buffer_discard(trace_buffer *tb, void *event) noexcept
 {
-    if (tb == g_global)
-        return ring_buffer_discard(event);
-    if (buffer_ctl *b = event_buffer(tb, event))
-        discard_in(b, event);
+    if (tb == g_global) return ring_buffer_discard(event);
+    if (buffer_ctl *b = event_buffer(tb, event)) discard_in(b, event);
 }
 
 void ring_buffer_thread_mute(bool mute) noexcept
@@ -1211,13 +1162,15 @@ void ring_buffer_thread_mute(bool mute) noexcept
     }
 }
 
-bool ring_buffer_thread_muted() noexcept { return tls_mute_depth != 0; }
+bool ring_buffer_thread_muted() noexcept
+{
+    return tls_mute_depth != 0;
+}
 
 void ring_buffer_mute_threads_named(const char *prefix) noexcept
 {
     char p[sizeof g_muted_prefix] = {};
-    if (prefix)
-        strncpy(p, prefix, sizeof p - 1);
+    if (prefix) strncpy(p, prefix, sizeof p - 1);
     memcpy(g_muted_prefix, p, sizeof p);
 }
 
@@ -1225,8 +1178,7 @@ void ring_buffer_mute_threads_named(const char *prefix) noexcept
 
 void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept
 {
-    if (on)
-        trace_clock_init();
+    if (on) trace_clock_init();
     if (tb != g_global)
         tb->tracing_on.store(on, std::memory_order_relaxed);
     else if (on)
@@ -1236,8 +1188,7 @@ void ring_buffer_set_tracing_on(trace_buffer *tb, bool on) noexcept
 }
 bool ring_buffer_tracing_on(const trace_buffer *tb) noexcept
 {
-    if (tb == g_global)
-        return g_word.load(std::memory_order_relaxed) & 1;
+    if (tb == g_global) return g_word.load(std::memory_order_relaxed) & 1;
     return tb->tracing_on.load(std::memory_order_relaxed);
 }
 void ring_buffer_set_overwrite(trace_buffer *tb, bool on) noexcept
@@ -1251,8 +1202,7 @@ bool ring_buffer_overwrite(const trace_buffer *tb) noexcept
 
 int ring_buffer_set_size_kb(trace_buffer *tb, size_t kb) noexcept
 {
-    if (kb == 0 || kb > (size_t{1} << 30))
-        return -EINVAL;
+    if (kb == 0 || kb > (size_t{1} << 30)) return -EINVAL;
     size_t pages = (kb * 1024 + k_page_size - 1) / k_page_size;
     pages = std::max(pages, k_rb_min_pages);
     tb->npages.store(static_cast<uint32_t>(pages), std::memory_order_relaxed);
@@ -1283,31 +1233,50 @@ std::vector<uint64_t> ring_buffer_cpumask(const trace_buffer *tb)
     return mask;
 }
 
-void ring_buffer_set_tracing_on(bool on) noexcept { ring_buffer_set_tracing_on(g_global, on); }
-bool ring_buffer_tracing_on() noexcept { return ring_buffer_tracing_on(g_global); }
-void ring_buffer_set_overwrite(bool on) noexcept { ring_buffer_set_overwrite(g_global, on); }
-bool ring_buffer_overwrite() noexcept { return ring_buffer_overwrite(g_global); }
-int ring_buffer_set_size_kb(size_t kb) noexcept { return ring_buffer_set_size_kb(g_global, kb); }
-size_t ring_buffer_size_kb() noexcept { return ring_buffer_size_kb(g_global); }
+void ring_buffer_set_tracing_on(bool on) noexcept
+{
+    ring_buffer_set_tracing_on(g_global, on);
+}
+bool ring_buffer_tracing_on() noexcept
+{
+    return ring_buffer_tracing_on(g_global);
+}
+void ring_buffer_set_overwrite(bool on) noexcept
+{
+    ring_buffer_set_overwrite(g_global, on);
+}
+bool ring_buffer_overwrite() noexcept
+{
+    return ring_buffer_overwrite(g_global);
+}
+int ring_buffer_set_size_kb(size_t kb) noexcept
+{
+    return ring_buffer_set_size_kb(g_global, kb);
+}
+size_t ring_buffer_size_kb() noexcept
+{
+    return ring_buffer_size_kb(g_global);
+}
 
 // ---- export -------------------------------------------------------------------------------
 
 int ring_buffer_export(int wake_fd, bool consumer_blocking)
 {
     std::lock_guard<std::mutex> lk(g_global->reader_mutex);
-    if (g_arena)
-        return -EBUSY;
+    if (g_arena) return -EBUSY;
     g_consumer_blocking = consumer_blocking && wake_fd >= 0;
     g_gave_up.store(0, std::memory_order_relaxed);
     int r = make_arena();
-    if (r < 0)
-        return r;
+    if (r < 0) return r;
     g_wake_fd = wake_fd;
     g_arena_epoch = next_epoch();
     return g_arena_fd;
 }
 
-int ring_buffer_export_fd() noexcept { return g_arena ? g_arena_fd : -1; }
+int ring_buffer_export_fd() noexcept
+{
+    return g_arena ? g_arena_fd : -1;
+}
 
 void ring_buffer_export_state(arena_state state, int status) noexcept
 {
@@ -1320,11 +1289,9 @@ void ring_buffer_export_state(arena_state state, int status) noexcept
 void ring_buffer_unexport()
 {
     std::lock_guard<std::mutex> lk(g_global->reader_mutex);
-    if (!g_arena)
-        return;
+    if (!g_arena) return;
     next_epoch();
-    if (g_arena_fd >= 0)
-        ::close(g_arena_fd);
+    if (g_arena_fd >= 0) ::close(g_arena_fd);
     g_arena_fd = -1;
     g_arena = nullptr; // left mapped: a writer may be in one of its buffers
     g_wake_fd = -1;
@@ -1332,7 +1299,8 @@ void ring_buffer_unexport()
 
 // ---- read side ----------------------------------------------------------------------------
 
-namespace {
+namespace
+{
 
 struct peeked {
     bool valid = false;
@@ -1361,8 +1329,7 @@ bool read_next(buffer_ctl *b, cursor &c, peeked &out)
     for (;;) {
         uint64_t cp = b->commit_pos.load(std::memory_order_acquire);
         uint64_t cseq = pos_seq(cp);
-        if (c.seq > cseq)
-            return false;
+        if (c.seq > cseq) return false;
         page_meta &m = b->meta[c.seq % np];
         uint64_t s1 = m.seq.load(std::memory_order_acquire);
         if (s1 != c.seq) {
@@ -1378,8 +1345,7 @@ bool read_next(buffer_ctl *b, cursor &c, peeked &out)
             at.ts = m.ts.load(std::memory_order_relaxed);
             at.cpu = m.cpu.load(std::memory_order_relaxed);
             uint64_t base = m.base.load(std::memory_order_relaxed);
-            if (base > at.index)
-                gap = base - at.index;
+            if (base > at.index) gap = base - at.index;
             at.index = base;
         }
         const char *page = b->data + (c.seq % np) * k_page_size;
@@ -1388,8 +1354,7 @@ bool read_next(buffer_ctl *b, cursor &c, peeked &out)
         bool got = at.off < w.len && w.next(e);
         if (got && e.kind == event::DATA) {
             out.payload.resize(e.len);
-            if (e.len)
-                memcpy(out.payload.data(), e.payload, e.len);
+            if (e.len) memcpy(out.payload.data(), e.payload, e.len);
         }
         std::atomic_thread_fence(std::memory_order_acquire);
         if (m.seq.load(std::memory_order_relaxed) != c.seq) {
@@ -1420,8 +1385,7 @@ bool read_next(buffer_ctl *b, cursor &c, peeked &out)
             continue;
         }
         c.index++;
-        if (e.kind == event::PADDING)
-            continue;
+        if (e.kind == event::PADDING) continue;
         out.valid = true;
         out.ts = e.ts;
         out.cpu = e.cpu;
@@ -1437,7 +1401,10 @@ bool readable(const rb_node *n, const trace_buffer *tb)
            n->owner.load(std::memory_order_relaxed) == tb;
 }
 
-bool exported_node(const rb_node *n) { return n->in_arena; }
+bool exported_node(const rb_node *n)
+{
+    return n->in_arena;
+}
 
 bool buffer_has_data(rb_node *n)
 {
@@ -1453,8 +1420,7 @@ rb_stats buffer_stats(rb_node *n);
 void reap_locked(trace_buffer *tb)
 {
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (exported_node(n) || n->owner.load(std::memory_order_relaxed) != tb)
-            continue;
+        if (exported_node(n) || n->owner.load(std::memory_order_relaxed) != tb) continue;
         if (settled_state(n->ctl) == BUF_EXITED && !buffer_has_data(n)) {
             rb_stats st = buffer_stats(n);
             tb->retired.written += st.written;
@@ -1485,14 +1451,12 @@ struct ring_buffer_reader::impl {
 
 ring_buffer_reader::ring_buffer_reader(mode m, trace_buffer *tb) : p_(new impl)
 {
-    if (!tb)
-        tb = g_global;
+    if (!tb) tb = g_global;
     p_->lock = std::unique_lock<std::mutex>(tb->reader_mutex);
     p_->tb = tb;
     p_->m = m;
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (!readable(n, tb))
-            continue;
+        if (!readable(n, tb)) continue;
         impl::source s{};
         s.n = n;
         s.c = n->rd;
@@ -1506,8 +1470,7 @@ ring_buffer_reader::ring_buffer_reader(mode m, trace_buffer *tb) : p_(new impl)
 
 ring_buffer_reader::~ring_buffer_reader()
 {
-    if (p_->m == CONSUME)
-        reap_locked(p_->tb);
+    if (p_->m == CONSUME) reap_locked(p_->tb);
     delete p_;
 }
 
@@ -1515,13 +1478,10 @@ bool ring_buffer_reader::next(rb_record &rec)
 {
     impl::source *best = nullptr;
     for (auto &s : p_->src) {
-        if (!s.p.valid)
-            read_next(s.n->ctl, s.c, s.p);
-        if (s.p.valid && (!best || s.p.ts < best->p.ts))
-            best = &s;
+        if (!s.p.valid) read_next(s.n->ctl, s.c, s.p);
+        if (s.p.valid && (!best || s.p.ts < best->p.ts)) best = &s;
     }
-    if (!best)
-        return false;
+    if (!best) return false;
     peeked &p = best->p;
     rb_node *n = best->n;
     rec.ts = p.ts;
@@ -1554,8 +1514,7 @@ void ring_buffer_reset(trace_buffer *tb)
     tb->retired = rb_stats{};
     tb->orphan_base = tb->orphan_dropped.load(std::memory_order_relaxed);
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next) {
-        if (!readable(n, tb))
-            continue;
+        if (!readable(n, tb)) continue;
         buffer_ctl *b = n->ctl;
         if (settled_state(b) == BUF_EXITED && !exported_node(n)) {
             n->owner.store(nullptr, std::memory_order_relaxed);
@@ -1578,31 +1537,29 @@ void ring_buffer_reset(trace_buffer *tb)
         c.off = w.off;
         c.ts = w.ts;
         c.cpu = w.cpu;
-        if (c.off == 0)
-            c.index = m.base.load(std::memory_order_relaxed);
+        if (c.off == 0) c.index = m.base.load(std::memory_order_relaxed);
         n->rd = c;
         n->written_base = local_read(&b->written);
         n->dropped_base = local_read(&b->dropped);
         n->nread = 0;
         n->overrun_seen = 0;
-        if (!exported_node(n))
-            b->read_pos.store(cp, std::memory_order_release);
+        if (!exported_node(n)) b->read_pos.store(cp, std::memory_order_release);
     }
 }
 
-void ring_buffer_reset() { ring_buffer_reset(g_global); }
+void ring_buffer_reset()
+{
+    ring_buffer_reset(g_global);
+}
 
 int ring_buffer_set_clock(std::string_view name)
 {
     int err = trace_clock_set(name);
-    if (err)
-        return err;
+    if (err) return err;
     trace_clock_init();
     for (trace_buffer &tb : g_tbs)
-        if (tb.in_use.load(std::memory_order_acquire))
-            ring_buffer_reset(&tb);
-    if (arena_header *a = g_arena)
-        a->clock_id = static_cast<uint64_t>(trace_clock_current());
+        if (tb.in_use.load(std::memory_order_acquire)) ring_buffer_reset(&tb);
+    if (arena_header *a = g_arena) a->clock_id = static_cast<uint64_t>(trace_clock_current());
     return 0;
 }
 
@@ -1610,14 +1567,19 @@ bool ring_buffer_has_data(trace_buffer *tb)
 {
     std::lock_guard<std::mutex> lk(tb->reader_mutex);
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
-        if (readable(n, tb) && buffer_has_data(n))
-            return true;
+        if (readable(n, tb) && buffer_has_data(n)) return true;
     return false;
 }
 
-bool ring_buffer_has_data() { return ring_buffer_has_data(g_global); }
+bool ring_buffer_has_data()
+{
+    return ring_buffer_has_data(g_global);
+}
 
-bool ring_buffer_wait(int timeout_ms) { return ring_buffer_wait(g_global, timeout_ms); }
+bool ring_buffer_wait(int timeout_ms)
+{
+    return ring_buffer_wait(g_global, timeout_ms);
+}
 
 bool ring_buffer_wait(trace_buffer *tb, int timeout_ms)
 {
@@ -1628,13 +1590,11 @@ bool ring_buffer_wait(trace_buffer *tb, int timeout_ms)
     for (;;) {
         g_waiting.store(1, std::memory_order_seq_cst);
         membarrier_everywhere(false); // writers now see g_waiting, or we see their commit
-        if (ring_buffer_has_data(tb))
-            return true;
+        if (ring_buffer_has_data(tb)) return true;
         long long left_ns = slice_ms * 1000000LL;
         if (timeout_ms >= 0) {
             auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clk::now());
-            if (left.count() <= 0)
-                return false;
+            if (left.count() <= 0) return false;
             left_ns = std::min<long long>(left_ns, left.count());
         }
         struct timespec ts = {static_cast<time_t>(left_ns / 1000000000LL),
@@ -1643,7 +1603,8 @@ bool ring_buffer_wait(trace_buffer *tb, int timeout_ms)
     }
 }
 
-namespace {
+namespace
+{
 rb_stats buffer_stats(rb_node *n)
 {
     buffer_ctl *b = n->ctl;
@@ -1672,12 +1633,14 @@ std::vector<rb_stats> ring_buffer_thread_stats(trace_buffer *tb)
     std::lock_guard<std::mutex> lk(tb->reader_mutex);
     std::vector<rb_stats> out;
     for (rb_node *n = g_list.load(std::memory_order_acquire); n; n = n->next)
-        if (readable(n, tb))
-            out.push_back(buffer_stats(n));
+        if (readable(n, tb)) out.push_back(buffer_stats(n));
     return out;
 }
 
-std::vector<rb_stats> ring_buffer_thread_stats() { return ring_buffer_thread_stats(g_global); }
+std::vector<rb_stats> ring_buffer_thread_stats()
+{
+    return ring_buffer_thread_stats(g_global);
+}
 
 rb_stats ring_buffer_stats(trace_buffer *tb)
 {
@@ -1697,7 +1660,10 @@ rb_stats ring_buffer_stats(trace_buffer *tb)
     return sum;
 }
 
-rb_stats ring_buffer_stats() { return ring_buffer_stats(g_global); }
+rb_stats ring_buffer_stats()
+{
+    return ring_buffer_stats(g_global);
+}
 
 size_t ring_buffer_nr_buffers()
 {

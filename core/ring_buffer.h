@@ -53,7 +53,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 constexpr size_t k_rb_page_size = rb::k_page_size;
 // Largest payload: a page minus the event header and its length word.
@@ -196,8 +197,9 @@ struct rb_record {
 // place (the `trace` file); CONSUME removes them (`trace_pipe`). One reader of a trace buffer
 // runs at a time: the object holds its reader lock for its lifetime. It sees the buffers
 // that existed when it was created.
-class ring_buffer_reader {
-public:
+class ring_buffer_reader
+{
+  public:
     enum mode { PEEK, CONSUME };
     explicit ring_buffer_reader(mode m, trace_buffer *tb = nullptr); // nullptr: the global one
     ~ring_buffer_reader();
@@ -208,7 +210,7 @@ public:
 
     struct impl;
 
-private:
+  private:
     impl *p_;
 };
 

@@ -18,19 +18,19 @@
 #include <climits>
 #include <cstring>
 
-namespace dprobe {
+namespace dprobe
+{
 
 using namespace rb;
 
-namespace {
+namespace
+{
 // A buffer's state, an exiting thread's turned EXITED once its tid is gone.
 int settled_state(buffer_ctl *c, int32_t pid)
 {
     int s = c->state.load(std::memory_order_acquire);
-    if (s != BUF_EXITING)
-        return s;
-    if (syscall(SYS_tgkill, pid, c->tid.load(std::memory_order_relaxed), 0) == 0 ||
-        errno != ESRCH)
+    if (s != BUF_EXITING) return s;
+    if (syscall(SYS_tgkill, pid, c->tid.load(std::memory_order_relaxed), 0) == 0 || errno != ESRCH)
         return s;
     int expect = BUF_EXITING;
     c->state.compare_exchange_strong(expect, BUF_EXITED, std::memory_order_acq_rel);
@@ -44,16 +44,15 @@ rb_consumer::~rb_consumer()
         munmap(b->map, b->len);
         delete b;
     }
-    if (hdr_)
-        munmap(hdr_, arena_header_size());
-    if (fd_ >= 0)
-        ::close(fd_);
+    if (hdr_) munmap(hdr_, arena_header_size());
+    if (fd_ >= 0) ::close(fd_);
 }
 
 std::string rb_consumer::open(int fd)
 {
     fd_ = fd;
-    struct stat st {};
+    struct stat st {
+    };
     if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < arena_header_size())
         return "not a ring buffer arena (too small)";
     void *m = mmap(nullptr, arena_header_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -76,20 +75,18 @@ size_t rb_consumer::refresh()
     const uint32_t n = std::min(hdr_->nslots.load(std::memory_order_acquire), k_arena_slots);
     for (uint32_t j = static_cast<uint32_t>(bufs_.size()); j < n; j++) {
         const uint64_t off = hdr_->slot_offset[j].load(std::memory_order_acquire);
-        if (off == 0)
-            break; // handed out, not published yet
-        void *first = mmap(nullptr, k_page_size, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(off));
-        if (first == MAP_FAILED)
-            break;
+        if (off == 0) break; // handed out, not published yet
+        void *first =
+            mmap(nullptr, k_page_size, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(off));
+        if (first == MAP_FAILED) break;
         const uint32_t npages = static_cast<const buffer_ctl *>(first)->npages;
         const uint32_t magic = static_cast<const buffer_ctl *>(first)->magic;
         munmap(first, k_page_size);
-        if (magic != k_ctl_magic || npages == 0)
-            break;
+        if (magic != k_ctl_magic || npages == 0) break;
         const size_t len = buffer_map_size(npages);
-        void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(off));
-        if (m == MAP_FAILED)
-            break;
+        void *m =
+            mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(off));
+        if (m == MAP_FAILED) break;
         auto *b = new buf;
         b->map = m;
         b->len = len;
@@ -123,8 +120,7 @@ size_t rb_consumer::collect(size_t i, bool partial, size_t max_pages, std::vecto
     buf &b = *bufs_[i];
     buffer_ctl *c = b.ctl;
     const int state = settled_state(c, hdr_->pid);
-    if (state != BUF_OWNED && state != BUF_EXITED && state != BUF_EXITING)
-        return 0;
+    if (state != BUF_OWNED && state != BUF_EXITED && state != BUF_EXITING) return 0;
     const uint64_t gen = c->generation.load(std::memory_order_acquire);
     if (gen != b.generation) {
         // A new owner (or the first look): from its beginning.
@@ -132,8 +128,7 @@ size_t rb_consumer::collect(size_t i, bool partial, size_t max_pages, std::vecto
         b.seq = b.index = 0;
         b.off = 0;
     }
-    if (state == BUF_EXITED)
-        partial = true; // nothing more will come: take the last page as it is
+    if (state == BUF_EXITED) partial = true; // nothing more will come: take the last page as it is
     const uint64_t np = b.npages;
     const uint64_t cp = c->commit_pos.load(std::memory_order_acquire);
     const uint64_t cseq = pos_seq(cp);
@@ -144,19 +139,16 @@ size_t rb_consumer::collect(size_t i, bool partial, size_t max_pages, std::vecto
         const page_meta &m = b.meta[seq % np];
         const uint64_t s1 = m.seq.load(std::memory_order_acquire);
         if (s1 != seq) {
-            if (s1 == k_no_seq || s1 < seq)
-                break;
+            if (s1 == k_no_seq || s1 < seq) break;
             // Lapped (overwrite mode): on to the oldest page still there.
             seq = std::max(cseq >= np - 1 ? cseq - (np - 1) : 0, seq + 1);
             off = 0;
             continue;
         }
         const bool complete = seq < cseq;
-        if (!complete && !partial)
-            break;
-        const uint32_t limit =
-            std::min<uint32_t>(complete ? m.end.load(std::memory_order_acquire) : pos_off(cp),
-                               k_page_size);
+        if (!complete && !partial) break;
+        const uint32_t limit = std::min<uint32_t>(
+            complete ? m.end.load(std::memory_order_acquire) : pos_off(cp), k_page_size);
         page p{};
         p.seq = seq;
         p.off = off;
@@ -183,14 +175,12 @@ size_t rb_consumer::collect(size_t i, bool partial, size_t max_pages, std::vecto
             }
         }
         char *dst = copy_.data() + out.size() * k_page_size;
-        if (limit > off)
-            std::memcpy(dst, b.data + (seq % np) * k_page_size, limit);
+        if (limit > off) std::memcpy(dst, b.data + (seq % np) * k_page_size, limit);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (m.seq.load(std::memory_order_relaxed) != seq)
             continue; // overwritten while copied: the check above moves on
         p.data = dst;
-        if (limit > off || p.lost)
-            out.push_back(p);
+        if (limit > off || p.lost) out.push_back(p);
         if (complete) {
             seq++;
             off = 0;
@@ -262,13 +252,11 @@ uint64_t rb_consumer::backlog(size_t i) const
 {
     const buf &b = *bufs_[i];
     const int state = b.ctl->state.load(std::memory_order_acquire);
-    if (state != BUF_OWNED && state != BUF_EXITED && state != BUF_EXITING)
-        return 0;
+    if (state != BUF_OWNED && state != BUF_EXITED && state != BUF_EXITING) return 0;
     const uint64_t cp = b.ctl->commit_pos.load(std::memory_order_acquire);
     if (b.generation != b.ctl->generation.load(std::memory_order_relaxed))
         return pos_seq(cp) * k_page_size + pos_off(cp);
-    if (pos_seq(cp) < b.seq)
-        return 0;
+    if (pos_seq(cp) < b.seq) return 0;
     return (pos_seq(cp) - b.seq) * k_page_size + pos_off(cp) - (pos_seq(cp) == b.seq ? b.off : 0);
 }
 
@@ -280,8 +268,7 @@ bool rb_consumer::recycle(size_t i)
         b.generation != c->generation.load(std::memory_order_relaxed))
         return false;
     const uint64_t cp = c->commit_pos.load(std::memory_order_acquire);
-    if (make_pos(b.seq, b.off) != cp)
-        return false;
+    if (make_pos(b.seq, b.off) != cp) return false;
     int expect = BUF_EXITED;
     return c->state.compare_exchange_strong(expect, BUF_FREE, std::memory_order_acq_rel);
 }

@@ -16,10 +16,12 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
-class rb_consumer {
-public:
+class rb_consumer
+{
+  public:
     rb_consumer() = default;
     ~rb_consumer();
     rb_consumer(const rb_consumer &) = delete;
@@ -71,7 +73,7 @@ public:
 
     struct buf;
 
-private:
+  private:
     size_t collect(size_t i, bool partial, size_t max_pages, std::vector<page> &out);
     void advance(size_t i);
 
@@ -102,15 +104,12 @@ template <class F> size_t rb_consumer::drain(size_t i, bool partial, F &&fn, siz
     size_t bytes = 0;
     for (;;) {
         pages.clear();
-        if (!collect(i, partial, max_pages, pages))
-            return bytes;
-        if (!fn(info(i), pages.data(), pages.size()))
-            return bytes;
+        if (!collect(i, partial, max_pages, pages)) return bytes;
+        if (!fn(info(i), pages.data(), pages.size())) return bytes;
         for (const page &p : pages)
             bytes += p.len - p.off;
         advance(i);
-        if (pages.size() < max_pages)
-            return bytes;
+        if (pages.size() < max_pages) return bytes;
     }
 }
 

@@ -31,7 +31,8 @@
 #include <cstdint>
 #include <cstring>
 
-namespace dprobe::rb {
+namespace dprobe::rb
+{
 
 inline constexpr size_t k_page_size = 4096; // data bytes of a page
 
@@ -51,11 +52,20 @@ inline constexpr uint32_t event_header(uint32_t type_len, uint32_t delta)
 {
     return type_len | (delta << 5);
 }
-inline constexpr uint32_t event_type_len(uint32_t h) { return h & 31; }
-inline constexpr uint32_t event_delta(uint32_t h) { return h >> 5; }
+inline constexpr uint32_t event_type_len(uint32_t h)
+{
+    return h & 31;
+}
+inline constexpr uint32_t event_delta(uint32_t h)
+{
+    return h >> 5;
+}
 
 // Bytes a data event of LEN payload bytes takes, and whether it is the small form.
-inline constexpr bool small_event(size_t len) { return len > 0 && len <= k_small_max && !(len & 3); }
+inline constexpr bool small_event(size_t len)
+{
+    return len > 0 && len <= k_small_max && !(len & 3);
+}
 inline constexpr uint32_t data_event_size(size_t len)
 {
     return static_cast<uint32_t>(small_event(len) ? (4 + len + 7) & ~size_t{7}
@@ -81,8 +91,14 @@ inline constexpr uint64_t k_no_seq = ~0ull;
 // point with a single store.
 inline constexpr unsigned k_off_bits = 13; // offsets 0..4096 inclusive
 static_assert(k_page_size < (1u << k_off_bits));
-inline constexpr uint64_t make_pos(uint64_t seq, uint64_t off) { return (seq << k_off_bits) | off; }
-inline constexpr uint64_t pos_seq(uint64_t pos) { return pos >> k_off_bits; }
+inline constexpr uint64_t make_pos(uint64_t seq, uint64_t off)
+{
+    return (seq << k_off_bits) | off;
+}
+inline constexpr uint64_t pos_seq(uint64_t pos)
+{
+    return pos >> k_off_bits;
+}
 inline constexpr uint32_t pos_off(uint64_t pos)
 {
     return static_cast<uint32_t>(pos & ((1u << k_off_bits) - 1));
@@ -111,10 +127,10 @@ struct buffer_ctl {
     std::atomic<uint64_t> pending_seq; // page of the outermost uncommitted event
     std::atomic<uint32_t> nest;
     std::atomic<uint32_t> claiming;
-    uint64_t written; // events committed (one-instruction increments: local_t)
-    uint64_t dropped; // events not written: full (discard mode), nested too deep, too big
-    uint64_t last_ts; // time of the last event placed
-    uint32_t cpu;     // CPU of the last event placed
+    uint64_t written;      // events committed (one-instruction increments: local_t)
+    uint64_t dropped;      // events not written: full (discard mode), nested too deep, too big
+    uint64_t last_ts;      // time of the last event placed
+    uint32_t cpu;          // CPU of the last event placed
     uint32_t lost_pending; // dropped since the last event placed: an INFO LOST goes first
 
     alignas(64) std::atomic<uint64_t> commit_pos;
@@ -128,7 +144,10 @@ inline size_t buffer_map_size(uint32_t npages)
     size_t len = k_page_size + npages * (k_page_size + sizeof(page_meta));
     return (len + k_page_size - 1) & ~(k_page_size - 1);
 }
-inline char *buffer_data(void *map) { return static_cast<char *>(map) + k_page_size; }
+inline char *buffer_data(void *map)
+{
+    return static_cast<char *>(map) + k_page_size;
+}
 inline page_meta *buffer_meta(void *map, uint32_t npages)
 {
     return reinterpret_cast<page_meta *>(buffer_data(map) + size_t{npages} * k_page_size);
@@ -143,9 +162,9 @@ inline constexpr uint32_t k_arena_slots = 8192;
 // The process's state, for the consumer (arena_header::state).
 enum arena_state : uint32_t {
     ARENA_RUNNING = 0,
-    ARENA_EXITED = 1, // exit()/_exit() called: status holds the exit status
+    ARENA_EXITED = 1,   // exit()/_exit() called: status holds the exit status
     ARENA_SIGNALED = 2, // a fatal signal: status holds its number
-    ARENA_EXEC = 3,   // execve() under way: a new image follows (the call may still fail)
+    ARENA_EXEC = 3,     // execve() under way: a new image follows (the call may still fail)
 };
 
 struct arena_header {
@@ -156,9 +175,9 @@ struct arena_header {
     uint32_t meta_size;
     uint32_t max_slots;
     int32_t pid;
-    uint64_t clock_id;                 // trace_clock_id of the stamps
-    std::atomic<uint32_t> nslots;      // slots handed out (their offsets may lag)
-    std::atomic<uint32_t> state;       // arena_state
+    uint64_t clock_id;            // trace_clock_id of the stamps
+    std::atomic<uint32_t> nslots; // slots handed out (their offsets may lag)
+    std::atomic<uint32_t> state;  // arena_state
     std::atomic<int32_t> status;
     std::atomic<uint32_t> consumer_waiting; // the consumer sleeps until woken (wake_fd)
     // Discard mode, a consumer that keeps up (`dprobe record`): a writer that finds its
@@ -167,8 +186,8 @@ struct arena_header {
     std::atomic<uint32_t> progress;          // bumped by each consumer pass (a futex word)
     std::atomic<uint32_t> writers_waiting;   // a writer waits on progress: wake it
     uint32_t pad0;
-    std::atomic<uint64_t> file_end;    // bytes of the file handed out to buffers
-    std::atomic<uint64_t> orphan_dropped; // events dropped with no buffer to count them
+    std::atomic<uint64_t> file_end;                   // bytes of the file handed out to buffers
+    std::atomic<uint64_t> orphan_dropped;             // events dropped with no buffer to count them
     std::atomic<uint64_t> slot_offset[k_arena_slots]; // 0: not published yet
 };
 
@@ -209,8 +228,7 @@ struct page_walker {
             const uint32_t tl = event_type_len(h);
             uint32_t arg = 0;
             if (tl > k_type_data_max || tl == k_type_data_len) {
-                if (off + 8 > len)
-                    break;
+                if (off + 8 > len) break;
                 std::memcpy(&arg, data + off + 4, 4);
             }
             if (tl == k_type_time_extend) {
@@ -236,8 +254,7 @@ struct page_walker {
             const char *payload;
             if (tl == k_type_padding) {
                 size = arg;
-                if (size < 8 || (size & 7) || off + size > len)
-                    break;
+                if (size < 8 || (size & 7) || off + size > len) break;
                 off += size;
                 e = {event::PADDING, ts, cpu, nullptr, 0, off - start, 0};
                 return true;
@@ -251,8 +268,7 @@ struct page_walker {
                 size = (4 + plen + 7) & ~7u;
                 payload = data + off + 4;
             }
-            if (off + size > len)
-                break;
+            if (off + size > len) break;
             off += size;
             e = {event::DATA, ts, cpu, payload, plen, off - start, 0};
             return true;

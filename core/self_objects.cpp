@@ -7,9 +7,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 using reach_set = std::unordered_set<const loaded_object *>;
 
@@ -35,17 +37,15 @@ reach_set reach(const std::vector<const loaded_object *> &roots,
 
 } // namespace
 
-std::vector<object_ptr> objects_only_for(const object_ptr &self, const std::vector<object_ptr> &objs)
+std::vector<object_ptr> objects_only_for(const object_ptr &self,
+                                         const std::vector<object_ptr> &objs)
 {
-    if (!self || self->is_main)
-        return {};
+    if (!self || self->is_main) return {};
     // A DT_NEEDED entry names an object by its soname; objects without one by file name.
     std::unordered_multimap<std::string, const loaded_object *> by_name;
     for (const object_ptr &o : objs) {
-        if (!o->soname.empty())
-            by_name.emplace(o->soname, o.get());
-        if (o->name != o->soname)
-            by_name.emplace(o->name, o.get());
+        if (!o->soname.empty()) by_name.emplace(o->soname, o.get());
+        if (o->name != o->soname) by_name.emplace(o->name, o.get());
     }
     reach_set mine = reach({self.get()}, by_name, nullptr);
     std::vector<const loaded_object *> others;

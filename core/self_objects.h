@@ -9,12 +9,14 @@
 
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Of OBJS, those reachable through DT_NEEDED from SELF and from nothing else (the walk from
 // every other object does not pass through SELF). Empty when SELF is the main program
 // (dprobe linked statically: its libraries are the program's).
-std::vector<object_ptr> objects_only_for(const object_ptr &self, const std::vector<object_ptr> &objs);
+std::vector<object_ptr> objects_only_for(const object_ptr &self,
+                                         const std::vector<object_ptr> &objs);
 
 // Whether OBJ is one of the objects only dprobe's own object needs (current object list,
 // result kept until the list changes).

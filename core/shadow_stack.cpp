@@ -14,9 +14,11 @@
 #include <cstring>
 #include <sys/syscall.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 // Stacks of user contexts seen by swapcontext/setcontext, newest last (a ring). Readers
 // (any thread, in signal context) use the per-entry sequence to skip an entry being
@@ -37,15 +39,12 @@ DPROBE_NOPROBE uintptr_t known_stack_of(uintptr_t a) noexcept
     for (uint32_t i = 0; i < count; ++i) {
         const known_stack &k = known_stacks[(n - 1 - i) % max_known_stacks];
         const uint32_t s = k.seq.load(std::memory_order_acquire);
-        if (s & 1)
-            continue;
+        if (s & 1) continue;
         const uintptr_t lo = k.lo.load(std::memory_order_relaxed);
         const uintptr_t hi = k.hi.load(std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_acquire);
-        if (k.seq.load(std::memory_order_relaxed) != s)
-            continue;
-        if (a >= lo && a < hi)
-            return lo;
+        if (k.seq.load(std::memory_order_relaxed) != s) continue;
+        if (a >= lo && a < hi) return lo;
     }
     return 0;
 }
@@ -102,8 +101,7 @@ DPROBE_NOPROBE void dispatch_recover(task_ctx *t) noexcept
     t->entry_ops = nullptr;
     // Published (shadow_top moved past it): an ordinary frame, which returns or is dropped
     // as gone like any other.
-    if (t->shadow_top != base)
-        return;
+    if (t->shadow_top != base) return;
     // The users accepted so far are in the frame; the one whose entry() ran when the section
     // was left, if it got that far, is the last of them.
     unsigned long *f = &t->shadow[base];
@@ -146,17 +144,14 @@ DPROBE_NOPROBE frame_state shadow_frame_state(const altstack_info &alt, uintptr_
 {
     // Stack classes: 1 = the sigaltstack, a known coroutine stack's low end, 0 = the rest.
     auto cls = [&](uintptr_t a) -> uintptr_t {
-        if (a >= alt.lo && a < alt.hi)
-            return 1;
+        if (a >= alt.lo && a < alt.hi) return 1;
         return known_stack_of(a);
     };
     const uintptr_t c_slot = cls(slot);
     // Nothing lives on the sigaltstack while the thread runs elsewhere (a handler left
     // with siglongjmp leaves its frames there).
-    if (c_slot == 1 && !alt.on)
-        return frame_state::gone;
-    if (c_slot != cls(sp))
-        return frame_state::other_stack;
+    if (c_slot == 1 && !alt.on) return frame_state::gone;
+    if (c_slot != cls(sp)) return frame_state::other_stack;
     return slot < sp ? frame_state::gone : frame_state::live;
 }
 
@@ -170,8 +165,7 @@ DPROBE_NOPROBE void shadow_reap(task_ctx *t, uintptr_t sp)
         const uintptr_t retp = f[sf_retp];
         const uint32_t base = top - n;
         // A tail call reuses the hooked caller's slot: still live.
-        if (retp == sp && arch::is_return_hook(*reinterpret_cast<uintptr_t *>(retp)))
-            break;
+        if (retp == sp && arch::is_return_hook(*reinterpret_cast<uintptr_t *>(retp))) break;
         const frame_state st = shadow_frame_state(alt, sp, retp);
         if (st == frame_state::live && retp != sp)
             break; // live on this stack: so is everything below it on this stack
@@ -196,8 +190,7 @@ DPROBE_NOPROBE uint32_t shadow_find_return(task_ctx *t, uintptr_t slot, uint32_t
         }
         top -= n;
     }
-    if (base == UINT32_MAX)
-        return base;
+    if (base == UINT32_MAX) return base;
     // The frames above it: gone if on the same stack (left by longjmp or an exception
     // that was not seen), kept if on another one (a coroutine or signal stack).
     const altstack_info alt = shadow_altstack();
@@ -228,7 +221,8 @@ DPROBE_NOPROBE uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noex
     return 0;
 }
 
-namespace {
+namespace
+{
 
 // Appends S, or V in hex, to a fixed buffer: no libc, which may be what broke.
 struct message {
@@ -286,8 +280,7 @@ DPROBE_NOPROBE uintptr_t shadow_real_return(task_ctx *t, uint32_t base) noexcept
     while (arch::is_return_hook(ret) && top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
-        if (f[sf_retp] == retp)
-            ret = f[sf_ret];
+        if (f[sf_retp] == retp) ret = f[sf_ret];
         top -= n;
     }
     return ret;
@@ -303,14 +296,12 @@ DPROBE_NOPROBE bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept
     // its hits count as missed until the thread comes back up to that depth.)
     // The child of posix_spawn, running in this thread's memory on a stack of its own:
     // never (the section that marks the spawn ends when the parent resumes).
-    if (t->spawning)
-        return false;
+    if (t->spawning) return false;
     const uintptr_t old = seq_base(t->seq.load(std::memory_order_relaxed));
     // Below it: nested if on the same stack, and at worst a section left for a lower stack
     // (seen as nested: missed hits, nothing unsafe). The common case (a handler calling a
     // probed function) costs no system call.
-    if (base < old)
-        return false;
+    if (base < old) return false;
     switch (shadow_frame_state(shadow_altstack(), base, old)) {
     case frame_state::other_stack:
         return false;
@@ -324,17 +315,17 @@ DPROBE_NOPROBE bool dispatch_abandoned(task_ctx *t, uintptr_t base) noexcept
 
 void shadow_note_stack(uintptr_t lo, uintptr_t hi) noexcept
 {
-    if (lo >= hi)
-        return;
+    if (lo >= hi) return;
     // Already known (the same coroutine resumed again)?
     const uint32_t n = known_next.load(std::memory_order_acquire);
     for (uint32_t i = 0; i < max_known_stacks && i < n; ++i) {
         const known_stack &k = known_stacks[(n - 1 - i) % max_known_stacks];
-        if (k.lo.load(std::memory_order_relaxed) == lo && k.hi.load(std::memory_order_relaxed) == hi)
+        if (k.lo.load(std::memory_order_relaxed) == lo &&
+            k.hi.load(std::memory_order_relaxed) == hi)
             return;
     }
-    known_stack &k = known_stacks[known_next.fetch_add(1, std::memory_order_acq_rel) %
-                                  max_known_stacks];
+    known_stack &k =
+        known_stacks[known_next.fetch_add(1, std::memory_order_acq_rel) % max_known_stacks];
     k.seq.fetch_add(1, std::memory_order_acq_rel);
     k.lo.store(lo, std::memory_order_relaxed);
     k.hi.store(hi, std::memory_order_relaxed);

@@ -21,7 +21,8 @@
 
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Number of words of the frame whose last word is at TOP - 1, and the frame.
 inline unsigned long *shadow_frame_below(task_ctx *t, uint32_t top, uint32_t *nwords) noexcept

@@ -8,8 +8,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr int max_hooks = 8;
 
@@ -18,7 +20,8 @@ struct chain {
     std::atomic<bool> owned{false};
     // The program's disposition; read in signal context, written under chain_lock with the
     // signal blocked, so a handler never sees a torn struct.
-    struct sigaction program {};
+    struct sigaction program {
+    };
 };
 
 chain chains[NSIG];
@@ -48,7 +51,8 @@ sigaction_fn real_sigaction()
 
 void reraise_default(int sig, const siginfo_t *info)
 {
-    struct sigaction dfl {};
+    struct sigaction dfl {
+    };
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     real_sigaction()(sig, &dfl, nullptr);
@@ -59,8 +63,7 @@ void reraise_default(int sig, const siginfo_t *info)
     // send it again, delivered when this handler returns.
     const bool refault = info && info->si_code > 0 &&
                          (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
-    if (!refault)
-        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+    if (!refault) syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
 }
 
 void chain_handler(int sig, siginfo_t *info, void *ucv)
@@ -96,13 +99,14 @@ void chain_handler(int sig, siginfo_t *info, void *ucv)
 void install_locked(int sig)
 {
     chain &c = chains[sig];
-    if (c.owned.load(std::memory_order_acquire))
-        return;
-    struct sigaction act {};
+    if (c.owned.load(std::memory_order_acquire)) return;
+    struct sigaction act {
+    };
     act.sa_sigaction = chain_handler;
     act.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
     sigemptyset(&act.sa_mask);
-    struct sigaction old {};
+    struct sigaction old {
+    };
     real_sigaction()(sig, &act, &old);
     c.program = old;
     c.owned.store(true, std::memory_order_release);
@@ -120,8 +124,7 @@ void signal_chain_add_hook(int sig, fault_hook hook)
     if (!present) {
         for (auto &h : c.hooks) {
             fault_hook expected = nullptr;
-            if (h.compare_exchange_strong(expected, hook))
-                break;
+            if (h.compare_exchange_strong(expected, hook)) break;
         }
     }
     install_locked(sig);
@@ -132,15 +135,12 @@ bool signal_chain_owns(int sig)
     return sig > 0 && sig < NSIG && chains[sig].owned.load(std::memory_order_acquire);
 }
 
-bool signal_chain_set_program_action(int sig, const struct sigaction *act,
-                                     struct sigaction *oldact)
+bool signal_chain_set_program_action(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
     std::lock_guard<std::mutex> g(chain_lock);
-    if (!signal_chain_owns(sig))
-        return false;
+    if (!signal_chain_owns(sig)) return false;
     chain &c = chains[sig];
-    if (oldact)
-        *oldact = c.program;
+    if (oldact) *oldact = c.program;
     if (act) {
         sigset_t all, prev;
         sigfillset(&all);

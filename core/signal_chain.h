@@ -11,7 +11,8 @@
 #include <csignal>
 #include <ucontext.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Returns true when the hook handled the signal (the ucontext may have been changed).
 // Hooks run in signal context: async-signal-safe code only.

@@ -18,8 +18,7 @@ static sigaction_fn next_sigaction()
 extern "C" __attribute__((visibility("default"))) int
 sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
-    if (dprobe::signal_chain_set_program_action(sig, act, oldact))
-        return 0;
+    if (dprobe::signal_chain_set_program_action(sig, act, oldact)) return 0;
     sigaction_fn fn = next_sigaction();
     if (!fn) {
         errno = ENOSYS;
@@ -28,15 +27,14 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
     return fn(sig, act, oldact);
 }
 
-extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig,
-                                                                      sighandler_t handler)
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler)
 {
-    struct sigaction act {}, old {};
+    struct sigaction act {
+    }, old{};
     act.sa_handler = handler;
     sigemptyset(&act.sa_mask);
     sigaddset(&act.sa_mask, sig);
     act.sa_flags = SA_RESTART; // BSD semantics, as glibc's signal() gives
-    if (sigaction(sig, &act, &old) < 0)
-        return SIG_ERR;
+    if (sigaction(sig, &act, &old) < 0) return SIG_ERR;
     return old.sa_handler;
 }

@@ -21,33 +21,30 @@
 #include <dlfcn.h>
 #include <spawn.h>
 
-namespace {
+namespace
+{
 
 std::atomic<const dprobe::spawn_env_hooks *> g_env_hooks{nullptr};
 
 using spawn_fn = int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                          const posix_spawnattr_t *, char *const[], char *const[]);
 
-int spawn_marked(spawn_fn next, pid_t *pid, const char *path,
-                 const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
-                 char *const argv[], char *const envp[])
+int spawn_marked(spawn_fn next, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    if (!next)
-        return ENOSYS;
+    if (!next) return ENOSYS;
     using namespace dprobe;
     const spawn_env_hooks *h = g_env_hooks.load(std::memory_order_acquire);
     char *const *env = h ? h->before(envp) : envp;
     task_ctx *t = current_task_ctx();
     const bool marked = t && dispatch_enter(t, current_stack_pointer());
-    if (marked)
-        t->spawning = 1;
+    if (marked) t->spawning = 1;
     const int r = next(pid, path, fa, attr, argv, env);
     if (marked) {
         t->spawning = 0;
         dispatch_exit(t);
     }
-    if (h)
-        h->after();
+    if (h) h->after();
     return r;
 }
 

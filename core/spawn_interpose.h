@@ -2,7 +2,8 @@
 // agent built on the runtime can add to them.
 #pragma once
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The environment a spawned program gets: BEFORE(envp) returns the one to use instead
 // (valid until AFTER, which runs once the spawn returned). Called on the spawning thread.

@@ -12,8 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // State shared with the vfork child (same memory). Static: the child must not allocate.
 struct stop_state {
@@ -45,8 +47,7 @@ long pt(long req, pid_t tid, void *data = nullptr)
 bool known(pid_t tid)
 {
     for (size_t i = 0; i < st.n; ++i)
-        if (st.threads[i].tid == tid)
-            return true;
+        if (st.threads[i].tid == tid) return true;
     return false;
 }
 
@@ -58,14 +59,11 @@ bool trap_queued(pid_t tid)
     for (uint64_t off = 0;; off += 8) {
         __ptrace_peeksiginfo_args a = {off, 0, 8};
         long n = raw_syscall(SYS_ptrace, PTRACE_PEEKSIGINFO, tid, reinterpret_cast<long>(&a),
-                     reinterpret_cast<long>(queued));
-        if (n <= 0)
-            return false;
+                             reinterpret_cast<long>(queued));
+        if (n <= 0) return false;
         for (long i = 0; i < n; ++i)
-            if (queued[i].si_signo == SIGTRAP)
-                return true;
-        if (n < 8)
-            return false;
+            if (queued[i].si_signo == SIGTRAP) return true;
+        if (n < 8) return false;
     }
 }
 
@@ -81,25 +79,21 @@ long stop_new_threads(int dirfd)
             st.error = static_cast<int>(nread);
             return -1;
         }
-        if (nread == 0)
-            break;
+        if (nread == 0) break;
         for (long off = 0; off < nread;) {
             auto *d = reinterpret_cast<linux_dirent64 *>(buf + off);
             off += d->d_reclen;
-            if (d->d_name[0] < '0' || d->d_name[0] > '9')
-                continue;
+            if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
             pid_t tid = 0;
             for (const char *p = d->d_name; *p; ++p)
                 tid = tid * 10 + (*p - '0');
-            if (tid == st.self || known(tid))
-                continue;
+            if (tid == st.self || known(tid)) continue;
             if (st.n == stop_machine_max_threads) {
                 st.error = -E2BIG;
                 return -1;
             }
             if (long e = pt(PTRACE_SEIZE, tid)) {
-                if (e == -ESRCH)
-                    continue; // exited meanwhile
+                if (e == -ESRCH) continue; // exited meanwhile
                 st.error = static_cast<int>(e);
                 return -1;
             }
@@ -139,8 +133,7 @@ void release_all()
 {
     for (size_t i = 0; i < st.n; ++i) {
         stopped_thread &t = st.threads[i];
-        if (t.changed)
-            pt(PTRACE_SETREGS, t.tid, &t.regs);
+        if (t.changed) pt(PTRACE_SETREGS, t.tid, &t.regs);
         raw_syscall(SYS_ptrace, PTRACE_DETACH, t.tid, 0, t.pending_sig);
     }
 }
@@ -197,8 +190,7 @@ int stop_machine(stop_machine_fn fn, void *arg)
     // Under Yama ptrace_scope=1 only an ancestor may attach, unless we allow it.
     int old_ptracer_ok = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     pid_t child = vfork();
-    if (child == 0)
-        child_main();
+    if (child == 0) child_main();
     int err = 0;
     if (child < 0) {
         err = -errno;
@@ -206,11 +198,9 @@ int stop_machine(stop_machine_fn fn, void *arg)
         int status;
         while (waitpid(child, &status, __WALL) < 0 && errno == EINTR) {
         }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            err = st.error ? st.error : -EPERM;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) err = st.error ? st.error : -EPERM;
     }
-    if (old_ptracer_ok == 0)
-        prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+    if (old_ptracer_ok == 0) prctl(PR_SET_PTRACER, 0, 0, 0, 0);
     return err;
 }
 

@@ -19,12 +19,13 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct stopped_thread {
     pid_t tid;
     struct user_regs_struct regs;
-    bool changed;   // set by FN when it modified regs
+    bool changed;    // set by FN when it modified regs
     int pending_sig; // the thread stopped while a signal was being delivered to it (it is
                      // delivered when the thread resumes); 0 for a plain stop
     // The thread has executed an int3 whose SIGTRAP it has not handled yet (being delivered

@@ -19,9 +19,11 @@
 #include <tuple>
 #include <unordered_map>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 bool libelf_ready()
 {
@@ -31,8 +33,7 @@ bool libelf_ready()
 
 void set_err(std::string *err, std::string msg)
 {
-    if (err)
-        *err = std::move(msg);
+    if (err) *err = std::move(msg);
 }
 
 std::string elf_err(const char *what)
@@ -43,10 +44,14 @@ std::string elf_err(const char *what)
 int bind_rank(uint8_t bind)
 {
     switch (bind) {
-    case STB_GLOBAL: return 0;
-    case STB_WEAK: return 1;
-    case STB_LOCAL: return 2;
-    default: return 3;
+    case STB_GLOBAL:
+        return 0;
+    case STB_WEAK:
+        return 1;
+    case STB_LOCAL:
+        return 2;
+    default:
+        return 3;
     }
 }
 
@@ -59,8 +64,9 @@ void sort_symbols(std::vector<ksym> &v, std::vector<uintptr_t> &reach, std::vect
         return std::tie(a.addr, a.name) < std::tie(b.addr, b.name) ||
                (a.addr == b.addr && a.name == b.name && bind_rank(a.bind) < bind_rank(b.bind));
     });
-    v.erase(std::unique(v.begin(), v.end(),
-                        [](const ksym &a, const ksym &b) { return a.addr == b.addr && a.name == b.name; }),
+    v.erase(std::unique(
+                v.begin(), v.end(),
+                [](const ksym &a, const ksym &b) { return a.addr == b.addr && a.name == b.name; }),
             v.end());
     // Among aliases, perf's choice: global before weak before local, then the fewest leading
     // underscores (malloc over __libc_malloc), then by name for a stable answer.
@@ -98,24 +104,18 @@ struct section {
 void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object &obj)
 {
     Elf_Data *data = elf_getdata(symtab.scn, nullptr);
-    if (!data || symtab.shdr.sh_entsize == 0)
-        return;
+    if (!data || symtab.shdr.sh_entsize == 0) return;
     size_t n = symtab.shdr.sh_size / symtab.shdr.sh_entsize;
     for (size_t i = 1; i < n; ++i) {
         GElf_Sym s;
-        if (!gelf_getsym(data, static_cast<int>(i), &s))
-            break;
-        if (s.st_shndx == SHN_UNDEF || s.st_shndx == SHN_ABS)
-            continue;
+        if (!gelf_getsym(data, static_cast<int>(i), &s)) break;
+        if (s.st_shndx == SHN_UNDEF || s.st_shndx == SHN_ABS) continue;
         uint8_t type = GELF_ST_TYPE(s.st_info);
         bool func = type == STT_FUNC || type == STT_GNU_IFUNC;
-        if (!func && type != STT_OBJECT)
-            continue;
-        if (func && s.st_size == 0)
-            continue;
+        if (!func && type != STT_OBJECT) continue;
+        if (func && s.st_size == 0) continue;
         const char *name = elf_strptr(elf, symtab.shdr.sh_link, s.st_name);
-        if (!name || !*name)
-            continue;
+        if (!name || !*name) continue;
         // A .symtab (a debug file's, glibc's) may spell versions into names: "f@@GLIBC_2.34".
         const char *at = std::strchr(name, '@');
         ksym k{static_cast<uintptr_t>(s.st_value + bias), s.st_size, type,
@@ -136,26 +136,22 @@ void read_dynamic_relocs(Elf *elf, const std::vector<section> &secs, uintptr_t b
             rs.shdr.sh_entsize == 0)
             continue;
         Elf_Data *data = elf_getdata(rs.scn, nullptr);
-        if (!data)
-            continue;
+        if (!data) continue;
         // sh_link names the symbol table the relocations refer to (.dynsym).
         Elf_Scn *symscn = elf_getscn(elf, rs.shdr.sh_link);
         GElf_Shdr symshdr;
         Elf_Data *symdata = nullptr;
-        if (symscn && gelf_getshdr(symscn, &symshdr))
-            symdata = elf_getdata(symscn, nullptr);
+        if (symscn && gelf_getshdr(symscn, &symshdr)) symdata = elf_getdata(symscn, nullptr);
         size_t n = rs.shdr.sh_size / rs.shdr.sh_entsize;
         for (size_t i = 0; i < n; ++i) {
             GElf_Rela r;
-            if (!gelf_getrela(data, static_cast<int>(i), &r))
-                break;
+            if (!gelf_getrela(data, static_cast<int>(i), &r)) break;
             uint32_t type = GELF_R_TYPE(r.r_info);
             if (type == R_X86_64_RELATIVE) {
                 relative[r.r_offset] = static_cast<uint64_t>(r.r_addend);
                 continue;
             }
-            if (type != R_X86_64_GLOB_DAT && type != R_X86_64_JUMP_SLOT)
-                continue;
+            if (type != R_X86_64_GLOB_DAT && type != R_X86_64_JUMP_SLOT) continue;
             GElf_Sym s;
             if (!symdata || !gelf_getsym(symdata, static_cast<int>(GELF_R_SYM(r.r_info)), &s))
                 continue;
@@ -165,8 +161,9 @@ void read_dynamic_relocs(Elf *elf, const std::vector<section> &secs, uintptr_t b
         }
     }
     std::sort(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end());
-    obj.fentry_got_slots.erase(std::unique(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end()),
-                               obj.fentry_got_slots.end());
+    obj.fentry_got_slots.erase(
+        std::unique(obj.fentry_got_slots.begin(), obj.fentry_got_slots.end()),
+        obj.fentry_got_slots.end());
 }
 
 // __patchable_function_entries holds one 8-byte absolute address per sled. In ET_EXEC that
@@ -177,19 +174,16 @@ void read_patchable_entries(const section &ps, bool dyn, uintptr_t bias,
                             const std::unordered_map<uint64_t, uint64_t> &relative,
                             loaded_object &obj)
 {
-    if (ps.shdr.sh_type == SHT_NOBITS)
-        return;
+    if (ps.shdr.sh_type == SHT_NOBITS) return;
     Elf_Data *data = elf_getdata(ps.scn, nullptr);
-    if (!data || !data->d_buf)
-        return;
+    if (!data || !data->d_buf) return;
     size_t n = data->d_size / 8;
     for (size_t i = 0; i < n; ++i) {
         uint64_t v;
         std::memcpy(&v, static_cast<const char *>(data->d_buf) + i * 8, 8);
         if (dyn) {
             auto it = relative.find(ps.shdr.sh_addr + i * 8);
-            if (it != relative.end())
-                v = it->second;
+            if (it != relative.end()) v = it->second;
         }
         if (v == 0) // sled of a function the linker discarded
             continue;
@@ -206,12 +200,13 @@ bool read_debug_symbols(const std::vector<section> &secs, Elf *elf, const std::s
 {
     std::vector<std::string> cands;
     for (const section &s : secs) {
-        if (s.shdr.sh_type == SHT_NOTE && s.name && std::strcmp(s.name, ".note.gnu.build-id") == 0) {
+        if (s.shdr.sh_type == SHT_NOTE && s.name &&
+            std::strcmp(s.name, ".note.gnu.build-id") == 0) {
             Elf_Data *d = elf_getdata(s.scn, nullptr);
             GElf_Nhdr nh;
             size_t name_off, desc_off;
-            if (d && gelf_getnote(d, 0, &nh, &name_off, &desc_off) && nh.n_type == NT_GNU_BUILD_ID &&
-                nh.n_descsz > 1) {
+            if (d && gelf_getnote(d, 0, &nh, &name_off, &desc_off) &&
+                nh.n_type == NT_GNU_BUILD_ID && nh.n_descsz > 1) {
                 const auto *id = static_cast<const unsigned char *>(d->d_buf) + desc_off;
                 char hex[3];
                 std::string h;
@@ -239,26 +234,23 @@ bool read_debug_symbols(const std::vector<section> &secs, Elf *elf, const std::s
     (void)elf;
     for (const std::string &c : cands) {
         int fd = ::open(c.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
+        if (fd < 0) continue;
         Elf *de = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
         bool found = false;
         size_t shstrndx = 0;
         if (de && elf_kind(de) == ELF_K_ELF && elf_getshdrstrndx(de, &shstrndx) == 0) {
-            for (Elf_Scn *scn = elf_nextscn(de, nullptr); scn && !found; scn = elf_nextscn(de, scn)) {
+            for (Elf_Scn *scn = elf_nextscn(de, nullptr); scn && !found;
+                 scn = elf_nextscn(de, scn)) {
                 section s{scn, {}, nullptr};
-                if (!gelf_getshdr(scn, &s.shdr) || s.shdr.sh_type != SHT_SYMTAB)
-                    continue;
+                if (!gelf_getshdr(scn, &s.shdr) || s.shdr.sh_type != SHT_SYMTAB) continue;
                 s.name = elf_strptr(de, shstrndx, s.shdr.sh_name);
                 read_symbols(de, s, bias, obj);
                 found = true;
             }
         }
-        if (de)
-            elf_end(de);
+        if (de) elf_end(de);
         ::close(fd);
-        if (found)
-            return true;
+        if (found) return true;
     }
     return false;
 }
@@ -267,18 +259,14 @@ bool read_debug_symbols(const std::vector<section> &secs, Elf *elf, const std::s
 void read_dynamic_names(Elf *elf, const section &dynamic, loaded_object &obj)
 {
     Elf_Data *data = elf_getdata(dynamic.scn, nullptr);
-    if (!data || !dynamic.shdr.sh_entsize)
-        return;
+    if (!data || !dynamic.shdr.sh_entsize) return;
     const size_t n = dynamic.shdr.sh_size / dynamic.shdr.sh_entsize;
     for (size_t i = 0; i < n; ++i) {
         GElf_Dyn d;
-        if (!gelf_getdyn(data, static_cast<int>(i), &d) || d.d_tag == DT_NULL)
-            break;
-        if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME)
-            continue;
+        if (!gelf_getdyn(data, static_cast<int>(i), &d) || d.d_tag == DT_NULL) break;
+        if (d.d_tag != DT_NEEDED && d.d_tag != DT_SONAME) continue;
         const char *name = elf_strptr(elf, dynamic.shdr.sh_link, d.d_un.d_val);
-        if (!name)
-            continue;
+        if (!name) continue;
         if (d.d_tag == DT_NEEDED)
             obj.needed.emplace_back(name);
         else
@@ -314,8 +302,7 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
         uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
         for (size_t i = 0; i < phnum; ++i) {
             GElf_Phdr ph;
-            if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD)
-                continue;
+            if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
             uintptr_t start = (bias + ph.p_vaddr) & ~(page - 1);
             uintptr_t end = (bias + ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
             obj->segments.push_back({start, end, prot_of(ph.p_flags)});
@@ -327,8 +314,7 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
     if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
         for (Elf_Scn *scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
             section s{scn, {}, nullptr};
-            if (!gelf_getshdr(scn, &s.shdr))
-                continue;
+            if (!gelf_getshdr(scn, &s.shdr)) continue;
             s.name = elf_strptr(elf, shstrndx, s.shdr.sh_name);
             secs.push_back(s);
         }
@@ -350,8 +336,7 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
     sort_symbols(obj->funcs, obj->func_reach, obj->func_names);
     sort_symbols(obj->data, obj->data_reach, obj->data_names);
     for (const section &s : secs)
-        if (s.shdr.sh_type == SHT_DYNAMIC)
-            read_dynamic_names(elf, s, *obj);
+        if (s.shdr.sh_type == SHT_DYNAMIC) read_dynamic_names(elf, s, *obj);
 
     std::unordered_map<uint64_t, uint64_t> relative;
     read_dynamic_relocs(elf, secs, bias, *obj, relative);
@@ -407,8 +392,7 @@ std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr
         set_err(err, elf_err(path.c_str()));
     else
         obj = read_elf(elf, load_bias, err, debug_file ? object_dir(path) : std::string());
-    if (elf)
-        elf_end(elf);
+    if (elf) elf_end(elf);
     ::close(fd);
     if (obj) {
         obj->path = path;
@@ -425,7 +409,8 @@ std::shared_ptr<loaded_object> read_object_image(const void *image, size_t size,
         return nullptr;
     }
     // elf_memory may write to its buffer (it converts in place); never hand it mapped code.
-    std::vector<char> copy(static_cast<const char *>(image), static_cast<const char *>(image) + size);
+    std::vector<char> copy(static_cast<const char *>(image),
+                           static_cast<const char *>(image) + size);
     Elf *elf = elf_memory(copy.data(), copy.size());
     if (!elf) {
         set_err(err, elf_err("elf_memory"));

@@ -3,7 +3,8 @@
 
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // A fresh loaded_object id: unique for the life of the process, never reused.
 uint64_t new_object_id() noexcept;

@@ -21,27 +21,27 @@
 #include <cstring>
 #include <mutex>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // ---- loaded_object ----------------------------------------------------------------------
 
 bool loaded_object::contains(uintptr_t addr) const
 {
     for (const segment &s : segments)
-        if (addr >= s.start && addr < s.end)
-            return true;
+        if (addr >= s.start && addr < s.end) return true;
     return false;
 }
 
 bool loaded_object::is_text(uintptr_t addr) const
 {
     for (const segment &s : segments)
-        if ((s.prot & PROT_EXEC) && addr >= s.start && addr < s.end)
-            return true;
+        if ((s.prot & PROT_EXEC) && addr >= s.start && addr < s.end) return true;
     return false;
 }
 
-namespace {
+namespace
+{
 
 bool sym_contains(const ksym &k, uintptr_t addr) noexcept
 {
@@ -58,10 +58,8 @@ const ksym *containing(const std::vector<ksym> &v, const std::vector<uintptr_t> 
     size_t i = static_cast<size_t>(it - v.begin());
     const ksym *best = nullptr;
     while (i-- > 0 && reach[i] > addr) {
-        if (best && v[i].addr != best->addr)
-            break;
-        if (sym_contains(v[i], addr))
-            best = &v[i];
+        if (best && v[i].addr != best->addr) break;
+        if (sym_contains(v[i], addr)) best = &v[i];
     }
     return best;
 }
@@ -71,11 +69,11 @@ template <class F>
 void for_each_named(const std::vector<ksym> &v, const std::vector<uint32_t> &names,
                     std::string_view name, F &&f)
 {
-    auto lo = std::lower_bound(names.begin(), names.end(), name,
-                               [&](uint32_t i, std::string_view n) {
-                                   // compare(): clang 14 cannot rewrite < into libstdc++ 12's <=>.
-                                   return v[i].name.compare(n) < 0;
-                               });
+    auto lo =
+        std::lower_bound(names.begin(), names.end(), name, [&](uint32_t i, std::string_view n) {
+            // compare(): clang 14 cannot rewrite < into libstdc++ 12's <=>.
+            return v[i].name.compare(n) < 0;
+        });
     for (; lo != names.end() && v[*lo].name == name; ++lo)
         f(v[*lo]);
 }
@@ -96,7 +94,8 @@ std::vector<const ksym *> loaded_object::funcs_named(std::string_view name) cons
 {
     std::vector<const ksym *> out;
     for_each_named(funcs, func_names, name, [&](const ksym &k) { out.push_back(&k); });
-    std::sort(out.begin(), out.end(), [](const ksym *a, const ksym *b) { return a->addr < b->addr; });
+    std::sort(out.begin(), out.end(),
+              [](const ksym *a, const ksym *b) { return a->addr < b->addr; });
     return out;
 }
 
@@ -104,8 +103,7 @@ const ksym *loaded_object::data_named(std::string_view name) const
 {
     const ksym *best = nullptr;
     for_each_named(data, data_names, name, [&](const ksym &k) {
-        if (!best || (best->bind != STB_GLOBAL && k.bind == STB_GLOBAL))
-            best = &k;
+        if (!best || (best->bind != STB_GLOBAL && k.bind == STB_GLOBAL)) best = &k;
     });
     return best;
 }
@@ -124,21 +122,22 @@ struct kallsyms::snapshot {
     {
         auto it = std::upper_bound(ranges.begin(), ranges.end(), addr,
                                    [](uintptr_t a, const range &r) { return a < r.start; });
-        if (it == ranges.begin())
-            return nullptr;
+        if (it == ranges.begin()) return nullptr;
         --it;
         return addr < it->end ? it->obj : nullptr;
     }
 };
 
-namespace {
+namespace
+{
 
 // The published snapshot: a shared_ptr behind a tiny spinlock held only to copy or swap the
 // pointer (no allocation, no syscall). std::atomic<std::shared_ptr> does the same, but
 // libstdc++ 12 releases its lock after a load with relaxed order: a formal data race that
 // ThreadSanitizer reports.
-class snapshot_slot {
-public:
+class snapshot_slot
+{
+  public:
     std::shared_ptr<const kallsyms::snapshot> load() const noexcept
     {
         lock();
@@ -154,7 +153,7 @@ public:
         // the old snapshot (now in n) is released here, outside the lock
     }
 
-private:
+  private:
     void lock() const noexcept
     {
         while (busy_.test_and_set(std::memory_order_acquire))
@@ -180,7 +179,8 @@ struct kallsyms::state {
     std::vector<known> objects; // dl_iterate_phdr order
 };
 
-namespace {
+namespace
+{
 
 // sprint_symbol must not construct kallsyms (that allocates), so it finds it here.
 std::atomic<const kallsyms *> the_kallsyms{nullptr};
@@ -188,7 +188,7 @@ std::atomic<const kallsyms *> the_kallsyms{nullptr};
 struct dl_entry {
     std::string name;
     uintptr_t addr;
-    const ElfW(Phdr) *phdr;
+    const ElfW(Phdr) * phdr;
     std::vector<loaded_object::segment> segs;
 };
 
@@ -210,7 +210,8 @@ int prot_of(uint32_t p_flags)
 int dl_callback(struct dl_phdr_info *info, size_t size, void *arg)
 {
     auto *w = static_cast<dl_walk *>(arg);
-    if (w->entries.empty() && size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+    if (w->entries.empty() &&
+        size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
         w->have_counters = true;
         w->adds = info->dlpi_adds;
         w->subs = info->dlpi_subs;
@@ -224,8 +225,7 @@ int dl_callback(struct dl_phdr_info *info, size_t size, void *arg)
     uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const ElfW(Phdr) &ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD)
-            continue;
+        if (ph.p_type != PT_LOAD) continue;
         uintptr_t start = (info->dlpi_addr + ph.p_vaddr) & ~(page - 1);
         uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
         e.segs.push_back({start, end, prot_of(ph.p_flags)});
@@ -248,10 +248,11 @@ std::string real_path(const char *p)
 
 // The vdso is mapped whole (headers, sections and all); its extent is the furthest of the
 // section header table and the loadable contents.
-size_t vdso_image_size(const ElfW(Ehdr) *eh)
+size_t vdso_image_size(const ElfW(Ehdr) * eh)
 {
     size_t size = eh->e_shoff + size_t(eh->e_shnum) * eh->e_shentsize;
-    auto *ph = reinterpret_cast<const ElfW(Phdr) *>(reinterpret_cast<const char *>(eh) + eh->e_phoff);
+    auto *ph =
+        reinterpret_cast<const ElfW(Phdr) *>(reinterpret_cast<const char *>(eh) + eh->e_phoff);
     for (int i = 0; i < eh->e_phnum; ++i)
         size = std::max<size_t>(size, ph[i].p_offset + ph[i].p_filesz);
     return size;
@@ -268,8 +269,9 @@ std::shared_ptr<loaded_object> read_entry(const dl_entry &e, bool first, uintptr
         // (/proc/self/exe works even if the file was replaced.) A stripped program takes its
         // symbols from its debug file: how its functions can be traced at all.
         obj = read_object_file("/proc/self/exe", e.addr, nullptr, true);
-    } else if (vdso_base && reinterpret_cast<uintptr_t>(e.phdr) ==
-                                vdso_base + reinterpret_cast<const ElfW(Ehdr) *>(vdso_base)->e_phoff) {
+    } else if (vdso_base &&
+               reinterpret_cast<uintptr_t>(e.phdr) ==
+                   vdso_base + reinterpret_cast<const ElfW(Ehdr) *>(vdso_base)->e_phoff) {
         // glibc names it "linux-vdso.so.1", which is no file: read it from memory.
         is_vdso = true;
         auto *eh = reinterpret_cast<const ElfW(Ehdr) *>(vdso_base);
@@ -298,8 +300,7 @@ std::shared_ptr<loaded_object> read_entry(const dl_entry &e, bool first, uintptr
 std::pair<std::string_view, std::string_view> split_spec(std::string_view spec)
 {
     for (size_t i = 0; i < spec.size(); ++i) {
-        if (spec[i] != ':')
-            continue;
+        if (spec[i] != ':') continue;
         if (i + 1 < spec.size() && spec[i + 1] == ':') {
             ++i;
             continue;
@@ -311,19 +312,20 @@ std::pair<std::string_view, std::string_view> split_spec(std::string_view spec)
 
 bool object_matches(const loaded_object &o, std::string_view lib)
 {
-    if (lib.empty())
-        return true;
+    if (lib.empty()) return true;
     std::string_view n = o.name;
     if (n == lib || (n.size() > lib.size() && n.starts_with(lib) && n[lib.size()] == '.'))
         return true;
-    if (o.is_vdso && lib == "vdso")
-        return true;
+    if (o.is_vdso && lib == "vdso") return true;
     return !o.path.empty() && o.path == lib;
 }
 
 } // namespace
 
-bool loaded_object::matches(std::string_view lib) const { return object_matches(*this, lib); }
+bool loaded_object::matches(std::string_view lib) const
+{
+    return object_matches(*this, lib);
+}
 
 // ---- kallsyms ---------------------------------------------------------------------------
 
@@ -357,8 +359,7 @@ kallsyms::update kallsyms::refresh()
     w.old_adds = st_->adds;
     w.old_subs = st_->subs;
     dl_iterate_phdr(dl_callback, &w);
-    if (w.unchanged)
-        return {};
+    if (w.unchanged) return {};
 
     uintptr_t vdso_base = static_cast<uintptr_t>(getauxval(AT_SYSINFO_EHDR));
     std::vector<state::known> next;
@@ -382,8 +383,7 @@ kallsyms::update kallsyms::refresh()
         next.push_back({e.name, e.addr, obj});
     }
     for (size_t j = 0; j < st_->objects.size(); ++j)
-        if (!kept[j])
-            up.removed.push_back(st_->objects[j].obj);
+        if (!kept[j]) up.removed.push_back(st_->objects[j].obj);
 
     auto snap = std::make_shared<snapshot>();
     snap->objects.reserve(next.size());
@@ -405,8 +405,7 @@ kallsyms::update kallsyms::refresh()
 
 bool kallsyms::refresh_lock_free() const
 {
-    if (!st_->mu.try_lock())
-        return false;
+    if (!st_->mu.try_lock()) return false;
     st_->mu.unlock();
     return true;
 }
@@ -430,8 +429,7 @@ std::vector<sym_hit> kallsyms::lookup_func(std::string_view spec) const
     std::vector<sym_hit> out;
     auto snap = load();
     for (const object_ptr &o : snap->objects) {
-        if (!object_matches(*o, lib))
-            continue;
+        if (!object_matches(*o, lib)) continue;
         for (const ksym *k : o->funcs_named(name))
             out.push_back({o, k});
     }
@@ -445,8 +443,7 @@ std::vector<sym_hit> kallsyms::lookup_data(std::string_view spec) const
     auto snap = load();
     for (const object_ptr &o : snap->objects)
         if (object_matches(*o, lib))
-            if (const ksym *k = o->data_named(name))
-                out.push_back({o, k});
+            if (const ksym *k = o->data_named(name)) out.push_back({o, k});
     return out;
 }
 
@@ -454,16 +451,14 @@ std::optional<sym_hit> kallsyms::lookup_addr(uintptr_t addr) const
 {
     auto snap = load();
     const object_ptr *o = snap->object_of(addr);
-    if (!o)
-        return std::nullopt;
-    if (const ksym *k = (*o)->func_at(addr))
-        return sym_hit{*o, k};
-    if (const ksym *k = (*o)->data_at(addr))
-        return sym_hit{*o, k};
+    if (!o) return std::nullopt;
+    if (const ksym *k = (*o)->func_at(addr)) return sym_hit{*o, k};
+    if (const ksym *k = (*o)->data_at(addr)) return sym_hit{*o, k};
     return std::nullopt;
 }
 
-namespace {
+namespace
+{
 
 // The white-space separated globs of a filter, each split into its "lib:" part and pattern.
 std::vector<std::pair<std::string_view, std::string_view>> split_globs(std::string_view list)
@@ -476,8 +471,7 @@ std::vector<std::pair<std::string_view, std::string_view>> split_globs(std::stri
         size_t j = i;
         while (j < list.size() && !std::isspace(static_cast<unsigned char>(list[j])))
             ++j;
-        if (j > i)
-            out.push_back(split_spec(list.substr(i, j - i)));
+        if (j > i) out.push_back(split_spec(list.substr(i, j - i)));
         i = j;
     }
     return out;
@@ -487,28 +481,24 @@ bool any_glob_matches(const std::vector<std::pair<std::string_view, std::string_
                       const loaded_object &o, std::string_view name)
 {
     for (const auto &[lib, pattern] : globs)
-        if (!pattern.empty() && object_matches(o, lib) && glob_match(pattern, name))
-            return true;
+        if (!pattern.empty() && object_matches(o, lib) && glob_match(pattern, name)) return true;
     return false;
 }
 
-void match_in(std::span<const object_ptr> objs, std::string_view filter,
-              std::string_view notfilter, std::vector<sym_hit> &out)
+void match_in(std::span<const object_ptr> objs, std::string_view filter, std::string_view notfilter,
+              std::vector<sym_hit> &out)
 {
     auto want = split_globs(filter), skip = split_globs(notfilter);
     for (const object_ptr &o : objs) {
         auto in_object = [&](const auto &g) {
             return !g.second.empty() && object_matches(*o, g.first);
         };
-        if (std::none_of(want.begin(), want.end(), in_object))
-            continue;
+        if (std::none_of(want.begin(), want.end(), in_object)) continue;
         uintptr_t last = 0;
         bool have_last = false;
         for (const ksym &k : o->funcs) {
-            if (have_last && k.addr == last)
-                continue; // this address already has its name
-            if (!any_glob_matches(want, *o, k.name) || any_glob_matches(skip, *o, k.name))
-                continue;
+            if (have_last && k.addr == last) continue; // this address already has its name
+            if (!any_glob_matches(want, *o, k.name) || any_glob_matches(skip, *o, k.name)) continue;
             out.push_back({o, &k});
             last = k.addr;
             have_last = true;
@@ -538,7 +528,8 @@ std::vector<sym_hit> kallsyms::match_funcs_in(std::span<const object_ptr> objs,
 
 // ---- %pS --------------------------------------------------------------------------------
 
-namespace {
+namespace
+{
 
 // Appends with truncation; always leaves buf NUL-terminated when len > 0.
 struct bounded_writer {
@@ -547,8 +538,7 @@ struct bounded_writer {
 
     void put(char c) noexcept
     {
-        if (pos + 1 < len)
-            buf[pos++] = c;
+        if (pos + 1 < len) buf[pos++] = c;
     }
     void put(std::string_view s) noexcept
     {
@@ -569,8 +559,7 @@ struct bounded_writer {
     }
     size_t finish() noexcept
     {
-        if (len)
-            buf[pos] = '\0';
+        if (len) buf[pos] = '\0';
         return pos;
     }
 };
@@ -582,14 +571,12 @@ size_t sprint_symbol(char *buf, size_t len, uintptr_t addr, bool with_object) no
     bounded_writer w{buf, len};
     const kallsyms *k = the_kallsyms.load(std::memory_order_acquire);
     std::shared_ptr<const kallsyms::snapshot> snap;
-    if (k)
-        snap = k->load();
+    if (k) snap = k->load();
     const object_ptr *o = snap ? snap->object_of(addr) : nullptr;
     const ksym *sym = nullptr;
     if (o) {
         sym = (*o)->func_at(addr);
-        if (!sym)
-            sym = (*o)->data_at(addr);
+        if (!sym) sym = (*o)->data_at(addr);
     }
     if (!sym) {
         w.hex(addr);
@@ -604,11 +591,9 @@ size_t sprint_symbol(char *buf, size_t len, uintptr_t addr, bool with_object) no
         // " [libc.so.6]" like a module; the vdso's name is already bracketed.
         bool bracketed = !(*o)->name.empty() && (*o)->name.front() == '[';
         w.put(' ');
-        if (!bracketed)
-            w.put('[');
+        if (!bracketed) w.put('[');
         w.put((*o)->name);
-        if (!bracketed)
-            w.put(']');
+        if (!bracketed) w.put(']');
     }
     return w.finish();
 }

@@ -16,10 +16,11 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct ksym {
-    uintptr_t addr;   // runtime address (load bias applied)
+    uintptr_t addr; // runtime address (load bias applied)
     uint64_t size;
     uint8_t type;     // STT_FUNC, STT_GNU_IFUNC, STT_OBJECT
     uint8_t bind;     // STB_GLOBAL, STB_LOCAL, STB_WEAK
@@ -27,9 +28,9 @@ struct ksym {
 };
 
 struct loaded_object {
-    uint64_t id = 0;       // unique for the life of the process, never reused
-    std::string path;      // absolute path ("" for the vdso); main program: realpath of /proc/self/exe
-    std::string name;      // basename of path, "[vdso]" for the vdso: the "module name"
+    uint64_t id = 0;  // unique for the life of the process, never reused
+    std::string path; // absolute path ("" for the vdso); main program: realpath of /proc/self/exe
+    std::string name; // basename of path, "[vdso]" for the vdso: the "module name"
     uintptr_t load_bias = 0; // dlpi_addr
     struct segment {
         uintptr_t start, end; // page-aligned runtime range [start, end)
@@ -95,8 +96,9 @@ std::shared_ptr<loaded_object> read_object_file(const std::string &path, uintptr
 std::shared_ptr<loaded_object> read_object_image(const void *image, size_t size,
                                                  uintptr_t load_bias, std::string *err = nullptr);
 
-class kallsyms {
-public:
+class kallsyms
+{
+  public:
     static kallsyms &instance();
 
     struct update {
@@ -132,7 +134,7 @@ public:
 
     struct snapshot;
 
-private:
+  private:
     friend size_t sprint_symbol(char *, size_t, uintptr_t, bool) noexcept;
     kallsyms();
     std::shared_ptr<const snapshot> load() const;

@@ -15,11 +15,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
 std::atomic<task_ctx *> ctx_head{nullptr};
 
-namespace {
+namespace
+{
 
 pthread_key_t exit_key;
 pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -32,16 +34,14 @@ void on_thread_exit(void *p)
     // until in_use drops, so the ops are still valid here.)
     std::atomic_signal_fence(std::memory_order_seq_cst);
     // It may have ended in the middle of an entry (a handler called pthread_exit).
-    if ((t->seq.load(std::memory_order_relaxed) & 1) && t->entry_pending)
-        dispatch_recover(t);
+    if ((t->seq.load(std::memory_order_relaxed) & 1) && t->entry_pending) dispatch_recover(t);
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
         shadow_frame_unwound(shadow_frame_below(t, top, &n));
         top -= n;
     }
-    if (tls_task_ctx == t)
-        tls_task_ctx = nullptr;
+    if (tls_task_ctx == t) tls_task_ctx = nullptr;
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
@@ -54,8 +54,7 @@ void on_thread_exit(void *p)
     // A thread that ended inside dispatch code (a handler called pthread_exit or reached a
     // cancellation point) left its sequence odd: make it even for the next owner.
     const uint64_t s = t->seq.load(std::memory_order_relaxed);
-    if (s & 1)
-        t->seq.store(seq_word(seq_base(s), s + 1), std::memory_order_release);
+    if (s & 1) t->seq.store(seq_word(seq_base(s), s + 1), std::memory_order_release);
     t->in_use.store(0, std::memory_order_release);
 }
 
@@ -87,7 +86,10 @@ void make_key()
 // At load time, so that a thread's first probe hit (possibly in a signal handler that
 // leaves with siglongjmp) does not run pthread_once and pthread_atfork, which take libc
 // locks a jump would leave held.
-__attribute__((constructor)) void make_key_early() { pthread_once(&key_once, make_key); }
+__attribute__((constructor)) void make_key_early()
+{
+    pthread_once(&key_once, make_key);
+}
 
 task_ctx *claim_free() noexcept
 {
@@ -104,7 +106,8 @@ task_ctx *claim_free() noexcept
 
 __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
 
-namespace {
+namespace
+{
 // Set while this thread runs pthread_once for the key, which happens only if its first
 // probe hit comes before dprobe's constructor ran (in another object's constructor). Those
 // libc functions may be probed themselves (a glob over all of libc): a hit meanwhile finds
@@ -119,8 +122,7 @@ __thread bool tls_allocating __attribute__((tls_model("initial-exec")));
 task_ctx *alloc_task_ctx() noexcept
 {
     if (!key_ready.load(std::memory_order_acquire)) {
-        if (tls_allocating)
-            return nullptr;
+        if (tls_allocating) return nullptr;
         tls_allocating = true;
         pthread_once(&key_once, make_key);
         tls_allocating = false;
@@ -130,8 +132,7 @@ task_ctx *alloc_task_ctx() noexcept
         // Raw system calls: mmap and gettid of libc may be probed.
         long p = arch::raw_syscall(SYS_mmap, 0, sizeof(task_ctx), PROT_READ | PROT_WRITE,
                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p < 0 && p > -4096)
-            return nullptr;
+        if (p < 0 && p > -4096) return nullptr;
         t = reinterpret_cast<task_ctx *>(p); // zero-filled by mmap
         t->in_use.store(1, std::memory_order_relaxed);
         task_ctx *head = ctx_head.load(std::memory_order_relaxed);
@@ -160,7 +161,10 @@ task_ctx *alloc_task_ctx() noexcept
     return t;
 }
 
-task_ctx *task_ctx_list() noexcept { return ctx_head.load(std::memory_order_acquire); }
+task_ctx *task_ctx_list() noexcept
+{
+    return ctx_head.load(std::memory_order_acquire);
+}
 
 void synchronize_dispatch()
 {
@@ -170,8 +174,7 @@ void synchronize_dispatch()
         if (t == self)
             continue; // a handler unregistering its own probe: it is not "inside" for itself
         const uint64_t s = t->seq.load(std::memory_order_acquire);
-        if (!(s & 1))
-            continue;
+        if (!(s & 1)) continue;
         while (t->seq.load(std::memory_order_acquire) == s &&
                t->in_use.load(std::memory_order_acquire))
             sched_yield();
@@ -194,17 +197,18 @@ void synchronize_dispatch()
 // object in whenever a probe can fire). Every field is a 64-bit word; a change of meaning
 // bumps the version.
 
-namespace {
+namespace
+{
 struct debugger_info {
     uint64_t magic; // "dprobedb", little-endian
     uint64_t version;
-    uint64_t words; // of this struct
+    uint64_t words;       // of this struct
     const void *ctx_head; // task_ctx * (the list, through task_ctx::next)
     uint64_t ctx_next, ctx_in_use, ctx_tid, ctx_shadow_top, ctx_shadow, ctx_dropped_next,
-        ctx_dropped; // offsets in task_ctx (in_use and tid: 32-bit fields)
-    uint64_t dropped_ring; // entries of task_ctx::dropped, {slot, real return address} each
+        ctx_dropped;          // offsets in task_ctx (in_use and tid: 32-bit fields)
+    uint64_t dropped_ring;    // entries of task_ctx::dropped, {slot, real return address} each
     uint64_t sf_ret, sf_retp; // word indexes in a shadow frame; its last word is its size
-    const uintptr_t *tramps; // arch: dprobe_return_tramp_layout
+    const uintptr_t *tramps;  // arch: dprobe_return_tramp_layout
     uint64_t ntramps, tramp_words;
     const uintptr_t *entry_tramps; // arch: dprobe_entry_tramp_layout
     uint64_t nentry_tramps, entry_tramp_words;

@@ -13,7 +13,8 @@
 
 struct kprobe;
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct ftrace_ops;
 
@@ -81,7 +82,10 @@ inline uint64_t seq_word(uintptr_t base, uint64_t count) noexcept
 {
     return (static_cast<uint64_t>(base) << 16) | (count & 0xffff);
 }
-inline uintptr_t seq_base(uint64_t seq) noexcept { return static_cast<uintptr_t>(seq >> 16); }
+inline uintptr_t seq_base(uint64_t seq) noexcept
+{
+    return static_cast<uintptr_t>(seq >> 16);
+}
 
 extern __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
 task_ctx *alloc_task_ctx() noexcept;
@@ -93,7 +97,10 @@ inline task_ctx *current_task_ctx() noexcept
     return __builtin_expect(t != nullptr, 1) ? t : alloc_task_ctx();
 }
 // The calling thread's context if it has one.
-inline task_ctx *peek_task_ctx() noexcept { return tls_task_ctx; }
+inline task_ctx *peek_task_ctx() noexcept
+{
+    return tls_task_ctx;
+}
 
 // Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
 task_ctx *task_ctx_list() noexcept;
@@ -132,8 +139,7 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
     const uint64_t s = t->seq.load(std::memory_order_relaxed);
     bool abandoned = false;
     if (__builtin_expect(s & 1, 0)) {
-        if (!dispatch_abandoned(t, base))
-            return false;
+        if (!dispatch_abandoned(t, base)) return false;
         abandoned = true; // that section is over: its odd count is replaced below
     }
     if (!abandoned) {
@@ -151,8 +157,7 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
         t->current_kprobe = t->dispatch_kp;
         t->fprobe_kprobe_busy = t->dispatch_fprobe_busy;
         t->kprobe_status = 0;
-        if (t->entry_pending)
-            dispatch_recover(t);
+        if (t->entry_pending) dispatch_recover(t);
     }
     return true;
 }

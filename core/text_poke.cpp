@@ -23,8 +23,10 @@
 #include <unistd.h>
 #include <vector>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 std::mutex text_mutex;
 
@@ -106,8 +108,9 @@ struct mapping {
 
 // Makes every page touched by [addr, addr+len) of every range writable, remembering how to
 // restore it. Pages stay executable: other threads may be running there.
-class page_writer {
-public:
+class page_writer
+{
+  public:
     int open(const std::vector<std::pair<uintptr_t, size_t>> &ranges)
     {
         const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -145,11 +148,14 @@ public:
     }
     ~page_writer() { close(); }
 
-private:
+  private:
     std::vector<mapping> changed_; // start, length (in end), prot
 };
 
-bool fits_one_word(const text_poke_req &r) { return (r.addr & 7) + r.len <= 8; }
+bool fits_one_word(const text_poke_req &r)
+{
+    return (r.addr & 7) + r.len <= 8;
+}
 
 void atomic_word_write(const text_poke_req &r)
 {
@@ -173,7 +179,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
     auto *sp = static_cast<stopped_poke *>(arg);
     for (const mapping &m : sp->pages)
         if (arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
-                         m.prot | PROT_WRITE | PROT_EXEC) != 0)
+                              m.prot | PROT_WRITE | PROT_EXEC) != 0)
             sp->error = -EFAULT;
     if (sp->error == 0) {
         // Byte by byte through a volatile pointer: no libc (memcpy may be the very function
@@ -188,8 +194,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
             // past it, which may happen to be the next old boundary): moving it would skip
             // the trapping instruction and hand its SIGTRAP handler an address no hook
             // knows. Its handler resolves the trap address against the new bytes instead.
-            if (threads[t].in_trap)
-                continue;
+            if (threads[t].in_trap) continue;
             uintptr_t rip = threads[t].regs.rip;
             size_t lo = 0, hi = sp->moves.size();
             while (lo < hi) {
@@ -206,23 +211,22 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
         }
     }
     for (const mapping &m : sp->pages)
-        arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end), m.prot);
+        arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
+                          m.prot);
 }
 
 } // namespace
 
 int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves)
 {
-    if (reqs.empty())
-        return 0;
+    if (reqs.empty()) return 0;
     std::lock_guard<std::mutex> g(text_mutex);
     if (process_thread_count() == 1) {
         std::vector<std::pair<uintptr_t, size_t>> ranges;
         for (auto &r : reqs)
             ranges.emplace_back(r.addr, r.len);
         page_writer w;
-        if (int err = w.open(ranges))
-            return err;
+        if (int err = w.open(ranges)) return err;
         for (auto &r : reqs)
             std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
         return 0;
@@ -248,44 +252,40 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
     for (uintptr_t p : pages) {
         auto it = std::find_if(maps.begin(), maps.end(),
                                [&](const proc_map &m) { return p >= m.start && p < m.end; });
-        if (it == maps.end())
-            return -EFAULT;
+        if (it == maps.end()) return -EFAULT;
         sp.pages.push_back({p, pg, it->prot()});
     }
     int err = stop_machine(poke_while_stopped, &sp);
-    if (err)
-        return err;
+    if (err) return err;
     return sp.error;
 }
 
 int process_thread_count()
 {
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
+    if (fd < 0) return 0;
     char buf[1024];
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
-    if (n <= 0)
-        return 0;
+    if (n <= 0) return 0;
     buf[n] = 0;
     // Fields after the parenthesised comm: state is field 3, num_threads field 20.
     const char *p = std::strrchr(buf, ')');
-    if (!p)
-        return 0;
+    if (!p) return 0;
     int field = 2;
     for (++p; *p && field < 20; ++p)
-        if (*p == ' ')
-            ++field;
+        if (*p == ' ') ++field;
     return std::atoi(p);
 }
 
-void text_poke_sync() { membarrier_everywhere(true); }
+void text_poke_sync()
+{
+    membarrier_everywhere(true);
+}
 
 bool text_poke_lock_free()
 {
-    if (!text_mutex.try_lock())
-        return false;
+    if (!text_mutex.try_lock()) return false;
     text_mutex.unlock();
     return true;
 }
@@ -294,8 +294,7 @@ int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
 {
     std::lock_guard<std::mutex> g(text_mutex);
     page_writer w;
-    if (int err = w.open({{addr, len}}))
-        return err;
+    if (int err = w.open({{addr, len}})) return err;
     std::memcpy(reinterpret_cast<void *>(addr), bytes, len);
     w.close();
     return 0;
@@ -303,19 +302,16 @@ int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
 
 int text_poke_early(std::span<const text_poke_req> reqs)
 {
-    if (reqs.empty())
-        return 0;
+    if (reqs.empty()) return 0;
     std::vector<std::pair<uintptr_t, size_t>> ranges;
     ranges.reserve(reqs.size());
     for (auto &r : reqs) {
-        if (r.len == 0 || r.len > sizeof r.bytes)
-            return -EINVAL;
+        if (r.len == 0 || r.len > sizeof r.bytes) return -EINVAL;
         ranges.emplace_back(r.addr, r.len);
     }
     std::lock_guard<std::mutex> g(text_mutex);
     page_writer w;
-    if (int err = w.open(ranges))
-        return err;
+    if (int err = w.open(ranges)) return err;
     for (auto &r : reqs)
         std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
     w.close();
@@ -324,11 +320,9 @@ int text_poke_early(std::span<const text_poke_req> reqs)
 
 int text_poke_batch(std::span<text_poke_req> reqs)
 {
-    if (reqs.empty())
-        return 0;
+    if (reqs.empty()) return 0;
     for (auto &r : reqs)
-        if (r.len == 0 || r.len > sizeof r.bytes)
-            return -EINVAL;
+        if (r.len == 0 || r.len > sizeof r.bytes) return -EINVAL;
     std::lock_guard<std::mutex> g(text_mutex);
     std::sort(reqs.begin(), reqs.end(),
               [](const text_poke_req &a, const text_poke_req &b) { return a.addr < b.addr; });
@@ -338,8 +332,7 @@ int text_poke_batch(std::span<text_poke_req> reqs)
     for (auto &r : reqs)
         ranges.emplace_back(r.addr, r.len);
     page_writer w;
-    if (int err = w.open(ranges))
-        return err;
+    if (int err = w.open(ranges)) return err;
 
     if (process_thread_count() == 1) {
         // Nobody else can be executing this code: plain copies.
@@ -371,8 +364,7 @@ int text_poke_batch(std::span<text_poke_req> reqs)
         text_poke_sync();
         for (auto &r : reqs)
             if (!fits_one_word(r))
-                __atomic_store_n(reinterpret_cast<uint8_t *>(r.addr), r.bytes[0],
-                                 __ATOMIC_RELEASE);
+                __atomic_store_n(reinterpret_cast<uint8_t *>(r.addr), r.bytes[0], __ATOMIC_RELEASE);
         text_poke_sync();
     }
     active_reqs.store(nullptr);

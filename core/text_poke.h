@@ -15,7 +15,8 @@
 #include <cstdint>
 #include <span>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // A write (new bytes, and what a thread meeting the protocol's breakpoint does meanwhile),
 // built by the arch verbs (arch/x86_64/text_patching.h and its users).

@@ -27,18 +27,19 @@
 #include <string>
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 enum class trace_clock_id : uint8_t {
-  local,
-  global,
-  counter,
-  perf,
-  mono,
-  mono_raw,
-  boot,
-  tai,
-  x86_tsc,
+    local,
+    global,
+    counter,
+    perf,
+    mono,
+    mono_raw,
+    boot,
+    tai,
+    x86_tsc,
 };
 
 // Calibrates the TSC against CLOCK_MONOTONIC (about 10 ms, once; later calls return at
@@ -76,45 +77,49 @@ int trace_clock_set(std::string_view name) noexcept;
 std::string trace_clock_list();
 
 // Raw TSC read.
-static inline uint64_t trace_clock_rdtsc() noexcept {
-  uint32_t lo, hi;
-  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-  return (static_cast<uint64_t>(hi) << 32) | lo;
+static inline uint64_t trace_clock_rdtsc() noexcept
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-namespace detail {
+namespace detail
+{
 // Read-mostly state of the hot path; written once by trace_clock_init, and by
 // trace_clock_set. ns = base_ns + ((tsc - base_tsc) * mult) >> shift (128-bit product).
 struct trace_clock_state {
-  uint64_t base_tsc;
-  uint64_t base_ns;
-  uint64_t mult;
-  uint32_t shift;
-  std::atomic<bool> tsc_ready;            // calibrated, invariant TSC (release-published)
-  std::atomic<trace_clock_id> current;    // selected clock
+    uint64_t base_tsc;
+    uint64_t base_ns;
+    uint64_t mult;
+    uint32_t shift;
+    std::atomic<bool> tsc_ready;         // calibrated, invariant TSC (release-published)
+    std::atomic<trace_clock_id> current; // selected clock
 };
 extern trace_clock_state g_trace_clock;
 
-static inline uint64_t tsc_to_ns(const trace_clock_state &s, uint64_t tsc) noexcept {
-  // Signed delta: a TSC read on another CPU may be a hair behind the calibration base.
-  int64_t d = static_cast<int64_t>(tsc - s.base_tsc);
-  if (__builtin_expect(d < 0, 0))
-    return s.base_ns - static_cast<uint64_t>(
-        (static_cast<unsigned __int128>(-d) * s.mult) >> s.shift);
-  return s.base_ns + static_cast<uint64_t>(
-      (static_cast<unsigned __int128>(d) * s.mult) >> s.shift);
+static inline uint64_t tsc_to_ns(const trace_clock_state &s, uint64_t tsc) noexcept
+{
+    // Signed delta: a TSC read on another CPU may be a hair behind the calibration base.
+    int64_t d = static_cast<int64_t>(tsc - s.base_tsc);
+    if (__builtin_expect(d < 0, 0))
+        return s.base_ns -
+               static_cast<uint64_t>((static_cast<unsigned __int128>(-d) * s.mult) >> s.shift);
+    return s.base_ns +
+           static_cast<uint64_t>((static_cast<unsigned __int128>(d) * s.mult) >> s.shift);
 }
 uint64_t trace_clock_slow(trace_clock_id id) noexcept;
 } // namespace detail
 
-inline uint64_t trace_clock_now() noexcept {
-  const detail::trace_clock_state &s = detail::g_trace_clock;
-  // Both loads are plain movs on x86; the acquire orders the mult/base reads after the flag.
-  trace_clock_id id = s.current.load(std::memory_order_relaxed);
-  if (__builtin_expect(id == trace_clock_id::local, 1) &&
-      __builtin_expect(s.tsc_ready.load(std::memory_order_acquire), 1))
-    return detail::tsc_to_ns(s, trace_clock_rdtsc());
-  return detail::trace_clock_slow(id);
+inline uint64_t trace_clock_now() noexcept
+{
+    const detail::trace_clock_state &s = detail::g_trace_clock;
+    // Both loads are plain movs on x86; the acquire orders the mult/base reads after the flag.
+    trace_clock_id id = s.current.load(std::memory_order_relaxed);
+    if (__builtin_expect(id == trace_clock_id::local, 1) &&
+        __builtin_expect(s.tsc_ready.load(std::memory_order_acquire), 1))
+        return detail::tsc_to_ns(s, trace_clock_rdtsc());
+    return detail::trace_clock_slow(id);
 }
 
 } // namespace dprobe

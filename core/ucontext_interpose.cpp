@@ -9,18 +9,17 @@
 #include <dlfcn.h>
 #include <ucontext.h>
 
-namespace {
+namespace
+{
 
 // The stack of UCP if it was made by makecontext: its stack pointer lies in uc_stack.
 void note_target_stack(const ucontext_t *ucp)
 {
-    if (!ucp)
-        return;
+    if (!ucp) return;
     const auto lo = reinterpret_cast<uintptr_t>(ucp->uc_stack.ss_sp);
     const uintptr_t hi = lo + ucp->uc_stack.ss_size;
     const auto sp = static_cast<uintptr_t>(ucp->uc_mcontext.gregs[REG_RSP]);
-    if (ucp->uc_stack.ss_size && sp > lo && sp <= hi)
-        dprobe::shadow_note_stack(lo, hi);
+    if (ucp->uc_stack.ss_size && sp > lo && sp <= hi) dprobe::shadow_note_stack(lo, hi);
 }
 
 template <typename F> F next_fn(const char *name)

@@ -11,7 +11,8 @@
 #include <dlfcn.h>
 #include <unwind.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
 DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t, uintptr_t sp)
 {
@@ -23,15 +24,13 @@ DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t, uintptr_t sp)
         unsigned long *f = shadow_frame_below(t, top, &n);
         top -= n;
         // Frames of a tail-call chain share one slot: the newest decides what it holds.
-        if (f[sf_retp] == last_slot)
-            continue;
+        if (f[sf_retp] == last_slot) continue;
         last_slot = f[sf_retp];
         // A gone frame's slot is not touched: its stack may be unmapped (the stack of a
         // posix_spawn child that hit a probe before exec, a freed coroutine stack).
         if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone) {
             auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-            if (*slot == f[sf_hook])
-                *slot = shadow_real_return(t, top);
+            if (*slot == f[sf_hook]) *slot = shadow_real_return(t, top);
         }
     }
 }
@@ -42,8 +41,7 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
     // on this thread does not hook a frame meanwhile. (A handler catching or walking its own
     // stack is inside already.)
     const bool entered = dispatch_enter(t, sp);
-    if (drop_gone && t->shadow_top)
-        shadow_reap(t, sp);
+    if (drop_gone && t->shadow_top) shadow_reap(t, sp);
     const altstack_info alt = shadow_altstack();
     uintptr_t last_slot = 0;
     uint32_t top = t->shadow_top;
@@ -51,27 +49,24 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
         top -= n;
-        if (f[sf_retp] == last_slot)
-            continue;
+        if (f[sf_retp] == last_slot) continue;
         last_slot = f[sf_retp];
         auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         // A slot that no longer holds the real address belongs to a frame that is gone
         // (its stack was reused); leave it alone, the frame will be reaped.
-        if (shadow_frame_state(alt, sp, f[sf_retp]) == frame_state::gone)
-            continue;
+        if (shadow_frame_state(alt, sp, f[sf_retp]) == frame_state::gone) continue;
         const uintptr_t real = shadow_real_return(t, top);
-        if (*slot == real && !arch::is_return_hook(real))
-            *slot = f[sf_hook];
+        if (*slot == real && !arch::is_return_hook(real)) *slot = f[sf_hook];
     }
-    if (entered)
-        dispatch_exit(t);
+    if (entered) dispatch_exit(t);
 }
 
 } // namespace dprobe
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 template <typename F> F next_fn(const char *name)
 {
@@ -95,26 +90,24 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exceptio
 {
     using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
     static fn_t next = next_fn<fn_t>("_Unwind_RaiseException");
-    if (task_ctx *t = hooked_ctx())
-        shadow_unhook_all(t, CALLER_SP());
+    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
     _Unwind_Reason_Code r = next(exc);
     // Only returns on failure (no handler): the frames are all still there.
-    if (task_ctx *t = hooked_ctx())
-        shadow_rehook(t, CALLER_SP(), false);
+    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, CALLER_SP(), false);
     return r;
 }
 
 DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception *exc,
-                                                      _Unwind_Stop_Fn stop, void *arg)
+                                                       _Unwind_Stop_Fn stop, void *arg)
 {
     using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
     static fn_t next = next_fn<fn_t>("_Unwind_ForcedUnwind");
-    if (task_ctx *t = hooked_ctx())
-        shadow_unhook_all(t, CALLER_SP());
+    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
     return next(exc, stop, arg);
 }
 
-namespace {
+namespace
+{
 
 using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
 unwind_backtrace_fn real_unwind_backtrace()
@@ -166,29 +159,23 @@ _Unwind_Reason_Code backtrace_frame(struct _Unwind_Context *ctx, void *p)
 DPROBE_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
 {
     task_ctx *t = hooked_ctx();
-    if (t)
-        shadow_unhook_all(t, CALLER_SP());
+    if (t) shadow_unhook_all(t, CALLER_SP());
     skip_wrapper s{fn, arg, false};
     _Unwind_Reason_Code r = real_unwind_backtrace()(skip_wrapper_frame, &s);
-    if (t)
-        shadow_rehook(t, CALLER_SP(), false);
+    if (t) shadow_rehook(t, CALLER_SP(), false);
     return r;
 }
 
 DPROBE_EXPORT int backtrace(void **buffer, int size)
 {
-    if (size <= 0)
-        return 0;
+    if (size <= 0) return 0;
     task_ctx *t = hooked_ctx();
-    if (t)
-        shadow_unhook_all(t, CALLER_SP());
+    if (t) shadow_unhook_all(t, CALLER_SP());
     backtrace_state bs{buffer, size, 0, 0};
     skip_wrapper s{backtrace_frame, &bs, false};
     real_unwind_backtrace()(skip_wrapper_frame, &s);
-    if (t)
-        shadow_rehook(t, CALLER_SP(), false);
-    if (bs.count > 1 && buffer[bs.count - 1] == nullptr)
-        --bs.count;
+    if (t) shadow_rehook(t, CALLER_SP(), false);
+    if (bs.count > 1 && buffer[bs.count - 1] == nullptr) --bs.count;
     return bs.count;
 }
 
@@ -197,8 +184,7 @@ DPROBE_EXPORT void *__cxa_begin_catch(void *exc) noexcept
     using fn_t = void *(*)(void *);
     static fn_t next = next_fn<fn_t>("__cxa_begin_catch");
     // The frames between the throw and this catch are gone.
-    if (task_ctx *t = hooked_ctx())
-        shadow_rehook(t, CALLER_SP(), true);
+    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, CALLER_SP(), true);
     return next(exc);
 }
 
@@ -236,8 +222,7 @@ dprobe_return_personality(int, _Unwind_Action actions, _Unwind_Exception_Class,
     }
     if (!real || arch::is_return_hook(real))
         return actions & _UA_SEARCH_PHASE ? _URC_FATAL_PHASE1_ERROR : _URC_FATAL_PHASE2_ERROR;
-    if (actions & _UA_SEARCH_PHASE)
-        return _URC_HANDLER_FOUND;
+    if (actions & _UA_SEARCH_PHASE) return _URC_HANDLER_FOUND;
     if (actions & _UA_HANDLER_FRAME) {
         _Unwind_SetGR(ctx, __builtin_eh_return_data_regno(0), reinterpret_cast<uintptr_t>(exc));
         _Unwind_SetGR(ctx, __builtin_eh_return_data_regno(1), real);

@@ -13,7 +13,8 @@
 
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct task_ctx;
 

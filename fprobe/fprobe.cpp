@@ -36,9 +36,13 @@ struct fprobe_hlist {
     std::string filter, notfilter;
 };
 
-namespace {
+namespace
+{
 
-inline fprobe_hlist *hlist_of(ftrace_ops *ops) { return reinterpret_cast<fprobe_hlist *>(ops); }
+inline fprobe_hlist *hlist_of(ftrace_ops *ops)
+{
+    return reinterpret_cast<fprobe_hlist *>(ops);
+}
 
 std::mutex fprobe_mutex;
 fprobe_hlist *free_hlists;
@@ -49,8 +53,7 @@ std::vector<fprobe_hlist *> &followers = *new std::vector<fprobe_hlist *>;
 // Attaches HL's ops to what it can of SITES and adds those to hl->sites. fprobe_mutex held.
 void attach_more(fprobe_hlist *hl, const std::vector<ftrace_site *> &sites)
 {
-    if (sites.empty())
-        return;
+    if (sites.empty()) return;
     auto ok = ftrace_ops_attach_usable(&hl->ops, sites);
     hl->sites.insert(hl->sites.end(), ok.begin(), ok.end());
     std::sort(hl->sites.begin(), hl->sites.end());
@@ -61,14 +64,12 @@ void attach_more(fprobe_hlist *hl, const std::vector<ftrace_site *> &sites)
 // cannot be probed (an unusable site) is left out, as when the filter matched it first.
 void fprobe_objects_changed(std::span<const object_ptr> added)
 {
-    if (added.empty())
-        return; // a dlclose: its sites are marked gone, and detached at unregister
+    if (added.empty()) return; // a dlclose: its sites are marked gone, and detached at unregister
     std::lock_guard<std::mutex> g(fprobe_mutex);
     for (fprobe_hlist *hl : followers) {
         std::vector<ftrace_site *> fresh;
         for (ftrace_site *s : ftrace_match_sites_in(added, hl->filter, hl->notfilter))
-            if (!std::binary_search(hl->sites.begin(), hl->sites.end(), s))
-                fresh.push_back(s);
+            if (!std::binary_search(hl->sites.begin(), hl->sites.end(), s)) fresh.push_back(s);
         attach_more(hl, fresh);
     }
 }
@@ -79,8 +80,7 @@ DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
 {
     // FPROBE_FL_KPROBE_SHARED: such a handler behaves like a kprobe handler and does not
     // run while one is running on this thread.
-    if (!(fp->flags & FPROBE_FL_KPROBE_SHARED))
-        return false;
+    if (!(fp->flags & FPROBE_FL_KPROBE_SHARED)) return false;
     task_ctx *t = peek_task_ctx();
     return t && kprobe_busy_on(t);
 }
@@ -90,14 +90,12 @@ DPROBE_NOPROBE int fprobe_ops_entry(ftrace_ops *ops, unsigned long ip, unsigned 
 {
     auto *hl = hlist_of(ops);
     struct fprobe *fp = hl->fp;
-    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
-        return 1;
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return 1;
     if (unlikely(kprobe_conflict(fp))) {
         __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
         return 1;
     }
-    if (!fp->entry_handler)
-        return 0;
+    if (!fp->entry_handler) return 0;
     if (fp->flags & FPROBE_FL_KPROBE_SHARED) {
         fprobe_kprobe_busy_begin();
         int r = fp->entry_handler(fp, ip, parent_ip, fregs, data);
@@ -112,8 +110,7 @@ DPROBE_NOPROBE void fprobe_ops_exit(ftrace_ops *ops, unsigned long ip, unsigned 
 {
     auto *hl = hlist_of(ops);
     struct fprobe *fp = hl->fp;
-    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
-        return;
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return;
     if (unlikely(kprobe_conflict(fp))) {
         __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
         return;
@@ -140,14 +137,12 @@ DPROBE_NOPROBE void fprobe_ops_unwound(ftrace_ops *ops, void *data)
 {
     auto *hl = hlist_of(ops);
     struct fprobe *fp = hl->fp;
-    if (!fp)
-        return;
+    if (!fp) return;
     if (!fp->unwound_handler) {
         __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
         return;
     }
-    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED)
-        return;
+    if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return;
     if (unlikely(kprobe_conflict(fp))) {
         __atomic_add_fetch(&fp->nmissed, 1, __ATOMIC_RELAXED);
         return;
@@ -175,16 +170,13 @@ fprobe_hlist *alloc_hlist()
 int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
                           const char *filter = nullptr, const char *notfilter = nullptr)
 {
-    if (fp->hlist_array)
-        return -EEXIST;
+    if (fp->hlist_array) return -EEXIST;
     size_t size = (fp->entry_data_size + sizeof(long) - 1) & ~(sizeof(long) - 1);
-    if (size > MAX_FPROBE_DATA_SIZE)
-        return -E2BIG;
+    if (size > MAX_FPROBE_DATA_SIZE) return -E2BIG;
     std::sort(sites.begin(), sites.end());
     sites.erase(std::unique(sites.begin(), sites.end()), sites.end());
     fprobe_hlist *hl = alloc_hlist();
-    if (!hl)
-        return -ENOMEM;
+    if (!hl) return -ENOMEM;
     fp->entry_data_size = size;
     fp->nmissed = 0;
     hl->fp = fp;
@@ -197,9 +189,9 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
     // An exit handler that provably leaves the x87 stack alone spares every return the
     // setting aside of a long double result.
-    hl->ops.x87_safe = !fp->exit_handler ||
-                       arch::ext_state_clean(reinterpret_cast<uintptr_t>(fp->exit_handler),
-                                             false, arch::ext_scope::x87);
+    hl->ops.x87_safe =
+        !fp->exit_handler || arch::ext_state_clean(reinterpret_cast<uintptr_t>(fp->exit_handler),
+                                                   false, arch::ext_scope::x87);
     if (filter) {
         // A follower takes what can be probed, here as in the objects loaded later (a site
         // may also have gone with a dlclose since the match).
@@ -233,8 +225,7 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
 
 int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
 {
-    if (!fp)
-        return -EINVAL;
+    if (!fp) return -EINVAL;
     std::lock_guard<std::mutex> g(fprobe_mutex);
     return register_sites_locked(fp, std::move(sites));
 }
@@ -245,12 +236,10 @@ int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
 int register_follower(struct fprobe *fp, const char *filter, const char *notfilter)
 {
     std::lock_guard<std::mutex> g(fprobe_mutex);
-    if (int err = dl_notifier_add(&fprobe_dl_notifier))
-        return err;
+    if (int err = dl_notifier_add(&fprobe_dl_notifier)) return err;
     auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
     int err = register_sites_locked(fp, std::move(sites), filter, notfilter);
-    if (err && followers.empty())
-        dl_notifier_remove(&fprobe_dl_notifier);
+    if (err && followers.empty()) dl_notifier_remove(&fprobe_dl_notifier);
     return err;
 }
 
@@ -258,17 +247,14 @@ int register_follower(struct fprobe *fp, const char *filter, const char *notfilt
 
 extern "C" int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int num)
 {
-    if (!fp || !addrs || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS))
-        return -EINVAL;
-    if (fp->hlist_array)
-        return -EEXIST;
+    if (!fp || !addrs || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS)) return -EINVAL;
+    if (fp->hlist_array) return -EEXIST;
     ftrace_update_objects();
     std::vector<ftrace_site *> sites;
     sites.reserve(static_cast<size_t>(num));
     for (int i = 0; i < num; ++i) {
         ftrace_site *s = ftrace_location_or_jump(addrs[i]);
-        if (!s)
-            return -ENOENT;
+        if (!s) return -ENOENT;
         sites.push_back(s);
     }
     return register_sites(fp, std::move(sites));
@@ -276,38 +262,29 @@ extern "C" int register_fprobe_ips(struct fprobe *fp, unsigned long *addrs, int 
 
 extern "C" int register_fprobe(struct fprobe *fp, const char *filter, const char *notfilter)
 {
-    if (!fp || !filter)
-        return -EINVAL;
-    if (fp->hlist_array)
-        return -EEXIST;
-    if (fp->flags & FPROBE_FL_FOLLOW_LOADS)
-        return register_follower(fp, filter, notfilter);
+    if (!fp || !filter) return -EINVAL;
+    if (fp->hlist_array) return -EEXIST;
+    if (fp->flags & FPROBE_FL_FOLLOW_LOADS) return register_follower(fp, filter, notfilter);
     auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
-    if (sites.empty())
-        return -ENOENT;
+    if (sites.empty()) return -ENOENT;
     return register_sites(fp, std::move(sites));
 }
 
 extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int num)
 {
-    if (!fp || !syms || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS))
-        return -EINVAL;
-    if (fp->hlist_array)
-        return -EEXIST;
+    if (!fp || !syms || num <= 0 || (fp->flags & FPROBE_FL_FOLLOW_LOADS)) return -EINVAL;
+    if (fp->hlist_array) return -EEXIST;
     // The kernel sorts the caller's array in place (ftrace_lookup_symbols needs it sorted).
     std::sort(syms, syms + num, [](const char *a, const char *b) { return std::strcmp(a, b) < 0; });
     ftrace_update_objects();
     std::vector<ftrace_site *> sites;
     for (int i = 0; i < num; ++i) {
-        if (!syms[i])
-            return -EINVAL;
+        if (!syms[i]) return -EINVAL;
         auto hits = kallsyms::instance().lookup_func(syms[i]);
         ftrace_site *found = nullptr;
         for (auto &h : hits)
-            if ((found = ftrace_location_or_jump(h.sym->addr)))
-                break;
-        if (!found)
-            return -ENOENT;
+            if ((found = ftrace_location_or_jump(h.sym->addr))) break;
+        if (!found) return -ENOENT;
         sites.push_back(found);
     }
     return register_sites(fp, std::move(sites));
@@ -315,20 +292,17 @@ extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int nu
 
 extern "C" int unregister_fprobe(struct fprobe *fp)
 {
-    if (!fp)
-        return -EINVAL;
+    if (!fp) return -EINVAL;
     std::lock_guard<std::mutex> g(fprobe_mutex);
     auto *hl = fp->hlist_array;
-    if (!hl)
-        return -EINVAL;
+    if (!hl) return -EINVAL;
     ftrace_ops_detach(&hl->ops, hl->sites);
     ftrace_ops_retire(&hl->ops);
     fp->hlist_array = nullptr;
     hl->sites.clear();
     if (hl->follow) {
         std::erase(followers, hl);
-        if (followers.empty())
-            dl_notifier_remove(&fprobe_dl_notifier);
+        if (followers.empty()) dl_notifier_remove(&fprobe_dl_notifier);
         hl->follow = false;
         hl->filter.clear();
         hl->notfilter.clear();
@@ -341,7 +315,6 @@ extern "C" int unregister_fprobe(struct fprobe *fp)
 
 extern "C" int fprobe_count_ips_from_filter(const char *filter, const char *notfilter)
 {
-    if (!filter)
-        return -EINVAL;
+    if (!filter) return -EINVAL;
     return static_cast<int>(ftrace_match_sites(filter, notfilter ? notfilter : "").size());
 }

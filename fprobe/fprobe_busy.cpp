@@ -5,18 +5,17 @@
 #include "core/compiler.h"
 #include "fprobe/fprobe_internal.h"
 
-namespace dprobe {
+namespace dprobe
+{
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_begin() noexcept
 {
-    if (task_ctx *t = current_task_ctx())
-        t->fprobe_kprobe_busy++;
+    if (task_ctx *t = current_task_ctx()) t->fprobe_kprobe_busy++;
 }
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_end() noexcept
 {
-    if (task_ctx *t = peek_task_ctx())
-        t->fprobe_kprobe_busy--;
+    if (task_ctx *t = peek_task_ctx()) t->fprobe_kprobe_busy--;
 }
 
 } // namespace dprobe

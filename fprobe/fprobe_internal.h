@@ -3,7 +3,8 @@
 
 #include "core/task_ctx.h"
 
-namespace dprobe {
+namespace dprobe
+{
 
 // A dummy "current kprobe" so kprobes hit inside a shared fprobe handler count as missed,
 // like kprobe_busy_begin()/end() (implemented over the per-thread context so fprobe does not

@@ -29,9 +29,11 @@ extern char __start_dprobe_noprobe_text[] __attribute__((weak));
 extern char __stop_dprobe_noprobe_text[] __attribute__((weak));
 }
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
-namespace {
+namespace
+{
 
 struct bl_range {
     uintptr_t start, end;
@@ -71,14 +73,33 @@ bl_state &state()
 }
 
 constexpr std::string_view api_names[] = {
-    "register_kprobe", "unregister_kprobe", "register_kprobes", "unregister_kprobes",
-    "register_kretprobe", "unregister_kretprobe", "register_kretprobes",
-    "unregister_kretprobes", "enable_kprobe", "disable_kprobe", "enable_kprobes",
-    "disable_kprobes", "get_kprobe", "kprobe_running",
-    "kprobe_busy_begin", "kprobe_busy_end", "get_kretprobe", "get_kretprobe_retaddr",
-    "kprobe_on_func_entry", "within_kprobe_blacklist", "dump_kprobe", "kprobes_set_enabled",
-    "kprobes_enabled", "copy_from_user_nofault", "strncpy_from_user_nofault",
-    "strnlen_user_nofault", "__fentry__",
+    "register_kprobe",
+    "unregister_kprobe",
+    "register_kprobes",
+    "unregister_kprobes",
+    "register_kretprobe",
+    "unregister_kretprobe",
+    "register_kretprobes",
+    "unregister_kretprobes",
+    "enable_kprobe",
+    "disable_kprobe",
+    "enable_kprobes",
+    "disable_kprobes",
+    "get_kprobe",
+    "kprobe_running",
+    "kprobe_busy_begin",
+    "kprobe_busy_end",
+    "get_kretprobe",
+    "get_kretprobe_retaddr",
+    "kprobe_on_func_entry",
+    "within_kprobe_blacklist",
+    "dump_kprobe",
+    "kprobes_set_enabled",
+    "kprobes_enabled",
+    "copy_from_user_nofault",
+    "strncpy_from_user_nofault",
+    "strnlen_user_nofault",
+    "__fentry__",
 };
 
 bool dprobe_symbol(std::string_view n)
@@ -91,11 +112,9 @@ bool dprobe_symbol(std::string_view n)
 // NOKPROBE_SYMBOL entries: the section's runtime contents (relocated pointers).
 void read_nokprobe_section(const loaded_object &obj, std::vector<uintptr_t> &out)
 {
-    if (obj.path.empty() || obj.is_vdso)
-        return;
+    if (obj.path.empty() || obj.is_vdso) return;
     int fd = open(obj.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     elf_version(EV_CURRENT);
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
     if (e) {
@@ -105,14 +124,11 @@ void read_nokprobe_section(const loaded_object &obj, std::vector<uintptr_t> &out
             const uintptr_t bias = eh.e_type == ET_DYN ? obj.load_bias : 0;
             for (Elf_Scn *scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
                 GElf_Shdr sh;
-                if (!gelf_getshdr(scn, &sh))
-                    continue;
+                if (!gelf_getshdr(scn, &sh)) continue;
                 const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-                if (!name || std::strcmp(name, "_kprobe_blacklist") != 0 || !sh.sh_addr)
-                    continue;
+                if (!name || std::strcmp(name, "_kprobe_blacklist") != 0 || !sh.sh_addr) continue;
                 const uintptr_t at = bias + sh.sh_addr;
-                if (!obj.contains(at))
-                    continue;
+                if (!obj.contains(at)) continue;
                 const auto *p = reinterpret_cast<const uintptr_t *>(at);
                 for (size_t i = 0; i < sh.sh_size / sizeof(uintptr_t); ++i)
                     out.push_back(p[i]);
@@ -146,8 +162,7 @@ void rebuild(bl_state &st)
     // The libraries only dprobe's own object needs run only inside dprobe, as dprobe does.
     for (const object_ptr &o : objects_only_for(self, *st.objs))
         for (auto &seg : o->segments)
-            if (seg.prot & 4 /* PROT_EXEC */)
-                st.ranges.push_back({seg.start, seg.end, o->name});
+            if (seg.prot & 4 /* PROT_EXEC */) st.ranges.push_back({seg.start, seg.end, o->name});
     for (const object_ptr &o : *st.objs) {
         if (o == self && !o->is_main && o->name.starts_with("libdprobe")) {
             for (auto &seg : o->segments)
@@ -155,12 +170,10 @@ void rebuild(bl_state &st)
                     st.ranges.push_back({seg.start, seg.end, o->name});
         } else if (o == self) {
             for (const ksym &s : o->funcs)
-                if (dprobe_symbol(s.name))
-                    add_sym(st.ranges, s);
+                if (dprobe_symbol(s.name)) add_sym(st.ranges, s);
         }
         for (const ksym &s : o->funcs)
-            if (s.name == "__restore_rt" || s.name == "__errno_location")
-                add_sym(st.ranges, s);
+            if (s.name == "__restore_rt" || s.name == "__errno_location") add_sym(st.ranges, s);
         std::vector<uintptr_t> marked;
         read_nokprobe_section(*o, marked);
         for (uintptr_t a : marked) {
@@ -181,25 +194,23 @@ void blacklist_refresh()
 {
     bl_state &st = state();
     auto objs = kallsyms::instance().objects();
-    if (st.objs != objs || (!st.restorer_found && signal_restorer()))
-        rebuild(st);
+    if (st.objs != objs || (!st.restorer_found && signal_restorer())) rebuild(st);
 }
 
 bool in_blacklist(uintptr_t addr)
 {
     blacklist_refresh();
     for (const bl_range &r : state().ranges) {
-        if (r.start > addr)
-            break;
-        if (addr < r.end)
-            return true;
+        if (r.start > addr) break;
+        if (addr < r.end) return true;
     }
     return false;
 }
 
 } // namespace dprobe::kp
 
-namespace dprobe {
+namespace dprobe
+{
 
 std::string kprobes_blacklist_text()
 {

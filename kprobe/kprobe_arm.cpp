@@ -30,7 +30,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
 // Whether REC's probes allow a jmp: an int3 record of plain kprobes without post handlers,
 // with optimization and kprobes on. (The region checks are optprobe_prepare()'s.)
@@ -40,8 +41,7 @@ bool opt_allowed(const kp_record *rec)
     if (!g.optimization_on || g.all_disarmed || rec->mode != kp_mode::int3 || rec->gone.load())
         return false;
     const kp_children *cl = rec->children.load(std::memory_order_relaxed);
-    if (!cl || cl->any_post)
-        return false;
+    if (!cl || cl->any_post) return false;
     for (uint32_t i = 0; i < cl->n; ++i)
         if (cl->kp[i]->ainsn.kind != kind_kprobe)
             return false; // a kretprobe's int3 entry needs the trap's context
@@ -59,18 +59,21 @@ void set_opt_flags(kp_record *rec, bool on)
     }
 }
 
-namespace {
+namespace
+{
 
 bool any_enabled(const kp_record *rec, child_kind kind)
 {
     const kp_children *cl = rec->children.load(std::memory_order_relaxed);
     for (uint32_t i = 0; cl && i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind == kind && child_enabled(cl->kp[i]))
-            return true;
+        if (cl->kp[i]->ainsn.kind == kind && child_enabled(cl->kp[i])) return true;
     return false;
 }
 
-bool live(const kp_record *rec) { return !registry().all_disarmed && !rec->gone.load(); }
+bool live(const kp_record *rec)
+{
+    return !registry().all_disarmed && !rec->gone.load();
+}
 
 // Whether the int3 record's byte should be an int3 (some kprobe or kretprobe entry enabled).
 bool wants_int3(const kp_record *rec)
@@ -93,8 +96,7 @@ template <class F> void for_each_covering(uintptr_t addr, F f)
 {
     const uintptr_t lo = addr > max_region_len ? addr - max_region_len : 0;
     for_each_record_in(lo, addr, [&](kp_record *r) {
-        if (r->optimized.load() && addr < r->addr + r->opt->len)
-            f(r);
+        if (r->optimized.load() && addr < r->addr + r->opt->len) f(r);
     });
 }
 
@@ -106,20 +108,17 @@ void set_boost_target(kp_record *rec, uintptr_t to)
 // Back to int3 probes: int3 + the original tail over each jmp of RECS, in one text patch.
 int unoptimize(const std::vector<kp_record *> &recs)
 {
-    if (recs.empty())
-        return 0;
+    if (recs.empty()) return 0;
     std::vector<optprobe *> ops;
     ops.reserve(recs.size());
     for (kp_record *r : recs)
         ops.push_back(r->opt.get());
     // Hits during the rewrite continue in the detour's copy (a jmp back from the boost copy
     // could land in the half-restored region); after it, in the boost copy again.
-    if (int err = optprobe_disarm_many(ops, true))
-        return err;
+    if (int err = optprobe_disarm_many(ops, true)) return err;
     for (kp_record *r : recs) {
         r->opt_copy.store(0);
-        if (r->boostable)
-            set_boost_target(r, r->insn.next());
+        if (r->boostable) set_boost_target(r, r->insn.next());
         r->optimized.store(false);
         set_opt_flags(r, false);
     }
@@ -132,8 +131,7 @@ int unoptimize(const std::vector<kp_record *> &recs)
 bool light_dispatch_clean()
 {
     static const bool clean =
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_light),
-                              true) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_light), true) &&
         arch::ext_state_clean(reinterpret_cast<uintptr_t>(&kprobe_opt_handler_light), true);
     return clean;
 }
@@ -144,8 +142,8 @@ bool light_dispatch_clean()
 bool vector_dispatch_clean()
 {
     static const bool clean =
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_vec),
-                              true, arch::ext_scope::vector) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_optprobe_dispatch_vec), true,
+                              arch::ext_scope::vector) &&
         arch::ext_state_clean(reinterpret_cast<uintptr_t>(&kprobe_opt_handler_vec), true,
                               arch::ext_scope::vector);
     return clean;
@@ -203,8 +201,7 @@ bool optimizable(kp_record *rec)
 // Writes the jmps of RECS (all optimizable) during one stop of the threads.
 void optimize(const std::vector<kp_record *> &recs)
 {
-    if (recs.empty())
-        return;
+    if (recs.empty()) return;
     // Threads that trap from now on continue in the detour's copy; wait (once) for those
     // still in the hook, which may have sent theirs to the boost copy.
     for (kp_record *r : recs)
@@ -219,11 +216,9 @@ void optimize(const std::vector<kp_record *> &recs)
     for (kp_record *r : recs) {
         const optprobe &op = *r->opt;
         ops.push_back(r->opt.get());
-        if (!r->boostable)
-            continue;
+        if (!r->boostable) continue;
         extra.push_back({r->boost_addr, op.d.copy()});
-        if (const uintptr_t to = op.d.copy_of(r->insn.next()))
-            set_boost_target(r, to);
+        if (const uintptr_t to = op.d.copy_of(r->insn.next())) set_boost_target(r, to);
     }
     // Optimized before the threads resume: one stopped with a SIGTRAP pending from an int3
     // inside a region (another probe's, since removed) is sent to the detour's copy by the
@@ -234,8 +229,7 @@ void optimize(const std::vector<kp_record *> &recs)
         for (kp_record *r : recs) {
             r->optimized.store(false);
             r->opt_copy.store(0);
-            if (r->boostable)
-                set_boost_target(r, r->insn.next());
+            if (r->boostable) set_boost_target(r, r->insn.next());
         }
         return;
     }
@@ -266,27 +260,22 @@ int arm_batch::commit()
     //    that will cover a newly armed int3.
     std::vector<kp_record *> unopt;
     for (kp_record *r : recs_) {
-        if (r->mode != kp_mode::int3 || r->gone.load())
-            continue;
+        if (r->mode != kp_mode::int3 || r->gone.load()) continue;
         const bool want = wants_int3(r);
-        if (r->optimized.load() && (!want || !opt_allowed(r)))
-            unopt.push_back(r);
+        if (r->optimized.load() && (!want || !opt_allowed(r))) unopt.push_back(r);
         if (want && !r->armed.load())
             for_each_covering(r->addr, [&](kp_record *c) { unopt.push_back(c); });
     }
     dedupe(unopt);
-    if (int err = unoptimize(unopt))
-        return err;
+    if (int err = unoptimize(unopt)) return err;
 
     // 2. The int3 bytes, in one text patch.
     std::vector<text_poke_req> pokes;
     std::vector<kp_record *> arming, disarming;
     for (kp_record *r : recs_) {
-        if (r->mode != kp_mode::int3 || r->gone.load())
-            continue;
+        if (r->mode != kp_mode::int3 || r->gone.load()) continue;
         const bool want = wants_int3(r);
-        if (want == r->armed.load())
-            continue;
+        if (want == r->armed.load()) continue;
         pokes.push_back(want ? arch::arm_kprobe(r->addr) : arch::disarm_kprobe(r->addr, r->opcode));
         (want ? arming : disarming).push_back(r);
     }
@@ -306,14 +295,12 @@ int arm_batch::commit()
     std::vector<std::pair<struct kretprobe *, ftrace_ops_site>> krp_attach, krp_detach;
     auto queue_kretprobe = [&](struct kretprobe *rp, bool want) {
         ftrace_ops_site pair;
-        if (!kretprobe_sync_pair(rp, want, &pair))
-            return;
+        if (!kretprobe_sync_pair(rp, want, &pair)) return;
         (want ? attach : detach).push_back(pair);
         (want ? krp_attach : krp_detach).emplace_back(rp, pair);
     };
     for (kp_record *r : recs_) {
-        if (r->mode != kp_mode::ftrace)
-            continue;
+        if (r->mode != kp_mode::ftrace) continue;
         const bool want = live(r) && any_enabled(r, kind_kprobe);
         if (want && !r->armed.load()) {
             attach.push_back({&r->ops, r->site});
@@ -352,26 +339,23 @@ int arm_batch::commit()
     //    of them (a probe armed or disarmed there blocks or unblocks them).
     std::vector<kp_record *> cand;
     for (kp_record *r : recs_) {
-        if (r->mode != kp_mode::int3 || r->gone.load())
-            continue;
+        if (r->mode != kp_mode::int3 || r->gone.load()) continue;
         cand.push_back(r);
         if (!all_)
             for_each_record_in(r->addr > max_region_len ? r->addr - max_region_len : 0, r->addr,
                                [&](kp_record *n) {
-                                   if (n->mode == kp_mode::int3)
-                                       cand.push_back(n);
+                                   if (n->mode == kp_mode::int3) cand.push_back(n);
                                });
     }
     dedupe(cand);
     std::vector<kp_record *> drop, go;
     for (kp_record *r : cand)
-        if (r->optimized.load() && (!opt_allowed(r) || !r->armed.load() ||
-                                    armed_probe_within(r, r->addr, r->opt->len)))
+        if (r->optimized.load() &&
+            (!opt_allowed(r) || !r->armed.load() || armed_probe_within(r, r->addr, r->opt->len)))
             drop.push_back(r);
     unoptimize(drop); // on failure they stay optimized, which their flags say
     for (kp_record *r : cand)
-        if (optimizable(r))
-            go.push_back(r);
+        if (optimizable(r)) go.push_back(r);
     optimize(go);
     // Keep the OPTIMIZED flag on every probe of an optimized record (new ones included) and
     // its detour's weight in line with its handlers.

@@ -21,9 +21,11 @@
 
 #include <csignal>
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
-namespace {
+namespace
+{
 
 // The probes of one hit whose pre phase ran (they were enabled when the pre handlers were
 // called) and that have a post handler: only they get their post handler after the step, so
@@ -35,17 +37,14 @@ struct post_set {
     struct kprobe *kp[capacity];
     void add(struct kprobe *p) noexcept
     {
-        if (n < capacity)
-            kp[n] = p;
+        if (n < capacity) kp[n] = p;
         ++n;
     }
     bool has(const struct kprobe *p) const noexcept
     {
-        if (n > capacity)
-            return true;
+        if (n > capacity) return true;
         for (uint32_t i = 0; i < n; ++i)
-            if (kp[i] == p)
-                return true;
+            if (kp[i] == p) return true;
         return false;
     }
     bool empty() const noexcept { return n == 0; }
@@ -72,7 +71,7 @@ struct ss_entry {
 struct kp_thread {
     uint32_t depth; // > 0 while this thread runs the hook (handlers included)
     uint32_t ss_n;
-    ss_entry ss[16]; // pending ss copies (nested by signals), innermost last
+    ss_entry ss[16];                // pending ss copies (nested by signals), innermost last
     struct ftrace_regs *int3_fregs; // the fregs a kretprobe int3 entry hands to dispatch
 };
 
@@ -101,8 +100,7 @@ DPROBE_NOPROBE bool pop_ss(kp_record *rec, post_set *post = nullptr) noexcept
     for (uint32_t i = th.ss_n; i-- > 0;) {
         if (th.ss[i].rec == rec) {
             const ss_entry &e = th.ss[i];
-            if (post)
-                post->copy_from(e.post);
+            if (post) post->copy_from(e.post);
             th.ss_n = i;
             return e.reenter;
         }
@@ -112,8 +110,7 @@ DPROBE_NOPROBE bool pop_ss(kp_record *rec, post_set *post = nullptr) noexcept
 
 DPROBE_NOPROBE void count_missed(const kp_children *cl) noexcept
 {
-    if (!cl)
-        return;
+    if (!cl) return;
     for (uint32_t i = 0; i < cl->n; ++i)
         __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
 }
@@ -129,8 +126,7 @@ DPROBE_NOPROBE bool emulate_branch(const kp_record *rec, struct pt_regs *regs) n
         if (i.is_rip_relative)
             ea = i.rip_target;
         else {
-            if (i.ind_reg >= 0)
-                ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_reg];
+            if (i.ind_reg >= 0) ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_reg];
             if (i.ind_index >= 0)
                 ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_index] * i.ind_scale;
         }
@@ -170,8 +166,7 @@ DPROBE_NOPROBE void run_post_handlers(task_ctx *t, const kp_children *cl, struct
     t->kprobe_status = KPROBE_HIT_SSDONE;
     for (uint32_t i = 0; i < cl->n; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind != kind_kprobe || !p->post_handler || !child_enabled(p) ||
-            !post.has(p))
+        if (p->ainsn.kind != kind_kprobe || !p->post_handler || !child_enabled(p) || !post.has(p))
             continue;
         t->current_kprobe = p;
         p->post_handler(p, regs, 0);
@@ -189,8 +184,7 @@ DPROBE_NOPROBE uintptr_t continue_at(const kp_record *rec, uintptr_t next) noexc
         (rec->opt_copy.load(std::memory_order_acquire) ||
          rec->optimized.load(std::memory_order_acquire)) &&
         next > op->addr && next < op->addr + op->len)
-        if (const uintptr_t to = op->d.copy_of(next))
-            return to;
+        if (const uintptr_t to = op->d.copy_of(next)) return to;
     return next;
 }
 
@@ -205,13 +199,11 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     // probe is being written over NEXT (the post handler that kept that probe on int3 just
     // left) must go to the detour's copy, and the optimizer waits for this thread, after
     // publishing opt_copy, before it writes the jmp.
-    if (t)
-        kp_enter(t);
+    if (t) kp_enter(t);
     const uintptr_t next = continue_at(rec, rec->insn.next());
     if (!t || reenter || th.depth > 1 || kprobe_busy_on(t)) {
         arch::uc_set_ip(uc, next);
-        if (t)
-            kp_leave(t);
+        if (t) kp_leave(t);
         return true;
     }
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
@@ -237,18 +229,22 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
 // handler): only the outermost level moves the sequence number.
 DPROBE_NOPROBE void kp_enter(task_ctx *t) noexcept
 {
-    if (tls_kp.depth++ == 0)
-        kp_read_lock(t);
+    if (tls_kp.depth++ == 0) kp_read_lock(t);
 }
 
 DPROBE_NOPROBE void kp_leave(task_ctx *t) noexcept
 {
-    if (--tls_kp.depth == 0)
-        kp_read_unlock(t);
+    if (--tls_kp.depth == 0) kp_read_unlock(t);
 }
 
-DPROBE_NOPROBE struct ftrace_regs *int3_fregs() noexcept { return tls_kp.int3_fregs; }
-DPROBE_NOPROBE void set_int3_fregs(struct ftrace_regs *f) noexcept { tls_kp.int3_fregs = f; }
+DPROBE_NOPROBE struct ftrace_regs *int3_fregs() noexcept
+{
+    return tls_kp.int3_fregs;
+}
+DPROBE_NOPROBE void set_int3_fregs(struct ftrace_regs *f) noexcept
+{
+    tls_kp.int3_fregs = f;
+}
 
 DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
 {
@@ -257,8 +253,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     const uintptr_t at = arch::uc_ip(uc) - 1;
     kp_record *rec = lookup_record(at);
     if (!rec) {
-        if (kp_record *ss = lookup_ss_record(at))
-            return ss_done(ss, uc);
+        if (kp_record *ss = lookup_ss_record(at)) return ss_done(ss, uc);
         return false;
     }
     kp_thread &th = tls_kp;
@@ -310,11 +305,9 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (!child_enabled(p))
-            continue;
+        if (!child_enabled(p)) continue;
         t->current_kprobe = p;
-        if (p->ainsn.kind == kind_kprobe && p->post_handler)
-            post.add(p);
+        if (p->ainsn.kind == kind_kprobe && p->post_handler) post.add(p);
         if (p->ainsn.kind == kind_kretprobe) {
             kretprobe_int3_entry(container_of_kretprobe(p), &regs, uc);
             regs.ip = at + 1;
@@ -325,8 +318,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     if (skip) {
         arch::pt_regs_to_uc(&regs, uc);
     } else if (rec->emulate && emulate_branch(rec, &regs)) {
-        if (!post.empty())
-            run_post_handlers(t, cl, &regs, post);
+        if (!post.empty()) run_post_handlers(t, cl, &regs, post);
         arch::pt_regs_to_uc(&regs, uc);
     } else if (const uintptr_t copy = rec->opt_copy.load(std::memory_order_acquire);
                copy && post.empty()) {
@@ -349,15 +341,16 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     return true;
 }
 
-namespace {
+namespace
+{
 
 // The optimized hit (the kernel's optimized_callback()). LIGHT: called from a light detour,
 // which saved no extended state: answers 1, before any handler ran, when the list of probes
 // holds one whose handler is not known to leave that state alone (it joined after the
 // detour went light); the detour then saves it and calls the full version.
 template <bool light, bool vector = false>
-DPROBE_NOPROBE __attribute__((always_inline)) inline int
-opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
+DPROBE_NOPROBE __attribute__((always_inline)) inline int opt_hit(task_ctx *t, kp_record *rec,
+                                                                 struct pt_regs *regs) noexcept
 {
     kp_enter(t);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
@@ -376,21 +369,17 @@ opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
     count_opt_hit(t);
     const unsigned long ip = regs->ip;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
-    if (light)
-        ++dprobe_ext_unsaved; // fprobes hit by the handlers save it themselves
+    if (light) ++dprobe_ext_unsaved; // fprobes hit by the handlers save it themselves
     for (uint32_t i = 0; i < cl->n; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
-            continue;
+        if (p->ainsn.kind != kind_kprobe || !child_enabled(p)) continue;
         t->current_kprobe = p;
         // A non-zero return ends the chain (aggr_pre_handler); the ip it set is ignored.
         const bool stop = p->pre_handler && p->pre_handler(p, regs);
         regs->ip = ip;
-        if (stop)
-            break;
+        if (stop) break;
     }
-    if (light)
-        --dprobe_ext_unsaved;
+    if (light) --dprobe_ext_unsaved;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
     kp_leave(t);
@@ -404,8 +393,7 @@ opt_hit(task_ctx *t, kp_record *rec, struct pt_regs *regs) noexcept
 DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
 {
     task_ctx *t = current_task_ctx();
-    if (likely(t))
-        opt_hit<false>(t, static_cast<kp_record *>(arg), regs);
+    if (likely(t)) opt_hit<false>(t, static_cast<kp_record *>(arg), regs);
 }
 
 // The same from a light detour (kp_children::all_ext_clean). A thread's first hit
@@ -413,8 +401,7 @@ DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
 DPROBE_NOPROBE int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noexcept
 {
     task_ctx *t = peek_task_ctx();
-    if (unlikely(!t))
-        return 1;
+    if (unlikely(!t)) return 1;
     return opt_hit<true>(t, static_cast<kp_record *>(arg), regs);
 }
 
@@ -424,8 +411,7 @@ DPROBE_NOPROBE int kprobe_opt_handler_light(void *arg, struct pt_regs *regs) noe
 DPROBE_NOPROBE int kprobe_opt_handler_vec(void *arg, struct pt_regs *regs) noexcept
 {
     task_ctx *t = peek_task_ctx();
-    if (unlikely(!t))
-        return 1;
+    if (unlikely(!t)) return 1;
     return opt_hit<false, true>(t, static_cast<kp_record *>(arg), regs);
 }
 
@@ -435,8 +421,7 @@ DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
 {
     const uintptr_t ip = arch::uc_ip(uc);
     for (kp_record *r = first_record(); r; r = r->all_next) {
-        if (!r->slot)
-            continue;
+        if (!r->slot) continue;
         if (r->boostable && ip == r->boost_addr) {
             arch::uc_set_ip(uc, r->addr);
             break;
@@ -473,8 +458,7 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     auto *rec = static_cast<kp_record *>(ops->priv);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     task_ctx *t = peek_task_ctx();
-    if (!cl || !t)
-        return 1;
+    if (!cl || !t) return 1;
     if (kprobe_busy_on(t)) {
         for (uint32_t i = 0; i < cl->n; ++i)
             if (cl->kp[i]->ainsn.kind == kind_kprobe)
@@ -490,19 +474,16 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind != kind_kprobe || !child_enabled(p))
-            continue;
+        if (p->ainsn.kind != kind_kprobe || !child_enabled(p)) continue;
         t->current_kprobe = p;
-        if (p->post_handler)
-            post.add(p);
+        if (p->post_handler) post.add(p);
         if (p->pre_handler && p->pre_handler(p, regs))
             skip = true; // the trampoline continues at the handler's regs->ip
     }
     if (!skip) {
         // Emulate stepping over the site's NOP.
         regs->ip = ip + rec->site->len;
-        if (!post.empty())
-            run_post_handlers(t, cl, regs, post);
+        if (!post.empty()) run_post_handlers(t, cl, regs, post);
         regs->ip = orig_ip;
     }
     fregs_undo_pt_regs(fregs, snap);

@@ -19,10 +19,10 @@
 // once and reused. The jmp replaces the int3 and the following bytes (KPROBE_FLAG_OPTIMIZED
 // on the probes, printed by kprobes_list_text()) and is undone (int3 + original tail) before
 // the record is disarmed, before a probe is armed inside the region, and when a post handler
-// joins; recover_original_bytes() returns the bytes under the jmp. The int3 hook keeps working for a thread that trapped before the jmp
-// was written (it restarts at the address, or, inside another record's region, at the
-// detour's copy of the instruction); opt_copy and the boost copy's indirect return keep
-// threads that are between the hook and the original code off the jmp's bytes.
+// joins; recover_original_bytes() returns the bytes under the jmp. The int3 hook keeps working for
+// a thread that trapped before the jmp was written (it restarts at the address, or, inside another
+// record's region, at the detour's copy of the instruction); opt_copy and the boost copy's indirect
+// return keep threads that are between the hook and the original code off the jmp's bytes.
 #pragma once
 
 #include "arch/x86_64/insn.h"
@@ -44,7 +44,8 @@
 #include <mutex>
 #include <string>
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
 enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1 };
 
@@ -136,8 +137,9 @@ bool opt_allowed(const kp_record *rec);
 void set_opt_flags(kp_record *rec, bool on);
 
 // A set of records whose arming must be brought in line with their probes (kprobe_arm.cpp).
-class arm_batch {
-public:
+class arm_batch
+{
+  public:
     // REC's probes, or their states, changed.
     void add(kp_record *rec) { recs_.push_back(rec); }
     // A knob changed: every record.
@@ -151,7 +153,7 @@ public:
     // kernel's optimizer does). The records' flags always say what the text holds.
     int commit();
 
-private:
+  private:
     std::vector<kp_record *> recs_;
     std::vector<struct kretprobe *> departed_;
     bool all_ = false;
@@ -177,15 +179,13 @@ inline unsigned long kp_seq(task_ctx *t, std::memory_order mo) noexcept
 }
 inline void kp_read_lock(task_ctx *t) noexcept
 {
-    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
+    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 inline void kp_read_unlock(task_ctx *t) noexcept
 {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1,
-                        std::memory_order_release);
+    kp_seq_ref(t).store(kp_seq(t, std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 // Nesting-aware read side for the kprobe layer's code (kprobe_int3.cpp).
 void kp_enter(task_ctx *t) noexcept;
@@ -251,7 +251,7 @@ inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) no
 }
 
 // kretprobe registration steps (kretprobe.cpp), under kprobe_mutex().
-int kretprobe_prepare(struct kretprobe *rp);          // checks, ctl allocation
+int kretprobe_prepare(struct kretprobe *rp); // checks, ctl allocation
 void kretprobe_set_site_ip(struct kretprobe *rp, uintptr_t ip);
 void kretprobe_sync(struct kretprobe *rp, bool want); // ftrace mode: attach/detach its ops
 // The same as a pair for a batch (ftrace_ops_attach_each): false when RP is as WANT already.

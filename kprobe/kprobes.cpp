@@ -28,9 +28,11 @@
 #include <unordered_set>
 #include <vector>
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
-namespace {
+namespace
+{
 
 // The hooks' lock-free tables (records are never removed from them): 16K buckets keep
 // chains short with 100,000 probed addresses; pages are touched only as they fill.
@@ -65,8 +67,7 @@ std::unordered_map<const kp_record *, record_info> infos;
 
 void install_hooks()
 {
-    if (hooks_installed)
-        return;
+    if (hooks_installed) return;
     signal_chain_add_hook(SIGTRAP, kprobe_trap_hook);
     // The int3 hook reads branch targets with the nofault copy before emulating.
     signal_chain_add_hook(SIGSEGV, uaccess_fixup_fault);
@@ -80,8 +81,7 @@ kp_record *find_live_record(uintptr_t addr)
 {
     auto [lo, hi] = registry().by_addr.equal_range(addr);
     for (auto it = lo; it != hi; ++it)
-        if (!it->second->gone.load(std::memory_order_relaxed))
-            return it->second;
+        if (!it->second->gone.load(std::memory_order_relaxed)) return it->second;
     return nullptr;
 }
 
@@ -90,16 +90,12 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
     uint32_t n = old ? old->n : 0;
     std::vector<struct kprobe *> v;
     for (uint32_t i = 0; i < n; ++i)
-        if (old->kp[i] != drop)
-            v.push_back(old->kp[i]);
-    if (add)
-        v.push_back(add);
-    if (v.empty())
-        return nullptr;
+        if (old->kp[i] != drop) v.push_back(old->kp[i]);
+    if (add) v.push_back(add);
+    if (v.empty()) return nullptr;
     auto *cl = static_cast<kp_children *>(
         std::malloc(sizeof(kp_children) + v.size() * sizeof(struct kprobe *)));
-    if (!cl)
-        throw std::bad_alloc();
+    if (!cl) throw std::bad_alloc();
     cl->n = static_cast<uint32_t>(v.size());
     cl->any_post = false;
     cl->all_ext_clean = true;
@@ -111,10 +107,9 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
     for (struct kprobe *p : v) {
         cl->any_post |= p->ainsn.kind == kind_kprobe && p->post_handler;
         if (p->ainsn.kind == kind_kprobe && p->pre_handler)
-            cl->all_ext_clean &=
-                arch::ext_state_clean(reinterpret_cast<uintptr_t>(p->pre_handler));
-        cl->all_vec_clean &= p->ainsn.kind == kind_kprobe && vec_clean(p->pre_handler) &&
-                             vec_clean(p->post_handler);
+            cl->all_ext_clean &= arch::ext_state_clean(reinterpret_cast<uintptr_t>(p->pre_handler));
+        cl->all_vec_clean &=
+            p->ainsn.kind == kind_kprobe && vec_clean(p->pre_handler) && vec_clean(p->post_handler);
     }
     std::copy(v.begin(), v.end(), cl->kp);
     return cl;
@@ -122,8 +117,7 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
 
 void retire_children(kp_children *cl)
 {
-    if (cl)
-        garbage.push_back(cl);
+    if (cl) garbage.push_back(cl);
 }
 
 void unindex_record(kp_record *r)
@@ -142,15 +136,13 @@ void refresh_gone()
 {
     ftrace_update_objects();
     auto objs = kallsyms::instance().objects();
-    if (objs == objects_seen)
-        return; // no object came or went since the last look
+    if (objs == objects_seen) return; // no object came or went since the last look
     objects_seen = objs;
     std::unordered_set<uint64_t> ids;
     for (const auto &o : *objs)
         ids.insert(o->id);
     for (kp_record *r = all_records.load(); r; r = r->all_next) {
-        if (r->gone.load() || ids.count(r->obj_id))
-            continue;
+        if (r->gone.load() || ids.count(r->obj_id)) continue;
         r->gone.store(true);
         unindex_record(r);
         const kp_children *cl = r->children.load();
@@ -180,27 +172,26 @@ struct resolved {
     bool on_entry = false;
 };
 
-bool is_func(const ksym *s) { return s->type == STT_FUNC || s->type == STT_GNU_IFUNC; }
+bool is_func(const ksym *s)
+{
+    return s->type == STT_FUNC || s->type == STT_GNU_IFUNC;
+}
 
 // The kernel's _kprobe_addr() + arch_adjust_kprobe_addr().
-int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long offset,
-            resolved &r)
+int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long offset, resolved &r)
 {
-    if ((addr && symbol_name) || (!addr && !symbol_name))
-        return -EINVAL;
+    if ((addr && symbol_name) || (!addr && !symbol_name)) return -EINVAL;
     auto &ks = kallsyms::instance();
     const ksym *s = nullptr;
     if (symbol_name) {
         auto hits = ks.lookup_func(symbol_name);
-        if (hits.empty())
-            return -ENOENT;
+        if (hits.empty()) return -ENOENT;
         s = hits.front().sym;
         r.obj = hits.front().obj;
         if (s->type == STT_GNU_IFUNC) {
             // The symbol is the resolver; probe the implementation the program calls.
             std::string_view bare = symbol_name;
-            if (auto c = bare.find(':'); c != std::string_view::npos)
-                bare.remove_prefix(c + 1);
+            if (auto c = bare.find(':'); c != std::string_view::npos) bare.remove_prefix(c + 1);
             if (void *impl = dlsym(RTLD_DEFAULT, std::string(bare).c_str())) {
                 const auto ia = reinterpret_cast<uintptr_t>(impl);
                 auto h = ks.lookup_addr(ia);
@@ -215,8 +206,7 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
                     r.fsize = arch::KPROBE_ENTRY_SPAN;
                     r.sym = std::string(bare);
                     offset = arch::adjust_kprobe_offset(ia, r.fsize, offset, &r.on_entry);
-                    if (!r.on_entry)
-                        return -EINVAL;
+                    if (!r.on_entry) return -EINVAL;
                     r.addr = ia + offset;
                     return 0;
                 }
@@ -226,8 +216,9 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
     // An address, or sym+offset past the symbol's end: the function that contains it (as
     // the kernel's _kprobe_addr() re-derives the symbol of sym+offset); in a stripped
     // object, the function its call-frame information bounds.
-    uintptr_t at = !symbol_name ? reinterpret_cast<uintptr_t>(addr)
-                                : offset >= s->size ? s->addr + offset : 0;
+    uintptr_t at = !symbol_name        ? reinterpret_cast<uintptr_t>(addr)
+                   : offset >= s->size ? s->addr + offset
+                                       : 0;
     if (at) {
         auto h = ks.lookup_addr(at);
         if (h && is_func(h->sym)) {
@@ -249,8 +240,7 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
         r.sym = s->name;
     }
     offset = arch::adjust_kprobe_offset(r.func, r.fsize, offset, &r.on_entry);
-    if (offset >= r.fsize)
-        return -EINVAL;
+    if (offset >= r.fsize) return -EINVAL;
     r.addr = r.func + offset;
     return 0;
 }
@@ -260,12 +250,10 @@ int build_int3_record(const resolved &r, kp_record *rec)
     std::vector<uint8_t> code(r.fsize);
     std::memcpy(code.data(), reinterpret_cast<const void *>(r.func), r.fsize);
     recover_original_bytes(r.func, code.data(), code.size());
-    if (!arch::insn_boundary(code.data(), r.func, r.fsize, r.addr))
-        return -EINVAL;
+    if (!arch::insn_boundary(code.data(), r.func, r.fsize, r.addr)) return -EINVAL;
     const size_t off = r.addr - r.func;
     auto i = arch::insn_decode(code.data() + off, code.size() - off, r.addr);
-    if (!i)
-        return -EINVAL;
+    if (!i) return -EINVAL;
     const bool emu = arch::insn_can_emulate(*i);
     if (!emu) {
         switch (i->k) {
@@ -276,8 +264,7 @@ int build_int3_record(const resolved &r, kp_record *rec)
         default:
             break;
         }
-        if (arch::insn_ool_refusal(*i))
-            return -EINVAL;
+        if (arch::insn_ool_refusal(*i)) return -EINVAL;
     }
     rec->insn = *i;
     rec->opcode = code[off];
@@ -293,8 +280,7 @@ int build_int3_record(const resolved &r, kp_record *rec)
         hi = std::max(hi, i->branch_target);
     }
     exec_chunk slot = exec_alloc(lo, hi, arch::KPROBE_SLOT_SIZE);
-    if (!slot)
-        return emu && !i->ind_is_mem ? 0 : -ENOMEM;
+    if (!slot) return emu && !i->ind_is_mem ? 0 : -ENOMEM;
     // arch_prepare_kprobe(): the boost copy (copy + jmp back through a word the optimizer
     // points into its detour when the jmp it writes covers where the copy would return, so a
     // thread already on its way there lands somewhere valid), and for instructions that fall
@@ -339,8 +325,7 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
     rec->func = r.func;
     rec->fsize = r.fsize;
     ftrace_site *s = ftrace_location(r.func);
-    if (!s)
-        s = ftrace_location(r.addr);
+    if (!s) s = ftrace_location(r.addr);
     if (!s && kind == kind_kretprobe && registry().optimization_on && r.on_entry &&
         !int3_probe_near(r.addr)) {
         // A function without a compiled-in site: ride on a jump site (no trap) when its entry
@@ -348,15 +333,13 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
         // else the int3 entry below. (Not over int3 probes: the jump site's
         // detour copies the entry's live bytes.)
         s = ftrace_location_or_jump(r.func);
-        if (s && (s->gone || !s->usable || s->ip != r.addr))
-            s = nullptr;
+        if (s && (s->gone || !s->usable || s->ip != r.addr)) s = nullptr;
     }
     if (s && !s->gone && r.addr > s->ip && r.addr < s->ip + s->len) {
         // Inside the site's NOP (the kernel's check_ftrace_location). A jump site nobody
         // uses has written nothing: the int3 probe may go there (and keeps kretprobes on
         // the int3 entry while it exists, see int3_probe_near).
-        if (s->kind != site_kind::jump || s->patched)
-            return -EILSEQ;
+        if (s->kind != site_kind::jump || s->patched) return -EILSEQ;
         s = nullptr;
     }
     if (s && !s->gone && s->usable && s->ip == r.addr) {
@@ -372,13 +355,11 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
     record_info info;
     info.sym = r.sym;
     info.sym_addr = r.func;
-    if (!r.obj->is_main)
-        info.modname = r.obj->name;
+    if (!r.obj->is_main) info.modname = r.obj->name;
     kp_record *p = rec.release();
     infos[p] = std::move(info);
     publish_record(p);
-    if (p->has_ss)
-        publish_ss(p);
+    if (p->has_ss) publish_ss(p);
     *out = p;
     return 0;
 }
@@ -389,10 +370,8 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
 
 DPROBE_NOPROBE kp_record *lookup_record(uintptr_t addr) noexcept
 {
-    for (kp_record *r = by_addr[bucket(addr)].load(std::memory_order_acquire); r;
-         r = r->hash_next)
-        if (r->addr == addr && r->mode == kp_mode::int3 &&
-            !r->gone.load(std::memory_order_relaxed))
+    for (kp_record *r = by_addr[bucket(addr)].load(std::memory_order_acquire); r; r = r->hash_next)
+        if (r->addr == addr && r->mode == kp_mode::int3 && !r->gone.load(std::memory_order_relaxed))
             return r;
     return nullptr;
 }
@@ -401,8 +380,7 @@ DPROBE_NOPROBE kp_record *lookup_ss_record(uintptr_t int3_addr) noexcept
 {
     for (kp_record *r = by_ss[bucket(int3_addr)].load(std::memory_order_acquire); r;
          r = r->ss_hash_next)
-        if (r->ss_int3 == int3_addr)
-            return r;
+        if (r->ss_int3 == int3_addr) return r;
     return nullptr;
 }
 
@@ -443,11 +421,9 @@ void kprobe_synchronize()
     synchronize_dispatch();
     task_ctx *self = peek_task_ctx();
     for (task_ctx *t = task_ctx_list(); t; t = t->next) {
-        if (t == self)
-            continue;
+        if (t == self) continue;
         const uintptr_t s = kp_seq(t, std::memory_order_acquire);
-        if (!(s & 1))
-            continue;
+        if (!(s & 1)) continue;
         while (kp_seq(t, std::memory_order_acquire) == s &&
                t->in_use.load(std::memory_order_acquire))
             sched_yield();
@@ -486,8 +462,7 @@ void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
 {
     const uintptr_t lo = addr > max_region_len ? addr - max_region_len : 0;
     for_each_record_in(lo, addr + len, [&](const kp_record *r) {
-        if (r->mode != kp_mode::int3)
-            return;
+        if (r->mode != kp_mode::int3) return;
         if (r->optimized.load()) {
             // The jmp (and the int3 filler after it) covers the whole region.
             for (size_t i = 0; i < r->opt->len; ++i)
@@ -499,9 +474,13 @@ void recover_original_bytes(uintptr_t addr, uint8_t *buf, size_t len)
     });
 }
 
-bool kprobe_registered_locked(const struct kprobe *p) { return registered.count(p) != 0; }
+bool kprobe_registered_locked(const struct kprobe *p)
+{
+    return registered.count(p) != 0;
+}
 
-namespace {
+namespace
+{
 
 // Takes P off its record (unregistration, or a batch rolled back); the caller commits B.
 void remove_child(struct kprobe *p, arm_batch &b)
@@ -511,8 +490,7 @@ void remove_child(struct kprobe *p, arm_batch &b)
     rec->children.store(make_children(old, nullptr, p), std::memory_order_release);
     retire_children(old);
     registered.erase(p);
-    if (p->ainsn.kind == kind_kretprobe)
-        b.depart(container_of_kretprobe(p));
+    if (p->ainsn.kind == kind_kretprobe) b.depart(container_of_kretprobe(p));
     b.add(rec);
 }
 
@@ -520,31 +498,23 @@ void remove_child(struct kprobe *p, arm_batch &b)
 // P among its probes. Arming is the caller's batch.
 int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
 {
-    if (registered.count(p))
-        return -EEXIST;
+    if (registered.count(p)) return -EEXIST;
     resolved r;
-    if (int err = resolve(p->addr, p->symbol_name, p->offset, r))
-        return err;
+    if (int err = resolve(p->addr, p->symbol_name, p->offset, r)) return err;
     p->addr = reinterpret_cast<kprobe_opcode_t *>(r.addr);
     p->flags &= KPROBE_FLAG_DISABLED;
-    if (r.on_entry)
-        p->flags |= KPROBE_FLAG_ON_FUNC_ENTRY;
-    if (!r.obj->is_text(r.addr))
-        return -EINVAL;
-    if (in_blacklist(r.addr))
-        return -EINVAL;
+    if (r.on_entry) p->flags |= KPROBE_FLAG_ON_FUNC_ENTRY;
+    if (!r.obj->is_text(r.addr)) return -EINVAL;
+    if (in_blacklist(r.addr)) return -EINVAL;
     kp_record *rec = find_live_record(r.addr);
     if (!rec)
-        if (int err = create_record(r, kind, &rec))
-            return err;
-    if (kind == kind_kretprobe)
-        kretprobe_set_site_ip(container_of_kretprobe(p), r.addr);
+        if (int err = create_record(r, kind, &rec)) return err;
+    if (kind == kind_kretprobe) kretprobe_set_site_ip(container_of_kretprobe(p), r.addr);
     p->opcode = rec->opcode;
     p->ainsn.rec = rec;
     p->ainsn.kind = kind;
     p->ainsn.boostable = rec->boostable && !rec->emulate;
-    if (rec->mode == kp_mode::ftrace)
-        p->flags |= KPROBE_FLAG_FTRACE;
+    if (rec->mode == kp_mode::ftrace) p->flags |= KPROBE_FLAG_FTRACE;
     p->nmissed = 0;
     kp_children *old = rec->children.load(std::memory_order_relaxed);
     rec->children.store(make_children(old, p, nullptr), std::memory_order_release);
@@ -583,14 +553,12 @@ int register_kprobes_locked(struct kprobe *const *kps, int num, child_kind kind)
             done.push_back(kps[i]);
     }
     // Every probe armed at once: one text patch per step, one stop for the jmps.
-    if (!err)
-        err = b.commit();
+    if (!err) err = b.commit();
     if (err) {
         remove_probes(done);
         return err;
     }
-    if (garbage.size() > 64)
-        synchronize_and_collect();
+    if (garbage.size() > 64) synchronize_and_collect();
     return 0;
 }
 
@@ -602,15 +570,12 @@ void unregister_kprobes_locked(struct kprobe *const *kps, int num)
     std::vector<struct kretprobe *> krps;
     for (int n = 0; n < num; ++n) {
         struct kprobe *p = kps[n];
-        if (!p || !registered.count(p))
-            continue; // unknown: silently ignored, as in the kernel
+        if (!p || !registered.count(p)) continue; // unknown: silently ignored, as in the kernel
         remove_child(p, b);
         done.push_back(p);
-        if (p->ainsn.kind == kind_kretprobe)
-            krps.push_back(container_of_kretprobe(p));
+        if (p->ainsn.kind == kind_kretprobe) krps.push_back(container_of_kretprobe(p));
     }
-    if (done.empty())
-        return;
+    if (done.empty()) return;
     b.commit();
     synchronize_and_collect();
     kretprobes_release(krps);
@@ -644,8 +609,7 @@ int set_kprobes_disabled(struct kprobe *const *kps, int num, bool disable)
         // was disarmed stays so, and the flags say it).
         arm_batch undo;
         for (auto &[p, was] : saved) {
-            if (was)
-                __atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
+            if (was) __atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
             undo.add(static_cast<kp_record *>(p->ainsn.rec));
         }
         undo.commit();
@@ -662,15 +626,13 @@ extern "C" {
 
 int register_kprobe(struct kprobe *p)
 {
-    if (!p)
-        return -EINVAL;
+    if (!p) return -EINVAL;
     return register_kprobes(&p, 1);
 }
 
 void unregister_kprobe(struct kprobe *p)
 {
-    if (p)
-        unregister_kprobes(&p, 1);
+    if (p) unregister_kprobes(&p, 1);
 }
 
 // Checked and added one by one, in order (the first failure rolls every earlier one back),
@@ -678,16 +640,14 @@ void unregister_kprobe(struct kprobe *p)
 // the optimized ones, however many there are.
 int register_kprobes(struct kprobe **kps, int num)
 {
-    if (!kps || num <= 0)
-        return -EINVAL;
+    if (!kps || num <= 0) return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     return register_kprobes_locked(kps, num, kind_kprobe);
 }
 
 void unregister_kprobes(struct kprobe **kps, int num)
 {
-    if (!kps || num <= 0)
-        return;
+    if (!kps || num <= 0) return;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     unregister_kprobes_locked(kps, num);
 }
@@ -704,16 +664,14 @@ int enable_kprobe(struct kprobe *kp)
 
 int enable_kprobes(struct kprobe **kps, int num)
 {
-    if (!kps || num <= 0)
-        return -EINVAL;
+    if (!kps || num <= 0) return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     return set_kprobes_disabled(kps, num, false);
 }
 
 int disable_kprobes(struct kprobe **kps, int num)
 {
-    if (!kps || num <= 0)
-        return -EINVAL;
+    if (!kps || num <= 0) return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     return set_kprobes_disabled(kps, num, true);
 }
@@ -721,19 +679,15 @@ int disable_kprobes(struct kprobe **kps, int num)
 DPROBE_NOPROBE struct kprobe *get_kprobe(void *addr)
 {
     task_ctx *t = current_task_ctx();
-    if (t)
-        kp_enter(t);
+    if (t) kp_enter(t);
     struct kprobe *p = nullptr;
     const auto a = reinterpret_cast<uintptr_t>(addr);
     for (kp_record *r = by_addr[bucket(a)].load(std::memory_order_acquire); r && !p;
          r = r->hash_next) {
-        if (r->addr != a || r->gone.load(std::memory_order_relaxed))
-            continue;
-        if (const kp_children *cl = r->children.load(std::memory_order_acquire))
-            p = cl->kp[0];
+        if (r->addr != a || r->gone.load(std::memory_order_relaxed)) continue;
+        if (const kp_children *cl = r->children.load(std::memory_order_acquire)) p = cl->kp[0];
     }
-    if (t)
-        kp_leave(t);
+    if (t) kp_leave(t);
     return p;
 }
 
@@ -764,10 +718,8 @@ int kprobe_on_func_entry(kprobe_opcode_t *addr, const char *sym, unsigned long o
     ftrace_update_objects();
     resolved r;
     int err = resolve(addr, sym, offset, r);
-    if (err == -ENOENT)
-        return -ENOENT;
-    if (err || !r.on_entry)
-        return -EINVAL;
+    if (err == -ENOENT) return -ENOENT;
+    if (err || !r.on_entry) return -EINVAL;
     return 0;
 }
 
@@ -776,8 +728,7 @@ int kprobe_insn_boundary(kprobe_opcode_t *addr, const char *sym, unsigned long o
     std::lock_guard<std::mutex> g(kprobe_mutex());
     ftrace_update_objects();
     resolved r;
-    if (int err = resolve(addr, sym, offset, r))
-        return err;
+    if (int err = resolve(addr, sym, offset, r)) return err;
     std::vector<uint8_t> code(r.fsize);
     std::memcpy(code.data(), reinterpret_cast<const void *>(r.func), r.fsize);
     recover_original_bytes(r.func, code.data(), code.size());
@@ -817,8 +768,7 @@ int kprobes_enabled(void)
 
 int kprobes_set_optimization(int on)
 {
-    if (on != 0 && on != 1)
-        return -EINVAL;
+    if (on != 0 && on != 1) return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     refresh_gone();
     registry().optimization_on = on;
@@ -836,7 +786,8 @@ int kprobes_optimization(void)
 
 } // extern "C"
 
-namespace dprobe {
+namespace dprobe
+{
 
 // report_probe() of kernel/kprobes.c.
 std::string kprobes_list_text()
@@ -845,8 +796,7 @@ std::string kprobes_list_text()
     refresh_gone();
     std::vector<kp_record *> recs;
     for (kp_record *r = all_records.load(); r; r = r->all_next)
-        if (r->children.load())
-            recs.push_back(r);
+        if (r->children.load()) recs.push_back(r);
     std::sort(recs.begin(), recs.end(),
               [](const kp_record *a, const kp_record *b) { return a->addr < b->addr; });
     std::string out;
@@ -871,14 +821,11 @@ std::string kprobes_list_text()
             }
             out.append(line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
             const unsigned f = p->flags;
-            if (f & KPROBE_FLAG_GONE)
-                out += "[GONE]";
-            if ((f & KPROBE_FLAG_DISABLED) && !(f & KPROBE_FLAG_GONE))
-                out += "[DISABLED]";
+            if (f & KPROBE_FLAG_GONE) out += "[GONE]";
+            if ((f & KPROBE_FLAG_DISABLED) && !(f & KPROBE_FLAG_GONE)) out += "[DISABLED]";
             if ((f & KPROBE_FLAG_OPTIMIZED) && !(f & (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE)))
                 out += "[OPTIMIZED]";
-            if (f & KPROBE_FLAG_FTRACE)
-                out += "[FTRACE]";
+            if (f & KPROBE_FLAG_FTRACE) out += "[FTRACE]";
             out += '\n';
         }
     }
@@ -888,25 +835,19 @@ std::string kprobes_list_text()
 std::string kprobe_optimization_status(const struct kprobe *p)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    if (!registered.count(p))
-        return "not registered";
+    if (!registered.count(p)) return "not registered";
     auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
-    if (rec->mode != kp_mode::int3)
-        return "on a patch site (no trap to optimize)";
-    if (rec->optimized.load())
-        return "optimized";
-    if (rec->opt_refused)
-        return rec->opt_why;
-    if (!registry().optimization_on)
-        return "optimization is off";
-    if (!opt_allowed(rec))
-        return "a post handler, a kretprobe, or kprobes disabled";
-    if (!rec->armed.load())
-        return "disabled";
+    if (rec->mode != kp_mode::int3) return "on a patch site (no trap to optimize)";
+    if (rec->optimized.load()) return "optimized";
+    if (rec->opt_refused) return rec->opt_why;
+    if (!registry().optimization_on) return "optimization is off";
+    if (!opt_allowed(rec)) return "a post handler, a kretprobe, or kprobes disabled";
+    if (!rec->armed.load()) return "disabled";
     return "another probe inside the region";
 }
 
-namespace kp {
+namespace kp
+{
 
 unsigned long opt_hits_total() noexcept
 {
@@ -919,8 +860,7 @@ unsigned long opt_hits_total() noexcept
 bool kprobe_light_detour(const struct kprobe *p)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    if (!registered.count(p))
-        return false;
+    if (!registered.count(p)) return false;
     auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
     return rec->mode == kp_mode::int3 && rec->optimized.load() && rec->opt && rec->opt->light;
 }
@@ -928,8 +868,7 @@ bool kprobe_light_detour(const struct kprobe *p)
 bool kprobe_vector_detour(const struct kprobe *p)
 {
     std::lock_guard<std::mutex> g(kprobe_mutex());
-    if (!registered.count(p))
-        return false;
+    if (!registered.count(p)) return false;
     auto *rec = static_cast<const kp_record *>(p->ainsn.rec);
     return rec->mode == kp_mode::int3 && rec->optimized.load() && rec->opt &&
            rec->opt->mode == arch::optprobe_mode::vector;

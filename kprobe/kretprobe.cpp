@@ -19,7 +19,8 @@
 #include <unistd.h>
 #include <vector>
 
-namespace dprobe::kp {
+namespace dprobe::kp
+{
 
 struct kretprobe_ctl {
     ftrace_ops ops;
@@ -31,7 +32,8 @@ struct kretprobe_ctl {
     kretprobe_ctl *next_free = nullptr;
 };
 
-namespace {
+namespace
+{
 
 kretprobe_ctl *free_ctls; // under kprobe_mutex()
 
@@ -81,8 +83,7 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     const bool from_int3 = fregs == int3_fregs();
     if (!from_int3) {
         // On a site: the kprobe checks the int3 hook makes for the entry probe.
-        if (!t || !child_enabled(&rp->kp))
-            return 1;
+        if (!t || !child_enabled(&rp->kp)) return 1;
         if (kprobe_busy_on(t)) {
             __atomic_add_fetch(&rp->kp.nmissed, 1, __ATOMIC_RELAXED);
             return 1;
@@ -102,8 +103,7 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
     }
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(parent_ip);
     ri->fp = reinterpret_cast<void *>(fregs->regs.sp);
-    if (!rp->entry_handler)
-        return 0;
+    if (!rp->entry_handler) return 0;
     // int3: the hook's registers (a real pt_regs, ip = addr + 1); site: the trampoline's.
     struct pt_regs *regs = &fregs->regs;
     unsigned long snap = 0, orig_ip = 0;
@@ -163,8 +163,7 @@ DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long,
 DPROBE_NOPROBE void krp_missed(ftrace_ops *ops)
 {
     auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
-    if (ctl->rp)
-        __atomic_add_fetch(&ctl->rp->kp.nmissed, 1, __ATOMIC_RELAXED);
+    if (ctl->rp) __atomic_add_fetch(&ctl->rp->kp.nmissed, 1, __ATOMIC_RELAXED);
 }
 
 // The function left without returning (longjmp, an exception, thread exit): the instance
@@ -173,8 +172,7 @@ DPROBE_NOPROBE void krp_unwound(ftrace_ops *ops, void *)
 {
     auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
     ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
-    if (ctl->rp)
-        __atomic_add_fetch(&ctl->rp->nmissed, 1, __ATOMIC_RELAXED);
+    if (ctl->rp) __atomic_add_fetch(&ctl->rp->nmissed, 1, __ATOMIC_RELAXED);
 }
 
 // krp_entry() was cut short by a jump out of a signal handler: the instance it reserved, if
@@ -183,8 +181,7 @@ DPROBE_NOPROBE void krp_abandoned(ftrace_ops *ops, void *data)
 {
     auto *ctl = static_cast<kretprobe_ctl *>(ops->priv);
     auto *ri = static_cast<struct kretprobe_instance *>(data);
-    if (!ri || !ri->rp)
-        return;
+    if (!ri || !ri->rp) return;
     ctl->inflight.fetch_sub(1, std::memory_order_relaxed);
     __atomic_add_fetch(&ri->rp->nmissed, 1, __ATOMIC_RELAXED);
 }
@@ -192,8 +189,7 @@ DPROBE_NOPROBE void krp_abandoned(ftrace_ops *ops, void *data)
 int default_maxactive()
 {
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    if (cpus < 1)
-        cpus = 1;
+    if (cpus < 1) cpus = 1;
     return static_cast<int>(cpus * 2 > 10 ? cpus * 2 : 10);
 }
 
@@ -218,12 +214,10 @@ void free_ctl(kretprobe_ctl *c)
 void sync_ftrace(kretprobe_ctl *ctl, bool want)
 {
     ftrace_site *s = record_site(&ctl->rp->kp);
-    if (!s)
-        return;
+    if (!s) return;
     if (want && !ctl->attached) {
         ftrace_site *one[1] = {s};
-        if (ftrace_ops_attach(&ctl->ops, one) == 0)
-            ctl->attached = s;
+        if (ftrace_ops_attach(&ctl->ops, one) == 0) ctl->attached = s;
     } else if (!want && ctl->attached) {
         ftrace_site *one[1] = {ctl->attached};
         ftrace_ops_detach(&ctl->ops, one);
@@ -233,12 +227,10 @@ void sync_ftrace(kretprobe_ctl *ctl, bool want)
 
 } // namespace
 
-DPROBE_NOPROBE void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs,
-                                         ucontext_t *uc)
+DPROBE_NOPROBE void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t *uc)
 {
     kretprobe_ctl *ctl = ctl_of(rp);
-    if (!ctl)
-        return;
+    if (!ctl) return;
     struct ftrace_regs fregs;
     auto *d = reinterpret_cast<unsigned long *>(&fregs.regs);
     const auto *s = reinterpret_cast<const unsigned long *>(regs);
@@ -258,18 +250,16 @@ DPROBE_NOPROBE void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *r
 
 int kretprobe_prepare(struct kretprobe *rp)
 {
-    if (rp->data_size > KRETPROBE_MAX_DATA_SIZE)
-        return -E2BIG;
+    if (rp->data_size > KRETPROBE_MAX_DATA_SIZE) return -E2BIG;
     kretprobe_ctl *ctl = alloc_ctl();
-    if (!ctl)
-        return -ENOMEM;
+    if (!ctl) return -ENOMEM;
     const size_t bytes = sizeof(struct kretprobe_instance) + rp->data_size;
     const auto words = static_cast<uint32_t>((bytes + sizeof(long) - 1) / sizeof(long));
     // The private site's users list: this ops alone (replaced if the size changed).
     site_users *u = ctl->psite.users.load(std::memory_order_relaxed);
     if (!u || u->exit_words != 2 + words) {
-        auto *nu = static_cast<site_users *>(
-            std::malloc(sizeof(site_users) + sizeof(ftrace_ops *)));
+        auto *nu =
+            static_cast<site_users *>(std::malloc(sizeof(site_users) + sizeof(ftrace_ops *)));
         if (!nu) {
             free_ctl(ctl);
             return -ENOMEM;
@@ -289,8 +279,8 @@ int kretprobe_prepare(struct kretprobe *rp)
     ctl->ops.priv = ctl;
     ctl->ops.data_words = words;
     // The handler provably leaves the x87 stack alone: a long double result stays on it.
-    ctl->ops.x87_safe = !rp->handler ||
-                        arch::ext_state_clean(reinterpret_cast<uintptr_t>(rp->handler), false,
+    ctl->ops.x87_safe =
+        !rp->handler || arch::ext_state_clean(reinterpret_cast<uintptr_t>(rp->handler), false,
                                               arch::ext_scope::x87);
     ctl->rp = rp;
     ctl->inflight.store(0);
@@ -309,19 +299,16 @@ void kretprobe_set_site_ip(struct kretprobe *rp, uintptr_t ip)
 
 void kretprobe_sync(struct kretprobe *rp, bool want)
 {
-    if (kretprobe_ctl *ctl = ctl_of(rp))
-        sync_ftrace(ctl, want);
+    if (kretprobe_ctl *ctl = ctl_of(rp)) sync_ftrace(ctl, want);
 }
 
 bool kretprobe_sync_pair(struct kretprobe *rp, bool want, ftrace_ops_site *out)
 {
     kretprobe_ctl *ctl = ctl_of(rp);
-    if (!ctl)
-        return false;
+    if (!ctl) return false;
     if (want && !ctl->attached) {
         ftrace_site *s = record_site(&rp->kp);
-        if (!s)
-            return false;
+        if (!s) return false;
         *out = {&ctl->ops, s};
         return true;
     }
@@ -334,8 +321,7 @@ bool kretprobe_sync_pair(struct kretprobe *rp, bool want, ftrace_ops_site *out)
 
 void kretprobe_sync_done(struct kretprobe *rp, const ftrace_ops_site &pair, bool attached)
 {
-    if (kretprobe_ctl *ctl = ctl_of(rp))
-        ctl->attached = attached ? pair.site : nullptr;
+    if (kretprobe_ctl *ctl = ctl_of(rp)) ctl->attached = attached ? pair.site : nullptr;
 }
 
 // After the entry probes are gone and synchronized: no exit of earlier calls may run (one
@@ -346,8 +332,7 @@ void kretprobes_release(std::span<struct kretprobe *const> rps)
     std::vector<kretprobe_ctl *> ctls;
     for (struct kretprobe *rp : rps) {
         kretprobe_ctl *ctl = ctl_of(rp);
-        if (!ctl)
-            continue;
+        if (!ctl) continue;
         sync_ftrace(ctl, false);
         ops.push_back(&ctl->ops);
         ctls.push_back(ctl);
@@ -375,8 +360,7 @@ DPROBE_NOPROBE unsigned long get_kretprobe_retaddr(struct kretprobe_instance *ri
 
 int register_kretprobe(struct kretprobe *rp)
 {
-    if (!rp)
-        return -EINVAL;
+    if (!rp) return -EINVAL;
     return register_kretprobes(&rp, 1);
 }
 
@@ -385,8 +369,7 @@ int register_kretprobe(struct kretprobe *rp)
 int register_kretprobes(struct kretprobe **rps, int num)
 {
     using namespace dprobe::kp;
-    if (!rps || num <= 0)
-        return -EINVAL;
+    if (!rps || num <= 0) return -EINVAL;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     std::vector<struct kprobe *> kps;
     kps.reserve(static_cast<size_t>(num));
@@ -420,20 +403,17 @@ int register_kretprobes(struct kretprobe **rps, int num)
 
 void unregister_kretprobe(struct kretprobe *rp)
 {
-    if (rp)
-        unregister_kretprobes(&rp, 1);
+    if (rp) unregister_kretprobes(&rp, 1);
 }
 
 void unregister_kretprobes(struct kretprobe **rps, int num)
 {
     using namespace dprobe::kp;
-    if (!rps || num <= 0)
-        return;
+    if (!rps || num <= 0) return;
     std::lock_guard<std::mutex> g(kprobe_mutex());
     std::vector<struct kprobe *> kps;
     for (int i = 0; i < num; ++i)
-        if (rps[i] && kprobe_registered_locked(&rps[i]->kp))
-            kps.push_back(&rps[i]->kp);
+        if (rps[i] && kprobe_registered_locked(&rps[i]->kp)) kps.push_back(&rps[i]->kp);
     unregister_kprobes_locked(kps.data(), static_cast<int>(kps.size()));
 }
 

@@ -29,7 +29,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::attach {
+namespace dprobe::attach
+{
 
 // The exported entry points of libdprobe-preload.so the command calls in the process. They
 // return 0 when the agent thread started, else a negative errno: -EBUSY (attach: a session
@@ -68,18 +69,12 @@ inline std::string encode(const settings &s)
         out += "graph " + g + "\n";
     for (const auto &n : s.notrace)
         out += "notrace " + n + "\n";
-    if (s.graph_main)
-        out += "graph_main 1\n";
-    if (s.follow_loads)
-        out += "follow_loads 1\n";
-    if (s.function_tracer)
-        out += "tracer function\n";
-    if (s.max_graph_depth)
-        out += "max_graph_depth " + std::to_string(s.max_graph_depth) + "\n";
-    if (s.buffer_kb)
-        out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
-    if (!s.clock.empty())
-        out += "clock " + s.clock + "\n";
+    if (s.graph_main) out += "graph_main 1\n";
+    if (s.follow_loads) out += "follow_loads 1\n";
+    if (s.function_tracer) out += "tracer function\n";
+    if (s.max_graph_depth) out += "max_graph_depth " + std::to_string(s.max_graph_depth) + "\n";
+    if (s.buffer_kb) out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
+    if (!s.clock.empty()) out += "clock " + s.clock + "\n";
     out += std::string("tracefs ") + (s.tracefs ? "1" : "0") + "\n";
     out += std::string("hangup ") + (s.detach_on_hangup ? "detach" : "stay") + "\n";
     return out;

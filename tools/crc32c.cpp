@@ -3,9 +3,11 @@
 
 #include <cstring>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
-namespace {
+namespace
+{
 
 constexpr uint32_t k_poly = 0x82f63b78; // reflected Castagnoli polynomial
 

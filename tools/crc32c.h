@@ -7,7 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
 // The CRC-32C of DATA continued from CRC (the value returned for the bytes before; 0 to
 // start), as zlib's crc32() chains.

@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <ctime>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
-namespace {
+namespace
+{
 uint64_t now_ms()
 {
     timespec t{};
@@ -25,31 +27,31 @@ uint64_t arena_drain::drain(bool final, bool *failed)
     uint64_t before = bytes_;
     for (size_t i = 0; i < n; i++) {
         bool bad = false;
-        c_.drain(i, final, [&](const rb_consumer::buffer_info &bi, const rb_consumer::page *pages,
-                               size_t np) {
-            pages_chunk pc(session_, bi.tid, bi.comm);
-            for (size_t k = 0; k < np; k++) {
-                const rb_consumer::page &p = pages[k];
-                page_header h{p.seq, p.index, p.ts, p.lost, p.cpu, p.off, p.len, 0};
-                owners_[i].lost += p.lost;
-                pc.add(h, p.data);
-            }
-            if (!pc.write(out_fd_)) {
-                bad = true;
-                return false;
-            }
-            bytes_ += pc.bytes();
-            return true;
-        });
-        if (bad && failed)
-            *failed = true;
+        c_.drain(
+            i, final,
+            [&](const rb_consumer::buffer_info &bi, const rb_consumer::page *pages, size_t np) {
+                pages_chunk pc(session_, bi.tid, bi.comm);
+                for (size_t k = 0; k < np; k++) {
+                    const rb_consumer::page &p = pages[k];
+                    page_header h{p.seq, p.index, p.ts, p.lost, p.cpu, p.off, p.len, 0};
+                    owners_[i].lost += p.lost;
+                    pc.add(h, p.data);
+                }
+                if (!pc.write(out_fd_)) {
+                    bad = true;
+                    return false;
+                }
+                bytes_ += pc.bytes();
+                return true;
+            });
+        if (bad && failed) *failed = true;
         const rb_consumer::buffer_info bi = c_.info(i);
         settle(i, bi);
         if (!final && bi.state == rb::BUF_EXITED && c_.recycle(i)) {
             // Its thread is gone and everything was taken: the next thread may have it.
             owner &o = owners_[i];
-            done_.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms,
-                             o.last_loss_ms});
+            done_.push_back(
+                {o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms, o.last_loss_ms});
             o = owner{};
         }
     }
@@ -68,8 +70,7 @@ void arena_drain::settle(size_t i, const rb_consumer::buffer_info &bi)
     if (o.gen_dropped + o.lost > o.seen_lost) {
         o.seen_lost = o.gen_dropped + o.lost;
         o.last_loss_ms = now_ms();
-        if (!o.first_loss_ms)
-            o.first_loss_ms = o.last_loss_ms;
+        if (!o.first_loss_ms) o.first_loss_ms = o.last_loss_ms;
     }
 }
 
@@ -86,8 +87,8 @@ std::vector<arena_drain::thread_count> arena_drain::threads() const
     std::vector<thread_count> out = done_;
     for (const owner &o : owners_)
         if (o.tid >= 0)
-            out.push_back({o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms,
-                           o.last_loss_ms});
+            out.push_back(
+                {o.tid, o.gen_written, o.gen_dropped, o.lost, o.first_loss_ms, o.last_loss_ms});
     return out;
 }
 
@@ -122,8 +123,8 @@ bool arena_drain::finish(const std::string &end_kv)
         l += t.lost;
     }
     std::snprintf(line, sizeof line,
-                  "total written=%" PRIu64 " dropped=%" PRIu64 " lost=%" PRIu64
-                  " orphans=%" PRIu64 "\n",
+                  "total written=%" PRIu64 " dropped=%" PRIu64 " lost=%" PRIu64 " orphans=%" PRIu64
+                  "\n",
                   w, d, l, c_.header().orphan_dropped.load(std::memory_order_relaxed));
     stats += line;
     std::string a = make_chunk(CHUNK_STATS, session_, stats);

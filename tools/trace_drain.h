@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
-class arena_drain {
-public:
+class arena_drain
+{
+  public:
     // Chunks go to OUT_FD (O_APPEND) under SESSION.
     arena_drain(int out_fd, uint64_t session) : out_fd_(out_fd), session_(session) {}
     // Takes MEMFD over. "" or why it is not an arena.
@@ -48,11 +50,11 @@ public:
     // error.
     bool finish(const std::string &end_kv);
 
-private:
+  private:
     struct owner {
         int32_t tid = -1;
         uint64_t gen_written = 0, gen_dropped = 0; // the counters of the current owner
-        uint64_t lost = 0;                          // overwritten, seen by the drain
+        uint64_t lost = 0;                         // overwritten, seen by the drain
         uint64_t first_loss_ms = 0, last_loss_ms = 0, seen_lost = 0;
     };
     void settle(size_t i, const rb_consumer::buffer_info &bi);
@@ -61,8 +63,8 @@ private:
     int out_fd_;
     uint64_t session_;
     uint64_t bytes_ = 0;
-    std::vector<owner> owners_;            // per buffer, its current owner
-    std::vector<thread_count> done_;       // owners whose buffer was given back
+    std::vector<owner> owners_;      // per buffer, its current owner
+    std::vector<thread_count> done_; // owners whose buffer was given back
 };
 
 } // namespace dprobe::tracefile

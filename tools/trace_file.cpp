@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <climits>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
-namespace {
+namespace
+{
 
 template <class T> void put(std::string &s, T v)
 {
@@ -78,8 +80,7 @@ std::string make_chunk(chunk_type type, uint64_t session, std::string_view paylo
     size_t padded = (payload.size() + 7) & ~size_t{7};
     s.reserve(k_chunk_header_size + padded);
     put<uint32_t>(s, type);
-    put<uint32_t>(s, static_cast<uint32_t>(
-                         crc32c(0, payload.data(), payload.size())));
+    put<uint32_t>(s, static_cast<uint32_t>(crc32c(0, payload.data(), payload.size())));
     put<uint64_t>(s, session);
     put<uint32_t>(s, static_cast<uint32_t>(payload.size()));
     put<uint32_t>(s, 0);
@@ -125,8 +126,7 @@ std::map<std::string, std::string> parse_kv(std::string_view text)
         std::string_view line = text.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
         pos = nl == std::string_view::npos ? text.size() : nl + 1;
         size_t eq = line.find('=');
-        if (eq == std::string_view::npos)
-            continue;
+        if (eq == std::string_view::npos) continue;
         std::string v;
         for (size_t i = eq + 1; i < line.size(); i++) {
             if (line[i] == '\\' && i + 1 < line.size()) {
@@ -147,8 +147,7 @@ bool write_all(int fd, const void *data, size_t len) noexcept
     while (len) {
         ssize_t n = ::write(fd, p, len);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return false;
         }
         p += n;
@@ -187,18 +186,17 @@ bool pages_chunk::write(int fd)
         crc = crc32c(crc, &h, sizeof h);
         crc = crc32c(crc, d, n);
         iov.push_back({const_cast<page_header *>(&h), sizeof h});
-        if (n)
-            iov.push_back({const_cast<char *>(d), n});
+        if (n) iov.push_back({const_cast<char *>(d), n});
     }
     ch_.crc = static_cast<uint32_t>(crc);
     ch_.len = static_cast<uint32_t>(payload_len_);
     size_t total = k_chunk_header_size + payload_len_;
     size_t done = 0, first = 0;
     while (done < total) {
-        ssize_t w = ::writev(fd, iov.data() + first, static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX)));
+        ssize_t w = ::writev(fd, iov.data() + first,
+                             static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX)));
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return false;
         }
         done += static_cast<size_t>(w);

@@ -42,7 +42,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
 inline constexpr char k_magic[8] = {'D', 'P', 'R', 'O', 'B', 'E', '\x01', '\n'};
 inline constexpr uint32_t k_version = 2;
@@ -54,7 +55,7 @@ enum chunk_type : uint32_t {
     CHUNK_SESSION = 1,
     CHUNK_OBJECTS = 2,
     CHUNK_EVENT = 3,
-    CHUNK_COMM = 4, // version 1 only
+    CHUNK_COMM = 4,    // version 1 only
     CHUNK_RECORDS = 5, // version 1 only
     CHUNK_STATS = 6,
     CHUNK_END = 7,
@@ -139,8 +140,9 @@ std::map<std::string, std::string> parse_kv(std::string_view text);
 
 // A PAGES chunk assembled from pieces that stay where they are (the pages are written
 // straight from the consumer's copy), for one writev().
-class pages_chunk {
-public:
+class pages_chunk
+{
+  public:
     pages_chunk(uint64_t session, int32_t tid, const char *comm);
     // DATA: the page's bytes; [off, len) are written.
     void add(const page_header &h, const char *data);
@@ -149,7 +151,7 @@ public:
     // Writes the chunk with one writev. False when the write failed.
     bool write(int fd);
 
-private:
+  private:
     chunk_header ch_{};
     pages_header ph_{};
     std::vector<page_header> heads_;

@@ -12,9 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
-namespace {
+namespace
+{
 
 template <class T> T get(const char *p)
 {
@@ -28,10 +30,8 @@ bool pread_all(int fd, void *buf, size_t len, uint64_t off)
     char *p = static_cast<char *>(buf);
     while (len) {
         ssize_t n = ::pread(fd, p, len, static_cast<off_t>(off));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
         p += n;
         len -= static_cast<size_t>(n);
         off += static_cast<uint64_t>(n);
@@ -46,8 +46,7 @@ void for_each_line(std::string_view text, auto &&fn)
         size_t nl = text.find('\n', pos);
         std::string_view line = text.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
         pos = nl == std::string_view::npos ? text.size() : nl + 1;
-        if (!line.empty())
-            fn(line);
+        if (!line.empty()) fn(line);
     }
 }
 
@@ -61,15 +60,19 @@ thread_stats parse_stats_line(std::string_view line)
         std::string_view w = line.substr(pos, sp == std::string_view::npos ? sp : sp - pos);
         pos = sp == std::string_view::npos ? line.size() : sp + 1;
         size_t eq = w.find('=');
-        if (eq == std::string_view::npos)
-            continue;
+        if (eq == std::string_view::npos) continue;
         std::string k(w.substr(0, eq));
         uint64_t v = std::strtoull(std::string(w.substr(eq + 1)).c_str(), nullptr, 10);
-        if (k == "tid") t.tid = static_cast<int32_t>(v);
-        else if (k == "written") t.written = v;
-        else if (k == "dropped") t.dropped = v;
-        else if (k == "lost") t.lost = v;
-        else if (k == "orphans") t.orphans = v;
+        if (k == "tid")
+            t.tid = static_cast<int32_t>(v);
+        else if (k == "written")
+            t.written = v;
+        else if (k == "dropped")
+            t.dropped = v;
+        else if (k == "lost")
+            t.lost = v;
+        else if (k == "orphans")
+            t.orphans = v;
     }
     return t;
 }
@@ -85,16 +88,14 @@ bool parse_meta_chunk(session &s, uint32_t type, std::string_view p)
         parse_objects(s, p);
         return true;
     case CHUNK_EVENT: {
-        if (p.size() < 8)
-            return false;
+        if (p.size() < 8) return false;
         event_info e;
         e.id = get<uint32_t>(p.data());
         std::string_view rest = p.substr(8);
         std::string *dst[3] = {&e.name, &e.definition, &e.format};
         for (std::string *d : dst) {
             size_t z = rest.find('\0');
-            if (z == std::string_view::npos)
-                return false;
+            if (z == std::string_view::npos) return false;
             *d = std::string(rest.substr(0, z));
             rest = rest.substr(z + 1);
         }
@@ -114,8 +115,7 @@ bool parse_meta_chunk(session &s, uint32_t type, std::string_view p)
         return true;
     case CHUNK_END:
         s.end = parse_kv(p);
-        if (s.end.empty())
-            s.end["reason"] = "unknown";
+        if (s.end.empty()) s.end["reason"] = "unknown";
         return true;
     default:
         return true; // unknown chunk types from newer writers are skipped
@@ -136,20 +136,17 @@ void parse_objects(session &s, std::string_view text)
             std::string rest(line.substr(2));
             char *end = nullptr;
             uint64_t a = std::strtoull(rest.c_str(), &end, 16);
-            if (end && *end == ' ')
-                s.names.emplace_back(a, std::string(end + 1));
+            if (end && *end == ' ') s.names.emplace_back(a, std::string(end + 1));
             return;
         }
-        if (line.size() < 4 || (line[0] != '+' && line[0] != '-'))
-            return;
+        if (line.size() < 4 || (line[0] != '+' && line[0] != '-')) return;
         object_info o;
         o.unloaded = line[0] == '-';
         o.ts = ts;
         std::string rest(line.substr(2));
         char *end = nullptr;
         o.load_bias = std::strtoull(rest.c_str(), &end, 16);
-        if (end && *end == ' ')
-            o.path = end + 1;
+        if (end && *end == ' ') o.path = end + 1;
         s.objects.push_back(std::move(o));
     });
 }
@@ -162,26 +159,24 @@ std::string session::get(const std::string &key, const std::string &dflt) const
 
 trace_reader::~trace_reader()
 {
-    if (fd_ >= 0)
-        ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 bool trace_reader::open(const std::string &path, std::string *err)
 {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
-        if (err)
-            *err = path + ": " + std::strerror(errno);
+        if (err) *err = path + ": " + std::strerror(errno);
         return false;
     }
-    struct stat st {};
+    struct stat st {
+    };
     fstat(fd_, &st);
     bytes = static_cast<uint64_t>(st.st_size);
     char fh[k_file_header_size];
     if (bytes < k_file_header_size || !pread_all(fd_, fh, sizeof fh, 0) ||
         std::memcmp(fh, k_magic, sizeof k_magic) != 0) {
-        if (err)
-            *err = path + ": not a dprobe trace file (bad magic)";
+        if (err) *err = path + ": not a dprobe trace file (bad magic)";
         return false;
     }
     version = get<uint32_t>(fh + 8);
@@ -231,8 +226,7 @@ bool trace_reader::open(const std::string &path, std::string *err)
                 t.comm.assign(ph.comm, strnlen(ph.comm, sizeof ph.comm));
                 if (ph.npages && h.len >= sizeof ph + sizeof(page_header)) {
                     page_header pg;
-                    if (pread_all(fd_, &pg, sizeof pg, at + sizeof ph))
-                        t.first_ts = pg.ts;
+                    if (pread_all(fd_, &pg, sizeof pg, at + sizeof ph)) t.first_ts = pg.ts;
                 }
                 streams.push_back(std::move(t));
             }
@@ -262,8 +256,7 @@ bool trace_reader::open(const std::string &path, std::string *err)
     return true;
 }
 
-trace_reader::cursor::cursor(const trace_reader &r, size_t stream)
-    : r_(r), s_(r.streams.at(stream))
+trace_reader::cursor::cursor(const trace_reader &r, size_t stream) : r_(r), s_(r.streams.at(stream))
 {
 }
 
@@ -293,8 +286,7 @@ bool trace_reader::cursor::load_chunk()
 
 bool trace_reader::cursor::next(event &e)
 {
-    if (!error_.empty())
-        return false;
+    if (!error_.empty()) return false;
     for (;;) {
         if (in_page_) {
             rb::page_walker w{page_, len_, off_, ts_, cpu_};
@@ -308,8 +300,7 @@ bool trace_reader::cursor::next(event &e)
                     lost_ += re.lost;
                     continue;
                 }
-                if (re.kind == rb::event::PADDING)
-                    continue;
+                if (re.kind == rb::event::PADDING) continue;
                 e = {re.ts, re.cpu, s_.tid, lost_, re.payload, re.len};
                 lost_ = 0;
                 return true;
@@ -317,8 +308,7 @@ bool trace_reader::cursor::next(event &e)
             in_page_ = false;
         }
         if (pages_left_ == 0) {
-            if (!load_chunk())
-                return false;
+            if (!load_chunk()) return false;
             continue;
         }
         if (pos_ + sizeof(page_header) > buf_.size()) {
@@ -358,8 +348,7 @@ trace_reader::merged::merged(const trace_reader &r)
 void trace_reader::merged::push(size_t i)
 {
     has_[i] = cur_[i]->next(head_[i]);
-    if (!has_[i])
-        return;
+    if (!has_[i]) return;
     heap_.push_back(i);
     auto later = [this](size_t a, size_t b) {
         return head_[a].ts != head_[b].ts ? head_[a].ts > head_[b].ts : a > b;
@@ -373,8 +362,7 @@ bool trace_reader::merged::next(event &e, size_t &stream)
         push(static_cast<size_t>(pending_));
         pending_ = -1;
     }
-    if (heap_.empty())
-        return false;
+    if (heap_.empty()) return false;
     auto later = [this](size_t a, size_t b) {
         return head_[a].ts != head_[b].ts ? head_[a].ts > head_[b].ts : a > b;
     };

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tracefile {
+namespace dprobe::tracefile
+{
 
 struct object_info {
     std::string path;
@@ -33,8 +34,8 @@ struct thread_stats {
 };
 struct session {
     uint64_t id = 0;
-    std::map<std::string, std::string> info; // SESSION keys
-    std::vector<object_info> objects;        // in the order of the file
+    std::map<std::string, std::string> info;             // SESSION keys
+    std::vector<object_info> objects;                    // in the order of the file
     std::vector<std::pair<uint64_t, std::string>> names; // "=" lines: address, function
     std::map<uint32_t, event_info> events;
     std::vector<thread_stats> stats;
@@ -61,11 +62,12 @@ struct thread_stream {
     int32_t tid;
     std::string comm;
     std::vector<std::pair<uint64_t, uint32_t>> chunks; // offset of the payload, its length
-    uint64_t first_ts = 0; // time stamp of its first page
+    uint64_t first_ts = 0;                             // time stamp of its first page
 };
 
-class trace_reader {
-public:
+class trace_reader
+{
+  public:
     // Scans PATH. False with *err when it cannot be opened or is not a dprobe trace file; a
     // damaged tail only sets warning.
     bool open(const std::string &path, std::string *err);
@@ -79,20 +81,21 @@ public:
     uint64_t bytes = 0;
 
     // The events of streams[I] in order, one chunk in memory at a time.
-    class cursor {
-    public:
+    class cursor
+    {
+      public:
         cursor(const trace_reader &r, size_t stream);
         bool next(event &e);
         // A chunk that failed its checksum stops the stream: why, or "".
         const std::string &error() const { return error_; }
 
-    private:
+      private:
         bool load_chunk();
         const trace_reader &r_;
         const thread_stream &s_;
         size_t chunk_ = 0;
         std::vector<char> buf_;
-        size_t pos_ = 0;      // next page header in buf_
+        size_t pos_ = 0; // next page header in buf_
         size_t pages_left_ = 0;
         // the page being walked
         const char *page_ = nullptr;
@@ -104,13 +107,14 @@ public:
     };
 
     // Every stream's events merged by time stamp (ties: stream order).
-    class merged {
-    public:
+    class merged
+    {
+      public:
         explicit merged(const trace_reader &r);
         // The next event and the stream it is from.
         bool next(event &e, size_t &stream);
 
-    private:
+      private:
         std::vector<std::unique_ptr<cursor>> cur_;
         std::vector<event> head_;
         std::vector<bool> has_;
@@ -119,7 +123,7 @@ public:
         void push(size_t i);
     };
 
-private:
+  private:
     friend class cursor;
     int fd_ = -1;
 };

@@ -7,17 +7,18 @@
 
 #include <utility>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-class unique_fd {
-public:
+class unique_fd
+{
+  public:
     unique_fd() noexcept = default;
     explicit unique_fd(int fd) noexcept : fd_(fd) {}
     unique_fd(unique_fd &&o) noexcept : fd_(o.release()) {}
     unique_fd &operator=(unique_fd &&o) noexcept
     {
-        if (this != &o)
-            reset(o.release());
+        if (this != &o) reset(o.release());
         return *this;
     }
     unique_fd(const unique_fd &) = delete;
@@ -31,12 +32,11 @@ public:
     // Closes the one held (if any) and holds FD.
     void reset(int fd = -1) noexcept
     {
-        if (fd_ >= 0)
-            ::close(fd_);
+        if (fd_ >= 0) ::close(fd_);
         fd_ = fd;
     }
 
-private:
+  private:
     int fd_ = -1;
 };
 

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <ctime>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 #define C(name, text) #name,
 constexpr const char *err_names[] = {"NONE", DPROBE_PROBE_ERRORS};
@@ -41,8 +43,7 @@ const char *probe_err_text(probe_err e) noexcept
 probe_err probe_err_from_name(std::string_view name) noexcept
 {
     for (size_t i = 1; i < n_errs; i++)
-        if (name == err_names[i])
-            return static_cast<probe_err>(i);
+        if (name == err_names[i]) return static_cast<probe_err>(i);
     return probe_err::NONE;
 }
 
@@ -50,8 +51,7 @@ std::string join_argv(std::span<const std::string> argv)
 {
     std::string cmd;
     for (size_t i = 0; i < argv.size(); i++) {
-        if (i)
-            cmd += ' ';
+        if (i) cmd += ' ';
         cmd += argv[i];
     }
     return cmd;
@@ -74,8 +74,7 @@ size_t probe_error_pos(std::span<const std::string> argv, const probe_error &err
 void error_log::append(std::string_view loc, std::span<const std::string> argv,
                        const probe_error &err)
 {
-    if (!err.logged())
-        return;
+    if (!err.logged()) return;
     append_raw(loc, err.err, join_argv(argv), probe_error_pos(argv, err), monotonic_ns());
 }
 
@@ -89,13 +88,12 @@ void error_log::append_raw(std::string_view loc, probe_err err, std::string comm
     e.command = std::move(command);
     e.pos = static_cast<uint16_t>(pos); // wraps like the kernel's u16
     std::lock_guard<std::mutex> g(lock_);
-    if (entries_.size() == max_entries)
-        entries_.pop_front();
+    if (entries_.size() == max_entries) entries_.pop_front();
     entries_.push_back(std::move(e));
 }
 
-void error_log::append_message(std::string_view loc, std::string_view message,
-                               std::string command, size_t pos)
+void error_log::append_message(std::string_view loc, std::string_view message, std::string command,
+                               size_t pos)
 {
     entry e;
     e.ts_ns = monotonic_ns();
@@ -105,8 +103,7 @@ void error_log::append_message(std::string_view loc, std::string_view message,
     e.pos = static_cast<uint16_t>(pos);
     e.message = std::string(message);
     std::lock_guard<std::mutex> g(lock_);
-    if (entries_.size() == max_entries)
-        entries_.pop_front();
+    if (entries_.size() == max_entries) entries_.pop_front();
     entries_.push_back(std::move(e));
 }
 

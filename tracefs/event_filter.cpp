@@ -12,8 +12,10 @@
 #include <cerrno>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 #define C(name, text) #name,
 constexpr const char *filt_names[] = {DPROBE_FILTER_ERRORS};
@@ -32,12 +34,24 @@ constexpr struct {
 } ops[] = {{"~", op::GLOB}, {"!=", op::NE}, {"==", op::EQ}, {"<=", op::LE},
            {"<", op::LT},   {">=", op::GE}, {">", op::GT},  {"&", op::BAND}};
 
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool is_space(char c)
+{
+    return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
+bool is_alnum(char c)
+{
+    return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
+bool is_digit(char c)
+{
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 // Called after a '!': "!=" and "!~" are operators, not negations.
-bool is_not(const char *s) { return s[1] != '=' && s[1] != '~'; }
+bool is_not(const char *s)
+{
+    return s[1] != '=' && s[1] != '~';
+}
 
 bool is_string_field(const filter_field &f)
 {
@@ -48,8 +62,7 @@ bool is_string_field(const filter_field &f)
 const filter_field *find_field(std::span<const filter_field> fields, std::string_view name)
 {
     for (const auto &f : fields)
-        if (f.name == name)
-            return &f;
+        if (f.name == name) return &f;
     return nullptr;
 }
 
@@ -76,8 +89,7 @@ struct compiler {
         while (is_alnum(str[i]) || str[i] == '_')
             i++;
         int len = i - s;
-        if (!len)
-            return -1;
+        if (!len) return -1;
         const filter_field *field = find_field(fields, std::string_view(str + s, size_t(len)));
         if (!field) {
             error(filter_err::FIELD_NOT_FOUND, pos + i);
@@ -87,8 +99,7 @@ struct compiler {
             i++;
         size_t k = 0;
         for (; k < std::size(ops); k++)
-            if (std::strncmp(str + i, ops[k].text, std::strlen(ops[k].text)) == 0)
-                break;
+            if (std::strncmp(str + i, ops[k].text, std::strlen(ops[k].text)) == 0) break;
         if (k == std::size(ops)) {
             error(filter_err::INVALID_OP, pos + i);
             return -1;
@@ -120,8 +131,7 @@ struct compiler {
                 return -1;
             }
             for (i++; str[i]; i++)
-                if (str[i] == q)
-                    break;
+                if (str[i] == q) break;
             if (!str[i]) {
                 error(filter_err::MISSING_QUOTE, pos + i);
                 return -1;
@@ -145,8 +155,7 @@ struct compiler {
             p.pattern_len = static_cast<uint32_t>(pat.size());
             patterns.append(pat);
             patterns.push_back('\0');
-            if (field->kind == filter_field::type::static_string)
-                p.field_len = field->size;
+            if (field->kind == filter_field::type::static_string) p.field_len = field->size;
             i++; // past the closing quote
         } else if (is_digit(str[i]) || str[i] == '-') {
             if (is_string_field(*field)) {
@@ -157,8 +166,7 @@ struct compiler {
                 error(filter_err::ILLEGAL_FIELD_OP, pos + i);
                 return -1;
             }
-            if (str[i] == '-')
-                i++;
+            if (str[i] == '-') i++;
             while (is_alnum(str[i]))
                 i++;
             len = i - s;
@@ -189,8 +197,7 @@ struct compiler {
                 }
                 p.size = static_cast<uint8_t>(field->size);
             }
-            if (p.o == op::NE)
-                p.negate = true;
+            if (p.o == op::NE) p.negate = true;
         } else {
             error(filter_err::INVALID_VALUE, pos + i);
             return -1;
@@ -209,11 +216,9 @@ filter_err calc_stack(const char *str, int &parens, int &preds, int &errpos)
     int i;
     errpos = 0;
     for (i = 0; str[i]; i++) {
-        if (is_space(str[i]))
-            continue;
+        if (is_space(str[i])) continue;
         if (quote) {
-            if (str[i] == quote)
-                quote = 0;
+            if (str[i] == quote) quote = 0;
             continue;
         }
         switch (str[i]) {
@@ -224,15 +229,13 @@ filter_err calc_stack(const char *str, int &parens, int &preds, int &errpos)
             break;
         case '|':
         case '&':
-            if (str[i + 1] != str[i])
-                break;
+            if (str[i + 1] != str[i]) break;
             is_pred = false;
             continue;
         case '(':
             is_pred = false;
             open++;
-            if (open > max_open)
-                max_open = open;
+            if (open > max_open) max_open = open;
             continue;
         case ')':
             is_pred = false;
@@ -256,8 +259,7 @@ filter_err calc_stack(const char *str, int &parens, int &preds, int &errpos)
         int level = open;
         for (i--; i; i--) {
             if (quote) {
-                if (str[i] == quote)
-                    quote = 0;
+                if (str[i] == quote) quote = 0;
                 continue;
             }
             switch (str[i]) {
@@ -308,20 +310,37 @@ std::string_view strip(std::string_view s)
 DPROBE_NOPROBE inline uint64_t load_le(const uint8_t *p, unsigned size) noexcept
 {
     switch (size) {
-    case 1: return p[0];
-    case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    default: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+    case 1:
+        return p[0];
+    case 2: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        return v;
+    }
+    case 4: {
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        return v;
+    }
+    default: {
+        uint64_t v;
+        std::memcpy(&v, p, 8);
+        return v;
+    }
     }
 }
 
 DPROBE_NOPROBE inline int64_t sign_extend(uint64_t v, unsigned size) noexcept
 {
     switch (size) {
-    case 1: return static_cast<int8_t>(v);
-    case 2: return static_cast<int16_t>(v);
-    case 4: return static_cast<int32_t>(v);
-    default: return static_cast<int64_t>(v);
+    case 1:
+        return static_cast<int8_t>(v);
+    case 2:
+        return static_cast<int16_t>(v);
+    case 4:
+        return static_cast<int32_t>(v);
+    default:
+        return static_cast<int64_t>(v);
     }
 }
 
@@ -333,12 +352,18 @@ DPROBE_NOPROBE inline uint64_t truncate(uint64_t v, unsigned size) noexcept
 template <typename T> DPROBE_NOPROBE inline bool compare(op o, T a, T b) noexcept
 {
     switch (o) {
-    case op::LT: return a < b;
-    case op::LE: return a <= b;
-    case op::GT: return a > b;
-    case op::GE: return a >= b;
-    case op::BAND: return (a & b) != 0;
-    default: return a == b;
+    case op::LT:
+        return a < b;
+    case op::LE:
+        return a <= b;
+    case op::GT:
+        return a > b;
+    case op::GE:
+        return a >= b;
+    case op::BAND:
+        return (a & b) != 0;
+    default:
+        return a == b;
     }
 }
 
@@ -455,11 +480,9 @@ std::unique_ptr<event_filter> event_filter::compile(std::string_view text,
     // First pass (predicate_parse()).
     while (*ptr) {
         const char *next = ptr++;
-        if (is_space(*next))
-            continue;
+        if (is_space(*next)) continue;
         if (*next == '(') {
-            if (top + 1 >= op_stack.size())
-                return fail(filter_err::TOO_MANY_OPEN, next - str);
+            if (top + 1 >= op_stack.size()) return fail(filter_err::TOO_MANY_OPEN, next - str);
             op_stack[++top] = invert;
             continue;
         }
@@ -467,22 +490,19 @@ std::unique_ptr<event_filter> event_filter::compile(std::string_view text,
             invert = !invert;
             continue;
         }
-        if (n >= nr_preds + 2)
-            return fail(filter_err::TOO_MANY_PREDS, next - str);
+        if (n >= nr_preds + 2) return fail(filter_err::TOO_MANY_PREDS, next - str);
         inverts[size_t(n)] = invert;
         prog[size_t(n)].target = n - 1;
         int len = cc.parse_pred(next, static_cast<int>(ptr - str), prog[size_t(n)].p);
         if (len < 0) {
-            if (pe.err == filter_err::NONE)
-                pe.err = filter_err::ERRNO;
+            if (pe.err == filter_err::NONE) pe.err = filter_err::ERRNO;
             return nullptr;
         }
         ptr = next + len;
         n++;
         for (;;) {
             next = ptr++;
-            if (is_space(*next))
-                continue;
+            if (is_space(*next)) continue;
             switch (*next) {
             case ')':
             case '\0':
@@ -514,18 +534,14 @@ std::unique_ptr<event_filter> event_filter::compile(std::string_view text,
                 op_stack[top] |= PROCESS_OR;
                 break;
             }
-            if (!*next)
-                goto out;
-            if (top == 0)
-                return fail(filter_err::TOO_MANY_CLOSE, ptr - str);
+            if (!*next) goto out;
+            if (top == 0) return fail(filter_err::TOO_MANY_CLOSE, ptr - str);
             top--;
         }
     }
 out:
-    if (top != 0)
-        return fail(filter_err::TOO_MANY_OPEN, ptr - str);
-    if (!n)
-        return fail(filter_err::NO_FILTER, ptr - str);
+    if (top != 0) return fail(filter_err::TOO_MANY_OPEN, ptr - str);
+    if (!n) return fail(filter_err::NO_FILTER, ptr - str);
 
     prog.resize(size_t(n) + 2);
     prog[size_t(n)].target = 1;     // TRUE
@@ -538,16 +554,15 @@ out:
         // A predicate that no && or || linked keeps its "previous" target (-1 for the first
         // one): the kernel reads prog[-1] there and only then finds the program invalid.
         // Found by dynevent_fuzz ("a == 1 || b == 9 &&").
-        if (target < 0 || target > n + 1)
-            return fail(filter_err::INVALID_FILTER, 0);
+        if (target < 0 || target > n + 1) return fail(filter_err::INVALID_FILTER, 0);
         if (prog[size_t(i)].when_to_branch == prog[size_t(target)].when_to_branch)
             prog[size_t(i)].target = prog[size_t(target)].target;
     }
     // Third pass: fold the inversions into the branch conditions.
     for (int i = 0; i < n; i++) {
-        prog[size_t(i)].when_to_branch = (inverts[size_t(i)] != 0) != prog[size_t(i)].when_to_branch;
-        if (prog[size_t(i)].target <= i)
-            return fail(filter_err::INVALID_FILTER, 0);
+        prog[size_t(i)].when_to_branch =
+            (inverts[size_t(i)] != 0) != prog[size_t(i)].when_to_branch;
+        if (prog[size_t(i)].target <= i) return fail(filter_err::INVALID_FILTER, 0);
     }
 
     auto f = std::unique_ptr<event_filter>(new event_filter);
@@ -625,8 +640,7 @@ DPROBE_NOPROBE bool event_filter::match(const uint8_t *record, size_t size,
         default:
             m = false;
         }
-        if (m == e.when_to_branch)
-            i = e.target;
+        if (m == e.when_to_branch) i = e.target;
     }
     // i == n: fell through to TRUE; i == n + 1: jumped past it to FALSE.
     return i == n;
@@ -637,14 +651,12 @@ std::string filter_error_text(std::string_view text, const filter_parse_error &e
     std::string s(strip(text));
     int pos = err.pos;
     int len = static_cast<int>(s.size());
-    if (pos > len)
-        pos = len;
+    if (pos > len) pos = len;
     if (pos) // "indexing is off by one"
         pos++;
     if (err.err != filter_err::NONE && err.err != filter_err::ERRNO) {
         s += '\n';
-        if (pos > 1)
-            s.append(size_t(pos - 1), ' ');
+        if (pos > 1) s.append(size_t(pos - 1), ' ');
         s += "^\nparse_error: ";
         s += filter_err_text(err.err);
         s += '\n';

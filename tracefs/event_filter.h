@@ -30,27 +30,28 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The kernel's FILT_ERR_* list, in its order.
-#define DPROBE_FILTER_ERRORS                                                                   \
-    C(NONE, "No error")                                                                        \
-    C(INVALID_OP, "Invalid operator")                                                          \
-    C(TOO_MANY_OPEN, "Too many '('")                                                           \
-    C(TOO_MANY_CLOSE, "Too few '('")                                                           \
-    C(MISSING_QUOTE, "Missing matching quote")                                                 \
-    C(OPERAND_TOO_LONG, "Operand too long")                                                    \
-    C(EXPECT_STRING, "Expecting string field")                                                 \
-    C(EXPECT_DIGIT, "Expecting numeric field")                                                 \
-    C(ILLEGAL_FIELD_OP, "Illegal operation for field type")                                    \
-    C(FIELD_NOT_FOUND, "Field not found")                                                      \
-    C(ILLEGAL_INTVAL, "Illegal integer value")                                                 \
-    C(BAD_SUBSYS_FILTER, "Couldn't find or set field in one of a subsystem's events")          \
-    C(TOO_MANY_PREDS, "Too many terms in predicate expression")                                \
-    C(INVALID_FILTER, "Meaningless filter expression")                                         \
-    C(IP_FIELD_ONLY, "Only 'ip' field is supported for function trace")                        \
-    C(INVALID_VALUE, "Invalid value (did you forget quotes)?")                                 \
-    C(ERRNO, "Error")                                                                          \
+#define DPROBE_FILTER_ERRORS                                                                       \
+    C(NONE, "No error")                                                                            \
+    C(INVALID_OP, "Invalid operator")                                                              \
+    C(TOO_MANY_OPEN, "Too many '('")                                                               \
+    C(TOO_MANY_CLOSE, "Too few '('")                                                               \
+    C(MISSING_QUOTE, "Missing matching quote")                                                     \
+    C(OPERAND_TOO_LONG, "Operand too long")                                                        \
+    C(EXPECT_STRING, "Expecting string field")                                                     \
+    C(EXPECT_DIGIT, "Expecting numeric field")                                                     \
+    C(ILLEGAL_FIELD_OP, "Illegal operation for field type")                                        \
+    C(FIELD_NOT_FOUND, "Field not found")                                                          \
+    C(ILLEGAL_INTVAL, "Illegal integer value")                                                     \
+    C(BAD_SUBSYS_FILTER, "Couldn't find or set field in one of a subsystem's events")              \
+    C(TOO_MANY_PREDS, "Too many terms in predicate expression")                                    \
+    C(INVALID_FILTER, "Meaningless filter expression")                                             \
+    C(IP_FIELD_ONLY, "Only 'ip' field is supported for function trace")                            \
+    C(INVALID_VALUE, "Invalid value (did you forget quotes)?")                                     \
+    C(ERRNO, "Error")                                                                              \
     C(NO_FILTER, "No filter found")
 
 #define C(name, text) name,
@@ -85,8 +86,9 @@ struct filter_field {
 // __probe_ret_ip) and every argument, then CPU/cpu and COMM/comm.
 std::vector<filter_field> probe_filter_fields(const probe_definition &def);
 
-class event_filter {
-public:
+class event_filter
+{
+  public:
     // What match() needs besides the record.
     struct context {
         unsigned cpu = 0;
@@ -95,9 +97,8 @@ public:
 
     // Compiles TEXT (surrounding whitespace and a trailing newline ignored) against FIELDS.
     // On error returns nullptr and fills ERR.
-    static std::unique_ptr<event_filter> compile(std::string_view text,
-                                                 std::span<const filter_field> fields,
-                                                 filter_parse_error &err);
+    static std::unique_ptr<event_filter>
+    compile(std::string_view text, std::span<const filter_field> fields, filter_parse_error &err);
 
     // True when the record passes. RECORD/SIZE: the whole record (header included). Hot path.
     bool match(const uint8_t *record, size_t size, const context &ctx) const noexcept;
@@ -112,22 +113,22 @@ public:
         op o = op::EQ;
         filter_field::type kind = filter_field::type::number;
         bool is_signed = false;
-        bool negate = false;      // != and "!pattern" globs
-        bool glob = false;        // string: glob match rather than exact
+        bool negate = false; // != and "!pattern" globs
+        bool glob = false;   // string: glob match rather than exact
         uint8_t size = 0;
         uint16_t offset = 0;
-        uint16_t field_len = 0;   // static strings
+        uint16_t field_len = 0; // static strings
         uint64_t val = 0;
         uint32_t pattern_off = 0; // into patterns_
         uint32_t pattern_len = 0;
     };
     struct entry {
-        int target = 0;           // index to jump to; N = TRUE, N + 1 = FALSE
+        int target = 0; // index to jump to; N = TRUE, N + 1 = FALSE
         bool when_to_branch = false;
         pred p;
     };
 
-private:
+  private:
     std::string text_;
     std::vector<entry> prog_;
     std::string patterns_; // NUL-separated string operands

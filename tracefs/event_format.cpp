@@ -9,8 +9,10 @@
 #include <cstring>
 #include <vector>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr const char probe_ip[] = "__probe_ip";
 constexpr const char probe_func[] = "__probe_func";
@@ -43,8 +45,7 @@ uint64_t load_ulong(const uint8_t *p)
 std::string sym_text(uintptr_t addr, symbolize_fn sym, bool with_offset)
 {
     // The kernel's seq_print_ip_sym(): 0 prints as "0".
-    if (!addr)
-        return "0";
+    if (!addr) return "0";
     char buf[512];
     if (!sym) {
         std::snprintf(buf, sizeof(buf), "0x%" PRIxPTR, addr);
@@ -53,8 +54,7 @@ std::string sym_text(uintptr_t addr, symbolize_fn sym, bool with_offset)
     sym(buf, sizeof(buf), addr);
     std::string s = buf;
     if (!with_offset && !s.starts_with("0x")) {
-        if (size_t plus = s.find('+'); plus != std::string::npos)
-            s.resize(plus);
+        if (size_t plus = s.find('+'); plus != std::string::npos) s.resize(plus);
     }
     return s;
 }
@@ -141,14 +141,12 @@ std::string probe_format_file(const probe_definition &def, int id)
     return s;
 }
 
-DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &def,
-                                      uint16_t type, int32_t pid, uintptr_t ip,
-                                      uintptr_t ret_ip) noexcept
+DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &def, uint16_t type,
+                                      int32_t pid, uintptr_t ip, uintptr_t ret_ip) noexcept
 {
     trace_entry_header h{type, 0, 0, pid};
     std::memcpy(record, &h, sizeof(h));
-    if (def.kind == probe_kind::eprobe)
-        return;
+    if (def.kind == probe_kind::eprobe) return;
     unsigned long v = ip;
     std::memcpy(record + TRACE_ENTRY_HEADER_SIZE, &v, sizeof(v));
     if (def.is_return) {
@@ -165,13 +163,13 @@ DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
     const size_t args_off = def.kind == probe_kind::eprobe
                                 ? TRACE_ENTRY_HEADER_SIZE
                                 : TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
-    if (args_off + def.args_size > capacity)
-        return 0;
+    if (args_off + def.args_size > capacity) return 0;
     probe_record_init(record, def, type, pid, ip, ret_ip);
     return store_trace_args(def.args, def.args_size, ctx, record, args_off, capacity);
 }
 
-namespace {
+namespace
+{
 
 struct format_field {
     std::string name;
@@ -189,25 +187,21 @@ std::vector<format_field> format_fields(std::string_view format)
         std::string_view line = format.substr(pos, eol - pos);
         pos = eol == std::string_view::npos ? format.size() : eol;
         size_t semi = line.find(';');
-        if (semi == std::string_view::npos)
-            continue;
+        if (semi == std::string_view::npos) continue;
         std::string_view decl = line.substr(7, semi - 7); // after "\tfield:"
         size_t sp = decl.rfind(' ');
-        if (sp == std::string_view::npos)
-            continue;
+        if (sp == std::string_view::npos) continue;
         format_field f;
         std::string_view name = decl.substr(sp + 1);
         if (size_t br = name.find('['); br != std::string_view::npos) {
-            f.count = static_cast<uint32_t>(std::strtoul(std::string(name.substr(br + 1)).c_str(),
-                                                         nullptr, 10));
+            f.count = static_cast<uint32_t>(
+                std::strtoul(std::string(name.substr(br + 1)).c_str(), nullptr, 10));
             name = name.substr(0, br);
         }
         f.name = std::string(name);
-        if (f.name.starts_with("common_"))
-            continue;
+        if (f.name.starts_with("common_")) continue;
         size_t o = line.find("\toffset:"), z = line.find("\tsize:");
-        if (o == std::string_view::npos || z == std::string_view::npos)
-            continue;
+        if (o == std::string_view::npos || z == std::string_view::npos) continue;
         f.offset = std::strtoul(std::string(line.substr(o + 8)).c_str(), nullptr, 10);
         f.size = std::strtoul(std::string(line.substr(z + 6)).c_str(), nullptr, 10);
         out.push_back(std::move(f));
@@ -219,8 +213,7 @@ std::vector<format_field> format_fields(std::string_view format)
 std::string_view print_fmt_string(std::string_view format)
 {
     size_t p = format.find("print fmt: \"");
-    if (p == std::string_view::npos)
-        return {};
+    if (p == std::string_view::npos) return {};
     p += 12;
     size_t e = p;
     while (e < format.size() && format[e] != '"')
@@ -237,43 +230,36 @@ bool probe_args_from_format(probe_definition &def, std::string_view format)
         return f.name == probe_ip || f.name == probe_func || f.name == probe_ret_ip;
     });
     std::string_view fmt = print_fmt_string(format);
-    if (fields.size() != def.args.size())
-        return false;
+    if (fields.size() != def.args.size()) return false;
     const size_t args_off = probe_layout(def).args_off;
     std::vector<probe_arg> args = def.args;
     size_t cursor = 0;
     for (size_t i = 0; i < args.size(); i++) {
         probe_arg &a = args[i];
         const format_field &f = fields[i];
-        if (f.name != a.name || f.offset < args_off)
-            return false;
+        if (f.name != a.name || f.offset < args_off) return false;
         // This argument's piece of the print fmt: from " name=" to the next argument's.
         std::string key = " " + a.name + "=";
         size_t at = fmt.find(key, cursor);
-        if (at == std::string_view::npos)
-            return false;
+        if (at == std::string_view::npos) return false;
         at += key.size();
-        size_t next = i + 1 < args.size() ? fmt.find(" " + args[i + 1].name + "=", at)
-                                          : fmt.size();
-        std::string_view piece = fmt.substr(at, next == std::string_view::npos ? fmt.size() - at
-                                                                               : next - at);
+        size_t next = i + 1 < args.size() ? fmt.find(" " + args[i + 1].name + "=", at) : fmt.size();
+        std::string_view piece =
+            fmt.substr(at, next == std::string_view::npos ? fmt.size() - at : next - at);
         cursor = at;
         if (f.count) {
-            if (piece.size() < 2 || piece.front() != '{')
-                return false;
-            piece = piece.substr(1, piece.find(',') == std::string_view::npos
-                                        ? piece.size() - 2
-                                        : piece.find(',') - 1);
+            if (piece.size() < 2 || piece.front() != '{') return false;
+            piece =
+                piece.substr(1, piece.find(',') == std::string_view::npos ? piece.size() - 2
+                                                                          : piece.find(',') - 1);
         }
         const size_t elem = f.count ? f.size / f.count : f.size;
         const fetch_type *t = nullptr;
         for (int id = 0; id <= static_cast<int>(fetch_type_id::symstr) && !t; id++) {
             const fetch_type &c = fetch_type_of(static_cast<fetch_type_id>(id));
-            if (c.size == elem && piece == c.fmt)
-                t = &c;
+            if (c.size == elem && piece == c.fmt) t = &c;
         }
-        if (!t)
-            return false;
+        if (!t) return false;
         a.type = t;
         a.count = f.count;
         a.offset = static_cast<uint32_t>(f.offset - args_off);
@@ -294,8 +280,7 @@ std::string format_probe_record(const probe_definition &def, const uint8_t *reco
 {
     probe_event_layout l = probe_layout(def);
     std::string s = def.event + ": ";
-    if (size < l.fixed_size)
-        return s + "(truncated record)";
+    if (size < l.fixed_size) return s + "(truncated record)";
     uintptr_t ip = l.ip_off ? load_ulong(record + l.ip_off) : 0;
     char buf[64];
     if (def.kind == probe_kind::eprobe) {

@@ -17,23 +17,24 @@
 #include <cstdint>
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 inline constexpr size_t TRACE_ENTRY_HEADER_SIZE = 8;
 
 struct trace_entry_header {
-    uint16_t type;          // the event id
+    uint16_t type; // the event id
     uint8_t flags;
     uint8_t preempt_count;
-    int32_t pid;            // the thread id
+    int32_t pid; // the thread id
 };
 static_assert(sizeof(trace_entry_header) == TRACE_ENTRY_HEADER_SIZE);
 
 struct probe_event_layout {
-    size_t ip_off;       // __probe_ip, or __probe_func of a return probe
-    size_t ret_ip_off;   // __probe_ret_ip of a return probe (0 for entry probes)
-    size_t args_off;     // first argument
-    size_t fixed_size;   // args_off + the fixed part of the args (dynamic data follows)
+    size_t ip_off;     // __probe_ip, or __probe_func of a return probe
+    size_t ret_ip_off; // __probe_ret_ip of a return probe (0 for entry probes)
+    size_t args_off;   // first argument
+    size_t fixed_size; // args_off + the fixed part of the args (dynamic data follows)
 };
 probe_event_layout probe_layout(const probe_definition &def);
 

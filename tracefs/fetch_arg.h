@@ -23,38 +23,39 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 enum class fetch_op : uint8_t {
     NOP = 0,
     // Stage 1: load a value.
-    REG,     // pt_regs word at byte offset `param`
-    STACK,   // `param`-th word above the stack pointer
-    STACKP,  // the stack pointer
-    RETVAL,  // the return value register
-    IMM,     // `immediate`
-    COMM,    // address of the thread's name
-    ARG,     // function argument `param` (0-based; SysV: di si dx cx r8 r9, then the stack)
-    FOFFS,   // uprobe file offset `offset`, resolved to the address `immediate`
-    DATA,    // address of the program's immediate string
-    EDATA,   // word at `offset` in the entry data saved for a return probe
-    TP_ARG,  // field of the attached event's record (event probes) at `offset`, `size`
-             // bytes; `param`: 0 unsigned, 1 signed, 2 __data_loc string, 3 char array
-             // (a string's value is its address)
+    REG,    // pt_regs word at byte offset `param`
+    STACK,  // `param`-th word above the stack pointer
+    STACKP, // the stack pointer
+    RETVAL, // the return value register
+    IMM,    // `immediate`
+    COMM,   // address of the thread's name
+    ARG,    // function argument `param` (0-based; SysV: di si dx cx r8 r9, then the stack)
+    FOFFS,  // uprobe file offset `offset`, resolved to the address `immediate`
+    DATA,   // address of the program's immediate string
+    EDATA,  // word at `offset` in the entry data saved for a return probe
+    TP_ARG, // field of the attached event's record (event probes) at `offset`, `size`
+            // bytes; `param`: 0 unsigned, 1 signed, 2 __data_loc string, 3 char array
+            // (a string's value is its address)
     // Stage 2: dereference (value = *(value + offset)).
     DEREF,
     UDEREF,
     // Stage 3: store into the record.
-    ST_RAW,     // the value itself, `size` bytes
-    ST_MEM,     // `size` bytes at value + offset
-    ST_UMEM,    // same, from "user" memory (identical in user space)
-    ST_STRING,  // string at value + offset into the dynamic area
+    ST_RAW,    // the value itself, `size` bytes
+    ST_MEM,    // `size` bytes at value + offset
+    ST_UMEM,   // same, from "user" memory (identical in user space)
+    ST_STRING, // string at value + offset into the dynamic area
     ST_USTRING,
-    ST_SYMSTR,  // "sym+0xoff/0xsize" of value + offset into the dynamic area
+    ST_SYMSTR, // "sym+0xoff/0xsize" of value + offset into the dynamic area
     // Stage 4: modify the stored value.
-    MOD_BF,     // bitfield: (x << lshift) >> rshift on a `basesize` container
+    MOD_BF, // bitfield: (x << lshift) >> rshift on a `basesize` container
     // Stage 5: repeat the store for array elements.
-    LP_ARRAY,   // `param` elements
+    LP_ARRAY, // `param` elements
     END,
     NOP_SYMBOL, // place holder for @SYM (name in fetch_prog::data); skipped when run
 };
@@ -82,12 +83,12 @@ const char *fetch_op_name(fetch_op op) noexcept;
 
 // Flags describing where an argument is fetched (the kernel's TPARG_FL_*).
 enum : unsigned {
-    TPARG_FL_RETURN = 1u << 0,  // return probe
-    TPARG_FL_KERNEL = 1u << 1,  // symbol-aware probe (p/r/f on a symbol): @SYM, symbol types
-    TPARG_FL_FENTRY = 1u << 2,  // at a function entry: $argN straight from registers
-    TPARG_FL_USER = 1u << 4,    // uprobe-style (path:offset) probe
-    TPARG_FL_FPROBE = 1u << 5,  // fprobe: no %REG
-    TPARG_FL_TEVENT = 1u << 6,  // event probe: $FIELD of the attached event, no %REG/$stack
+    TPARG_FL_RETURN = 1u << 0, // return probe
+    TPARG_FL_KERNEL = 1u << 1, // symbol-aware probe (p/r/f on a symbol): @SYM, symbol types
+    TPARG_FL_FENTRY = 1u << 2, // at a function entry: $argN straight from registers
+    TPARG_FL_USER = 1u << 4,   // uprobe-style (path:offset) probe
+    TPARG_FL_FPROBE = 1u << 5, // fprobe: no %REG
+    TPARG_FL_TEVENT = 1u << 6, // event probe: $FIELD of the attached event, no %REG/$stack
 };
 
 // Function arguments a return probe saves at entry ($argN on exit), the kernel's
@@ -122,15 +123,15 @@ struct btf_context {
 
 // One parsed argument of a probe.
 struct probe_arg {
-    std::string name;             // "arg1", "dfd"
-    std::string comm;             // text after "name=" (shown by the listing, used to match)
+    std::string name; // "arg1", "dfd"
+    std::string comm; // text after "name=" (shown by the listing, used to match)
     const fetch_type *type = nullptr;
-    std::string type_text;        // the type as written ("b4@2/32", "u8"), "" when omitted
-    uint32_t count = 0;           // array elements, 0 = scalar
-    uint32_t offset = 0;          // offset inside the args area of the record
-    bool dynamic = false;         // has __data_loc data (strings)
-    std::string fmt;              // format-file type of an array ("u8[4]"); "" otherwise
-    int sym_pos = -1;             // caret offset of '@' of an unresolved @SYM, else -1
+    std::string type_text; // the type as written ("b4@2/32", "u8"), "" when omitted
+    uint32_t count = 0;    // array elements, 0 = scalar
+    uint32_t offset = 0;   // offset inside the args area of the record
+    bool dynamic = false;  // has __data_loc data (strings)
+    std::string fmt;       // format-file type of an array ("u8[4]"); "" otherwise
+    int sym_pos = -1;      // caret offset of '@' of an unresolved @SYM, else -1
     fetch_prog prog;
 
     // Fixed bytes in the record: type size times max(count, 1).
@@ -145,8 +146,7 @@ struct probe_arg {
 // argument is named after its text when that is an identifier, else arg<N>.
 probe_error parse_probe_arg(std::string_view arg, int argv_index, int arg_idx,
                             std::span<const probe_arg> previous, unsigned flags,
-                            entry_arg_table &eargs, probe_arg &out,
-                            const btf_context &btf = {});
+                            entry_arg_table &eargs, probe_arg &out, const btf_context &btf = {});
 
 // Assigns record offsets to ARGS (packed in order, no padding) and returns the size of the
 // fixed part.
@@ -159,16 +159,16 @@ struct fetch_resolver {
     std::function<std::optional<uintptr_t>(uint64_t)> file_offset;
 };
 // Also installs the nofault fault handler (fetch_install_fault_handler) when an argument
-// reads memory. Returns BAD_PROBE_ADDR (ENOENT) with the arg's index (first_argv_index + i) and the caret
-// under its '@' for the first symbol that does not resolve.
+// reads memory. Returns BAD_PROBE_ADDR (ENOENT) with the arg's index (first_argv_index + i) and the
+// caret under its '@' for the first symbol that does not resolve.
 probe_error resolve_fetch_args(std::span<probe_arg> args, const fetch_resolver &resolver,
                                int first_argv_index = 2);
 
 // What the interpreter reads besides memory.
 struct fetch_context {
     const pt_regs *regs = nullptr;
-    const void *edata = nullptr;     // entry data of a return probe (store_entry_args output)
-    symbolize_fn symbolize = nullptr; // symstr; nullptr prints "0x<hex>"
+    const void *edata = nullptr;        // entry data of a return probe (store_entry_args output)
+    symbolize_fn symbolize = nullptr;   // symstr; nullptr prints "0x<hex>"
     const uint8_t *event_rec = nullptr; // event probes: the attached event's record
 };
 

@@ -19,32 +19,48 @@
 #include <climits>
 #include <cstdio>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
-enum class cmd_kind { traceon, traceoff, stacktrace, snapshot, dump, cpudump, enable_event,
-                      disable_event };
+enum class cmd_kind {
+    traceon,
+    traceoff,
+    stacktrace,
+    snapshot,
+    dump,
+    cpudump,
+    enable_event,
+    disable_event
+};
 
 struct cmd_name {
     const char *name;
     cmd_kind kind;
 };
 constexpr cmd_name k_cmds[] = {
-    {"traceon", cmd_kind::traceon},       {"traceoff", cmd_kind::traceoff},
-    {"stacktrace", cmd_kind::stacktrace}, {"snapshot", cmd_kind::snapshot},
-    {"dump", cmd_kind::dump},             {"cpudump", cmd_kind::cpudump},
-    {"enable_event", cmd_kind::enable_event}, {"disable_event", cmd_kind::disable_event},
+    {"traceon", cmd_kind::traceon},
+    {"traceoff", cmd_kind::traceoff},
+    {"stacktrace", cmd_kind::stacktrace},
+    {"snapshot", cmd_kind::snapshot},
+    {"dump", cmd_kind::dump},
+    {"cpudump", cmd_kind::cpudump},
+    {"enable_event", cmd_kind::enable_event},
+    {"disable_event", cmd_kind::disable_event},
 };
 
 const char *name_of(cmd_kind k)
 {
     for (const cmd_name &c : k_cmds)
-        if (c.kind == k)
-            return c.name;
+        if (c.kind == k) return c.name;
     return "?";
 }
 
-bool has_count(cmd_kind k) { return k != cmd_kind::dump && k != cmd_kind::cpudump; }
+bool has_count(cmd_kind k)
+{
+    return k != cmd_kind::dump && k != cmd_kind::cpudump;
+}
 
 // One function of a probe. Never freed: a handler may still hold it.
 struct ip_entry {
@@ -79,8 +95,7 @@ struct func_probe {
     ip_entry *lookup(uintptr_t ip) const noexcept
     {
         const table *t = pub.load(std::memory_order_acquire);
-        if (!t)
-            return nullptr;
+        if (!t) return nullptr;
         auto it = std::lower_bound(t->by_ip.begin(), t->by_ip.end(), ip,
                                    [](const ip_entry *e, uintptr_t v) { return e->ip < v; });
         return it != t->by_ip.end() && (*it)->ip == ip ? *it : nullptr;
@@ -95,12 +110,9 @@ DPROBE_NOPROBE bool take(ip_entry *e) noexcept
 {
     long c = e->count.load(std::memory_order_relaxed);
     for (;;) {
-        if (c == -1)
-            return true;
-        if (c <= 0)
-            return false;
-        if (e->count.compare_exchange_weak(c, c - 1, std::memory_order_relaxed))
-            return true;
+        if (c == -1) return true;
+        if (c <= 0) return false;
+        if (e->count.compare_exchange_weak(c, c - 1, std::memory_order_relaxed)) return true;
     }
 }
 
@@ -109,8 +121,7 @@ DPROBE_NOPROBE int probe_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
 {
     auto *p = static_cast<func_probe *>(ops->priv);
     ip_entry *e = p->lookup(ip);
-    if (!e)
-        return 1;
+    if (!e) return 1;
     trace_array &tr = *p->tr;
     switch (p->kind) {
     case cmd_kind::traceon:
@@ -123,19 +134,17 @@ DPROBE_NOPROBE int probe_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
             ring_buffer_set_tracing_on(tr.buffer, false);
         break;
     case cmd_kind::stacktrace:
-        if (take(e))
-            trace_stack_record(tr, fregs);
+        if (take(e)) trace_stack_record(tr, fregs);
         break;
     case cmd_kind::snapshot:
-        if (take(e))
-            snapshot_from_probe(tr);
+        if (take(e)) snapshot_from_probe(tr);
         break;
     case cmd_kind::dump:
     case cmd_kind::cpudump:
         // The kernel's ftrace_dump() stops tracing first, then prints.
         ring_buffer_set_tracing_on(tr.buffer, false);
-        ftrace_worker_request(tr, p->kind == cmd_kind::dump ? FTRACE_WORK_DUMP
-                                                            : FTRACE_WORK_CPUDUMP);
+        ftrace_worker_request(tr,
+                              p->kind == cmd_kind::dump ? FTRACE_WORK_DUMP : FTRACE_WORK_CPUDUMP);
         break;
     case cmd_kind::enable_event:
     case cmd_kind::disable_event: {
@@ -155,8 +164,7 @@ func_probe *find_probe(trace_array &tr, cmd_kind k, const std::string &sys,
     for (func_probe *p : g_probes)
         if (p->tr == &tr && p->kind == k && p->sys == sys && p->event == event && p->active)
             return p;
-    if (!create)
-        return nullptr;
+    if (!create) return nullptr;
     func_probe *p = nullptr;
     for (func_probe *q : g_probes)
         if (!q->active && !q->fops.running()) {
@@ -180,8 +188,7 @@ func_probe *find_probe(trace_array &tr, cmd_kind k, const std::string &sys,
 void stop_probe(func_probe *p)
 {
     p->fops.stop();
-    if (p->ev)
-        trace_events::instance().soft_mode(p->sys, p->event, p->tr->id, false);
+    if (p->ev) trace_events::instance().soft_mode(p->sys, p->event, p->tr->id, false);
     p->ev = nullptr;
     p->entries.clear();
     p->pub.store(nullptr, std::memory_order_release);
@@ -191,8 +198,7 @@ void stop_probe(func_probe *p)
 int parse_count(std::string_view s, long &count)
 {
     unsigned long long v;
-    if (kstrtoull(s, 0, v) || v > uint64_t(LONG_MAX))
-        return -EINVAL;
+    if (kstrtoull(s, 0, v) || v > uint64_t(LONG_MAX)) return -EINVAL;
     count = long(v);
     return 0;
 }
@@ -203,39 +209,32 @@ int ftrace_run_command(trace_array &tr, const ftrace_command_request &req)
 {
     const cmd_name *c = nullptr;
     for (const cmd_name &x : k_cmds)
-        if (req.command == x.name)
-            c = &x;
-    if (!c || req.glob.empty())
-        return -EINVAL;
+        if (req.command == x.name) c = &x;
+    if (!c || req.glob.empty()) return -EINVAL;
     std::string sys, event;
     long count = -1;
     std::string_view param = req.param;
     if (c->kind == cmd_kind::enable_event || c->kind == cmd_kind::disable_event) {
         // SYSTEM:EVENT[:COUNT]
         size_t a = param.find(':');
-        if (a == std::string_view::npos)
-            return -EINVAL;
+        if (a == std::string_view::npos) return -EINVAL;
         sys = std::string(param.substr(0, a));
         std::string_view rest = param.substr(a + 1);
         size_t b = rest.find(':');
         event = std::string(rest.substr(0, b));
         if (b != std::string_view::npos && !req.neg && parse_count(rest.substr(b + 1), count))
             return -EINVAL;
-        if (sys.empty() || event.empty())
-            return -EINVAL;
+        if (sys.empty() || event.empty()) return -EINVAL;
     } else if (!param.empty() && !req.neg) {
-        if (!has_count(c->kind) || parse_count(param, count))
-            return -EINVAL;
+        if (!has_count(c->kind) || parse_count(param, count)) return -EINVAL;
     }
 
     std::vector<ftrace_site *> sites = func_ops_usable(ftrace_match_sites(req.glob, ""));
-    if (sites.empty())
-        return -EINVAL;
+    if (sites.empty()) return -EINVAL;
 
     if (req.neg) {
         func_probe *p = find_probe(tr, c->kind, sys, event, false);
-        if (!p)
-            return -EINVAL;
+        if (!p) return -EINVAL;
         std::erase_if(p->entries, [&](ip_entry *e) {
             return std::binary_search(sites.begin(), sites.end(), e->site);
         });
@@ -262,16 +261,13 @@ int ftrace_run_command(trace_array &tr, const ftrace_command_request &req)
             }
             ftrace_worker_start();
         }
-        if (c->kind == cmd_kind::dump || c->kind == cmd_kind::cpudump)
-            ftrace_worker_start();
-        if (c->kind == cmd_kind::stacktrace)
-            trace_stack_init();
+        if (c->kind == cmd_kind::dump || c->kind == cmd_kind::cpudump) ftrace_worker_start();
+        if (c->kind == cmd_kind::stacktrace) trace_stack_init();
     }
     for (ftrace_site *s : sites) {
         bool have = std::any_of(p->entries.begin(), p->entries.end(),
                                 [s](ip_entry *e) { return e->site == s; });
-        if (have)
-            continue;
+        if (have) continue;
         auto *e = new ip_entry{s, s->ip, {}};
         e->count.store(count, std::memory_order_relaxed);
         p->entries.push_back(e);
@@ -304,10 +300,10 @@ std::string ftrace_probes_show(trace_array &tr)
     std::string s;
     char buf[64];
     for (func_probe *p : g_probes) {
-        if (!p->active || p->tr != &tr)
-            continue;
+        if (!p->active || p->tr != &tr) continue;
         std::vector<ip_entry *> v = p->entries;
-        std::sort(v.begin(), v.end(), [](const ip_entry *a, const ip_entry *b) { return a->ip < b->ip; });
+        std::sort(v.begin(), v.end(),
+                  [](const ip_entry *a, const ip_entry *b) { return a->ip < b->ip; });
         for (ip_entry *e : v) {
             std::string line;
             print_ip_sym(line, e->ip, ftrace_print_flags{});
@@ -333,8 +329,7 @@ std::string ftrace_probes_show(trace_array &tr)
 void ftrace_probes_remove_array(trace_array &tr)
 {
     for (func_probe *p : g_probes)
-        if (p->active && p->tr == &tr)
-            stop_probe(p);
+        if (p->active && p->tr == &tr) stop_probe(p);
 }
 
 } // namespace dprobe

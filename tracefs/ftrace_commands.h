@@ -22,7 +22,8 @@
 
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 

@@ -18,7 +18,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The kernel's enum trace_type values for these records.
 enum trace_type : uint16_t {

@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 struct field_desc {
     const char *type;
@@ -73,8 +75,7 @@ const std::vector<ftrace_event_desc> &descs()
 const ftrace_event_desc *desc_of(std::string_view name)
 {
     for (const auto &d : descs())
-        if (name == d.name)
-            return &d;
+        if (name == d.name) return &d;
     return nullptr;
 }
 
@@ -107,25 +108,21 @@ int ftrace_event_id(std::string_view name)
 bool is_ftrace_type(uint16_t type)
 {
     for (const auto &d : descs())
-        if (d.id == type)
-            return true;
+        if (d.id == type) return true;
     return false;
 }
 
 std::string ftrace_event_format(std::string_view name)
 {
     const ftrace_event_desc *d = desc_of(name);
-    if (!d)
-        return "";
-    std::string s = std::string("name: ") + d->name + "\nID: " + std::to_string(d->id) +
-                    "\nformat:\n";
-    auto line = [&s](const char *type, const char *fname, unsigned off, unsigned size,
-                     bool sgn) {
+    if (!d) return "";
+    std::string s =
+        std::string("name: ") + d->name + "\nID: " + std::to_string(d->id) + "\nformat:\n";
+    auto line = [&s](const char *type, const char *fname, unsigned off, unsigned size, bool sgn) {
         // A dynamic array "T[]" prints as "T name[]", as the kernel's f_show() does.
         std::string_view t = type;
         const bool dyn = t.ends_with("[]");
-        if (dyn)
-            t.remove_suffix(2);
+        if (dyn) t.remove_suffix(2);
         char buf[160];
         std::snprintf(buf, sizeof buf, "\tfield:%.*s %s%s;\toffset:%u;\tsize:%u;\tsigned:%d;\n",
                       int(t.size()), t.data(), fname, dyn ? "[]" : "", off, size, sgn ? 1 : 0);
@@ -142,12 +139,10 @@ std::string ftrace_event_format(std::string_view name)
     return s;
 }
 
-int ftrace_event_check_filter(std::string_view name, std::string_view text,
-                              std::string &error_text)
+int ftrace_event_check_filter(std::string_view name, std::string_view text, std::string &error_text)
 {
     const ftrace_event_desc *d = desc_of(name);
-    if (!d)
-        return -ENOENT;
+    if (!d) return -ENOENT;
     using t = filter_field::type;
     const bool is_function = d->id == TRACE_FN;
     std::vector<filter_field> fields;
@@ -157,8 +152,8 @@ int ftrace_event_check_filter(std::string_view name, std::string_view text,
     } else {
         for (const field_desc &f : d->fields)
             if (f.size) // the dynamic arrays (caller[], buf[]) take no predicate
-                fields.push_back({f.name, t::number, uint16_t(f.offset), uint16_t(f.size),
-                                  f.is_signed});
+                fields.push_back(
+                    {f.name, t::number, uint16_t(f.offset), uint16_t(f.size), f.is_signed});
         fields.push_back({"CPU", t::cpu, 0, 4, true});
         fields.push_back({"cpu", t::cpu, 0, 4, true});
         fields.push_back({"COMM", t::comm, 0, 16, false});
@@ -169,8 +164,7 @@ int ftrace_event_check_filter(std::string_view name, std::string_view text,
         fields.push_back({"common_pid", t::number, 4, 4, true});
     }
     filter_parse_error pe;
-    if (event_filter::compile(text, fields, pe))
-        return 0;
+    if (event_filter::compile(text, fields, pe)) return 0;
     if (is_function && pe.err == filter_err::FIELD_NOT_FOUND) {
         // A field the event has, but not ip: the kernel's "Only 'ip' field ..." error.
         auto ident = [&text](size_t i) {
@@ -183,8 +177,7 @@ int ftrace_event_check_filter(std::string_view name, std::string_view text,
         while (begin > 0 && ident(begin - 1))
             begin--;
         const std::string_view f = text.substr(begin, end - begin);
-        if (f == "parent_ip" || f.starts_with("common_"))
-            pe.err = filter_err::IP_FIELD_ONLY;
+        if (f == "parent_ip" || f.starts_with("common_")) pe.err = filter_err::IP_FIELD_ONLY;
     }
     error_text = filter_error_text(text, pe);
     return -EINVAL;
@@ -200,8 +193,7 @@ void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f)
     size_t n = sprint_symbol(buf, sizeof buf, ip, false);
     std::string_view s(buf, std::min(n, sizeof buf - 1));
     if (!f.sym_offset && !s.starts_with("0x")) {
-        if (size_t plus = s.find('+'); plus != std::string_view::npos)
-            s = s.substr(0, plus);
+        if (size_t plus = s.find('+'); plus != std::string_view::npos) s = s.substr(0, plus);
     }
     out += s;
     if (f.sym_addr) {
@@ -213,15 +205,13 @@ void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f)
 bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
                         const ftrace_print_flags &f)
 {
-    if (len < sizeof(trace_entry_header))
-        return false;
+    if (len < sizeof(trace_entry_header)) return false;
     trace_entry_header h;
     std::memcpy(&h, rec, sizeof h);
     char buf[128];
     switch (h.type) {
     case TRACE_FN: {
-        if (len < sizeof(ftrace_entry))
-            return false;
+        if (len < sizeof(ftrace_entry)) return false;
         print_ip_sym(out, ld64(rec + offsetof(ftrace_entry, ip)), f);
         uint64_t parent = ld64(rec + offsetof(ftrace_entry, parent_ip));
         if (f.print_parent && parent) {
@@ -231,24 +221,21 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
         return true;
     }
     case TRACE_STACK: {
-        if (len < sizeof(stack_entry))
-            return false;
+        if (len < sizeof(stack_entry)) return false;
         int32_t n;
         std::memcpy(&n, rec + offsetof(stack_entry, size), 4);
         size_t room = (len - sizeof(stack_entry)) / 8;
         out += "<stack trace>";
         for (size_t i = 0; i < size_t(n > 0 ? n : 0) && i < room; i++) {
             uint64_t a = ld64(rec + sizeof(stack_entry) + 8 * i);
-            if (a == ~uint64_t{0})
-                break;
+            if (a == ~uint64_t{0}) break;
             out += "\n => ";
             print_ip_sym(out, a, f);
         }
         return true;
     }
     case TRACE_PRINT: {
-        if (len < sizeof(print_entry))
-            return false;
+        if (len < sizeof(print_entry)) return false;
         const uint64_t ip = ld64(rec + offsetof(print_entry, ip));
         if (ip == trace_marker_ip())
             out += "tracing_mark_write";
@@ -262,15 +249,13 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
         return true;
     }
     case TRACE_RAW_DATA: {
-        if (len < sizeof(raw_data_entry))
-            return false;
+        if (len < sizeof(raw_data_entry)) return false;
         uint32_t id, n = 0;
         std::memcpy(&id, rec + offsetof(raw_data_entry, id), 4);
         // The record keeps its data length in the padding word after the bytes' end: the
         // ring buffer's own length is rounded up to 8.
         std::memcpy(&n, rec + len - 4, 4);
-        if (n > len - sizeof(raw_data_entry) - 4)
-            n = 0;
+        if (n > len - sizeof(raw_data_entry) - 4) n = 0;
         // The kernel prints the record's whole payload, which its ring buffer rounds up to
         // 4 bytes: the padding shows as zeros (the selftest 00basic/trace_marker_raw.tc counts
         // on it). The padding is zeroed when the record is written.
@@ -284,8 +269,7 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
         return true;
     }
     case TRACE_GRAPH_ENT: {
-        if (len < sizeof(ftrace_graph_ent_entry))
-            return false;
+        if (len < sizeof(ftrace_graph_ent_entry)) return false;
         ftrace_graph_ent_entry e;
         std::memcpy(&e, rec, sizeof e);
         out += "--> ";
@@ -295,8 +279,7 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
         return true;
     }
     case TRACE_GRAPH_RET: {
-        if (len < sizeof(ftrace_graph_ret_entry))
-            return false;
+        if (len < sizeof(ftrace_graph_ret_entry)) return false;
         ftrace_graph_ret_entry e;
         std::memcpy(&e, rec, sizeof e);
         out += "<-- ";

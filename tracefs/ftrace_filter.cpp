@@ -9,8 +9,10 @@
 #include <cctype>
 #include <cerrno>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 bool is_number(std::string_view s)
 {
@@ -23,8 +25,7 @@ bool object_loaded(std::string_view lib)
 {
     auto objs = kallsyms::instance().objects();
     for (const object_ptr &o : *objs) {
-        if (o->name == lib || o->path == lib)
-            return true;
+        if (o->name == lib || o->path == lib) return true;
         if (o->name.size() > lib.size() && o->name.starts_with(lib) && o->name[lib.size()] == '.')
             return true;
     }
@@ -50,8 +51,7 @@ std::vector<ftrace_site *> usable(std::vector<ftrace_site *> v)
 ftrace_site *available_filter_site(size_t n)
 {
     std::vector<ftrace_func_entry> all = ftrace_selectable_funcs();
-    if (n == 0 || n > all.size())
-        return nullptr;
+    if (n == 0 || n > all.size()) return nullptr;
     return ftrace_location_or_jump(all[n - 1].sym->addr);
 }
 
@@ -66,8 +66,7 @@ std::vector<ftrace_site *> ftrace_hash::sites() const
     std::lock_guard<std::mutex> g(m_);
     std::vector<ftrace_site *> v;
     for (ftrace_site *s : sites_)
-        if (!s->gone)
-            v.push_back(s);
+        if (!s->gone) v.push_back(s);
     std::sort(v.begin(), v.end(),
               [](const ftrace_site *a, const ftrace_site *b) { return a->ip < b->ip; });
     return v;
@@ -107,16 +106,13 @@ int ftrace_hash::match(std::string_view glob, std::string_view lib, bool neg, bo
     if (lib.empty() && is_number(glob)) {
         // An index into available_filter_functions, from 1.
         unsigned long long n = 0;
-        if (kstrtoull(glob, 10, n) || n == 0)
-            return -EINVAL;
+        if (kstrtoull(glob, 10, n) || n == 0) return -EINVAL;
         ftrace_site *site = available_filter_site(size_t(n));
-        if (!site)
-            return -EINVAL;
+        if (!site) return -EINVAL;
         hits.push_back(site);
     } else {
         if (!lib.empty() && !object_loaded(lib)) {
-            if (!mod_pending_ok)
-                return -EINVAL;
+            if (!mod_pending_ok) return -EINVAL;
             std::lock_guard<std::mutex> g(m_);
             pending_mod pm{std::string(glob.empty() ? "*" : glob), std::string(lib)};
             auto same = [&](const pending_mod &p) { return p.glob == pm.glob && p.lib == pm.lib; };
@@ -126,12 +122,12 @@ int ftrace_hash::match(std::string_view glob, std::string_view lib, bool neg, bo
                 pending_.push_back(pm);
             return 1;
         }
-        std::string spec = lib.empty() ? std::string(glob)
-                                       : std::string(lib) + ":" + std::string(glob.empty() ? "*" : glob);
+        std::string spec = lib.empty()
+                               ? std::string(glob)
+                               : std::string(lib) + ":" + std::string(glob.empty() ? "*" : glob);
         hits = usable(ftrace_match_sites(spec, ""));
     }
-    if (hits.empty())
-        return -EINVAL;
+    if (hits.empty()) return -EINVAL;
     std::lock_guard<std::mutex> g(m_);
     std::sort(sites_.begin(), sites_.end());
     std::vector<ftrace_site *> out;
@@ -153,11 +149,9 @@ bool ftrace_hash::objects_loaded(std::span<const object_ptr> added)
         std::lock_guard<std::mutex> g(m_);
         for (const pending_mod &p : pending_)
             for (const object_ptr &o : added)
-                if (object_matches(*o, p.lib))
-                    todo.push_back(p);
+                if (object_matches(*o, p.lib)) todo.push_back(p);
     }
-    if (todo.empty())
-        return false;
+    if (todo.empty()) return false;
     std::vector<ftrace_site *> hits;
     for (const pending_mod &p : todo) {
         auto v = ftrace_match_sites_in(added, p.lib + ":" + p.glob, "");
@@ -167,11 +161,11 @@ bool ftrace_hash::objects_loaded(std::span<const object_ptr> added)
     std::lock_guard<std::mutex> g(m_);
     // Applied: the kernel drops a :mod: entry once its module is loaded.
     std::erase_if(pending_, [&](const pending_mod &p) {
-        return std::any_of(todo.begin(), todo.end(),
-                           [&](const pending_mod &t) { return t.glob == p.glob && t.lib == p.lib; });
+        return std::any_of(todo.begin(), todo.end(), [&](const pending_mod &t) {
+            return t.glob == p.glob && t.lib == p.lib;
+        });
     });
-    if (hits.empty())
-        return false;
+    if (hits.empty()) return false;
     std::sort(sites_.begin(), sites_.end());
     std::vector<ftrace_site *> out;
     std::set_union(sites_.begin(), sites_.end(), hits.begin(), hits.end(), std::back_inserter(out));
@@ -188,13 +182,11 @@ std::string ftrace_hash::show(const char *empty_text) const
         std::lock_guard<std::mutex> g(m_);
         pend = pending_;
     }
-    if (v.empty() && pend.empty())
-        return empty_text;
+    if (v.empty() && pend.empty()) return empty_text;
     std::string s;
     for (ftrace_site *site : v) {
         s += site->sym ? site->sym->name : "0x" + std::to_string(site->ip);
-        if (site->obj && !site->obj->is_main)
-            s += " [" + site->obj->name + "]";
+        if (site->obj && !site->obj->is_main) s += " [" + site->obj->name + "]";
         s += '\n';
     }
     for (const pending_mod &p : pend)
@@ -202,8 +194,7 @@ std::string ftrace_hash::show(const char *empty_text) const
     return s;
 }
 
-std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_view text,
-                                             bool final)
+std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_view text, bool final)
 {
     std::vector<std::string> out;
     std::string buf = carry + std::string(text);
@@ -215,8 +206,7 @@ std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_vie
         size_t s = i;
         while (i < buf.size() && !std::isspace(static_cast<unsigned char>(buf[i])))
             i++;
-        if (i == s)
-            break;
+        if (i == s) break;
         if (i == buf.size() && !final) {
             carry = buf.substr(s); // may continue in the next write
             break;
@@ -235,23 +225,21 @@ int ftrace_filter_token(ftrace_hash &hash, std::string_view token,
         token.remove_prefix(1);
     }
     size_t c1 = token.find(':');
-    if (c1 == std::string_view::npos)
-        return hash.match(token, "", neg, false) < 0 ? -EINVAL : 0;
+    if (c1 == std::string_view::npos) return hash.match(token, "", neg, false) < 0 ? -EINVAL : 0;
     std::string_view func = token.substr(0, c1);
     std::string_view rest = token.substr(c1 + 1);
     size_t c2 = rest.find(':');
     std::string_view cmd = rest.substr(0, c2);
-    std::string_view param = c2 == std::string_view::npos ? std::string_view() : rest.substr(c2 + 1);
+    std::string_view param =
+        c2 == std::string_view::npos ? std::string_view() : rest.substr(c2 + 1);
     if (cmd == "mod") {
-        if (param.empty())
-            return -EINVAL;
+        if (param.empty()) return -EINVAL;
         return hash.match(func, param, neg, true) < 0 ? -EINVAL : 0;
     }
     // LIB:GLOB (the fprobe spelling) when LIB is a loaded object.
     if (c2 == std::string_view::npos && !cmd.empty() && object_loaded(func))
         return hash.match(cmd, func, neg, false) < 0 ? -EINVAL : 0;
-    if (!commands)
-        return -EINVAL;
+    if (!commands) return -EINVAL;
     ftrace_command_request r;
     r.glob = std::string(func);
     r.command = std::string(cmd);

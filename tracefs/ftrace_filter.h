@@ -33,12 +33,14 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct ftrace_site;
 
-class ftrace_hash {
-public:
+class ftrace_hash
+{
+  public:
     ftrace_hash() = default;
     ftrace_hash(const ftrace_hash &) = delete;
     ftrace_hash &operator=(const ftrace_hash &) = delete;
@@ -65,7 +67,7 @@ public:
     // The file text without the commands (see above); EMPTY_TEXT when empty.
     std::string show(const char *empty_text) const;
 
-private:
+  private:
     void publish_locked();
     struct ip_list {
         std::vector<uintptr_t> ips;
@@ -95,8 +97,7 @@ int ftrace_filter_token(ftrace_hash &hash, std::string_view token,
 
 // Tokens of TEXT for a write() that may end mid-token: complete tokens are returned and the
 // unfinished tail is kept in CARRY for the next write; FINAL (the file's release) flushes it.
-std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_view text,
-                                             bool final);
+std::vector<std::string> ftrace_split_tokens(std::string &carry, std::string_view text, bool final);
 
 // The site of line N (from 1) of available_filter_functions (made if the function has none
 // yet), or nullptr when there is no such line or the function cannot take a site.

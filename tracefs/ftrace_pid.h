@@ -17,23 +17,22 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The calling thread's id (from its dprobe context when it has one: no system call).
 int32_t trace_current_tid() noexcept;
 
-class pid_filter {
-public:
+class pid_filter
+{
+  public:
     pid_filter() = default;
     pid_filter(const pid_filter &) = delete;
     pid_filter &operator=(const pid_filter &) = delete;
 
     bool active() const noexcept { return list_.load(std::memory_order_acquire) != nullptr; }
     bool contains(int32_t tid) const noexcept;
-    bool contains_current() const noexcept
-    {
-        return active() && contains(trace_current_tid());
-    }
+    bool contains_current() const noexcept { return active() && contains(trace_current_tid()); }
 
     // Adds the whitespace-separated thread ids of TEXT. 0 or -EINVAL.
     int write(std::string_view text);
@@ -42,7 +41,7 @@ public:
     // The file: one id a line, in order; EMPTY_TEXT when the list is empty.
     std::string show(const char *empty_text) const;
 
-private:
+  private:
     struct list {
         std::vector<int32_t> tids; // sorted, unique
     };

@@ -16,8 +16,10 @@
 #include <mutex>
 #include <thread>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 std::atomic<unsigned> g_pending[TRACE_ARRAY_MAX];
 std::atomic<int> g_dump_cpu[TRACE_ARRAY_MAX];
@@ -29,10 +31,8 @@ void write_all(int fd, const std::string &s)
     size_t off = 0;
     while (off < s.size()) {
         ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
         off += size_t(n);
     }
 }
@@ -58,18 +58,14 @@ void work_loop(int rfd)
     char buf[64];
     for (;;) {
         ssize_t n = ::read(rfd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
         for (unsigned id = 0; id < TRACE_ARRAY_MAX; id++) {
             unsigned w = g_pending[id].exchange(0, std::memory_order_acq_rel);
-            if (!w)
-                continue;
+            if (!w) continue;
             std::lock_guard<std::mutex> g(trace_types_lock());
             trace_array *tr = trace_array_by_id(id);
-            if (!tr)
-                continue;
+            if (!tr) continue;
             // (Refused, and so dropped, while the buffer is exported to a consumer.)
             if ((w & FTRACE_WORK_SNAPSHOT) && tr->max_buffer)
                 (void)ring_buffer_swap(tr->buffer, tr->max_buffer);
@@ -84,11 +80,9 @@ void work_loop(int rfd)
 int ftrace_worker_start()
 {
     std::lock_guard<std::mutex> g(g_start_m);
-    if (g_wake_fd.load() >= 0)
-        return 0;
+    if (g_wake_fd.load() >= 0) return 0;
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -errno;
+    if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     try {
         std::thread(work_loop, fds[0]).detach();

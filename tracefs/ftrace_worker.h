@@ -4,7 +4,8 @@
 // (write() is async-signal-safe).
 #pragma once
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <iterator>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // Running func_ops, for the dlopen notifier. Never destroyed: a dlopen on another thread
 // while exit() runs destructors still gets here.
@@ -20,7 +22,8 @@ bool g_notifier_added = false;
 
 void func_ops_notify(std::span<const object_ptr> added);
 
-namespace {
+namespace
+{
 const dl_notifier g_notifier = {func_ops_notify, &g_running_m};
 }
 
@@ -45,8 +48,7 @@ int func_ops::start()
 {
     {
         std::lock_guard<std::mutex> g(m_);
-        if (running_)
-            return -EBUSY;
+        if (running_) return -EBUSY;
         // Nothing to attach yet is not an error: a filter write or a dlopen may add some.
         std::vector<ftrace_site *> want = func_ops_usable(want_all());
         attached_ = want.empty() ? want : ftrace_ops_attach_usable(&ops, want);
@@ -56,8 +58,7 @@ int func_ops::start()
     std::lock_guard<std::mutex> g(g_running_m);
     // Objects loaded from now on get the same treatment (dl_notifier_add may fail when a
     // debugger's breakpoint sits on the loader hook: tracing the loaded objects still works).
-    if (!g_notifier_added && dl_notifier_add(&g_notifier) == 0)
-        g_notifier_added = true;
+    if (!g_notifier_added && dl_notifier_add(&g_notifier) == 0) g_notifier_added = true;
     g_running.push_back(this);
     return 0;
 }
@@ -65,8 +66,7 @@ int func_ops::start()
 int func_ops::update()
 {
     std::lock_guard<std::mutex> g(m_);
-    if (!running_)
-        return 0;
+    if (!running_) return 0;
     std::vector<ftrace_site *> want = func_ops_usable(want_all());
     std::vector<ftrace_site *> add, del;
     std::set_difference(want.begin(), want.end(), attached_.begin(), attached_.end(),
@@ -74,10 +74,8 @@ int func_ops::update()
     std::set_difference(attached_.begin(), attached_.end(), want.begin(), want.end(),
                         std::back_inserter(del));
     std::vector<ftrace_site *> got;
-    if (!add.empty())
-        got = ftrace_ops_attach_usable(&ops, add);
-    if (!del.empty())
-        ftrace_ops_detach(&ops, del);
+    if (!add.empty()) got = ftrace_ops_attach_usable(&ops, add);
+    if (!del.empty()) ftrace_ops_detach(&ops, del);
     std::vector<ftrace_site *> kept;
     std::set_difference(attached_.begin(), attached_.end(), del.begin(), del.end(),
                         std::back_inserter(kept));
@@ -90,14 +88,12 @@ int func_ops::update()
 void func_ops::objects_loaded(std::span<const object_ptr> added)
 {
     std::lock_guard<std::mutex> g(m_);
-    if (!running_ || !want_loaded)
-        return;
+    if (!running_ || !want_loaded) return;
     std::vector<ftrace_site *> want = func_ops_usable(want_loaded(added));
     std::vector<ftrace_site *> add;
     std::set_difference(want.begin(), want.end(), attached_.begin(), attached_.end(),
                         std::back_inserter(add));
-    if (add.empty())
-        return;
+    if (add.empty()) return;
     std::vector<ftrace_site *> got = ftrace_ops_attach_usable(&ops, add);
     attached_.insert(attached_.end(), got.begin(), got.end());
     std::sort(attached_.begin(), attached_.end());
@@ -110,8 +106,7 @@ void func_ops::stop()
         std::erase(g_running, this);
     }
     std::lock_guard<std::mutex> g(m_);
-    if (!running_)
-        return;
+    if (!running_) return;
     ftrace_ops_detach(&ops, attached_);
     ftrace_ops_retire(&ops);
     attached_.clear();

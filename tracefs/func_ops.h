@@ -17,10 +17,12 @@
 #include <span>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
-class func_ops {
-public:
+class func_ops
+{
+  public:
     func_ops() = default;
     func_ops(const func_ops &) = delete;
     func_ops &operator=(const func_ops &) = delete;
@@ -42,7 +44,7 @@ public:
     bool running() const;
     size_t nr_functions() const;
 
-private:
+  private:
     void objects_loaded(std::span<const object_ptr> added);
     friend void func_ops_notify(std::span<const object_ptr> added);
 

@@ -24,10 +24,12 @@
 #include <cstring>
 #include <map>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
-constexpr size_t k_slots = 8192;     // functions a thread can hold
+constexpr size_t k_slots = 8192;      // functions a thread can hold
 constexpr unsigned k_max_depth = 512; // nesting tracked for graph-time off
 
 struct prof_rec {
@@ -40,9 +42,9 @@ struct prof_rec {
 struct prof_table {
     prof_table *next; // global list
     int32_t tid;
-    uint32_t gen;     // the profiler run it belongs to
+    uint32_t gen; // the profiler run it belongs to
     std::atomic<uint64_t> exhausted;
-    unsigned depth;   // open calls, for the callees' time
+    unsigned depth; // open calls, for the callees' time
     uint64_t sub[k_max_depth];
     prof_rec recs[k_slots];
 };
@@ -61,12 +63,10 @@ struct prof_data {
 DPROBE_NOPROBE prof_table *my_table() noexcept
 {
     trace_task *t = current_trace_task();
-    if (!t)
-        return nullptr;
+    if (!t) return nullptr;
     auto *pt = static_cast<prof_table *>(t->profile.load(std::memory_order_relaxed));
     const uint32_t gen = g_gen.load(std::memory_order_relaxed);
-    if (likely(pt && pt->gen == gen && pt->tid == t->tid))
-        return pt;
+    if (likely(pt && pt->gen == gen && pt->tid == t->tid)) return pt;
     if (pt && pt->tid == t->tid) {
         // This thread's table of an earlier run: reset in place (it stays on the list).
         std::memset(static_cast<void *>(pt->recs), 0, sizeof pt->recs);
@@ -79,8 +79,7 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     // a few pages.
     void *m = mmap(nullptr, sizeof(prof_table), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
-        return nullptr;
+    if (m == MAP_FAILED) return nullptr;
     pt = static_cast<prof_table *>(m);
     pt->tid = t->tid;
     pt->gen = gen;
@@ -99,8 +98,7 @@ DPROBE_NOPROBE prof_rec *find_rec(prof_table *pt, uint64_t ip) noexcept
     for (size_t i = 0; i < k_slots; i++) {
         prof_rec &r = pt->recs[(h + i) & (k_slots - 1)];
         uint64_t cur = r.ip.load(std::memory_order_relaxed);
-        if (cur == ip)
-            return &r;
+        if (cur == ip) return &r;
         if (cur == 0) {
             r.ip.store(ip, std::memory_order_release);
             return &r;
@@ -119,14 +117,11 @@ DPROBE_NOPROBE int prof_entry(ftrace_ops *, unsigned long ip, unsigned long, str
                               void *data)
 {
     prof_table *pt = my_table();
-    if (!pt)
-        return 1;
-    if (prof_rec *r = find_rec(pt, ip))
-        add(r->hits, 1);
+    if (!pt) return 1;
+    if (prof_rec *r = find_rec(pt, ip)) add(r->hits, 1);
     auto *d = static_cast<prof_data *>(data);
     d->depth = pt->depth;
-    if (pt->depth < k_max_depth)
-        pt->sub[pt->depth] = 0;
+    if (pt->depth < k_max_depth) pt->sub[pt->depth] = 0;
     pt->depth++;
     d->calltime = trace_clock_now();
     return 0;
@@ -137,8 +132,7 @@ DPROBE_NOPROBE void prof_exit(ftrace_ops *, unsigned long ip, unsigned long, str
 {
     const uint64_t now = trace_clock_now();
     prof_table *pt = my_table();
-    if (!pt)
-        return;
+    if (!pt) return;
     auto *d = static_cast<prof_data *>(data);
     pt->depth = d->depth; // frames a longjmp skipped leave no drift
     uint64_t t = now - d->calltime;
@@ -154,8 +148,7 @@ DPROBE_NOPROBE void prof_exit(ftrace_ops *, unsigned long ip, unsigned long, str
 
 DPROBE_NOPROBE void prof_unwound(ftrace_ops *, void *data)
 {
-    if (prof_table *pt = my_table())
-        pt->depth = static_cast<prof_data *>(data)->depth;
+    if (prof_table *pt = my_table()) pt->depth = static_cast<prof_data *>(data)->depth;
 }
 
 struct sum {
@@ -166,8 +159,7 @@ void collect(prof_table *pt, std::map<uint64_t, sum> &out)
 {
     for (const prof_rec &r : pt->recs) {
         uint64_t ip = r.ip.load(std::memory_order_acquire);
-        if (!ip)
-            continue;
+        if (!ip) continue;
         sum &s = out[ip];
         s.hits += r.hits.load(std::memory_order_relaxed);
         s.time += r.time.load(std::memory_order_relaxed);
@@ -200,8 +192,7 @@ bool function_profile_enabled()
 
 int function_profile_set(bool on)
 {
-    if (on == g_enabled)
-        return 0;
+    if (on == g_enabled) return 0;
     if (!on) {
         g_ops->stop();
         g_enabled = false;
@@ -219,16 +210,14 @@ int function_profile_set(bool on)
     g_ops->want_loaded = [&top](std::span<const object_ptr> added) {
         return tracer_functions_loaded(top, added);
     };
-    if (int err = g_ops->start())
-        return err;
+    if (int err = g_ops->start()) return err;
     g_enabled = true;
     return 0;
 }
 
 void function_profile_update()
 {
-    if (g_enabled)
-        g_ops->update();
+    if (g_enabled) g_ops->update();
 }
 
 std::vector<std::string> trace_stat_files()
@@ -237,8 +226,7 @@ std::vector<std::string> trace_stat_files()
     const uint32_t gen = g_gen.load(std::memory_order_relaxed);
     std::vector<int32_t> tids;
     for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
-        if (pt->gen == gen)
-            tids.push_back(pt->tid);
+        if (pt->gen == gen) tids.push_back(pt->tid);
     std::sort(tids.begin(), tids.end());
     tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
     for (int32_t t : tids)
@@ -248,23 +236,20 @@ std::vector<std::string> trace_stat_files()
 
 std::string trace_stat_text(const std::string &name)
 {
-    if (!name.starts_with("function"))
-        return "";
+    if (!name.starts_with("function")) return "";
     std::string rest = name.substr(8);
     int32_t tid = 0;
     if (!rest.empty()) {
         char *end;
         long v = std::strtol(rest.c_str(), &end, 10);
-        if (*end || v <= 0)
-            return "";
+        if (*end || v <= 0) return "";
         tid = int32_t(v);
     }
     const uint32_t gen = g_gen.load(std::memory_order_relaxed);
     std::map<uint64_t, sum> m;
     bool found = tid == 0;
     for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
-        if (pt->gen != gen || (tid && pt->tid != tid))
-            continue;
+        if (pt->gen != gen || (tid && pt->tid != tid)) continue;
         found = true;
         collect(pt, m);
     }

@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 bool function_profile_enabled();
 // trace_types_lock held. 0 or -errno.

@@ -7,7 +7,8 @@
 #include <cinttypes>
 #include <cstdio>
 
-namespace dprobe {
+namespace dprobe
+{
 
 std::string function_stat_text(std::vector<function_stat> rows, uint64_t thresh_ns)
 {
@@ -16,15 +17,14 @@ std::string function_stat_text(std::vector<function_stat> rows, uint64_t thresh_
                       "  --------                               ---    ----            ---"
                       "             ---\n";
     // The kernel's stat files sort by time, largest first.
-    std::stable_sort(rows.begin(), rows.end(),
-                     [](const function_stat &a, const function_stat &b) { return a.time > b.time; });
+    std::stable_sort(rows.begin(), rows.end(), [](const function_stat &a, const function_stat &b) {
+        return a.time > b.time;
+    });
     char line[256];
     for (const function_stat &s : rows) {
-        if (!s.hits)
-            continue;
+        if (!s.hits) continue;
         const uint64_t avg = s.time / s.hits;
-        if (thresh_ns && avg < thresh_ns)
-            continue;
+        if (thresh_ns && avg < thresh_ns) continue;
         std::snprintf(line, sizeof line, "  %-30.30s  %10" PRIu64 "    ", s.name.c_str(), s.hits);
         out += line;
         // s^2 = (n * sum(x^2) - sum(x)^2) / (n * (n - 1)), in us^2 (ns^2 / 1000 here, the

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct function_stat {
     std::string name;

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr int TRACE_GRAPH_INDENT = 2;
 constexpr int TRACE_GRAPH_PROCINFO_LENGTH = 14;
@@ -20,23 +22,20 @@ enum { FILL_NONE, FILL_FULL, FILL_START, FILL_END };
 int32_t pid_of(const trace_iter::entry &e)
 {
     trace_entry_header h{};
-    if (e.data.size() >= sizeof h)
-        std::memcpy(&h, e.data.data(), sizeof h);
+    if (e.data.size() >= sizeof h) std::memcpy(&h, e.data.data(), sizeof h);
     return h.pid ? h.pid : e.rec.tid;
 }
 
 uint16_t type_of(const trace_iter::entry &e)
 {
     trace_entry_header h{};
-    if (e.data.size() >= sizeof h)
-        std::memcpy(&h, e.data.data(), sizeof h);
+    if (e.data.size() >= sizeof h) std::memcpy(&h, e.data.data(), sizeof h);
     return h.type;
 }
 
 void indent(std::string &out, int depth)
 {
-    if (depth > 0)
-        out.append(size_t(depth) * TRACE_GRAPH_INDENT, ' ');
+    if (depth > 0) out.append(size_t(depth) * TRACE_GRAPH_INDENT, ' ');
 }
 
 std::string sym(uint64_t ip)
@@ -75,8 +74,7 @@ char trace_find_mark(uint64_t d)
     } marks[] = {{1000000000ULL, '$'}, {100000000ULL, '@'}, {10000000ULL, '*'},
                  {1000000ULL, '#'},    {100000ULL, '!'},    {10000ULL, '+'}};
     for (const auto &m : marks)
-        if (d > m.val)
-            return m.sym;
+        if (d > m.val) return m.sym;
     return ' ';
 }
 
@@ -108,8 +106,7 @@ graph_printer::graph_printer(trace_array &tr) : tr_(tr)
 
 std::string graph_printer::header() const
 {
-    if (!tr_.opt(OPT_CONTEXT_INFO))
-        return "";
+    if (!tr_.opt(OPT_CONTEXT_INFO)) return "";
     std::string a = "#", b = "#";
     if (tr_.opt(OPT_FUNCGRAPH_ABSTIME)) {
         a += "     TIME       ";
@@ -147,12 +144,17 @@ void graph_printer::proc(std::string &out, int32_t pid, const char *recorded)
 
 void graph_printer::duration(std::string &out, uint64_t ns, int fill) const
 {
-    if (!tr_.opt(OPT_FUNCGRAPH_DURATION) || !tr_.opt(OPT_CONTEXT_INFO))
-        return;
+    if (!tr_.opt(OPT_FUNCGRAPH_DURATION) || !tr_.opt(OPT_CONTEXT_INFO)) return;
     switch (fill) {
-    case FILL_FULL: out += "              |  "; return;
-    case FILL_START: out += "  "; return;
-    case FILL_END: out += " |"; return;
+    case FILL_FULL:
+        out += "              |  ";
+        return;
+    case FILL_START:
+        out += "  ";
+        return;
+    case FILL_END:
+        out += " |";
+        return;
     }
     out += tr_.opt(OPT_FUNCGRAPH_OVERHEAD) ? trace_find_mark(ns) : ' ';
     out += ' ';
@@ -180,8 +182,7 @@ void graph_printer::prologue(std::string &out, const trace_iter::entry &e, int32
         proc(out, pid, recorded);
         out += "\n ------------------------------------------\n\n";
     }
-    if (!tr_.opt(OPT_CONTEXT_INFO))
-        return;
+    if (!tr_.opt(OPT_CONTEXT_INFO)) return;
     if (tr_.opt(OPT_FUNCGRAPH_ABSTIME)) {
         std::snprintf(buf, sizeof buf, "%5" PRIu64 ".%06" PRIu64 " |  ", e.rec.ts / 1000000000,
                       e.rec.ts % 1000000000 / 1000);
@@ -226,8 +227,7 @@ bool graph_printer::print(std::string &out, trace_iter &it, const trace_iter::en
         if (leaf) {
             it.ahead_.erase(it.ahead_.begin() + long(idx));
             ts.depth = ent.depth - 1;
-            if (ent.depth >= 0)
-                ts.enter_funcs[size_t(ent.depth)] = 0;
+            if (ent.depth >= 0) ts.enter_funcs[size_t(ent.depth)] = 0;
             duration(out, ret.rettime - ret.calltime, FILL_NONE);
             indent(out, ent.depth);
             out += sym(ent.func) + "();";
@@ -239,8 +239,7 @@ bool graph_printer::print(std::string &out, trace_iter &it, const trace_iter::en
             out += '\n';
         } else {
             ts.depth = ent.depth;
-            if (ent.depth >= 0)
-                ts.enter_funcs[size_t(ent.depth)] = ent.func;
+            if (ent.depth >= 0) ts.enter_funcs[size_t(ent.depth)] = ent.func;
             duration(out, 0, FILL_FULL);
             indent(out, ent.depth);
             out += sym(ent.func) + "() {\n";
@@ -281,14 +280,12 @@ bool graph_printer::print(std::string &out, trace_iter &it, const trace_iter::en
         return true;
     }
 
-    if (type == TRACE_FN || type == TRACE_STACK)
-        return false; // their default lines
+    if (type == TRACE_FN || type == TRACE_STACK) return false; // their default lines
 
     // Anything else, between the calls of its thread: a comment.
     prologue(out, e, pid);
     duration(out, 0, FILL_FULL);
-    if (ts.depth > 0)
-        out.append(size_t(ts.depth + 1) * TRACE_GRAPH_INDENT, ' ');
+    if (ts.depth > 0) out.append(size_t(ts.depth + 1) * TRACE_GRAPH_INDENT, ' ');
     out += "/* ";
     std::string text;
     if (type == TRACE_PRINT && e.data.size() >= sizeof(print_entry)) {

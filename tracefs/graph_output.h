@@ -24,7 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 
@@ -36,7 +37,7 @@ struct graph_printer {
     // Prints E (taken from IT's queue); false when E keeps its default line.
     bool print(std::string &out, trace_iter &it, const trace_iter::entry &e);
 
-private:
+  private:
     struct thread_state {
         int depth = 0; // where comments indent
         std::vector<uint64_t> enter_funcs;

@@ -9,36 +9,46 @@
 #include <cstdio>
 #include <sys/stat.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr int ECANCELED_NOT_MINE = ECANCELED;
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
-bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+bool is_alpha(char c)
+{
+    return std::isalpha(static_cast<unsigned char>(c)) != 0;
+}
+bool is_alnum(char c)
+{
+    return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
 
 bool is_good_name(std::string_view s)
 {
-    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_'))
-        return false;
+    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_')) return false;
     for (char c : s.substr(1))
-        if (!is_alnum(c) && c != '_')
-            return false;
+        if (!is_alnum(c) && c != '_') return false;
     return true;
 }
 
 bool is_good_system_name(std::string_view s)
 {
-    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_' && s[0] != '-'))
-        return false;
+    if (s.empty() || (!is_alpha(s[0]) && s[0] != '_' && s[0] != '-')) return false;
     for (char c : s.substr(1))
-        if (!is_alnum(c) && c != '_' && c != '-')
-            return false;
+        if (!is_alnum(c) && c != '_' && c != '-') return false;
     return true;
 }
 
-probe_error not_mine() { return probe_error::plain(ECANCELED_NOT_MINE); }
+probe_error not_mine()
+{
+    return probe_error::plain(ECANCELED_NOT_MINE);
+}
 
 probe_error perr(probe_err e, int index, int offset, int errnum = EINVAL)
 {
@@ -65,62 +75,53 @@ probe_error parse_event_name(std::string_view text, int offset, std::string &gro
                              std::string &event)
 {
     size_t sep = text.find('/');
-    if (sep == std::string_view::npos)
-        sep = text.find('.');
+    if (sep == std::string_view::npos) sep = text.find('.');
     std::string_view ev = text;
     if (sep != std::string_view::npos) {
-        if (sep == 0)
-            return perr(probe_err::NO_GROUP_NAME, 0, offset);
+        if (sep == 0) return perr(probe_err::NO_GROUP_NAME, 0, offset);
         if (sep + 1 > static_cast<size_t>(MAX_EVENT_NAME_LEN))
             return perr(probe_err::GROUP_TOO_LONG, 0, offset);
         std::string_view grp = text.substr(0, sep);
-        if (!is_good_system_name(grp))
-            return perr(probe_err::BAD_GROUP_NAME, 0, offset);
+        if (!is_good_system_name(grp)) return perr(probe_err::BAD_GROUP_NAME, 0, offset);
         group = std::string(grp);
         ev = text.substr(sep + 1);
         offset += static_cast<int>(sep + 1);
     }
     if (ev.empty()) {
-        if (sep != std::string_view::npos)
-            return {};
+        if (sep != std::string_view::npos) return {};
         return perr(probe_err::NO_EVENT_NAME, 0, offset);
     }
     if (ev.size() >= static_cast<size_t>(MAX_EVENT_NAME_LEN))
         return perr(probe_err::EVENT_TOO_LONG, 0, offset);
-    if (!is_good_name(ev))
-        return perr(probe_err::BAD_EVENT_NAME, 0, offset);
+    if (!is_good_name(ev)) return perr(probe_err::BAD_EVENT_NAME, 0, offset);
     event = std::string(ev);
     return {};
 }
 
 std::string truncate_name(std::string s)
 {
-    if (s.size() > static_cast<size_t>(MAX_EVENT_NAME_LEN - 1))
-        s.resize(MAX_EVENT_NAME_LEN - 1);
+    if (s.size() > static_cast<size_t>(MAX_EVENT_NAME_LEN - 1)) s.resize(MAX_EVENT_NAME_LEN - 1);
     return s;
 }
 
 bool tparg_entry_or_return(unsigned flags)
 {
-    if (!(flags & TPARG_FL_KERNEL))
-        return false;
+    if (!(flags & TPARG_FL_KERNEL)) return false;
     return ((flags & TPARG_FL_FENTRY) != 0) != ((flags & TPARG_FL_RETURN) != 0);
 }
 
 // Whether argument TOK may need the function's types: a name, $arg or $retval in it.
 bool mentions_names(std::string_view tok)
 {
-    std::string_view body = tok.substr(tok.find('=') == std::string_view::npos ? 0
-                                                                              : tok.find('=') + 1);
+    std::string_view body =
+        tok.substr(tok.find('=') == std::string_view::npos ? 0 : tok.find('=') + 1);
     if (body.find("$arg") != std::string_view::npos ||
         body.find("$retval") != std::string_view::npos)
         return true;
     auto name_start = [](char c) { return is_alpha(c) || c == '_'; };
-    if (!body.empty() && name_start(body[0]))
-        return true;
+    if (!body.empty() && name_start(body[0])) return true;
     for (size_t p = body.find('('); p != std::string_view::npos; p = body.find('(', p + 1))
-        if (p + 1 < body.size() && name_start(body[p + 1]))
-            return true;
+        if (p + 1 < body.size() && name_start(body[p + 1])) return true;
     return false;
 }
 
@@ -141,18 +142,13 @@ probe_error expand_meta_args(std::span<const std::string> argv, unsigned flags,
     bool found = false;
     for (size_t i = 0; i < nargs; i++) {
         const std::string &tok = argv[i + 2];
-        if (!tok.starts_with("$arg"))
-            continue;
+        if (!tok.starts_with("$arg")) continue;
         int idx = static_cast<int>(i + 2);
-        if (!tparg_entry_or_return(flags))
-            return perr(probe_err::NOFENTRY_ARGS, idx, 0);
+        if (!tparg_entry_or_return(flags)) return perr(probe_err::NOFENTRY_ARGS, idx, 0);
         found = true;
-        if (tok.size() > 4 && is_digit(tok[4]))
-            continue;
-        if (tok.size() <= 4 || tok[4] != '*')
-            return perr(probe_err::BAD_VAR, idx, 0);
-        if (args_idx >= 0)
-            return perr(probe_err::DOUBLE_ARGS, idx, 0);
+        if (tok.size() > 4 && is_digit(tok[4])) continue;
+        if (tok.size() <= 4 || tok[4] != '*') return perr(probe_err::BAD_VAR, idx, 0);
+        if (args_idx >= 0) return perr(probe_err::DOUBLE_ARGS, idx, 0);
         args_idx = idx;
     }
     out.clear();
@@ -182,8 +178,7 @@ probe_error expand_meta_args(std::span<const std::string> argv, unsigned flags,
             // nothing to fetch.
             for (const func_proto::param &p : fn->params)
                 if (p.slot >= 0 && !p.name.empty())
-                    if (probe_error e = add(p.name, idx))
-                        return e;
+                    if (probe_error e = add(p.name, idx)) return e;
             continue;
         }
         if (!tok.starts_with("$arg")) {
@@ -193,17 +188,14 @@ probe_error expand_meta_args(std::span<const std::string> argv, unsigned flags,
         size_t end = 4;
         while (end < tok.size() && is_digit(tok[end]))
             end++;
-        if (end < tok.size() && tok[end] != ':')
-            return perr(probe_err::BAD_VAR, idx, 0, ENOENT);
+        if (end < tok.size() && tok[end] != ':') return perr(probe_err::BAD_VAR, idx, 0, ENOENT);
         unsigned long long n = 0;
         kstrtoull(std::string_view(tok).substr(4, end - 4), 10, n);
-        const func_proto::param *p =
-            n >= 1 && n <= static_cast<unsigned long long>(PARAM_MAX_STACK)
-                ? fn->at_slot(static_cast<int>(n - 1))
-                : nullptr;
+        const func_proto::param *p = n >= 1 && n <= static_cast<unsigned long long>(PARAM_MAX_STACK)
+                                         ? fn->at_slot(static_cast<int>(n - 1))
+                                         : nullptr;
         if (p && !p->name.empty()) {
-            if (probe_error e = add(p->name + tok.substr(end), idx))
-                return e;
+            if (probe_error e = add(p->name + tok.substr(end), idx)) return e;
         } else if (!p && fn->slots_complete && n >= 1) {
             return perr(probe_err::NO_BTFARG, idx, 0, ENOENT); // beyond the parameters
         } else {
@@ -244,9 +236,10 @@ probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_
     }
 
     if (flags & TPARG_FL_TEVENT)
-        btf.event_fields = opts.event_fields && opts.event_fields(def.place.object, def.place.symbol)
-                               ? opts.event_fields(def.place.object, def.place.symbol)
-                               : nullptr;
+        btf.event_fields =
+            opts.event_fields && opts.event_fields(def.place.object, def.place.symbol)
+                ? opts.event_fields(def.place.object, def.place.symbol)
+                : nullptr;
     std::vector<arg_token> tokens;
     if (flags & TPARG_FL_TEVENT) {
         // Event probes take no meta-arguments: "$arg1" is a field like any other.
@@ -264,12 +257,11 @@ probe_error parse_args(std::span<const std::string> argv, unsigned flags, probe_
     for (size_t i = 0; i < tokens.size(); i++) {
         probe_arg a;
         const arg_token &tok = tokens[i];
-        probe_error e = parse_probe_arg(tok.text, tok.index, static_cast<int>(i), def.args,
-                                        flags, def.entry_args, a, btf);
+        probe_error e = parse_probe_arg(tok.text, tok.index, static_cast<int>(i), def.args, flags,
+                                        def.entry_args, a, btf);
         if (e) {
             // An expanded argument's error points at the $arg* or $argN it came from.
-            if (tok.text != argv[tok.index])
-                e.offset = 0;
+            if (tok.text != argv[tok.index]) e.offset = 0;
             return e;
         }
         size += a.field_size();
@@ -287,21 +279,17 @@ probe_error parse_kprobe(std::span<const std::string> argv, const parse_options 
                          probe_definition &def)
 {
     const std::string &a0 = argv[0];
-    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r'))
-        return not_mine();
+    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r')) return not_mine();
     def = probe_definition{};
     def.kind = probe_kind::kprobe;
     def.is_return = a0[0] == 'r';
 
     size_t colon = a0.find(':');
-    std::string_view head = std::string_view(a0).substr(1, colon == std::string::npos
-                                                               ? std::string::npos
-                                                               : colon - 1);
+    std::string_view head =
+        std::string_view(a0).substr(1, colon == std::string::npos ? std::string::npos : colon - 1);
     if (!head.empty()) {
-        if (!is_digit(head[0]))
-            return perr(probe_err::BAD_MAXACT, 0, 1);
-        if (!def.is_return)
-            return perr(probe_err::BAD_MAXACT_TYPE, 0, 1);
+        if (!is_digit(head[0])) return perr(probe_err::BAD_MAXACT, 0, 1);
+        if (!def.is_return) return perr(probe_err::BAD_MAXACT_TYPE, 0, 1);
         if (head.size() > static_cast<size_t>(MAX_EVENT_NAME_LEN - 1))
             return perr(probe_err::BAD_MAXACT, 0, 1);
         unsigned long long n = 0;
@@ -337,8 +325,7 @@ probe_error parse_kprobe(std::span<const std::string> argv, const parse_options 
             if (size_t c = sym.find(':'); c != std::string_view::npos) {
                 pl.object = std::string(sym.substr(0, c));
                 sym = sym.substr(c + 1);
-                if (pl.object.empty())
-                    return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
+                if (pl.object.empty()) return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
             }
             long long off = 0;
             if (size_t p = sym.find_first_of("+-"); p != std::string_view::npos) {
@@ -346,23 +333,19 @@ probe_error parse_kprobe(std::span<const std::string> argv, const parse_options 
                     return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
                 sym = sym.substr(0, p);
             }
-            if (sym.empty())
-                return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
+            if (sym.empty()) return perr(probe_err::BAD_PROBE_ADDR, 1, 0);
             pl.symbol = std::string(sym);
             pl.offset = static_cast<uint32_t>(off);
         }
     }
 
     unsigned flags = TPARG_FL_KERNEL;
-    if (def.is_return)
-        flags |= TPARG_FL_RETURN;
+    if (def.is_return) flags |= TPARG_FL_RETURN;
     bool known = opts.is_func_entry || pl.kind == probe_place::form::symbol;
     bool entry = opts.is_func_entry ? opts.is_func_entry(pl)
                                     : (pl.kind == probe_place::form::symbol && pl.offset == 0);
-    if (entry && !def.is_return)
-        flags |= TPARG_FL_FENTRY;
-    if (def.is_return && known && !entry)
-        return perr(probe_err::BAD_RETPROBE, 1, 0);
+    if (entry && !def.is_return) flags |= TPARG_FL_FENTRY;
+    if (def.is_return && known && !entry) return perr(probe_err::BAD_RETPROBE, 1, 0);
     def.at_func_entry = entry;
 
     // Event name.
@@ -370,16 +353,15 @@ probe_error parse_kprobe(std::span<const std::string> argv, const parse_options 
         if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
                                              static_cast<int>(colon + 1), def.group, def.event))
             return e;
-    if (def.group.empty())
-        def.group = "kprobes";
+    if (def.group.empty()) def.group = "kprobes";
     if (def.event.empty()) {
         char c = def.is_return ? 'r' : 'p';
         std::string name;
         if (pl.kind == probe_place::form::address)
             name = std::string(1, c) + "_" + hex_padded(pl.address);
         else
-            name = std::string(1, c) + "_" + pl.qualified_symbol() + "_" +
-                   std::to_string(pl.offset);
+            name =
+                std::string(1, c) + "_" + pl.qualified_symbol() + "_" + std::to_string(pl.offset);
         def.event = sanitize_event_name(truncate_name(std::move(name)));
     }
     return parse_args(argv, flags, def, opts);
@@ -391,12 +373,10 @@ probe_error parse_fprobe(std::span<const std::string> argv, const parse_options 
                          probe_definition &def)
 {
     const std::string &a0 = argv[0];
-    if (argv.size() < 2 || a0[0] != 'f')
-        return not_mine();
+    if (argv.size() < 2 || a0[0] != 'f') return not_mine();
     def = probe_definition{};
     def.kind = probe_kind::fprobe;
-    if (a0.size() > 1 && a0[1] != ':')
-        return perr(probe_err::BAD_MAXACT, 0, 1);
+    if (a0.size() > 1 && a0[1] != ':') return perr(probe_err::BAD_MAXACT, 0, 1);
 
     std::string_view place = argv[1];
     if (size_t pct = place.find('%'); pct != std::string_view::npos) {
@@ -424,11 +404,9 @@ probe_error parse_fprobe(std::span<const std::string> argv, const parse_options 
     // An argument reading $retval makes it an exit probe.
     for (size_t i = 2; i < argv.size() && !def.is_return; i++) {
         size_t p = argv[i].find("$retval");
-        if (p == std::string::npos)
-            continue;
+        if (p == std::string::npos) continue;
         char next = p + 7 < argv[i].size() ? argv[i][p + 7] : '\0';
-        if (!is_alnum(next) && next != '_')
-            def.is_return = true;
+        if (!is_alnum(next) && next != '_') def.is_return = true;
     }
     def.at_func_entry = true;
 
@@ -437,16 +415,14 @@ probe_error parse_fprobe(std::span<const std::string> argv, const parse_options 
         if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
                                              static_cast<int>(colon + 1), def.group, def.event))
             return e;
-    if (def.group.empty())
-        def.group = "fprobes";
+    if (def.group.empty()) def.group = "fprobes";
     if (def.event.empty())
-        def.event = sanitize_event_name(truncate_name(
-            pl.qualified_symbol() + (def.is_return ? "__exit" : "__entry")));
+        def.event = sanitize_event_name(
+            truncate_name(pl.qualified_symbol() + (def.is_return ? "__exit" : "__entry")));
 
-    unsigned flags = TPARG_FL_KERNEL | TPARG_FL_FPROBE |
-                     (def.is_return ? TPARG_FL_RETURN : TPARG_FL_FENTRY);
-    if (probe_error e = parse_args(argv, flags, def, opts))
-        return e;
+    unsigned flags =
+        TPARG_FL_KERNEL | TPARG_FL_FPROBE | (def.is_return ? TPARG_FL_RETURN : TPARG_FL_FENTRY);
+    if (probe_error e = parse_args(argv, flags, def, opts)) return e;
     if (def.is_return && def.entry_args.size() > static_cast<size_t>(MAX_FPROBE_DATA_SIZE))
         return perr(probe_err::TOO_MANY_EARGS, 2, 0, E2BIG);
     return {};
@@ -458,10 +434,8 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
                          probe_definition &def)
 {
     const std::string &a0 = argv[0];
-    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r'))
-        return not_mine();
-    if (a0.size() > 1 && a0[1] != ':')
-        return not_mine();
+    if (argv.size() < 2 || (a0[0] != 'p' && a0[0] != 'r')) return not_mine();
+    if (a0.size() > 1 && a0[1] != ':') return not_mine();
     const std::string &place = argv[1];
     size_t last = place.rfind(':');
     if (place.find('/') == std::string::npos || last == std::string::npos ||
@@ -476,11 +450,11 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
     pl.object = place.substr(0, last);
 
     if (opts.check_files) {
-        struct stat st {};
+        struct stat st {
+        };
         if (stat(pl.object.c_str(), &st) != 0)
             return perr(probe_err::FILE_NOT_FOUND, 1, 0, errno ? errno : ENOENT);
-        if (!S_ISREG(st.st_mode))
-            return perr(probe_err::NO_REGULAR_FILE, 1, 0);
+        if (!S_ISREG(st.st_mode)) return perr(probe_err::NO_REGULAR_FILE, 1, 0);
     }
 
     std::string_view rest = std::string_view(place).substr(last + 1);
@@ -504,8 +478,7 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
         rest = rest.substr(0, pct);
     }
     unsigned long long off = 0;
-    if (int r = kstrtoull(rest, 0, off))
-        return perr(probe_err::BAD_UPROBE_OFFS, 1, rest_off, -r);
+    if (int r = kstrtoull(rest, 0, off)) return perr(probe_err::BAD_UPROBE_OFFS, 1, rest_off, -r);
     pl.file_offset = off;
 
     size_t colon = a0.find(':');
@@ -513,12 +486,10 @@ probe_error parse_uprobe(std::span<const std::string> argv, const parse_options 
         if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
                                              static_cast<int>(colon + 1), def.group, def.event))
             return e;
-    if (def.group.empty())
-        def.group = "uprobes";
+    if (def.group.empty()) def.group = "uprobes";
     if (def.event.empty()) {
         std::string tail = pl.object.substr(pl.object.rfind('/') + 1);
-        if (size_t cut = tail.find_first_of(".-_"); cut != std::string::npos)
-            tail.resize(cut);
+        if (size_t cut = tail.find_first_of(".-_"); cut != std::string::npos) tail.resize(cut);
         def.event = sanitize_event_name(truncate_name("p_" + tail + "_" + hex(off)));
     }
     unsigned flags = TPARG_FL_USER | (def.is_return ? unsigned{TPARG_FL_RETURN} : 0u);
@@ -531,8 +502,7 @@ probe_error parse_eprobe(std::span<const std::string> argv, const parse_options 
                          probe_definition &def)
 {
     const std::string &a0 = argv[0];
-    if (argv.size() < 2 || a0[0] != 'e')
-        return not_mine();
+    if (argv.size() < 2 || a0[0] != 'e') return not_mine();
     def = probe_definition{};
     def.kind = probe_kind::eprobe;
     // The event name: whatever follows the first ':' (the kernel looks no closer).
@@ -547,20 +517,16 @@ probe_error parse_eprobe(std::span<const std::string> argv, const parse_options 
     def.place.kind = probe_place::form::symbol;
     def.place.object = ag;
     def.place.symbol = ae;
-    if (def.group.empty())
-        def.group = "eprobes";
-    if (def.event.empty())
-        def.event = truncate_name(ae);
+    if (def.group.empty()) def.group = "eprobes";
+    if (def.event.empty()) def.event = truncate_name(ae);
     if (opts.event_fields && !opts.event_fields(ag, ae))
         return perr(probe_err::BAD_ATTACH_EVENT, 1, 0, ENODEV);
 
     // "if FILTER": a filter on the attached event's records, checked where its fields are.
     size_t argc = argv.size();
     for (size_t i = 2; i < argv.size(); i++) {
-        if (argv[i] != "if")
-            continue;
-        if (i + 1 == argv.size())
-            return perr(probe_err::NO_EP_FILTER, static_cast<int>(i + 1), 0);
+        if (argv[i] != "if") continue;
+        if (i + 1 == argv.size()) return perr(probe_err::NO_EP_FILTER, static_cast<int>(i + 1), 0);
         for (size_t k = i + 1; k < argv.size(); k++)
             def.filter += (def.filter.empty() ? "" : " ") + argv[k];
         argc = i;
@@ -572,21 +538,23 @@ probe_error parse_eprobe(std::span<const std::string> argv, const parse_options 
 const char *loc_of(probe_kind k)
 {
     switch (k) {
-    case probe_kind::kprobe: return "trace_kprobe";
-    case probe_kind::fprobe: return "trace_fprobe";
-    case probe_kind::uprobe: return "trace_uprobe";
-    case probe_kind::eprobe: return "event_probe";
+    case probe_kind::kprobe:
+        return "trace_kprobe";
+    case probe_kind::fprobe:
+        return "trace_fprobe";
+    case probe_kind::uprobe:
+        return "trace_uprobe";
+    case probe_kind::eprobe:
+        return "event_probe";
     }
     return "trace_kprobe";
 }
 
 bool args_match(std::span<const std::string> tokens, const probe_definition &def)
 {
-    if (tokens.size() > def.args.size())
-        return false;
+    if (tokens.size() > def.args.size()) return false;
     for (size_t i = 0; i < tokens.size(); i++)
-        if (tokens[i] != def.args[i].name + "=" + def.args[i].comm)
-            return false;
+        if (tokens[i] != def.args[i].name + "=" + def.args[i].comm) return false;
     return true;
 }
 
@@ -606,43 +574,40 @@ std::string probe_place::text() const
         return hex_padded(address);
     case form::file_offset: {
         std::string s = object + ":" + hex_padded(file_offset);
-        if (ref_ctr_offset)
-            s += "(" + hex(ref_ctr_offset) + ")";
+        if (ref_ctr_offset) s += "(" + hex(ref_ctr_offset) + ")";
         return s;
     }
     case form::symbol:
         break;
     }
     std::string s = qualified_symbol();
-    if (offset)
-        s += "+" + std::to_string(offset);
+    if (offset) s += "+" + std::to_string(offset);
     return s;
 }
 
 char probe_definition::type_char() const
 {
-    if (kind == probe_kind::fprobe)
-        return 'f';
-    if (kind == probe_kind::eprobe)
-        return 'e';
+    if (kind == probe_kind::fprobe) return 'f';
+    if (kind == probe_kind::eprobe) return 'e';
     return is_return ? 'r' : 'p';
 }
 
-const char *probe_definition::error_loc() const { return loc_of(kind); }
+const char *probe_definition::error_loc() const
+{
+    return loc_of(kind);
+}
 
 bool probe_definition::has_dynamic_args() const
 {
     for (const auto &a : args)
-        if (a.dynamic)
-            return true;
+        if (a.dynamic) return true;
     return false;
 }
 
 std::string probe_definition::listing() const
 {
     std::string s(1, type_char());
-    if (kind == probe_kind::kprobe && is_return && maxactive)
-        s += std::to_string(maxactive);
+    if (kind == probe_kind::kprobe && is_return && maxactive) s += std::to_string(maxactive);
     s += ":" + group + "/" + event + " ";
     if (kind == probe_kind::fprobe)
         s += place.qualified_symbol() + (is_return ? "%return" : "");
@@ -657,12 +622,9 @@ std::string probe_definition::listing() const
 
 bool delete_matches(const delete_request &req, const probe_definition &def)
 {
-    if (!req.event.empty() && req.event != def.event)
-        return false;
-    if (req.group && *req.group != def.group)
-        return false;
-    if (req.head.empty())
-        return true;
+    if (!req.event.empty() && req.event != def.event) return false;
+    if (req.group && *req.group != def.group) return false;
+    if (req.head.empty()) return true;
     if (def.kind == probe_kind::eprobe) {
         // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
         if (req.head[0] != def.place.object + "." + def.place.symbol &&
@@ -670,38 +632,32 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
             return false;
         return args_match(std::span<const std::string>(req.head).subspan(1), def);
     }
-    std::string place = def.kind == probe_kind::fprobe ? def.place.qualified_symbol()
-                                                       : def.place.text();
-    if (req.head[0] != place)
-        return false;
+    std::string place =
+        def.kind == probe_kind::fprobe ? def.place.qualified_symbol() : def.place.text();
+    if (req.head[0] != place) return false;
     return args_match(std::span<const std::string>(req.head).subspan(1), def);
 }
 
 probe_error parse_probe_definition(std::span<const std::string> argv, const parse_options &opts,
                                    probe_definition &out, const char **loc)
 {
-    if (argv.empty() || argv[0].empty())
-        return probe_error::plain(EINVAL);
+    if (argv.empty() || argv[0].empty()) return probe_error::plain(EINVAL);
     probe_error e = not_mine();
     if (opts.accept & ACCEPT_KPROBE) {
         e = parse_kprobe(argv, opts, out);
-        if (loc)
-            *loc = "trace_kprobe";
+        if (loc) *loc = "trace_kprobe";
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_UPROBE)) {
         e = parse_uprobe(argv, opts, out);
-        if (loc)
-            *loc = "trace_uprobe";
+        if (loc) *loc = "trace_uprobe";
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
         e = parse_fprobe(argv, opts, out);
-        if (loc)
-            *loc = "trace_fprobe";
+        if (loc) *loc = "trace_fprobe";
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_EPROBE)) {
         e = parse_eprobe(argv, opts, out);
-        if (loc)
-            *loc = "event_probe";
+        if (loc) *loc = "event_probe";
     }
     if (e.errnum == ECANCELED_NOT_MINE)
         return probe_error::plain(EINVAL); // nobody's line: EINVAL, nothing logged
@@ -711,8 +667,7 @@ probe_error parse_probe_definition(std::span<const std::string> argv, const pars
 probe_error parse_dynevent(std::span<const std::string> argv, const parse_options &opts,
                            dynevent_command &out, const char **loc)
 {
-    if (argv.empty() || argv[0].empty())
-        return probe_error::plain(EINVAL);
+    if (argv.empty() || argv[0].empty()) return probe_error::plain(EINVAL);
     const std::string &a0 = argv[0];
     if (a0[0] != '-' && a0[0] != '!') {
         out.kind = dynevent_command::type::create;
@@ -722,21 +677,18 @@ probe_error parse_dynevent(std::span<const std::string> argv, const parse_option
     out.del = delete_request{};
     std::string_view ev;
     if (a0[0] == '-') {
-        if (a0.size() < 2 || a0[1] != ':')
-            return probe_error::plain(EINVAL);
+        if (a0.size() < 2 || a0[1] != ':') return probe_error::plain(EINVAL);
         ev = std::string_view(a0).substr(2);
     } else {
         size_t c = a0.find(':');
-        if (c == std::string::npos)
-            return probe_error::plain(EINVAL);
+        if (c == std::string::npos) return probe_error::plain(EINVAL);
         ev = std::string_view(a0).substr(c + 1);
     }
     if (size_t slash = ev.find('/'); slash != std::string_view::npos) {
         out.del.group = std::string(ev.substr(0, slash));
         ev = ev.substr(slash + 1);
     }
-    if (!out.del.group && ev.empty())
-        return probe_error::plain(EINVAL);
+    if (!out.del.group && ev.empty()) return probe_error::plain(EINVAL);
     out.del.event = std::string(ev);
     out.del.head.assign(argv.begin() + 1, argv.end());
     return {};
@@ -747,22 +699,19 @@ int parse_dynevent_logged(std::span<const std::string> argv, const parse_options
 {
     const char *loc = "trace_kprobe";
     probe_error e = parse_dynevent(argv, opts, out, &loc);
-    if (e.logged())
-        log.append(loc, argv, e);
+    if (e.logged()) log.append(loc, argv, e);
     return -e.errnum;
 }
 
 probe_error check_append(std::span<const probe_definition *const> existing,
                          const probe_definition &newdef)
 {
-    if (existing.empty())
-        return {};
+    if (existing.empty()) return {};
     const probe_definition &to = *existing[0];
     // An event probe is one probe: nothing appends to it, it appends to nothing.
     if (to.kind != newdef.kind || newdef.kind == probe_kind::eprobe)
         return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
-    if (to.is_return != newdef.is_return)
-        return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
+    if (to.is_return != newdef.is_return) return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
 
     // The kernel's trace_probe_compare_arg_type(): 1-based position of the first difference.
     size_t a = newdef.args.size(), b = to.args.size(), diff = 0;
@@ -777,8 +726,7 @@ probe_error check_append(std::span<const probe_definition *const> existing,
             }
         }
     }
-    if (diff)
-        return perr(probe_err::DIFF_ARG_TYPE, static_cast<int>(diff + 1), 0, EEXIST);
+    if (diff) return perr(probe_err::DIFF_ARG_TYPE, static_cast<int>(diff + 1), 0, EEXIST);
 
     for (const probe_definition *p : existing) {
         if (p->place.text() != newdef.place.text() || p->args.size() != newdef.args.size())
@@ -786,8 +734,7 @@ probe_error check_append(std::span<const probe_definition *const> existing,
         bool same = true;
         for (size_t i = 0; i < p->args.size() && same; i++)
             same = p->args[i].comm == newdef.args[i].comm;
-        if (same)
-            return perr(probe_err::SAME_PROBE, 0, 0, EEXIST);
+        if (same) return perr(probe_err::SAME_PROBE, 0, 0, EEXIST);
     }
     return {};
 }
@@ -807,8 +754,7 @@ std::vector<std::string> argv_split(std::string_view line)
         size_t start = i;
         while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i])))
             i++;
-        if (i > start)
-            argv.emplace_back(line.substr(start, i - start));
+        if (i > start) argv.emplace_back(line.substr(start, i - start));
     }
     return argv;
 }
@@ -816,12 +762,10 @@ std::vector<std::string> argv_split(std::string_view line)
 std::string sanitize_event_name(std::string name)
 {
     for (char &c : name)
-        if (!is_alnum(c) && c != '_')
-            c = '_';
+        if (!is_alnum(c) && c != '_') c = '_';
     // An fprobe on "9lives" or "3d.so:f" (user-space symbols and objects may start with a
     // digit) would otherwise get a name that no command can name again.
-    if (!name.empty() && name[0] >= '0' && name[0] <= '9')
-        name = truncate_name("_" + name);
+    if (!name.empty() && name[0] >= '0' && name[0] <= '9') name = truncate_name("_" + name);
     return name;
 }
 
@@ -831,20 +775,17 @@ int trace_parse_run_command(std::string_view buf,
     size_t pos = 0;
     while (pos < buf.size()) {
         size_t nl = buf.find('\n', pos);
-        std::string_view line = nl == std::string_view::npos ? buf.substr(pos)
-                                                             : buf.substr(pos, nl - pos);
+        std::string_view line =
+            nl == std::string_view::npos ? buf.substr(pos) : buf.substr(pos, nl - pos);
         // WRITE_BUFSIZE - 2 characters with the '\n', one more for an unterminated last line.
         size_t limit = static_cast<size_t>(WRITE_BUFSIZE) - (nl == std::string_view::npos ? 1 : 2);
-        if (line.size() > limit)
-            return -EINVAL;
+        if (line.size() > limit) return -EINVAL;
         pos = nl == std::string_view::npos ? buf.size() : nl + 1;
         if (size_t hash = line.find('#'); hash != std::string_view::npos)
             line = line.substr(0, hash);
         std::vector<std::string> argv = argv_split(line);
-        if (argv.empty())
-            continue;
-        if (int r = create(argv))
-            return r < 0 ? r : -r;
+        if (argv.empty()) continue;
+        if (int r = create(argv)) return r < 0 ? r : -r;
     }
     return 0;
 }

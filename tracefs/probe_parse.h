@@ -19,7 +19,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct filter_field; // tracefs/event_filter.h
 
@@ -33,12 +34,12 @@ enum class probe_kind : uint8_t {
 struct probe_place {
     enum class form : uint8_t { symbol, address, file_offset };
     form kind = form::symbol;
-    std::string object;      // "libc.so.6" of lib:sym; the path of a file_offset place
-    std::string symbol;      // without object and offset
-    uint32_t offset = 0;     // symbol offset (kprobe)
-    uintptr_t address = 0;   // form::address
-    uint64_t file_offset = 0;           // form::file_offset
-    uint64_t ref_ctr_offset = 0;        // uprobe "(REF)" semaphore offset, 0 = none
+    std::string object;          // "libc.so.6" of lib:sym; the path of a file_offset place
+    std::string symbol;          // without object and offset
+    uint32_t offset = 0;         // symbol offset (kprobe)
+    uintptr_t address = 0;       // form::address
+    uint64_t file_offset = 0;    // form::file_offset
+    uint64_t ref_ctr_offset = 0; // uprobe "(REF)" semaphore offset, 0 = none
 
     // "lib:sym" or "sym" (the kernel's trace_kprobe_symbol()).
     std::string qualified_symbol() const;
@@ -106,8 +107,7 @@ struct parse_options {
     bool btf_unchecked = false;
     // e events: the fields of the event GROUP/EVENT an event probe attaches to, nullptr
     // when there is no such event (BAD_ATTACH_EVENT). Unset: fields are not checked.
-    std::function<const std::vector<filter_field> *(std::string_view group,
-                                                    std::string_view event)>
+    std::function<const std::vector<filter_field> *(std::string_view group, std::string_view event)>
         event_fields;
 };
 

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 using id = fetch_type_id;
 
@@ -37,8 +39,7 @@ constexpr fetch_type types[] = {
 // kstrtoul(base 0) for the bitfield container size.
 bool parse_container(std::string_view s, unsigned long &out)
 {
-    if (s.empty())
-        return false;
+    if (s.empty()) return false;
     unsigned base = 10;
     if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
         base = 16;
@@ -57,8 +58,7 @@ bool parse_container(std::string_view s, unsigned long &out)
             d = static_cast<unsigned>(c - 'A' + 10);
         else
             return false;
-        if (d >= base || v > 0xffffffffu)
-            return false;
+        if (d >= base || v > 0xffffffffu) return false;
         v = v * base + d;
     }
     out = v;
@@ -67,34 +67,40 @@ bool parse_container(std::string_view s, unsigned long &out)
 
 } // namespace
 
-const fetch_type &fetch_type_of(fetch_type_id i) { return types[static_cast<size_t>(i)]; }
+const fetch_type &fetch_type_of(fetch_type_id i)
+{
+    return types[static_cast<size_t>(i)];
+}
 
-const fetch_type &default_fetch_type() { return fetch_type_of(id::x64); }
+const fetch_type &default_fetch_type()
+{
+    return fetch_type_of(id::x64);
+}
 
 const fetch_type *find_fetch_type(std::string_view name, bool user_probe)
 {
-    if (name.empty())
-        return &default_fetch_type();
-    if (user_probe && (name == "symbol" || name == "symstr"))
-        return nullptr;
+    if (name.empty()) return &default_fetch_type();
+    if (user_probe && (name == "symbol" || name == "symstr")) return nullptr;
     if (name[0] == 'b') {
         auto slash = name.find('/');
-        if (slash == std::string_view::npos)
-            return nullptr;
+        if (slash == std::string_view::npos) return nullptr;
         unsigned long bits = 0;
-        if (!parse_container(name.substr(slash + 1), bits))
-            return nullptr;
+        if (!parse_container(name.substr(slash + 1), bits)) return nullptr;
         switch (bits) {
-        case 8: return &fetch_type_of(id::u8);
-        case 16: return &fetch_type_of(id::u16);
-        case 32: return &fetch_type_of(id::u32);
-        case 64: return &fetch_type_of(id::u64);
-        default: return nullptr;
+        case 8:
+            return &fetch_type_of(id::u8);
+        case 16:
+            return &fetch_type_of(id::u16);
+        case 32:
+            return &fetch_type_of(id::u32);
+        case 64:
+            return &fetch_type_of(id::u64);
+        default:
+            return nullptr;
         }
     }
     for (const auto &t : types)
-        if (name == t.name)
-            return &t;
+        if (name == t.name) return &t;
     return nullptr;
 }
 
@@ -108,8 +114,7 @@ void print_fetch_value(std::string &out, const fetch_type &t, const uint8_t *dat
 {
     char buf[512];
     uint64_t u = 0;
-    if (!t.is_string)
-        std::memcpy(&u, data, t.size); // little-endian: the low bytes
+    if (!t.is_string) std::memcpy(&u, data, t.size); // little-endian: the low bytes
     switch (t.id) {
     case id::u8:
     case id::u16:
@@ -154,8 +159,7 @@ void print_fetch_value(std::string &out, const fetch_type &t, const uint8_t *dat
             out += "(fault)";
             return;
         }
-        if (len > record_size - off)
-            len = record_size - off;
+        if (len > record_size - off) len = record_size - off;
         const char *s = reinterpret_cast<const char *>(record + off);
         out += '"';
         out.append(s, strnlen(s, len));

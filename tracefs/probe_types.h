@@ -8,7 +8,8 @@
 #include <string>
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Limits of the kernel's trace_probe.h (user-space values where the kernel's depend on it).
 inline constexpr int MAX_TRACE_ARGS = 128;
@@ -22,25 +23,38 @@ inline constexpr int FETCH_INSN_MAX = 16;
 inline constexpr int KRETPROBE_MAXACTIVE_MAX = 4096;
 inline constexpr int KRETPROBE_MAX_DATA_SIZE = 4096;
 inline constexpr int MAX_FPROBE_DATA_SIZE = 15 * 8;
-inline constexpr int PARAM_MAX_STACK = 2048;  // THREAD_SIZE / sizeof(long), kept from the kernel
+inline constexpr int PARAM_MAX_STACK = 2048; // THREAD_SIZE / sizeof(long), kept from the kernel
 inline constexpr int WRITE_BUFSIZE = 4096;
 inline constexpr int MAX_BTF_ARGS_LEN = 128; // the $arg* / $argN expansion buffer
 
 enum class fetch_type_id : uint8_t {
-    u8, u16, u32, u64,
-    s8, s16, s32, s64,
-    x8, x16, x32, x64,
-    char_, string, ustring, symbol, symstr,
+    u8,
+    u16,
+    u32,
+    u64,
+    s8,
+    s16,
+    s32,
+    s64,
+    x8,
+    x16,
+    x32,
+    x64,
+    char_,
+    string,
+    ustring,
+    symbol,
+    symstr,
 };
 
 struct fetch_type {
-    const char *name;      // "u8", "string", ...
+    const char *name; // "u8", "string", ...
     fetch_type_id id;
-    uint8_t size;          // bytes of one element in the record (4 = __data_loc for strings)
-    bool is_signed;        // the format file's signed: flag (1 for the string types, as the kernel)
-    bool is_string;        // stored as __data_loc with the bytes in the dynamic area
-    const char *fmt;       // element format inside `print fmt` ("%u", "0x%Lx", "\\\"%s\\\"", "%pS")
-    const char *fmttype;   // type name in the format file ("u32", "__data_loc char[]")
+    uint8_t size;        // bytes of one element in the record (4 = __data_loc for strings)
+    bool is_signed;      // the format file's signed: flag (1 for the string types, as the kernel)
+    bool is_string;      // stored as __data_loc with the bytes in the dynamic area
+    const char *fmt;     // element format inside `print fmt` ("%u", "0x%Lx", "\\\"%s\\\"", "%pS")
+    const char *fmttype; // type name in the format file ("u32", "__data_loc char[]")
 };
 
 // Looks a type up by name. A bitfield "b<W>@<O>/<C>" yields its container's unsigned type
@@ -71,7 +85,13 @@ inline constexpr uint32_t make_data_loc(uint32_t len, uint32_t offs)
 {
     return (len << 16) | (offs & 0xffff);
 }
-inline constexpr uint32_t data_loc_len(uint32_t dl) { return dl >> 16; }
-inline constexpr uint32_t data_loc_offset(uint32_t dl) { return dl & 0xffff; }
+inline constexpr uint32_t data_loc_len(uint32_t dl)
+{
+    return dl >> 16;
+}
+inline constexpr uint32_t data_loc_offset(uint32_t dl)
+{
+    return dl & 0xffff;
+}
 
 } // namespace dprobe

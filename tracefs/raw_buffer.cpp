@@ -17,8 +17,10 @@
 #include <map>
 #include <mutex>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // The compressed event header's type_len values (RINGBUF_TYPE_*).
 constexpr uint32_t TYPE_DATA_LEN_MAX = 28;
@@ -31,7 +33,10 @@ constexpr uint64_t RB_MISSED_EVENTS = uint64_t{1} << 31;
 constexpr uint64_t RB_MISSED_STORED = uint64_t{1} << 30;
 constexpr size_t RB_MAX_SMALL_DATA = TYPE_DATA_LEN_MAX * 4;
 
-void put64(std::string &page, size_t off, uint64_t v) { std::memcpy(&page[off], &v, 8); }
+void put64(std::string &page, size_t off, uint64_t v)
+{
+    std::memcpy(&page[off], &v, 8);
+}
 
 } // namespace
 
@@ -78,8 +83,7 @@ void kpage_writer::start(uint64_t ts, uint64_t lost)
 
 void kpage_writer::flush()
 {
-    if (!open_ || used_ == 0)
-        return;
+    if (!open_ || used_ == 0) return;
     uint64_t commit = used_;
     if (missed_) {
         // The count of events lost before this page goes right after its data when it fits.
@@ -105,14 +109,12 @@ void kpage_writer::add(uint64_t ts, const void *payload, size_t len, uint64_t lo
     const size_t ev = len <= RB_MAX_SMALL_DATA ? 4 + len : 8 + len;
     if (ev + 8 > RB_PAGE_DATA) // cannot fit in any page, even with a time extend
         return;
-    if (lost && open_)
-        flush(); // the page that follows a gap says so
+    if (lost && open_) flush(); // the page that follows a gap says so
     if (open_ && ts < last_ts_)
         ts = last_ts_; // merged from several threads: never step back within a page
     uint64_t delta = open_ ? ts - last_ts_ : 0;
     size_t need = ev + (delta > TS_MASK ? 8 : 0);
-    if (open_ && used_ + need > RB_PAGE_DATA - (missed_ ? 8 : 0))
-        flush();
+    if (open_ && used_ + need > RB_PAGE_DATA - (missed_ ? 8 : 0)) flush();
     if (!open_) {
         start(ts, lost);
         delta = 0;
@@ -145,14 +147,15 @@ void kpage_writer::add(uint64_t ts, const void *payload, size_t len, uint64_t lo
 
 // ---- the per-CPU demultiplexer of an array ----------------------------------------------
 
-namespace {
+namespace
+{
 
 struct cpu_queue {
     kpage_writer w;
     std::deque<std::string> ready;
     std::string reading; // a page handed out in part
     size_t read_off = 0;
-    uint64_t overrun = 0;  // events dropped from this queue
+    uint64_t overrun = 0; // events dropped from this queue
     uint64_t read_events = 0;
     uint64_t queued_events = 0;
     std::deque<uint64_t> page_events; // events in each page of `ready`
@@ -172,8 +175,7 @@ std::shared_ptr<raw_state> state_of(const trace_array &tr)
 {
     std::lock_guard<std::mutex> g(g_states_m);
     auto &s = g_states[&tr];
-    if (!s)
-        s = std::make_shared<raw_state>();
+    if (!s) s = std::make_shared<raw_state>();
     return s;
 }
 
@@ -233,8 +235,9 @@ void pull(trace_array &tr, raw_state &st)
     }
 }
 
-class raw_pipe final : public tracefs_file {
-public:
+class raw_pipe final : public tracefs_file
+{
+  public:
     raw_pipe(std::shared_ptr<trace_array> tr, unsigned cpu)
         : tr_(std::move(tr)), cpu_(cpu), st_(state_of(*tr_))
     {
@@ -242,8 +245,7 @@ public:
 
     ssize_t read(char *buf, size_t len, uint64_t, const tracefs_read_opts &opts) override
     {
-        if (!len)
-            return 0;
+        if (!len) return 0;
         for (;;) {
             {
                 std::lock_guard<std::mutex> g(st_->m);
@@ -257,8 +259,7 @@ public:
                 size_t out = 0;
                 while (out < len) {
                     if (q.reading.empty()) {
-                        if (q.ready.empty())
-                            break;
+                        if (q.ready.empty()) break;
                         q.reading = std::move(q.ready.front());
                         q.ready.pop_front();
                         uint64_t n = q.page_events.front();
@@ -280,15 +281,11 @@ public:
                         q.read_off = 0;
                     }
                 }
-                if (out)
-                    return static_cast<ssize_t>(out);
+                if (out) return static_cast<ssize_t>(out);
             }
-            if (opts.nonblock)
-                return -EAGAIN;
-            if (tracefs_tree::instance().shutting_down())
-                return 0;
-            if (opts.interrupted && opts.interrupted())
-                return -EINTR;
+            if (opts.nonblock) return -EAGAIN;
+            if (tracefs_tree::instance().shutting_down()) return 0;
+            if (opts.interrupted && opts.interrupted()) return -EINTR;
             ring_buffer_wait(tr_->buffer, 100);
         }
     }
@@ -300,15 +297,14 @@ public:
         {
             std::lock_guard<std::mutex> g(st_->m);
             cpu_queue &q = st_->cpus[cpu_];
-            if (!q.reading.empty() || !q.ready.empty())
-                return POLLIN | POLLRDNORM;
+            if (!q.reading.empty() || !q.ready.empty()) return POLLIN | POLLRDNORM;
         }
         return ring_buffer_has_data(tr_->buffer) ? POLLIN | POLLRDNORM : 0;
     }
 
     bool is_stream() const override { return true; }
 
-private:
+  private:
     std::shared_ptr<trace_array> tr_;
     unsigned cpu_;
     std::shared_ptr<raw_state> st_;
@@ -329,8 +325,7 @@ std::string per_cpu_stats(trace_array &tr, unsigned cpu)
         ring_buffer_reader rd(ring_buffer_reader::PEEK, tr.buffer);
         rb_record rec;
         while (rd.next(rec)) {
-            if (rec.cpu != cpu)
-                continue;
+            if (rec.cpu != cpu) continue;
             if (!have_oldest) {
                 oldest = rec.ts;
                 have_oldest = true;
@@ -359,8 +354,8 @@ std::string per_cpu_stats(trace_array &tr, unsigned cpu)
     if (trace_clock_in_ns(trace_clock_current())) {
         uint64_t o = (oldest + 500) / 1000, n = (now + 500) / 1000;
         std::snprintf(buf, sizeof buf,
-                      "oldest event ts: %5" PRIu64 ".%06" PRIu64 "\nnow ts: %5" PRIu64
-                      ".%06" PRIu64 "\n",
+                      "oldest event ts: %5" PRIu64 ".%06" PRIu64 "\nnow ts: %5" PRIu64 ".%06" PRIu64
+                      "\n",
                       o / 1000000, o % 1000000, n / 1000000, n % 1000000);
     } else {
         std::snprintf(buf, sizeof buf, "oldest event ts: %" PRIu64 "\nnow ts: %" PRIu64 "\n",

@@ -24,20 +24,22 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 
-inline constexpr size_t RB_PAGE_SIZE = 4096;       // BUF_PAGE_SIZE + header
-inline constexpr size_t RB_PAGE_HDR = 16;          // timestamp + commit
+inline constexpr size_t RB_PAGE_SIZE = 4096; // BUF_PAGE_SIZE + header
+inline constexpr size_t RB_PAGE_HDR = 16;    // timestamp + commit
 inline constexpr size_t RB_PAGE_DATA = RB_PAGE_SIZE - RB_PAGE_HDR;
 
 std::string ring_buffer_header_page();
 std::string ring_buffer_header_event();
 
 // Encodes records into kernel pages (one CPU's stream).
-class kpage_writer {
-public:
+class kpage_writer
+{
+  public:
     // Appends one event of LEN payload bytes at time TS; LOST: events missed before it.
     void add(uint64_t ts, const void *payload, size_t len, uint64_t lost);
     // Finishes the page being filled (if it has events) so it can be taken.
@@ -45,7 +47,7 @@ public:
     // Complete pages, oldest first.
     std::vector<std::string> pages;
 
-private:
+  private:
     void start(uint64_t ts, uint64_t lost);
     std::string cur_;
     size_t used_ = 0; // data bytes in cur_

@@ -13,8 +13,10 @@
 #include <map>
 #include <mutex>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 struct saved {
     int32_t pid;
@@ -31,12 +33,10 @@ std::string live_comm(int32_t tid)
     char path[64], name[64];
     std::snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return "";
+    if (fd < 0) return "";
     ssize_t n = read(fd, name, sizeof name - 1);
     close(fd);
-    if (n <= 0)
-        return "";
+    if (n <= 0) return "";
     while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
         n--;
     return std::string(name, size_t(n));
@@ -52,8 +52,7 @@ std::map<int32_t, saved> all_known()
         std::lock_guard<std::mutex> g(trace_types_lock());
         for (auto &tr : trace_arrays()) {
             tbs.push_back(tr->buffer);
-            if (tr->max_buffer)
-                tbs.push_back(tr->max_buffer);
+            if (tr->max_buffer) tbs.push_back(tr->max_buffer);
         }
     }
     for (trace_buffer *tb : tbs)

@@ -12,7 +12,8 @@
 #include <string>
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Remembers the name and thread group of PID (a process writing to the tree).
 void trace_save_cmdline(int32_t pid, std::string_view comm, int32_t tgid);

@@ -11,15 +11,14 @@
 
 #include <cerrno>
 
-namespace dprobe {
+namespace dprobe
+{
 
 int snapshot_alloc(trace_array &tr)
 {
-    if (tr.max_buffer)
-        return 0;
+    if (tr.max_buffer) return 0;
     trace_buffer *tb = ring_buffer_alloc();
-    if (!tb)
-        return -ENOSPC;
+    if (!tb) return -ENOSPC;
     ring_buffer_set_size_kb(tb, ring_buffer_size_kb(tr.buffer));
     ring_buffer_set_overwrite(tb, tr.opt(OPT_OVERWRITE));
     ring_buffer_set_cpumask(tb, ring_buffer_cpumask(tr.buffer));
@@ -31,12 +30,10 @@ int snapshot_alloc(trace_array &tr)
 
 int snapshot_take(trace_array &tr)
 {
-    if (int err = snapshot_alloc(tr))
-        return err;
+    if (int err = snapshot_alloc(tr)) return err;
     // The global buffer cannot be swapped while a consumer drains it (dprobe record):
     // -EBUSY, as the kernel answers a snapshot it cannot take.
-    if (int err = ring_buffer_swap(tr.buffer, tr.max_buffer))
-        return err;
+    if (int err = ring_buffer_swap(tr.buffer, tr.max_buffer)) return err;
     trace_synchronize(); // writes that reserved before the swap are in the snapshot now
     return 0;
 }
@@ -55,8 +52,7 @@ int snapshot_write(trace_array &tr, unsigned long value)
     case 1:
         return snapshot_take(tr);
     default:
-        if (tr.max_buffer)
-            ring_buffer_reset(tr.max_buffer);
+        if (tr.max_buffer) ring_buffer_reset(tr.max_buffer);
         return 0;
     }
 }
@@ -97,8 +93,7 @@ DPROBE_NOPROBE void snapshot_from_probe(trace_array &tr) noexcept
         ring_buffer_set_tracing_on(tr.buffer, false);
         return;
     }
-    if (!ring_buffer_try_swap(tr.buffer, max))
-        ftrace_worker_request(tr, FTRACE_WORK_SNAPSHOT);
+    if (!ring_buffer_try_swap(tr.buffer, max)) ftrace_worker_request(tr, FTRACE_WORK_SNAPSHOT);
 }
 
 } // namespace dprobe

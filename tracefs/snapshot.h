@@ -10,7 +10,8 @@
 
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 

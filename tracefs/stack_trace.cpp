@@ -17,8 +17,10 @@
 
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr size_t k_record_depth = 32; // return addresses in a kernel_stack record
 
@@ -26,19 +28,15 @@ constexpr size_t k_record_depth = 32; // return addresses in a kernel_stack reco
 // frame of that slot has the real return address.
 DPROBE_NOPROBE uintptr_t real_return(uintptr_t ra, uintptr_t slot)
 {
-    if (!arch::is_return_hook(ra))
-        return ra;
+    if (!arch::is_return_hook(ra)) return ra;
     task_ctx *t = peek_task_ctx();
-    if (!t)
-        return ra;
+    if (!t) return ra;
     uint32_t top = t->shadow_top;
     while (top) {
         uint32_t n;
         unsigned long *f = shadow_frame_below(t, top, &n);
-        if (!n || n > top)
-            break;
-        if (f[sf_retp] == slot)
-            return shadow_real_return(t, top - n);
+        if (!n || n > top) break;
+        if (f[sf_retp] == slot) return shadow_real_return(t, top - n);
         top -= n;
     }
     return ra;
@@ -48,8 +46,7 @@ DPROBE_NOPROBE void write_stack(trace_array &tr, const arch::unwind_frame *frame
                                 size_t n) noexcept
 {
     void *ev = ring_buffer_reserve(tr.buffer, sizeof(stack_entry) + n * sizeof(uint64_t));
-    if (!ev)
-        return;
+    if (!ev) return;
     auto *e = static_cast<stack_entry *>(ev);
     e->ent = trace_entry_header{TRACE_STACK, 0, 0, trace_current_tid()};
     e->size = static_cast<int32_t>(n);
@@ -66,17 +63,15 @@ void trace_stack_init()
     fetch_install_fault_handler();
 }
 
-DPROBE_NOPROBE size_t trace_stack_save(const struct pt_regs *regs, uint64_t *ips,
-                                       uintptr_t *slots, size_t max) noexcept
+DPROBE_NOPROBE size_t trace_stack_save(const struct pt_regs *regs, uint64_t *ips, uintptr_t *slots,
+                                       size_t max) noexcept
 {
     arch::unwind_frame frames[FTRACE_STACK_ENTRIES_MAX];
-    if (max > FTRACE_STACK_ENTRIES_MAX)
-        max = FTRACE_STACK_ENTRIES_MAX;
+    if (max > FTRACE_STACK_ENTRIES_MAX) max = FTRACE_STACK_ENTRIES_MAX;
     size_t n = arch::unwind_from_entry(regs, frames, max, real_return);
     for (size_t i = 0; i < n; i++) {
         ips[i] = frames[i].ip;
-        if (slots)
-            slots[i] = frames[i].slot;
+        if (slots) slots[i] = frames[i].slot;
     }
     return n;
 }
@@ -84,8 +79,8 @@ DPROBE_NOPROBE size_t trace_stack_save(const struct pt_regs *regs, uint64_t *ips
 DPROBE_NOPROBE void trace_stack_record(trace_array &tr, const struct ftrace_regs *fregs) noexcept
 {
     arch::unwind_frame frames[k_record_depth];
-    write_stack(tr, frames, arch::unwind_from_entry(&fregs->regs, frames, k_record_depth,
-                                                    real_return));
+    write_stack(tr, frames,
+                arch::unwind_from_entry(&fregs->regs, frames, k_record_depth, real_return));
 }
 
 DPROBE_NOPROBE void trace_stack_record_regs(trace_array &tr, const struct pt_regs *regs) noexcept

@@ -11,7 +11,8 @@
 struct ftrace_regs;
 struct pt_regs;
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 

@@ -27,8 +27,10 @@
 
 extern "C" void *__libc_stack_end;
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr size_t k_entries = FTRACE_STACK_ENTRIES_MAX;
 
@@ -50,29 +52,27 @@ DPROBE_NOPROBE uintptr_t find_stack_top(uintptr_t sp) noexcept
     if (static_cast<pid_t>(syscall(SYS_gettid)) == getpid() && __libc_stack_end)
         return reinterpret_cast<uintptr_t>(__libc_stack_end);
     int fd = static_cast<int>(syscall(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC));
-    if (fd < 0)
-        return 0;
+    if (fd < 0) return 0;
     char buf[4096];
     size_t have = 0;
     uintptr_t top = 0;
     for (;;) {
         ssize_t n = syscall(SYS_read, fd, buf + have, sizeof buf - have);
-        if (n <= 0)
-            break;
+        if (n <= 0) break;
         have += size_t(n);
         size_t start = 0;
         for (size_t i = 0; i < have; i++) {
-            if (buf[i] != '\n')
-                continue;
+            if (buf[i] != '\n') continue;
             // "lo-hi perms ..."
             uintptr_t lo = 0, hi = 0;
             size_t j = start;
             auto hex = [&](uintptr_t &v) {
                 for (; j < i; j++) {
                     char c = buf[j];
-                    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-                    if (d < 0)
-                        break;
+                    int d = c >= '0' && c <= '9'   ? c - '0'
+                            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                   : -1;
+                    if (d < 0) break;
                     v = v * 16 + uintptr_t(d);
                 }
             };
@@ -81,12 +81,10 @@ DPROBE_NOPROBE uintptr_t find_stack_top(uintptr_t sp) noexcept
                 j++;
                 hex(hi);
             }
-            if (sp >= lo && sp < hi)
-                top = hi;
+            if (sp >= lo && sp < hi) top = hi;
             start = i + 1;
         }
-        if (top)
-            break;
+        if (top) break;
         std::memmove(buf, buf + start, have - start);
         have -= start;
         if (have == sizeof buf)
@@ -107,8 +105,7 @@ DPROBE_NOPROBE void record(const struct pt_regs *regs, uint64_t ip, uintptr_t to
     g_index[0] = top - (regs->sp - 8);
     unsigned k = 1;
     for (size_t i = 0; i < n && k <= k_entries; i++) {
-        if (slots[i] >= top)
-            break;
+        if (slots[i] >= top) break;
         g_ips[k] = ips[i];
         g_index[k] = top - slots[i];
         k++;
@@ -117,26 +114,21 @@ DPROBE_NOPROBE void record(const struct pt_regs *regs, uint64_t ip, uintptr_t to
 }
 
 DPROBE_NOPROBE int stack_tracer_entry(ftrace_ops *, unsigned long ip, unsigned long,
-                               struct ftrace_regs *fregs, void *)
+                                      struct ftrace_regs *fregs, void *)
 {
     trace_task *t = current_trace_task();
-    if (unlikely(!t))
-        return 1;
+    if (unlikely(!t)) return 1;
     const uintptr_t sp = fregs->regs.sp;
     if (unlikely(!t->stack_top)) {
         t->stack_top = find_stack_top(sp);
-        if (!t->stack_top)
-            t->stack_top = 1; // unknown: never measure
+        if (!t->stack_top) t->stack_top = 1; // unknown: never measure
     }
     const uintptr_t top = t->stack_top;
-    if (top <= sp)
-        return 1;
+    if (top <= sp) return 1;
     const uint64_t depth = top - (sp - 8);
-    if (likely(depth <= g_max.load(std::memory_order_relaxed)))
-        return 1;
+    if (likely(depth <= g_max.load(std::memory_order_relaxed))) return 1;
     bool expect = false;
-    if (!g_busy.compare_exchange_strong(expect, true, std::memory_order_acquire))
-        return 1;
+    if (!g_busy.compare_exchange_strong(expect, true, std::memory_order_acquire)) return 1;
     if (depth > g_max.load(std::memory_order_relaxed)) {
         record(&fregs->regs, ip, top);
         g_max.store(depth, std::memory_order_relaxed);
@@ -147,12 +139,10 @@ DPROBE_NOPROBE int stack_tracer_entry(ftrace_ops *, unsigned long ip, unsigned l
 
 std::vector<ftrace_site *> stack_functions()
 {
-    if (!g_filter->empty())
-        return g_filter->sites();
+    if (!g_filter->empty()) return g_filter->sites();
     std::vector<ftrace_site *> v;
     for (ftrace_site *s : ftrace_all_sites())
-        if (!s->gone && s->sym && s->kind != site_kind::jump)
-            v.push_back(s);
+        if (!s->gone && s->sym && s->kind != site_kind::jump) v.push_back(s);
     return v;
 }
 
@@ -166,8 +156,7 @@ bool stack_tracer_enabled()
 
 int stack_tracer_set(bool on)
 {
-    if (on == g_enabled)
-        return 0;
+    if (on == g_enabled) return 0;
     if (!on) {
         g_ops->stop();
         g_enabled = false;
@@ -185,25 +174,30 @@ int stack_tracer_set(bool on)
         for (const object_ptr &o : added)
             for (const ksym &f : o->funcs)
                 if (ftrace_site *s = ftrace_location(f.addr);
-                    s && !s->gone && (all ? s->kind != site_kind::jump : g_filter->contains_ip(s->ip)))
+                    s && !s->gone &&
+                    (all ? s->kind != site_kind::jump : g_filter->contains_ip(s->ip)))
                     v.push_back(s);
         return v;
     };
-    if (int err = g_ops->start())
-        return err;
+    if (int err = g_ops->start()) return err;
     g_enabled = true;
     return 0;
 }
 
 void stack_tracer_update()
 {
-    if (g_enabled)
-        g_ops->update();
+    if (g_enabled) g_ops->update();
 }
 
-ftrace_hash &stack_trace_filter_hash() { return *g_filter; }
+ftrace_hash &stack_trace_filter_hash()
+{
+    return *g_filter;
+}
 
-uint64_t stack_max_size() { return g_max.load(std::memory_order_relaxed); }
+uint64_t stack_max_size()
+{
+    return g_max.load(std::memory_order_relaxed);
+}
 
 void stack_set_max_size(uint64_t v)
 {
@@ -212,8 +206,7 @@ void stack_set_max_size(uint64_t v)
     while (!g_busy.compare_exchange_weak(expect, true, std::memory_order_acquire))
         expect = false;
     g_max.store(v, std::memory_order_relaxed);
-    if (v == 0)
-        g_nr = 0;
+    if (v == 0) g_nr = 0;
     g_busy.store(false, std::memory_order_release);
 }
 

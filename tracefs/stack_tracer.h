@@ -23,7 +23,8 @@
 #include <cstdint>
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 bool stack_tracer_enabled();
 // trace_types_lock held. 0 or -errno.

@@ -11,17 +11,32 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 const trace_opt_info g_opts[] = {
-    {"print-parent", true},       {"sym-offset", false},        {"sym-addr", false},
-    {"context-info", true},       {"record-tgid", false},       {"overwrite", true},
-    {"irq-info", true},           {"markers", true},            {"stacktrace", false},
-    {"func_stack_trace", false},  {"funcgraph-overrun", false}, {"funcgraph-cpu", true},
-    {"funcgraph-overhead", true}, {"funcgraph-proc", false},    {"funcgraph-duration", true},
-    {"funcgraph-abstime", false}, {"funcgraph-tail", false},    {"funcgraph-retval", false},
-    {"funcgraph-retval-hex", false}, {"graph-time", true},
+    {"print-parent", true},
+    {"sym-offset", false},
+    {"sym-addr", false},
+    {"context-info", true},
+    {"record-tgid", false},
+    {"overwrite", true},
+    {"irq-info", true},
+    {"markers", true},
+    {"stacktrace", false},
+    {"func_stack_trace", false},
+    {"funcgraph-overrun", false},
+    {"funcgraph-cpu", true},
+    {"funcgraph-overhead", true},
+    {"funcgraph-proc", false},
+    {"funcgraph-duration", true},
+    {"funcgraph-abstime", false},
+    {"funcgraph-tail", false},
+    {"funcgraph-retval", false},
+    {"funcgraph-retval-hex", false},
+    {"graph-time", true},
 };
 
 static_assert(sizeof(g_opts) / sizeof(g_opts[0]) == OPT__COUNT, "one entry per trace_opt");
@@ -29,10 +44,8 @@ static_assert(sizeof(g_opts) / sizeof(g_opts[0]) == OPT__COUNT, "one entry per t
 // The options trace_options lists for a tracer (the kernel lists the current tracer's own).
 bool opt_of_tracer(trace_opt o, const tracer *t)
 {
-    if (o == OPT_FUNC_STACK_TRACE)
-        return t == &function_tracer;
-    if (o >= OPT_FUNCGRAPH_OVERRUN)
-        return t == &graph_tracer;
+    if (o == OPT_FUNC_STACK_TRACE) return t == &function_tracer;
+    if (o >= OPT_FUNCGRAPH_OVERRUN) return t == &graph_tracer;
     return true;
 }
 
@@ -40,8 +53,7 @@ uint64_t default_flags()
 {
     uint64_t f = 0;
     for (unsigned i = 0; i < OPT__COUNT; i++)
-        if (g_opts[i].dflt)
-            f |= uint64_t{1} << i;
+        if (g_opts[i].dflt) f |= uint64_t{1} << i;
     return f;
 }
 
@@ -65,24 +77,28 @@ registry &reg()
 
 // The top level exists from the start: probe handlers reach it through g_by_id[0] without
 // ever creating it themselves.
-__attribute__((constructor)) void trace_array_setup() { reg(); }
+__attribute__((constructor)) void trace_array_setup()
+{
+    reg();
+}
 
 bool valid_name(std::string_view n)
 {
-    if (n.empty() || n.size() > 255 || n == "." || n == "..")
-        return false;
+    if (n.empty() || n.size() > 255 || n == "." || n == "..") return false;
     return std::none_of(n.begin(), n.end(), [](char c) { return c == '/' || c == '\0'; });
 }
 
 } // namespace
 
-const trace_opt_info &trace_opt_info_of(trace_opt o) { return g_opts[o]; }
+const trace_opt_info &trace_opt_info_of(trace_opt o)
+{
+    return g_opts[o];
+}
 
 std::optional<trace_opt> trace_opt_by_name(std::string_view name)
 {
     for (unsigned i = 0; i < OPT__COUNT; i++)
-        if (name == g_opts[i].name)
-            return trace_opt(i);
+        if (name == g_opts[i].name) return trace_opt(i);
     return std::nullopt;
 }
 
@@ -96,29 +112,24 @@ trace_array::~trace_array() = default;
 
 int trace_array::set_opt(trace_opt o, bool on)
 {
-    if (opt(o) == on)
-        return 0;
-    if (on && (o == OPT_FUNC_STACK_TRACE || o == OPT_STACKTRACE))
-        trace_stack_init();
+    if (opt(o) == on) return 0;
+    if (on && (o == OPT_FUNC_STACK_TRACE || o == OPT_STACKTRACE)) trace_stack_init();
     if (o == OPT_OVERWRITE) {
         ring_buffer_set_overwrite(buffer, on);
-        if (max_buffer)
-            ring_buffer_set_overwrite(max_buffer, on);
+        if (max_buffer) ring_buffer_set_overwrite(max_buffer, on);
     }
     if (on)
         flags_.fetch_or(uint64_t{1} << o, std::memory_order_relaxed);
     else
         flags_.fetch_and(~(uint64_t{1} << o), std::memory_order_relaxed);
     update_ftrace_slow();
-    if (current_trace && current_trace->option_changed)
-        current_trace->option_changed(*this, o, on);
+    if (current_trace && current_trace->option_changed) current_trace->option_changed(*this, o, on);
     return 0;
 }
 
 void trace_array::update_ftrace_slow() noexcept
 {
-    fn_slow_.store(function_pids.active() || function_no_pids.active() ||
-                       opt(OPT_FUNC_STACK_TRACE),
+    fn_slow_.store(function_pids.active() || function_no_pids.active() || opt(OPT_FUNC_STACK_TRACE),
                    std::memory_order_relaxed);
     ev_slow_.store(event_pids.active() || event_no_pids.active() || opt(OPT_STACKTRACE),
                    std::memory_order_relaxed);
@@ -128,10 +139,8 @@ std::string trace_array::options_text() const
 {
     std::string s;
     for (unsigned i = 0; i < OPT__COUNT; i++) {
-        if (!opt_of_tracer(trace_opt(i), current_trace))
-            continue;
-        if (!opt(trace_opt(i)))
-            s += "no";
+        if (!opt_of_tracer(trace_opt(i), current_trace)) continue;
+        if (!opt(trace_opt(i))) s += "no";
         s += g_opts[i].name;
         s += '\n';
     }
@@ -144,17 +153,21 @@ std::mutex &trace_types_lock()
     return *m;
 }
 
-trace_array &trace_array_top() { return *reg().top; }
-std::shared_ptr<trace_array> trace_array_top_ptr() { return reg().top; }
+trace_array &trace_array_top()
+{
+    return *reg().top;
+}
+std::shared_ptr<trace_array> trace_array_top_ptr()
+{
+    return reg().top;
+}
 
 std::shared_ptr<trace_array> trace_array_get(std::string_view name)
 {
-    if (name.empty())
-        return reg().top;
+    if (name.empty()) return reg().top;
     std::lock_guard<std::mutex> g(trace_types_lock());
     for (auto &tr : reg().instances)
-        if (tr->name == name)
-            return tr;
+        if (tr->name == name) return tr;
     return nullptr;
 }
 
@@ -183,21 +196,17 @@ trace_array *trace_array_by_id(unsigned id) noexcept
 
 int trace_array_create(std::string_view name)
 {
-    if (!valid_name(name))
-        return -EINVAL;
+    if (!valid_name(name)) return -EINVAL;
     registry &r = reg();
     std::lock_guard<std::mutex> g(trace_types_lock());
     for (auto &tr : r.instances)
-        if (tr->name == name)
-            return -EEXIST;
+        if (tr->name == name) return -EEXIST;
     unsigned id = 1;
     while (id < TRACE_ARRAY_MAX && g_by_id[id].load(std::memory_order_relaxed))
         id++;
-    if (id == TRACE_ARRAY_MAX)
-        return -ENOSPC;
+    if (id == TRACE_ARRAY_MAX) return -ENOSPC;
     trace_buffer *tb = ring_buffer_alloc();
-    if (!tb)
-        return -ENOSPC;
+    if (!tb) return -ENOSPC;
     auto tr = std::make_shared<trace_array>(std::string(name), id, tb);
     r.instances.push_back(tr);
     g_by_id[id].store(tr.get(), std::memory_order_release);
@@ -210,15 +219,12 @@ int trace_array_destroy(std::string_view name)
     std::lock_guard<std::mutex> g(trace_types_lock());
     auto it = std::find_if(r.instances.begin(), r.instances.end(),
                            [&](auto &tr) { return tr->name == name; });
-    if (it == r.instances.end())
-        return -ENODEV;
+    if (it == r.instances.end()) return -ENODEV;
     std::shared_ptr<trace_array> tr = *it;
-    if (tr->ref.load() > 0)
-        return -EBUSY;
+    if (tr->ref.load() > 0) return -EBUSY;
     // As the kernel's __remove_instance: the tracer to nop, events and probes off, buffers
     // freed once nothing can write to them.
-    if (tr->current_trace && tr->current_trace->reset)
-        tr->current_trace->reset(*tr);
+    if (tr->current_trace && tr->current_trace->reset) tr->current_trace->reset(*tr);
     tr->current_trace = &nop_tracer;
     ftrace_probes_remove_array(*tr);
     trace_events::instance().remove_array(tr->id);
@@ -230,12 +236,10 @@ int trace_array_destroy(std::string_view name)
     g_by_id[tr->id].store(nullptr, std::memory_order_release);
     r.instances.erase(it);
     trace_synchronize();
-    if (tr->max_buffer)
-        ring_buffer_free(tr->max_buffer);
+    if (tr->max_buffer) ring_buffer_free(tr->max_buffer);
     tr->max_buffer = nullptr;
     ring_buffer_free(tr->buffer);
     return 0;
 }
-
 
 } // namespace dprobe

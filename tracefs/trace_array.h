@@ -26,7 +26,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct trace_buffer;
 struct tracer;
@@ -66,8 +67,9 @@ struct trace_opt_info {
 const trace_opt_info &trace_opt_info_of(trace_opt o);
 std::optional<trace_opt> trace_opt_by_name(std::string_view name);
 
-class trace_array {
-public:
+class trace_array
+{
+  public:
     trace_array(std::string name, unsigned id, trace_buffer *buffer);
     ~trace_array();
     trace_array(const trace_array &) = delete;
@@ -132,7 +134,7 @@ public:
     // ---- open files (rmdir answers EBUSY while one is open) ----
     std::atomic<int> ref{0};
 
-private:
+  private:
     std::atomic<uint64_t> flags_;
     std::atomic<bool> fn_slow_{false};
     std::atomic<bool> ev_slow_{false};

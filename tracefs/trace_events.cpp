@@ -28,9 +28,11 @@
 #include <sstream>
 #include <unordered_set>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 // Whether a file taking the kinds ACCEPT lists and deletes TP.
 bool accepts(unsigned accept, const trace_probe *tp)
@@ -104,31 +106,35 @@ void trace_events::forget_event_locked(const trace_event *ev)
 uint16_t trace_events::peek_id() const
 {
     for (uint16_t id = next_id_;; id = id == UINT16_MAX ? TRACE_EVENT_FIRST_ID : uint16_t(id + 1))
-        if (!id_used_[id])
-            return id;
+        if (!id_used_[id]) return id;
 }
 
-namespace {
+namespace
+{
 std::atomic<void (*)()> g_commands_hook{nullptr};
 }
 
-void trace_events::set_commands_hook(void (*hook)()) { g_commands_hook.store(hook); }
+void trace_events::set_commands_hook(void (*hook)())
+{
+    g_commands_hook.store(hook);
+}
 
-void trace_events::use_fast_stores(bool on) { trace_probe_use_fast_stores(on); }
+void trace_events::use_fast_stores(bool on)
+{
+    trace_probe_use_fast_stores(on);
+}
 
 int trace_events::write_commands(std::string_view buf, unsigned accept)
 {
     int r = trace_parse_run_command(
         buf, [&](std::span<const std::string> argv) { return run_command(argv, accept); });
-    if (auto hook = g_commands_hook.load())
-        hook();
+    if (auto hook = g_commands_hook.load()) hook();
     return r;
 }
 
 int trace_events::run_command(std::span<const std::string> argv, unsigned accept)
 {
-    if (argv.empty())
-        return 0;
+    if (argv.empty()) return 0;
     parse_options opts;
     opts.accept = accept;
     opts.is_func_entry = trace_kprobe_on_func_entry;
@@ -143,12 +149,10 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
     events_lock g(*this);
     probe_error e = parse_dynevent(argv, opts, cmd, &loc);
     if (e) {
-        if (e.logged())
-            errors_.append(loc ? loc : "trace_probe", argv, e);
+        if (e.logged()) errors_.append(loc ? loc : "trace_probe", argv, e);
         return -e.errnum;
     }
-    if (cmd.kind == dynevent_command::type::remove)
-        return remove(cmd.del, accept);
+    if (cmd.kind == dynevent_command::type::remove) return remove(cmd.del, accept);
     return create(cmd.def, argv, loc ? loc : cmd.def.error_loc());
 }
 
@@ -165,8 +169,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
         std::vector<const probe_definition *> existing;
         for (trace_probe *p : ev->probes)
             existing.push_back(&p->def);
-        if (probe_error e = check_append(existing, def))
-            return fail(e);
+        if (probe_error e = check_append(existing, def)) return fail(e);
     }
 
     // Everything a handler reads is set before the kind can register anything: the probe,
@@ -192,8 +195,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     tp->fixed_size = static_cast<uint32_t>(probe_layout(d).fixed_size);
 
     probe_error e;
-    if (int r = ops.create(*this, *tp, ev->armed(), e))
-        return e.logged() ? fail(e) : r;
+    if (int r = ops.create(*this, *tp, ev->armed(), e)) return e.logged() ? fail(e) : r;
 
     if (fresh) {
         add_event_locked(fresh.release());
@@ -205,8 +207,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     const bool dl = ops.waits_for_objects && ops.waits_for_objects(*tp);
     ev->probes.push_back(tp.get());
     probes_.push_back(tp.release());
-    if (dl)
-        update_dl_notifier();
+    if (dl) update_dl_notifier();
     return 0;
 }
 
@@ -214,25 +215,20 @@ int trace_events::remove(const delete_request &req, unsigned accept)
 {
     std::vector<trace_probe *> hit;
     for (trace_probe *p : probes_)
-        if (accepts(accept, p) && p->ops->match(req, *p))
-            hit.push_back(p);
-    if (hit.empty())
-        return -ENOENT;
+        if (accepts(accept, p) && p->ops->match(req, *p)) hit.push_back(p);
+    if (hit.empty()) return -ENOENT;
     for (trace_probe *p : hit)
-        if (p->ops->is_busy(*p))
-            return -EBUSY;
+        if (p->ops->is_busy(*p)) return -EBUSY;
     // An event an event probe reads stays while that event probe does (the kernel holds a
     // reference on it).
     for (const trace_event *e : events_) {
         const trace_event *read = e->reads();
-        if (!read)
-            continue;
-        bool reader_goes = std::any_of(hit.begin(), hit.end(),
-                                       [&](trace_probe *p) { return p->event == e; });
-        bool read_goes = std::any_of(hit.begin(), hit.end(),
-                                     [&](trace_probe *p) { return p->event == read; });
-        if (read_goes && !reader_goes)
-            return -EBUSY;
+        if (!read) continue;
+        bool reader_goes =
+            std::any_of(hit.begin(), hit.end(), [&](trace_probe *p) { return p->event == e; });
+        bool read_goes =
+            std::any_of(hit.begin(), hit.end(), [&](trace_probe *p) { return p->event == read; });
+        if (read_goes && !reader_goes) return -EBUSY;
     }
     const bool dl = std::any_of(hit.begin(), hit.end(), [](const trace_probe *p) {
         return p->ops->waits_for_objects && p->ops->waits_for_objects(*p);
@@ -265,12 +261,10 @@ int trace_events::remove(const delete_request &req, unsigned accept)
             emptied[i].reset(ev);
         }
     }
-    if (!dead.empty())
-        std::erase_if(events_, [&](trace_event *e) { return dead.count(e) != 0; });
+    if (!dead.empty()) std::erase_if(events_, [&](trace_event *e) { return dead.count(e) != 0; });
     for (size_t i = 0; i < hit.size(); ++i)
         hit[i]->ops->free(hit[i], std::move(emptied[i]));
-    if (dl)
-        update_dl_notifier();
+    if (dl) update_dl_notifier();
     return 0;
 }
 
@@ -278,13 +272,11 @@ int trace_events::release_all(unsigned accept)
 {
     events_lock g(*this);
     for (trace_probe *p : probes_)
-        if (accepts(accept, p) && p->ops->is_busy(*p))
-            return -EBUSY;
+        if (accepts(accept, p) && p->ops->is_busy(*p)) return -EBUSY;
     delete_request all; // no group, empty event: every event
     bool any = std::any_of(probes_.begin(), probes_.end(),
                            [&](trace_probe *p) { return accepts(accept, p); });
-    if (!any)
-        return 0;
+    if (!any) return 0;
     return remove(all, accept);
 }
 
@@ -293,8 +285,7 @@ std::string trace_events::listing(unsigned accept, bool with_state) const
     events_lock g(*this);
     std::string s;
     for (const trace_probe *p : probes_)
-        if (accepts(accept, p))
-            s += p->ops->show(*p, with_state) + "\n";
+        if (accepts(accept, p)) s += p->ops->show(*p, with_state) + "\n";
     return s;
 }
 
@@ -310,8 +301,7 @@ std::string trace_events::pending_kprobes_list() const
     events_lock g(*this);
     std::string out;
     for (const trace_probe *p : probes_)
-        if (p->ops->list_line)
-            out += p->ops->list_line(*p);
+        if (p->ops->list_line) out += p->ops->list_line(*p);
     return out;
 }
 
@@ -329,8 +319,7 @@ std::vector<std::string> trace_events::events(std::string_view group) const
     events_lock g(*this);
     std::set<std::string> s;
     for (const trace_event *ev : events_)
-        if (ev->group == group)
-            s.insert(ev->name);
+        if (ev->group == group) s.insert(ev->name);
     return {s.begin(), s.end()};
 }
 
@@ -359,8 +348,7 @@ std::optional<std::string> trace_events::format(std::string_view group,
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    if (!ev)
-        return std::nullopt;
+    if (!ev) return std::nullopt;
     return probe_format_file(ev->probes.front()->def, ev->id);
 }
 
@@ -383,8 +371,7 @@ void set_enable_bit(trace_event &ev, uint64_t bit, bool on)
     }
     ev.enabled_mask &= ~bit;
     // A soft-mode command keeps what it switched.
-    if (!(ev.soft_mask & bit))
-        ev.record_mask.fetch_and(~bit, std::memory_order_release);
+    if (!(ev.soft_mask & bit)) ev.record_mask.fetch_and(~bit, std::memory_order_release);
 }
 
 // Whether EV stays armed once it is disabled in the array of BIT.
@@ -401,15 +388,13 @@ bool armed_without(const trace_event &ev, uint64_t bit)
 // command), go one by one.
 int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on, unsigned array)
 {
-    if (array >= TRACE_ARRAY_MAX)
-        return -EINVAL;
+    if (array >= TRACE_ARRAY_MAX) return -EINVAL;
     (void)trace_array_top(); // the handlers find the arrays by id: the top one must exist
     const uint64_t bit = uint64_t{1} << array;
     std::vector<trace_event *> plain, single;
     std::unordered_set<trace_event *> seen;
     for (trace_event *ev : evs) {
-        if (bool(ev->enabled_mask & bit) == on || !seen.insert(ev).second)
-            continue;
+        if (bool(ev->enabled_mask & bit) == on || !seen.insert(ev).second) continue;
         const bool arming = on ? !ev->armed() : !armed_without(*ev, bit);
         (arming && !ev->reads() ? plain : single).push_back(ev);
     }
@@ -418,26 +403,20 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on,
         for (trace_event *ev : plain)
             set_enable_bit(*ev, bit, state);
     };
-    if (!on)
-        set_plain(false);
+    if (!on) set_plain(false);
     if (int err = arm_many_locked(plain, on)) {
-        if (!on)
-            set_plain(true);
+        if (!on) set_plain(true);
         return err;
     }
-    if (on)
-        set_plain(true);
+    if (on) set_plain(true);
     for (size_t i = 0; i < single.size(); ++i) {
         int err = enable_one_locked(*single[i], on, array);
-        if (!err)
-            continue;
+        if (!err) continue;
         while (i-- > 0)
             enable_one_locked(*single[i], !on, array);
-        if (on)
-            set_plain(false);
+        if (on) set_plain(false);
         arm_many_locked(plain, !on);
-        if (!on)
-            set_plain(true);
+        if (!on) set_plain(true);
         return err;
     }
     return 0;
@@ -446,19 +425,16 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on,
 int trace_events::enable_one_locked(trace_event &ev, bool on, unsigned array)
 {
     const uint64_t bit = uint64_t{1} << array;
-    if (bool(ev.enabled_mask & bit) == on)
-        return 0;
+    if (bool(ev.enabled_mask & bit) == on) return 0;
     if (on) {
         if (!ev.armed())
-            if (int err = arm_locked(ev, true))
-                return err;
+            if (int err = arm_locked(ev, true)) return err;
         set_enable_bit(ev, bit, true);
         return 0;
     }
     const bool disarm = !armed_without(ev, bit);
     set_enable_bit(ev, bit, false);
-    if (disarm)
-        arm_locked(ev, false);
+    if (disarm) arm_locked(ev, false);
     return 0;
 }
 
@@ -503,16 +479,14 @@ int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t
                               unsigned array)
 {
     events_lock g(*this);
-    if (array >= TRACE_ARRAY_MAX)
-        return -EINVAL;
+    if (array >= TRACE_ARRAY_MAX) return -EINVAL;
     const uint64_t bit = uint64_t{1} << array;
     std::vector<trace_event *> evs;
     evs.reserve(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
         trace_event *ev = find(events[i].group, events[i].event);
         if (!ev) {
-            if (failed)
-                *failed = i;
+            if (failed) *failed = i;
             return -ENOENT;
         }
         evs.push_back(ev);
@@ -528,8 +502,7 @@ int trace_events::set_enabled(std::span<const event_ref> events, bool on, size_t
                 *failed = i;
                 break;
             }
-            if (bool(evs[i]->enabled_mask & bit) != was)
-                turned.push_back(evs[i]);
+            if (bool(evs[i]->enabled_mask & bit) != was) turned.push_back(evs[i]);
         }
         for (trace_event *ev : turned)
             enable_locked(*ev, !on, array);
@@ -542,8 +515,7 @@ int trace_events::set_enabled(std::string_view group, std::string_view event, bo
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
-    if (!ev)
-        return -ENOENT;
+    if (!ev) return -ENOENT;
     return enable_locked(*ev, on, array);
 }
 
@@ -551,8 +523,7 @@ int trace_events::enabled(std::string_view group, std::string_view event, unsign
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    if (!ev)
-        return -ENOENT;
+    if (!ev) return -ENOENT;
     return array < TRACE_ARRAY_MAX && ((ev->enabled_mask >> array) & 1) ? 1 : 0;
 }
 
@@ -561,12 +532,10 @@ std::string trace_events::enable_text(std::string_view group, std::string_view e
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    if (!ev || array >= TRACE_ARRAY_MAX)
-        return "";
+    if (!ev || array >= TRACE_ARRAY_MAX) return "";
     const uint64_t bit = uint64_t{1} << array;
     std::string s = (ev->record_mask.load(std::memory_order_relaxed) & bit) ? "1" : "0";
-    if (ev->soft_mask & bit)
-        s += '*';
+    if (ev->soft_mask & bit) s += '*';
     return s + "\n";
 }
 
@@ -575,16 +544,13 @@ int trace_events::set_group_enabled(std::string_view group, bool on, unsigned ar
     events_lock g(*this);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
-        if (group.empty() || ev->group == group)
-            evs.push_back(ev);
-    if (enable_many_locked(evs, on, array) == 0)
-        return 0;
+        if (group.empty() || ev->group == group) evs.push_back(ev);
+    if (enable_many_locked(evs, on, array) == 0) return 0;
     // One of them cannot: the others still change, one by one (the kernel's
     // __ftrace_set_clr_event() goes on past a failing event and returns its error).
     int ret = 0;
     for (trace_event *ev : evs)
-        if (int r = enable_locked(*ev, on, array); r && !ret)
-            ret = r;
+        if (int r = enable_locked(*ev, on, array); r && !ret) ret = r;
     return ret;
 }
 
@@ -593,8 +559,7 @@ char trace_events::group_enabled(std::string_view group, unsigned array) const
     events_lock g(*this);
     unsigned set = 0;
     for (const trace_event *ev : events_)
-        if (group.empty() || ev->group == group)
-            set |= 1u << ((ev->enabled_mask >> array) & 1);
+        if (group.empty() || ev->group == group) set |= 1u << ((ev->enabled_mask >> array) & 1);
     static constexpr char set_to_char[4] = {'?', '0', '1', 'X'};
     return set_to_char[set];
 }
@@ -604,8 +569,7 @@ std::vector<std::string> trace_events::enabled_events(unsigned array) const
     events_lock g(*this);
     std::vector<std::string> v;
     for (const trace_event *ev : events_)
-        if ((ev->enabled_mask >> array) & 1)
-            v.push_back(ev->group + ":" + ev->name);
+        if ((ev->enabled_mask >> array) & 1) v.push_back(ev->group + ":" + ev->name);
     return v;
 }
 
@@ -635,24 +599,18 @@ int trace_events::set_event_matching(std::string_view spec, bool on, unsigned ar
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_) {
         if (!any.empty()) {
-            if (!is_any(any) && any != ev->name && any != ev->group)
-                continue;
+            if (!is_any(any) && any != ev->name && any != ev->group) continue;
         } else {
-            if (!is_any(sys) && sys != ev->group)
-                continue;
-            if (!is_any(evname) && evname != ev->name)
-                continue;
+            if (!is_any(sys) && sys != ev->group) continue;
+            if (!is_any(evname) && evname != ev->name) continue;
         }
         evs.push_back(ev);
     }
-    if (evs.empty())
-        return -EINVAL;
-    if (enable_many_locked(evs, on, array) == 0)
-        return 0;
+    if (evs.empty()) return -EINVAL;
+    if (enable_many_locked(evs, on, array) == 0) return 0;
     int ret = 0;
     for (trace_event *ev : evs)
-        if (int r = enable_locked(*ev, on, array); r && !ret)
-            ret = r;
+        if (int r = enable_locked(*ev, on, array); r && !ret) ret = r;
     return ret;
 }
 
@@ -661,8 +619,7 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
-    if (!ev || array >= TRACE_ARRAY_MAX)
-        return -ENOENT;
+    if (!ev || array >= TRACE_ARRAY_MAX) return -ENOENT;
     const uint64_t bit = uint64_t{1} << array;
     int &n = ev->soft_refs[array];
     if (ref) {
@@ -679,14 +636,11 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
         }
         return 0;
     }
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     if (--n == 0) {
         ev->soft_mask &= ~bit;
-        if (!(ev->enabled_mask & bit))
-            ev->record_mask.fetch_and(~bit, std::memory_order_release);
-        if (!ev->armed())
-            arm_locked(*ev, false);
+        if (!(ev->enabled_mask & bit)) ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        if (!ev->armed()) arm_locked(*ev, false);
     }
     return 0;
 }
@@ -714,8 +668,7 @@ DPROBE_NOPROBE bool trace_events::soft_enabled(const trace_event *ev, unsigned a
 void trace_events::remove_array(unsigned array)
 {
     events_lock g(*this);
-    if (array >= TRACE_ARRAY_MAX)
-        return;
+    if (array >= TRACE_ARRAY_MAX) return;
     const uint64_t bit = uint64_t{1} << array;
     for (trace_event *ev : events_) {
         const bool was = ev->armed();
@@ -725,20 +678,18 @@ void trace_events::remove_array(unsigned array)
         ev->record_mask.fetch_and(~bit, std::memory_order_release);
         ev->filter[array].store(nullptr, std::memory_order_release);
         ev->filter_file.erase(array);
-        if (was && !ev->armed())
-            arm_locked(*ev, false);
+        if (was && !ev->armed()) arm_locked(*ev, false);
     }
     const std::string prefix = std::to_string(array) + ":";
     std::erase_if(group_filter_text_, [&](const auto &kv) { return kv.first.starts_with(prefix); });
 }
 
-int trace_events::set_filter(std::string_view group, std::string_view event,
-                             std::string_view text, unsigned array)
+int trace_events::set_filter(std::string_view group, std::string_view event, std::string_view text,
+                             unsigned array)
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
-    if (!ev || array >= TRACE_ARRAY_MAX)
-        return -ENOENT;
+    if (!ev || array >= TRACE_ARRAY_MAX) return -ENOENT;
     std::string_view s = strip(text);
     if (s == "0") {
         ev->filter[array].store(nullptr, std::memory_order_release);
@@ -752,8 +703,8 @@ int trace_events::set_filter(std::string_view group, std::string_view event,
         ev->filter[array].store(nullptr, std::memory_order_release);
         ev->filter_file[array] = filter_error_text(s, pe);
         bool positioned = pe.err != filter_err::NONE && pe.err != filter_err::ERRNO;
-        errors_.append_message(filter_err_loc, filter_err_text(positioned ? pe.err
-                                                                           : filter_err::ERRNO),
+        errors_.append_message(filter_err_loc,
+                               filter_err_text(positioned ? pe.err : filter_err::ERRNO),
                                std::string(s), positioned ? size_t(pe.pos) : 0);
         return -EINVAL;
     }
@@ -763,31 +714,25 @@ int trace_events::set_filter(std::string_view group, std::string_view event,
     return 0;
 }
 
-std::optional<std::string> trace_events::filter_text(std::string_view group,
-                                                     std::string_view event,
+std::optional<std::string> trace_events::filter_text(std::string_view group, std::string_view event,
                                                      unsigned array) const
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    if (!ev)
-        return std::nullopt;
+    if (!ev) return std::nullopt;
     return ev->filter_text(array);
 }
 
-int trace_events::set_group_filter(std::string_view group, std::string_view text,
-                                   unsigned array)
+int trace_events::set_group_filter(std::string_view group, std::string_view text, unsigned array)
 {
     events_lock g(*this);
-    if (array >= TRACE_ARRAY_MAX)
-        return -ENOENT;
+    if (array >= TRACE_ARRAY_MAX) return -ENOENT;
     std::string_view s = strip(text);
     std::string key = std::to_string(array) + ":" + std::string(group);
     std::vector<trace_event *> evs;
     for (trace_event *ev : events_)
-        if (ev->group == group)
-            evs.push_back(ev);
-    if (evs.empty())
-        return -ENOENT;
+        if (ev->group == group) evs.push_back(ev);
+    if (evs.empty()) return -ENOENT;
     if (s == "0") {
         for (trace_event *ev : evs) {
             ev->filter[array].store(nullptr, std::memory_order_release);
@@ -831,18 +776,15 @@ std::string trace_events::group_filter_text(std::string_view group, unsigned arr
 std::string trace_events::format_record(const void *payload, size_t len) const
 {
     trace_entry_header h{};
-    if (len < sizeof(h))
-        return "Unknown type 0";
+    if (len < sizeof(h)) return "Unknown type 0";
     std::memcpy(&h, payload, sizeof(h));
     std::shared_ptr<const probe_definition> def;
     {
         std::lock_guard<std::mutex> g(fmt_mutex_);
         auto it = formats_.find(h.type);
-        if (it != formats_.end())
-            def = it->second;
+        if (it != formats_.end()) def = it->second;
     }
-    if (!def)
-        return "Unknown type " + std::to_string(h.type);
+    if (!def) return "Unknown type " + std::to_string(h.type);
     return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, trace_symbolize);
 }
 

@@ -46,7 +46,8 @@
 #include <unordered_map>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct dl_notifier;
 struct trace_event;
@@ -55,8 +56,9 @@ struct trace_probe;
 // Ids handed to dynamic events: the first one, as the kernel's come after its static events.
 inline constexpr uint16_t TRACE_EVENT_FIRST_ID = 1000;
 
-class trace_events {
-public:
+class trace_events
+{
+  public:
     // The process's registry (never destroyed: probe handlers may outlive static destructors).
     static trace_events &instance();
 
@@ -181,13 +183,14 @@ public:
     trace_events(const trace_events &) = delete;
     trace_events &operator=(const trace_events &) = delete;
 
-private:
+  private:
     trace_events();
     ~trace_events() = delete;
 
     // mutex_ held for a scope; on release, the rescan a dlopen asked for while it was held.
-    class events_lock {
-    public:
+    class events_lock
+    {
+      public:
         explicit events_lock(const trace_events &te) : te_(const_cast<trace_events &>(te))
         {
             te_.mutex_.lock();
@@ -196,7 +199,7 @@ private:
         events_lock(const events_lock &) = delete;
         events_lock &operator=(const events_lock &) = delete;
 
-    private:
+      private:
         trace_events &te_;
     };
     friend class events_lock;
@@ -234,8 +237,8 @@ private:
 
     mutable std::mutex mutex_; // the kernel's event_mutex / dyn_event_ops_mutex
     error_log errors_;
-    std::vector<trace_event *> events_; // creation order
-    std::vector<trace_probe *> probes_; // creation order (the listing)
+    std::vector<trace_event *> events_;                      // creation order
+    std::vector<trace_probe *> probes_;                      // creation order (the listing)
     std::unordered_map<std::string, trace_event *> by_name_; // key(group, event)
     std::vector<bool> id_used_ = std::vector<bool>(65536, false);
     // Definitions by id for formatting records, also of deleted events whose records may
@@ -245,6 +248,5 @@ private:
     std::unordered_map<std::string, std::string> group_filter_text_;
     uint16_t next_id_ = TRACE_EVENT_FIRST_ID;
 };
-
 
 } // namespace dprobe

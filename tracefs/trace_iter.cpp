@@ -15,8 +15,10 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // How far the graph layout looks ahead for a thread's next record.
 constexpr size_t k_lookahead = 8192;
@@ -24,8 +26,7 @@ constexpr size_t k_lookahead = 8192;
 int32_t record_pid(const trace_iter::entry &e)
 {
     trace_entry_header h{};
-    if (e.data.size() >= sizeof h)
-        std::memcpy(&h, e.data.data(), sizeof h);
+    if (e.data.size() >= sizeof h) std::memcpy(&h, e.data.data(), sizeof h);
     return h.pid ? h.pid : e.rec.tid;
 }
 
@@ -46,8 +47,7 @@ trace_iter::trace_iter(trace_array &tr, trace_buffer *tb, bool consume, int cpu)
     : tr_(tr), tb_(tb), consume_(consume), cpu_(consume ? -1 : cpu),
       in_ns_(trace_clock_in_ns(trace_clock_current()))
 {
-    if (tr.current_trace == &graph_tracer)
-        graph_ = std::make_unique<graph_printer>(tr);
+    if (tr.current_trace == &graph_tracer) graph_ = std::make_unique<graph_printer>(tr);
 }
 
 trace_iter::~trace_iter() = default;
@@ -57,18 +57,16 @@ std::string trace_iter::header()
     std::string s = "# tracer: ";
     s += tr_.current_trace ? tr_.current_trace->name : "nop";
     s += "\n#\n";
-    if (graph_)
-        return s + graph_->header();
-    if (!tr_.opt(OPT_CONTEXT_INFO))
-        return s;
+    if (graph_) return s + graph_->header();
+    if (!tr_.opt(OPT_CONTEXT_INFO)) return s;
     s += event_info(tb_);
     const bool tgid = tr_.opt(OPT_RECORD_TGID);
     if (tr_.opt(OPT_IRQ_INFO)) {
         const char *sp = tgid ? "            " : "  ";
         char line[160];
         const char *rows[] = {"  _-----=> irqs-off/BH-disabled", " / _----=> need-resched",
-                              "| / _---=> hardirq/softirq", "|| / _--=> preempt-depth",
-                              "||| / _-=> migrate-disable", "|||| /     delay"};
+                              "| / _---=> hardirq/softirq",      "|| / _--=> preempt-depth",
+                              "||| / _-=> migrate-disable",      "|||| /     delay"};
         for (const char *r : rows) {
             std::snprintf(line, sizeof line, "#                            %s%s\n", sp, r);
             s += line;
@@ -97,8 +95,7 @@ bool trace_iter::fill(size_t n)
     size_t got = 0;
     rb_record rec;
     while (got < n && reader_->next(rec)) {
-        if (cpu_ >= 0 && rec.cpu != cpu_)
-            continue;
+        if (cpu_ >= 0 && rec.cpu != cpu_) continue;
         entry e;
         e.rec = rec;
         e.data.assign(static_cast<const char *>(rec.payload), rec.len);
@@ -112,10 +109,8 @@ bool trace_iter::fill(size_t n)
 bool trace_iter::next_of_tid(int32_t tid, size_t from, size_t &idx)
 {
     for (size_t i = from;; i++) {
-        if (i >= ahead_.size() && (i >= k_lookahead || !fill(64)))
-            return false;
-        if (i >= ahead_.size())
-            return false;
+        if (i >= ahead_.size() && (i >= k_lookahead || !fill(64))) return false;
+        if (i >= ahead_.size()) return false;
         if (ahead_[i].rec.tid == tid) {
             idx = i;
             return true;
@@ -125,8 +120,7 @@ bool trace_iter::next_of_tid(int32_t tid, size_t from, size_t &idx)
 
 bool trace_iter::has_data()
 {
-    if (!ahead_.empty())
-        return true;
+    if (!ahead_.empty()) return true;
     return consume_ ? ring_buffer_has_data(tb_) : fill(1);
 }
 
@@ -134,14 +128,12 @@ void trace_iter::print_text(std::string &out, const entry &e)
 {
     const auto *p = reinterpret_cast<const uint8_t *>(e.data.data());
     trace_entry_header h{};
-    if (e.data.size() >= sizeof h)
-        std::memcpy(&h, p, sizeof h);
+    if (e.data.size() >= sizeof h) std::memcpy(&h, p, sizeof h);
     ftrace_print_flags f;
     f.sym_offset = tr_.opt(OPT_SYM_OFFSET);
     f.sym_addr = tr_.opt(OPT_SYM_ADDR);
     f.print_parent = tr_.opt(OPT_PRINT_PARENT);
-    if (is_ftrace_type(h.type) && ftrace_print_entry(out, p, e.data.size(), f))
-        return;
+    if (is_ftrace_type(h.type) && ftrace_print_entry(out, p, e.data.size(), f)) return;
     out += trace_events::instance().format_record(p, e.data.size());
 }
 
@@ -178,8 +170,7 @@ size_t trace_iter::read(std::string &out, size_t max)
 {
     size_t n = 0;
     while (n < max) {
-        if (ahead_.empty() && !fill(1))
-            break;
+        if (ahead_.empty() && !fill(1)) break;
         entry e = std::move(ahead_.front());
         ahead_.pop_front();
         if (e.rec.lost_before) {
@@ -188,13 +179,11 @@ size_t trace_iter::read(std::string &out, size_t max)
                                   e.rec.lost_before);
             out.append(buf, size_t(k));
         }
-        if (!graph_ || !graph_->print(out, *this, e))
-            print_default(out, e);
+        if (!graph_ || !graph_->print(out, *this, e)) print_default(out, e);
         n++;
     }
     // A consuming reader gives the buffers back between reads; a peeking one keeps its place.
-    if (consume_)
-        reader_.reset();
+    if (consume_) reader_.reset();
     return n;
 }
 

@@ -21,13 +21,15 @@
 #include <memory>
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 struct graph_printer;
 
-class trace_iter {
-public:
+class trace_iter
+{
+  public:
     // TB: the array's buffer or its snapshot buffer. CONSUME: trace_pipe. CPU >= 0: only the
     // records written on that CPU (per_cpu/cpuN/...).
     trace_iter(trace_array &tr, trace_buffer *tb, bool consume, int cpu = -1);
@@ -51,7 +53,7 @@ public:
         std::string data;
     };
 
-private:
+  private:
     bool fill(size_t n); // takes up to N more records into ahead_
     bool next_of_tid(int32_t tid, size_t from, size_t &idx);
     void print_default(std::string &out, const entry &e);

@@ -18,8 +18,10 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 static_assert(sizeof(print_entry) == 16, "TRACE_MARKER_MAX_SIZE counts a 16-byte header");
 
@@ -31,8 +33,7 @@ extern "C" __attribute__((noinline, used, visibility("hidden"))) void tracing_ma
 
 void remember_writer(int32_t pid)
 {
-    if (pid <= 0 || pid == getpid())
-        return;
+    if (pid <= 0 || pid == getpid()) return;
     char path[64], buf[512];
     std::string comm = "<...>";
     int32_t tgid = pid;
@@ -48,8 +49,7 @@ void remember_writer(int32_t pid)
                 const char *e = std::strchr(p, '\n');
                 comm.assign(p, e ? size_t(e - p) : std::strlen(p));
             }
-            if (const char *p = std::strstr(buf, "\nTgid:\t"))
-                tgid = std::atoi(p + 7);
+            if (const char *p = std::strstr(buf, "\nTgid:\t")) tgid = std::atoi(p + 7);
         }
     }
     trace_save_cmdline(pid, comm, tgid);
@@ -58,20 +58,17 @@ void remember_writer(int32_t pid)
 DPROBE_NOPROBE bool write_print(trace_array &tr, std::string_view text, int32_t pid,
                                 uintptr_t ip) noexcept
 {
-    if (text.size() > TRACE_MARKER_MAX_SIZE)
-        text = text.substr(0, TRACE_MARKER_MAX_SIZE);
+    if (text.size() > TRACE_MARKER_MAX_SIZE) text = text.substr(0, TRACE_MARKER_MAX_SIZE);
     const bool nl = text.empty() || text.back() != '\n';
     const size_t len = sizeof(print_entry) + text.size() + (nl ? 1 : 0) + 1;
     void *ev = ring_buffer_reserve(tr.buffer, len);
-    if (!ev)
-        return false;
+    if (!ev) return false;
     auto *e = static_cast<print_entry *>(ev);
     e->ent = trace_entry_header{TRACE_PRINT, 0, 0, pid};
     e->ip = ip;
     std::memcpy(e->buf, text.data(), text.size());
     size_t at = text.size();
-    if (nl)
-        e->buf[at++] = '\n';
+    if (nl) e->buf[at++] = '\n';
     e->buf[at] = '\0';
     ring_buffer_commit(tr.buffer, ev);
     return true;
@@ -79,12 +76,14 @@ DPROBE_NOPROBE bool write_print(trace_array &tr, std::string_view text, int32_t 
 
 } // namespace
 
-uintptr_t trace_marker_ip() noexcept { return reinterpret_cast<uintptr_t>(&tracing_mark_write); }
+uintptr_t trace_marker_ip() noexcept
+{
+    return reinterpret_cast<uintptr_t>(&tracing_mark_write);
+}
 
 long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
 {
-    if (!tr.opt(OPT_MARKERS))
-        return -EINVAL;
+    if (!tr.opt(OPT_MARKERS)) return -EINVAL;
     remember_writer(pid);
     size_t taken = std::min(text.size(), TRACE_MARKER_MAX_SIZE);
     if (!write_print(tr, text, pid > 0 ? pid : trace_current_tid(), trace_marker_ip()))
@@ -94,17 +93,14 @@ long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
 
 long trace_marker_raw_write(trace_array &tr, std::string_view data, int32_t pid)
 {
-    if (!tr.opt(OPT_MARKERS))
-        return -EINVAL;
-    if (data.size() < sizeof(uint32_t) || data.size() > TRACE_MARKER_MAX_SIZE)
-        return -EINVAL;
+    if (!tr.opt(OPT_MARKERS)) return -EINVAL;
+    if (data.size() < sizeof(uint32_t) || data.size() > TRACE_MARKER_MAX_SIZE) return -EINVAL;
     remember_writer(pid);
     const size_t n = data.size() - sizeof(uint32_t);
     // The payload's length goes in the last word: the ring buffer rounds records up to 8.
     const size_t len = sizeof(raw_data_entry) + n + sizeof(uint32_t);
     void *ev = ring_buffer_reserve(tr.buffer, (len + 7) & ~size_t{7});
-    if (!ev)
-        return -EBADF;
+    if (!ev) return -EBADF;
     auto *e = static_cast<raw_data_entry *>(ev);
     e->ent = trace_entry_header{TRACE_RAW_DATA, 0, 0, pid > 0 ? pid : trace_current_tid()};
     std::memcpy(&e->id, data.data(), sizeof(uint32_t));
@@ -130,11 +126,9 @@ DPROBE_NOPROBE bool trace_marker_write_kernel(trace_array &tr, std::string_view 
 
 extern "C" DPROBE_API int dprobe_trace_marker(const char *text)
 {
-    if (!text)
-        return -EINVAL;
+    if (!text) return -EINVAL;
     dprobe::trace_array &tr = dprobe::trace_array_top();
-    if (!tr.opt(dprobe::OPT_MARKERS))
-        return -EINVAL;
+    if (!tr.opt(dprobe::OPT_MARKERS)) return -EINVAL;
     return dprobe::trace_marker_write_kernel(
                tr, text, reinterpret_cast<uintptr_t>(__builtin_return_address(0)))
                ? 0
@@ -143,18 +137,15 @@ extern "C" DPROBE_API int dprobe_trace_marker(const char *text)
 
 extern "C" DPROBE_API int dprobe_trace_printk(const char *fmt, ...)
 {
-    if (!fmt)
-        return -EINVAL;
+    if (!fmt) return -EINVAL;
     char buf[dprobe::TRACE_MARKER_MAX_SIZE + 1];
     va_list ap;
     va_start(ap, fmt);
     int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return -EINVAL;
+    if (n < 0) return -EINVAL;
     dprobe::trace_array &tr = dprobe::trace_array_top();
-    if (!tr.opt(dprobe::OPT_MARKERS))
-        return -EINVAL;
+    if (!tr.opt(dprobe::OPT_MARKERS)) return -EINVAL;
     size_t len = std::min<size_t>(size_t(n), dprobe::TRACE_MARKER_MAX_SIZE);
     return dprobe::trace_marker_write_kernel(
                tr, std::string_view(buf, len),

@@ -18,7 +18,8 @@
 #include <cstdint>
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 

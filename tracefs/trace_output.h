@@ -23,13 +23,14 @@
 #include <string>
 #include <unordered_map>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Formats an event's payload into BUF (at most LEN bytes, NUL-terminated when LEN > 0);
 // returns the length of the full text, like snprintf (a larger result means: call again
 // with a bigger buffer). The trailing newline is added by the caller if missing.
-using trace_payload_fn = size_t (*)(char *buf, size_t len, const void *payload,
-                                    size_t payload_len, void *ctx);
+using trace_payload_fn = size_t (*)(char *buf, size_t len, const void *payload, size_t payload_len,
+                                    void *ctx);
 
 // "# tracer: nop" ... column headers, exactly as the kernel prints them with irq-info on.
 // ENTRIES: records in the buffers; WRITTEN: ENTRIES plus records overwritten (the kernel's
@@ -46,17 +47,18 @@ size_t trace_print_context(char *buf, size_t len, const char *comm, int32_t tid,
 // Thread names by tid: /proc/self/task/<tid>/comm when the thread lives (read once per
 // cache lifetime), else the last name seen, else the name the ring buffer recorded, else
 // "<...>" like the kernel's unknown pid.
-class comm_cache {
-public:
-  const char *lookup(int32_t tid, const char *recorded);
-  void clear() { names_.clear(); }
+class comm_cache
+{
+  public:
+    const char *lookup(int32_t tid, const char *recorded);
+    void clear() { names_.clear(); }
 
-private:
-  struct entry {
-    std::string name;
-    bool live;
-  };
-  std::unordered_map<int32_t, entry> names_;
+  private:
+    struct entry {
+        std::string name;
+        bool live;
+    };
+    std::unordered_map<int32_t, entry> names_;
 };
 
 // Appends one record's text (lost-events line, context, payload, newline) to OUT.
@@ -69,7 +71,7 @@ std::string trace_read(trace_payload_fn fn, void *ctx);
 // `trace_pipe`: consumes up to MAX_RECORDS records, appending their lines to OUT. Returns
 // the number consumed (0 when empty; block with ring_buffer_wait first). COMMS persists
 // across calls of one open file.
-size_t trace_pipe_read(std::string &out, size_t max_records, comm_cache &comms,
-                       trace_payload_fn fn, void *ctx);
+size_t trace_pipe_read(std::string &out, size_t max_records, comm_cache &comms, trace_payload_fn fn,
+                       void *ctx);
 
 } // namespace dprobe

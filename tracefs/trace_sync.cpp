@@ -3,7 +3,8 @@
 // mix with the probe-event headers.
 #include "kprobe/kprobe_internal.h"
 
-namespace dprobe {
+namespace dprobe
+{
 
 void trace_synchronize()
 {

@@ -10,8 +10,10 @@
 
 #include <cstring>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 std::atomic<trace_task *> g_tasks{nullptr};
 trace_task *const k_dead = reinterpret_cast<trace_task *>(uintptr_t{1});
@@ -34,10 +36,8 @@ void fork_child() noexcept
 {
     trace_task *self = tls_task > k_dead ? tls_task : nullptr;
     for (trace_task *t = g_tasks.load(std::memory_order_acquire); t; t = t->next)
-        if (t != self)
-            t->in_use.store(0, std::memory_order_release);
-    if (self)
-        self->tid = static_cast<int32_t>(syscall(SYS_gettid));
+        if (t != self) t->in_use.store(0, std::memory_order_release);
+    if (self) self->tid = static_cast<int32_t>(syscall(SYS_gettid));
 }
 
 __attribute__((constructor)) void trace_task_setup()
@@ -50,8 +50,7 @@ trace_task *take_block() noexcept;
 
 __attribute__((noinline)) trace_task *alloc_task() noexcept
 {
-    if (tls_task == k_dead || tls_acquiring)
-        return nullptr;
+    if (tls_task == k_dead || tls_acquiring) return nullptr;
     tls_acquiring = true;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     trace_task *t = take_block();
@@ -78,8 +77,7 @@ trace_task *take_block() noexcept
     } else {
         size_t len = (sizeof(trace_task) + 4095) & ~size_t{4095};
         void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED)
-            return nullptr;
+        if (m == MAP_FAILED) return nullptr;
         t = static_cast<trace_task *>(m); // zero-filled
         t->in_use.store(1, std::memory_order_relaxed);
         trace_task *head = g_tasks.load(std::memory_order_relaxed);
@@ -90,8 +88,7 @@ trace_task *take_block() noexcept
     }
     t->tid = static_cast<int32_t>(syscall(SYS_gettid));
     tls_task = t;
-    if (g_key_ok)
-        pthread_setspecific(g_key, t);
+    if (g_key_ok) pthread_setspecific(g_key, t);
     return t;
 }
 
@@ -100,8 +97,7 @@ trace_task *take_block() noexcept
 DPROBE_NOPROBE trace_task *current_trace_task() noexcept
 {
     trace_task *t = tls_task;
-    if (likely(t > k_dead))
-        return t;
+    if (likely(t > k_dead)) return t;
     return alloc_task();
 }
 

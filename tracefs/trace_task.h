@@ -12,12 +12,13 @@
 #include <atomic>
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct graph_task_state {
-    uint32_t gen;        // the graph tracer run this state belongs to
-    int32_t depth;       // functions open on this thread, as recorded
-    int32_t graph_from;  // depth of the open set_graph_function function, -1: none
+    uint32_t gen;         // the graph tracer run this state belongs to
+    int32_t depth;        // functions open on this thread, as recorded
+    int32_t graph_from;   // depth of the open set_graph_function function, -1: none
     int32_t notrace_from; // depth of the open set_graph_notrace function, -1: none
 };
 

@@ -101,7 +101,8 @@ std::string uprobe_list_line(const trace_probe &tp)
 
 } // namespace
 
-namespace {
+namespace
+{
 
 // The kernel's validate_ref_ctr_offset(): an instruction of a file has one semaphore (a
 // uprobe has one reference counter); another event there naming another one, or none, is
@@ -110,8 +111,7 @@ bool ref_ctr_mismatch(const trace_probe &tp, const std::vector<trace_probe *> &p
 {
     const probe_place &pl = tp.def.place;
     struct stat st;
-    if (::stat(pl.object.c_str(), &st) != 0)
-        return false;
+    if (::stat(pl.object.c_str(), &st) != 0) return false;
     for (const trace_probe *p : probes) {
         const probe_place &o = p->def.place;
         struct stat ost;
@@ -126,8 +126,7 @@ bool ref_ctr_mismatch(const trace_probe &tp, const std::vector<trace_probe *> &p
 
 int trace_uprobe_create(trace_events &te, trace_probe &tp, bool armed, probe_error &err)
 {
-    if (ref_ctr_mismatch(tp, te.probes_locked()))
-        return -EINVAL;
+    if (ref_ctr_mismatch(tp, te.probes_locked())) return -EINVAL;
     return trace_kprobe_create(te, tp, armed, err);
 }
 

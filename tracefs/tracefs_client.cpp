@@ -12,28 +12,34 @@
 #include <fstream>
 #include <vector>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 bool all_digits(const std::string &s)
 {
-    if (s.empty())
-        return false;
+    if (s.empty()) return false;
     for (char c : s)
-        if (c < '0' || c > '9')
-            return false;
+        if (c < '0' || c > '9') return false;
     return true;
 }
 
 const char *op_word(tracefs_op op)
 {
     switch (op) {
-    case tracefs_op::read: return "READ";
-    case tracefs_op::write: return "WRITE";
-    case tracefs_op::write_trunc: return "TRUNCWRITE";
-    case tracefs_op::trunc: return "TRUNC";
-    case tracefs_op::list: return "LIST";
-    case tracefs_op::poll: return "POLL";
+    case tracefs_op::read:
+        return "READ";
+    case tracefs_op::write:
+        return "WRITE";
+    case tracefs_op::write_trunc:
+        return "TRUNCWRITE";
+    case tracefs_op::trunc:
+        return "TRUNC";
+    case tracefs_op::list:
+        return "LIST";
+    case tracefs_op::poll:
+        return "POLL";
     }
     return "READ";
 }
@@ -43,34 +49,25 @@ const char *op_word(tracefs_op op)
 std::string tracefs_runtime_dir()
 {
     const char *x = std::getenv("XDG_RUNTIME_DIR");
-    if (x && *x)
-        return std::string(x) + "/dprobe";
+    if (x && *x) return std::string(x) + "/dprobe";
     return "/tmp/dprobe-" + std::to_string(geteuid());
 }
 
 int tracefs_make_private_dir(const std::string &dir)
 {
-    if (dir.empty())
-        return -EINVAL;
+    if (dir.empty()) return -EINVAL;
     // Parents first (only the last component must be private).
     for (size_t i = 1; i < dir.size(); i++) {
-        if (dir[i] != '/')
-            continue;
+        if (dir[i] != '/') continue;
         std::string parent = dir.substr(0, i);
-        if (mkdir(parent.c_str(), 0700) && errno != EEXIST)
-            return -errno;
+        if (mkdir(parent.c_str(), 0700) && errno != EEXIST) return -errno;
     }
-    if (mkdir(dir.c_str(), 0700) && errno != EEXIST)
-        return -errno;
+    if (mkdir(dir.c_str(), 0700) && errno != EEXIST) return -errno;
     struct stat st;
-    if (lstat(dir.c_str(), &st))
-        return -errno;
-    if (!S_ISDIR(st.st_mode))
-        return -ENOTDIR;
-    if (st.st_uid != geteuid())
-        return -EPERM;
-    if (st.st_mode & 077)
-        return -EPERM;
+    if (lstat(dir.c_str(), &st)) return -errno;
+    if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+    if (st.st_uid != geteuid()) return -EPERM;
+    if (st.st_mode & 077) return -EPERM;
     return 0;
 }
 
@@ -84,17 +81,20 @@ std::string tracefs_default_socket(pid_t pid)
     return tracefs_runtime_dir() + "/dprobe-" + std::to_string(pid) + ".sock";
 }
 
-tracefs_client::~tracefs_client() { close(); }
+tracefs_client::~tracefs_client()
+{
+    close();
+}
 
 void tracefs_client::close()
 {
-    if (fd_ >= 0)
-        ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     inbuf_.clear();
 }
 
-namespace {
+namespace
+{
 
 // Live sockets named dprobe-PID.sock, wherever they are bound: a process that `dprobe attach`
 // loaded the runtime into serves its tracefs where its own environment says, which need not
@@ -106,8 +106,7 @@ std::vector<std::string> bound_sockets_of(pid_t pid)
     std::string line, name = "/dprobe-" + std::to_string(pid) + ".sock";
     while (std::getline(in, line)) {
         size_t slash = line.find('/');
-        if (slash == std::string::npos)
-            continue;
+        if (slash == std::string::npos) continue;
         std::string path = line.substr(slash);
         if (path.size() > name.size() &&
             path.compare(path.size() - name.size(), name.size(), name) == 0 &&
@@ -121,16 +120,14 @@ std::vector<std::string> bound_sockets_of(pid_t pid)
 
 int tracefs_client::connect(const std::string &target)
 {
-    if (!all_digits(target))
-        return connect_path(target);
+    if (!all_digits(target)) return connect_path(target);
     pid_t pid = static_cast<pid_t>(std::atoi(target.c_str()));
     int r = connect_path(tracefs_default_socket(pid));
-    if (r != -ENOENT && r != -ECONNREFUSED)
-        return r;
+    if (r != -ENOENT && r != -ECONNREFUSED) return r;
     for (const std::string &p : bound_sockets_of(pid)) {
-        if (connect_path(p) != 0)
-            continue;
-        struct ucred cred {};
+        if (connect_path(p) != 0) continue;
+        struct ucred cred {
+        };
         socklen_t cl = sizeof cred;
         if (getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid == pid)
             return 0; // served by that very process
@@ -144,12 +141,10 @@ int tracefs_client::connect_path(const std::string &path)
     close();
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
-    if (path.size() >= sizeof sa.sun_path)
-        return -ENAMETOOLONG;
+    if (path.size() >= sizeof sa.sun_path) return -ENAMETOOLONG;
     std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     if (::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa)) {
         int e = errno;
         ::close(fd);
@@ -163,10 +158,8 @@ bool tracefs_client::send_all(std::string_view s)
 {
     while (!s.empty()) {
         ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
         s.remove_prefix(size_t(n));
     }
     return true;
@@ -183,10 +176,8 @@ bool tracefs_client::read_line(std::string &line)
         }
         char buf[4096];
         ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
         inbuf_.append(buf, size_t(n));
     }
 }
@@ -200,10 +191,8 @@ bool tracefs_client::read_bytes(size_t n, std::string &out)
     while (out.size() < n) {
         char buf[65536];
         ssize_t k = ::recv(fd_, buf, std::min(sizeof buf, n - out.size()), 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return false;
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
         out.append(buf, size_t(k));
     }
     return true;
@@ -219,14 +208,12 @@ tracefs_reply tracefs_client::read_reply()
     }
     if (line.rfind("OK ", 0) == 0) {
         size_t n = std::strtoull(line.c_str() + 3, nullptr, 10);
-        if (!read_bytes(n, r.data))
-            r.err = ECONNRESET;
+        if (!read_bytes(n, r.data)) r.err = ECONNRESET;
         return r;
     }
     if (line.rfind("ERR ", 0) == 0) {
         r.err = std::atoi(line.c_str() + 4);
-        if (r.err <= 0)
-            r.err = EIO;
+        if (r.err <= 0) r.err = EIO;
         return r;
     }
     r.err = EPROTO;
@@ -246,11 +233,9 @@ tracefs_reply tracefs_client::request(tracefs_op op, std::string_view path, std:
     req += path.empty() ? std::string_view("/") : path;
     if (op == tracefs_op::write || op == tracefs_op::write_trunc)
         req += ' ' + std::to_string(data.size());
-    if (op == tracefs_op::poll)
-        req += ' ' + std::to_string(timeout_ms);
+    if (op == tracefs_op::poll) req += ' ' + std::to_string(timeout_ms);
     req += '\n';
-    if (op == tracefs_op::write || op == tracefs_op::write_trunc)
-        req += data;
+    if (op == tracefs_op::write || op == tracefs_op::write_trunc) req += data;
     if (!send_all(req)) {
         r.err = EPIPE;
         return r;
@@ -261,26 +246,20 @@ tracefs_reply tracefs_client::request(tracefs_op op, std::string_view path, std:
 int tracefs_client::pipe(std::string_view path, int timeout_ms,
                          const std::function<bool(std::string_view)> &on_data)
 {
-    if (fd_ < 0)
-        return -ENOTCONN;
+    if (fd_ < 0) return -ENOTCONN;
     std::string req = "PIPE " + std::string(path) + " " + std::to_string(timeout_ms) + "\n";
-    if (!send_all(req))
-        return -EPIPE;
+    if (!send_all(req)) return -EPIPE;
     for (;;) {
         std::string line;
-        if (!read_line(line))
-            return -ECONNRESET;
-        if (line == "END")
-            return 0;
+        if (!read_line(line)) return -ECONNRESET;
+        if (line == "END") return 0;
         if (line.rfind("ERR ", 0) == 0) {
             int e = std::atoi(line.c_str() + 4);
             return e > 0 ? -e : -EIO;
         }
-        if (line.rfind("DATA ", 0) != 0)
-            return -EPROTO;
+        if (line.rfind("DATA ", 0) != 0) return -EPROTO;
         std::string chunk;
-        if (!read_bytes(std::strtoull(line.c_str() + 5, nullptr, 10), chunk))
-            return -ECONNRESET;
+        if (!read_bytes(std::strtoull(line.c_str() + 5, nullptr, 10), chunk)) return -ECONNRESET;
         if (!on_data(chunk)) {
             close(); // the server notices the hang-up and stops streaming
             return 0;
@@ -289,8 +268,7 @@ int tracefs_client::pipe(std::string_view path, int timeout_ms,
 }
 
 tracefs_reply tracefs_socket_request(const std::string &target, tracefs_op op,
-                                     std::string_view path, std::string_view data,
-                                     int timeout_ms)
+                                     std::string_view path, std::string_view data, int timeout_ms)
 {
     tracefs_client c;
     if (int r = c.connect(target)) {
@@ -311,8 +289,7 @@ int tracefs_socket_pipe(const std::string &target, std::string_view path, int ti
                         const std::function<bool(std::string_view)> &on_data)
 {
     tracefs_client c;
-    if (int r = c.connect(target))
-        return r;
+    if (int r = c.connect(target)) return r;
     return c.pipe(path, timeout_ms, on_data);
 }
 

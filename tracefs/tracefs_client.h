@@ -14,7 +14,8 @@
 #include <string>
 #include <string_view>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The runtime directory (not created).
 std::string tracefs_runtime_dir();
@@ -26,12 +27,12 @@ std::string tracefs_default_mountpoint(pid_t pid);
 std::string tracefs_default_socket(pid_t pid);
 
 enum class tracefs_op {
-    read,       // READ: the whole file (trace_pipe: what is there now)
-    write,      // WRITE: one write(), like `echo ... >> file`
+    read,        // READ: the whole file (trace_pipe: what is there now)
+    write,       // WRITE: one write(), like `echo ... >> file`
     write_trunc, // TRUNCWRITE: O_TRUNC then write, like `echo ... > file`
-    trunc,      // TRUNC: O_TRUNC only, like `> file` (clears trace, deletes all events)
-    list,       // LIST: directory entries, one per line, '/' after directories
-    poll,       // POLL: waits up to timeout_ms for the file to be readable; data "1" or "0"
+    trunc,       // TRUNC: O_TRUNC only, like `> file` (clears trace, deletes all events)
+    list,        // LIST: directory entries, one per line, '/' after directories
+    poll,        // POLL: waits up to timeout_ms for the file to be readable; data "1" or "0"
 };
 
 struct tracefs_reply {
@@ -53,8 +54,9 @@ int tracefs_socket_pipe(const std::string &target, std::string_view path, int ti
                         const std::function<bool(std::string_view)> &on_data);
 
 // A connection for several requests in a row.
-class tracefs_client {
-public:
+class tracefs_client
+{
+  public:
     tracefs_client() = default;
     ~tracefs_client();
     tracefs_client(const tracefs_client &) = delete;
@@ -72,7 +74,7 @@ public:
     void close();
     int fd() const { return fd_; }
 
-private:
+  private:
     int connect_path(const std::string &path);
     int fd_ = -1;
     std::string inbuf_;

@@ -38,8 +38,10 @@
 
 extern char **environ;
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 struct fuse_state {
     std::mutex m;
@@ -81,16 +83,14 @@ void *op_init(fuse_conn_info *conn, fuse_config *cfg)
     cfg->attr_timeout = 0;
     cfg->negative_timeout = 0;
     cfg->use_ino = 0;
-    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-        conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     return nullptr;
 }
 
 int op_getattr(const char *path, struct stat *s, fuse_file_info *)
 {
     tracefs_stat ts;
-    if (int r = tracefs_tree::instance().stat(path, ts))
-        return r;
+    if (int r = tracefs_tree::instance().stat(path, ts)) return r;
     std::memset(s, 0, sizeof *s);
     s->st_mode = (ts.is_dir ? S_IFDIR : S_IFREG) | ts.mode;
     s->st_nlink = ts.is_dir ? 2 : 1;
@@ -106,8 +106,7 @@ int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t, fuse_
                fuse_readdir_flags)
 {
     std::vector<std::string> names;
-    if (int r = tracefs_tree::instance().list(path, names))
-        return r;
+    if (int r = tracefs_tree::instance().list(path, names)) return r;
     filler(buf, ".", nullptr, 0, fuse_fill_dir_flags(0));
     filler(buf, "..", nullptr, 0, fuse_fill_dir_flags(0));
     for (const auto &n : names)
@@ -118,12 +117,10 @@ int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t, fuse_
 int op_open(const char *path, fuse_file_info *fi)
 {
     std::unique_ptr<tracefs_file> f;
-    if (int r = tracefs_tree::instance().open(path, fi->flags, f))
-        return r;
+    if (int r = tracefs_tree::instance().open(path, fi->flags, f)) return r;
     fi->direct_io = 1;
     fi->keep_cache = 0;
-    if (f->is_stream())
-        fi->nonseekable = 1;
+    if (f->is_stream()) fi->nonseekable = 1;
     {
         std::lock_guard<std::mutex> g(st().files_m);
         st().files.insert(f.get());
@@ -162,8 +159,7 @@ int op_rmdir(const char *path)
 
 int op_truncate(const char *path, off_t size, fuse_file_info *)
 {
-    if (size != 0)
-        return 0; // only truncation to empty means something here
+    if (size != 0) return 0; // only truncation to empty means something here
     return tracefs_tree::instance().truncate(path);
 }
 
@@ -182,8 +178,7 @@ int op_poll(const char *, fuse_file_info *fi, fuse_pollhandle *ph, unsigned *rev
 {
     unsigned ev = file_of(fi)->poll();
     *reventsp = ev;
-    if (!ph)
-        return 0;
+    if (!ph) return 0;
     if (ev & POLLIN) {
         fuse_pollhandle_destroy(ph);
         return 0;
@@ -204,13 +199,11 @@ void notifier_loop()
     std::unique_lock<std::mutex> g(s.poll_m);
     for (;;) {
         s.poll_cv.wait(g, [&] { return !s.pollers.empty() || s.stopping.load(); });
-        if (s.stopping.load())
-            break;
+        if (s.stopping.load()) break;
         g.unlock();
         bool data = ring_buffer_wait(100);
         g.lock();
-        if (!data)
-            continue;
+        if (!data) continue;
         std::vector<fuse_pollhandle *> ready;
         ready.swap(s.pollers);
         g.unlock();
@@ -248,8 +241,7 @@ const fuse_operations &ops()
 bool have_fusermount()
 {
     for (const char *d : {"/usr/bin/fusermount3", "/bin/fusermount3", "/usr/local/bin/fusermount3"})
-        if (access(d, X_OK) == 0)
-            return true;
+        if (access(d, X_OK) == 0) return true;
     return false;
 }
 
@@ -257,8 +249,7 @@ struct fuse *new_fuse(bool auto_unmount)
 {
     fuse_args args = FUSE_ARGS_INIT(0, nullptr);
     std::string opts = "fsname=dprobe,subtype=tracefs,default_permissions";
-    if (auto_unmount)
-        opts += ",auto_unmount";
+    if (auto_unmount) opts += ",auto_unmount";
     if (fuse_opt_add_arg(&args, "dprobe") || fuse_opt_add_arg(&args, "-o") ||
         fuse_opt_add_arg(&args, opts.c_str())) {
         fuse_opt_free_args(&args);
@@ -276,8 +267,7 @@ bool is_mounted(const std::string &mp)
     while (std::getline(in, line)) {
         std::istringstream ls(line);
         std::string id, parent, dev, root, point;
-        if (ls >> id >> parent >> dev >> root >> point && point == mp)
-            return true;
+        if (ls >> id >> parent >> dev >> root >> point && point == mp) return true;
     }
     return false;
 }
@@ -302,13 +292,11 @@ bool is_dprobe_mount(const std::string &mp)
     while (std::getline(in, line)) {
         std::istringstream ls(line);
         std::string id, parent, dev, root, point, field;
-        if (!(ls >> id >> parent >> dev >> root >> point) || point != mp)
-            continue;
+        if (!(ls >> id >> parent >> dev >> root >> point) || point != mp) continue;
         while (ls >> field && field != "-") {
         }
         std::string fstype, source;
-        if (ls >> fstype >> source && fstype == "fuse.tracefs" && source == "dprobe")
-            return true;
+        if (ls >> fstype >> source && fstype == "fuse.tracefs" && source == "dprobe") return true;
     }
     return false;
 }
@@ -320,8 +308,7 @@ bool is_dprobe_mount(const std::string &mp)
 // Returns whether it is gone.
 bool clear_dead_mount(const std::string &mp)
 {
-    if (!is_dprobe_mount(mp))
-        return false;
+    if (!is_dprobe_mount(mp)) return false;
     if (umount2(mp.c_str(), MNT_DETACH) != 0)
         run_fusermount_unmount(mp); // without CAP_SYS_ADMIN: the setuid helper
     return !is_mounted(mp);
@@ -351,36 +338,29 @@ int tracefs_fuse_mount(const std::string &mountpoint)
 {
     fuse_state &s = st();
     std::lock_guard<std::mutex> g(s.m);
-    if (s.f)
-        return -EBUSY;
-    if (access("/dev/fuse", R_OK | W_OK))
-        return -errno;
+    if (s.f) return -EBUSY;
+    if (access("/dev/fuse", R_OK | W_OK)) return -errno;
     std::string mp = mountpoint;
     while (mp.size() > 1 && mp.back() == '/')
         mp.pop_back();
     if (mp.empty() || mp[0] != '/') {
         char cwd[4096];
-        if (!getcwd(cwd, sizeof cwd))
-            return -errno;
+        if (!getcwd(cwd, sizeof cwd)) return -errno;
         mp = std::string(cwd) + "/" + mp;
     }
     struct stat sb;
     bool created = false;
     int sr = stat(mp.c_str(), &sb);
     if (sr && errno == ENOTCONN) {
-        if (!clear_dead_mount(mp))
-            return -ENOTCONN;
+        if (!clear_dead_mount(mp)) return -ENOTCONN;
         sr = stat(mp.c_str(), &sb); // the directory under it, kept as we found it
     }
     if (sr) {
-        if (errno != ENOENT)
-            return -errno;
+        if (errno != ENOENT) return -errno;
         size_t slash = mp.rfind('/');
         if (slash > 0)
-            if (int r = tracefs_make_private_dir(mp.substr(0, slash)); r && r != -EPERM)
-                return r;
-        if (mkdir(mp.c_str(), 0700))
-            return -errno;
+            if (int r = tracefs_make_private_dir(mp.substr(0, slash)); r && r != -EPERM) return r;
+        if (mkdir(mp.c_str(), 0700)) return -errno;
         created = true;
     } else if (!S_ISDIR(sb.st_mode)) {
         return -ENOTDIR;
@@ -405,10 +385,8 @@ int tracefs_fuse_mount(const std::string &mountpoint)
     if (!mounted) {
         f = new_fuse(false);
         if (!f || fuse_mount(f, mp.c_str())) {
-            if (f)
-                fuse_destroy(f);
-            if (created)
-                rmdir(mp.c_str());
+            if (f) fuse_destroy(f);
+            if (created) rmdir(mp.c_str());
             return -EIO;
         }
     }
@@ -428,8 +406,7 @@ void tracefs_fuse_unmount()
 {
     fuse_state &s = st();
     std::lock_guard<std::mutex> g(s.m);
-    if (!s.f || s.pid != getpid())
-        return;
+    if (!s.f || s.pid != getpid()) return;
     {
         // Under poll_m: the notifier checks `stopping` and blocks atomically with respect to
         // this store, so the wake-up cannot fall between its check and its wait (the lost
@@ -440,10 +417,8 @@ void tracefs_fuse_unmount()
     s.poll_cv.notify_all();
     fuse_exit(s.f);
     fuse_unmount(s.f);
-    if (s.loop.joinable())
-        s.loop.join();
-    if (s.notifier.joinable())
-        s.notifier.join();
+    if (s.loop.joinable()) s.loop.join();
+    if (s.notifier.joinable()) s.notifier.join();
     fuse_destroy(s.f);
     s.f = nullptr;
     {
@@ -453,10 +428,8 @@ void tracefs_fuse_unmount()
             delete f;
         s.files.clear();
     }
-    if (is_mounted(s.mountpoint))
-        run_fusermount_unmount(s.mountpoint);
-    if (s.created_dir)
-        rmdir(s.mountpoint.c_str());
+    if (is_mounted(s.mountpoint)) run_fusermount_unmount(s.mountpoint);
+    if (s.created_dir) rmdir(s.mountpoint.c_str());
     s.mountpoint.clear();
 }
 
@@ -471,7 +444,8 @@ std::string tracefs_fuse_mountpoint()
 
 // ---- public C entry points ----------------------------------------------------------------
 
-namespace {
+namespace
+{
 
 std::mutex start_mutex;
 bool started = false;
@@ -489,8 +463,7 @@ extern "C" int dprobe_tracefs_start(const char *mountpoint)
 {
     using namespace dprobe;
     std::lock_guard<std::mutex> g(start_mutex);
-    if (started)
-        return 0;
+    if (started) return 0;
     trace_events::instance(); // clock calibration, registry
     tracefs_tree::instance().resume();
     std::string runtime = tracefs_runtime_dir();
@@ -510,8 +483,7 @@ extern "C" int dprobe_tracefs_start(const char *mountpoint)
             fuse_err = rt;
         else
             fuse_err = tracefs_fuse_mount(mp);
-        if (!fuse_err)
-            mountpoint_c = tracefs_fuse_mountpoint();
+        if (!fuse_err) mountpoint_c = tracefs_fuse_mountpoint();
     }
 
     std::string sp;
@@ -520,13 +492,11 @@ extern "C" int dprobe_tracefs_start(const char *mountpoint)
     else
         sp = tracefs_default_socket(getpid());
     int sock_err = (rt && sp.rfind(runtime + "/", 0) == 0) ? rt : tracefs_socket_start(sp);
-    if (!sock_err)
-        socket_c = tracefs_socket_path();
+    if (!sock_err) socket_c = tracefs_socket_path();
 
     if (!fuse_err || !sock_err) {
         started = true;
-        if (!atexit_done)
-            std::atexit(stop_at_exit);
+        if (!atexit_done) std::atexit(stop_at_exit);
         atexit_done = true;
     }
     return fuse_err ? fuse_err : sock_err;
@@ -541,8 +511,7 @@ extern "C" void dprobe_tracefs_stop(void)
         ~unmute() { ring_buffer_thread_mute(false); }
     } unmute_at_return;
     std::lock_guard<std::mutex> g(start_mutex);
-    if (!started)
-        return;
+    if (!started) return;
     tracefs_tree::instance().shutdown();
     tracefs_fuse_unmount();
     tracefs_socket_stop();

@@ -20,7 +20,8 @@
 
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Mounts at MOUNTPOINT (created mode 0700 if missing; a dead dprobe tracefs mount there is
 // unmounted first) and starts serving. Returns 0 or -errno (ENODEV/ENOENT without /dev/fuse,

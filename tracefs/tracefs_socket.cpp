@@ -23,8 +23,10 @@
 #include <new>
 #include <thread>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr size_t max_line = 8192;
 constexpr size_t max_write = 64u << 20;
@@ -62,15 +64,15 @@ const char *errno_name(int e)
     return n ? n : "EIO";
 }
 
-class conn {
-public:
+class conn
+{
+  public:
     explicit conn(int fd) : fd_(fd)
     {
         // The peer's pid: what a trace_marker write records as its writer.
         ucred cred{};
         socklen_t len = sizeof cred;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-            peer_pid_ = cred.pid;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) peer_pid_ = cred.pid;
     }
     ~conn() { ::close(fd_); }
 
@@ -78,12 +80,11 @@ public:
     {
         std::string line;
         while (read_line(line)) {
-            if (!handle(line))
-                return;
+            if (!handle(line)) return;
         }
     }
 
-private:
+  private:
     int fd_;
     int32_t peer_pid_ = 0;
     std::string in_;
@@ -100,20 +101,15 @@ private:
     bool fill()
     {
         for (;;) {
-            if (stopping())
-                return false;
+            if (stopping()) return false;
             pollfd p{fd_, POLLIN, 0};
             int r = ::poll(&p, 1, 100);
-            if (r < 0 && errno != EINTR)
-                return false;
-            if (r <= 0)
-                continue;
+            if (r < 0 && errno != EINTR) return false;
+            if (r <= 0) continue;
             char buf[65536];
             ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-            if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (n <= 0)
-                return false;
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n <= 0) return false;
             in_.append(buf, size_t(n));
             return true;
         }
@@ -128,16 +124,14 @@ private:
                 in_.erase(0, nl + 1);
                 return true;
             }
-            if (in_.size() > max_line || !fill())
-                return false;
+            if (in_.size() > max_line || !fill()) return false;
         }
     }
 
     bool read_bytes(size_t n, std::string &out)
     {
         while (in_.size() < n)
-            if (!fill())
-                return false;
+            if (!fill()) return false;
         out = in_.substr(0, n);
         in_.erase(0, n);
         return true;
@@ -147,17 +141,14 @@ private:
     {
         while (!s.empty()) {
             ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR)
-                continue;
+            if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) {
                 pollfd p{fd_, POLLOUT, 0};
                 ::poll(&p, 1, 100);
-                if (stopping())
-                    return false;
+                if (stopping()) return false;
                 continue;
             }
-            if (n <= 0)
-                return false;
+            if (n <= 0) return false;
             s.remove_prefix(size_t(n));
         }
         return true;
@@ -170,8 +161,7 @@ private:
 
     bool err(int e)
     {
-        if (e < 0)
-            e = -e;
+        if (e < 0) e = -e;
         return send_all("ERR " + std::to_string(e) + " " + errno_name(e) + "\n");
     }
 
@@ -187,8 +177,7 @@ private:
             size_t s = i;
             while (i < line.size() && line[i] != ' ')
                 i++;
-            if (i > s)
-                w.push_back(line.substr(s, i - s));
+            if (i > s) w.push_back(line.substr(s, i - s));
         }
         return w;
     }
@@ -198,19 +187,15 @@ private:
         tracefs_tree &t = tracefs_tree::instance();
         tracefs_caller_pid = peer_pid_;
         auto w = words(line);
-        if (w.empty())
-            return err(EINVAL);
+        if (w.empty()) return err(EINVAL);
         const std::string &cmd = w[0];
-        if (w.size() < 2)
-            return err(EINVAL);
+        if (w.size() < 2) return err(EINVAL);
         const std::string &path = w[1];
 
         if (cmd == "READ" && w.size() == 2) {
             tracefs_stat st;
-            if (int r = t.stat(path, st))
-                return err(r);
-            if (st.is_dir)
-                return err(EISDIR);
+            if (int r = t.stat(path, st)) return err(r);
+            if (st.is_dir) return err(EISDIR);
             std::string out;
             int r = t.read_file(path, out);
             return reply(r, out);
@@ -218,36 +203,28 @@ private:
         if ((cmd == "WRITE" || cmd == "TRUNCWRITE") && w.size() == 3) {
             char *end = nullptr;
             unsigned long long n = std::strtoull(w[2].c_str(), &end, 10);
-            if (!end || *end || n > max_write)
-                return err(EINVAL) && false;
+            if (!end || *end || n > max_write) return err(EINVAL) && false;
             std::string data;
-            if (!read_bytes(size_t(n), data))
-                return false;
+            if (!read_bytes(size_t(n), data)) return false;
             return reply(t.write_file(path, data, cmd == "TRUNCWRITE"));
         }
-        if (cmd == "TRUNC" && w.size() == 2)
-            return reply(t.write_file(path, {}, true));
-        if (cmd == "MKDIR" && w.size() == 2)
-            return reply(t.mkdir(path));
-        if (cmd == "RMDIR" && w.size() == 2)
-            return reply(t.rmdir(path));
+        if (cmd == "TRUNC" && w.size() == 2) return reply(t.write_file(path, {}, true));
+        if (cmd == "MKDIR" && w.size() == 2) return reply(t.mkdir(path));
+        if (cmd == "RMDIR" && w.size() == 2) return reply(t.rmdir(path));
         if (cmd == "LIST" && w.size() == 2) {
             std::vector<std::string> names;
-            if (int r = t.list(path, names))
-                return err(r);
+            if (int r = t.list(path, names)) return err(r);
             std::string out;
             std::string base = tracefs_normalize_path(path);
             for (const auto &n : names) {
                 tracefs_stat st;
                 out += n;
-                if (t.stat(base.empty() ? n : base + "/" + n, st) == 0 && st.is_dir)
-                    out += '/';
+                if (t.stat(base.empty() ? n : base + "/" + n, st) == 0 && st.is_dir) out += '/';
                 out += '\n';
             }
             return ok(out);
         }
-        if (cmd == "POLL" && w.size() == 3)
-            return poll_file(path, std::atoi(w[2].c_str()));
+        if (cmd == "POLL" && w.size() == 3) return poll_file(path, std::atoi(w[2].c_str()));
         if (cmd == "PIPE" && (w.size() == 2 || w.size() == 3))
             return pipe_file(path, w.size() == 3 ? std::atoi(w[2].c_str()) : -1);
         return err(EINVAL);
@@ -256,19 +233,15 @@ private:
     bool poll_file(const std::string &path, int timeout_ms)
     {
         std::unique_ptr<tracefs_file> f;
-        if (int r = tracefs_tree::instance().open(path, O_RDONLY | O_NONBLOCK, f))
-            return err(r);
+        if (int r = tracefs_tree::instance().open(path, O_RDONLY | O_NONBLOCK, f)) return err(r);
         auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
         for (;;) {
-            if (f->poll() & POLLIN)
-                return ok("1");
-            if (stopping() || hung_up())
-                return false;
+            if (f->poll() & POLLIN) return ok("1");
+            if (stopping() || hung_up()) return false;
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                             deadline - std::chrono::steady_clock::now())
                             .count();
-            if (timeout_ms >= 0 && left <= 0)
-                return ok("0");
+            if (timeout_ms >= 0 && left <= 0) return ok("0");
             int step = timeout_ms < 0 ? 100 : int(std::min<long long>(left, 100));
             ring_buffer_wait(step);
         }
@@ -277,10 +250,8 @@ private:
     bool pipe_file(const std::string &path, int timeout_ms)
     {
         std::unique_ptr<tracefs_file> f;
-        if (int r = tracefs_tree::instance().open(path, O_RDONLY, f))
-            return err(r);
-        if (!f->is_stream())
-            return err(EINVAL); // PIPE is for trace_pipe; READ the other files
+        if (int r = tracefs_tree::instance().open(path, O_RDONLY, f)) return err(r);
+        if (!f->is_stream()) return err(EINVAL); // PIPE is for trace_pipe; READ the other files
         auto last = std::chrono::steady_clock::now();
         bool timed_out = false, gone = false;
         tracefs_read_opts opts;
@@ -306,10 +277,8 @@ private:
                 last = std::chrono::steady_clock::now();
                 continue;
             }
-            if (gone)
-                return false;
-            if (timed_out || n == 0)
-                return send_all("END\n");
+            if (gone) return false;
+            if (timed_out || n == 0) return send_all("END\n");
             return err(int(n));
         }
     }
@@ -331,8 +300,7 @@ bool peer_allowed(int fd)
 {
     ucred cred{};
     socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
-        return false;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) return false;
     return cred.uid == geteuid() || cred.uid == 0;
 }
 
@@ -342,11 +310,9 @@ void accept_loop(int lfd)
     while (!s.stop.load(std::memory_order_acquire)) {
         pollfd p{lfd, POLLIN, 0};
         int r = ::poll(&p, 1, 100);
-        if (r <= 0)
-            continue;
+        if (r <= 0) continue;
         int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
+        if (fd < 0) continue;
         if (!peer_allowed(fd)) {
             ::close(fd);
             continue;
@@ -372,20 +338,16 @@ int tracefs_socket_start(const std::string &path)
 {
     server_state &s = srv();
     std::lock_guard<std::mutex> g(s.m);
-    if (s.listen_fd >= 0)
-        return -EBUSY;
+    if (s.listen_fd >= 0) return -EBUSY;
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
-    if (path.size() >= sizeof sa.sun_path)
-        return -ENAMETOOLONG;
+    if (path.size() >= sizeof sa.sun_path) return -ENAMETOOLONG;
     std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     // A socket file left by a process that died: nobody listens on it any more.
     struct stat st;
-    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(path.c_str());
+    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
     mode_t old = umask(077);
     int r = bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa);
     umask(old);
@@ -421,8 +383,7 @@ void tracefs_socket_stop()
     int fd;
     {
         std::lock_guard<std::mutex> g(s.m);
-        if (s.listen_fd < 0)
-            return;
+        if (s.listen_fd < 0) return;
         if (s.pid != getpid()) {
             // A forked child: the threads and the socket file are the parent's. Forget the
             // handle without pthread_detach: the thread does not exist here, and detaching
@@ -442,8 +403,7 @@ void tracefs_socket_stop()
         // the program's exit waits for it.
         ::shutdown(fd, SHUT_RDWR);
     }
-    if (acceptor.joinable())
-        acceptor.join();
+    if (acceptor.joinable()) acceptor.join();
     std::unique_lock<std::mutex> g(s.m);
     // Connection threads notice the stop within 100 ms.
     s.cv.wait_for(g, std::chrono::seconds(5), [&] { return s.active == 0; });

@@ -38,7 +38,8 @@
 
 #include <string>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Binds PATH (removing a stale socket file first), listens and serves from a thread.
 // Returns 0 or -errno. One server per process.

@@ -34,11 +34,13 @@
 extern "C" int kprobes_set_optimization(int enabled) __attribute__((weak));
 extern "C" int kprobes_optimization(void) __attribute__((weak));
 
-namespace dprobe {
+namespace dprobe
+{
 
 thread_local int32_t tracefs_caller_pid = 0;
 
-namespace {
+namespace
+{
 
 using namespace tree;
 
@@ -52,8 +54,7 @@ std::vector<std::string> split_path(std::string_view p)
         size_t s = i;
         while (i < p.size() && p[i] != '/')
             i++;
-        if (i > s)
-            parts.emplace_back(p.substr(s, i - s));
+        if (i > s) parts.emplace_back(p.substr(s, i - s));
     }
     return parts;
 }
@@ -79,8 +80,7 @@ std::string available_functions(bool with_addrs)
             s += addr;
         }
         s += f.sym->name;
-        if (f.obj && !f.obj->is_main)
-            s += " [" + f.obj->name + "]";
+        if (f.obj && !f.obj->is_main) s += " [" + f.obj->name + "]";
         s += '\n';
     }
     return s;
@@ -93,18 +93,15 @@ std::string enabled_functions()
     char buf[64];
     for (const ftrace_site *site : ftrace_all_sites()) {
         uint32_t n = ftrace_site_ops_count(site);
-        if (!n || site->gone)
-            continue;
+        if (!n || site->gone) continue;
         s += site->sym ? site->sym->name : std::string("0x") + std::to_string(site->ip);
-        if (site->obj && !site->obj->is_main)
-            s += " [" + site->obj->name + "]";
+        if (site->obj && !site->obj->is_main) s += " [" + site->obj->name + "]";
         // "(ops)" and the R I D O M flag columns of the kernel, all clear for our sites.
         std::snprintf(buf, sizeof buf, " (%u)%s%s%s%s%s\n", n, "  ", "  ", "  ", "  ", "   ");
         s += buf;
     }
     return s;
 }
-
 
 bool have_optimization_knob()
 {
@@ -116,22 +113,19 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
     if (p.size() == 1)
         return dir([] {
             std::vector<std::string> v{"blacklist", "enabled", "list"};
-            if (have_optimization_knob())
-                v.push_back("optimization");
+            if (have_optimization_knob()) v.push_back("optimization");
             return v;
         });
-    if (p.size() != 2)
-        return std::nullopt;
+    if (p.size() != 2) return std::nullopt;
     if (p[1] == "list")
-        return ro([] { return kprobes_list_text() + trace_events::instance().pending_kprobes_list(); });
-    if (p[1] == "blacklist")
-        return ro([] { return kprobes_blacklist_text(); });
+        return ro(
+            [] { return kprobes_list_text() + trace_events::instance().pending_kprobes_list(); });
+    if (p[1] == "blacklist") return ro([] { return kprobes_blacklist_text(); });
     if (p[1] == "enabled")
         return rw([] { return std::string(kprobes_enabled() ? "1\n" : "0\n"); },
                   [](std::string_view s) {
                       bool on;
-                      if (parse_bool(s, on))
-                          return -EINVAL;
+                      if (parse_bool(s, on)) return -EINVAL;
                       return kprobes_set_enabled(on ? 1 : 0);
                   });
     if (p[1] == "optimization" && have_optimization_knob())
@@ -139,8 +133,7 @@ std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
                   [](std::string_view s) {
                       // proc_dointvec_minmax over 0..1, as the sysctl.
                       unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1)
-                          return -EINVAL;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
                       return kprobes_set_optimization(int(v));
                   });
     return std::nullopt;
@@ -202,8 +195,7 @@ node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed)
     n.trunc = [h, changed] {
         std::lock_guard<std::mutex> g(trace_types_lock());
         h->clear();
-        if (changed)
-            changed();
+        if (changed) changed();
         return 0;
     };
     n.open = [h, show, changed](int) {
@@ -225,14 +217,11 @@ node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed)
 
 std::optional<node> resolve_trace_stat(const std::vector<std::string> &p)
 {
-    if (p.size() == 1)
-        return dir([] { return trace_stat_files(); });
-    if (p.size() != 2)
-        return std::nullopt;
+    if (p.size() == 1) return dir([] { return trace_stat_files(); });
+    if (p.size() != 2) return std::nullopt;
     std::string name = p[1];
     auto files = trace_stat_files();
-    if (std::find(files.begin(), files.end(), name) == files.end())
-        return std::nullopt;
+    if (std::find(files.begin(), files.end(), name) == files.end()) return std::nullopt;
     return ro([name] { return trace_stat_text(name); });
 }
 
@@ -240,14 +229,11 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
 {
     auto &ev = trace_events::instance();
     const std::string &top = p[0];
-    if (top == "kprobes")
-        return resolve_kprobes(p);
+    if (top == "kprobes") return resolve_kprobes(p);
     if (top == "instances") {
-        if (p.size() == 1)
-            return dir([] { return trace_array_names(); });
+        if (p.size() == 1) return dir([] { return trace_array_names(); });
         auto tr = trace_array_get(p[1]);
-        if (!tr)
-            return std::nullopt;
+        if (!tr) return std::nullopt;
         if (p.size() == 2) {
             node d = dir([] { return array_entries(); });
             d.arr = tr;
@@ -255,18 +241,12 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
         }
         return resolve_array(tr, p, 2);
     }
-    if (top == "trace_stat")
-        return resolve_trace_stat(p);
-    if (p.size() != 1)
-        return std::nullopt;
-    if (top == "README")
-        return ro([] { return std::string(tracefs_tree::readme()); });
-    if (top == "dynamic_events")
-        return dynevent_file(ACCEPT_DYNAMIC);
-    if (top == "kprobe_events")
-        return dynevent_file(ACCEPT_KPROBE);
-    if (top == "uprobe_events")
-        return dynevent_file(ACCEPT_UPROBE);
+    if (top == "trace_stat") return resolve_trace_stat(p);
+    if (p.size() != 1) return std::nullopt;
+    if (top == "README") return ro([] { return std::string(tracefs_tree::readme()); });
+    if (top == "dynamic_events") return dynevent_file(ACCEPT_DYNAMIC);
+    if (top == "kprobe_events") return dynevent_file(ACCEPT_KPROBE);
+    if (top == "uprobe_events") return dynevent_file(ACCEPT_UPROBE);
     if (top == "error_log")
         // Writes other than O_TRUNC are ignored, as in the kernel.
         return rw([&ev] { return ev.errors().read(); }, [](std::string_view) { return 0; },
@@ -274,16 +254,12 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
                       ev.errors().clear();
                       return 0;
                   });
-    if (top == "available_filter_functions")
-        return ro([] { return available_functions(false); });
+    if (top == "available_filter_functions") return ro([] { return available_functions(false); });
     if (top == "available_filter_functions_addrs")
         return ro([] { return available_functions(true); });
-    if (top == "enabled_functions")
-        return ro(enabled_functions);
-    if (top == "kprobe_profile")
-        return ro([&ev] { return ev.kprobe_profile(); });
-    if (top == "uprobe_profile")
-        return ro([&ev] { return ev.uprobe_profile(); });
+    if (top == "enabled_functions") return ro(enabled_functions);
+    if (top == "kprobe_profile") return ro([&ev] { return ev.kprobe_profile(); });
+    if (top == "uprobe_profile") return ro([&ev] { return ev.uprobe_profile(); });
     if (top == "available_events")
         return ro([&ev] {
             std::string s;
@@ -291,16 +267,13 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
                 s += e + "\n";
             return s;
         });
-    if (top == "saved_cmdlines")
-        return ro(saved_cmdlines_text);
-    if (top == "saved_tgids")
-        return ro(saved_tgids_text);
+    if (top == "saved_cmdlines") return ro(saved_cmdlines_text);
+    if (top == "saved_tgids") return ro(saved_tgids_text);
     if (top == "saved_cmdlines_size")
         return rw([] { return std::to_string(saved_cmdlines_size()) + "\n"; },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v))
-                          return -EINVAL;
+                      if (parse_ulong(s, v)) return -EINVAL;
                       return set_saved_cmdlines_size(v);
                   });
     if (top == "set_graph_function")
@@ -312,8 +285,7 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
         return rw([] { return std::to_string(fgraph_max_depth()) + "\n"; },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v) || v > UINT32_MAX)
-                          return -EINVAL;
+                      if (parse_ulong(s, v) || v > UINT32_MAX) return -EINVAL;
                       fgraph_set_max_depth(unsigned(v));
                       return 0;
                   });
@@ -322,8 +294,7 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
         return rw([] { return std::to_string(tracing_thresh() / 1000) + "\n"; },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000)
-                          return -EINVAL;
+                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000) return -EINVAL;
                       std::lock_guard<std::mutex> g(trace_types_lock());
                       tracing_set_thresh(v * 1000);
                       return 0;
@@ -332,19 +303,16 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
         return rw([] { return std::string(function_profile_enabled() ? "1\n" : "0\n"); },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1)
-                          return -EINVAL;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
                       std::lock_guard<std::mutex> g(trace_types_lock());
                       return function_profile_set(v == 1);
                   });
-    if (top == "stack_trace")
-        return ro(stack_trace_text);
+    if (top == "stack_trace") return ro(stack_trace_text);
     if (top == "stack_max_size")
         return rw([] { return std::to_string(stack_max_size()) + "\n"; },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v))
-                          return -EINVAL;
+                      if (parse_ulong(s, v)) return -EINVAL;
                       stack_set_max_size(v);
                       return 0;
                   });
@@ -352,44 +320,39 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
         return rw([] { return std::string(stack_tracer_enabled() ? "1\n" : "0\n"); },
                   [](std::string_view s) {
                       unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1)
-                          return -EINVAL;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
                       std::lock_guard<std::mutex> g(trace_types_lock());
                       return stack_tracer_set(v == 1);
                   });
     if (top == "stack_trace_filter")
-        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n", [] {
-            stack_tracer_update();
-        });
+        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n",
+                         [] { stack_tracer_update(); });
     return std::nullopt;
 }
 
 std::optional<node> resolve(std::string_view path)
 {
     std::vector<std::string> p = split_path(path);
-    if (p.empty())
-        return dir([] { return root_entries(); });
+    if (p.empty()) return dir([] { return root_entries(); });
     const auto &tops = top_entries();
-    if (std::find(tops.begin(), tops.end(), p[0]) != tops.end())
-        return resolve_top(p);
+    if (std::find(tops.begin(), tops.end(), p[0]) != tops.end()) return resolve_top(p);
     return resolve_array(trace_array_top_ptr(), p, 0);
 }
 
 // A regular file: a snapshot of its text for reads, writes straight to its store.
-class seq_file final : public tracefs_file {
-public:
+class seq_file final : public tracefs_file
+{
+  public:
     explicit seq_file(node n) : n_(std::move(n)) {}
 
     ssize_t read(char *buf, size_t len, uint64_t off, const tracefs_read_opts &) override
     {
-        if (!n_.show)
-            return -EINVAL;
+        if (!n_.show) return -EINVAL;
         if (off == 0 || !have_) {
             text_ = n_.show();
             have_ = true;
         }
-        if (off >= text_.size())
-            return 0;
+        if (off >= text_.size()) return 0;
         size_t n = std::min<size_t>(len, text_.size() - off);
         std::memcpy(buf, text_.data() + off, n);
         return static_cast<ssize_t>(n);
@@ -401,23 +364,23 @@ public:
             long r = n_.store_part(std::string_view(buf, len));
             return r < 0 ? r : static_cast<ssize_t>(std::min<size_t>(size_t(r), len));
         }
-        if (!n_.store)
-            return -EINVAL;
+        if (!n_.store) return -EINVAL;
         int r = n_.store(std::string_view(buf, len));
         return r < 0 ? r : static_cast<ssize_t>(len);
     }
 
     unsigned poll() override { return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM; }
 
-private:
+  private:
     node n_;
     std::string text_;
     bool have_ = false;
 };
 
 // Wraps an open file of a trace array: the array counts it (rmdir answers EBUSY meanwhile).
-class array_file final : public tracefs_file {
-public:
+class array_file final : public tracefs_file
+{
+  public:
     array_file(std::unique_ptr<tracefs_file> f, std::shared_ptr<trace_array> tr)
         : f_(std::move(f)), tr_(std::move(tr))
     {
@@ -439,7 +402,7 @@ public:
     unsigned poll() override { return f_->poll(); }
     bool is_stream() const override { return f_->is_stream(); }
 
-private:
+  private:
     std::unique_ptr<tracefs_file> f_;
     std::shared_ptr<trace_array> tr_;
 };
@@ -450,8 +413,7 @@ std::string tracefs_normalize_path(std::string_view path)
 {
     std::string s;
     for (const auto &part : split_path(path)) {
-        if (!s.empty())
-            s += '/';
+        if (!s.empty()) s += '/';
         s += part;
     }
     return s;
@@ -466,8 +428,7 @@ tracefs_tree &tracefs_tree::instance()
 int tracefs_tree::stat(std::string_view path, tracefs_stat &st) const
 {
     auto n = resolve(path);
-    if (!n)
-        return -ENOENT;
+    if (!n) return -ENOENT;
     st.is_dir = n->dir;
     st.mode = n->mode;
     return 0;
@@ -476,10 +437,8 @@ int tracefs_tree::stat(std::string_view path, tracefs_stat &st) const
 int tracefs_tree::list(std::string_view path, std::vector<std::string> &names) const
 {
     auto n = resolve(path);
-    if (!n)
-        return -ENOENT;
-    if (!n->dir)
-        return -ENOTDIR;
+    if (!n) return -ENOENT;
+    if (!n->dir) return -ENOTDIR;
     names = n->children();
     return 0;
 }
@@ -487,27 +446,22 @@ int tracefs_tree::list(std::string_view path, std::vector<std::string> &names) c
 int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs_file> &out)
 {
     auto n = resolve(path);
-    if (!n)
-        return -ENOENT;
-    if (n->dir)
-        return -EISDIR;
+    if (!n) return -ENOENT;
+    if (n->dir) return -EISDIR;
     int acc = flags & O_ACCMODE;
     bool want_read = acc == O_RDONLY || acc == O_RDWR;
     bool want_write = acc == O_WRONLY || acc == O_RDWR;
     if ((want_read && !n->show && !n->open) || (want_write && !n->store && !n->store_part))
         return -EACCES;
     if (want_write && (flags & O_TRUNC) && n->trunc)
-        if (int r = n->trunc())
-            return r;
+        if (int r = n->trunc()) return r;
     std::unique_ptr<tracefs_file> f;
     if (n->open)
         f = n->open(flags);
     else
         f = std::make_unique<seq_file>(*n);
-    if (!f)
-        return -ENOMEM;
-    if (n->arr)
-        f = std::make_unique<array_file>(std::move(f), n->arr);
+    if (!f) return -ENOMEM;
+    if (n->arr) f = std::make_unique<array_file>(std::move(f), n->arr);
     out = std::move(f);
     return 0;
 }
@@ -515,16 +469,14 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
 int tracefs_tree::mkdir(std::string_view path)
 {
     std::vector<std::string> p = split_path(path);
-    if (p.size() != 2 || p[0] != "instances")
-        return resolve(path) ? -EEXIST : -EPERM;
+    if (p.size() != 2 || p[0] != "instances") return resolve(path) ? -EEXIST : -EPERM;
     return trace_array_create(p[1]);
 }
 
 int tracefs_tree::rmdir(std::string_view path)
 {
     std::vector<std::string> p = split_path(path);
-    if (p.size() != 2 || p[0] != "instances")
-        return resolve(path) ? -EPERM : -ENOENT;
+    if (p.size() != 2 || p[0] != "instances") return resolve(path) ? -EPERM : -ENOENT;
     int r = trace_array_destroy(p[1]);
     return r == -ENODEV ? -ENOENT : r;
 }
@@ -532,32 +484,25 @@ int tracefs_tree::rmdir(std::string_view path)
 int tracefs_tree::truncate(std::string_view path)
 {
     auto n = resolve(path);
-    if (!n)
-        return -ENOENT;
-    if (n->dir)
-        return -EISDIR;
-    if (!n->store && !n->store_part)
-        return -EACCES;
+    if (!n) return -ENOENT;
+    if (n->dir) return -EISDIR;
+    if (!n->store && !n->store_part) return -EACCES;
     return n->trunc ? n->trunc() : 0;
 }
 
 int tracefs_tree::read_file(std::string_view path, std::string &out)
 {
     std::unique_ptr<tracefs_file> f;
-    if (int r = open(path, O_RDONLY | O_NONBLOCK, f))
-        return r;
+    if (int r = open(path, O_RDONLY | O_NONBLOCK, f)) return r;
     out.clear();
     tracefs_read_opts opts;
     opts.nonblock = true;
     char buf[65536];
     for (;;) {
         ssize_t n = f->read(buf, sizeof buf, out.size(), opts);
-        if (n == -EAGAIN)
-            return 0;
-        if (n < 0)
-            return static_cast<int>(n);
-        if (n == 0)
-            return 0;
+        if (n == -EAGAIN) return 0;
+        if (n < 0) return static_cast<int>(n);
+        if (n == 0) return 0;
         out.append(buf, static_cast<size_t>(n));
     }
 }
@@ -565,17 +510,13 @@ int tracefs_tree::read_file(std::string_view path, std::string &out)
 int tracefs_tree::write_file(std::string_view path, std::string_view data, bool trunc)
 {
     std::unique_ptr<tracefs_file> f;
-    if (int r = open(path, O_WRONLY | (trunc ? O_TRUNC : 0), f))
-        return r;
-    if (data.empty())
-        return 0;
+    if (int r = open(path, O_WRONLY | (trunc ? O_TRUNC : 0), f)) return r;
+    if (data.empty()) return 0;
     // A file may take part of a write (trace_marker): write the rest, as write(1) would.
     while (!data.empty()) {
         ssize_t n = f->write(data.data(), data.size(), 0);
-        if (n < 0)
-            return static_cast<int>(n);
-        if (n == 0)
-            return -EIO;
+        if (n < 0) return static_cast<int>(n);
+        if (n == 0) return -EIO;
         data.remove_prefix(size_t(n));
     }
     return 0;

@@ -59,7 +59,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct tracefs_read_opts {
     bool nonblock = false;
@@ -69,8 +70,9 @@ struct tracefs_read_opts {
 };
 
 // An open file.
-class tracefs_file {
-public:
+class tracefs_file
+{
+  public:
     virtual ~tracefs_file() = default;
     // Returns bytes read (0 at end of file) or -errno.
     virtual ssize_t read(char *buf, size_t len, uint64_t off, const tracefs_read_opts &opts) = 0;
@@ -87,8 +89,9 @@ struct tracefs_stat {
     unsigned mode = 0; // permission bits: 0700 directories, 0600 / 0400 / 0200 files
 };
 
-class tracefs_tree {
-public:
+class tracefs_tree
+{
+  public:
     // The process's tree (never destroyed).
     static tracefs_tree &instance();
 
@@ -125,7 +128,7 @@ public:
 
     struct node; // a resolved path (tracefs_tree.cpp)
 
-private:
+  private:
     tracefs_tree() = default;
     std::atomic<bool> shutdown_{false};
 };

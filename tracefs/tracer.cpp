@@ -10,7 +10,8 @@
 #include <cerrno>
 #include <set>
 
-namespace dprobe {
+namespace dprobe
+{
 
 const tracer nop_tracer = {"nop"};
 
@@ -23,8 +24,7 @@ std::span<const tracer *const> tracers()
 const tracer *tracer_by_name(std::string_view name)
 {
     for (const tracer *t : tracers())
-        if (name == t->name)
-            return t;
+        if (name == t->name) return t;
     return nullptr;
 }
 
@@ -33,18 +33,14 @@ int tracing_set_tracer(trace_array &tr, std::string_view name)
     while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
         name.remove_suffix(1);
     const tracer *t = tracer_by_name(name);
-    if (!t)
-        return -EINVAL;
-    if (tr.current_trace == t)
-        return 0;
-    if (tr.current_trace && tr.current_trace->reset)
-        tr.current_trace->reset(tr);
+    if (!t) return -EINVAL;
+    if (tr.current_trace == t) return 0;
+    if (tr.current_trace && tr.current_trace->reset) tr.current_trace->reset(tr);
     tr.current_trace = &nop_tracer;
     // The kernel's tracer_init() empties the buffer: the trace shows one tracer's records.
     ring_buffer_reset(tr.buffer);
     if (t->init) {
-        if (int err = t->init(tr))
-            return err;
+        if (int err = t->init(tr)) return err;
     }
     tr.current_trace = t;
     return 0;
@@ -52,24 +48,23 @@ int tracing_set_tracer(trace_array &tr, std::string_view name)
 
 int tracing_update_tracer(trace_array &tr)
 {
-    if (tr.is_top())
-        function_profile_update(); // the profiler follows the top level's filters
-    if (tr.current_trace && tr.current_trace->update)
-        return tr.current_trace->update(tr);
+    if (tr.is_top()) function_profile_update(); // the profiler follows the top level's filters
+    if (tr.current_trace && tr.current_trace->update) return tr.current_trace->update(tr);
     return 0;
 }
 
-namespace {
+namespace
+{
 
 bool compiled_site(const ftrace_site *s)
 {
     return s && !s->gone && s->sym && s->kind != site_kind::jump;
 }
 
-std::vector<ftrace_site *> minus(std::vector<ftrace_site *> v, const std::vector<ftrace_site *> &out)
+std::vector<ftrace_site *> minus(std::vector<ftrace_site *> v,
+                                 const std::vector<ftrace_site *> &out)
 {
-    if (out.empty())
-        return v;
+    if (out.empty()) return v;
     std::set<ftrace_site *> o(out.begin(), out.end());
     std::erase_if(v, [&](ftrace_site *s) { return o.count(s) != 0; });
     return v;
@@ -88,8 +83,7 @@ std::vector<ftrace_site *> tracer_functions(trace_array &tr)
     std::vector<ftrace_site *> v;
     if (tr.filter_hash.empty()) {
         for (ftrace_site *s : ftrace_all_sites())
-            if (compiled_site(s))
-                v.push_back(s);
+            if (compiled_site(s)) v.push_back(s);
     } else {
         v = tr.filter_hash.sites();
     }
@@ -107,12 +101,10 @@ std::vector<ftrace_site *> tracer_functions_loaded(trace_array &tr,
         // Only the site records of the new objects: this runs inside the loader.
         for (const object_ptr &o : added)
             for (const ksym &f : o->funcs)
-                if (ftrace_site *s = ftrace_location(f.addr); compiled_site(s))
-                    v.push_back(s);
+                if (ftrace_site *s = ftrace_location(f.addr); compiled_site(s)) v.push_back(s);
     } else {
         for (ftrace_site *s : tr.filter_hash.sites())
-            if (in_objects(s, added))
-                v.push_back(s);
+            if (in_objects(s, added)) v.push_back(s);
     }
     return minus(std::move(v), tr.notrace_hash.sites());
 }

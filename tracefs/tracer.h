@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct tracer {
     const char *name;

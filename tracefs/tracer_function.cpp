@@ -12,8 +12,10 @@
 #include "tracefs/func_ops.h"
 #include "tracefs/stack_trace.h"
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // One per array id, never freed (see func_ops.h).
 func_ops *const g_ops = new func_ops[TRACE_ARRAY_MAX];
@@ -23,8 +25,7 @@ DPROBE_NOPROBE int function_entry(ftrace_ops *ops, unsigned long ip, unsigned lo
 {
     auto *tr = static_cast<trace_array *>(ops->priv);
     const bool slow = tr->ftrace_slow();
-    if (unlikely(slow) && tr->ftrace_ignore_this_task())
-        return 1;
+    if (unlikely(slow) && tr->ftrace_ignore_this_task()) return 1;
     if (void *ev = ring_buffer_reserve(tr->buffer, sizeof(ftrace_entry))) {
         auto *e = static_cast<ftrace_entry *>(ev);
         e->ent = trace_entry_header{TRACE_FN, 0, 0, trace_current_tid()};
@@ -32,8 +33,7 @@ DPROBE_NOPROBE int function_entry(ftrace_ops *ops, unsigned long ip, unsigned lo
         e->parent_ip = parent_ip;
         ring_buffer_commit(tr->buffer, ev);
     }
-    if (unlikely(slow) && tr->opt(OPT_FUNC_STACK_TRACE))
-        trace_stack_record(*tr, fregs);
+    if (unlikely(slow) && tr->opt(OPT_FUNC_STACK_TRACE)) trace_stack_record(*tr, fregs);
     return 1; // no exit callback
 }
 
@@ -51,9 +51,15 @@ int function_init(trace_array &tr)
     return f.start();
 }
 
-void function_reset(trace_array &tr) { g_ops[tr.id].stop(); }
+void function_reset(trace_array &tr)
+{
+    g_ops[tr.id].stop();
+}
 
-int function_update(trace_array &tr) { return g_ops[tr.id].update(); }
+int function_update(trace_array &tr)
+{
+    return g_ops[tr.id].update();
+}
 
 } // namespace
 

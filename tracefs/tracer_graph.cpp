@@ -20,8 +20,10 @@
 
 #include <dprobe/ptrace.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 func_ops *const g_ops = new func_ops[TRACE_ARRAY_MAX];
 std::atomic<uint32_t> g_gen[TRACE_ARRAY_MAX];
@@ -54,8 +56,7 @@ static_assert(sizeof(graph_data) == 16);
 DPROBE_NOPROBE inline graph_task_state *task_state(const trace_array *tr) noexcept
 {
     trace_task *t = current_trace_task();
-    if (unlikely(!t))
-        return nullptr;
+    if (unlikely(!t)) return nullptr;
     graph_task_state *st = &t->graph[tr->id];
     uint32_t gen = g_gen[tr->id].load(std::memory_order_relaxed);
     if (unlikely(st->gen != gen)) {
@@ -72,11 +73,9 @@ DPROBE_NOPROBE int graph_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
 {
     auto *tr = static_cast<trace_array *>(ops->priv);
     auto *gd = static_cast<graph_data *>(data);
-    if (unlikely(tr->ftrace_ignore_this_task()))
-        return 1;
+    if (unlikely(tr->ftrace_ignore_this_task())) return 1;
     graph_task_state *st = task_state(tr);
-    if (unlikely(!st) || st->notrace_from >= 0)
-        return 1;
+    if (unlikely(!st) || st->notrace_from >= 0) return 1;
     gd->flags = 0;
     gd->depth = st->depth;
     if (unlikely(g_graph_notrace->has_ips()) && g_graph_notrace->contains_ip(ip)) {
@@ -86,15 +85,12 @@ DPROBE_NOPROBE int graph_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
         return 0;
     }
     if (unlikely(g_graph_hash->has_ips()) && st->graph_from < 0) {
-        if (!g_graph_hash->contains_ip(ip))
-            return 1;
+        if (!g_graph_hash->contains_ip(ip)) return 1;
         gd->flags = GD_GRAPH_ROOT;
     }
     unsigned max = g_max_depth.load(std::memory_order_relaxed);
-    if (unlikely(max) && unsigned(st->depth) >= max)
-        return 1;
-    if (gd->flags & GD_GRAPH_ROOT)
-        st->graph_from = st->depth;
+    if (unlikely(max) && unsigned(st->depth) >= max) return 1;
+    if (gd->flags & GD_GRAPH_ROOT) st->graph_from = st->depth;
     st->depth++;
     if (unlikely(g_thresh.load(std::memory_order_relaxed))) {
         gd->calltime = trace_clock_now();
@@ -125,8 +121,7 @@ DPROBE_NOPROBE inline bool leave(graph_task_state *st, const graph_data *gd) noe
         return false;
     }
     st->depth = gd->depth;
-    if (gd->flags & GD_GRAPH_ROOT)
-        st->graph_from = -1;
+    if (gd->flags & GD_GRAPH_ROOT) st->graph_from = -1;
     return true;
 }
 
@@ -136,19 +131,16 @@ DPROBE_NOPROBE void graph_exit(ftrace_ops *ops, unsigned long ip, unsigned long,
     auto *tr = static_cast<trace_array *>(ops->priv);
     auto *gd = static_cast<const graph_data *>(data);
     graph_task_state *st = task_state(tr);
-    if (unlikely(!st) || !leave(st, gd))
-        return;
+    if (unlikely(!st) || !leave(st, gd)) return;
     const uint64_t thresh = g_thresh.load(std::memory_order_relaxed);
     uint64_t rettime = 0;
     if (unlikely(thresh)) {
         rettime = trace_clock_now();
-        if (rettime - gd->calltime < thresh)
-            return;
+        if (rettime - gd->calltime < thresh) return;
     }
     rb_stamp stamp;
     void *ev = ring_buffer_reserve(tr->buffer, sizeof(ftrace_graph_ret_entry), &stamp);
-    if (!ev)
-        return;
+    if (!ev) return;
     auto *e = static_cast<ftrace_graph_ret_entry *>(ev);
     e->ent = trace_entry_header{TRACE_GRAPH_RET, 0, 0, trace_current_tid()};
     e->func = ip;
@@ -164,8 +156,7 @@ DPROBE_NOPROBE void graph_exit(ftrace_ops *ops, unsigned long ip, unsigned long,
 DPROBE_NOPROBE void graph_unwound(ftrace_ops *ops, void *data)
 {
     auto *tr = static_cast<trace_array *>(ops->priv);
-    if (graph_task_state *st = task_state(tr))
-        leave(st, static_cast<const graph_data *>(data));
+    if (graph_task_state *st = task_state(tr)) leave(st, static_cast<const graph_data *>(data));
 }
 
 int graph_init(trace_array &tr)
@@ -184,22 +175,40 @@ int graph_init(trace_array &tr)
     return f.start();
 }
 
-void graph_reset(trace_array &tr) { g_ops[tr.id].stop(); }
+void graph_reset(trace_array &tr)
+{
+    g_ops[tr.id].stop();
+}
 
-int graph_update(trace_array &tr) { return g_ops[tr.id].update(); }
+int graph_update(trace_array &tr)
+{
+    return g_ops[tr.id].update();
+}
 
 } // namespace
 
 const tracer graph_tracer = {"function_graph", graph_init, graph_reset, graph_update, nullptr};
 
-ftrace_hash &ftrace_graph_hash() { return *g_graph_hash; }
-ftrace_hash &ftrace_graph_notrace_hash() { return *g_graph_notrace; }
-unsigned fgraph_max_depth() noexcept { return g_max_depth.load(std::memory_order_relaxed); }
+ftrace_hash &ftrace_graph_hash()
+{
+    return *g_graph_hash;
+}
+ftrace_hash &ftrace_graph_notrace_hash()
+{
+    return *g_graph_notrace;
+}
+unsigned fgraph_max_depth() noexcept
+{
+    return g_max_depth.load(std::memory_order_relaxed);
+}
 void fgraph_set_max_depth(unsigned depth) noexcept
 {
     g_max_depth.store(depth, std::memory_order_relaxed);
 }
-uint64_t tracing_thresh() noexcept { return g_thresh.load(std::memory_order_relaxed); }
+uint64_t tracing_thresh() noexcept
+{
+    return g_thresh.load(std::memory_order_relaxed);
+}
 
 void tracing_set_thresh(uint64_t ns)
 {
@@ -210,8 +219,7 @@ void tracing_set_thresh(uint64_t ns)
         if (tr->current_trace == &graph_tracer) {
             graph_reset(*tr);
             tr->current_trace = &nop_tracer;
-            if (graph_init(*tr) == 0)
-                tr->current_trace = &graph_tracer;
+            if (graph_init(*tr) == 0) tr->current_trace = &graph_tracer;
         }
 }
 

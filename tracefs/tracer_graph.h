@@ -13,7 +13,8 @@
 
 #include <cstdint>
 
-namespace dprobe {
+namespace dprobe
+{
 
 ftrace_hash &ftrace_graph_hash();
 ftrace_hash &ftrace_graph_notrace_hash();

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <sys/sysinfo.h>
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 constexpr unsigned chunk_bits = 32;
 
@@ -23,17 +25,17 @@ uint32_t chunk_of(const std::vector<uint64_t> &mask, unsigned bit)
 
 int hex_value(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
 // What separates chunks when read from the end: white space and commas.
-bool end_of_region(char c) { return c == ',' || std::isspace(static_cast<unsigned char>(c)); }
+bool end_of_region(char c)
+{
+    return c == ',' || std::isspace(static_cast<unsigned char>(c));
+}
 
 } // namespace
 
@@ -51,12 +53,10 @@ std::string cpumask_format(const std::vector<uint64_t> &mask, unsigned nbits)
     for (int i = static_cast<int>((nbits + chunk_bits - 1) / chunk_bits * chunk_bits - chunk_bits);
          i >= 0; i -= chunk_bits) {
         uint32_t v = chunk_of(mask, static_cast<unsigned>(i));
-        if (width < chunk_bits)
-            v &= (uint32_t{1} << width) - 1;
+        if (width < chunk_bits) v &= (uint32_t{1} << width) - 1;
         char buf[16];
         std::snprintf(buf, sizeof buf, "%0*x", static_cast<int>((width + 3) / 4), v);
-        if (!s.empty())
-            s += ',';
+        if (!s.empty()) s += ',';
         s += buf;
         width = chunk_bits;
     }
@@ -74,30 +74,24 @@ int cpumask_parse(std::string_view text, unsigned nbits, std::vector<uint64_t> &
     for (;; chunk++) {
         while (end >= 0 && end_of_region(text[static_cast<size_t>(end)]))
             end--;
-        if (end < 0)
-            break;
-        if (chunk >= nchunks)
-            return -EOVERFLOW;
+        if (end < 0) break;
+        if (chunk >= nchunks) return -EOVERFLOW;
         uint32_t v = 0;
         for (unsigned i = 0;; i += 4) {
             if (i == chunk_bits)
                 return hex_value(text[static_cast<size_t>(end)]) >= 0 ? -EOVERFLOW : -EINVAL;
             const int d = hex_value(text[static_cast<size_t>(end)]);
-            if (d < 0)
-                return -EINVAL;
+            if (d < 0) return -EINVAL;
             v |= static_cast<uint32_t>(d) << i;
             end--;
-            if (end < 0 || end_of_region(text[static_cast<size_t>(end)]))
-                break;
+            if (end < 0 || end_of_region(text[static_cast<size_t>(end)])) break;
         }
         const unsigned bit = chunk * chunk_bits;
-        if (bit / 64 < mask.size())
-            mask[bit / 64] |= static_cast<uint64_t>(v) << (bit % 64);
+        if (bit / 64 < mask.size()) mask[bit / 64] |= static_cast<uint64_t>(v) << (bit % 64);
     }
     // Bits at NBITS and above, within the chunks given, are an overflow.
     for (unsigned b = nbits; b < chunk * chunk_bits; b++)
-        if (b / 64 < mask.size() && (mask[b / 64] >> (b % 64) & 1))
-            return -EOVERFLOW;
+        if (b / 64 < mask.size() && (mask[b / 64] >> (b % 64) & 1)) return -EOVERFLOW;
     out = std::move(mask);
     return 0;
 }

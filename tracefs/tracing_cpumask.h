@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // The number of bits of a cpumask: the possible CPUs (nr_cpu_ids), at most k_rb_max_cpus.
 unsigned cpumask_nr_bits();

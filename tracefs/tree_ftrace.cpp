@@ -26,7 +26,8 @@
 #include <cerrno>
 #include <cstring>
 
-namespace dprobe::tree {
+namespace dprobe::tree
+{
 
 node dir(std::function<std::vector<std::string>()> children)
 {
@@ -73,18 +74,39 @@ std::string_view strip(std::string_view s)
     return s;
 }
 
-int parse_ulong(std::string_view s, unsigned long long &v) { return kstrtoull(s, 10, v); }
+int parse_ulong(std::string_view s, unsigned long long &v)
+{
+    return kstrtoull(s, 10, v);
+}
 
 int parse_bool(std::string_view s, bool &v)
 {
-    if (s.empty())
-        return -EINVAL;
+    if (s.empty()) return -EINVAL;
     switch (s[0]) {
-    case 'y': case 'Y': case 't': case 'T': case '1': v = true; return 0;
-    case 'n': case 'N': case 'f': case 'F': case '0': v = false; return 0;
-    case 'o': case 'O':
-        if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) { v = true; return 0; }
-        if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) { v = false; return 0; }
+    case 'y':
+    case 'Y':
+    case 't':
+    case 'T':
+    case '1':
+        v = true;
+        return 0;
+    case 'n':
+    case 'N':
+    case 'f':
+    case 'F':
+    case '0':
+        v = false;
+        return 0;
+    case 'o':
+    case 'O':
+        if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) {
+            v = true;
+            return 0;
+        }
+        if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) {
+            v = false;
+            return 0;
+        }
         return -EINVAL;
     }
     return -EINVAL;
@@ -93,20 +115,20 @@ int parse_bool(std::string_view s, bool &v)
 int store_enable(std::string_view s, const std::function<int(bool)> &set)
 {
     unsigned long long v;
-    if (parse_ulong(s, v) || v > 1)
-        return -EINVAL;
+    if (parse_ulong(s, v) || v > 1) return -EINVAL;
     return set(v == 1);
 }
 
-namespace {
+namespace
+{
 
 // ---- special files ----------------------------------------------------------------------
 
-class token_file_impl final : public tracefs_file {
-public:
+class token_file_impl final : public tracefs_file
+{
+  public:
     token_file_impl(std::function<std::string()> show,
-                    std::function<int(const std::string &)> apply,
-                    std::function<void()> after)
+                    std::function<int(const std::string &)> apply, std::function<void()> after)
         : show_(std::move(show)), apply_(std::move(apply)), after_(std::move(after))
     {
     }
@@ -118,20 +140,17 @@ public:
             auto toks = ftrace_split_tokens(carry_, "", true);
             for (const auto &t : toks)
                 apply_(t);
-            if (!toks.empty() && after_)
-                after_();
+            if (!toks.empty() && after_) after_();
         }
     }
     ssize_t read(char *buf, size_t len, uint64_t off, const tracefs_read_opts &) override
     {
-        if (!show_)
-            return -EINVAL;
+        if (!show_) return -EINVAL;
         if (off == 0 || !have_) {
             text_ = show_();
             have_ = true;
         }
-        if (off >= text_.size())
-            return 0;
+        if (off >= text_.size()) return 0;
         size_t n = std::min<size_t>(len, text_.size() - off);
         std::memcpy(buf, text_.data() + off, n);
         return static_cast<ssize_t>(n);
@@ -142,17 +161,15 @@ public:
         int err = 0;
         bool any = false;
         for (const auto &t : toks) {
-            if ((err = apply_(t)))
-                break;
+            if ((err = apply_(t))) break;
             any = true;
         }
-        if (any && after_)
-            after_();
+        if (any && after_) after_();
         return err ? err : static_cast<ssize_t>(len);
     }
     unsigned poll() override { return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM; }
 
-private:
+  private:
     std::function<std::string()> show_;
     std::function<int(const std::string &)> apply_;
     std::function<void()> after_;
@@ -161,28 +178,24 @@ private:
 };
 
 // trace_pipe: consuming text; blocks until data (O_NONBLOCK: EAGAIN).
-class pipe_file final : public tracefs_file {
-public:
+class pipe_file final : public tracefs_file
+{
+  public:
     explicit pipe_file(std::shared_ptr<trace_array> tr)
         : tr_(std::move(tr)), it_(*tr_, tr_->buffer, true)
     {
     }
     ssize_t read(char *buf, size_t len, uint64_t, const tracefs_read_opts &opts) override
     {
-        if (!len)
-            return 0;
+        if (!len) return 0;
         while (pending_.size() == pos_) {
             pending_.clear();
             pos_ = 0;
-            if (it_.read(pending_, 256))
-                break;
+            if (it_.read(pending_, 256)) break;
             pending_.clear();
-            if (opts.nonblock)
-                return -EAGAIN;
-            if (tracefs_tree::instance().shutting_down())
-                return 0;
-            if (opts.interrupted && opts.interrupted())
-                return -EINTR;
+            if (opts.nonblock) return -EAGAIN;
+            if (tracefs_tree::instance().shutting_down()) return 0;
+            if (opts.interrupted && opts.interrupted()) return -EINTR;
             ring_buffer_wait(tr_->buffer, 100);
         }
         size_t n = std::min(len, pending_.size() - pos_);
@@ -193,13 +206,12 @@ public:
     ssize_t write(const char *, size_t, uint64_t) override { return -EINVAL; }
     unsigned poll() override
     {
-        if (pending_.size() > pos_ || it_.has_data())
-            return POLLIN | POLLRDNORM;
+        if (pending_.size() > pos_ || it_.has_data()) return POLLIN | POLLRDNORM;
         return 0;
     }
     bool is_stream() const override { return true; }
 
-private:
+  private:
     std::shared_ptr<trace_array> tr_;
     trace_iter it_;
     std::string pending_;
@@ -237,8 +249,7 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
         return dir([&ev] {
             std::vector<std::string> v{"enable", "ftrace", "header_event", "header_page"};
             for (auto &g : ev.groups())
-                if (g != "ftrace")
-                    v.push_back(g);
+                if (g != "ftrace") v.push_back(g);
             return v;
         });
     const std::string &g0 = p[at];
@@ -249,10 +260,8 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
                           return store_enable(
                               s, [&ev, id](bool on) { return ev.set_group_enabled("", on, id); });
                       });
-        if (g0 == "header_page")
-            return ro([] { return ring_buffer_header_page(); });
-        if (g0 == "header_event")
-            return ro([] { return ring_buffer_header_event(); });
+        if (g0 == "header_page") return ro([] { return ring_buffer_header_page(); });
+        if (g0 == "header_event") return ro([] { return ring_buffer_header_event(); });
     }
     if (g0 == "ftrace") {
         // ftrace's own records: their formats and ids, nothing to enable. The kernel has no
@@ -266,21 +275,17 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
                 return v;
             });
         const std::string &name = p[at + 1];
-        if (name == "enable" && p.size() == at + 2)
-            return ro([] { return std::string("0\n"); });
-        if (ftrace_event_id(name) < 0)
-            return std::nullopt;
+        if (name == "enable" && p.size() == at + 2) return ro([] { return std::string("0\n"); });
+        if (ftrace_event_id(name) < 0) return std::nullopt;
         if (p.size() == at + 2)
             return dir([] { return std::vector<std::string>{"filter", "format", "id"}; });
-        if (p.size() != at + 3)
-            return std::nullopt;
+        if (p.size() != at + 3) return std::nullopt;
         if (p[at + 2] == "filter")
             return rw(
                 [tr, name] {
                     std::lock_guard<std::mutex> g(trace_types_lock());
                     auto it = tr->ftrace_event_filter.find(name);
-                    return it == tr->ftrace_event_filter.end() ? std::string("none\n")
-                                                               : it->second;
+                    return it == tr->ftrace_event_filter.end() ? std::string("none\n") : it->second;
                 },
                 [tr, name](std::string_view s) {
                     s = strip(s);
@@ -294,15 +299,13 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
                     tr->ftrace_event_filter[name] = r ? err : std::string(s) + "\n";
                     return r;
                 });
-        if (p[at + 2] == "format")
-            return ro([name] { return ftrace_event_format(name); });
+        if (p[at + 2] == "format") return ro([name] { return ftrace_event_format(name); });
         if (p[at + 2] == "id")
             return ro([name] { return std::to_string(ftrace_event_id(name)) + "\n"; });
         return std::nullopt;
     }
     const std::string &group = g0;
-    if (!ev.has_group(group))
-        return std::nullopt;
+    if (!ev.has_group(group)) return std::nullopt;
     if (p.size() == at + 1)
         return dir([&ev, group] {
             std::vector<std::string> v{"enable", "filter"};
@@ -318,15 +321,14 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
                       });
                   });
     if (p.size() == at + 2 && p[at + 1] == "filter")
-        return rw([&ev, group, id] { return ev.group_filter_text(group, id); },
-                  [&ev, group, id](std::string_view s) { return ev.set_group_filter(group, s, id); });
+        return rw(
+            [&ev, group, id] { return ev.group_filter_text(group, id); },
+            [&ev, group, id](std::string_view s) { return ev.set_group_filter(group, s, id); });
     const std::string &event = p[at + 1];
-    if (!ev.has_event(group, event))
-        return std::nullopt;
+    if (!ev.has_event(group, event)) return std::nullopt;
     if (p.size() == at + 2)
         return dir([] { return std::vector<std::string>{"enable", "filter", "format", "id"}; });
-    if (p.size() != at + 3)
-        return std::nullopt;
+    if (p.size() != at + 3) return std::nullopt;
     const std::string &f = p[at + 2];
     if (f == "enable")
         return rw([&ev, group, event, id] { return ev.enable_text(group, event, id); },
@@ -355,8 +357,7 @@ node buffer_size_node(trace_array *t)
     return rw([t] { return std::to_string(ring_buffer_size_kb(t->buffer)) + "\n"; },
               [t](std::string_view s) {
                   unsigned long long v;
-                  if (parse_ulong(s, v) || v == 0)
-                      return -EINVAL;
+                  if (parse_ulong(s, v) || v == 0) return -EINVAL;
                   return with_lock([&] {
                       int r = ring_buffer_set_size_kb(t->buffer, size_t(v));
                       if (!r && t->max_buffer)
@@ -373,12 +374,10 @@ node cpumask_node(trace_array *t)
     return rw([t] { return cpumask_format(ring_buffer_cpumask(t->buffer), cpumask_nr_bits()); },
               [t](std::string_view s) {
                   std::vector<uint64_t> mask;
-                  if (int err = cpumask_parse(s, cpumask_nr_bits(), mask))
-                      return err;
+                  if (int err = cpumask_parse(s, cpumask_nr_bits(), mask)) return err;
                   return with_lock([&] {
                       ring_buffer_set_cpumask(t->buffer, mask);
-                      if (t->max_buffer)
-                          ring_buffer_set_cpumask(t->max_buffer, mask);
+                      if (t->max_buffer) ring_buffer_set_cpumask(t->max_buffer, mask);
                       return 0;
                   });
               });
@@ -406,8 +405,7 @@ std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
         return dir([] {
             return std::vector<std::string>{"buffer_size_kb", "stats", "trace", "trace_pipe_raw"};
         });
-    if (p.size() != at + 2)
-        return std::nullopt;
+    if (p.size() != at + 2) return std::nullopt;
     const std::string &f = p[at + 1];
     const unsigned ucpu = unsigned(cpu);
     if (f == "trace")
@@ -417,13 +415,11 @@ std::optional<node> resolve_per_cpu(const std::shared_ptr<trace_array> &tr,
                       ring_buffer_reset(tr->buffer);
                       return 0;
                   });
-    if (f == "stats")
-        return ro([tr, ucpu] { return per_cpu_stats(*tr, ucpu); });
+    if (f == "stats") return ro([tr, ucpu] { return per_cpu_stats(*tr, ucpu); });
     // Buffers are per thread, not per CPU: every CPU's file is the array's buffer_size_kb
     // (the size of each thread's buffer), so tools that size the buffers CPU by CPU
     // (libtracefs's tracefs_instance_set_buffer_size(), the kernel's selftests) size them.
-    if (f == "buffer_size_kb")
-        return buffer_size_node(tr.get());
+    if (f == "buffer_size_kb") return buffer_size_node(tr.get());
     if (f == "trace_pipe_raw") {
         node nd;
         nd.mode = MODE_RO;
@@ -446,17 +442,14 @@ std::optional<node> resolve_options(const std::shared_ptr<trace_array> &tr,
             std::sort(v.begin(), v.end());
             return v;
         });
-    if (p.size() != at + 1)
-        return std::nullopt;
+    if (p.size() != at + 1) return std::nullopt;
     auto o = trace_opt_by_name(p[at]);
-    if (!o)
-        return std::nullopt;
+    if (!o) return std::nullopt;
     trace_opt opt = *o;
     return rw([tr, opt] { return std::string(tr->opt(opt) ? "1\n" : "0\n"); },
               [tr, opt](std::string_view s) {
                   unsigned long long v;
-                  if (parse_ulong(s, v) || v > 1)
-                      return -EINVAL;
+                  if (parse_ulong(s, v) || v > 1) return -EINVAL;
                   return with_lock([&] { return tr->set_opt(opt, v == 1); });
               });
 }
@@ -470,10 +463,8 @@ node filter_node(const std::shared_ptr<trace_array> &tr, bool notrace)
     ftrace_hash *h = notrace ? &tr->notrace_hash : &tr->filter_hash;
     auto show = [tr, h, notrace] {
         std::lock_guard<std::mutex> g(trace_types_lock());
-        if (notrace)
-            return h->show("#### no functions disabled ####\n");
-        std::string s = h->empty() ? "#### all functions enabled ####\n"
-                                   : h->show("");
+        if (notrace) return h->show("#### no functions disabled ####\n");
+        std::string s = h->empty() ? "#### all functions enabled ####\n" : h->show("");
         return s + ftrace_probes_show(*tr);
     };
     n.show = show;
@@ -534,21 +525,35 @@ std::unique_ptr<tracefs_file> token_file(std::function<std::string()> show,
 
 std::vector<std::string> array_entries()
 {
-    return {"available_tracers", "buffer_size_kb",     "buffer_total_size_kb",
-            "current_tracer",    "events",             "options",
-            "per_cpu",           "set_event",          "set_event_notrace_pid",
-            "set_event_pid",     "set_ftrace_filter",  "set_ftrace_notrace",
-            "set_ftrace_notrace_pid", "set_ftrace_pid", "snapshot",
-            "trace",             "trace_clock",        "trace_marker",
-            "trace_marker_raw",  "trace_options",      "trace_pipe",
-            "tracing_cpumask",   "tracing_on"};
+    return {"available_tracers",
+            "buffer_size_kb",
+            "buffer_total_size_kb",
+            "current_tracer",
+            "events",
+            "options",
+            "per_cpu",
+            "set_event",
+            "set_event_notrace_pid",
+            "set_event_pid",
+            "set_ftrace_filter",
+            "set_ftrace_notrace",
+            "set_ftrace_notrace_pid",
+            "set_ftrace_pid",
+            "snapshot",
+            "trace",
+            "trace_clock",
+            "trace_marker",
+            "trace_marker_raw",
+            "trace_options",
+            "trace_pipe",
+            "tracing_cpumask",
+            "tracing_on"};
 }
 
 std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                                   const std::vector<std::string> &p, size_t at)
 {
-    if (p.size() <= at)
-        return std::nullopt;
+    if (p.size() <= at) return std::nullopt;
     const std::string &top = p[at];
     std::optional<node> n;
     if (top == "events")
@@ -561,8 +566,7 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
         n->arr = tr;
         return n;
     }
-    if (p.size() != at + 1)
-        return std::nullopt;
+    if (p.size() != at + 1) return std::nullopt;
     trace_array *t = tr.get();
     auto &ev = trace_events::instance();
 
@@ -598,8 +602,7 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
         n = rw([t] { return std::string(ring_buffer_tracing_on(t->buffer) ? "1\n" : "0\n"); },
                [t](std::string_view s) {
                    unsigned long long v;
-                   if (parse_ulong(s, v))
-                       return -EINVAL;
+                   if (parse_ulong(s, v)) return -EINVAL;
                    ring_buffer_set_tracing_on(t->buffer, v != 0);
                    return 0;
                });
@@ -618,22 +621,21 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
         n = rw([] { return trace_clock_list(); },
                [](std::string_view s) { return ring_buffer_set_clock(strip(s)); });
     else if (top == "trace_options")
-        n = rw([t] {
-            std::lock_guard<std::mutex> g(trace_types_lock());
-            return t->options_text();
-        },
-               [t](std::string_view s) {
-                   std::string_view name = strip(s);
-                   bool on = true;
-                   if (name.starts_with("no")) {
-                       if (!trace_opt_by_name(name))
-                           on = false, name.remove_prefix(2);
-                   }
-                   auto o = trace_opt_by_name(name);
-                   if (!o)
-                       return -EINVAL;
-                   return with_lock([&] { return t->set_opt(*o, on); });
-               });
+        n = rw(
+            [t] {
+                std::lock_guard<std::mutex> g(trace_types_lock());
+                return t->options_text();
+            },
+            [t](std::string_view s) {
+                std::string_view name = strip(s);
+                bool on = true;
+                if (name.starts_with("no")) {
+                    if (!trace_opt_by_name(name)) on = false, name.remove_prefix(2);
+                }
+                auto o = trace_opt_by_name(name);
+                if (!o) return -EINVAL;
+                return with_lock([&] { return t->set_opt(*o, on); });
+            });
     else if (top == "set_event") {
         node x = rw([&ev, t] { return lines(ev.enabled_events(t->id)); },
                     [](std::string_view) { return 0; },
@@ -671,12 +673,10 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
         n = rw([t] { return snapshot_read(*t); },
                [t](std::string_view s) {
                    unsigned long long v;
-                   if (parse_ulong(s, v))
-                       return -EINVAL;
+                   if (parse_ulong(s, v)) return -EINVAL;
                    return with_lock([&] { return snapshot_write(*t, (unsigned long)v); });
                });
-    else if (top == "trace_marker")
-    {
+    else if (top == "trace_marker") {
         n = wo(nullptr);
         n->store_part = [t](std::string_view s) {
             return trace_marker_write(*t, s, tracefs_caller_pid);
@@ -686,8 +686,7 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
             long r = trace_marker_raw_write(*t, s, tracefs_caller_pid);
             return r < 0 ? int(r) : 0;
         });
-    if (n)
-        n->arr = tr;
+    if (n) n->arr = tr;
     return n;
 }
 

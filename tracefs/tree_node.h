@@ -11,7 +11,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 class trace_array;
 
@@ -25,7 +26,7 @@ struct tracefs_tree::node {
     // a write to its largest record and returns the count, the writer writes the rest):
     // the bytes taken, or -errno. Used instead of store when set.
     std::function<long(std::string_view)> store_part;
-    std::function<int()> trunc;                 // what O_TRUNC does (nullptr: nothing)
+    std::function<int()> trunc; // what O_TRUNC does (nullptr: nothing)
     // Files that are not a text snapshot (trace_pipe, trace_pipe_raw, the filter files that
     // parse across writes): their own open.
     std::function<std::unique_ptr<tracefs_file>(int flags)> open;
@@ -33,7 +34,8 @@ struct tracefs_tree::node {
     std::shared_ptr<trace_array> arr;
 };
 
-namespace tree {
+namespace tree
+{
 
 using node = tracefs_tree::node;
 

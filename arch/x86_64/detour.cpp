@@ -6,12 +6,13 @@
 
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
-detour_region make_region(uintptr_t addr, size_t len, std::vector<insn> insns,
-                          const uint8_t *bytes)
+detour_region make_region(uintptr_t addr, size_t len, std::vector<insn> insns, const uint8_t *bytes)
 {
     detour_region r;
     r.addr = addr;
@@ -33,8 +34,7 @@ std::optional<detour_region> detour_region_at(const func_analysis &fa, const uin
                                               optimize_refusal *refusal)
 {
     auto check = can_optimize_region(fa, addr, JMP32_INSN_SIZE);
-    if (refusal)
-        *refusal = check.reason;
+    if (refusal) *refusal = check.reason;
     if (!check.ok()) {
         *why = check.message;
         return std::nullopt;
@@ -51,10 +51,8 @@ bool is_padding(uintptr_t from, uintptr_t to) noexcept
     uintptr_t at = from;
     while (at < to) {
         auto i = insn_decode(reinterpret_cast<const void *>(at), MAX_INSN_SIZE, at);
-        if (!i)
-            return false;
-        if (i->k != insn::int3 && std::strcmp(i->mnemonic_name(), "nop") != 0)
-            return false;
+        if (!i) return false;
+        if (i->k != insn::int3 && std::strcmp(i->mnemonic_name(), "nop") != 0) return false;
         at += i->len;
     }
     return true;
@@ -63,28 +61,22 @@ bool is_padding(uintptr_t from, uintptr_t to) noexcept
 std::optional<detour_region> short_function_region(const func_analysis &fa, uintptr_t ip)
 {
     const uintptr_t end = fa.start + fa.size;
-    if (end >= ip + JMP32_INSN_SIZE || !is_padding(end, ip + JMP32_INSN_SIZE))
-        return std::nullopt;
-    if (fa.decode_failed || fa.has_indirect_jump)
-        return std::nullopt;
+    if (end >= ip + JMP32_INSN_SIZE || !is_padding(end, ip + JMP32_INSN_SIZE)) return std::nullopt;
+    if (fa.decode_failed || fa.has_indirect_jump) return std::nullopt;
     std::vector<insn> region;
     for (const insn &i : fa.insns) {
-        if (i.addr < ip)
-            continue;
-        if (insn_ool_refusal(i))
-            return std::nullopt;
+        if (i.addr < ip) continue;
+        if (insn_ool_refusal(i)) return std::nullopt;
         region.push_back(i);
     }
-    if (region.empty() || !region.back().is_unconditional_exit())
-        return std::nullopt;
+    if (region.empty() || !region.back().is_unconditional_exit()) return std::nullopt;
     for (const insn &i : region)
-        if (&i != &region.back() && (i.is_unconditional_exit() || i.k == insn::call_rel ||
-                                     i.k == insn::call_indirect))
+        if (&i != &region.back() &&
+            (i.is_unconditional_exit() || i.k == insn::call_rel || i.k == insn::call_indirect))
             return std::nullopt;
     // Nothing may branch into the function after its first instruction.
     for (const auto &e : fa.jump_targets)
-        if (e.to > ip)
-            return std::nullopt;
+        if (e.to > ip) return std::nullopt;
     // The live bytes: the region runs into the padding after the function.
     return make_region(ip, JMP32_INSN_SIZE, std::move(region),
                        reinterpret_cast<const uint8_t *>(ip));
@@ -151,8 +143,7 @@ text_poke_req detour_disarm_req(const detour &d, bool keep_breakpoint) noexcept
 bool detour_write_jmp_head(const detour &d, uint8_t *rw, uintptr_t to) noexcept
 {
     auto jmp = make_jmp_rel32(d.rx, to);
-    if (!jmp)
-        return false;
+    if (!jmp) return false;
     std::memcpy(rw, jmp->data(), jmp->size());
     return true;
 }

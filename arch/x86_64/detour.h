@@ -24,7 +24,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // The most bytes a jmp over whole instructions may replace (the region's original bytes are
 // kept in a text_poke_req).
@@ -33,9 +34,9 @@ inline constexpr size_t DETOUR_MAX_REGION = sizeof(text_poke_req::bytes);
 // What the jmp replaces.
 struct detour_region {
     uintptr_t addr = 0;
-    uint8_t len = 0;                          // >= 5, whole instructions
-    uint8_t orig[DETOUR_MAX_REGION] = {};     // their original bytes
-    std::vector<insn> insns;                  // the instructions, in order
+    uint8_t len = 0;                      // >= 5, whole instructions
+    uint8_t orig[DETOUR_MAX_REGION] = {}; // their original bytes
+    std::vector<insn> insns;              // the instructions, in order
 };
 
 // The region a jmp at ADDR may replace in the function analysed as FA (whose bytes, with any
@@ -70,16 +71,14 @@ struct detour {
     uintptr_t copy_of(uintptr_t orig) const noexcept
     {
         for (size_t i = 0; i < region.insns.size(); ++i)
-            if (region.insns[i].addr == orig)
-                return rx + copy_off[i];
+            if (region.insns[i].addr == orig) return rx + copy_off[i];
         return 0;
     }
     // The region instruction whose copy starts at COPY_IP (0 if none).
     uintptr_t orig_of(uintptr_t copy_ip) const noexcept
     {
         for (size_t i = 0; i < region.insns.size(); ++i)
-            if (rx + copy_off[i] == copy_ip)
-                return region.insns[i].addr;
+            if (rx + copy_off[i] == copy_ip) return region.insns[i].addr;
         return 0;
     }
     // Whether IP lies in the relocated region.

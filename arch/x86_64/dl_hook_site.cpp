@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
 bool is_padding_byte(uint8_t b)
 {
@@ -26,12 +28,9 @@ long dl_hook_site(uintptr_t r_brk, uintptr_t *at) noexcept
     if (is_endbr64(reinterpret_cast<const uint8_t *>(a)))
         a += ENDBR64_INSN_SIZE; // keep the landing pad
     const auto *code = reinterpret_cast<const uint8_t *>(a);
-    if (code[0] == INT3_INSN_OPCODE)
-        return -EBUSY;
-    if (code[0] != RET_INSN_OPCODE)
-        return -EOPNOTSUPP;
-    if (!std::all_of(code + 1, code + DL_HOOK_SITE_LEN, is_padding_byte))
-        return -EOPNOTSUPP;
+    if (code[0] == INT3_INSN_OPCODE) return -EBUSY;
+    if (code[0] != RET_INSN_OPCODE) return -EOPNOTSUPP;
+    if (!std::all_of(code + 1, code + DL_HOOK_SITE_LEN, is_padding_byte)) return -EOPNOTSUPP;
     *at = a;
     return 0;
 }

@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 inline constexpr size_t DL_HOOK_SITE_LEN = 5;
 

@@ -21,9 +21,11 @@ __attribute__((visibility("hidden"))) __thread unsigned dprobe_ext_unsaved
     __attribute__((tls_model("initial-exec")));
 }
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
 __attribute__((constructor)) void detect_xsave()
 {
@@ -153,8 +155,7 @@ const char *x87_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand
     }
     for (unsigned i = 0; i < zi.operand_count; ++i) {
         const ZydisDecodedOperand &o = ops[i];
-        if (o.type != ZYDIS_OPERAND_TYPE_REGISTER)
-            continue;
+        if (o.type != ZYDIS_OPERAND_TYPE_REGISTER) continue;
         const ZydisRegisterClass c = ZydisRegisterGetClass(o.reg.value);
         if (c == ZYDIS_REGCLASS_X87 || c == ZYDIS_REGCLASS_MMX)
             return "it has an x87 or MMX register operand";
@@ -167,8 +168,7 @@ const char *x87_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand
 // vector register 16-31 (reading one, or a mask register, changes nothing).
 const char *vector_use(const ZydisDecodedInstruction &zi, const ZydisDecodedOperand *ops)
 {
-    if (const char *why = x87_use(zi, ops))
-        return why;
+    if (const char *why = x87_use(zi, ops)) return why;
     if (zi.meta.category == ZYDIS_CATEGORY_KMASK || zi.meta.category == ZYDIS_CATEGORY_AMX_TILE)
         return "its kind uses mask registers or AMX tiles";
     for (unsigned i = 0; i < zi.operand_count; ++i) {
@@ -215,8 +215,7 @@ bool is_x87_free_leaf(uintptr_t target)
         reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "clock_gettime")),
     };
     for (uintptr_t l : leaves)
-        if (l && l == target)
-            return true;
+        if (l && l == target) return true;
     return false;
 }
 

@@ -32,7 +32,8 @@ extern unsigned char dprobe_have_avx;
 extern __thread unsigned dprobe_ext_unsaved __attribute__((tls_model("initial-exec")));
 }
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 struct ext_state_scan {
     bool clean = false; // nothing reachable touches the extended state

@@ -32,7 +32,8 @@ static_assert(offsetof(struct ftrace_regs, vec) == FREGS_VEC);
 static_assert(offsetof(struct ftrace_regs, vec_size) == FREGS_VEC_SIZE);
 static_assert(sizeof(struct ftrace_regs) <= FR_VWIDE);
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 entry_insn classify_entry(uintptr_t ip) noexcept
 {
@@ -70,8 +71,8 @@ std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept
     for (int i = 0; i < 3; ++i) {
         ZydisDecodedInstruction insn;
         ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-        if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), 16,
-                                                 &insn, ops)))
+        if (!ZYAN_SUCCESS(
+                ZydisDecoderDecodeFull(&dec, reinterpret_cast<const void *>(at), 16, &insn, ops)))
             return std::nullopt;
         if (insn.mnemonic == ZYDIS_MNEMONIC_ENDBR64) {
             at += insn.length;
@@ -88,18 +89,19 @@ std::optional<uintptr_t> plt_got_slot(uintptr_t plt_entry) noexcept
     return std::nullopt;
 }
 
-void site_nop_bytes(uint8_t len, uint8_t *out) noexcept { fill_nops(out, len); }
+void site_nop_bytes(uint8_t len, uint8_t *out) noexcept
+{
+    fill_nops(out, len);
+}
 
 bool site_jmp_bytes(uintptr_t ip, uint8_t len, uintptr_t target, uint8_t *out) noexcept
 {
-    if (len < 5 || len > 6)
-        return false;
+    if (len < 5 || len > 6) return false;
     size_t prefix = len - 5;
     if (prefix)
         out[0] = 0x2e; // CS segment override: ignored in 64-bit mode, pads the jmp to 6 bytes
     auto jmp = make_jmp_rel32(ip + prefix, target);
-    if (!jmp)
-        return false;
+    if (!jmp) return false;
     std::memcpy(out + prefix, jmp->data(), jmp->size());
     return true;
 }
@@ -108,7 +110,7 @@ void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noex
 {
     static const uint8_t park_r11[] = {0x4c, 0x89, 0x5c, 0x24, 0xf8}; // mov %r11,-8(%rsp)
     static const uint8_t movabs_r11[] = {0x49, 0xbb};                 // movabs $imm64,%r11
-    static const uint8_t jmp_rip[] = {0xff, 0x25, 0, 0, 0, 0};         // jmp *0(%rip)
+    static const uint8_t jmp_rip[] = {0xff, 0x25, 0, 0, 0, 0};        // jmp *0(%rip)
     uint8_t *p = rw;
     std::memcpy(p, park_r11, sizeof park_r11);
     p += sizeof park_r11;
@@ -124,21 +126,19 @@ void write_ftrace_stub(uint8_t *rw, const void *site, uintptr_t trampoline) noex
     std::memset(p, INT3_INSN_OPCODE, ftrace_stub_size - static_cast<size_t>(p - rw));
 }
 
-namespace {
+namespace
+{
 
 unsigned detect_vector_size() noexcept
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 16;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 16;
     bool osxsave = c & bit_OSXSAVE;
     bool avx = c & bit_AVX;
-    if (!osxsave || !avx)
-        return 16;
+    if (!osxsave || !avx) return 16;
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0x6) != 0x6)
-        return 16; // the OS does not save ymm state
+    if ((lo & 0x6) != 0x6) return 16; // the OS does not save ymm state
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (lo & 0xe0) == 0xe0)
         return 64;
     return 32;
@@ -158,9 +158,12 @@ uintptr_t fgraph_return_addr = fgraph_return();
 uintptr_t ftrace_caller() noexcept
 {
     switch (vector_size()) {
-    case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_64);
-    case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_32);
-    default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_16);
+    case 64:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_64);
+    case 32:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_32);
+    default:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_16);
     }
 }
 
@@ -172,27 +175,36 @@ void return_keeps_all_xmm() noexcept
 uintptr_t ftrace_caller_all() noexcept
 {
     switch (vector_size()) {
-    case 64: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_64);
-    case 32: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_32);
-    default: return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_16);
+    case 64:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_64);
+    case 32:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_32);
+    default:
+        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_16);
     }
 }
 
 uintptr_t fgraph_return() noexcept
 {
     switch (vector_size()) {
-    case 64: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_64);
-    case 32: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_32);
-    default: return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_16);
+    case 64:
+        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_64);
+    case 32:
+        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_32);
+    default:
+        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_16);
     }
 }
 
 uintptr_t return_to_handler() noexcept
 {
     switch (vector_size()) {
-    case 64: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_64);
-    case 32: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_32);
-    default: return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_16);
+    case 64:
+        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_64);
+    case 32:
+        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_32);
+    default:
+        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_16);
     }
 }
 

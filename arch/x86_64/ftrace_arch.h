@@ -7,14 +7,15 @@
 #include <cstdint>
 #include <optional>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 enum class entry_kind : uint8_t {
     none,
-    fentry_call,  // e8 rel32: call __fentry__ (directly or through its PLT entry)
-    fentry_got,   // ff 15 disp32: call *__fentry__@GOTPCREL(%rip) (PIE)
-    nop,          // one multi-byte NOP of >= 5 bytes (clang's sled, or a site turned off)
-    nop_sled,     // >= 5 one-byte NOPs (gcc's -fpatchable-function-entry sled)
+    fentry_call, // e8 rel32: call __fentry__ (directly or through its PLT entry)
+    fentry_got,  // ff 15 disp32: call *__fentry__@GOTPCREL(%rip) (PIE)
+    nop,         // one multi-byte NOP of >= 5 bytes (clang's sled, or a site turned off)
+    nop_sled,    // >= 5 one-byte NOPs (gcc's -fpatchable-function-entry sled)
 };
 
 struct entry_insn {
@@ -76,7 +77,8 @@ unsigned dprobe_x87_pop(void *buf);
 void dprobe_x87_push(const void *buf, unsigned n);
 }
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // The x87 stack of a hooked return, set aside at most once while exit handlers run. Not
 // noexcept, like the dispatch code that uses it: a thread cancelled asynchronously in there
@@ -94,8 +96,7 @@ struct x87_stack {
     }
     void put_back()
     {
-        if (aside)
-            dprobe_x87_push(buf, n);
+        if (aside) dprobe_x87_push(buf, n);
     }
 };
 

@@ -30,9 +30,9 @@
 #define FREGS_VEC 168
 #define FREGS_VEC_SIZE 176
 /* trampoline-private */
-#define FR_VWIDE 184     /* the vector registers were saved at full width (upper state live) */
-#define FR_KEEP_ALL 188  /* return: xmm2-15 kept too (0/1) */
-#define FR_FUNC 192      /* entry: the probed function's site address, for debuggers */
+#define FR_VWIDE 184    /* the vector registers were saved at full width (upper state live) */
+#define FR_KEEP_ALL 188 /* return: xmm2-15 kept too (0/1) */
+#define FR_FUNC 192     /* entry: the probed function's site address, for debuggers */
 
 /* Entry frame: ENTRY_FRAME bytes below the probed function's stack pointer at its entry
  * (which points at its caller's return address). Its last three words: where the trampoline

@@ -3,7 +3,8 @@
 
 #include "arch/x86_64/ftrace_arch.h"
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 text_poke_req ftrace_make_nop(uintptr_t ip, uint8_t len) noexcept
 {
@@ -20,8 +21,7 @@ bool ftrace_make_call(uintptr_t ip, uint8_t len, uintptr_t stub, text_poke_req *
     text_poke_req r;
     r.addr = ip;
     r.len = len;
-    if (!site_jmp_bytes(ip, len, stub, r.bytes))
-        return false;
+    if (!site_jmp_bytes(ip, len, stub, r.bytes)) return false;
     r.emu = text_poke_req::emulate::jmp;
     r.target = stub;
     *out = r;

@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // The site of LEN bytes at IP turned off; a thread meeting the protocol's breakpoint goes
 // past it.

@@ -6,9 +6,11 @@
 
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
 bool decode_full(const void *code, size_t avail, ZydisDecodedInstruction &zi,
                  ZydisDecodedOperand (&ops)[ZYDIS_MAX_OPERAND_COUNT]) noexcept
@@ -23,23 +25,40 @@ bool decode_full(const void *code, size_t avail, ZydisDecodedInstruction &zi,
 int8_t pt_regs_slot(ZydisRegister r) noexcept
 {
     switch (r) {
-    case ZYDIS_REGISTER_R15: return offsetof(pt_regs, r15) / 8;
-    case ZYDIS_REGISTER_R14: return offsetof(pt_regs, r14) / 8;
-    case ZYDIS_REGISTER_R13: return offsetof(pt_regs, r13) / 8;
-    case ZYDIS_REGISTER_R12: return offsetof(pt_regs, r12) / 8;
-    case ZYDIS_REGISTER_RBP: return offsetof(pt_regs, bp) / 8;
-    case ZYDIS_REGISTER_RBX: return offsetof(pt_regs, bx) / 8;
-    case ZYDIS_REGISTER_R11: return offsetof(pt_regs, r11) / 8;
-    case ZYDIS_REGISTER_R10: return offsetof(pt_regs, r10) / 8;
-    case ZYDIS_REGISTER_R9: return offsetof(pt_regs, r9) / 8;
-    case ZYDIS_REGISTER_R8: return offsetof(pt_regs, r8) / 8;
-    case ZYDIS_REGISTER_RAX: return offsetof(pt_regs, ax) / 8;
-    case ZYDIS_REGISTER_RCX: return offsetof(pt_regs, cx) / 8;
-    case ZYDIS_REGISTER_RDX: return offsetof(pt_regs, dx) / 8;
-    case ZYDIS_REGISTER_RSI: return offsetof(pt_regs, si) / 8;
-    case ZYDIS_REGISTER_RDI: return offsetof(pt_regs, di) / 8;
-    case ZYDIS_REGISTER_RSP: return offsetof(pt_regs, sp) / 8;
-    default: return -1;
+    case ZYDIS_REGISTER_R15:
+        return offsetof(pt_regs, r15) / 8;
+    case ZYDIS_REGISTER_R14:
+        return offsetof(pt_regs, r14) / 8;
+    case ZYDIS_REGISTER_R13:
+        return offsetof(pt_regs, r13) / 8;
+    case ZYDIS_REGISTER_R12:
+        return offsetof(pt_regs, r12) / 8;
+    case ZYDIS_REGISTER_RBP:
+        return offsetof(pt_regs, bp) / 8;
+    case ZYDIS_REGISTER_RBX:
+        return offsetof(pt_regs, bx) / 8;
+    case ZYDIS_REGISTER_R11:
+        return offsetof(pt_regs, r11) / 8;
+    case ZYDIS_REGISTER_R10:
+        return offsetof(pt_regs, r10) / 8;
+    case ZYDIS_REGISTER_R9:
+        return offsetof(pt_regs, r9) / 8;
+    case ZYDIS_REGISTER_R8:
+        return offsetof(pt_regs, r8) / 8;
+    case ZYDIS_REGISTER_RAX:
+        return offsetof(pt_regs, ax) / 8;
+    case ZYDIS_REGISTER_RCX:
+        return offsetof(pt_regs, cx) / 8;
+    case ZYDIS_REGISTER_RDX:
+        return offsetof(pt_regs, dx) / 8;
+    case ZYDIS_REGISTER_RSI:
+        return offsetof(pt_regs, si) / 8;
+    case ZYDIS_REGISTER_RDI:
+        return offsetof(pt_regs, di) / 8;
+    case ZYDIS_REGISTER_RSP:
+        return offsetof(pt_regs, sp) / 8;
+    default:
+        return -1;
     }
 }
 
@@ -68,8 +87,10 @@ insn::kind classify(const ZydisDecodedInstruction &zi) noexcept
     case ZYDIS_MNEMONIC_JECXZ:
     case ZYDIS_MNEMONIC_JCXZ:
         return insn::loop_rel;
-    case ZYDIS_MNEMONIC_XBEGIN: return insn::xbegin;
-    case ZYDIS_MNEMONIC_INT3: return insn::int3;
+    case ZYDIS_MNEMONIC_XBEGIN:
+        return insn::xbegin;
+    case ZYDIS_MNEMONIC_INT3:
+        return insn::int3;
     case ZYDIS_MNEMONIC_INT:
         return zi.raw.imm[0].value.u == 3 ? insn::int3 : insn::int_n;
     case ZYDIS_MNEMONIC_INT1:
@@ -89,17 +110,18 @@ insn::kind classify(const ZydisDecodedInstruction &zi) noexcept
     case ZYDIS_MNEMONIC_UD1:
     case ZYDIS_MNEMONIC_UD2:
         return insn::ud;
-    case ZYDIS_MNEMONIC_HLT: return insn::hlt;
+    case ZYDIS_MNEMONIC_HLT:
+        return insn::hlt;
     case ZYDIS_MNEMONIC_ENDBR64:
     case ZYDIS_MNEMONIC_ENDBR32:
         return insn::endbr;
-    default: break;
+    default:
+        break;
     }
     if (zi.meta.category == ZYDIS_CATEGORY_COND_BR || rel)
         return rel && zi.encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY ? insn::jcc_rel
                                                                        : insn::odd_branch;
-    if (zi.attributes & ZYDIS_ATTRIB_IS_PRIVILEGED)
-        return insn::privileged;
+    if (zi.attributes & ZYDIS_ATTRIB_IS_PRIVILEGED) return insn::privileged;
     return insn::other;
 }
 
@@ -132,8 +154,7 @@ std::optional<insn> insn_decode(const void *code, size_t avail, uintptr_t addr) 
 {
     ZydisDecodedInstruction zi;
     ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-    if (!avail || !decode_full(code, avail, zi, ops))
-        return std::nullopt;
+    if (!avail || !decode_full(code, avail, zi, ops)) return std::nullopt;
 
     insn i;
     i.addr = addr;
@@ -145,8 +166,7 @@ std::optional<insn> insn_decode(const void *code, size_t avail, uintptr_t addr) 
 
     for (unsigned n = 0; n < zi.operand_count; ++n) {
         const auto &op = ops[n];
-        if (op.type != ZYDIS_OPERAND_TYPE_MEMORY)
-            continue;
+        if (op.type != ZYDIS_OPERAND_TYPE_MEMORY) continue;
         if (op.mem.segment == ZYDIS_REGISTER_FS || op.mem.segment == ZYDIS_REGISTER_GS)
             i.has_segment_fs_gs = true;
         if (op.mem.base == ZYDIS_REGISTER_RIP || op.mem.base == ZYDIS_REGISTER_EIP) {
@@ -176,8 +196,7 @@ std::optional<insn> insn_decode(const void *code, size_t avail, uintptr_t addr) 
                                                         : insn::op_jrcxz;
         break;
     case insn::ret:
-        if (zi.raw.imm[0].size)
-            i.ret_imm = static_cast<uint16_t>(zi.raw.imm[0].value.u);
+        if (zi.raw.imm[0].size) i.ret_imm = static_cast<uint16_t>(zi.raw.imm[0].value.u);
         break;
     case insn::call_indirect:
     case insn::jmp_indirect: {
@@ -239,14 +258,13 @@ std::string insn_to_string(const insn &i)
 {
     ZydisDecodedInstruction zi;
     ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-    if (!decode_full(i.bytes, i.len, zi, ops))
-        return "(bad)";
+    if (!decode_full(i.bytes, i.len, zi, ops)) return "(bad)";
     ZydisFormatter fmt;
     if (!ZYAN_SUCCESS(ZydisFormatterInit(&fmt, ZYDIS_FORMATTER_STYLE_ATT)))
         return i.mnemonic_name();
     char buf[256];
-    if (!ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&fmt, &zi, ops, zi.operand_count_visible,
-                                                      buf, sizeof(buf), i.addr, nullptr)))
+    if (!ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&fmt, &zi, ops, zi.operand_count_visible, buf,
+                                                      sizeof(buf), i.addr, nullptr)))
         return i.mnemonic_name();
     return buf;
 }
@@ -254,19 +272,15 @@ std::string insn_to_string(const insn &i)
 bool insn_boundary(const void *code, uintptr_t func_start, size_t func_size,
                    uintptr_t addr) noexcept
 {
-    if (addr < func_start || addr >= func_start + func_size)
-        return false;
+    if (addr < func_start || addr >= func_start + func_size) return false;
     const auto *p = static_cast<const uint8_t *>(code);
     size_t off = 0;
     while (off < func_size) {
         const uintptr_t at = func_start + off;
-        if (at > addr)
-            return false;
+        if (at > addr) return false;
         auto i = insn_decode(p + off, func_size - off, at);
-        if (!i)
-            return false; // undecodable: neither this nor any later address is a boundary
-        if (at == addr)
-            return true;
+        if (!i) return false; // undecodable: neither this nor any later address is a boundary
+        if (at == addr) return true;
         off += i->len;
     }
     return false;
@@ -280,22 +294,31 @@ bool insn_boundary(uintptr_t func_start, size_t func_size, uintptr_t addr) noexc
 const char *insn_ool_refusal(const insn &i) noexcept
 {
     switch (i.k) {
-    case insn::int3: return "int3 (a breakpoint owned by someone else)";
-    case insn::int_n: return "software interrupt";
-    case insn::sysret: return "sysret/sysexit";
-    case insn::iret: return "iret";
-    case insn::ud: return "undefined-instruction trap";
-    case insn::hlt: return "hlt";
-    case insn::far_branch: return "far branch";
-    case insn::xbegin: return "xbegin (transaction abort path)";
-    case insn::privileged: return "privileged instruction";
-    case insn::odd_branch: return "relative branch of an unsupported ISA extension";
-    default: break;
+    case insn::int3:
+        return "int3 (a breakpoint owned by someone else)";
+    case insn::int_n:
+        return "software interrupt";
+    case insn::sysret:
+        return "sysret/sysexit";
+    case insn::iret:
+        return "iret";
+    case insn::ud:
+        return "undefined-instruction trap";
+    case insn::hlt:
+        return "hlt";
+    case insn::far_branch:
+        return "far branch";
+    case insn::xbegin:
+        return "xbegin (transaction abort path)";
+    case insn::privileged:
+        return "privileged instruction";
+    case insn::odd_branch:
+        return "relative branch of an unsupported ISA extension";
+    default:
+        break;
     }
-    if (i.branch_opsize_prefix)
-        return "operand-size prefix on a branch (vendor-dependent)";
-    if (i.is_eip_relative)
-        return "eip-relative operand";
+    if (i.branch_opsize_prefix) return "operand-size prefix on a branch (vendor-dependent)";
+    if (i.is_eip_relative) return "eip-relative operand";
     if (i.k == insn::call_indirect && !i.ind_is_mem && i.ind_reg < 0)
         return "indirect call through a non-64-bit register";
     if (i.k == insn::call_indirect && !i.ind_is_mem &&
@@ -311,8 +334,7 @@ bool insn_can_boost(const insn &i) noexcept
 
 bool insn_can_emulate(const insn &i) noexcept
 {
-    if (i.branch_opsize_prefix)
-        return false;
+    if (i.branch_opsize_prefix) return false;
     switch (i.k) {
     case insn::call_rel:
     case insn::jmp_rel:
@@ -336,22 +358,37 @@ bool insn_cc_holds(uint8_t cc, unsigned long flags) noexcept
                of = flags & 0x800;
     bool r;
     switch ((cc >> 1) & 7) {
-    case 0: r = of; break;
-    case 1: r = cf; break;
-    case 2: r = zf; break;
-    case 3: r = cf || zf; break;
-    case 4: r = sf; break;
-    case 5: r = pf; break;
-    case 6: r = sf != of; break;
-    default: r = zf || sf != of; break;
+    case 0:
+        r = of;
+        break;
+    case 1:
+        r = cf;
+        break;
+    case 2:
+        r = zf;
+        break;
+    case 3:
+        r = cf || zf;
+        break;
+    case 4:
+        r = sf;
+        break;
+    case 5:
+        r = pf;
+        break;
+    case 6:
+        r = sf != of;
+        break;
+    default:
+        r = zf || sf != of;
+        break;
     }
     return (cc & 1) ? !r : r;
 }
 
 bool insn_emulate(const insn &i, pt_regs *regs) noexcept
 {
-    if (!insn_can_emulate(i))
-        return false;
+    if (!insn_can_emulate(i)) return false;
     switch (i.k) {
     case insn::call_rel:
         regs->sp -= 8;
@@ -395,10 +432,8 @@ bool insn_emulate(const insn &i, pt_regs *regs) noexcept
                 ea = i.rip_target;
             } else {
                 ea = static_cast<uintptr_t>(i.ind_disp);
-                if (i.ind_reg >= 0)
-                    ea += reg_at(regs, i.ind_reg);
-                if (i.ind_index >= 0)
-                    ea += reg_at(regs, i.ind_index) * i.ind_scale;
+                if (i.ind_reg >= 0) ea += reg_at(regs, i.ind_reg);
+                if (i.ind_index >= 0) ea += reg_at(regs, i.ind_index) * i.ind_scale;
             }
             target = *reinterpret_cast<const unsigned long *>(ea);
         }
@@ -438,14 +473,11 @@ uintptr_t ss_fixup_rip(const insn &orig, uintptr_t slot_addr, uintptr_t rip_afte
     if (!n || rip_after < slot_addr || rip_after > slot_addr + n)
         return rip_after; // a relocated branch left for an original address
     const size_t off = rip_after - slot_addr;
-    if (off == n)
-        return orig.next();
+    if (off == n) return orig.next();
     if (orig.k == insn::loop_rel) {
         // <loop +2> <jmp +5> <jmp rel32 target>: the first two exits.
-        if (off == orig.len)
-            return orig.next();
-        if (off == orig.len + JMP8_INSN_SIZE)
-            return orig.branch_target;
+        if (off == orig.len) return orig.next();
+        if (off == orig.len + JMP8_INSN_SIZE) return orig.branch_target;
     }
     return 0;
 }
@@ -453,8 +485,7 @@ uintptr_t ss_fixup_rip(const insn &orig, uintptr_t slot_addr, uintptr_t rip_afte
 bool ss_fixup_regs(const insn &orig, uintptr_t slot_addr, pt_regs *regs) noexcept
 {
     const uintptr_t ip = ss_fixup_rip(orig, slot_addr, regs->ip);
-    if (!ip)
-        return false;
+    if (!ip) return false;
     regs->ip = ip;
     if (orig.pushes_flags && ip == orig.next())
         *reinterpret_cast<unsigned long *>(regs->sp) &= ~0x100UL; // TF

@@ -11,7 +11,8 @@
 
 struct pt_regs;
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // One decoded instruction at its (original) address.
 struct insn {
@@ -71,8 +72,8 @@ struct insn {
     int8_t ind_index = -1; // memory index
     uint8_t ind_scale = 0;
     int64_t ind_disp = 0;
-    bool ind_uses_rsp = false;      // memory operand based on %rsp
-    bool ind_emulatable = false;    // operand readable from pt_regs alone (no fs/gs, no addr32)
+    bool ind_uses_rsp = false;   // memory operand based on %rsp
+    bool ind_emulatable = false; // operand readable from pt_regs alone (no fs/gs, no addr32)
 
     bool is_branch = false;         // may transfer control elsewhere than the next insn
     bool pushes_flags = false;      // pushf: a single-stepped copy pushes TF set
@@ -83,7 +84,7 @@ struct insn {
     // the target to 16 bits (and reads a rel16). Never emitted by compilers; not relocated.
     bool branch_opsize_prefix = false;
 
-    uint16_t mnemonic = 0;          // ZydisMnemonic
+    uint16_t mnemonic = 0; // ZydisMnemonic
 
     uintptr_t next() const noexcept { return addr + len; }
     bool is_relative_branch() const noexcept

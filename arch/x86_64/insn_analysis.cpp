@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
 std::string hex(uintptr_t v)
 {
@@ -47,8 +49,7 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
             fa.decode_fail_addr = start + off;
             break;
         }
-        if (i->is_relative_branch() && i->branch_target >= start &&
-            i->branch_target < start + size)
+        if (i->is_relative_branch() && i->branch_target >= start && i->branch_target < start + size)
             fa.jump_targets.push_back({i->addr, i->branch_target});
         // An address of this function's own code computed here (lea label(%rip)): what a
         // computed goto (&&label) looks like; count it as a possible branch target.
@@ -64,14 +65,14 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
     }
     // Jump tables whose targets can be read make their jump known (live code only: the
     // tables are read at their runtime address).
-    if (fa.has_indirect_jump && !fa.decode_failed && code == reinterpret_cast<const void *>(start)) {
+    if (fa.has_indirect_jump && !fa.decode_failed &&
+        code == reinterpret_cast<const void *>(start)) {
         std::vector<uintptr_t> unresolved;
         for (uintptr_t at : fa.indirect_jumps) {
             const insn *j = fa.find(at);
             const size_t k = j ? static_cast<size_t>(j - fa.insns.data()) : 0;
             auto targets = j ? jump_table_targets(fa, k) : std::nullopt;
-            if (!targets && j && is_pointer_tail_jump(fa, k))
-                continue; // leaves the function
+            if (!targets && j && is_pointer_tail_jump(fa, k)) continue; // leaves the function
             if (!targets) {
                 unresolved.push_back(at);
                 continue;
@@ -92,17 +93,28 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
 const char *optimize_refusal_name(optimize_refusal r) noexcept
 {
     switch (r) {
-    case optimize_refusal::none: return "none";
-    case optimize_refusal::outside_function: return "outside_function";
-    case optimize_refusal::not_boundary: return "not_boundary";
-    case optimize_refusal::decode_failed: return "decode_failed";
-    case optimize_refusal::crosses_end: return "crosses_end";
-    case optimize_refusal::jump_into_region: return "jump_into_region";
-    case optimize_refusal::indirect_jump: return "indirect_jump";
-    case optimize_refusal::cannot_relocate: return "cannot_relocate";
-    case optimize_refusal::endbr_in_region: return "endbr_in_region";
-    case optimize_refusal::exit_not_last: return "exit_not_last";
-    case optimize_refusal::return_into_region: return "return_into_region";
+    case optimize_refusal::none:
+        return "none";
+    case optimize_refusal::outside_function:
+        return "outside_function";
+    case optimize_refusal::not_boundary:
+        return "not_boundary";
+    case optimize_refusal::decode_failed:
+        return "decode_failed";
+    case optimize_refusal::crosses_end:
+        return "crosses_end";
+    case optimize_refusal::jump_into_region:
+        return "jump_into_region";
+    case optimize_refusal::indirect_jump:
+        return "indirect_jump";
+    case optimize_refusal::cannot_relocate:
+        return "cannot_relocate";
+    case optimize_refusal::endbr_in_region:
+        return "endbr_in_region";
+    case optimize_refusal::exit_not_last:
+        return "exit_not_last";
+    case optimize_refusal::return_into_region:
+        return "return_into_region";
     }
     return "?";
 }
@@ -162,7 +174,8 @@ optimize_check can_optimize_region(const func_analysis &fa, uintptr_t addr, size
         if (!last && i.is_unconditional_exit())
             return refuse(optimize_refusal::exit_not_last,
                           std::string("the region would extend past ") + i.mnemonic_name() +
-                              " at " + hex(i.addr) + " (only the last instruction may be a jmp or ret)");
+                              " at " + hex(i.addr) +
+                              " (only the last instruction may be a jmp or ret)");
         if (!last && (i.k == insn::call_rel || i.k == insn::call_indirect || i.k == insn::syscall))
             return refuse(optimize_refusal::return_into_region,
                           std::string("the return address of ") + i.mnemonic_name() + " at " +

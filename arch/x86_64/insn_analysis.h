@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // One branch inside the function whose target is known.
 struct branch_edge {
@@ -65,9 +66,9 @@ enum class optimize_refusal {
 
 struct optimize_check {
     optimize_refusal reason = optimize_refusal::none;
-    std::string message;     // readable reason, empty when ok
-    uintptr_t addr = 0;      // region start
-    size_t len = 0;          // region length (>= min_len when ok)
+    std::string message;      // readable reason, empty when ok
+    uintptr_t addr = 0;       // region start
+    size_t len = 0;           // region length (>= min_len when ok)
     std::vector<insn> region; // whole instructions covering [addr, addr+len)
     bool ok() const noexcept { return reason == optimize_refusal::none; }
 };

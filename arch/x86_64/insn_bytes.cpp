@@ -2,9 +2,11 @@
 
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
 // Intel's recommended multi-byte NOPs (0f 1f /0 with growing ModRM/SIB/disp), as the
 // kernel's x86_nops[]: one instruction per length, so a thread never sees a partial NOP.
@@ -23,8 +25,7 @@ constexpr std::span<const uint8_t> nops[ASM_NOP_MAX + 1] = {
 
 std::optional<rel32_insn> make_rel32(uint8_t opcode, uintptr_t from, uintptr_t to) noexcept
 {
-    if (!rel32_reachable(from, to))
-        return std::nullopt;
+    if (!rel32_reachable(from, to)) return std::nullopt;
     const auto rel = static_cast<int32_t>(static_cast<int64_t>(to - (from + 5)));
     rel32_insn out{opcode, 0, 0, 0, 0};
     std::memcpy(out.data() + 1, &rel, sizeof(rel));

@@ -9,7 +9,8 @@
 #include <optional>
 #include <span>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 inline constexpr uint8_t INT3_INSN_OPCODE = 0xcc;
 inline constexpr size_t INT3_INSN_SIZE = 1;

@@ -8,8 +8,10 @@
 #include <Zydis/Zydis.h>
 #include <cstring>
 
-namespace dprobe::arch {
-namespace {
+namespace dprobe::arch
+{
+namespace
+{
 
 struct decoded {
     ZydisDecodedInstruction insn;
@@ -33,7 +35,10 @@ ZydisRegister full(ZydisRegister r)
     return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
 }
 
-bool is_reg(const ZydisDecodedOperand &o) { return o.type == ZYDIS_OPERAND_TYPE_REGISTER; }
+bool is_reg(const ZydisDecodedOperand &o)
+{
+    return o.type == ZYDIS_OPERAND_TYPE_REGISTER;
+}
 
 } // namespace
 
@@ -52,8 +57,7 @@ std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa
     for (size_t n = 1; n <= 16 && n <= k; ++n) {
         const insn &i = fa.insns[k - n];
         decoded d;
-        if (!decode(i, d))
-            return std::nullopt;
+        if (!decode(i, d)) return std::nullopt;
         const auto m = d.insn.mnemonic;
         if (!have_add) {
             if (m != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[0]) || !is_reg(d.ops[1]) ||
@@ -83,23 +87,20 @@ std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa
                     entries = d.ops[1].imm.value.u + 1;
                 break;
             }
-            if (i.is_branch)
-                return std::nullopt;
+            if (i.is_branch) return std::nullopt;
             // Anything else writing the index (other than zero-extending it) breaks the chain.
             if (is_reg(d.ops[0]) && full(d.ops[0].reg.value) == idx &&
                 !(m == ZYDIS_MNEMONIC_MOV && is_reg(d.ops[1]) && full(d.ops[1].reg.value) == idx))
                 return std::nullopt;
         }
     }
-    if (!table || !entries || entries > 4096)
-        return std::nullopt;
+    if (!table || !entries || entries > 4096) return std::nullopt;
     std::vector<uintptr_t> targets;
     for (uint64_t e = 0; e < entries; ++e) {
         int32_t rel;
         std::memcpy(&rel, reinterpret_cast<const void *>(table + 4 * e), 4);
         uintptr_t t = table + static_cast<intptr_t>(rel);
-        if (t < fa.start || t >= fa.start + fa.size)
-            return std::nullopt;
+        if (t < fa.start || t >= fa.start + fa.size) return std::nullopt;
         targets.push_back(t);
     }
     return targets;
@@ -109,23 +110,19 @@ bool is_pointer_tail_jump(const func_analysis &fa, size_t k)
 {
     const insn &jmp = fa.insns[k];
     decoded dj;
-    if (!decode(jmp, dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP)
-        return false;
+    if (!decode(jmp, dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP) return false;
     const ZydisDecodedOperand &op = dj.ops[0];
     if (op.type == ZYDIS_OPERAND_TYPE_MEMORY)
         return op.mem.index == ZYDIS_REGISTER_NONE && op.mem.segment != ZYDIS_REGISTER_FS &&
                op.mem.segment != ZYDIS_REGISTER_GS; // jmp *disp(%base): a loaded pointer
-    if (!is_reg(op))
-        return false;
+    if (!is_reg(op)) return false;
     const ZydisRegister target = full(op.reg.value);
     // The instruction that last wrote the register, in the same straight-line code.
     for (size_t n = 1; n <= 8 && n <= k; ++n) {
         const insn &i = fa.insns[k - n];
-        if (i.is_branch)
-            return false;
+        if (i.is_branch) return false;
         decoded d;
-        if (!decode(i, d))
-            return false;
+        if (!decode(i, d)) return false;
         if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
             !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
             continue;

@@ -6,7 +6,8 @@
 #include <optional>
 #include <vector>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // The targets of the indirect jump FA.insns[K] when it dispatches through a gcc-style
 // position-independent jump table whose bound is known; nullopt otherwise. Reads the table

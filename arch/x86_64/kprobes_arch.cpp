@@ -16,7 +16,8 @@ extern "C" void dprobe_optprobe_caller_vec_16();
 extern "C" void dprobe_optprobe_caller_vec_32();
 extern "C" void dprobe_optprobe_caller_vec_64();
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 size_t adjust_kprobe_offset(uintptr_t func, size_t size, size_t offset, bool *on_entry) noexcept
 {
@@ -41,8 +42,8 @@ kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t r
     if (n > 0 && static_cast<size_t>(n) + jmp_ind_len <= KPROBE_SLOT_BOOST_RET) {
         std::memcpy(rw, buf, static_cast<size_t>(n));
         const uint8_t jmp[2] = {0xff, 0x25}; // jmp *disp32(%rip)
-        const auto disp = static_cast<int32_t>(KPROBE_SLOT_BOOST_RET -
-                                               (static_cast<size_t>(n) + jmp_ind_len));
+        const auto disp =
+            static_cast<int32_t>(KPROBE_SLOT_BOOST_RET - (static_cast<size_t>(n) + jmp_ind_len));
         std::memcpy(rw + n, jmp, sizeof jmp);
         std::memcpy(rw + n + sizeof jmp, &disp, sizeof disp);
         const uintptr_t next = i.next();
@@ -51,8 +52,7 @@ kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t r
         s.boost_addr = rx;
         s.boost_len = static_cast<uint8_t>(n);
     }
-    if (!ss)
-        return s;
+    if (!ss) return s;
     // The ss copy falls through to its int3: only instructions that fall through get one.
     n = relocate_one(i, rx + KPROBE_SLOT_SS, buf, &why);
     if (n > 0 && KPROBE_SLOT_SS + static_cast<size_t>(n) + INT3_INSN_SIZE <= KPROBE_SLOT_SIZE) {
@@ -88,7 +88,8 @@ text_poke_req disarm_kprobe(uintptr_t addr, uint8_t opcode) noexcept
     return q;
 }
 
-namespace {
+namespace
+{
 
 constexpr size_t k_caller_slot = 32; // 8-byte aligned (detours are 16-aligned)
 static_assert(k_caller_slot % 8 == 0);
@@ -126,13 +127,18 @@ void optprobe_set_caller(uint8_t *rw, uintptr_t caller) noexcept
 uintptr_t optprobe_caller(optprobe_mode mode) noexcept
 {
     switch (mode) {
-    case optprobe_mode::light: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_light);
-    case optprobe_mode::full: break;
+    case optprobe_mode::light:
+        return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_light);
+    case optprobe_mode::full:
+        break;
     case optprobe_mode::vector:
         switch (vector_size()) {
-        case 64: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_64);
-        case 32: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_32);
-        default: return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_16);
+        case 64:
+            return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_64);
+        case 32:
+            return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_32);
+        default:
+            return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller_vec_16);
         }
     }
     return reinterpret_cast<uintptr_t>(&dprobe_optprobe_caller);
@@ -141,8 +147,7 @@ uintptr_t optprobe_caller(optprobe_mode mode) noexcept
 bool function_may_set_df(const func_analysis &fa) noexcept
 {
     for (const insn &i : fa.insns)
-        if (i.mnemonic == ZYDIS_MNEMONIC_STD || i.pops_flags)
-            return true;
+        if (i.mnemonic == ZYDIS_MNEMONIC_STD || i.pops_flags) return true;
     return false;
 }
 

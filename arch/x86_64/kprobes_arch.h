@@ -20,7 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // --- where a probe goes (arch_adjust_kprobe_addr) --------------------------------------------
 
@@ -39,9 +40,9 @@ inline constexpr size_t KPROBE_SLOT_BOOST_RET = 56; // the boost copy's return a
 inline constexpr size_t KPROBE_SLOT_SS = 64;
 
 struct kprobe_slot {
-    bool boostable = false;  // the boost copy exists
-    bool has_ss = false;     // the ss copy exists
-    uint8_t boost_len = 0;   // the boost copy without its jmp back
+    bool boostable = false; // the boost copy exists
+    bool has_ss = false;    // the ss copy exists
+    uint8_t boost_len = 0;  // the boost copy without its jmp back
     uintptr_t boost_addr = 0, ss_addr = 0, ss_int3 = 0;
 };
 

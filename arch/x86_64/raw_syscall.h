@@ -3,7 +3,8 @@
 // half-way through a lock another thread holds.
 #pragma once
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 inline long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0,
                         long f = 0) noexcept

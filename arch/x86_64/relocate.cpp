@@ -6,20 +6,27 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-namespace {
+namespace
+{
 
-constexpr int fail(relocate_error::code_t c) { return -static_cast<int>(c); }
+constexpr int fail(relocate_error::code_t c)
+{
+    return -static_cast<int>(c);
+}
 
-bool fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+bool fits_i32(int64_t v)
+{
+    return v >= INT32_MIN && v <= INT32_MAX;
+}
 
 // Encodes REQ for address AT at OUT+*LEN, advancing *LEN. REQ holds relative values.
 bool encode_at(const ZydisEncoderRequest &req, uint8_t *out, size_t cap, size_t *len) noexcept
 {
     ZyanUSize n = cap - *len;
-    if (!ZYAN_SUCCESS(ZydisEncoderEncodeInstruction(&req, out + *len, &n)))
-        return false;
+    if (!ZYAN_SUCCESS(ZydisEncoderEncodeInstruction(&req, out + *len, &n))) return false;
     *len += n;
     return true;
 }
@@ -35,12 +42,10 @@ int encode_relative(ZydisEncoderRequest &req, int64_t &rel, uintptr_t abs, uintp
     const uintptr_t here = at + *len;
     size_t trial = *len;
     rel = 0;
-    if (!encode_at(req, out, cap, &trial))
-        return fail(relocate_error::encode_failed);
+    if (!encode_at(req, out, cap, &trial)) return fail(relocate_error::encode_failed);
     const size_t n = trial - *len;
     const int64_t v = static_cast<int64_t>(abs - (here + n));
-    if (!fits_i32(v))
-        return fail(relocate_error::out_of_range);
+    if (!fits_i32(v)) return fail(relocate_error::out_of_range);
     rel = v;
     trial = *len;
     if (!encode_at(req, out, cap, &trial) || trial - *len != n)
@@ -60,7 +65,7 @@ ZydisEncoderRequest request(ZydisMnemonic m) noexcept
 
 // jmp/call rel32 to an absolute target; 0 or a negative relocate_error code.
 int encode_branch32(ZydisMnemonic m, uintptr_t target, uintptr_t at, uint8_t *out, size_t cap,
-                     size_t *len) noexcept
+                    size_t *len) noexcept
 {
     auto req = request(m);
     req.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
@@ -80,10 +85,8 @@ bool encode_push64(uint64_t value, uintptr_t at, uint8_t *out, size_t cap, size_
     push.operand_count = 1;
     push.operands[0].type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
     push.operands[0].imm.s = lo;
-    if (!encode_at(push, out, cap, len))
-        return false;
-    if (static_cast<uint64_t>(static_cast<int64_t>(lo)) == value)
-        return true;
+    if (!encode_at(push, out, cap, len)) return false;
+    if (static_cast<uint64_t>(static_cast<int64_t>(lo)) == value) return true;
     auto mov = request(ZYDIS_MNEMONIC_MOV);
     mov.operand_count = 2;
     mov.operands[0].type = ZYDIS_OPERAND_TYPE_MEMORY;
@@ -131,16 +134,14 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
     case insn::jmp_rel:
     case insn::jcc_rel: {
         ZydisEncoderRequest req;
-        if (!decode_request(i, req))
-            return encode_failed();
+        if (!decode_request(i, req)) return encode_failed();
         req.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
         req.branch_width = ZYDIS_BRANCH_WIDTH_32;
         const int e =
             encode_relative(req, req.operands[0].imm.s, i.branch_target, at, out, cap, &len);
         if (e == fail(relocate_error::out_of_range))
             return out_of_range("branch target beyond +-2 GiB of the copy");
-        if (e)
-            return encode_failed();
+        if (e) return encode_failed();
         return static_cast<int>(len);
     }
     case insn::loop_rel: {
@@ -148,8 +149,7 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
         // jmp rel32 target. The rel8 is the instruction's last byte.
         const uintptr_t jmp_at = at + i.len + JMP8_INSN_SIZE;
         auto j = make_jmp_rel32(jmp_at, i.branch_target);
-        if (!j)
-            return out_of_range("branch target beyond +-2 GiB of the copy");
+        if (!j) return out_of_range("branch target beyond +-2 GiB of the copy");
         std::memcpy(out, i.bytes, i.len);
         out[i.len - 1] = JMP8_INSN_SIZE;
         out[i.len] = JMP8_INSN_OPCODE;
@@ -158,8 +158,7 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
         return static_cast<int>(i.len + JMP8_INSN_SIZE + JMP32_INSN_SIZE);
     }
     case insn::call_rel:
-        if (!encode_push64(i.next(), at, out, cap, &len))
-            return encode_failed();
+        if (!encode_push64(i.next(), at, out, cap, &len)) return encode_failed();
         if (const int e = encode_branch32(ZYDIS_MNEMONIC_JMP, i.branch_target, at, out, cap, &len))
             return e == fail(relocate_error::out_of_range)
                        ? out_of_range("call target beyond +-2 GiB of the copy")
@@ -167,10 +166,8 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
         return static_cast<int>(len);
     case insn::call_indirect: {
         ZydisEncoderRequest req;
-        if (!decode_request(i, req))
-            return encode_failed();
-        if (!encode_push64(i.next(), at, out, cap, &len))
-            return encode_failed();
+        if (!decode_request(i, req)) return encode_failed();
+        if (!encode_push64(i.next(), at, out, cap, &len)) return encode_failed();
         req.mnemonic = ZYDIS_MNEMONIC_JMP;
         auto &op = req.operands[0];
         if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.mem.base == ZYDIS_REGISTER_RSP)
@@ -180,8 +177,7 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
                 encode_relative(req, op.mem.displacement, i.rip_target, at, out, cap, &len);
             if (e == fail(relocate_error::out_of_range))
                 return out_of_range("rip-relative operand beyond +-2 GiB of the copy");
-            if (e)
-                return encode_failed();
+            if (e) return encode_failed();
         } else if (!encode_at(req, out, cap, &len)) {
             return encode_failed();
         }
@@ -195,8 +191,7 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
     std::memcpy(out, i.bytes, i.len);
     if (i.is_rip_relative) {
         const int64_t d = static_cast<int64_t>(i.rip_target - (at + i.len));
-        if (!fits_i32(d))
-            return out_of_range("rip-relative operand beyond +-2 GiB of the copy");
+        if (!fits_i32(d)) return out_of_range("rip-relative operand beyond +-2 GiB of the copy");
         const auto d32 = static_cast<int32_t>(d);
         std::memcpy(out + i.disp_offset, &d32, sizeof(d32));
     }
@@ -206,8 +201,7 @@ int relocate_one(const insn &i, uintptr_t at, uint8_t (&out)[MAX_RELOCATED_INSN_
 uintptr_t relocated::copy_of(std::span<const insn> region, uintptr_t orig_addr) const noexcept
 {
     for (size_t n = 0; n < region.size() && n < insn_offsets.size(); ++n)
-        if (region[n].addr == orig_addr)
-            return new_addr + insn_offsets[n];
+        if (region[n].addr == orig_addr) return new_addr + insn_offsets[n];
     return 0;
 }
 
@@ -221,8 +215,7 @@ relocate_result relocate_insns(std::span<const insn> region, uintptr_t new_addr,
         res.error.message = std::move(msg);
         return std::move(res);
     };
-    if (region.empty())
-        return set_error(relocate_error::empty, 0, "no instructions to relocate");
+    if (region.empty()) return set_error(relocate_error::empty, 0, "no instructions to relocate");
 
     relocated r;
     r.new_addr = new_addr;
@@ -239,8 +232,9 @@ relocate_result relocate_insns(std::span<const insn> region, uintptr_t new_addr,
                               "instruction cannot run out of line: %s at 0x%" PRIxPTR " (%s)",
                               i.mnemonic_name(), i.addr, why);
             else
-                std::snprintf(msg, sizeof(msg), "cannot relocate %s at 0x%" PRIxPTR " to 0x%" PRIxPTR
-                              ": %s", i.mnemonic_name(), i.addr, at, why);
+                std::snprintf(msg, sizeof(msg),
+                              "cannot relocate %s at 0x%" PRIxPTR " to 0x%" PRIxPTR ": %s",
+                              i.mnemonic_name(), i.addr, at, why);
             return set_error(code, i.addr, msg);
         }
         r.insn_offsets.push_back(static_cast<uint32_t>(r.bytes.size()));

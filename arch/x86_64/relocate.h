@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 // Upper bound of the copy of one instruction (an emulated `call *mem`: 13 + 15 bytes).
 inline constexpr size_t MAX_RELOCATED_INSN_SIZE = 32;

@@ -5,20 +5,23 @@
 
 #include <cstring>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 void text_poke_write_bp(uintptr_t addr) noexcept
 {
     __atomic_store_n(reinterpret_cast<uint8_t *>(addr), INT3_INSN_OPCODE, __ATOMIC_RELEASE);
 }
 
-void fill_trap(uint8_t *dst, size_t len) noexcept { std::memset(dst, INT3_INSN_OPCODE, len); }
+void fill_trap(uint8_t *dst, size_t len) noexcept
+{
+    std::memset(dst, INT3_INSN_OPCODE, len);
+}
 
 bool jmp_req(uintptr_t at, uintptr_t to, text_poke_req *out) noexcept
 {
     auto jmp = make_jmp_rel32(at, to);
-    if (!jmp)
-        return false;
+    if (!jmp) return false;
     *out = {};
     out->addr = at;
     out->len = static_cast<uint8_t>(jmp->size());

@@ -14,7 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 struct text_poke_req {
     uintptr_t addr = 0;

@@ -3,7 +3,8 @@
 
 #include <cstdint>
 
-namespace {
+namespace
+{
 
 struct extable_entry {
     int32_t insn;  // faulting instruction, relative to &insn
@@ -15,8 +16,10 @@ struct extable_entry {
 extern "C" const extable_entry dprobe_uaccess_extable_start[];
 extern "C" const extable_entry dprobe_uaccess_extable_end[];
 
-namespace dprobe {
-namespace {
+namespace dprobe
+{
+namespace
+{
 
 // The fixup address for a faulting RIP, or 0.
 uintptr_t search_extable(uintptr_t rip)
@@ -40,12 +43,10 @@ bool uaccess_is_fixup_insn(unsigned long addr)
 bool uaccess_fixup_fault(int sig, siginfo_t *info, ucontext_t *uc)
 {
     (void)info;
-    if ((sig != SIGSEGV && sig != SIGBUS) || !uc)
-        return false;
+    if ((sig != SIGSEGV && sig != SIGBUS) || !uc) return false;
     auto rip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
     uintptr_t fixup = search_extable(rip);
-    if (!fixup)
-        return false;
+    if (!fixup) return false;
     uc->uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(fixup);
     return true;
 }

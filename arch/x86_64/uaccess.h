@@ -32,7 +32,8 @@ long strnlen_user_nofault(const void *src, long count);
 
 } // extern "C"
 
-namespace dprobe {
+namespace dprobe
+{
 
 // SIGSEGV/SIGBUS hook: when the faulting instruction is one of the nofault routines' listed
 // loads, redirects the context to its fixup and returns true; otherwise returns false and

@@ -1,6 +1,7 @@
 #include "arch/x86_64/uctx.h"
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 void uc_to_pt_regs(const ucontext_t *uc, struct pt_regs *regs)
 {

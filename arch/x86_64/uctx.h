@@ -6,12 +6,25 @@
 #include <dprobe/ptrace.h>
 #include <ucontext.h>
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
-inline uintptr_t uc_ip(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RIP]; }
-inline void uc_set_ip(ucontext_t *uc, uintptr_t ip) { uc->uc_mcontext.gregs[REG_RIP] = ip; }
-inline uintptr_t uc_sp(const ucontext_t *uc) { return uc->uc_mcontext.gregs[REG_RSP]; }
-inline void uc_set_sp(ucontext_t *uc, uintptr_t sp) { uc->uc_mcontext.gregs[REG_RSP] = sp; }
+inline uintptr_t uc_ip(const ucontext_t *uc)
+{
+    return uc->uc_mcontext.gregs[REG_RIP];
+}
+inline void uc_set_ip(ucontext_t *uc, uintptr_t ip)
+{
+    uc->uc_mcontext.gregs[REG_RIP] = ip;
+}
+inline uintptr_t uc_sp(const ucontext_t *uc)
+{
+    return uc->uc_mcontext.gregs[REG_RSP];
+}
+inline void uc_set_sp(ucontext_t *uc, uintptr_t sp)
+{
+    uc->uc_mcontext.gregs[REG_RSP] = sp;
+}
 
 // Emulates `call target` whose return address is RET: the trapped thread continues as if
 // the call instruction had executed.

@@ -19,7 +19,8 @@
 
 struct pt_regs;
 
-namespace dprobe::arch {
+namespace dprobe::arch
+{
 
 struct unwind_frame {
     uintptr_t ip;   // return address into this frame's function

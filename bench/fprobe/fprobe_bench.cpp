@@ -13,7 +13,8 @@
 #include <chrono>
 #include <cstdio>
 
-namespace {
+namespace
+{
 
 using fn = unsigned long (*)(unsigned long);
 fn volatile plain_fn = bench_plain;
@@ -26,8 +27,7 @@ int empty_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_reg
     return 0;
 }
 void empty_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *) {}
-int data_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs,
-               void *data)
+int data_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *data)
 {
     *static_cast<unsigned long *>(data) = ftrace_regs_get_argument(fregs, 0);
     return 0;
@@ -46,39 +46,59 @@ void run_calls(benchmark::State &state, fn f)
     }
 }
 
-void BM_untraced(benchmark::State &state) { run_calls(state, plain_fn); }
-void BM_idle_site_pfe(benchmark::State &state) { run_calls(state, site_fn); }
-void BM_idle_site_fentry(benchmark::State &state) { run_calls(state, fentry_fn); }
+void BM_untraced(benchmark::State &state)
+{
+    run_calls(state, plain_fn);
+}
+void BM_idle_site_pfe(benchmark::State &state)
+{
+    run_calls(state, site_fn);
+}
+void BM_idle_site_fentry(benchmark::State &state)
+{
+    run_calls(state, fentry_fn);
+}
 
-template <bool exit, bool data>
-void BM_fprobe(benchmark::State &state, const char *sym, fn f)
+template <bool exit, bool data> void BM_fprobe(benchmark::State &state, const char *sym, fn f)
 {
     struct fprobe fp = {};
     fp.entry_handler = data ? data_entry : empty_entry;
-    if (exit)
-        fp.exit_handler = data ? data_exit : empty_exit;
-    if (data)
-        fp.entry_data_size = sizeof(unsigned long);
+    if (exit) fp.exit_handler = data ? data_exit : empty_exit;
+    if (data) fp.entry_data_size = sizeof(unsigned long);
     if (register_fprobe(&fp, sym, nullptr) != 0) {
         state.SkipWithError("register_fprobe failed");
         return;
     }
     run_calls(state, f);
     unregister_fprobe(&fp);
-    if (fp.nmissed)
-        state.SkipWithError("missed hits");
+    if (fp.nmissed) state.SkipWithError("missed hits");
 }
 
-void BM_entry_only(benchmark::State &s) { BM_fprobe<false, false>(s, "bench_site", site_fn); }
-void BM_entry_exit(benchmark::State &s) { BM_fprobe<true, false>(s, "bench_site", site_fn); }
-void BM_entry_exit_data(benchmark::State &s) { BM_fprobe<true, true>(s, "bench_site", site_fn); }
+void BM_entry_only(benchmark::State &s)
+{
+    BM_fprobe<false, false>(s, "bench_site", site_fn);
+}
+void BM_entry_exit(benchmark::State &s)
+{
+    BM_fprobe<true, false>(s, "bench_site", site_fn);
+}
+void BM_entry_exit_data(benchmark::State &s)
+{
+    BM_fprobe<true, true>(s, "bench_site", site_fn);
+}
 void BM_entry_exit_fentry(benchmark::State &s)
 {
     BM_fprobe<true, false>(s, "bench_fentry", fentry_fn);
 }
 // No compiled-in site: the entry instructions jump to a detour (a jump site).
-void BM_entry_only_jump(benchmark::State &s) { BM_fprobe<false, false>(s, "bench_plain", plain_fn); }
-void BM_entry_exit_jump(benchmark::State &s) { BM_fprobe<true, false>(s, "bench_plain", plain_fn); }
+void BM_entry_only_jump(benchmark::State &s)
+{
+    BM_fprobe<false, false>(s, "bench_plain", plain_fn);
+}
+void BM_entry_exit_jump(benchmark::State &s)
+{
+    BM_fprobe<true, false>(s, "bench_plain", plain_fn);
+}
 
 // An optimized probe in the middle of a function (the kernel's optprobe): jmp to a detour
 // that saves the complete register and vector state, calls the handler, restores, runs the
@@ -98,12 +118,15 @@ void BM_optprobe_mid_function(benchmark::State &state)
     run_calls(state, mid_fn);
     dprobe::optprobe_disarm(*op);
 }
-void BM_untraced_mid(benchmark::State &state) { run_calls(state, mid_fn); }
+void BM_untraced_mid(benchmark::State &state)
+{
+    run_calls(state, mid_fn);
+}
 
 // Register + unregister an fprobe with entry and exit handlers on N functions.
 void BM_register_unregister(benchmark::State &state)
 {
-    const char *glob = state.range(0) == 1 ? "gen_fn_00000"
+    const char *glob = state.range(0) == 1     ? "gen_fn_00000"
                        : state.range(0) == 100 ? "gen_fn_000??"
                                                : "gen_fn_*";
     for (auto _ : state) {
@@ -145,7 +168,12 @@ BENCHMARK(BM_entry_only_jump);
 BENCHMARK(BM_entry_exit_jump);
 BENCHMARK(BM_untraced_mid);
 BENCHMARK(BM_optprobe_mid_function);
-BENCHMARK(BM_register_unregister)->Arg(1)->Arg(100)->Arg(10000)->UseManualTime()->Iterations(5)
+BENCHMARK(BM_register_unregister)
+    ->Arg(1)
+    ->Arg(100)
+    ->Arg(10000)
+    ->UseManualTime()
+    ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -26,7 +26,8 @@ unsigned long ftb_fprobe_graph(unsigned long, unsigned long);
 unsigned long ftb_graph(unsigned long, unsigned long);
 }
 
-namespace {
+namespace
+{
 
 using namespace dprobe;
 using fn = unsigned long (*)(unsigned long, unsigned long);
@@ -45,8 +46,8 @@ void run_calls(benchmark::State &state, fn f)
 }
 
 // The reference: what the function tracer's callback does, as an fprobe entry handler.
-int record_entry(struct fprobe *, unsigned long ip, unsigned long parent_ip,
-                 struct ftrace_regs *, void *)
+int record_entry(struct fprobe *, unsigned long ip, unsigned long parent_ip, struct ftrace_regs *,
+                 void *)
 {
     if (void *ev = ring_buffer_reserve(sizeof(ftrace_entry))) {
         auto *e = static_cast<ftrace_entry *>(ev);
@@ -64,8 +65,7 @@ struct graph_data {
 };
 thread_local int32_t t_depth;
 
-int graph_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *,
-                void *data)
+int graph_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *, void *data)
 {
     auto *gd = static_cast<graph_data *>(data);
     gd->depth = t_depth++;
@@ -101,7 +101,10 @@ void graph_exit(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_
     }
 }
 
-void BM_untraced(benchmark::State &state) { run_calls(state, ftb_untraced); }
+void BM_untraced(benchmark::State &state)
+{
+    run_calls(state, ftb_untraced);
+}
 
 void BM_fprobe_entry_record(benchmark::State &state)
 {
@@ -118,8 +121,7 @@ void BM_fprobe_entry_record(benchmark::State &state)
 
 void run_tracer(benchmark::State &state, const char *tracer, const char *func, fn f)
 {
-    if (T.write_file("set_ftrace_filter", func, true) ||
-        T.write_file("current_tracer", tracer)) {
+    if (T.write_file("set_ftrace_filter", func, true) || T.write_file("current_tracer", tracer)) {
         state.SkipWithError("cannot start the tracer");
         return;
     }
@@ -159,18 +161,17 @@ BENCHMARK(BM_function_tracer);
 BENCHMARK(BM_fprobe_graph_records);
 BENCHMARK(BM_function_graph_tracer);
 
-class diff_reporter : public benchmark::ConsoleReporter {
-public:
+class diff_reporter : public benchmark::ConsoleReporter
+{
+  public:
     void ReportRuns(const std::vector<Run> &runs) override
     {
         ConsoleReporter::ReportRuns(runs);
         for (const auto &r : runs) {
-            if (r.error_occurred || !r.iterations || r.run_type == Run::RT_Aggregate)
-                continue;
+            if (r.error_occurred || !r.iterations || r.run_type == Run::RT_Aggregate) continue;
             double ns = r.GetAdjustedCPUTime();
             auto [it, added] = ns_.emplace(r.run_name.function_name, ns);
-            if (!added && ns < it->second)
-                it->second = ns;
+            if (!added && ns < it->second) it->second = ns;
         }
     }
     void Finalize() override
@@ -181,13 +182,11 @@ public:
             return it == ns_.end() ? -1.0 : it->second;
         };
         double base = get("BM_untraced");
-        if (base < 0)
-            return;
+        if (base < 0) return;
         std::printf("\nabove the untraced call (%.1f ns), fastest repetition:\n", base);
         for (const char *n : {"BM_fprobe_entry_record", "BM_function_tracer",
                               "BM_fprobe_graph_records", "BM_function_graph_tracer"})
-            if (get(n) >= 0)
-                std::printf("  %-28s %7.1f ns\n", n, get(n) - base);
+            if (get(n) >= 0) std::printf("  %-28s %7.1f ns\n", n, get(n) - base);
         if (get("BM_function_tracer") >= 0 && get("BM_fprobe_entry_record") >= 0)
             std::printf("function tracer / fprobe entry handler writing one record: %.2f\n",
                         (get("BM_function_tracer") - base) /
@@ -198,7 +197,7 @@ public:
                             (get("BM_fprobe_graph_records") - base));
     }
 
-private:
+  private:
     std::map<std::string, double> ns_;
 };
 

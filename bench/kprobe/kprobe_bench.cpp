@@ -34,14 +34,18 @@ long kp_bench_mid_plain(long);
 extern char kp_bench_mid_probe[];
 }
 
-namespace {
+namespace
+{
 
 using fn_t = long (*)(long);
 
 std::atomic<unsigned long> hits;
 
 // Handlers count with a plain load + store: one thread, no locked instruction.
-void bump() { hits.store(hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+void bump()
+{
+    hits.store(hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 int on_pre(struct kprobe *, struct pt_regs *)
 {
     bump();
@@ -75,8 +79,7 @@ double run(fn_t volatile *fn, long iters)
     for (long i = 0; i < iters; ++i)
         acc += (*fn)(i);
     const double t = (now_ns() - t0) / static_cast<double>(iters);
-    if (acc == 42)
-        std::puts("");
+    if (acc == 42) std::puts("");
     return t;
 }
 
@@ -118,8 +121,8 @@ int main(int argc, char **argv)
     s.push_back({"unprobed call (plain function with a body)", kp_bench_mid_plain, -1, false});
     s.push_back({"kprobe mid-function, optimized [OPTIMIZED]", kp_bench_mid_opt, 11, false});
     s.push_back({"kprobe mid-function, int3 (optimization off)", kp_bench_mid_opt, 11, true});
-    s.push_back({"kretprobe, jump-site entry (function without a site)", kp_bench_ret_jump, 11,
-                 false});
+    s.push_back(
+        {"kretprobe, jump-site entry (function without a site)", kp_bench_ret_jump, 11, false});
     s[0].counts = s[1].counts = s[2].counts = s[11].counts = false;
     s[12].optimization = 1;
 
@@ -188,9 +191,9 @@ int main(int argc, char **argv)
     // The raw round trip: the trivial handler owns SIGTRAP (through libc's own sigaction,
     // past dprobe's interposer) for the duration of its runs only.
     auto real_sigaction = reinterpret_cast<sigaction_fn>(dlsym(RTLD_NEXT, "sigaction"));
-    if (!real_sigaction)
-        real_sigaction = sigaction;
-    struct sigaction raw_sa {}, dprobe_sa {};
+    if (!real_sigaction) real_sigaction = sigaction;
+    struct sigaction raw_sa {
+    }, dprobe_sa{};
     raw_sa.sa_handler = raw_trap;
     sigemptyset(&raw_sa.sa_mask);
 
@@ -202,12 +205,10 @@ int main(int argc, char **argv)
                 kprobes_set_optimization(sc.optimization);
                 opt_ok &= (kprobe_optimized(&kp_mid) != 0) == (sc.optimization != 0);
             }
-            if (sc.raw)
-                real_sigaction(SIGTRAP, &raw_sa, &dprobe_sa);
+            if (sc.raw) real_sigaction(SIGTRAP, &raw_sa, &dprobe_sa);
             hits = 0;
             const double t = run(&sc.fn, iters);
-            if (sc.raw)
-                real_sigaction(SIGTRAP, &dprobe_sa, nullptr);
+            if (sc.raw) real_sigaction(SIGTRAP, &dprobe_sa, nullptr);
             sc.best = std::min(sc.best, t);
             sc.calls += static_cast<unsigned long>(iters);
             sc.hits += hits.load();

@@ -50,7 +50,7 @@ struct mode {
     int64_t xinuse_changed = -1;
 };
 
-double now_ns(); // CLOCK_MONOTONIC
+double now_ns();        // CLOCK_MONOTONIC
 double thread_cpu_ns(); // CLOCK_THREAD_CPUTIME_ID
 // ns per call of one run of F over CALLS calls: CPU time of the calling thread (user and
 // kernel), so that time spent preempted by other load on the machine is left out.

@@ -16,9 +16,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-namespace peers {
+namespace peers
+{
 
-namespace {
+namespace
+{
 
 struct counter {
     uint64_t n = 0;
@@ -202,8 +204,7 @@ uint8_t raw_saved;
 void raw_trap_handler(int, siginfo_t *, void *ucv)
 {
     auto *uc = static_cast<ucontext_t *>(ucv);
-    if (uc->uc_mcontext.gregs[REG_RIP] - 1 != reinterpret_cast<greg_t>(leaf_pfe_nop))
-        return;
+    if (uc->uc_mcontext.gregs[REG_RIP] - 1 != reinterpret_cast<greg_t>(leaf_pfe_nop)) return;
     raw_traps.bump();
     uc->uc_mcontext.gregs[REG_RIP] += 4; // after the int3: the rest of the NOP
 }
@@ -212,8 +213,7 @@ bool write_code_byte(void *at, uint8_t b)
 {
     const long pg = sysconf(_SC_PAGESIZE);
     auto *page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(at) & ~(pg - 1));
-    if (mprotect(page, pg, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
-        return false;
+    if (mprotect(page, pg, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return false;
     __atomic_store_n(static_cast<uint8_t *>(at), b, __ATOMIC_SEQ_CST);
     mprotect(page, pg, PROT_READ | PROT_EXEC);
     return true;
@@ -232,11 +232,9 @@ void add_raw_int3(std::vector<mode> &modes, unsigned long calls)
         sa.sa_sigaction = raw_trap_handler;
         sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGTRAP, &sa, nullptr) != 0)
-            return "sigaction failed";
+        if (sigaction(SIGTRAP, &sa, nullptr) != 0) return "sigaction failed";
         raw_saved = *reinterpret_cast<uint8_t *>(leaf_pfe_nop);
-        if (!write_code_byte(leaf_pfe_nop, 0xcc))
-            return "cannot write the int3 (mprotect refused)";
+        if (!write_code_byte(leaf_pfe_nop, 0xcc)) return "cannot write the int3 (mprotect refused)";
         return "";
     };
     m.disarm = [] {
@@ -273,8 +271,8 @@ void add_dprobe_modes(std::vector<mode> &modes, double scale)
                "optimized kprobe, handler using vector registers (vector registers saved)",
                leaf_plain_insn, true, n(5e5), count_pre_fp);
     add_kprobe(modes, "kprobe_opt_xsave",
-               "optimized kprobe, handler using the x87 stack (whole state saved)",
-               leaf_plain_insn, true, n(5e5), count_pre_x87);
+               "optimized kprobe, handler using the x87 stack (whole state saved)", leaf_plain_insn,
+               true, n(5e5), count_pre_x87);
     add_kprobe(modes, "kprobe_int3", "int3 kprobe on ordinary instructions (boosted)",
                leaf_plain_insn, false, n(2e4));
     add_kprobe(modes, "kprobe_int3_nop", "int3 kprobe on the 5-byte NOP (emulated)", leaf_plain_nop,

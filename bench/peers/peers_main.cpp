@@ -16,7 +16,8 @@
 #include <ctime>
 #include <sstream>
 
-namespace peers {
+namespace peers
+{
 
 double now_ns()
 {
@@ -74,7 +75,8 @@ std::string json_escape(const std::string &s)
     return o;
 }
 
-namespace {
+namespace
+{
 
 std::string json_array(const std::vector<double> &v)
 {
@@ -93,8 +95,7 @@ std::string json_array(const std::vector<double> &v)
 bool xinuse_readable()
 {
     unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx") && __get_cpuid_count(0xd, 1, &a, &b, &c, &d) &&
-           (a & 4);
+    return __builtin_cpu_supports("avx") && __get_cpuid_count(0xd, 1, &a, &b, &c, &d) && (a & 4);
 }
 
 uint64_t xinuse()
@@ -153,8 +154,7 @@ void run_rounds(std::vector<mode> &modes, int rounds)
                 m.skipped = why;
                 continue;
             }
-            if (r == 0 && xinuse_readable())
-                m.xinuse_changed = xinuse_change(m.traced);
+            if (r == 0 && xinuse_readable()) m.xinuse_changed = xinuse_change(m.traced);
             const uint64_t h0 = m.hits ? m.hits() : 0;
             const double traced = time_run(m.traced, m.calls);
             const uint64_t h1 = m.hits ? m.hits() : 0;
@@ -173,7 +173,8 @@ void run_rounds(std::vector<mode> &modes, int rounds)
 
 } // namespace peers
 
-namespace {
+namespace
+{
 
 void on_signal(int sig)
 {

@@ -29,9 +29,11 @@ extern unsigned long (*const peers_fn_table[])(unsigned long);
 extern const unsigned peers_fn_count;
 }
 
-namespace peers {
+namespace peers
+{
 
-namespace {
+namespace
+{
 
 // Offset of the ordinary instruction after each generated function's 5-byte NOP.
 constexpr unsigned k_insn_offset = 5;
@@ -42,15 +44,13 @@ thread_local bool counts_hits = true;
 
 int other_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
 {
-    if (counts_hits)
-        other_hits.fetch_add(1, std::memory_order_relaxed);
+    if (counts_hits) other_hits.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
 void other_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *) {}
 int other_pre(struct kprobe *, struct pt_regs *)
 {
-    if (counts_hits)
-        other_hits.fetch_add(1, std::memory_order_relaxed);
+    if (counts_hits) other_hits.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
 int leaf_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
@@ -235,8 +235,9 @@ void hot_path(int rounds, unsigned max_funcs)
 // A thread calling the first N generated functions until told to stop: registration with
 // the probed code running (every write then takes the cross-core protocol, the jmps a stop
 // of the threads).
-class busy_caller {
-public:
+class busy_caller
+{
+  public:
     explicit busy_caller(unsigned n)
         : t_([this, n] {
               counts_hits = false;
@@ -254,7 +255,7 @@ public:
         t_.join();
     }
 
-private:
+  private:
     std::atomic<bool> stop_{false};
     std::thread t_;
 };
@@ -279,8 +280,7 @@ kprobes_cost time_kprobes(unsigned n, unsigned offset)
     }
     int err = 0;
     c.reg = timed([&] { err = register_kprobes(kpp.data(), static_cast<int>(n)); });
-    if (err)
-        return c;
+    if (err) return c;
     for (struct kprobe &k : kps)
         c.optimized += kprobe_optimized(&k) ? 1 : 0;
     c.ok = call_others(n) == n;
@@ -313,14 +313,12 @@ void registration(int rounds, unsigned max_funcs)
             ok = ok && call_others(n) == 0;
             for (int v = 0; v < 4 && ok; ++v) {
                 std::unique_ptr<busy_caller> busy;
-                if (v >= 2)
-                    busy = std::make_unique<busy_caller>(n);
+                if (v >= 2) busy = std::make_unique<busy_caller>(n);
                 kprobes_cost c = time_kprobes(n, v % 2 ? k_insn_offset : 0);
                 ok = c.ok;
                 kreg[v].add(c.reg);
                 kunreg[v].add(c.unreg);
-                if (v % 2)
-                    optimized[v / 2] = std::min(optimized[v / 2], c.optimized);
+                if (v % 2) optimized[v / 2] = std::min(optimized[v / 2], c.optimized);
             }
         }
         std::printf("{\"kind\":\"registration\",\"functions\":%u,\"ok\":%s", n,
@@ -334,10 +332,8 @@ void registration(int rounds, unsigned max_funcs)
             kunreg[v].print(std::string(keys[v]) + "_unregister");
         }
         // The fewest kprobes on instructions found optimized after register_kprobes().
-        if (!kreg[1].empty())
-            std::printf(",\"kprobes_insn_optimized\":%u", optimized[0]);
-        if (!kreg[3].empty())
-            std::printf(",\"kprobes_insn_busy_optimized\":%u", optimized[1]);
+        if (!kreg[1].empty()) std::printf(",\"kprobes_insn_optimized\":%u", optimized[0]);
+        if (!kreg[3].empty()) std::printf(",\"kprobes_insn_busy_optimized\":%u", optimized[1]);
         std::printf("}\n");
         std::fflush(stdout);
     }

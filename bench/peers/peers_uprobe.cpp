@@ -14,9 +14,11 @@
 #include <cerrno>
 #include <unistd.h>
 
-namespace peers {
+namespace peers
+{
 
-namespace {
+namespace
+{
 
 std::string &exe_path()
 {

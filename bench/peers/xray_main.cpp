@@ -25,7 +25,8 @@ extern "C" unsigned long caller_xray(unsigned long);
 
 #define NEVER [[clang::xray_never_instrument]]
 
-namespace {
+namespace
+{
 
 int32_t leaf_id = -1;
 uint64_t leaf_entries;

@@ -28,7 +28,8 @@ struct tfs_bench_item {
 unsigned long tfs_bench_named(const tfs_bench_item *, unsigned long);
 }
 
-namespace {
+namespace
+{
 
 using namespace dprobe;
 using fn = unsigned long (*)(unsigned long, unsigned long);
@@ -48,7 +49,10 @@ void run_calls(benchmark::State &state, fn f)
     }
 }
 
-void BM_untraced(benchmark::State &state) { run_calls(state, tfs_bench_bare); }
+void BM_untraced(benchmark::State &state)
+{
+    run_calls(state, tfs_bench_bare);
+}
 
 void BM_bare_fprobe(benchmark::State &state)
 {
@@ -100,8 +104,7 @@ void BM_event_2args_filter_pass(benchmark::State &state)
 
 void BM_event_2args_filter_reject(benchmark::State &state)
 {
-    run_event(state, "tfs_bench_rejected", "x=$arg1:u64 y=$arg2:u32", "y == 2",
-              tfs_bench_rejected);
+    run_event(state, "tfs_bench_rejected", "x=$arg1:u64 y=$arg2:u32", "y == 2", tfs_bench_rejected);
 }
 
 void BM_event_comm_string(benchmark::State &state)
@@ -119,7 +122,10 @@ unsigned long call_named(unsigned long x, unsigned long y)
     return tfs_bench_named(&bench_item, x + y);
 }
 
-void BM_untraced_item(benchmark::State &state) { run_calls(state, call_named); }
+void BM_untraced_item(benchmark::State &state)
+{
+    run_calls(state, call_named);
+}
 
 void BM_event_dwarf_names(benchmark::State &state)
 {
@@ -140,8 +146,8 @@ void BM_event_dwarf_string(benchmark::State &state)
 
 void BM_event_explicit_string(benchmark::State &state)
 {
-    run_event(state, "tfs_bench_named", "name=+0(+0($arg1)):string len=+8($arg1):u64",
-              nullptr, call_named);
+    run_event(state, "tfs_bench_named", "name=+0(+0($arg1)):string len=+8($arg1):u64", nullptr,
+              call_named);
 }
 
 BENCHMARK(BM_untraced);
@@ -157,37 +163,34 @@ BENCHMARK(BM_event_dwarf_string);
 BENCHMARK(BM_event_explicit_string);
 
 // Prints the usual table, then each event's cost above the bare probe.
-class diff_reporter : public benchmark::ConsoleReporter {
-public:
+class diff_reporter : public benchmark::ConsoleReporter
+{
+  public:
     void ReportRuns(const std::vector<Run> &runs) override
     {
         ConsoleReporter::ReportRuns(runs);
         // The fastest repetition of each: the least disturbed by other load on the machine.
         // (With --benchmark_report_aggregates_only only the medians arrive: then those.)
         for (const auto &r : runs) {
-            if (r.error_occurred || !r.iterations)
-                continue;
+            if (r.error_occurred || !r.iterations) continue;
             double ns = r.GetAdjustedCPUTime();
             if (r.run_type == Run::RT_Aggregate) {
-                if (r.aggregate_name == "median")
-                    median_[r.run_name.function_name] = ns;
+                if (r.aggregate_name == "median") median_[r.run_name.function_name] = ns;
                 continue;
             }
             auto [it, added] = ns_.emplace(r.run_name.function_name, ns);
-            if (!added && ns < it->second)
-                it->second = ns;
+            if (!added && ns < it->second) it->second = ns;
         }
     }
     void Finalize() override
     {
         ConsoleReporter::Finalize();
-        if (ns_.empty())
-            ns_ = median_;
+        if (ns_.empty()) ns_ = median_;
         auto bare = ns_.find("BM_bare_fprobe");
         auto base = ns_.find("BM_untraced");
-        if (bare == ns_.end() || base == ns_.end())
-            return;
-        std::printf("\nbare fprobe: %.1f ns above the untraced call\n", bare->second - base->second);
+        if (bare == ns_.end() || base == ns_.end()) return;
+        std::printf("\nbare fprobe: %.1f ns above the untraced call\n",
+                    bare->second - base->second);
         if (auto item = ns_.find("BM_untraced_item"); item != ns_.end())
             for (const char *n : {"BM_event_dwarf_names", "BM_event_explicit_fetch",
                                   "BM_event_dwarf_string", "BM_event_explicit_string"})
@@ -200,7 +203,7 @@ public:
                             ns - bare->second);
     }
 
-private:
+  private:
     std::map<std::string, double> ns_, median_;
 };
 

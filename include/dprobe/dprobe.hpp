@@ -14,11 +14,13 @@
 #include <type_traits>
 #include <utility>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // Registers FP on construction and unregisters it on destruction.
-class fprobe_registration {
-public:
+class fprobe_registration
+{
+  public:
     fprobe_registration(struct fprobe &fp, const char *filter,
                         const char *notfilter = nullptr) noexcept
         : fp_(&fp), err_(register_fprobe(&fp, filter, notfilter))
@@ -35,14 +37,13 @@ public:
     // Unregisters now; returns once no handler can still run.
     void reset() noexcept
     {
-        if (fp_ && err_ == 0)
-            unregister_fprobe(fp_);
+        if (fp_ && err_ == 0) unregister_fprobe(fp_);
         fp_ = nullptr;
     }
     int error() const noexcept { return err_; }
     explicit operator bool() const noexcept { return fp_ && err_ == 0; }
 
-private:
+  private:
     struct fprobe *fp_;
     int err_;
 };
@@ -52,8 +53,9 @@ private:
 //   void on_exit(unsigned long ip, unsigned long ret_ip, ftrace_regs *regs)
 // Pass nullptr as OnExit for an entry-only probe. The object must not move while
 // registered (it is neither copyable nor movable).
-template <typename OnEntry, typename OnExit = std::nullptr_t> class function_probe {
-public:
+template <typename OnEntry, typename OnExit = std::nullptr_t> class function_probe
+{
+  public:
     function_probe(const char *filter, const char *notfilter, OnEntry on_entry,
                    OnExit on_exit = nullptr)
         : entry_(std::move(on_entry)), exit_(std::move(on_exit))
@@ -68,8 +70,7 @@ public:
     function_probe &operator=(const function_probe &) = delete;
     ~function_probe()
     {
-        if (err_ == 0)
-            unregister_fprobe(&holder_.fp);
+        if (err_ == 0) unregister_fprobe(&holder_.fp);
     }
 
     int error() const noexcept { return err_; }
@@ -78,17 +79,14 @@ public:
     void enable() noexcept { enable_fprobe(&holder_.fp); }
     void disable() noexcept { disable_fprobe(&holder_.fp); }
 
-private:
+  private:
     struct holder {
         struct fprobe fp; // first member: a handler's fprobe pointer is the holder's address
         function_probe *self;
     };
     static_assert(std::is_standard_layout_v<holder>);
 
-    static function_probe *from(struct fprobe *fp)
-    {
-        return reinterpret_cast<holder *>(fp)->self;
-    }
+    static function_probe *from(struct fprobe *fp) { return reinterpret_cast<holder *>(fp)->self; }
     static int entry_thunk(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
                            struct ftrace_regs *regs, void *)
     {
@@ -97,8 +95,7 @@ private:
     static void exit_thunk(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
                            struct ftrace_regs *regs, void *)
     {
-        if constexpr (!std::is_same_v<OnExit, std::nullptr_t>)
-            from(fp)->exit_(ip, ret_ip, regs);
+        if constexpr (!std::is_same_v<OnExit, std::nullptr_t>) from(fp)->exit_(ip, ret_ip, regs);
     }
 
     holder holder_{};

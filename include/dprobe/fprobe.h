@@ -83,7 +83,10 @@ DPROBE_API int unregister_fprobe(struct fprobe *fp);
 /* Number of functions FILTER/NOTFILTER would probe. */
 DPROBE_API int fprobe_count_ips_from_filter(const char *filter, const char *notfilter);
 
-static inline int fprobe_is_registered(struct fprobe *fp) { return fp && fp->hlist_array; }
+static inline int fprobe_is_registered(struct fprobe *fp)
+{
+    return fp && fp->hlist_array;
+}
 static inline int fprobe_disabled(struct fprobe *fp)
 {
     return fp && (fp->flags & FPROBE_FL_DISABLED);
@@ -94,13 +97,11 @@ static inline int fprobe_shared_with_kprobes(struct fprobe *fp)
 }
 static inline void disable_fprobe(struct fprobe *fp)
 {
-    if (fp)
-        __atomic_or_fetch(&fp->flags, FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
+    if (fp) __atomic_or_fetch(&fp->flags, FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
 }
 static inline void enable_fprobe(struct fprobe *fp)
 {
-    if (fp)
-        __atomic_and_fetch(&fp->flags, ~FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
+    if (fp) __atomic_and_fetch(&fp->flags, ~FPROBE_FL_DISABLED, __ATOMIC_RELEASE);
 }
 
 DPROBE_EXTERN_C_END

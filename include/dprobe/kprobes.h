@@ -49,13 +49,17 @@ typedef void (*kprobe_post_handler_t)(struct kprobe *, struct pt_regs *, unsigne
 typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
 
 /* Kernel list heads, kept for source compatibility; dprobe does not use them. */
-struct dprobe_hlist_node { void *next DPROBE_DFLT, **pprev DPROBE_DFLT; };
-struct dprobe_list_head { void *next DPROBE_DFLT, *prev DPROBE_DFLT; };
+struct dprobe_hlist_node {
+    void *next DPROBE_DFLT, **pprev DPROBE_DFLT;
+};
+struct dprobe_list_head {
+    void *next DPROBE_DFLT, *prev DPROBE_DFLT;
+};
 
 /* Internal per-probe state (the kernel's arch_specific_insn): do not touch. */
 struct arch_specific_insn {
-    void *rec DPROBE_DFLT;          /* the probed address' record */
-    unsigned int kind DPROBE_DFLT;  /* plain kprobe or the entry probe of a kretprobe */
+    void *rec DPROBE_DFLT;         /* the probed address' record */
+    unsigned int kind DPROBE_DFLT; /* plain kprobe or the entry probe of a kretprobe */
     unsigned int boostable DPROBE_DFLT;
 };
 
@@ -81,25 +85,34 @@ struct kprobe {
     unsigned int flags DPROBE_DFLT;
 };
 
-#define KPROBE_FLAG_GONE          1  /* the probed code was unloaded (dlclose) */
-#define KPROBE_FLAG_DISABLED      2  /* registered but not armed */
-#define KPROBE_FLAG_OPTIMIZED     4  /* jump-optimized (optprobes) */
-#define KPROBE_FLAG_FTRACE        8  /* rides on a patch site */
+#define KPROBE_FLAG_GONE 1           /* the probed code was unloaded (dlclose) */
+#define KPROBE_FLAG_DISABLED 2       /* registered but not armed */
+#define KPROBE_FLAG_OPTIMIZED 4      /* jump-optimized (optprobes) */
+#define KPROBE_FLAG_FTRACE 8         /* rides on a patch site */
 #define KPROBE_FLAG_ON_FUNC_ENTRY 16 /* on a function entry (after endbr64) */
 
 /* kprobe_status values, as per-thread state (the kernel keeps them per CPU). */
 #define KPROBE_HIT_ACTIVE 0x00000001
-#define KPROBE_HIT_SS     0x00000002
-#define KPROBE_REENTER    0x00000004
+#define KPROBE_HIT_SS 0x00000002
+#define KPROBE_REENTER 0x00000004
 #define KPROBE_HIT_SSDONE 0x00000008
 
-static inline int kprobe_gone(struct kprobe *p) { return p->flags & KPROBE_FLAG_GONE; }
+static inline int kprobe_gone(struct kprobe *p)
+{
+    return p->flags & KPROBE_FLAG_GONE;
+}
 static inline int kprobe_disabled(struct kprobe *p)
 {
     return p->flags & (KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE);
 }
-static inline int kprobe_optimized(struct kprobe *p) { return p->flags & KPROBE_FLAG_OPTIMIZED; }
-static inline int kprobe_ftrace(struct kprobe *p) { return p->flags & KPROBE_FLAG_FTRACE; }
+static inline int kprobe_optimized(struct kprobe *p)
+{
+    return p->flags & KPROBE_FLAG_OPTIMIZED;
+}
+static inline int kprobe_ftrace(struct kprobe *p)
+{
+    return p->flags & KPROBE_FLAG_FTRACE;
+}
 
 struct kretprobe {
     struct kprobe kp DPROBE_DFLT; /* the entry probe: a function entry */
@@ -157,8 +170,14 @@ DPROBE_API int enable_kprobe(struct kprobe *kp);
  * gone, for enable) or num <= 0. */
 DPROBE_API int enable_kprobes(struct kprobe **kps, int num);
 DPROBE_API int disable_kprobes(struct kprobe **kps, int num);
-static inline int disable_kretprobe(struct kretprobe *rp) { return disable_kprobe(&rp->kp); }
-static inline int enable_kretprobe(struct kretprobe *rp) { return enable_kprobe(&rp->kp); }
+static inline int disable_kretprobe(struct kretprobe *rp)
+{
+    return disable_kprobe(&rp->kp);
+}
+static inline int enable_kretprobe(struct kretprobe *rp)
+{
+    return enable_kprobe(&rp->kp);
+}
 
 /* The first registered probe at ADDR (for an aggregated address, the first in order). */
 DPROBE_API struct kprobe *get_kprobe(void *addr);
@@ -195,15 +214,16 @@ DPROBE_API int kprobes_optimization(void);
  * NOKPROBE_SYMBOL(fname): fname may not be probed. Records the function's address in the
  * _kprobe_blacklist section of the object; dprobe reads it per loaded object.
  */
-#define NOKPROBE_SYMBOL(fname)                                                                 \
-    static void *__attribute__((used, section("_kprobe_blacklist")))                        \
-    _kbl_addr_##fname = (void *)&(fname)
+#define NOKPROBE_SYMBOL(fname)                                                                     \
+    static void *__attribute__((used, section("_kprobe_blacklist"))) _kbl_addr_##fname =           \
+        (void *)&(fname)
 
 DPROBE_EXTERN_C_END
 
 #ifdef __cplusplus
 #include <string>
-namespace dprobe {
+namespace dprobe
+{
 /* The text of kprobes/list: one line per registered probe (aggregates expanded). */
 DPROBE_API std::string kprobes_list_text();
 /* The text of kprobes/blacklist: "0x<start>-0x<end>\t<sym>" per range. */

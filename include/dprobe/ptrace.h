@@ -26,7 +26,8 @@
  * clash with glibc's <sys/ptrace.h>, where programs get them.
  */
 #if defined(_ASM_X86_PTRACE_H) && !defined(DPROBE_PT_REGS_DEFINED)
-#error "dprobe: <asm/ptrace.h> (or <linux/ptrace.h>) was included before <dprobe/ptrace.h>: include the dprobe headers first; dprobe's struct pt_regs then stands in for the system's (same layout, with the kernel's and user space's field names)"
+#error                                                                                             \
+    "dprobe: <asm/ptrace.h> (or <linux/ptrace.h>) was included before <dprobe/ptrace.h>: include the dprobe headers first; dprobe's struct pt_regs then stands in for the system's (same layout, with the kernel's and user space's field names)"
 #endif
 #define DPROBE_PT_REGS_DEFINED 1
 #ifndef _ASM_X86_PTRACE_H
@@ -35,10 +36,10 @@
 
 DPROBE_EXTERN_C_BEGIN
 
-#define DPROBE_PT_REG(kernel_name, user_name)                                                 \
-    union {                                                                                   \
-        unsigned long kernel_name;                                                            \
-        unsigned long user_name;                                                              \
+#define DPROBE_PT_REG(kernel_name, user_name)                                                      \
+    union {                                                                                        \
+        unsigned long kernel_name;                                                                 \
+        unsigned long user_name;                                                                   \
     }
 
 struct pt_regs {
@@ -77,16 +78,34 @@ struct ftrace_regs {
 
 #define PT_REGS_ARG_COUNT 6
 
-static inline unsigned long regs_return_value(struct pt_regs *regs) { return regs->ax; }
-static inline void regs_set_return_value(struct pt_regs *regs, unsigned long rc) { regs->ax = rc; }
-static inline unsigned long instruction_pointer(struct pt_regs *regs) { return regs->ip; }
+static inline unsigned long regs_return_value(struct pt_regs *regs)
+{
+    return regs->ax;
+}
+static inline void regs_set_return_value(struct pt_regs *regs, unsigned long rc)
+{
+    regs->ax = rc;
+}
+static inline unsigned long instruction_pointer(struct pt_regs *regs)
+{
+    return regs->ip;
+}
 static inline void instruction_pointer_set(struct pt_regs *regs, unsigned long val)
 {
     regs->ip = val;
 }
-static inline unsigned long kernel_stack_pointer(struct pt_regs *regs) { return regs->sp; }
-static inline unsigned long user_stack_pointer(struct pt_regs *regs) { return regs->sp; }
-static inline unsigned long frame_pointer(struct pt_regs *regs) { return regs->bp; }
+static inline unsigned long kernel_stack_pointer(struct pt_regs *regs)
+{
+    return regs->sp;
+}
+static inline unsigned long user_stack_pointer(struct pt_regs *regs)
+{
+    return regs->sp;
+}
+static inline unsigned long frame_pointer(struct pt_regs *regs)
+{
+    return regs->bp;
+}
 
 /* The N-th word on the stack at the time of the probe (0 = the top). */
 static inline unsigned long regs_get_kernel_stack_nth(struct pt_regs *regs, unsigned int n)
@@ -101,13 +120,20 @@ static inline unsigned long regs_get_kernel_stack_nth(struct pt_regs *regs, unsi
 static inline unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n)
 {
     switch (n) {
-    case 0: return regs->di;
-    case 1: return regs->si;
-    case 2: return regs->dx;
-    case 3: return regs->cx;
-    case 4: return regs->r8;
-    case 5: return regs->r9;
-    default: return regs_get_kernel_stack_nth(regs, n - PT_REGS_ARG_COUNT + 1);
+    case 0:
+        return regs->di;
+    case 1:
+        return regs->si;
+    case 2:
+        return regs->dx;
+    case 3:
+        return regs->cx;
+    case 4:
+        return regs->r8;
+    case 5:
+        return regs->r9;
+    default:
+        return regs_get_kernel_stack_nth(regs, n - PT_REGS_ARG_COUNT + 1);
     }
 }
 
@@ -118,8 +144,7 @@ DPROBE_API const char *regs_query_register_name(unsigned int offset);
 
 static inline unsigned long regs_get_register(struct pt_regs *regs, unsigned int offset)
 {
-    if (offset > offsetof(struct pt_regs, ss))
-        return 0;
+    if (offset > offsetof(struct pt_regs, ss)) return 0;
     return *(unsigned long *)((char *)regs + offset);
 }
 
@@ -132,8 +157,7 @@ static inline unsigned long ftrace_regs_get_instruction_pointer(struct ftrace_re
 {
     return fregs->regs.ip;
 }
-static inline void ftrace_regs_set_instruction_pointer(struct ftrace_regs *fregs,
-                                                       unsigned long ip)
+static inline void ftrace_regs_set_instruction_pointer(struct ftrace_regs *fregs, unsigned long ip)
 {
     fregs->regs.ip = ip;
 }

@@ -52,7 +52,8 @@ unsigned long detour_test_tiny();
 unsigned long detour_test_entry(unsigned long);
 }
 
-namespace {
+namespace
+{
 
 using namespace dprobe;
 
@@ -79,8 +80,7 @@ runnable build_runnable(const arch::detour_region &r)
     runnable out;
     out.mem = exec_alloc(r.addr, r.addr + r.len, arch::detour_size(r, arch::JUMP_DETOUR_HEAD));
     std::string why;
-    EXPECT_TRUE(arch::detour_build(r, out.mem.rw, out.mem.rx, arch::JUMP_DETOUR_HEAD, &out.d,
-                                   &why))
+    EXPECT_TRUE(arch::detour_build(r, out.mem.rw, out.mem.rx, arch::JUMP_DETOUR_HEAD, &out.d, &why))
         << why;
     EXPECT_TRUE(arch::detour_write_jmp_head(out.d, out.mem.rw, out.d.copy()));
     return out;
@@ -163,8 +163,8 @@ TEST(arch_detour, short_function_uses_the_padding)
     auto fa = arch::analyze_function(tiny, 3);
     std::string why;
     arch::optimize_refusal refusal{};
-    EXPECT_FALSE(arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(tiny), tiny, &why,
-                                        &refusal));
+    EXPECT_FALSE(
+        arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(tiny), tiny, &why, &refusal));
     EXPECT_EQ(arch::optimize_refusal::crosses_end, refusal);
     EXPECT_TRUE(arch::is_padding(tiny + 3, tiny + 5));
     EXPECT_FALSE(arch::is_padding(tiny, tiny + 5));

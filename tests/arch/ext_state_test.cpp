@@ -173,7 +173,8 @@ es_ud2_path:
 5:	ret
 )");
 
-namespace {
+namespace
+{
 
 using dprobe::arch::ext_state_scan_code;
 
@@ -280,7 +281,9 @@ TEST(ext_state, cached_answer)
 TEST(ext_state, x87_scope)
 {
     using dprobe::arch::ext_scope;
-    const auto x87 = [](uintptr_t f) { return ext_state_scan_code(f, false, 20000, ext_scope::x87); };
+    const auto x87 = [](uintptr_t f) {
+        return ext_state_scan_code(f, false, 20000, ext_scope::x87);
+    };
     // Vector code is x87-clean.
     for (uintptr_t f : {addr(es_movq_xmm), addr(es_vzeroupper), addr(es_ldmxcsr), addr(es_kmov),
                         addr(es_c_double), addr(es_calls_sse), addr(es_c_count)}) {

@@ -1,5 +1,8 @@
 // Decoder, boundary checking, optprobe region analysis, branch emulation and the fixed byte
 // sequences of arch/x86_64.
+// Kept as written: the assembly listings below line up each instruction with its offset,
+// which clang-format would reflow.
+// clang-format off
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"

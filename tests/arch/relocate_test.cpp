@@ -1,5 +1,8 @@
 // The relocator, proven by execution: copies of instructions are placed in a page within
 // ±2 GiB of the test's own code, run, and must behave exactly as the originals.
+// Kept as written: the assembly listings below line up each instruction with its offset,
+// which clang-format would reflow.
+// clang-format off
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"

@@ -9,22 +9,24 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-namespace {
+namespace
+{
 
 void fault_handler(int sig, siginfo_t *info, void *ucv)
 {
-    if (dprobe::uaccess_fixup_fault(sig, info, static_cast<ucontext_t *>(ucv)))
-        return;
+    if (dprobe::uaccess_fixup_fault(sig, info, static_cast<ucontext_t *>(ucv))) return;
     // Not ours: die the default way.
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-class UaccessTest : public ::testing::Test {
-protected:
+class UaccessTest : public ::testing::Test
+{
+  protected:
     static void SetUpTestSuite()
     {
-        struct sigaction sa {};
+        struct sigaction sa {
+        };
         sa.sa_sigaction = fault_handler;
         sa.sa_flags = SA_SIGINFO | SA_NODEFER;
         sigemptyset(&sa.sa_mask);
@@ -41,8 +43,8 @@ protected:
     {
         page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
         // Three pages: readable, PROT_NONE, unmapped.
-        void *p = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
+        void *p =
+            mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         ASSERT_NE(p, MAP_FAILED);
         base = static_cast<char *>(p);
         ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
@@ -156,8 +158,7 @@ TEST_F(UaccessTest, HookIgnoresForeignFaults)
     unsigned long listed = 0;
     auto start = reinterpret_cast<unsigned long>(&copy_from_user_nofault);
     for (unsigned long a = start; a < start + 64 && !listed; a++)
-        if (dprobe::uaccess_is_fixup_insn(a))
-            listed = a;
+        if (dprobe::uaccess_is_fixup_insn(a)) listed = a;
     ASSERT_NE(listed, 0ul);
     uc.uc_mcontext.gregs[REG_RIP] = static_cast<greg_t>(listed);
     EXPECT_FALSE(dprobe::uaccess_fixup_fault(SIGTRAP, nullptr, &uc));

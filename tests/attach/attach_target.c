@@ -67,8 +67,7 @@ static void *sleeper(void *arg)
 {
     (void)arg;
     while (!atomic_load(&stop))
-        if (!sleep_ns(30 * 1000 * 1000))
-            sleep_anomalies++;
+        if (!sleep_ns(30 * 1000 * 1000)) sleep_anomalies++;
     return NULL;
 }
 
@@ -78,15 +77,12 @@ static void *worker(void *arg)
     static const char *words[] = {"alpha", "be", "gamma"};
     while (!atomic_load(&stop)) {
         int i = (int)(rounds % 3);
-        if (fib(6 + i) != (i == 0 ? 8 : i == 1 ? 13 : 21))
-            fib_mismatches++;
-        if (take_string(words[i], i) != (int)strlen(words[i]) + i)
-            string_mismatches++;
+        if (fib(6 + i) != (i == 0 ? 8 : i == 1 ? 13 : 21)) fib_mismatches++;
+        if (take_string(words[i], i) != (int)strlen(words[i]) + i) string_mismatches++;
         rounds++;
         if (busy) {
             for (int k = 0; k < 200; k++)
-                if (fib(12) != 144)
-                    fib_mismatches++;
+                if (fib(12) != 144) fib_mismatches++;
         } else if (!sleep_ns(1000 * 1000)) {
             sleep_anomalies++;
         }
@@ -112,14 +108,12 @@ static void *reader(void *arg)
     while (n < sizeof got - 1) {
         ssize_t r = read(0, got + n, sizeof got - 1 - n);
         if (r <= 0) {
-            if (r < 0)
-                snprintf(got, sizeof got, "read error: %s\n", strerror(errno));
+            if (r < 0) snprintf(got, sizeof got, "read error: %s\n", strerror(errno));
             break;
         }
         n += (size_t)r;
         got[n] = 0;
-        if (strchr(got, '\n'))
-            break;
+        if (strchr(got, '\n')) break;
     }
     atomic_store(&stop, 1);
     return NULL;
@@ -145,8 +139,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     int sleepers = !strcmp(mode, "sleepers");
     busy = !strcmp(mode, "busy");
-    if (!strcmp(mode, "nodump"))
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (!strcmp(mode, "nodump")) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     static sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
@@ -160,11 +153,9 @@ int main(int argc, char **argv)
     } else {
         pthread_create(&th[n++], NULL, reader, NULL);
     }
-    if (!busy)
-        pthread_create(&th[n++], NULL, sleeper, NULL);
+    if (!busy) pthread_create(&th[n++], NULL, sleeper, NULL);
     pthread_create(&th[n++], NULL, worker, NULL);
-    if (!sleepers)
-        pthread_create(&th[n++], NULL, spinner, (void *)1L);
+    if (!sleepers) pthread_create(&th[n++], NULL, spinner, (void *)1L);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
     long x = 2;
@@ -179,8 +170,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
-    if (!busy && !sleepers)
-        printf("reader got: %s", got);
+    if (!busy && !sleepers) printf("reader got: %s", got);
     printf("sleep anomalies: %ld\n", sleep_anomalies);
     printf("worker: %ld fib mismatches, %ld string mismatches, %s\n", fib_mismatches,
            string_mismatches, rounds > 0 ? "ran" : "did not run");

@@ -15,7 +15,6 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 {
     (void)lmid;
     (void)cookie;
-    if (map->l_name && strstr(map->l_name, "libdprobe-preload"))
-        _exit(3);
+    if (map->l_name && strstr(map->l_name, "libdprobe-preload")) _exit(3);
     return 0;
 }

@@ -13,7 +13,8 @@
 #include <cstdlib>
 #include <string>
 
-namespace {
+namespace
+{
 
 std::string self_exe()
 {
@@ -22,7 +23,10 @@ std::string self_exe()
     return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
-__attribute__((noinline)) int pm_marker(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int pm_marker(int x)
+{
+    return x * 3 + 1;
+}
 
 } // namespace
 
@@ -74,8 +78,7 @@ TEST(proc_maps, file_offsets_map_to_addresses_and_back)
     const uintptr_t code = reinterpret_cast<uintptr_t>(&pm_marker);
     uint64_t off = 0;
     for (const dprobe::proc_map &m : dprobe::read_proc_maps())
-        if (code >= m.start && code < m.end)
-            off = m.offset + (code - m.start);
+        if (code >= m.start && code < m.end) off = m.offset + (code - m.start);
     ASSERT_NE(off, 0u);
     auto addr = dprobe::file_offset_to_addr(exe, off);
     ASSERT_TRUE(addr.has_value());

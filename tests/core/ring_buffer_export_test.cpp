@@ -19,15 +19,18 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
-int32_t gettid_() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+int32_t gettid_()
+{
+    return static_cast<int32_t>(syscall(SYS_gettid));
+}
 
 bool write_seq(uint64_t seq)
 {
     void *p = ring_buffer_reserve(sizeof seq);
-    if (!p)
-        return false;
+    if (!p) return false;
     memcpy(p, &seq, sizeof seq);
     ring_buffer_commit(p);
     return true;
@@ -43,33 +46,35 @@ struct taken {
 // Everything buffer I has for the consumer, decoded.
 size_t take(rb_consumer &c, size_t i, bool partial, taken &out)
 {
-    return c.drain(i, partial, [&](const rb_consumer::buffer_info &bi, const rb_consumer::page *pages,
-                                   size_t n) {
-        out.tid = bi.tid;
-        out.comm = bi.comm;
-        for (size_t k = 0; k < n; k++) {
-            const rb_consumer::page &p = pages[k];
-            out.lost += p.lost;
-            rb::page_walker w{p.data, p.len, p.off, p.ts, p.cpu};
-            rb::event e;
-            while (w.next(e)) {
-                if (e.kind == rb::event::LOST) {
-                    out.lost += e.lost;
-                } else if (e.kind == rb::event::DATA) {
-                    uint64_t v;
-                    memcpy(&v, e.payload, sizeof v);
-                    out.seqs.push_back(v);
-                    out.events++;
+    return c.drain(
+        i, partial,
+        [&](const rb_consumer::buffer_info &bi, const rb_consumer::page *pages, size_t n) {
+            out.tid = bi.tid;
+            out.comm = bi.comm;
+            for (size_t k = 0; k < n; k++) {
+                const rb_consumer::page &p = pages[k];
+                out.lost += p.lost;
+                rb::page_walker w{p.data, p.len, p.off, p.ts, p.cpu};
+                rb::event e;
+                while (w.next(e)) {
+                    if (e.kind == rb::event::LOST) {
+                        out.lost += e.lost;
+                    } else if (e.kind == rb::event::DATA) {
+                        uint64_t v;
+                        memcpy(&v, e.payload, sizeof v);
+                        out.seqs.push_back(v);
+                        out.events++;
+                    }
                 }
+                EXPECT_FALSE(w.bad);
             }
-            EXPECT_FALSE(w.bad);
-        }
-        return true;
-    });
+            return true;
+        });
 }
 
-class ring_buffer_export_test : public ::testing::Test {
-protected:
+class ring_buffer_export_test : public ::testing::Test
+{
+  protected:
     void SetUp() override
     {
         trace_clock_init();
@@ -292,7 +297,7 @@ TEST_F(ring_buffer_export_test, a_full_buffer_waits_for_a_blocking_consumer)
     rb_consumer c;
     ASSERT_EQ(c.open(dup(fd_)), "");
     EXPECT_EQ(c.header().consumer_blocking.load(), 1u); // from the start
-    const uint64_t n = 20000; // 16 bytes each: 80 buffers full
+    const uint64_t n = 20000;                           // 16 bytes each: 80 buffers full
     std::atomic<bool> done{false};
     uint64_t ok = 0;
     std::thread t([&] {
@@ -325,8 +330,9 @@ TEST_F(ring_buffer_export_test, a_full_buffer_waits_for_a_blocking_consumer)
         for (uint64_t i = 0; i < 2000; i++)
             ok2 += write_seq(i);
     }).join();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0).count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     EXPECT_LT(ok2, 2000u);
     EXPECT_GE(ms, 900);
     EXPECT_LT(ms, 3000);
@@ -337,7 +343,9 @@ TEST_F(ring_buffer_export_test, a_full_buffer_waits_for_a_blocking_consumer)
         for (uint64_t i = 0; i < 2000; i++)
             write_seq(i);
     }).join();
-    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0).count(), 500);
+    EXPECT_LT(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        500);
     close(efd);
 }

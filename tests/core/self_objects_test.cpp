@@ -10,7 +10,8 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 std::shared_ptr<loaded_object> obj(const std::string &soname, std::vector<std::string> needed,
                                    bool is_main = false)
@@ -45,14 +46,15 @@ TEST(SelfObjects, OnlyWhatNothingElseNeeds)
     auto ld = obj("ld-linux-x86-64.so.2", {});
     auto foo = obj("libfoo.so", {"libstdc++.so.6", "libc.so.6"});
     auto cxx = obj("libstdc++.so.6", {"libc.so.6"});
-    auto agent = obj("libdprobe-preload.so",
-                     {"libZydis.so.4", "libfuse3.so.3", "liburcu.so.8", "libstdc++.so.6", "libc.so.6"});
+    auto agent = obj("libdprobe-preload.so", {"libZydis.so.4", "libfuse3.so.3", "liburcu.so.8",
+                                              "libstdc++.so.6", "libc.so.6"});
     auto zydis = obj("libZydis.so.4", {"libZycore.so.1", "libc.so.6"});
     auto zycore = obj("libZycore.so.1", {"libc.so.6"});
     auto fuse = obj("libfuse3.so.3", {"libc.so.6"});
     auto urcu = obj("liburcu.so.8", {"libc.so.6"});
     auto plugin = obj("plugin.so", {"liburcu.so.8"});
-    std::vector<object_ptr> all = {prog, agent, libc, ld, foo, cxx, zydis, zycore, fuse, urcu, plugin};
+    std::vector<object_ptr> all = {prog,  agent,  libc, ld,   foo,   cxx,
+                                   zydis, zycore, fuse, urcu, plugin};
     EXPECT_EQ(names(objects_only_for(agent, all)),
               (std::vector<std::string>{"libZycore.so.1", "libZydis.so.4", "libfuse3.so.3"}));
     // Without the plugin, liburcu is the agent's alone; without libfoo, so is libstdc++.

@@ -13,7 +13,8 @@
 
 void main_marker_fn() {}
 
-namespace {
+namespace
+{
 
 std::atomic<unsigned long> counters[4];
 std::atomic<bool> stop_flag{false};
@@ -38,8 +39,7 @@ void observe(dprobe::stopped_thread *threads, size_t n, void *arg)
         s->after[i] = counters[i].load();
         s->saw[i] = false;
         for (size_t j = 0; j < n; ++j)
-            if (threads[j].tid == tids[i].load())
-                s->saw[i] = true;
+            if (threads[j].tid == tids[i].load()) s->saw[i] = true;
     }
 }
 
@@ -136,7 +136,10 @@ TEST(stop_machine, register_changes_take_effect)
 // A signal on its way to a thread while it is stopped is not lost: here a thread raises
 // SIGUSR2 against itself in a loop and counts the deliveries.
 std::atomic<unsigned long> usr2_seen{0};
-void on_usr2(int) { usr2_seen.fetch_add(1); }
+void on_usr2(int)
+{
+    usr2_seen.fetch_add(1);
+}
 void nothing(dprobe::stopped_thread *, size_t, void *) {}
 
 TEST(stop_machine, signals_in_flight_are_delivered)
@@ -163,7 +166,10 @@ TEST(stop_machine, signals_in_flight_are_delivered)
 }
 
 std::atomic<int> traps_seen{0};
-void on_trap(int) { traps_seen.fetch_add(1); }
+void on_trap(int)
+{
+    traps_seen.fetch_add(1);
+}
 
 struct trap_report {
     pid_t trapped_tid, plain_tid;
@@ -174,10 +180,8 @@ void find_traps(dprobe::stopped_thread *threads, size_t n, void *arg)
 {
     auto *r = static_cast<trap_report *>(arg);
     for (size_t i = 0; i < n; ++i) {
-        if (threads[i].tid == r->trapped_tid)
-            r->trapped_in_trap = threads[i].in_trap;
-        if (threads[i].tid == r->plain_tid)
-            r->plain_in_trap = threads[i].in_trap;
+        if (threads[i].tid == r->trapped_tid) r->trapped_in_trap = threads[i].in_trap;
+        if (threads[i].tid == r->plain_tid) r->plain_in_trap = threads[i].in_trap;
     }
 }
 

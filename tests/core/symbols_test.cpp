@@ -49,7 +49,8 @@ int symtest_add_alias(int a, int b) noexcept __attribute__((alias("symtest_add")
 long symtest_table[16] = {1, 2, 3};
 }
 
-namespace {
+namespace
+{
 
 int (*volatile keep_add)(int, int) = symtest_add;
 int (*volatile keep_mul)(int, int) = symtest_mul;
@@ -60,8 +61,7 @@ uintptr_t addr_of(const void *p)
     return reinterpret_cast<uintptr_t>(p);
 }
 
-template <class F>
-uintptr_t fn_addr(F *f)
+template <class F> uintptr_t fn_addr(F *f)
 {
     return reinterpret_cast<uintptr_t>(reinterpret_cast<void *>(f));
 }
@@ -106,26 +106,24 @@ std::vector<unsigned char> file_bytes_at(const char *path, uint64_t vaddr, size_
     std::vector<unsigned char> out;
     elf_version(EV_CURRENT);
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
+    if (fd < 0) return out;
     Elf *elf = elf_begin(fd, ELF_C_READ, nullptr);
     size_t phnum = 0;
     if (elf && elf_getphdrnum(elf, &phnum) == 0) {
         for (size_t i = 0; i < phnum; ++i) {
             GElf_Phdr ph;
-            if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD)
-                continue;
+            if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
             if (vaddr >= ph.p_vaddr && vaddr + n <= ph.p_vaddr + ph.p_filesz) {
                 out.resize(n);
-                if (::pread(fd, out.data(), n, static_cast<off_t>(ph.p_offset + vaddr - ph.p_vaddr)) !=
+                if (::pread(fd, out.data(), n,
+                            static_cast<off_t>(ph.p_offset + vaddr - ph.p_vaddr)) !=
                     static_cast<ssize_t>(n))
                     out.clear();
                 break;
             }
         }
     }
-    if (elf)
-        elf_end(elf);
+    if (elf) elf_end(elf);
     ::close(fd);
     return out;
 }
@@ -142,8 +140,7 @@ const std::set<std::string> symdata_funcs = {"symdata_alpha", "symdata_beta", "s
 // Every patchable entry is the entry of one of the symdata functions (right at the symbol,
 // or right after its endbr64), each of those functions has exactly one, and the sled there
 // is 5 one-byte NOPs (gcc). read(addr, n) gives the bytes the object holds at addr.
-template <class Read>
-void expect_pfe_sites(const loaded_object &o, Read &&read)
+template <class Read> void expect_pfe_sites(const loaded_object &o, Read &&read)
 {
     std::set<std::string> seen;
     for (uintptr_t e : o.patchable_entries) {
@@ -179,7 +176,9 @@ TEST(kallsyms, main_program_is_first)
     EXPECT_FALSE(m.is_vdso);
     EXPECT_EQ(m.path, real_path("/proc/self/exe"));
     EXPECT_EQ(m.name, m.path.substr(m.path.rfind('/') + 1));
-    EXPECT_EQ(std::count_if(objs->begin(), objs->end(), [](const object_ptr &o) { return o->is_main; }), 1);
+    EXPECT_EQ(
+        std::count_if(objs->begin(), objs->end(), [](const object_ptr &o) { return o->is_main; }),
+        1);
     EXPECT_EQ(ks.object_of(fn_addr(keep_add)), objs->front());
 
     // Ids are distinct.
@@ -297,7 +296,8 @@ TEST(kallsyms, object_of_and_is_text)
 TEST(kallsyms, vdso)
 {
     auto objs = kallsyms::instance().objects();
-    auto it = std::find_if(objs->begin(), objs->end(), [](const object_ptr &o) { return o->is_vdso; });
+    auto it =
+        std::find_if(objs->begin(), objs->end(), [](const object_ptr &o) { return o->is_vdso; });
     ASSERT_NE(it, objs->end());
     const loaded_object &v = **it;
     EXPECT_EQ(v.name, "[vdso]");
@@ -365,7 +365,8 @@ TEST(kallsyms, match_funcs_globs)
     EXPECT_EQ(names(ks.match_funcs(program_name() + ":symtest_[!a]*", "*sub")),
               (std::set<std::string>{"symtest_mul"}));
     // Only the alias matches: it then names the address.
-    EXPECT_EQ(names(ks.match_funcs("symtest_add_*", "")), (std::set<std::string>{"symtest_add_alias"}));
+    EXPECT_EQ(names(ks.match_funcs("symtest_add_*", "")),
+              (std::set<std::string>{"symtest_add_alias"}));
     EXPECT_TRUE(ks.match_funcs("libc:symtest_*", "").empty());
     EXPECT_TRUE(ks.match_funcs("", "").empty());
     EXPECT_TRUE(ks.match_funcs("symtest_*", "*").empty());
@@ -399,7 +400,8 @@ TEST(kallsyms, dlopen_and_dlclose_are_tracked)
     EXPECT_EQ(hits[0].sym->addr, beta);
     EXPECT_EQ(hits[0].obj, lib);
     EXPECT_EQ(ks.object_of(beta), lib);
-    EXPECT_EQ(sprint(beta + 1, true), "symdata_beta+0x1/" + hex(hits[0].sym->size) + " [libsymdata_pfe.so]");
+    EXPECT_EQ(sprint(beta + 1, true),
+              "symdata_beta+0x1/" + hex(hits[0].sym->size) + " [libsymdata_pfe.so]");
     const ksym *local = only_func(*lib, "symdata_local");
     ASSERT_NE(local, nullptr);
     EXPECT_EQ(local->bind, STB_LOCAL);
@@ -464,9 +466,8 @@ TEST(read_object_file, patchable_entries_in_pie)
     EXPECT_GT(alpha->addr, bias);
     EXPECT_TRUE(o->is_text(alpha->addr));
     ASSERT_EQ(o->patchable_entries.size(), symdata_funcs.size() + 1); // + main
-    expect_pfe_sites(*o, [&](uintptr_t a, size_t n) {
-        return file_bytes_at(SYMDATA_PIE_EXE, a - bias, n);
-    });
+    expect_pfe_sites(
+        *o, [&](uintptr_t a, size_t n) { return file_bytes_at(SYMDATA_PIE_EXE, a - bias, n); });
 }
 
 TEST(read_object_file, patchable_entries_in_non_pie)
@@ -478,7 +479,8 @@ TEST(read_object_file, patchable_entries_in_non_pie)
     ASSERT_NE(alpha, nullptr);
     EXPECT_LT(alpha->addr, 0x7f0000000000u);
     ASSERT_EQ(o->patchable_entries.size(), symdata_funcs.size() + 1);
-    expect_pfe_sites(*o, [&](uintptr_t a, size_t n) { return file_bytes_at(SYMDATA_NOPIE_EXE, a, n); });
+    expect_pfe_sites(*o,
+                     [&](uintptr_t a, size_t n) { return file_bytes_at(SYMDATA_NOPIE_EXE, a, n); });
 }
 
 TEST(read_object_file, fentry_got_slots)
@@ -505,7 +507,8 @@ TEST(read_object_file, fentry_got_slots)
         int32_t disp;
         std::memcpy(&disp, &b[at + 2], 4);
         uintptr_t slot = f->addr + at + 6 + static_cast<intptr_t>(disp);
-        EXPECT_TRUE(std::binary_search(o->fentry_got_slots.begin(), o->fentry_got_slots.end(), slot))
+        EXPECT_TRUE(
+            std::binary_search(o->fentry_got_slots.begin(), o->fentry_got_slots.end(), slot))
             << n << " calls through " << hex(slot);
     }
 }
@@ -537,7 +540,8 @@ TEST(read_object_file, stripped_object_takes_its_debug_files_symbols)
     ASSERT_TRUE(full);
     EXPECT_EQ(alpha->addr, only_func(*full, "symdata_alpha")->addr);
     EXPECT_EQ(o->funcs.size(), full->funcs.size());
-    ASSERT_EQ(std::system(("mkdir " + d + "/.debug && mv " + dbg + " " + d + "/.debug/").c_str()), 0);
+    ASSERT_EQ(std::system(("mkdir " + d + "/.debug && mv " + dbg + " " + d + "/.debug/").c_str()),
+              0);
     o = read_object_file(exe, 0x500000000, nullptr, true);
     ASSERT_TRUE(o);
     EXPECT_NE(only_func(*o, "symdata_alpha"), nullptr);
@@ -574,13 +578,10 @@ TEST(kallsyms, concurrent_lookups_during_refresh)
             char buf[128];
             while (!stop.load()) {
                 auto hit = ks.lookup_addr(a + 3);
-                if (!hit || hit->sym->name != "symtest_add")
-                    bad++;
+                if (!hit || hit->sym->name != "symtest_add") bad++;
                 sprint_symbol(buf, sizeof buf, a + 3);
-                if (std::strncmp(buf, "symtest_add+0x3/", 16) != 0)
-                    bad++;
-                if (ks.match_funcs("symdata_*", "").size() > 4)
-                    bad++;
+                if (std::strncmp(buf, "symtest_add+0x3/", 16) != 0) bad++;
+                if (ks.match_funcs("symdata_*", "").size() > 4) bad++;
             }
         });
     for (int i = 0; i < 50; ++i) {

@@ -32,7 +32,8 @@ __asm__(".text\n"
         "tp_scratch: nop\n"
         "  ret\n");
 
-namespace {
+namespace
+{
 
 TEST(text_poke, stopped_thread_moved_whatever_the_order_of_the_moves)
 {

@@ -17,15 +17,18 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
-int32_t gettid_() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+int32_t gettid_()
+{
+    return static_cast<int32_t>(syscall(SYS_gettid));
+}
 
 bool put(trace_buffer *tb, uint64_t v)
 {
     void *p = ring_buffer_reserve(tb, sizeof v);
-    if (!p)
-        return false;
+    if (!p) return false;
     std::memcpy(p, &v, sizeof v);
     ring_buffer_commit(tb, p);
     return true;
@@ -44,8 +47,9 @@ std::vector<uint64_t> values(trace_buffer *tb, ring_buffer_reader::mode m)
     return out;
 }
 
-class trace_buffer_test : public ::testing::Test {
-protected:
+class trace_buffer_test : public ::testing::Test
+{
+  protected:
     void SetUp() override
     {
         trace_clock_init();
@@ -60,8 +64,7 @@ protected:
     trace_buffer *alloc()
     {
         trace_buffer *tb = ring_buffer_alloc();
-        if (tb)
-            allocated.push_back(tb);
+        if (tb) allocated.push_back(tb);
         return tb;
     }
     std::vector<trace_buffer *> allocated;
@@ -198,7 +201,7 @@ TEST_F(trace_buffer_test, free_and_realloc_start_empty)
     ring_buffer_free(a);
     trace_buffer *b = alloc();
     ASSERT_NE(b, nullptr);
-    EXPECT_EQ(ring_buffer_id(b), id); // the id is reused...
+    EXPECT_EQ(ring_buffer_id(b), id);                         // the id is reused...
     EXPECT_TRUE(values(b, ring_buffer_reader::PEEK).empty()); // ...but nothing of A shows
     EXPECT_EQ(ring_buffer_stats(b).written, 0u);
     // This thread's slot of the old buffer is stale: it gets a buffer of B.
@@ -297,8 +300,7 @@ TEST_F(trace_buffer_test, global_swap_while_threads_write_loses_and_doubles_noth
             for (uint64_t i = 0; i < 40000 || (swaps_seen.load() < 12 && i < 120000); i++) {
                 const uint64_t v = (uint64_t(t) << 48) | i;
                 void *p = ring_buffer_reserve(sizeof v); // the direct path
-                if (!p)
-                    continue;
+                if (!p) continue;
                 std::memcpy(p, &v, sizeof v);
                 ring_buffer_commit(p);
                 written.fetch_add(1, std::memory_order_relaxed);
@@ -326,9 +328,13 @@ TEST_F(trace_buffer_test, global_swap_while_threads_write_loses_and_doubles_noth
     EXPECT_EQ(sa.dropped + sb.dropped, 0u);
 }
 
-namespace {
+namespace
+{
 trace_buffer *g_nested_tb;
-void nested_writer(int) { put(g_nested_tb, 2); }
+void nested_writer(int)
+{
+    put(g_nested_tb, 2);
+}
 } // namespace
 
 // A signal handler writing while the outer write, reserved before a swap, is not committed

@@ -158,7 +158,8 @@ TEST(debuginfo, file_matches)
 
 // ---- location expressions -------------------------------------------------------------
 
-namespace {
+namespace
+{
 
 Dwarf_Op op(uint8_t atom, Dwarf_Word n = 0, Dwarf_Word n2 = 0)
 {
@@ -300,7 +301,8 @@ TEST(dwarf_fetch, text)
 
 // ---- on the test program --------------------------------------------------------------
 
-namespace {
+namespace
+{
 
 std::string bin(const char *opt, const char *name = "dwvars")
 {
@@ -312,8 +314,7 @@ int line_of(const char *file, const std::string &mark)
     std::ifstream in(std::string(DWARF_TEST_SRC) + "/" + file);
     std::string text;
     for (int n = 1; std::getline(in, text); n++)
-        if (text.find(mark) != std::string::npos)
-            return n;
+        if (text.find(mark) != std::string::npos) return n;
     ADD_FAILURE() << "no " << mark << " in " << file;
     return 0;
 }
@@ -326,13 +327,13 @@ std::string rel(const char *func, const std::string &mark, const char *file = "d
     std::regex def("^\\S.*\\b" + std::string(func) + "\\(.*\\)\\s*$");
     int decl = 0;
     for (int n = 1; std::getline(in, text); n++)
-        if (!decl && std::regex_match(text, def))
-            decl = n;
+        if (!decl && std::regex_match(text, def)) decl = n;
     return std::string(func) + ":" + std::to_string(line_of(file, mark) - decl);
 }
 
-class on_prog : public ::testing::TestWithParam<const char *> {
-protected:
+class on_prog : public ::testing::TestWithParam<const char *>
+{
+  protected:
     void SetUp() override
     {
         std::string err;

@@ -35,7 +35,7 @@ static void prog_say_where(int start)
 {
     const char *mp = dprobe_tracefs_mountpoint();
     const char *sock = dprobe_tracefs_socket();
-    printf("start=%d\nmount=%s\nsocket=%s\npid=%d\n", start, mp ? mp : "NONE",
-           sock ? sock : "NONE", (int)getpid());
+    printf("start=%d\nmount=%s\nsocket=%s\npid=%d\n", start, mp ? mp : "NONE", sock ? sock : "NONE",
+           (int)getpid());
     fflush(stdout);
 }

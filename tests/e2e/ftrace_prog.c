@@ -15,14 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
-
 __attribute__((noinline)) int parse_number(int i)
 {
     __asm__ volatile("" ::: "memory");
     return i;
 }
 
-__attribute__((noinline)) int parse_token(int i) { return parse_number(i) + 1; }
+__attribute__((noinline)) int parse_token(int i)
+{
+    return parse_number(i) + 1;
+}
 
 __attribute__((noinline)) int parse_line(void)
 {
@@ -37,8 +39,7 @@ static void *worker(void *arg)
     (void)arg;
     struct timespec ts = {0, 2 * 1000 * 1000};
     while (!stop) {
-        if (parse_line() != 6)
-            return (void *)1;
+        if (parse_line() != 6) return (void *)1;
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -48,15 +49,13 @@ int main(void)
 {
     int r = prog_serve_start();
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, NULL) != 0)
-        return 4;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) return 4;
     pthread_setname_np(t, "e2e-worker");
     prog_say_where(r);
 
     struct timespec ts = {0, 2 * 1000 * 1000};
     while (!stop) {
-        if (parse_line() != 6)
-            return 2;
+        if (parse_line() != 6) return 2;
         nanosleep(&ts, NULL);
     }
     void *ret;

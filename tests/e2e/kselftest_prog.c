@@ -95,8 +95,7 @@ __attribute__((noinline)) long kst_sys_openat2(int dfd, const char *filename,
                                                struct kst_open_how *how)
 {
     long fd = openat(dfd, filename, (int)how->flags, (mode_t)how->mode);
-    if (fd >= 0)
-        close((int)fd);
+    if (fd >= 0) close((int)fd);
     return fd;
 }
 
@@ -116,8 +115,7 @@ __attribute__((noinline)) long kst_clone(unsigned long flags)
     long got = kst_read(&f, buf, sizeof buf, &pos);
     kst_create_dir("test", &f);
     kst_open(&path, &f);
-    if (kst_sys_open(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0) < 0)
-        return -1;
+    if (kst_sys_open(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0) < 0) return -1;
     kst_free(buf);
     kst_exit(0);
     return got + (long)flags;
@@ -135,8 +133,7 @@ static void *worker(void *arg)
     (void)arg;
     struct timespec ts = {0, 1000 * 1000};
     while (!stop) {
-        if (!round_once(1))
-            return (void *)1;
+        if (!round_once(1)) return (void *)1;
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -146,15 +143,13 @@ int main(void)
 {
     int r = prog_serve_start();
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, NULL) != 0)
-        return 4;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) return 4;
     pthread_setname_np(t, "kst-worker");
     prog_say_where(r);
 
     struct timespec ts = {0, 1000 * 1000};
     while (!stop) {
-        if (!round_once(0))
-            return 2;
+        if (!round_once(0)) return 2;
         nanosleep(&ts, NULL);
     }
     void *ret;

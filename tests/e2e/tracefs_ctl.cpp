@@ -33,19 +33,25 @@ int main(int argc, char **argv)
         return 0;
     }
     tracefs_op o;
-    if (op == "read") o = tracefs_op::read;
-    else if (op == "write") o = tracefs_op::write;
-    else if (op == "truncwrite") o = tracefs_op::write_trunc;
-    else if (op == "trunc") o = tracefs_op::trunc;
-    else if (op == "list") o = tracefs_op::list;
-    else if (op == "poll") o = tracefs_op::poll;
+    if (op == "read")
+        o = tracefs_op::read;
+    else if (op == "write")
+        o = tracefs_op::write;
+    else if (op == "truncwrite")
+        o = tracefs_op::write_trunc;
+    else if (op == "trunc")
+        o = tracefs_op::trunc;
+    else if (op == "list")
+        o = tracefs_op::list;
+    else if (op == "poll")
+        o = tracefs_op::poll;
     else {
         std::fprintf(stderr, "unknown op %s\n", op.c_str());
         return 2;
     }
     int timeout = o == tracefs_op::poll && !arg.empty() ? std::stoi(arg) : 0;
-    tracefs_reply r = tracefs_socket_request(target, o, path, o == tracefs_op::poll ? "" : arg,
-                                             timeout);
+    tracefs_reply r =
+        tracefs_socket_request(target, o, path, o == tracefs_op::poll ? "" : arg, timeout);
     if (r.err) {
         std::fprintf(stderr, "error: %s\n", strerrorname_np(r.err));
         return 1;

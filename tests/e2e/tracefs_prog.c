@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 __attribute__((noinline)) int e2e_compute(int a, int b)
 {
     __asm__ volatile("" ::: "memory");
@@ -32,10 +31,8 @@ int main(void)
 
     struct timespec ts = {0, 5 * 1000 * 1000};
     for (int i = 1; !stop; i++) {
-        if (e2e_compute(i, 2 * i) != 3 * i)
-            return 2;
-        if (e2e_greet("world", i) != i + 5)
-            return 3;
+        if (e2e_compute(i, 2 * i) != 3 * i) return 2;
+        if (e2e_greet("world", i) != i + 5) return 3;
         nanosleep(&ts, NULL);
     }
     return 0; /* exit() runs the atexit handler that unmounts */

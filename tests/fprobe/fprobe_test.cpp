@@ -11,7 +11,8 @@
 #include <cstdlib>
 #include <ctime>
 
-namespace {
+namespace
+{
 
 using target_fn = unsigned (*)(unsigned);
 volatile target_fn target = fprobe_selftest_target;
@@ -34,8 +35,7 @@ unsigned long site_ip(void *fn)
 int fp_entry_handler(struct fprobe *fp, unsigned long ip, unsigned long, struct ftrace_regs *,
                      void *data)
 {
-    if (ip != target_ip && ip != target2_ip)
-        bad_ip = true;
+    if (ip != target_ip && ip != target2_ip) bad_ip = true;
     entry_val = rand1 / DIV_FACTOR;
     if (fp->entry_data_size) {
         if (!data)
@@ -52,25 +52,21 @@ void fp_exit_handler(struct fprobe *fp, unsigned long ip, unsigned long, struct 
                      void *data)
 {
     unsigned long ret = ftrace_regs_get_return_value(fregs);
-    if (ip != target_ip && ip != target2_ip)
-        bad_ip = true;
-    if (ip == target_ip && ret != rand1 / DIV_FACTOR)
-        bad_retval = true;
-    if (ip == target2_ip && ret != rand1 / DIV_FACTOR + 1)
-        bad_retval = true;
-    if (entry_val != rand1 / DIV_FACTOR)
-        bad_retval = true;
+    if (ip != target_ip && ip != target2_ip) bad_ip = true;
+    if (ip == target_ip && ret != rand1 / DIV_FACTOR) bad_retval = true;
+    if (ip == target2_ip && ret != rand1 / DIV_FACTOR + 1) bad_retval = true;
+    if (entry_val != rand1 / DIV_FACTOR) bad_retval = true;
     exit_val = entry_val + 3;
     if (fp->entry_data_size) {
-        if (!data || *static_cast<unsigned *>(data) != rand1 / DIV_FACTOR)
-            bad_data = true;
+        if (!data || *static_cast<unsigned *>(data) != rand1 / DIV_FACTOR) bad_data = true;
     } else if (data) {
         bad_data = true;
     }
 }
 
-class fprobe_test : public ::testing::Test {
-protected:
+class fprobe_test : public ::testing::Test
+{
+  protected:
     void SetUp() override
     {
         target_ip = site_ip(reinterpret_cast<void *>(fprobe_selftest_target));
@@ -192,11 +188,9 @@ int multi_entry(struct fprobe *fp, unsigned long ip, unsigned long pip, struct f
     ++entry_count;
     return fp_entry_handler(fp, ip, pip, r, d);
 }
-int multi_entry_only(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *,
-                     void *)
+int multi_entry_only(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *, void *)
 {
-    if (ip != target_ip)
-        bad_ip = true;
+    if (ip != target_ip) bad_ip = true;
     ++entry_only_count;
     return 0;
 }

@@ -4,7 +4,8 @@
 #include <dprobe/dprobe.hpp>
 #include <gtest/gtest.h>
 
-namespace {
+namespace
+{
 
 using target_fn = unsigned (*)(unsigned);
 volatile target_fn target = fprobe_selftest_target;

@@ -10,7 +10,8 @@
 #include <cmath>
 #include <cstring>
 
-namespace {
+namespace
+{
 
 // Wreck the state a careless handler could: all ymm registers, the upper halves (via
 // vzeroupper after), the x87 stack and MXCSR's exception flags.
@@ -29,8 +30,8 @@ __attribute__((noinline)) void clobber_everything()
                      "fldln2\n\t"
                      "faddp\n\t"
                      "fstp %%st(0)\n\t" ::
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
-                           "st", "memory");
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "st",
+                           "memory");
     volatile double x = 1.0, y = 3.0;
     volatile double z = x / y; // raises the inexact flag in MXCSR
     (void)z;
@@ -48,8 +49,9 @@ void clobber_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_r
     clobber_everything();
 }
 
-class fprobe_regs : public ::testing::Test {
-protected:
+class fprobe_regs : public ::testing::Test
+{
+  protected:
     void probe(const char *glob)
     {
         fp_ = {};
@@ -143,8 +145,8 @@ TEST_F(fprobe_regs, rflags_unchanged_in_function_and_caller)
 {
     // CF, PF, AF, ZF, SF, OF and the always-one bit 1, in several combinations.
     const unsigned long arith = 0x8d5;
-    const unsigned long patterns[] = {0x2, 0x2 | 0x1, 0x2 | 0x40 | 0x4, 0x2 | 0x80 | 0x800,
-                                      0x2 | 0x8d5, 0x2 | 0x10 | 0x800};
+    const unsigned long patterns[] = {
+        0x2, 0x2 | 0x1, 0x2 | 0x40 | 0x4, 0x2 | 0x80 | 0x800, 0x2 | 0x8d5, 0x2 | 0x10 | 0x800};
     unsigned long plain_entry[6], plain_after[6];
     for (int i = 0; i < 6; ++i)
         plain_after[i] = call_with_flags(patterns[i], &plain_entry[i]);

@@ -8,7 +8,8 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using hot_fn = unsigned long (*)(unsigned long);
 volatile hot_fn hot = hot_target;
@@ -20,24 +21,19 @@ std::atomic<unsigned long> wrong_return{0};
 
 int hot_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *data)
 {
-    if (unregistered.load(std::memory_order_acquire))
-        after_unregister.fetch_add(1);
+    if (unregistered.load(std::memory_order_acquire)) after_unregister.fetch_add(1);
     unsigned long tag = ftrace_regs_get_argument(fregs, 0);
     *static_cast<unsigned long *>(data) = tag;
-    if (tag & 1)
-        tagged_entries.fetch_add(1, std::memory_order_relaxed);
+    if (tag & 1) tagged_entries.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
 
 void hot_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *data)
 {
-    if (unregistered.load(std::memory_order_acquire))
-        after_unregister.fetch_add(1);
+    if (unregistered.load(std::memory_order_acquire)) after_unregister.fetch_add(1);
     unsigned long tag = *static_cast<unsigned long *>(data);
-    if (ftrace_regs_get_return_value(fregs) != tag * 2 + 1)
-        wrong_return.fetch_add(1);
-    if (tag & 1)
-        tagged_exits.fetch_add(1, std::memory_order_relaxed);
+    if (ftrace_regs_get_return_value(fregs) != tag * 2 + 1) wrong_return.fetch_add(1);
+    if (tag & 1) tagged_exits.fetch_add(1, std::memory_order_relaxed);
 }
 
 TEST(fprobe_threads, register_and_unregister_under_load)
@@ -55,8 +51,7 @@ TEST(fprobe_threads, register_and_unregister_under_load)
                     bool reg = registered.load(std::memory_order_acquire) &&
                                !unregistered.load(std::memory_order_acquire);
                     unsigned long tag = ((n++ * 2 + static_cast<unsigned long>(i)) << 1) | reg;
-                    if (hot(tag) != tag * 2 + 1)
-                        bad_results.fetch_add(1);
+                    if (hot(tag) != tag * 2 + 1) bad_results.fetch_add(1);
                     // Count only calls that certainly started after registration returned
                     // and certainly ended before unregistration began.
                     if (reg && !unregistered.load(std::memory_order_acquire))
@@ -94,8 +89,7 @@ TEST(fprobe_threads, register_and_unregister_under_load)
             threads.emplace_back([&] {
                 unsigned long n = 0;
                 while (!stop.load(std::memory_order_relaxed))
-                    if (hot(n * 2) != n * 4 + 1 || !++n)
-                        bad_results.fetch_add(1);
+                    if (hot(n * 2) != n * 4 + 1 || !++n) bad_results.fetch_add(1);
             });
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
         ASSERT_EQ(0, unregister_fprobe(&fp));

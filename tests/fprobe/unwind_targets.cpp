@@ -4,11 +4,13 @@
 extern "C" {
 __attribute__((noinline)) int unwind_thrower(int v)
 {
-    if (v > 0)
-        throw std::runtime_error("boom");
+    if (v > 0) throw std::runtime_error("boom");
     return v - 1;
 }
-__attribute__((noinline)) int unwind_middle(int v) { return unwind_thrower(v) + 1; }
+__attribute__((noinline)) int unwind_middle(int v)
+{
+    return unwind_thrower(v) + 1;
+}
 __attribute__((noinline)) int unwind_outer(int v)
 {
     try {

@@ -10,7 +10,8 @@ extern "C" int unwind_thrower(int v);
 extern "C" void *unwind_where_am_i_called_from();
 extern "C" void *unwind_caller_of_where();
 
-namespace {
+namespace
+{
 
 int entries, exits;
 int count_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
@@ -49,8 +50,7 @@ TEST(fprobe_unwind, exception_through_hooked_frames)
 // first, with their own entry data, instead of being counted as missed.
 unsigned long unwound_ips[8];
 int nunwound;
-int note_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *,
-               void *data)
+int note_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_regs *, void *data)
 {
     ++entries;
     *static_cast<unsigned long *>(data) = ip;
@@ -58,8 +58,7 @@ int note_entry(struct fprobe *, unsigned long ip, unsigned long, struct ftrace_r
 }
 void note_unwound(struct fprobe *, void *data)
 {
-    if (nunwound < 8)
-        unwound_ips[nunwound] = *static_cast<unsigned long *>(data);
+    if (nunwound < 8) unwound_ips[nunwound] = *static_cast<unsigned long *>(data);
     ++nunwound;
 }
 
@@ -98,14 +97,12 @@ void backtrace_exit(struct fprobe *, unsigned long, unsigned long ret_ip, struct
                     void *)
 {
     // Two functions are probed; the inner one returns to real_return.
-    if (ret_ip != reinterpret_cast<unsigned long>(real_return))
-        return;
+    if (ret_ip != reinterpret_cast<unsigned long>(real_return)) return;
     ++inner_exits;
     void *frames[32];
     int n = backtrace(frames, 32);
     for (int i = 0; i < n; ++i)
-        if (frames[i] == real_return)
-            found_in_backtrace = true;
+        if (frames[i] == real_return) found_in_backtrace = true;
 }
 
 TEST(fprobe_unwind, backtrace_from_exit_handler_sees_real_caller)

@@ -18,7 +18,8 @@ unsigned long plain_strsum(const char *s);
 unsigned long plain_outer(unsigned long a);
 }
 
-namespace {
+namespace
+{
 
 using outer_fn = unsigned long (*)(unsigned long);
 volatile outer_fn outer = plain_outer;
@@ -81,8 +82,7 @@ TEST(fprobe_jump, enable_and_disable_while_threads_run_the_code)
     for (int i = 0; i < 3; ++i)
         ts.emplace_back([&] {
             while (!stop.load(std::memory_order_relaxed)) {
-                if (outer(99) != want)
-                    wrong.fetch_add(1);
+                if (outer(99) != want) wrong.fetch_add(1);
                 calls.fetch_add(1, std::memory_order_relaxed);
             }
         });

@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 
 std::atomic<unsigned long> s_entries{0}, s_exits{0};
 int s_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
@@ -41,8 +42,7 @@ __attribute__((noinline)) std::string workload()
     out << '\n' << std::hex << 255 << ' ' << std::dec << 3.25 << ' ' << words.size() << '\n';
     for (int i = 0; i < 50; ++i) {
         try {
-            if (i % 3 == 0)
-                throw std::runtime_error("error " + std::to_string(i));
+            if (i % 3 == 0) throw std::runtime_error("error " + std::to_string(i));
             std::string s = words.at(static_cast<size_t>(i)); // throws out_of_range past 11
             out << s.substr(0, 2);
         } catch (const std::out_of_range &e) {

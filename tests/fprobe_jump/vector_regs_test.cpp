@@ -46,7 +46,8 @@ __asm__(".text\n"
         "  .cfi_endproc\n"
         ".size vr_caller, .-vr_caller\n");
 
-namespace {
+namespace
+{
 
 // What a handler may do: overwrite every call-clobbered vector register.
 void clobber_vectors()
@@ -55,9 +56,8 @@ void clobber_vectors()
                      ".irp n, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15\n\t"
                      "movdqa %%xmm0, %%xmm\\n\n\t"
                      ".endr" ::
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
-                           "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
-                           "xmm15");
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 
 int hits;
@@ -93,8 +93,7 @@ struct vector_check {
         EXPECT_EQ(42, vr_caller(41, pattern, out));
         unsigned mask = 0;
         for (int r = 0; r < 16; ++r)
-            if (std::memcmp(pattern + 16 * r, out + 16 * r, 16) != 0)
-                mask |= 1u << r;
+            if (std::memcmp(pattern + 16 * r, out + 16 * r, 16) != 0) mask |= 1u << r;
         return mask;
     }
 };

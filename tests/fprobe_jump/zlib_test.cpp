@@ -8,7 +8,8 @@
 #include <vector>
 #include <zlib.h>
 
-namespace {
+namespace
+{
 
 std::atomic<unsigned long> z_entries{0}, z_exits{0};
 int z_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)

@@ -29,18 +29,17 @@ static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 static int poke(uintptr_t addr, uint8_t byte)
 {
     uintptr_t page = addr & ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
-    if (mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
-        return -1;
+    if (mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return -1;
     *(volatile uint8_t *)addr = byte;
     return mprotect((void *)page, 4096, PROT_READ | PROT_EXEC);
 }
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);    \
-            return 1;                                                                   \
-        }                                                                               \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 int main(void)

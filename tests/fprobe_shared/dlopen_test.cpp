@@ -10,7 +10,8 @@
 #include <sys/mman.h>
 #include <gtest/gtest.h>
 
-namespace {
+namespace
+{
 
 int entries, exits;
 unsigned long last_ret;
@@ -57,8 +58,14 @@ void probe_library(const char *path)
     EXPECT_EQ(-ENOENT, register_fprobe(&fp2, filter.c_str(), nullptr));
 }
 
-TEST(fprobe_dlopen, fentry_library) { probe_library(DLSITES_FENTRY); }
-TEST(fprobe_dlopen, patchable_entry_library) { probe_library(DLSITES_PFE); }
+TEST(fprobe_dlopen, fentry_library)
+{
+    probe_library(DLSITES_FENTRY);
+}
+TEST(fprobe_dlopen, patchable_entry_library)
+{
+    probe_library(DLSITES_PFE);
+}
 
 // Probing, then dlclose while still registered, then unregister: no crash, no patching of
 // unmapped memory.
@@ -124,10 +131,19 @@ void follow_library(const char *path)
     ASSERT_EQ(0, dlclose(h));
 }
 
-TEST(fprobe_dlopen, follow_loads_fentry_library) { follow_library(DLSITES_FENTRY); }
-TEST(fprobe_dlopen, follow_loads_patchable_entry_library) { follow_library(DLSITES_PFE); }
+TEST(fprobe_dlopen, follow_loads_fentry_library)
+{
+    follow_library(DLSITES_FENTRY);
+}
+TEST(fprobe_dlopen, follow_loads_patchable_entry_library)
+{
+    follow_library(DLSITES_PFE);
+}
 // No compiled-in site: jump sites made in the library while the loader holds it.
-TEST(fprobe_dlopen, follow_loads_plain_library) { follow_library(DLSITES_PLAIN); }
+TEST(fprobe_dlopen, follow_loads_plain_library)
+{
+    follow_library(DLSITES_PLAIN);
+}
 
 uintptr_t base_of(void *h)
 {
@@ -149,8 +165,7 @@ std::pair<uintptr_t, uintptr_t> extent_of(const char *path)
             r.second = std::max<uintptr_t>(r.second, e);
         }
     }
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     return r;
 }
 
@@ -184,8 +199,7 @@ TEST(fprobe_dlopen, follow_loads_reload_at_another_base)
         EXPECT_EQ(1, fprobe_count_ips_from_filter("libdlsites_fentry.so:dl_cube", nullptr));
         EXPECT_EQ(0, dlclose(h));
     }
-    if (placeholder != MAP_FAILED)
-        munmap(placeholder, hi - lo);
+    if (placeholder != MAP_FAILED) munmap(placeholder, hi - lo);
     EXPECT_EQ(0UL, fp.nmissed);
     EXPECT_EQ(0, unregister_fprobe(&fp));
 }
@@ -259,8 +273,8 @@ TEST(fprobe_dlopen, follow_loads_failed_dlopen)
     struct fprobe fp = {};
     fp.entry_handler = on_entry;
     fp.flags = FPROBE_FL_FOLLOW_LOADS;
-    ASSERT_EQ(0, register_fprobe(&fp, "libdlsites_broken.so:dl_* libdlsites_fentry.so:dl_cube",
-                                 nullptr));
+    ASSERT_EQ(
+        0, register_fprobe(&fp, "libdlsites_broken.so:dl_* libdlsites_fentry.so:dl_cube", nullptr));
     entries = 0;
     EXPECT_EQ(nullptr, dlopen(DLSITES_BROKEN, RTLD_NOW | RTLD_LOCAL));
     EXPECT_EQ(0, entries);

@@ -14,7 +14,8 @@
 #include <vector>
 #include <gtest/gtest.h>
 
-namespace {
+namespace
+{
 
 using fn = unsigned long (*)(unsigned long);
 
@@ -65,8 +66,7 @@ void toggle_followers(const std::atomic<bool> &stop, std::atomic<int> &bad,
             return;
         }
         sched_yield();
-        if (unregister_fprobe(&t) != 0)
-            bad.fetch_add(1);
+        if (unregister_fprobe(&t) != 0) bad.fetch_add(1);
         rounds.fetch_add(1);
     }
 }
@@ -93,12 +93,10 @@ TEST(fprobe_follow_stress, load_call_unload_while_registering)
             }
             auto cube = reinterpret_cast<fn>(dlsym(h, "dl_cube"));
             for (unsigned long k = 0; k < 20; ++k) {
-                if (cube(k) != k * k * k)
-                    bad.fetch_add(1);
+                if (cube(k) != k * k * k) bad.fetch_add(1);
                 calls.fetch_add(1);
             }
-            if (dlclose(h) != 0)
-                bad.fetch_add(1);
+            if (dlclose(h) != 0) bad.fetch_add(1);
         }
     };
     std::vector<std::thread> workers;
@@ -110,8 +108,7 @@ TEST(fprobe_follow_stress, load_call_unload_while_registering)
     // notification.
     std::thread looker([&] {
         while (!stop.load()) {
-            if (fprobe_count_ips_from_filter(everything, nullptr) < 0)
-                bad.fetch_add(1);
+            if (fprobe_count_ips_from_filter(everything, nullptr) < 0) bad.fetch_add(1);
             lookups.fetch_add(1);
         }
     });
@@ -140,12 +137,10 @@ long child_cube_entries(const char *lib)
 {
     const long before = perm_entries.load();
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        _exit(10);
+    if (!h) _exit(10);
     auto cube = reinterpret_cast<fn>(dlsym(h, "dl_cube"));
     for (unsigned long k = 0; k < 10; ++k)
-        if (cube(k) != k * k * k)
-            _exit(11);
+        if (cube(k) != k * k * k) _exit(11);
     return perm_entries.load() - before;
 }
 
@@ -168,8 +163,7 @@ TEST(fprobe_follow_stress, fork_while_following)
     std::thread toggler(toggle_followers, std::cref(stop), std::ref(bad), std::ref(toggles));
     std::thread caller([&] {
         for (unsigned long k = 0; !stop.load(); k = (k + 1) % 1000)
-            if (fentry_cube(k) != k * k * k)
-                bad.fetch_add(1);
+            if (fentry_cube(k) != k * k * k) bad.fetch_add(1);
     });
     int followed = 0, not_followed = 0;
     for (int i = 0; i < 20; ++i) {

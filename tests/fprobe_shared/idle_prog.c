@@ -20,10 +20,8 @@ static int count_threads(void)
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    if (d)
-        closedir(d);
+        if (e->d_name[0] != '.') n++;
+    if (d) closedir(d);
     return n;
 }
 
@@ -35,8 +33,7 @@ int main(void)
         failures++;
     }
     const unsigned char *p = (const unsigned char *)idle_fib;
-    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
-        p += 4; /* endbr64 */
+    if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) p += 4; /* endbr64 */
     /* -mfentry in PIE: call *__fentry__@GOTPCREL(%rip) (ff 15); must now be a 6-byte NOP. */
     static const unsigned char nop6[] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00};
     static const unsigned char nop5[] = {0x0f, 0x1f, 0x44, 0x00, 0x00};

@@ -200,7 +200,10 @@ void run_probe(probe_definition &def, std::span<const std::string> filters, std:
 // LeakSanitizer: libtraceevent 1.7 leaks a token while it parses a `print fmt` naming a field
 // STA_PR_FMT, VIF_PR_FMT or LOCAL_PR_FMT (its special case for mac80211's macros), with every
 // allocation made and lost inside tep_parse_event(); found by this target. Not dprobe's leak.
-extern "C" const char *__lsan_default_suppressions() { return "leak:libtraceevent.so\n"; }
+extern "C" const char *__lsan_default_suppressions()
+{
+    return "leak:libtraceevent.so\n";
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -20,7 +20,8 @@
 
 using namespace dprobe::arch;
 
-namespace {
+namespace
+{
 
 const insn *current; // the original instruction under check, for the report
 
@@ -29,8 +30,8 @@ const insn *current; // the original instruction under check, for the report
     std::fprintf(stderr, "relocate_fuzz: invariant broken: %s at 0x%lx\n", what,
                  static_cast<unsigned long>(at));
     if (current) {
-        std::fprintf(stderr, "  instruction at 0x%lx: %s [", static_cast<unsigned long>(current->addr),
-                     insn_to_string(*current).c_str());
+        std::fprintf(stderr, "  instruction at 0x%lx: %s [",
+                     static_cast<unsigned long>(current->addr), insn_to_string(*current).c_str());
         for (unsigned n = 0; n < current->len; ++n)
             std::fprintf(stderr, " %02x", current->bytes[n]);
         std::fprintf(stderr, " ]\n");
@@ -39,8 +40,7 @@ const insn *current; // the original instruction under check, for the report
 }
 #define CHECK(c, at)                                                                               \
     do {                                                                                           \
-        if (!(c))                                                                                  \
-            fail(#c, at);                                                                          \
+        if (!(c)) fail(#c, at);                                                                    \
     } while (0)
 
 uint64_t rd64(const uint8_t *p)
@@ -103,11 +103,11 @@ void check_copy(const insn &orig, const std::vector<uint8_t> &bytes, uintptr_t a
         CHECK(seq.size() == 1 && seq[0].k == orig.k, at);
         CHECK(seq[0].branch_target == orig.branch_target, at);
         CHECK(seq[0].imm_size == 4, at);
-        if (orig.k == insn::jcc_rel)
-            CHECK(seq[0].cc == orig.cc, at);
+        if (orig.k == insn::jcc_rel) CHECK(seq[0].cc == orig.cc, at);
         return;
     case insn::loop_rel:
-        CHECK(seq.size() == 3 && seq[0].k == insn::loop_rel && seq[0].mnemonic == orig.mnemonic, at);
+        CHECK(seq.size() == 3 && seq[0].k == insn::loop_rel && seq[0].mnemonic == orig.mnemonic,
+              at);
         CHECK(seq[0].counter_size == orig.counter_size, at);
         CHECK(seq[0].branch_target == seq[2].addr, at);
         CHECK(seq[1].k == insn::jmp_rel && seq[1].branch_target == at + bytes.size(), at);
@@ -176,13 +176,11 @@ void check_emulation(const insn &i)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 16)
-        return 0;
+    if (size < 16) return 0;
     const uint64_t h0 = rd64(data), h1 = rd64(data + 8);
     data += 16;
     size -= 16;
-    if (size > 512)
-        size = 512;
+    if (size > 512) size = 512;
     const uintptr_t base = 0x7f0000000000ULL + (h0 & 0xffffffffULL);
     // Slots mostly near the function, sometimes beyond ±2 GiB.
     const int64_t delta = static_cast<int64_t>(h1 % (5ULL << 30)) - (5LL << 29);
@@ -201,7 +199,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     // insn_boundary() decodes from the start each time: every offset of the first 64 bytes,
     // then a sample (all of them made long inputs ten times slower to fuzz).
     for (size_t off = 0; off < size; off += off < 64 ? 1 : 13)
-        CHECK(insn_boundary(data, base, size, base + off) == fa.is_boundary(base + off), base + off);
+        CHECK(insn_boundary(data, base, size, base + off) == fa.is_boundary(base + off),
+              base + off);
     for (size_t n = 1; n < fa.jump_targets.size(); ++n)
         CHECK(fa.jump_targets[n - 1].to <= fa.jump_targets[n].to, fa.jump_targets[n].to);
 
@@ -248,7 +247,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(cp.insn_offsets.size() == c.region.size() && cp.jmp_back_offset, i.addr);
         for (size_t n = 0; n < c.region.size(); ++n) {
             const size_t from = cp.insn_offsets[n];
-            const size_t to = n + 1 < c.region.size() ? cp.insn_offsets[n + 1] : *cp.jmp_back_offset;
+            const size_t to =
+                n + 1 < c.region.size() ? cp.insn_offsets[n + 1] : *cp.jmp_back_offset;
             CHECK(from < to && to <= cp.bytes.size(), c.region[n].addr);
             check_copy(c.region[n],
                        std::vector<uint8_t>(cp.bytes.begin() + from, cp.bytes.begin() + to),
@@ -270,12 +270,43 @@ void dprobe_fuzz_generate(std::vector<uint8_t> &in, fuzz_rng &rng)
     const auto next = [&rng] { return rng.next(); };
     // Fragments that make branches, rip-relative operands and prefixes frequent.
     static const std::vector<std::vector<uint8_t>> frags = {
-        {0x74}, {0x0f, 0x85}, {0xeb}, {0xe9}, {0xe8}, {0xe2}, {0xe3}, {0x67, 0xe3}, {0xe0},
-        {0xe1}, {0xff, 0x15}, {0xff, 0x25}, {0xff, 0xd0}, {0xff, 0x54, 0x24}, {0xff, 0x14, 0x24},
-        {0x48, 0x8b, 0x05}, {0x48, 0x8d, 0x3d}, {0x0f, 0x28, 0x05}, {0xc5, 0xf8, 0x28, 0x05},
-        {0x83, 0x3d}, {0xc3}, {0xc2, 0x08, 0x00}, {0xcc}, {0x0f, 0x05}, {0x90}, {0x66},
-        {0xf3, 0x0f, 0x1e, 0xfa}, {0x3e}, {0x2e}, {0xf2}, {0x48}, {0x41}, {0x64}, {0x9c},
-        {0x0f, 0x1f, 0x44, 0x00, 0x00}, {0x3e, 0xff, 0xe0}, {0xc7, 0xf8},
+        {0x74},
+        {0x0f, 0x85},
+        {0xeb},
+        {0xe9},
+        {0xe8},
+        {0xe2},
+        {0xe3},
+        {0x67, 0xe3},
+        {0xe0},
+        {0xe1},
+        {0xff, 0x15},
+        {0xff, 0x25},
+        {0xff, 0xd0},
+        {0xff, 0x54, 0x24},
+        {0xff, 0x14, 0x24},
+        {0x48, 0x8b, 0x05},
+        {0x48, 0x8d, 0x3d},
+        {0x0f, 0x28, 0x05},
+        {0xc5, 0xf8, 0x28, 0x05},
+        {0x83, 0x3d},
+        {0xc3},
+        {0xc2, 0x08, 0x00},
+        {0xcc},
+        {0x0f, 0x05},
+        {0x90},
+        {0x66},
+        {0xf3, 0x0f, 0x1e, 0xfa},
+        {0x3e},
+        {0x2e},
+        {0xf2},
+        {0x48},
+        {0x41},
+        {0x64},
+        {0x9c},
+        {0x0f, 0x1f, 0x44, 0x00, 0x00},
+        {0x3e, 0xff, 0xe0},
+        {0xc7, 0xf8},
     };
     const auto *self = reinterpret_cast<const uint8_t *>(&LLVMFuzzerTestOneInput);
     const auto *libc = reinterpret_cast<const uint8_t *>(&std::memcpy);

@@ -33,12 +33,15 @@ static int stop_at_exit, stop_at_entry, park_fds[2] = {-1, -1};
 static volatile int inner_returning, parked;
 static pthread_t worker;
 
-NOINLINE void stop_here(void) { __asm__ volatile("" ::: "memory"); }
+NOINLINE void stop_here(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
 /* A call to stop_here() that is not a tail call: the caller stays in the backtrace. */
-#define STOP()                                                                               \
-    do {                                                                                     \
-        stop_here();                                                                         \
-        __asm__ volatile("" ::: "memory");                                                   \
+#define STOP()                                                                                     \
+    do {                                                                                           \
+        stop_here();                                                                               \
+        __asm__ volatile("" ::: "memory");                                                         \
     } while (0)
 
 /* The worker thread waits here, inside inner, until the debugger kills the program. */
@@ -63,7 +66,10 @@ NOINLINE int inner(int x)
 /* Tail-calls inner (a jmp at -O2): both probed, their hooked returns share one slot, and
  * inner's shadow frame has the trampoline as its return address (its caller's has the
  * real one). Like any tail-calling function, it is not in the backtrace. */
-NOINLINE int via_tail(int x) { return inner(x + 1); }
+NOINLINE int via_tail(int x)
+{
+    return inner(x + 1);
+}
 
 NOINLINE int recurse(int n)
 {
@@ -94,8 +100,7 @@ static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
 {
     (void)fp, (void)ret_ip, (void)regs, (void)data;
     /* The entry ip is inner's patch site: its first instruction, or the one after endbr64. */
-    if (stop_at_entry && ip - (unsigned long)inner < 16)
-        STOP();
+    if (stop_at_entry && ip - (unsigned long)inner < 16) STOP();
     return 0;
 }
 
@@ -133,10 +138,9 @@ static void *worker_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        mode = argv[1];
-    int use_fprobe = !strcmp(mode, "fprobe") || !strcmp(mode, "exit") ||
-                     !strcmp(mode, "entry") || !strcmp(mode, "threads");
+    if (argc > 1) mode = argv[1];
+    int use_fprobe = !strcmp(mode, "fprobe") || !strcmp(mode, "exit") || !strcmp(mode, "entry") ||
+                     !strcmp(mode, "threads");
     int use_kretprobe = !strcmp(mode, "kretprobe") || !strcmp(mode, "kretexit");
     if (!use_fprobe && !use_kretprobe && strcmp(mode, "none")) {
         fprintf(stderr, "gdb_prog: unknown mode %s\n", mode);

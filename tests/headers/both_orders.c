@@ -1,6 +1,6 @@
 /* dprobe's headers with the system's ptrace headers (<linux/ptrace.h>, which includes
- * <asm/ptrace.h>; glibc's <sys/ptrace.h> clashes with it by itself): dprobe first (compiles; both field
- * spellings work), or the system's first (HEADERS_SYSTEM_FIRST: a clear #error). */
+ * <asm/ptrace.h>; glibc's <sys/ptrace.h> clashes with it by itself): dprobe first (compiles; both
+ * field spellings work), or the system's first (HEADERS_SYSTEM_FIRST: a clear #error). */
 #ifdef HEADERS_SYSTEM_FIRST
 #include <linux/ptrace.h>
 #endif

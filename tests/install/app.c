@@ -3,7 +3,10 @@
 #include <dprobe/fprobe.h>
 #include <stdio.h>
 
-__attribute__((noinline)) long app_work(long x) { return x * 2 + 1; }
+__attribute__((noinline)) long app_work(long x)
+{
+    return x * 2 + 1;
+}
 
 static long entries, exits;
 static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret, struct ftrace_regs *r,

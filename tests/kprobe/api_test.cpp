@@ -24,7 +24,8 @@
 extern "C" long insn_riprel(long, long);
 extern "C" long insn_hot(long, long);
 
-namespace {
+namespace
+{
 
 unsigned (*volatile target)(unsigned) = kprobe_target;
 unsigned (*volatile target2)(unsigned) = kprobe_target2;
@@ -278,7 +279,8 @@ TEST(kprobe_api, disabled_at_registration_and_global_switch)
     p.pre_handler = count_pre;
     p.flags = KPROBE_FLAG_DISABLED | KPROBE_FLAG_GONE | KPROBE_FLAG_OPTIMIZED;
     ASSERT_EQ(0, register_kprobe(&p));
-    EXPECT_EQ(unsigned(KPROBE_FLAG_DISABLED), p.flags & ~unsigned(KPROBE_FLAG_ON_FUNC_ENTRY | KPROBE_FLAG_FTRACE));
+    EXPECT_EQ(unsigned(KPROBE_FLAG_DISABLED),
+              p.flags & ~unsigned(KPROBE_FLAG_ON_FUNC_ENTRY | KPROBE_FLAG_FTRACE));
     hits = 0;
     target(9);
     EXPECT_EQ(0, hits.load());
@@ -364,7 +366,7 @@ TEST(kprobe_api, probe_in_libc_and_ifunc)
     const pid_t pid = getpid();
     EXPECT_EQ(static_cast<pid_t>(syscall(SYS_getpid)), pid);
     EXPECT_EQ(1, hits.load());
-    EXPECT_NE(std::string::npos, dprobe::kprobes_list_text().find("  k  getpid+0x")) ;
+    EXPECT_NE(std::string::npos, dprobe::kprobes_list_text().find("  k  getpid+0x"));
     EXPECT_NE(std::string::npos, dprobe::kprobes_list_text().find(" libc.so.6 "));
     unregister_kprobe(&p);
 
@@ -394,10 +396,10 @@ TEST(kprobe_api, gone_after_dlclose)
     EXPECT_EQ(21u, fn(7));
     EXPECT_EQ(1, hits.load());
     std::string text = dprobe::kprobes_list_text();
-    const std::string line = "  k  dl_target+0x" +
-                             std::to_string(reinterpret_cast<uintptr_t>(p.addr) -
-                                            reinterpret_cast<uintptr_t>(fn)) +
-                             "  libkprobe_dl.so ";
+    const std::string line =
+        "  k  dl_target+0x" +
+        std::to_string(reinterpret_cast<uintptr_t>(p.addr) - reinterpret_cast<uintptr_t>(fn)) +
+        "  libkprobe_dl.so ";
     // (Jump-optimized when the region allows it, as in the kernel's list.)
     EXPECT_NE(std::string::npos,
               text.find(line + (kprobe_optimized(&p) ? "[OPTIMIZED]" : "") + "\n"))

@@ -20,12 +20,19 @@ extern unsigned long (*const batch_plain_fns[])(unsigned long);
 extern const unsigned batch_nfuncs;
 }
 
-namespace {
+namespace
+{
 
 using fn = unsigned long (*)(unsigned long);
 
-unsigned long want_site(unsigned n, unsigned long x) { return (x + n + 1) * 3; }
-unsigned long want_plain(unsigned n, unsigned long x) { return (x + n + 1) * 3 + 1; }
+unsigned long want_site(unsigned n, unsigned long x)
+{
+    return (x + n + 1) * 3;
+}
+unsigned long want_plain(unsigned n, unsigned long x)
+{
+    return (x + n + 1) * 3 + 1;
+}
 
 kprobe_opcode_t *site_at(unsigned n, unsigned off)
 {
@@ -95,17 +102,15 @@ struct probe_set {
     }
 };
 
-probe_set *current;                     // the set the handlers count into
-std::atomic<bool> armed_now{false};     // registration returned, unregistration did not
+probe_set *current;                      // the set the handlers count into
+std::atomic<bool> armed_now{false};      // registration returned, unregistration did not
 std::atomic<unsigned long> late_hits{0}; // handlers that ran after unregister returned
 std::atomic<unsigned long> bad_ip{0};
 
 int pre_handler(struct kprobe *p, struct pt_regs *regs)
 {
-    if (!armed_now.load())
-        late_hits.fetch_add(1);
-    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1)
-        bad_ip.fetch_add(1);
+    if (!armed_now.load()) late_hits.fetch_add(1);
+    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1) bad_ip.fetch_add(1);
     current->pre[static_cast<size_t>(p - current->kps.data())].fetch_add(1);
     return 0;
 }
@@ -120,8 +125,7 @@ void set_probe(probe_set &s, size_t i, kprobe_opcode_t *at, bool post = false)
     s.kps[i] = {};
     s.kps[i].addr = at;
     s.kps[i].pre_handler = pre_handler;
-    if (post)
-        s.kps[i].post_handler = post_handler;
+    if (post) s.kps[i].post_handler = post_handler;
 }
 
 bool listed(const std::string &list, const struct kprobe &p)
@@ -138,9 +142,9 @@ TEST(kprobe_batch, failure_in_the_middle_rolls_back_every_kind)
     // then more good ones that are never reached.
     probe_set s(16);
     for (unsigned i = 0; i < 4; ++i) {
-        set_probe(s, i, site_at(i, 0));              // on the patch site
-        set_probe(s, 4 + i, site_at(4 + i, 5));      // optimized
-        set_probe(s, 8 + i, plain_at(i, 1), true);   // int3 with a post handler
+        set_probe(s, i, site_at(i, 0));            // on the patch site
+        set_probe(s, 4 + i, site_at(4 + i, 5));    // optimized
+        set_probe(s, 8 + i, plain_at(i, 1), true); // int3 with a post handler
     }
     set_probe(s, 12, site_at(20, 2));
     for (unsigned i = 13; i < 16; ++i)
@@ -192,9 +196,9 @@ TEST(kprobe_batch, one_batch_mixes_sites_optimized_int3_aggregates_and_regions)
     constexpr unsigned k = 8;
     probe_set s(7 * k);
     for (unsigned i = 0; i < k; ++i) {
-        set_probe(s, i, site_at(i, 0));                  // [FTRACE]
-        set_probe(s, k + i, site_at(k + i, 5));          // [OPTIMIZED]
-        set_probe(s, 2 * k + i, plain_at(i, 0));         // [OPTIMIZED], two at one address
+        set_probe(s, i, site_at(i, 0));          // [FTRACE]
+        set_probe(s, k + i, site_at(k + i, 5));  // [OPTIMIZED]
+        set_probe(s, 2 * k + i, plain_at(i, 0)); // [OPTIMIZED], two at one address
         set_probe(s, 3 * k + i, plain_at(i, 0));
         set_probe(s, 4 * k + i, plain_at(k + i, 1), true); // int3: a post handler
         // An entry probe with another probe inside its region: the entry stays int3, the
@@ -207,7 +211,8 @@ TEST(kprobe_batch, one_batch_mixes_sites_optimized_int3_aggregates_and_regions)
     ASSERT_EQ(0, register_kprobes(s.ptrs.data(), s.num()));
     for (unsigned i = 0; i < k; ++i) {
         EXPECT_TRUE(kprobe_ftrace(&s.kps[i]));
-        EXPECT_TRUE(kprobe_optimized(&s.kps[k + i])) << dprobe::kprobe_optimization_status(&s.kps[k + i]);
+        EXPECT_TRUE(kprobe_optimized(&s.kps[k + i]))
+            << dprobe::kprobe_optimization_status(&s.kps[k + i]);
         EXPECT_TRUE(kprobe_optimized(&s.kps[2 * k + i]));
         EXPECT_TRUE(kprobe_optimized(&s.kps[3 * k + i]));
         EXPECT_EQ(&s.kps[2 * k + i], get_kprobe(plain_at(i, 0)));
@@ -217,8 +222,8 @@ TEST(kprobe_batch, one_batch_mixes_sites_optimized_int3_aggregates_and_regions)
     }
     const std::string list = dprobe::kprobes_list_text();
     for (unsigned i = 0; i < k; ++i)
-        EXPECT_NE(std::string::npos, list.find("batch_site_" + std::to_string(k + i) +
-                                               "+0x5    [OPTIMIZED]"))
+        EXPECT_NE(std::string::npos,
+                  list.find("batch_site_" + std::to_string(k + i) + "+0x5    [OPTIMIZED]"))
             << list;
 
     EXPECT_EQ(0UL, call_all(11));

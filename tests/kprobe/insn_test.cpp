@@ -36,7 +36,8 @@ extern char insn_fault_load[], insn_fault_resume[];
 extern char insn_badcall_call[], insn_badcall_resume[];
 }
 
-namespace {
+namespace
+{
 
 // --- the program's own signal handlers ----------------------------------------------------
 
@@ -55,8 +56,7 @@ void on_sigtrap(int, siginfo_t *si, void *ucv)
         return;
     }
     // A rep-prefixed string instruction traps once per iteration at its own address.
-    if (rip != last_rip && rip >= trace_lo && rip < trace_hi)
-        ++trace_counts[rip - trace_lo];
+    if (rip != last_rip && rip >= trace_lo && rip < trace_hi) ++trace_counts[rip - trace_lo];
     last_rip = rip;
 }
 
@@ -95,7 +95,8 @@ void on_sigsegv(int, siginfo_t *, void *ucv)
 void install_program_handlers()
 {
     static bool done = [] {
-        struct sigaction sa {};
+        struct sigaction sa {
+        };
         sa.sa_sigaction = on_sigtrap;
         sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
@@ -115,18 +116,15 @@ std::atomic<bool> bad_pre_ip, handler_not_running;
 int count_pre(struct kprobe *p, struct pt_regs *regs)
 {
     ++pre_hits;
-    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1)
-        bad_pre_ip = true;
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1) bad_pre_ip = true;
+    if (kprobe_running() != p) handler_not_running = true;
     return 0;
 }
 
 void count_post(struct kprobe *p, struct pt_regs *, unsigned long)
 {
     ++post_hits;
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
 }
 
 struct target {
@@ -155,8 +153,7 @@ std::vector<target> targets()
         {"insn_badcall", insn_badcall, 0, 4},
         {"insn_badcall", insn_badcall, reinterpret_cast<long>(&helper_ptr), 4},
     };
-    if (__builtin_cpu_supports("avx2"))
-        v.push_back({"insn_avx", insn_avx, 5, 6});
+    if (__builtin_cpu_supports("avx2")) v.push_back({"insn_avx", insn_avx, 5, 6});
     return v;
 }
 
@@ -186,8 +183,7 @@ reference trace_reference(const target &t)
     // trap comes one instruction late, so the arrival after the syscall is not reported.
     for (uintptr_t a = ref.lo; a < ref.hi;) {
         auto i = dprobe::arch::insn_decode(reinterpret_cast<const void *>(a), ref.hi - a, a);
-        if (!i)
-            break;
+        if (!i) break;
         if (i->k == dprobe::arch::insn::syscall && i->next() < ref.hi)
             ref.counts[i->next() - ref.lo] += ref.counts[a - ref.lo];
         a = i->next();
@@ -200,8 +196,7 @@ std::vector<dprobe::arch::insn> decode_all(uintptr_t lo, uintptr_t hi)
     std::vector<dprobe::arch::insn> out;
     for (uintptr_t a = lo; a < hi;) {
         auto i = dprobe::arch::insn_decode(reinterpret_cast<const void *>(a), hi - a, a);
-        if (!i)
-            break;
+        if (!i) break;
         out.push_back(*i);
         a += i->len;
     }
@@ -210,8 +205,9 @@ std::vector<dprobe::arch::insn> decode_all(uintptr_t lo, uintptr_t hi)
 
 enum class mode { pre_only, pre_post, pre_only_optimized };
 
-class insn_test : public ::testing::TestWithParam<mode> {
-protected:
+class insn_test : public ::testing::TestWithParam<mode>
+{
+  protected:
     void SetUp() override
     {
         install_program_handlers();
@@ -237,11 +233,10 @@ TEST_P(insn_test, probe_every_instruction)
     std::set<std::string> seen;
     unsigned long points = 0, points_optimized = 0; // distinct probe points
     for (const target &t : targets()) {
-        if (optimizing && resumes_mid_region(t))
-            continue;
+        if (optimizing && resumes_mid_region(t)) continue;
         const bool first_of_function = seen.insert(t.name).second;
-        SCOPED_TRACE(std::string(t.name) + "(" + std::to_string(t.a) + ", " +
-                     std::to_string(t.b) + ")");
+        SCOPED_TRACE(std::string(t.name) + "(" + std::to_string(t.a) + ", " + std::to_string(t.b) +
+                     ")");
         const long plain = t.fn(t.a, t.b);
         reference ref = trace_reference(t);
         ASSERT_EQ(plain, ref.result) << "the traced run differs from the plain one";
@@ -255,10 +250,9 @@ TEST_P(insn_test, probe_every_instruction)
             struct kprobe p = {};
             p.addr = reinterpret_cast<kprobe_opcode_t *>(i.addr);
             p.pre_handler = count_pre;
-            if (with_post)
-                p.post_handler = count_post;
-            const std::string what = dprobe::arch::insn_to_string(i) + " at +" +
-                                     std::to_string(i.addr - ref.lo);
+            if (with_post) p.post_handler = count_post;
+            const std::string what =
+                dprobe::arch::insn_to_string(i) + " at +" + std::to_string(i.addr - ref.lo);
             ASSERT_EQ(0, register_kprobe(&p)) << what;
             ASSERT_EQ(reinterpret_cast<kprobe_opcode_t *>(i.addr), p.addr) << what;
             if (optimizing && first_of_function) {
@@ -271,8 +265,10 @@ TEST_P(insn_test, probe_every_instruction)
                 EXPECT_TRUE(optimizing) << what;
                 EXPECT_EQ("optimized", dprobe::kprobe_optimization_status(&p)) << what;
             }
-            pre_hits = 0; post_hits = 0;
-            bad_pre_ip = false; handler_not_running = false;
+            pre_hits = 0;
+            post_hits = 0;
+            bad_pre_ip = false;
+            handler_not_running = false;
             const unsigned long faults = segv_count;
             const long r = t.fn(t.a, t.b);
             const unsigned long faulted = segv_count - faults;
@@ -320,9 +316,12 @@ INSTANTIATE_TEST_SUITE_P(kprobes, insn_test,
                                            mode::pre_only_optimized),
                          [](const auto &info) {
                              switch (info.param) {
-                             case mode::pre_only: return "pre_only";
-                             case mode::pre_post: return "pre_post";
-                             default: return "pre_only_optimized";
+                             case mode::pre_only:
+                                 return "pre_only";
+                             case mode::pre_post:
+                                 return "pre_post";
+                             default:
+                                 return "pre_only_optimized";
                              }
                          });
 
@@ -363,7 +362,8 @@ TEST(insn, fault_in_copy_reported_at_the_original_address)
         p.post_handler = post ? count_post : nullptr;
         ASSERT_EQ(0, register_kprobe(&p));
         const unsigned long faults = segv_count;
-        pre_hits = 0; post_hits = 0;
+        pre_hits = 0;
+        post_hits = 0;
         EXPECT_EQ(41 + 1 + 3, insn_fault(0, 3));
         EXPECT_EQ(faults + 1, segv_count);
         EXPECT_EQ(1u, pre_hits);

@@ -14,7 +14,8 @@
 #include <ctime>
 #include <execinfo.h>
 
-namespace {
+namespace
+{
 
 using target_fn = unsigned (*)(unsigned);
 volatile target_fn target = kprobe_target;
@@ -26,16 +27,15 @@ unsigned rand1;
 unsigned preh_val, posth_val;
 bool handler_not_running; // a handler found kprobe_running() != its probe
 
-#define KP_CLEAR(p)                                                                            \
-    do {                                                                                       \
-        (p).addr = nullptr;                                                                    \
-        (p).flags = 0;                                                                         \
+#define KP_CLEAR(p)                                                                                \
+    do {                                                                                           \
+        (p).addr = nullptr;                                                                        \
+        (p).flags = 0;                                                                             \
     } while (0)
 
 int kp_pre_handler(struct kprobe *p, struct pt_regs *regs)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
     preh_val = recursed_target(rand1);
     (void)regs;
     return 0;
@@ -43,24 +43,20 @@ int kp_pre_handler(struct kprobe *p, struct pt_regs *regs)
 
 void kp_post_handler(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
     unsigned expval = recursed_target(rand1);
-    if (preh_val != expval)
-        handler_not_running = true;
+    if (preh_val != expval) handler_not_running = true;
     posth_val = preh_val + DIV_FACTOR;
     (void)regs;
     (void)flags;
 }
 
-struct kprobe kp = {.symbol_name = "kprobe_target",
-                    .pre_handler = kp_pre_handler,
-                    .post_handler = kp_post_handler};
+struct kprobe kp = {
+    .symbol_name = "kprobe_target", .pre_handler = kp_pre_handler, .post_handler = kp_post_handler};
 
 int kp_pre_handler2(struct kprobe *p, struct pt_regs *regs)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
     preh_val = (rand1 / DIV_FACTOR) + 1;
     (void)regs;
     return 0;
@@ -68,10 +64,8 @@ int kp_pre_handler2(struct kprobe *p, struct pt_regs *regs)
 
 void kp_post_handler2(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
-    if (preh_val != (rand1 / DIV_FACTOR) + 1)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
+    if (preh_val != (rand1 / DIV_FACTOR) + 1) handler_not_running = true;
     posth_val = preh_val + DIV_FACTOR;
     (void)regs;
     (void)flags;
@@ -83,8 +77,7 @@ struct kprobe kp2 = {.symbol_name = "kprobe_target2",
 
 int kprobe_missed_handler(struct kprobe *p, struct pt_regs *regs)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
     preh_val = recursed_target(rand1);
     (void)regs;
     return 0;
@@ -92,8 +85,7 @@ int kprobe_missed_handler(struct kprobe *p, struct pt_regs *regs)
 
 void kprobe_missed_post_handler(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 {
-    if (kprobe_running() != p)
-        handler_not_running = true;
+    if (kprobe_running() != p) handler_not_running = true;
     posth_val = recursed_target(rand1);
     (void)regs;
     (void)flags;
@@ -109,8 +101,7 @@ bool bad_retval, entry_not_first;
 
 int entry_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-    if (kprobe_running() != &get_kretprobe(ri)->kp)
-        handler_not_running = true;
+    if (kprobe_running() != &get_kretprobe(ri)->kp) handler_not_running = true;
     krph_val = rand1 / DIV_FACTOR;
     (void)regs;
     return 0;
@@ -119,12 +110,9 @@ int entry_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
 int return_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
     unsigned long ret = regs_return_value(regs);
-    if (kprobe_running() != &get_kretprobe(ri)->kp)
-        handler_not_running = true;
-    if (ret != rand1 / DIV_FACTOR)
-        bad_retval = true;
-    if (krph_val == 0)
-        entry_not_first = true;
+    if (kprobe_running() != &get_kretprobe(ri)->kp) handler_not_running = true;
+    if (ret != rand1 / DIV_FACTOR) bad_retval = true;
+    if (krph_val == 0) entry_not_first = true;
     krph_val = rand1;
     return 0;
 }
@@ -136,12 +124,9 @@ struct kretprobe rp = {.kp = {.symbol_name = "kprobe_target"},
 int return_handler2(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
     unsigned long ret = regs_return_value(regs);
-    if (kprobe_running() != &get_kretprobe(ri)->kp)
-        handler_not_running = true;
-    if (ret != (rand1 / DIV_FACTOR) + 1)
-        bad_retval = true;
-    if (krph_val == 0)
-        entry_not_first = true;
+    if (kprobe_running() != &get_kretprobe(ri)->kp) handler_not_running = true;
+    if (ret != (rand1 / DIV_FACTOR) + 1) bad_retval = true;
+    if (krph_val == 0) entry_not_first = true;
     krph_val = rand1;
     return 0;
 }
@@ -159,8 +144,7 @@ bool stacktrace_handler_ran, stacktrace_bad_ret, stacktrace_bad_ip, stacktrace_n
 bool trace_contains(void *const *buf, int n, unsigned long addr)
 {
     for (int i = 0; i < n; ++i)
-        if (reinterpret_cast<unsigned long>(buf[i]) == addr)
-            return true;
+        if (reinterpret_cast<unsigned long>(buf[i]) == addr) return true;
     return false;
 }
 
@@ -169,13 +153,11 @@ int stacktrace_return_handler(struct kretprobe_instance *ri, struct pt_regs *reg
     unsigned long retval = regs_return_value(regs);
     stacktrace_handler_ran = true;
     // The target returns its recorded return address.
-    if (retval != target_return_address[1])
-        stacktrace_bad_ret = true;
+    if (retval != target_return_address[1]) stacktrace_bad_ret = true;
     if (regs->ip != target_return_address[1] || get_kretprobe_retaddr(ri) != regs->ip)
         stacktrace_bad_ip = true;
     stack_n = backtrace(stack_buf, max_stack);
-    if (!trace_contains(stack_buf, stack_n, target_return_address[1]))
-        stacktrace_no_retaddr = true;
+    if (!trace_contains(stack_buf, stack_n, target_return_address[1])) stacktrace_no_retaddr = true;
     return 0;
 }
 
@@ -195,8 +177,7 @@ int stacktrace_internal_return_handler(struct kretprobe_instance *ri, struct pt_
     // The inner target's return address, immediately followed by the outer target's.
     int i;
     for (i = 0; i < stack_n; ++i)
-        if (reinterpret_cast<unsigned long>(stack_buf[i]) == target_return_address[0])
-            break;
+        if (reinterpret_cast<unsigned long>(stack_buf[i]) == target_return_address[0]) break;
     if (i + 1 >= stack_n ||
         reinterpret_cast<unsigned long>(stack_buf[i + 1]) != target_return_address[1])
         nested_bad_order = true;
@@ -206,8 +187,9 @@ int stacktrace_internal_return_handler(struct kretprobe_instance *ri, struct pt_
 struct kretprobe rp4 = {.kp = {.symbol_name = "kprobe_stacktrace_internal_target"},
                         .handler = stacktrace_internal_return_handler};
 
-class kprobes_test : public ::testing::Test {
-protected:
+class kprobes_test : public ::testing::Test
+{
+  protected:
     void SetUp() override
     {
         KP_CLEAR(kp);
@@ -238,7 +220,11 @@ protected:
 TEST_F(kprobes_test, test_kprobe)
 {
     ASSERT_EQ(0, register_kprobe(&kp));
-    EXPECT_EQ(reinterpret_cast<kprobe_opcode_t *>(kprobe_target) + (kp.flags & KPROBE_FLAG_ON_FUNC_ENTRY && *(unsigned char *)kprobe_target == 0xf3 ? 4 : 0), kp.addr);
+    EXPECT_EQ(reinterpret_cast<kprobe_opcode_t *>(kprobe_target) +
+                  (kp.flags & KPROBE_FLAG_ON_FUNC_ENTRY && *(unsigned char *)kprobe_target == 0xf3
+                       ? 4
+                       : 0),
+              kp.addr);
     EXPECT_EQ(rand1 / DIV_FACTOR, target(rand1));
     EXPECT_NE(0u, preh_val);
     EXPECT_NE(0u, posth_val);
@@ -319,7 +305,8 @@ TEST_F(kprobes_test, test_stacktrace_on_kretprobe)
     EXPECT_TRUE(stacktrace_handler_ran);
     EXPECT_FALSE(stacktrace_bad_ret);
     EXPECT_FALSE(stacktrace_bad_ip);
-    EXPECT_FALSE(stacktrace_no_retaddr) << "backtrace() from the handler lacks the real return address";
+    EXPECT_FALSE(stacktrace_no_retaddr)
+        << "backtrace() from the handler lacks the real return address";
 }
 
 TEST_F(kprobes_test, test_stacktrace_on_nested_kretprobe)
@@ -395,8 +382,7 @@ int max_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 int max_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
     // Each activation returns its depth and sees the data its entry stored.
-    if (*reinterpret_cast<unsigned long *>(ri->data) != regs_return_value(regs))
-        bad_retval = true;
+    if (*reinterpret_cast<unsigned long *>(ri->data) != regs_return_value(regs)) bad_retval = true;
     ++max_returns;
     return 0;
 }

@@ -14,7 +14,8 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace
+{
 
 unsigned (*volatile target)(unsigned) = kprobe_target;
 unsigned long (*volatile blocking)(unsigned long) = kprobe_blocking_target;
@@ -30,16 +31,14 @@ std::atomic<int> log_n;
 int handler_pre(struct kprobe *p, struct pt_regs *regs)
 {
     int n = log_n++;
-    if (n < 64)
-        log_buf[n] = {'p', reinterpret_cast<unsigned long>(p->addr), regs->ip, regs->flags};
+    if (n < 64) log_buf[n] = {'p', reinterpret_cast<unsigned long>(p->addr), regs->ip, regs->flags};
     return 0;
 }
 
 void handler_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 {
     int n = log_n++;
-    if (n < 64)
-        log_buf[n] = {'q', reinterpret_cast<unsigned long>(p->addr), regs->ip, flags};
+    if (n < 64) log_buf[n] = {'q', reinterpret_cast<unsigned long>(p->addr), regs->ip, flags};
 }
 
 TEST(kprobe_samples, kprobe_example)

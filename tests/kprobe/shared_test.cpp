@@ -11,22 +11,21 @@
 #include <link.h>
 #include <string>
 
-namespace {
+namespace
+{
 
 unsigned (*volatile target)(unsigned) = kprobe_target;
 std::atomic<int> hits;
 
 int count_pre(struct kprobe *p, struct pt_regs *regs)
 {
-    if (regs->ip == reinterpret_cast<unsigned long>(p->addr) + 1)
-        ++hits;
+    if (regs->ip == reinterpret_cast<unsigned long>(p->addr) + 1) ++hits;
     return 0;
 }
 
 int count_ret(struct kretprobe_instance *, struct pt_regs *regs)
 {
-    if (regs_return_value(regs) == 30 / DIV_FACTOR)
-        ++hits;
+    if (regs_return_value(regs) == 30 / DIV_FACTOR) ++hits;
     return 0;
 }
 
@@ -62,7 +61,8 @@ TEST(kprobe_shared, the_library_is_blacklisted_as_a_whole)
     p.addr = static_cast<kprobe_opcode_t *>(api);
     EXPECT_EQ(-EINVAL, register_kprobe(&p));
     EXPECT_TRUE(within_kprobe_blacklist(reinterpret_cast<unsigned long>(api)));
-    EXPECT_TRUE(within_kprobe_blacklist(reinterpret_cast<unsigned long>(dlsym(RTLD_DEFAULT, "kprobe_running"))));
+    EXPECT_TRUE(within_kprobe_blacklist(
+        reinterpret_cast<unsigned long>(dlsym(RTLD_DEFAULT, "kprobe_running"))));
     EXPECT_FALSE(within_kprobe_blacklist(reinterpret_cast<unsigned long>(kprobe_target)));
     const std::string bl = dprobe::kprobes_blacklist_text();
     EXPECT_NE(std::string::npos, bl.find("\tlibdprobe.so")) << bl;

@@ -2,7 +2,10 @@
 
 #include <dprobe/kprobes.h>
 
-__attribute__((noinline)) unsigned kprobe_target(unsigned value) { return value / DIV_FACTOR; }
+__attribute__((noinline)) unsigned kprobe_target(unsigned value)
+{
+    return value / DIV_FACTOR;
+}
 
 __attribute__((noinline)) unsigned kprobe_target2(unsigned value)
 {
@@ -28,8 +31,7 @@ __attribute__((noinline)) unsigned long kprobe_stacktrace_target(void)
 {
     if (!target_return_address[1])
         target_return_address[1] = (unsigned long)__builtin_return_address(0);
-    if (internal_target)
-        internal_target();
+    if (internal_target) internal_target();
     return target_return_address[1];
 }
 
@@ -43,7 +45,10 @@ __attribute__((noinline)) unsigned long kprobe_stacktrace_driver(void)
     return r;
 }
 
-__attribute__((noinline)) unsigned nokprobe_target(unsigned value) { return value + 7; }
+__attribute__((noinline)) unsigned nokprobe_target(unsigned value)
+{
+    return value + 7;
+}
 NOKPROBE_SYMBOL(nokprobe_target);
 
 __attribute__((noinline)) unsigned long counted_target(unsigned long x)
@@ -56,8 +61,7 @@ static unsigned long (*volatile recursive_fn)(unsigned long) = kprobe_recursive_
 
 __attribute__((noinline)) unsigned long kprobe_recursive_target(unsigned long depth)
 {
-    if (depth == 0)
-        return 0;
+    if (depth == 0) return 0;
     unsigned long r = recursive_fn(depth - 1) + 1;
     __asm__ volatile("" ::: "memory");
     return r;
@@ -67,8 +71,7 @@ void (*volatile block_hook)(void);
 
 __attribute__((noinline)) unsigned long kprobe_blocking_target(unsigned long x)
 {
-    if (block_hook)
-        block_hook();
+    if (block_hook) block_hook();
     __asm__ volatile("" : "+r"(x));
     return x + 1;
 }

@@ -19,7 +19,8 @@
 extern "C" long insn_hot(long, long);
 extern "C" long insn_sse(long, long);
 
-namespace {
+namespace
+{
 
 long (*volatile hot)(long, long) = insn_hot;
 
@@ -29,8 +30,7 @@ std::atomic<bool> bad_regs;
 int hot_pre(struct kprobe *p, struct pt_regs *regs)
 {
     pre_hits.fetch_add(1, std::memory_order_relaxed);
-    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1)
-        bad_regs = true;
+    if (regs->ip != reinterpret_cast<unsigned long>(p->addr) + 1) bad_regs = true;
     return 0;
 }
 
@@ -58,11 +58,10 @@ struct workers {
         for (int t = 0; t < nthreads; ++t)
             threads.emplace_back([this, t, per_thread] {
                 unsigned long n = 0;
-                for (long i = 0; !stop.load(std::memory_order_relaxed) &&
-                                 (per_thread == 0 || n < per_thread);
+                for (long i = 0;
+                     !stop.load(std::memory_order_relaxed) && (per_thread == 0 || n < per_thread);
                      ++i, ++n)
-                    if (hot(i, t) != i + 2 * t + 1)
-                        wrong.fetch_add(1);
+                    if (hot(i, t) != i + 2 * t + 1) wrong.fetch_add(1);
                 calls.fetch_add(n);
             });
     }
@@ -193,8 +192,7 @@ bool listed_optimized(const struct kprobe &p)
     std::snprintf(addr, sizeof addr, "%016lx", reinterpret_cast<unsigned long>(p.addr));
     const std::string list = dprobe::kprobes_list_text();
     const size_t at = list.find(addr);
-    if (at == std::string::npos)
-        return false;
+    if (at == std::string::npos) return false;
     const std::string line = list.substr(at, list.find('\n', at) - at);
     return line.find("[OPTIMIZED]") != std::string::npos;
 }

@@ -28,7 +28,8 @@ extern "C" {
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 std::string g_mp;
 
@@ -62,10 +63,9 @@ int collect_cb(struct tep_event *ev, struct tep_record *r, int cpu, void *data)
     }
     if (tep_find_field(ev, "buf")) {
         int len = 0;
-        const char *p = static_cast<const char *>(
-            tep_get_field_raw(nullptr, ev, "buf", r, &len, 0));
-        if (p)
-            x.str.assign(p, strnlen(p, size_t(r->size) - size_t(p - (char *)r->data)));
+        const char *p =
+            static_cast<const char *>(tep_get_field_raw(nullptr, ev, "buf", r, &len, 0));
+        if (p) x.str.assign(p, strnlen(p, size_t(r->size) - size_t(p - (char *)r->data)));
     }
     c->recs.push_back(x);
     return 0;
@@ -77,8 +77,7 @@ std::vector<rec> read_raw(tracefs_instance *inst, std::vector<std::string> field
     c.fields = std::move(fields);
     tep_handle *tep = tracefs_local_events(nullptr);
     EXPECT_NE(tep, nullptr);
-    if (!tep)
-        return {};
+    if (!tep) return {};
     EXPECT_EQ(tracefs_iterate_raw_events(tep, inst, nullptr, 0, collect_cb, &c), 0);
     tep_free(tep);
     return c.recs;
@@ -88,8 +87,7 @@ std::vector<rec> only(const std::vector<rec> &v, const std::string &name)
 {
     std::vector<rec> out;
     for (const rec &r : v)
-        if (r.name == name)
-            out.push_back(r);
+        if (r.name == name) out.push_back(r);
     return out;
 }
 
@@ -101,8 +99,9 @@ std::string read_file(tracefs_instance *inst, const char *f)
     return r;
 }
 
-class libtracefs_client : public ::testing::Test {
-protected:
+class libtracefs_client : public ::testing::Test
+{
+  protected:
     static void SetUpTestSuite()
     {
         if (std::getenv("DPROBE_NO_FUSE") && std::string(std::getenv("DPROBE_NO_FUSE")) == "1")
@@ -118,8 +117,7 @@ protected:
     }
     static void TearDownTestSuite()
     {
-        if (g_mp.empty())
-            return;
+        if (g_mp.empty()) return;
         // libtracefs keeps trace_marker open after tracefs_printf / tracefs_binary_write: an
         // open file keeps a lazily unmounted FUSE connection (and the server's threads
         // reading it) alive, so close them before the server unmounts its own mount.
@@ -131,8 +129,7 @@ protected:
     }
     void SetUp() override
     {
-        if (g_mp.empty())
-            GTEST_SKIP() << "DPROBE_NO_FUSE=1";
+        if (g_mp.empty()) GTEST_SKIP() << "DPROBE_NO_FUSE=1";
         ASSERT_STREQ(tracefs_tracing_dir(), g_mp.c_str());
         tracefs_tracer_clear(nullptr);
         tracefs_instance_file_clear(nullptr, "trace");
@@ -149,13 +146,14 @@ TEST_F(libtracefs_client, local_events_parse_every_format)
     // events/header_page: 8-byte longs, 4096-byte sub-buffers (kbuffer's page geometry).
     EXPECT_EQ(tep_get_header_page_size(tep), 8);
     EXPECT_EQ(tep_get_sub_buffer_size(tep), 4096);
-    for (const char *name : {"function", "funcgraph_entry", "funcgraph_exit", "print",
-                             "kernel_stack", "raw_data"}) {
+    for (const char *name :
+         {"function", "funcgraph_entry", "funcgraph_exit", "print", "kernel_stack", "raw_data"}) {
         tep_event *ev = tep_find_event_by_name(tep, "ftrace", name);
         ASSERT_NE(ev, nullptr) << name;
-        EXPECT_EQ(ev->id, std::atoi(read_file(nullptr, ("events/ftrace/" + std::string(name) +
-                                                       "/id").c_str())
-                                        .c_str()));
+        EXPECT_EQ(
+            ev->id,
+            std::atoi(read_file(nullptr, ("events/ftrace/" + std::string(name) + "/id").c_str())
+                          .c_str()));
     }
     tep_event *fn = tep_find_event_by_name(tep, "ftrace", "function");
     ASSERT_NE(tep_find_field(fn, "ip"), nullptr);
@@ -177,7 +175,8 @@ TEST_F(libtracefs_client, kprobe_kretprobe_and_fprobe_events_read_back_raw)
     tracefs_dynevent *kp = tracefs_kprobe_alloc("lt", "kp_work", "lt_work", "a=%di:s32 b=%si:s64");
     ASSERT_NE(kp, nullptr);
     ASSERT_EQ(tracefs_dynevent_create(kp), 0) << read_file(nullptr, "error_log");
-    tracefs_dynevent *kr = tracefs_kretprobe_alloc("lt", "kr_work", "lt_work", "ret=$retval:s32", 0);
+    tracefs_dynevent *kr =
+        tracefs_kretprobe_alloc("lt", "kr_work", "lt_work", "ret=$retval:s32", 0);
     ASSERT_NE(kr, nullptr);
     ASSERT_EQ(tracefs_dynevent_create(kr), 0) << read_file(nullptr, "error_log");
     // libtracefs 1.6 has no fprobe constructor: the line goes through its file API.
@@ -186,8 +185,8 @@ TEST_F(libtracefs_client, kprobe_kretprobe_and_fprobe_events_read_back_raw)
               0)
         << read_file(nullptr, "error_log");
 
-    tracefs_dynevent **all = tracefs_dynevent_get_all(
-        TRACEFS_DYNEVENT_KPROBE | TRACEFS_DYNEVENT_KRETPROBE, "lt");
+    tracefs_dynevent **all =
+        tracefs_dynevent_get_all(TRACEFS_DYNEVENT_KPROBE | TRACEFS_DYNEVENT_KRETPROBE, "lt");
     ASSERT_NE(all, nullptr);
     std::vector<std::string> seen;
     for (tracefs_dynevent **p = all; *p; p++) {
@@ -273,8 +272,7 @@ TEST_F(libtracefs_client, function_graph_records_pair_up)
     auto recs = read_raw(nullptr, {"func", "depth", "calltime", "rettime", "retval"});
     std::vector<rec> g;
     for (const rec &r : recs)
-        if (r.name == "funcgraph_entry" || r.name == "funcgraph_exit")
-            g.push_back(r);
+        if (r.name == "funcgraph_entry" || r.name == "funcgraph_exit") g.push_back(r);
     // lt_run { lt_work { lt_leaf } x 10 }: lt_run's entry, then entry/entry/exit/exit at
     // depths 1 and 2 per iteration, then lt_run's return.
     ASSERT_EQ(g.size(), 42u);

@@ -50,7 +50,8 @@ void light_vec_dirty_64();
 void light_nested();
 }
 
-namespace {
+namespace
+{
 
 // Under ASan and UBSan every function, the test's handlers and the light dispatch included,
 // calls into the sanitizer runtime: none is provably clean, and the full detour serves all

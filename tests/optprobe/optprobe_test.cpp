@@ -17,7 +17,8 @@
 extern "C" unsigned long opt_leaf(unsigned long a, unsigned long b);
 extern "C" char opt_leaf_end[];
 
-namespace {
+namespace
+{
 
 using leaf_fn = unsigned long (*)(unsigned long, unsigned long);
 volatile leaf_fn leaf = opt_leaf;
@@ -47,8 +48,7 @@ std::vector<uintptr_t> boundaries()
     auto end = reinterpret_cast<uintptr_t>(opt_leaf_end);
     for (uintptr_t at = start; at < end;) {
         auto i = dprobe::arch::insn_decode(reinterpret_cast<const void *>(at), end - at, at);
-        if (!i)
-            break;
+        if (!i) break;
         out.push_back(at);
         at += i->len;
     }
@@ -67,8 +67,7 @@ TEST(optprobe, every_boundary_same_results)
         std::string why;
         auto op = dprobe::optprobe_prepare(start, size, code.data(), at, clobbering_handler,
                                            nullptr, &why);
-        if (!op)
-            continue; // e.g. a region crossing the end
+        if (!op) continue; // e.g. a region crossing the end
         ASSERT_EQ(0, dprobe::optprobe_arm(*op)) << std::hex << at;
         ++optimized;
         hits = 0;
@@ -89,8 +88,8 @@ TEST(optprobe, handler_sees_registers_and_ip)
     size_t size = reinterpret_cast<uintptr_t>(opt_leaf_end) - start;
     auto b = boundaries();
     std::string why;
-    auto op = dprobe::optprobe_prepare(start, size, reinterpret_cast<const uint8_t *>(start),
-                                       b[4], clobbering_handler, nullptr, &why);
+    auto op = dprobe::optprobe_prepare(start, size, reinterpret_cast<const uint8_t *>(start), b[4],
+                                       clobbering_handler, nullptr, &why);
     ASSERT_NE(nullptr, op) << why;
     ASSERT_EQ(0, dprobe::optprobe_arm(*op));
     seen_di = 0;
@@ -112,8 +111,7 @@ TEST(optprobe, arm_and_disarm_while_threads_run)
     for (int i = 0; i < 3; ++i)
         ts.emplace_back([&] {
             while (!stop.load(std::memory_order_relaxed)) {
-                if (leaf(7, 8) != want)
-                    wrong.fetch_add(1);
+                if (leaf(7, 8) != want) wrong.fetch_add(1);
                 calls.fetch_add(1, std::memory_order_relaxed);
             }
         });

@@ -252,8 +252,9 @@ TEST_F(Pending, SymbolOffsetPastItsEndMustBeAnInstructionBoundary)
     const std::string bad = "p:pend/mid libpend.so:pend_asm_a+5";
     EXPECT_EQ(wr("dynamic_events", bad + "\n"), -EILSEQ);
     EXPECT_TRUE(contains(rd("error_log"), "Probe point is not an instruction boundary\n"
-                                          "  Command: " + bad + "\n" +
-                                          std::string(11 + bad.find(' ') + 1, ' ') + "^\n"))
+                                          "  Command: " +
+                                              bad + "\n" +
+                                              std::string(11 + bad.find(' ') + 1, ' ') + "^\n"))
         << rd("error_log");
     // Inside the same instruction through its own symbol: the same error.
     EXPECT_EQ(wr("error_log", "", true), 0);

@@ -16,8 +16,7 @@ static int frees;
 NOINLINE void *malloc(size_t n)
 {
     n = (n + 15) & ~(size_t)15;
-    if (used + n > sizeof arena)
-        return NULL;
+    if (used + n > sizeof arena) return NULL;
     void *p = arena + used;
     used += n;
     return p;
@@ -25,23 +24,20 @@ NOINLINE void *malloc(size_t n)
 
 NOINLINE void free(void *p)
 {
-    if (p)
-        frees++;
+    if (p) frees++;
 }
 
 NOINLINE void *calloc(size_t n, size_t size)
 {
     void *p = malloc(n * size);
-    if (p)
-        memset(p, 0, n * size);
+    if (p) memset(p, 0, n * size);
     return p;
 }
 
 NOINLINE void *realloc(void *old, size_t n)
 {
     void *p = malloc(n);
-    if (p && old)
-        memcpy(p, old, n); /* the arena is big enough to read past an old block */
+    if (p && old) memcpy(p, old, n); /* the arena is big enough to read past an old block */
     return p;
 }
 

@@ -28,12 +28,10 @@ NOINLINE void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 4;
-    if (argc > 2)
-        calls = atol(argv[2]);
+    if (argc > 2) calls = atol(argv[2]);
     pthread_t t[64];
     long sums[65] = {0};
-    if (n > 64)
-        n = 64;
+    if (n > 64) n = 64;
     for (int i = 0; i < n; i++)
         pthread_create(&t[i], 0, worker, &sums[i]);
     worker(&sums[n]);

@@ -5,20 +5,33 @@
 // No library containers: the graph holds only these functions, whatever the libstdc++.
 #include <cstdio>
 
-__attribute__((noinline)) int bar(int x) { return x + 1; }
-__attribute__((noinline)) int foo() { return bar(1); }
+__attribute__((noinline)) int bar(int x)
+{
+    return x + 1;
+}
+__attribute__((noinline)) int foo()
+{
+    return bar(1);
+}
 
-namespace geo {
+namespace geo
+{
 
 struct point {
     int x, y;
     __attribute__((noinline)) point(int x_, int y_) : x(x_), y(y_) {}
     __attribute__((noinline)) int norm1() const { return (x < 0 ? -x : x) + (y < 0 ? -y : y); }
-    __attribute__((noinline)) point operator+(const point &o) const { return point(x + o.x, y + o.y); }
+    __attribute__((noinline)) point operator+(const point &o) const
+    {
+        return point(x + o.x, y + o.y);
+    }
     __attribute__((noinline)) static point origin() { return point(0, 0); }
 };
 
-template <typename T> __attribute__((noinline)) T twice(T v) { return v + v; }
+template <typename T> __attribute__((noinline)) T twice(T v)
+{
+    return v + v;
+}
 
 template <typename T> struct box {
     T v;
@@ -27,8 +40,12 @@ template <typename T> struct box {
 
 } // namespace geo
 
-namespace {
-__attribute__((noinline)) int hidden(int v) { return v * 3; }
+namespace
+{
+__attribute__((noinline)) int hidden(int v)
+{
+    return v * 3;
+}
 } // namespace
 
 int main()

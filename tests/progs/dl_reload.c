@@ -11,8 +11,7 @@ static int call(const char *lib, const char *fn, void **where)
     char path[4096];
     snprintf(path, sizeof path, "%s", lib);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return -1;
+    if (!h) return -1;
     int (*f)(int) = (int (*)(int))dlsym(h, fn);
     int r = f ? f(3) : -1;
     Dl_info info;

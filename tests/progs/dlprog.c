@@ -22,17 +22,13 @@ static int find_plugin(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct extent *e = arg;
     (void)size;
-    if (!strstr(info->dlpi_name, "libdlplugin.so"))
-        return 0;
+    if (!strstr(info->dlpi_name, "libdlplugin.so")) return 0;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
+        if (ph->p_type != PT_LOAD) continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (!e->hi || lo < e->lo)
-            e->lo = lo;
-        if (hi > e->hi)
-            e->hi = hi;
+        if (!e->hi || lo < e->lo) e->lo = lo;
+        if (hi > e->hi) e->hi = hi;
     }
     return 1;
 }
@@ -41,16 +37,14 @@ int main(int argc, char **argv)
 {
     char path[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-    if (n <= 0)
-        return 1;
+    if (n <= 0) return 1;
     path[n] = 0;
     strcpy(strrchr(path, '/') + 1, "libdlplugin.so");
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         char line[64];
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
-        if (!fgets(line, sizeof line, stdin))
-            return 1;
+        if (!fgets(line, sizeof line, stdin)) return 1;
     }
     int total = 0;
     for (int round = 1; round <= 2; ++round) {

@@ -36,22 +36,17 @@ int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "";
     before_end();
-    if (strcmp(how, "_exit") == 0)
-        _exit(3);
+    if (strcmp(how, "_exit") == 0) _exit(3);
     if (strcmp(how, "thread-exit") == 0) {
         pthread_t t;
-        if (pthread_create(&t, NULL, exiting_thread, NULL) != 0)
-            return 1;
+        if (pthread_create(&t, NULL, exiting_thread, NULL) != 0) return 1;
         for (;;)
             pause(); /* the other thread ends the process */
     }
-    if (strcmp(how, "abort") == 0)
-        abort();
-    if (strcmp(how, "kill") == 0)
-        raise(SIGKILL);
+    if (strcmp(how, "abort") == 0) abort();
+    if (strcmp(how, "kill") == 0) raise(SIGKILL);
     if (strcmp(how, "daemon") == 0) {
-        if (daemon(1, 1) != 0)
-            return 1;
+        if (daemon(1, 1) != 0) return 1;
         /* the child, on its own: the parent has left */
         before_end();
         usleep(100 * 1000);

@@ -10,14 +10,19 @@ static volatile int sink;
 
 extern "C" {
 
-NOINLINE void after() { sink = sink + 1; }
+NOINLINE void after()
+{
+    sink = sink + 1;
+}
 
-NOINLINE void throw_now(int v) { throw v; }
+NOINLINE void throw_now(int v)
+{
+    throw v;
+}
 
 NOINLINE void throw_deep(int n)
 {
-    if (n == 0)
-        throw n;
+    if (n == 0) throw n;
     throw_deep(n - 1);
     sink = sink + 1;
 }

@@ -28,8 +28,7 @@ static char *const child_env[] = {"PATH=/usr/bin:/bin", "HOME=/", NULL};
 static int wait_child(pid_t pid)
 {
     int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid)
-        return 1;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return 1;
     printf("child status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
     return 0;
 }
@@ -38,8 +37,7 @@ int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "";
     ssize_t n = readlink("/proc/self/exe", child_path, sizeof child_path - 16);
-    if (n <= 0)
-        return 1;
+    if (n <= 0) return 1;
     child_path[n] = '\0';
     strcpy(strrchr(child_path, '/') + 1, "exec_child");
     char *args[] = {child_path, (char *)how, NULL};
@@ -69,8 +67,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(how, "spawn") == 0) {
         pid_t pid = -1;
-        if (posix_spawn(&pid, child_path, NULL, NULL, args, child_env) != 0)
-            return 1;
+        if (posix_spawn(&pid, child_path, NULL, NULL, args, child_env) != 0) return 1;
         return wait_child(pid);
     }
     fprintf(stderr, "usage: exec_parent exec|execve-env|vfork|spawn|exec-prof\n");

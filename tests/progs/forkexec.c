@@ -7,8 +7,16 @@
 
 #define NOINLINE __attribute__((noinline))
 
-NOINLINE int in_parent(int x) { __asm__ volatile("" ::: "memory"); return x + 1; }
-NOINLINE int in_child(int x) { __asm__ volatile("" ::: "memory"); return x + 2; }
+NOINLINE int in_parent(int x)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + 1;
+}
+NOINLINE int in_child(int x)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + 2;
+}
 
 int main(int argc, char **argv)
 {

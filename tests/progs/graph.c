@@ -11,9 +11,15 @@ NOINLINE int leaf(int x)
     return x + 1;
 }
 
-NOINLINE int middle(int x) { return leaf(x) + leaf(x + 1); }
+NOINLINE int middle(int x)
+{
+    return leaf(x) + leaf(x + 1);
+}
 
-NOINLINE int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+NOINLINE int fib(int n)
+{
+    return n < 2 ? n : fib(n - 1) + fib(n - 2);
+}
 
 NOINLINE void *worker(void *arg)
 {
@@ -28,8 +34,7 @@ int main(void)
     r += fib(3);
     int v = 10;
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, &v) != 0)
-        return 1;
+    if (pthread_create(&t, NULL, worker, &v) != 0) return 1;
     pthread_join(t, NULL);
     printf("%d %d\n", r, v);
     return 0;

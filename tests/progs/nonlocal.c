@@ -13,10 +13,16 @@ static jmp_buf jb;
 static sigjmp_buf sjb;
 static volatile int sink;
 
-NOINLINE void after(void) { sink++; }
+NOINLINE void after(void)
+{
+    sink++;
+}
 
 /* longjmp out of the function that calls it */
-NOINLINE void jump_out(void) { longjmp(jb, 1); }
+NOINLINE void jump_out(void)
+{
+    longjmp(jb, 1);
+}
 
 /* longjmp out of N + 1 nested calls */
 NOINLINE void jump_deep(int n)
@@ -63,22 +69,17 @@ NOINLINE void *thread_main(void *arg)
 
 int main(void)
 {
-    if (!setjmp(jb))
-        jump_out();
+    if (!setjmp(jb)) jump_out();
     after();
-    if (!setjmp(jb))
-        jump_deep(3);
+    if (!setjmp(jb)) jump_deep(3);
     after();
     signal(SIGUSR1, on_usr1);
-    if (!sigsetjmp(sjb, 1))
-        raise_deep(0);
+    if (!sigsetjmp(sjb, 1)) raise_deep(0);
     after();
-    if (!sigsetjmp(sjb, 1))
-        raise_deep(2);
+    if (!sigsetjmp(sjb, 1)) raise_deep(2);
     after();
     pthread_t t;
-    if (pthread_create(&t, NULL, thread_main, NULL) != 0)
-        return 1;
+    if (pthread_create(&t, NULL, thread_main, NULL) != 0) return 1;
     pthread_join(t, NULL);
     after();
     printf("%d\n", sink);

@@ -9,19 +9,31 @@
 
 #include <cstring>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 
-class cf_protection : public ::testing::TestWithParam<probe_kind> {};
+class cf_protection : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 const unsigned char endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
 
-bool starts_with_endbr64(const void *fn) { return std::memcmp(fn, endbr64, 4) == 0; }
+bool starts_with_endbr64(const void *fn)
+{
+    return std::memcmp(fn, endbr64, 4) == 0;
+}
 
-long model_leaf(long x) { return 7 * x + 3; }
-long model_outer(long x) { return 7 * x + 2; }
+long model_leaf(long x)
+{
+    return 7 * x + 3;
+}
+long model_outer(long x)
+{
+    return 7 * x + 2;
+}
 
 long (*volatile outer)(long) = cet_outer;
 long (*volatile indirect)(long (*)(long), long) = cet_call_indirect;

@@ -27,8 +27,7 @@ NOINLINE long exc_leaf(long x)
 NOINLINE long exc_thrower(long v)
 {
     BARRIER();
-    if (v > 0)
-        throw std::runtime_error("boom");
+    if (v > 0) throw std::runtime_error("boom");
     return v - 1;
 }
 
@@ -76,7 +75,8 @@ NOINLINE long exc_rethrow_outer(long v)
     }
 }
 
-namespace {
+namespace
+{
 struct calls_leaf_on_destruction {
     ~calls_leaf_on_destruction()
     {
@@ -198,7 +198,8 @@ NOINLINE int exc_bt_outer(void **frames, int max)
     return n;
 }
 
-namespace {
+namespace
+{
 struct walk {
     void **frames;
     int max, n;
@@ -206,8 +207,7 @@ struct walk {
 _Unwind_Reason_Code collect(struct _Unwind_Context *ctx, void *arg)
 {
     auto *w = static_cast<walk *>(arg);
-    if (w->n >= w->max)
-        return _URC_END_OF_STACK;
+    if (w->n >= w->max) return _URC_END_OF_STACK;
     w->frames[w->n++] = reinterpret_cast<void *>(_Unwind_GetIP(ctx));
     return _URC_NO_REASON;
 }

@@ -17,13 +17,16 @@
 #include <unwind.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 using rel::shadow_depth;
 
-class exceptions : public ::testing::TestWithParam<probe_kind> {};
+class exceptions : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 // The calls go through volatile pointers so the compiler keeps them.
 long (*volatile catcher)(long) = exc_catcher;
@@ -67,8 +70,8 @@ TEST_P(exceptions, caught_by_the_same_handler_in_a_probed_function)
 
 TEST_P(exceptions, caught_by_the_caller_of_the_probed_functions)
 {
-    probe_set ps(GetParam(), {{"exc_middle", (void *)exc_middle},
-                              {"exc_thrower", (void *)exc_thrower}});
+    probe_set ps(GetParam(),
+                 {{"exc_middle", (void *)exc_middle}, {"exc_thrower", (void *)exc_thrower}});
     ASSERT_EQ(0, ps.attach());
     int caught = 0;
     for (int i = 0; i < rounds; ++i) {
@@ -241,8 +244,7 @@ void walk_in_handler(bool exit)
         _Unwind_Backtrace(
             [](struct _Unwind_Context *ctx, void *arg) {
                 auto *s = static_cast<w *>(arg);
-                if (s->n >= 64)
-                    return _URC_END_OF_STACK;
+                if (s->n >= 64) return _URC_END_OF_STACK;
                 s->f[s->n++] = reinterpret_cast<void *>(_Unwind_GetIP(ctx));
                 return _URC_NO_REASON;
             },
@@ -251,8 +253,7 @@ void walk_in_handler(bool exit)
     } else {
         n = backtrace(frames, 64);
     }
-    if (handler_walks[exit].empty())
-        handler_walks[exit].assign(frames, frames + n);
+    if (handler_walks[exit].empty()) handler_walks[exit].assign(frames, frames + n);
 }
 
 TEST_P(exceptions, stack_walks_from_handlers_show_real_callers)

@@ -15,8 +15,7 @@
 NOINLINE long lj_leaf(jmp_buf *buf, long v)
 {
     BARRIER();
-    if (v > 0)
-        longjmp(*buf, (int)v);
+    if (v > 0) longjmp(*buf, (int)v);
     return v + 1;
 }
 
@@ -32,8 +31,7 @@ NOINLINE long lj_outer(long v)
 {
     jmp_buf buf;
     volatile long r = setjmp(buf);
-    if (r)
-        return -r;
+    if (r) return -r;
     r = lj_middle(&buf, v);
     BARRIER();
     return r + 3;
@@ -42,8 +40,7 @@ NOINLINE long lj_outer(long v)
 NOINLINE long lj_sig_leaf(sigjmp_buf *buf, long v)
 {
     BARRIER();
-    if (v > 0)
-        siglongjmp(*buf, (int)v);
+    if (v > 0) siglongjmp(*buf, (int)v);
     return v + 1;
 }
 
@@ -58,8 +55,7 @@ NOINLINE long lj_sig_outer(long v)
 {
     sigjmp_buf buf;
     volatile long r = sigsetjmp(buf, 1);
-    if (r)
-        return -r;
+    if (r) return -r;
     r = lj_sig_middle(&buf, v);
     BARRIER();
     return r + 3;

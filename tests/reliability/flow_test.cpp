@@ -16,13 +16,16 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 using rel::shadow_depth;
 
-class flow : public ::testing::TestWithParam<probe_kind> {};
+class flow : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 long (*volatile outer)(long) = lj_outer;
 long (*volatile sig_outer)(long) = lj_sig_outer;
@@ -109,8 +112,8 @@ constexpr size_t co_stack_size = 256 * 1024;
 void run_coroutines(probe_kind kind)
 {
     void *heap_stack = std::malloc(co_stack_size);
-    void *map_stack = mmap(nullptr, co_stack_size, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *map_stack =
+        mmap(nullptr, co_stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(MAP_FAILED, map_stack);
     probe_set ps(kind, {{"uco_resume", (void *)uco_resume},
                         {"uco_work", (void *)uco_work},
@@ -121,8 +124,7 @@ void run_coroutines(probe_kind kind)
     long resumes = 0, resume_sum = 0;
     while (!uco[0].done || !uco[1].done) {
         for (int i = 0; i < 2; ++i) {
-            if (uco[i].done)
-                continue;
+            if (uco[i].done) continue;
             resume_sum += uco_resume(i);
             ++resumes;
         }

@@ -23,8 +23,7 @@ NOINLINE long fk_fork(long x)
 {
     pid_t p = fork();
     BARRIER();
-    if (p < 0)
-        return -1;
+    if (p < 0) return -1;
     return p == 0 ? fk_leaf(x) : -(long)p;
 }
 
@@ -41,16 +40,13 @@ NOINLINE long fk_vfork_exec(const char *path, int call_first)
 {
     pid_t p = vfork();
     if (p == 0) {
-        if (call_first)
-            fk_leaf(1);
+        if (call_first) fk_leaf(1);
         execl(path, path, (char *)0);
         _exit(127);
     }
-    if (p < 0)
-        return -1;
+    if (p < 0) return -1;
     int status;
-    if (waitpid(p, &status, 0) != p)
-        return -2;
+    if (waitpid(p, &status, 0) != p) return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -63,13 +59,10 @@ NOINLINE long fk_vfork_child(long code)
 NOINLINE long fk_vfork_exit_inside(long code)
 {
     pid_t p = vfork();
-    if (p == 0)
-        fk_vfork_child(code);
-    if (p < 0)
-        return -1;
+    if (p == 0) fk_vfork_child(code);
+    if (p < 0) return -1;
     int status;
-    if (waitpid(p, &status, 0) != p)
-        return -2;
+    if (waitpid(p, &status, 0) != p) return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -77,11 +70,9 @@ NOINLINE long fk_spawn(const char *path)
 {
     pid_t p;
     char *argv[] = {(char *)path, 0};
-    if (posix_spawn(&p, path, 0, 0, argv, environ) != 0)
-        return -1;
+    if (posix_spawn(&p, path, 0, 0, argv, environ) != 0) return -1;
     int status;
-    if (waitpid(p, &status, 0) != p)
-        return -2;
+    if (waitpid(p, &status, 0) != p) return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

@@ -17,13 +17,16 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 using rel::shadow_depth;
 
-class processes : public ::testing::TestWithParam<probe_kind> {};
+class processes : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 long (*volatile fork_outer)(long) = fk_fork_outer;
 long (*volatile leaf)(long) = fk_leaf;
@@ -31,15 +34,17 @@ long (*volatile vfork_exec)(const char *, int) = fk_vfork_exec;
 long (*volatile vfork_exit_inside)(long) = fk_vfork_exit_inside;
 long (*volatile spawn_outer)(const char *) = fk_spawn_outer;
 
-long model_leaf(long x) { return 5 * x + 2; }
+long model_leaf(long x)
+{
+    return 5 * x + 2;
+}
 
 // In a child: checks that must hold, as an exit code (0: all held; else the first failed).
 int child_checks(std::initializer_list<bool> checks)
 {
     int i = 1;
     for (bool ok : checks) {
-        if (!ok)
-            return i;
+        if (!ok) return i;
         ++i;
     }
     return 0;
@@ -48,8 +53,7 @@ int child_checks(std::initializer_list<bool> checks)
 int wait_child(pid_t pid)
 {
     int status = 0;
-    if (waitpid(pid, &status, 0) != pid)
-        return -1;
+    if (waitpid(pid, &status, 0) != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -74,8 +78,8 @@ TEST_P(processes, fork_inside_probed_functions)
             // it inherited; its probes go on with its own counters and shadow stack.
             alarm(20);
             const bool inherited = ps.exits("fk_fork_outer") == 1 &&
-                                   ps.last_ret("fk_fork_outer") == 18 &&
-                                   ps.exits("fk_fork") == 1 && ps.last_ret("fk_fork") == 17;
+                                   ps.last_ret("fk_fork_outer") == 18 && ps.exits("fk_fork") == 1 &&
+                                   ps.last_ret("fk_fork") == 17;
             for (long i = 0; i < 100; ++i)
                 leaf(i);
             const bool traced = ps.exits("fk_leaf") == 101 && ps.bad_values() == 0;
@@ -85,8 +89,8 @@ TEST_P(processes, fork_inside_probed_functions)
             ps.detach();
             const bool again = ps.attach() == 0;
             leaf(1);
-            _exit(child_checks({r == 18, inherited, traced, depth, again,
-                                ps.exits("fk_leaf") == 102}));
+            _exit(child_checks(
+                {r == 18, inherited, traced, depth, again, ps.exits("fk_leaf") == 102}));
         }
         const pid_t child = static_cast<pid_t>(1 - r);
         EXPECT_EQ(0, wait_child(child));
@@ -135,7 +139,8 @@ TEST_P(processes, fork_while_other_threads_run_probed_code)
 
 TEST_P(processes, vfork_and_exec)
 {
-    probe_set ps(GetParam(), {{"fk_vfork_exec", (void *)fk_vfork_exec}, {"fk_leaf", (void *)fk_leaf}});
+    probe_set ps(GetParam(),
+                 {{"fk_vfork_exec", (void *)fk_vfork_exec}, {"fk_leaf", (void *)fk_leaf}});
     ps.expect_values("fk_leaf", model_leaf);
     ASSERT_EQ(0, ps.attach());
     for (int round = 0; round < 10; ++round) {

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <mutex>
 
-namespace rel {
+namespace rel
+{
 
 std::atomic<void (*)(bool)> probe_set::hook_{nullptr};
 
-namespace {
+namespace
+{
 
 // The live sets, for handlers to find theirs (they get only the fprobe or kretprobe).
 constexpr int max_sets = 4;
@@ -23,8 +25,7 @@ probe_set::probe_set(probe_kind kind, std::vector<probed_func> funcs)
 {
     for (auto &s : sets) {
         probe_set *expected = nullptr;
-        if (s.compare_exchange_strong(expected, this))
-            break;
+        if (s.compare_exchange_strong(expected, this)) break;
     }
 }
 
@@ -40,8 +41,7 @@ probe_set::~probe_set()
 size_t probe_set::index(const char *name) const
 {
     for (size_t i = 0; i < funcs_.size(); ++i)
-        if (std::strcmp(funcs_[i].name, name) == 0)
-            return i;
+        if (std::strcmp(funcs_[i].name, name) == 0) return i;
     std::abort();
 }
 
@@ -50,8 +50,7 @@ size_t probe_set::index_of_ip(unsigned long ip) const
 {
     for (size_t i = 0; i < funcs_.size(); ++i) {
         auto a = reinterpret_cast<unsigned long>(funcs_[i].addr);
-        if (ip >= a && ip <= a + 4)
-            return i;
+        if (ip >= a && ip <= a + 4) return i;
     }
     return funcs_.size();
 }
@@ -62,14 +61,11 @@ int probe_set::fp_entry(struct fprobe *fp, unsigned long ip, unsigned long,
     *static_cast<unsigned long *>(data) = ftrace_regs_get_argument(fregs, 0);
     for (auto &s : sets) {
         probe_set *p = s.load();
-        if (!p || &p->fp_ != fp)
-            continue;
+        if (!p || &p->fp_ != fp) continue;
         size_t i = p->index_of_ip(ip);
-        if (i < p->counts_.size())
-            p->counts_[i].entries.fetch_add(1);
+        if (i < p->counts_.size()) p->counts_[i].entries.fetch_add(1);
     }
-    if (auto h = hook_.load())
-        h(false);
+    if (auto h = hook_.load()) h(false);
     return 0;
 }
 
@@ -79,23 +75,18 @@ void probe_set::fp_exit(struct fprobe *fp, unsigned long ip, unsigned long ret_i
     const long arg0 = static_cast<long>(*static_cast<unsigned long *>(data));
     for (auto &s : sets) {
         probe_set *p = s.load();
-        if (!p || &p->fp_ != fp)
-            continue;
+        if (!p || &p->fp_ != fp) continue;
         size_t i = p->index_of_ip(ip);
-        if (i >= p->counts_.size())
-            continue;
+        if (i >= p->counts_.size()) continue;
         func_counts &c = p->counts_[i];
         unsigned long r = ftrace_regs_get_return_value(fregs);
         c.exits.fetch_add(1);
         c.ret_sum.fetch_add(r);
         c.last_ret.store(r);
-        if (dprobe::ftrace_is_return_trampoline(ret_ip))
-            c.bad_ret_ip.fetch_add(1);
-        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r))
-            c.bad_value.fetch_add(1);
+        if (dprobe::ftrace_is_return_trampoline(ret_ip)) c.bad_ret_ip.fetch_add(1);
+        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r)) c.bad_value.fetch_add(1);
     }
-    if (auto h = hook_.load())
-        h(true);
+    if (auto h = hook_.load()) h(true);
 }
 
 int probe_set::krp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
@@ -107,8 +98,7 @@ int probe_set::krp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
             continue;
         p->counts_[static_cast<size_t>(ri->rp - &p->rps_.front())].entries.fetch_add(1);
     }
-    if (auto h = hook_.load())
-        h(false);
+    if (auto h = hook_.load()) h(false);
     return 0;
 }
 
@@ -122,24 +112,20 @@ int probe_set::krp_exit(struct kretprobe_instance *ri, struct pt_regs *regs)
         func_counts &c = p->counts_[i];
         unsigned long r = regs_return_value(regs);
         const long arg0 = *reinterpret_cast<long *>(ri->data);
-        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r))
-            c.bad_value.fetch_add(1);
+        if (p->models_[i] && p->models_[i](arg0) != static_cast<long>(r)) c.bad_value.fetch_add(1);
         c.exits.fetch_add(1);
         c.ret_sum.fetch_add(r);
         c.last_ret.store(r);
-        if (dprobe::ftrace_is_return_trampoline(regs->ip) ||
-            get_kretprobe_retaddr(ri) != regs->ip)
+        if (dprobe::ftrace_is_return_trampoline(regs->ip) || get_kretprobe_retaddr(ri) != regs->ip)
             c.bad_ret_ip.fetch_add(1);
     }
-    if (auto h = hook_.load())
-        h(true);
+    if (auto h = hook_.load()) h(true);
     return 0;
 }
 
 int probe_set::attach()
 {
-    if (attached_)
-        return -EEXIST;
+    if (attached_) return -EEXIST;
     if (kind_ == probe_kind::fprobe) {
         fp_ = {};
         fp_.entry_handler = fp_entry;
@@ -149,8 +135,7 @@ int probe_set::attach()
         for (auto &f : funcs_)
             names.push_back(f.name);
         int err = register_fprobe_syms(&fp_, names.data(), static_cast<int>(names.size()));
-        if (err)
-            return err;
+        if (err) return err;
     } else {
         rps_.assign(funcs_.size(), {});
         std::vector<struct kretprobe *> ptrs;
@@ -174,8 +159,7 @@ int probe_set::attach()
 
 void probe_set::detach()
 {
-    if (!attached_)
-        return;
+    if (!attached_) return;
     if (kind_ == probe_kind::fprobe) {
         unregister_fprobe(&fp_);
     } else {
@@ -221,8 +205,7 @@ long probe_set::bad_values() const
 
 unsigned long probe_set::missed() const
 {
-    if (kind_ == probe_kind::fprobe)
-        return __atomic_load_n(&fp_.nmissed, __ATOMIC_RELAXED);
+    if (kind_ == probe_kind::fprobe) return __atomic_load_n(&fp_.nmissed, __ATOMIC_RELAXED);
     unsigned long n = 0;
     for (auto &rp : rps_)
         n += static_cast<unsigned long>(__atomic_load_n(&rp.nmissed, __ATOMIC_RELAXED)) +

@@ -15,11 +15,15 @@
 #include <string>
 #include <vector>
 
-namespace rel {
+namespace rel
+{
 
 enum class probe_kind { fprobe, kretprobe };
 
-inline const char *kind_name(probe_kind k) { return k == probe_kind::fprobe ? "fprobe" : "kretprobe"; }
+inline const char *kind_name(probe_kind k)
+{
+    return k == probe_kind::fprobe ? "fprobe" : "kretprobe";
+}
 
 struct probed_func {
     const char *name;
@@ -37,8 +41,9 @@ struct func_counts {
 // The return value a function gives for its first argument (to check each reported exit).
 using value_model = long (*)(long arg0);
 
-class probe_set {
-public:
+class probe_set
+{
+  public:
     probe_set(probe_kind kind, std::vector<probed_func> funcs);
     ~probe_set();
     probe_set(const probe_set &) = delete;
@@ -66,11 +71,13 @@ public:
     // Runs FN for every handler call of any probe_set (entry and exit), in handler context.
     static void set_handler_hook(void (*fn)(bool exit)) { hook_.store(fn); }
 
-private:
+  private:
     size_t index(const char *name) const;
     size_t index_of_ip(unsigned long ip) const;
-    static int fp_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *);
-    static void fp_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *);
+    static int fp_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *,
+                        void *);
+    static void fp_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *,
+                        void *);
     static int krp_entry(struct kretprobe_instance *, struct pt_regs *);
     static int krp_exit(struct kretprobe_instance *, struct pt_regs *);
 

@@ -23,33 +23,42 @@
 
 #include <dprobe/kprobes.h>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 using rel::shadow_depth;
 
-class signals : public ::testing::TestWithParam<probe_kind> {};
+class signals : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 long (*volatile middle)(long) = sig_middle;
 long (*volatile own_int3)(long) = sig_own_int3;
 
-long model_middle(long x) { return 3 * x + 3; }
-long model_leaf(long x) { return 3 * x + 1; }
+long model_middle(long x)
+{
+    return 3 * x + 3;
+}
+long model_leaf(long x)
+{
+    return 3 * x + 1;
+}
 
 std::atomic<long> handler_calls, handler_bad;
 
 void on_signal(int)
 {
     const long k = handler_calls.fetch_add(1);
-    if (middle(k) != 3 * k + 3)
-        handler_bad.fetch_add(1);
+    if (middle(k) != 3 * k + 3) handler_bad.fetch_add(1);
 }
 
 // A timer that sends SIG to the calling thread every 20 microseconds until destroyed: the
 // kernel delivers it wherever the thread is, however busy the machine.
-class signal_storm {
-public:
+class signal_storm
+{
+  public:
     explicit signal_storm(int sig)
     {
         struct sigevent ev = {};
@@ -64,13 +73,14 @@ public:
     }
     ~signal_storm() { timer_delete(timer_); }
 
-private:
+  private:
     timer_t timer_{};
 };
 
 // Aborts the test program if the scope lasts longer than a minute (a hang is a failure).
-class watchdog {
-public:
+class watchdog
+{
+  public:
     explicit watchdog(const char *what)
         : th_([this, what] {
               for (int i = 0; i < 600 && !done_.load(); ++i)
@@ -88,7 +98,7 @@ public:
         th_.join();
     }
 
-private:
+  private:
     std::atomic<bool> done_{false};
     std::thread th_;
 };
@@ -105,8 +115,7 @@ storm_result run_storm(long n)
     signal_storm storm(SIGUSR1);
     long i = 0;
     for (; i < n || handler_calls.load(std::memory_order_relaxed) < 500; ++i)
-        if (middle(i) != 3 * i + 3)
-            ++r.bad;
+        if (middle(i) != 3 * i + 3) ++r.bad;
     r.calls = i;
     return r;
 }
@@ -140,8 +149,7 @@ void storm_on_this_thread(probe_kind kind, int flags, bool recursing_handlers = 
     middle(0);
     ps.reset_counts();
     handler_calls = handler_bad = hook_calls = 0;
-    if (recursing_handlers)
-        probe_set::set_handler_hook(hook_calls_probed);
+    if (recursing_handlers) probe_set::set_handler_hook(hook_calls_probed);
     storm_result r;
     {
         watchdog w("signal storm");
@@ -258,8 +266,7 @@ __attribute__((noinline)) long storm_with_jumps(long n)
         // (After a jump out of the handler SIGUSR1 is still blocked, as in the handler.)
         pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
         for (; i < n || jumps.load(std::memory_order_relaxed) < 100; ++i)
-            if (middle(i) != 3 * i + 3)
-                ++bad;
+            if (middle(i) != 3 * i + 3) ++bad;
         pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
     }
     install(SIG_IGN, 0); // a signal still pending is discarded
@@ -271,7 +278,8 @@ TEST_P(signals, handlers_leaving_with_siglongjmp)
 {
     for (int altstack = 0; altstack < 2; ++altstack) {
         SCOPED_TRACE(altstack ? "on a sigaltstack" : "on the thread's stack");
-        probe_set ps(GetParam(), {{"sig_middle", (void *)sig_middle}, {"sig_leaf", (void *)sig_leaf}});
+        probe_set ps(GetParam(),
+                     {{"sig_middle", (void *)sig_middle}, {"sig_leaf", (void *)sig_leaf}});
         ps.expect_values("sig_middle", model_middle);
         ps.expect_values("sig_leaf", model_leaf);
         stack_t ss = {};
@@ -314,8 +322,7 @@ std::atomic<int> own_traps, own_trap_kernel;
 void on_own_trap(int, siginfo_t *info, void *)
 {
     own_traps.fetch_add(1);
-    if (info->si_code == SI_KERNEL)
-        own_trap_kernel.fetch_add(1);
+    if (info->si_code == SI_KERNEL) own_trap_kernel.fetch_add(1);
 }
 
 std::atomic<int> kprobe_hits;
@@ -356,7 +363,8 @@ TEST_P(signals, program_sigtrap_handler_with_int3_probes_armed)
         // Installed while dprobe owns SIGTRAP: replaces the program's, not dprobe's, and
         // sigaction reports the program's previous handler.
         ASSERT_EQ(0, sigaction(SIGTRAP, &mine, &old));
-        EXPECT_EQ(reinterpret_cast<void *>(on_own_trap), reinterpret_cast<void *>(old.sa_sigaction));
+        EXPECT_EQ(reinterpret_cast<void *>(on_own_trap),
+                  reinterpret_cast<void *>(old.sa_sigaction));
     }
     unregister_kprobe(&kp);
     ps.detach();
@@ -366,7 +374,8 @@ TEST_P(signals, program_sigtrap_handler_with_int3_probes_armed)
     sigaction(SIGTRAP, &dfl, nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(kinds, signals, ::testing::Values(probe_kind::fprobe, probe_kind::kretprobe),
+INSTANTIATE_TEST_SUITE_P(kinds, signals,
+                         ::testing::Values(probe_kind::fprobe, probe_kind::kretprobe),
                          [](const auto &info) { return std::string(rel::kind_name(info.param)); });
 
 } // namespace

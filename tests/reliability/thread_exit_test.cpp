@@ -14,16 +14,22 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using rel::probe_kind;
 using rel::probe_set;
 using rel::shadow_depth;
 
-class thread_exit : public ::testing::TestWithParam<probe_kind> {};
+class thread_exit : public ::testing::TestWithParam<probe_kind>
+{
+};
 
 std::atomic<int> cleanups;
-void count_cleanup(void *) { cleanups.fetch_add(1); }
+void count_cleanup(void *)
+{
+    cleanups.fetch_add(1);
+}
 
 long (*volatile exit_outer)(long) = thr_exit_outer;
 long (*volatile cancel_outer)(int) = thr_cancel_outer;
@@ -133,8 +139,7 @@ TEST_P(thread_exit, cancelled_at_a_cancellation_point_in_a_probed_function)
 thread_local int cancel_in_handler = -1; // 0: entry handlers, 1: exit handlers
 void cancel_point_in_handler(bool exit)
 {
-    if (cancel_in_handler == static_cast<int>(exit))
-        pthread_testcancel();
+    if (cancel_in_handler == static_cast<int>(exit)) pthread_testcancel();
 }
 
 void *cancel_self_then_call(void *arg)
@@ -174,8 +179,8 @@ TEST_P(thread_exit, cancelled_inside_a_handler)
 
 TEST_P(thread_exit, asynchronous_cancellation_while_running_probed_code)
 {
-    probe_set ps(GetParam(), {{"thr_spin", (void *)thr_spin},
-                              {"thr_spin_leaf", (void *)thr_spin_leaf}});
+    probe_set ps(GetParam(),
+                 {{"thr_spin", (void *)thr_spin}, {"thr_spin_leaf", (void *)thr_spin_leaf}});
     ASSERT_EQ(0, ps.attach());
     for (int i = 0; i < 20; ++i) {
         ps.reset_counts();
@@ -215,8 +220,7 @@ TEST_P(thread_exit, threads_end_while_the_probe_is_removed)
                              &threads[i], nullptr,
                              [](void *arg) -> void * {
                                  for (int n = 0; n < 200; ++n)
-                                     if (exit_outer(0) != 5)
-                                         return nullptr;
+                                     if (exit_outer(0) != 5) return nullptr;
                                  return run_exit_outer(arg);
                              },
                              reinterpret_cast<void *>(static_cast<long>(i & 1) * 4)));

@@ -11,7 +11,8 @@
 
 std::atomic<int> thr_dtor_runs;
 
-namespace {
+namespace
+{
 struct counts_destruction {
     ~counts_destruction() { thr_dtor_runs.fetch_add(1); }
 };
@@ -22,8 +23,7 @@ extern "C" {
 NOINLINE long thr_exit_leaf(long v)
 {
     BARRIER();
-    if (v > 0)
-        pthread_exit(reinterpret_cast<void *>(v));
+    if (v > 0) pthread_exit(reinterpret_cast<void *>(v));
     return v + 1;
 }
 

@@ -10,7 +10,6 @@ unsigned short sdtl_fire_semaphore __attribute__((section(".probes"), used));
 __attribute__((noinline)) int sdtl_fire(int v)
 {
     int r = v + 1;
-    if (__builtin_expect(sdtl_fire_semaphore, 0))
-        STAP_PROBE2(sdtl, fire, v, r);
+    if (__builtin_expect(sdtl_fire_semaphore, 0)) STAP_PROBE2(sdtl, fire, v, r);
     return r;
 }

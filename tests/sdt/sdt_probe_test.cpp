@@ -223,7 +223,8 @@ TEST(SdtProbe, PrelinkAdjustmentByStapsdtBase)
         size_t off = 0, name_off, desc_off;
         GElf_Nhdr nh;
         while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-            for (int w = 0; w < 3; w++) words.push_back(sh.sh_offset + desc_off + 8 * w);
+            for (int w = 0; w < 3; w++)
+                words.push_back(sh.sh_offset + desc_off + 8 * w);
             moved++;
         }
     }

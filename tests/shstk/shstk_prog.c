@@ -21,9 +21,9 @@
 #define ARCH_SHSTK_ENABLE 0x5001
 #define ARCH_SHSTK_SHSTK (1ULL << 0)
 
-#define DECLARE(fl)                                                                         \
-    long fl##_leaf(long);                                                                   \
-    long fl##_mid(long);                                                                    \
+#define DECLARE(fl)                                                                                \
+    long fl##_leaf(long);                                                                          \
+    long fl##_mid(long);                                                                           \
     long fl##_tail(long);
 DECLARE(shstk_fentry)
 DECLARE(shstk_pfe)
@@ -43,8 +43,7 @@ static void on_exit_(struct fprobe *fp, unsigned long ip, unsigned long ret, str
                      void *data)
 {
     ++exits;
-    if (*(unsigned long *)data != ret)
-        ++bad;
+    if (*(unsigned long *)data != ret) ++bad;
 }
 
 static void finish(int status)
@@ -93,8 +92,7 @@ int main(void)
     /* SHSTK_OFF=1 runs the same checks without the shadow stack (to tell a dprobe failure
      * from a shadow-stack one). */
     const char *off = getenv("SHSTK_OFF");
-    if (off && *off == '1')
-        run();
+    if (off && *off == '1') run();
     if (syscall(SYS_arch_prctl, ARCH_SHSTK_ENABLE, ARCH_SHSTK_SHSTK) != 0) {
         printf("no user shadow stack from the kernel (arch_prctl: %m): skipped\n");
         return 77;

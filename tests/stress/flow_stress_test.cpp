@@ -53,7 +53,8 @@ extern char __start_flow_jumpable[], __stop_flow_jumpable[];
 extern char __start_flow_jump_handlers[], __stop_flow_jump_handlers[];
 }
 
-namespace {
+namespace
+{
 
 #define JUMP_HANDLER __attribute__((section("flow_jump_handlers"), noinline))
 
@@ -73,8 +74,8 @@ const flavour_fns fns[flow_nflavours] = {
      flow_fentry_deep, flow_fentry_exiter, flow_fentry_canceller},
     {flow_pfe_catcher, flow_pfe_setjmper, flow_pfe_outer, flow_pfe_leaf, flow_pfe_deep,
      flow_pfe_exiter, flow_pfe_canceller},
-    {flow_plain_catcher, flow_plain_setjmper, flow_plain_outer, flow_plain_leaf,
-     flow_plain_deep, flow_plain_exiter, flow_plain_canceller},
+    {flow_plain_catcher, flow_plain_setjmper, flow_plain_outer, flow_plain_leaf, flow_plain_deep,
+     flow_plain_exiter, flow_plain_canceller},
 };
 
 constexpr unsigned long data_magic = 0x5eed5eed00000000UL;
@@ -94,8 +95,7 @@ struct figures {
     void note(const std::string &s)
     {
         std::lock_guard<std::mutex> g(log_lock);
-        if (log.size() < 20)
-            log.push_back(s);
+        if (log.size() < 20) log.push_back(s);
     }
 };
 figures fig;
@@ -118,15 +118,17 @@ int flavour_of(struct fprobe *fp);
 
 struct fprobe exact[flow_nflavours];
 
-int flavour_of(struct fprobe *fp) { return static_cast<int>(fp - exact); }
+int flavour_of(struct fprobe *fp)
+{
+    return static_cast<int>(fp - exact);
+}
 
 int exact_entry(struct fprobe *fp, unsigned long, unsigned long parent_ip, struct ftrace_regs *,
                 void *data)
 {
     const int fl = flavour_of(fp);
     fig.entries[fl].fetch_add(1, std::memory_order_relaxed);
-    if (in_signal)
-        fig.sig_entries[fl].fetch_add(1, std::memory_order_relaxed);
+    if (in_signal) fig.sig_entries[fl].fetch_add(1, std::memory_order_relaxed);
     auto *d = static_cast<entry_data *>(data);
     d->magic = data_magic | static_cast<unsigned long>(fl);
     d->parent_ip = parent_ip;
@@ -236,8 +238,8 @@ void note_code_ranges()
     dl_iterate_phdr(
         [](struct dl_phdr_info *info, size_t, void *p) {
             const auto base = static_cast<uintptr_t>(info->dlpi_addr);
-            const bool dprobe = reinterpret_cast<uintptr_t>(static_cast<Dl_info *>(p)->dli_fbase) ==
-                                base;
+            const bool dprobe =
+                reinterpret_cast<uintptr_t>(static_cast<Dl_info *>(p)->dli_fbase) == base;
             for (int i = 0; i < info->dlpi_phnum && nranges < 256; ++i) {
                 const ElfW(Phdr) &ph = info->dlpi_phdr[i];
                 if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
@@ -251,8 +253,7 @@ void note_code_ranges()
 bool in_dprobe(uintptr_t ip)
 {
     for (int i = 0; i < nranges; ++i)
-        if (ip >= ranges[i].lo && ip < ranges[i].hi)
-            return ranges[i].dprobe;
+        if (ip >= ranges[i].lo && ip < ranges[i].hi) return ranges[i].dprobe;
     return true;
 }
 
@@ -266,10 +267,10 @@ void on_signal(int, siginfo_t *, void *uc)
     const unsigned r = sig_seed.fetch_add(0x9e3779b9, std::memory_order_relaxed);
     const int fl = static_cast<int>((r >> 8) % flow_nflavours);
     fig.sig_calls[fl].fetch_add(1, std::memory_order_relaxed);
-    if (fns[fl].leaf(5) != 16)
-        fig.wrong_results.fetch_add(1, std::memory_order_relaxed);
+    if (fns[fl].leaf(5) != 16) fig.wrong_results.fetch_add(1, std::memory_order_relaxed);
     in_signal = 0;
-    const auto ip = static_cast<uintptr_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_RIP]);
+    const auto ip =
+        static_cast<uintptr_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_RIP]);
     // Leave the body of the recursion, a churned probe's handler, or dprobe's own code for
     // good (half the time).
     if (jump_armed && (r & 0x10000)) {
@@ -279,8 +280,7 @@ void on_signal(int, siginfo_t *, void *uc)
         if (ours || dprobe) {
             jump_armed = 0;
             fig.jumps.fetch_add(1, std::memory_order_relaxed);
-            if (dprobe)
-                fig.dprobe_jumps.fetch_add(1, std::memory_order_relaxed);
+            if (dprobe) fig.dprobe_jumps.fetch_add(1, std::memory_order_relaxed);
             siglongjmp(jump_back, 1);
         }
     }
@@ -293,8 +293,7 @@ std::atomic<bool> stop{false};
 
 void check(long got, long want, const char *what, int fl)
 {
-    if (got == want)
-        return;
+    if (got == want) return;
     if (fig.wrong_results.fetch_add(1) < 5)
         fig.note(std::string(what) + " (" + flavour_names[fl] + ") returned " +
                  std::to_string(got) + ", not " + std::to_string(want));
@@ -396,8 +395,7 @@ void loader()
         auto cube = reinterpret_cast<unsigned long (*)(unsigned long)>(dlsym(h, "dl_cube"));
         for (unsigned long x = 1; x <= 3; ++x) {
             fig.dl_calls.fetch_add(1);
-            if (cube(x) != x * x * x)
-                fig.wrong_results.fetch_add(1);
+            if (cube(x) != x * x * x) fig.wrong_results.fetch_add(1);
         }
         dlclose(h);
         fig.loads.fetch_add(1);
@@ -440,27 +438,36 @@ void change(churned &c, std::mt19937 &rng)
             err = register_kprobe(&c.kp);
             break;
         }
-        if (err)
-            return op_failed(c, "register", err);
+        if (err) return op_failed(c, "register", err);
         c.state = churned::on;
     } else if (pick == 0) {
         switch (c.kind) {
-        case ckind::fprobe: err = unregister_fprobe(&c.fp); break;
-        case ckind::kretprobe: unregister_kretprobe(&c.rp); break;
-        case ckind::kprobe: unregister_kprobe(&c.kp); break;
+        case ckind::fprobe:
+            err = unregister_fprobe(&c.fp);
+            break;
+        case ckind::kretprobe:
+            unregister_kretprobe(&c.rp);
+            break;
+        case ckind::kprobe:
+            unregister_kprobe(&c.kp);
+            break;
         }
-        if (err)
-            return op_failed(c, "unregister", err);
+        if (err) return op_failed(c, "unregister", err);
         c.state = churned::off;
     } else {
         const bool on = c.state == churned::disabled;
         switch (c.kind) {
-        case ckind::fprobe: on ? enable_fprobe(&c.fp) : disable_fprobe(&c.fp); break;
-        case ckind::kretprobe: err = on ? enable_kretprobe(&c.rp) : disable_kretprobe(&c.rp); break;
-        case ckind::kprobe: err = on ? enable_kprobe(&c.kp) : disable_kprobe(&c.kp); break;
+        case ckind::fprobe:
+            on ? enable_fprobe(&c.fp) : disable_fprobe(&c.fp);
+            break;
+        case ckind::kretprobe:
+            err = on ? enable_kretprobe(&c.rp) : disable_kretprobe(&c.rp);
+            break;
+        case ckind::kprobe:
+            err = on ? enable_kprobe(&c.kp) : disable_kprobe(&c.kp);
+            break;
         }
-        if (err)
-            return op_failed(c, on ? "enable" : "disable", err);
+        if (err) return op_failed(c, on ? "enable" : "disable", err);
         c.state = on ? churned::on : churned::disabled;
     }
     fig.churn_ops.fetch_add(1);
@@ -497,12 +504,17 @@ void knobs()
 unsigned long unregister_all()
 {
     for (churned &c : churn) {
-        if (c.state == churned::off)
-            continue;
+        if (c.state == churned::off) continue;
         switch (c.kind) {
-        case ckind::fprobe: unregister_fprobe(&c.fp); break;
-        case ckind::kretprobe: unregister_kretprobe(&c.rp); break;
-        case ckind::kprobe: unregister_kprobe(&c.kp); break;
+        case ckind::fprobe:
+            unregister_fprobe(&c.fp);
+            break;
+        case ckind::kretprobe:
+            unregister_kretprobe(&c.rp);
+            break;
+        case ckind::kprobe:
+            unregister_kprobe(&c.kp);
+            break;
         }
         c.state = churned::off;
     }
@@ -597,11 +609,13 @@ TEST(flow_stress, churn_with_exceptions_jumps_signals_exits_and_loads)
         for (auto &c : per_flavour)
             calls += c.load();
     std::printf("flow-stress: %.0f s, %lu probed calls, %lu workloads, %lu signals (%lu left "
-                "with siglongjmp, %lu of them from dprobe's code), %lu thread exits, %lu cancellations, %lu loads, %lu churn "
+                "with siglongjmp, %lu of them from dprobe's code), %lu thread exits, %lu "
+                "cancellations, %lu loads, %lu churn "
                 "operations, %lu knob flips, %lu churned-probe hits\n",
-                seconds_to_run(), calls, fig.workloads.load(), fig.signals.load(),
-                fig.jumps.load(), fig.dprobe_jumps.load(), fig.thread_exits.load(), fig.cancels.load(), fig.loads.load(),
-                fig.churn_ops.load(), fig.knob_flips.load(), fig.churn_hits.load());
+                seconds_to_run(), calls, fig.workloads.load(), fig.signals.load(), fig.jumps.load(),
+                fig.dprobe_jumps.load(), fig.thread_exits.load(), fig.cancels.load(),
+                fig.loads.load(), fig.churn_ops.load(), fig.knob_flips.load(),
+                fig.churn_hits.load());
     for (int fl = 0; fl < flow_nflavours; ++fl) {
         const unsigned long e = fig.entries[fl], x = fig.exits[fl], sc = fig.sig_calls[fl],
                             se = fig.sig_entries[fl], missed = exact[fl].nmissed;

@@ -29,12 +29,12 @@
 // Never set: canceller() waits until its thread is cancelled.
 static volatile int flow_wait_over;
 
-namespace {
+namespace
+{
 _Unwind_Reason_Code count_frame(struct _Unwind_Context *ctx, void *arg)
 {
     auto *n = static_cast<long *>(arg);
-    if (_Unwind_GetIP(ctx))
-        ++*n;
+    if (_Unwind_GetIP(ctx)) ++*n;
     return _URC_NO_REASON;
 }
 } // namespace
@@ -44,8 +44,7 @@ extern "C" {
 NOIPA long FLOW(thrower)(int d)
 {
     flow_note_call(FLOW_FLAVOUR, flow_thrower);
-    if (d == 0)
-        throw std::runtime_error("flow");
+    if (d == 0) throw std::runtime_error("flow");
     long r = FLOW(thrower)(d - 1);
     KEEP(r);
     return r + 1;
@@ -64,8 +63,7 @@ NOIPA long FLOW(catcher)(int d)
 NOIPA long FLOW(jumper)(int d, jmp_buf *jb)
 {
     flow_note_call(FLOW_FLAVOUR, flow_jumper);
-    if (d == 0)
-        longjmp(*jb, 1);
+    if (d == 0) longjmp(*jb, 1);
     long r = FLOW(jumper)(d - 1, jb);
     KEEP(r);
     return r + 1;
@@ -75,8 +73,7 @@ NOIPA long FLOW(setjmper)(int d)
 {
     flow_note_call(FLOW_FLAVOUR, flow_setjmper);
     jmp_buf jb;
-    if (setjmp(jb))
-        return -2;
+    if (setjmp(jb)) return -2;
     return FLOW(jumper)(d, &jb);
 }
 
@@ -131,8 +128,7 @@ __attribute__((section("flow_jumpable"))) NOIPA long FLOW(deep)(int d)
     flow_note_call(FLOW_FLAVOUR, flow_deep);
     for (int i = 0; i < 32; ++i) // time in the body, where signals may land and jump out
         KEEP(i);
-    if (d == 0)
-        return FLOW(leaf)(7);
+    if (d == 0) return FLOW(leaf)(7);
     long r = FLOW(deep)(d - 1);
     KEEP(r);
     return r + 1;
@@ -142,8 +138,7 @@ __attribute__((section("flow_jumpable"))) NOIPA long FLOW(deep)(int d)
 NOIPA long FLOW(exiter)(int d)
 {
     flow_note_call(FLOW_FLAVOUR, flow_exiter);
-    if (d == 0)
-        pthread_exit(nullptr);
+    if (d == 0) pthread_exit(nullptr);
     long r = FLOW(exiter)(d - 1);
     KEEP(r);
     return r + 1;

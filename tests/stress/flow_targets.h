@@ -34,17 +34,17 @@ inline void flow_note_call(int flavour, flow_fn f)
 #define FLOW_CAT(a, b) FLOW_CAT2(a, b)
 #define FLOW(name) FLOW_CAT(FLOW_NAME, name)
 
-#define FLOW_DECLARE(fl)                                                                        \
-    long flow_##fl##_thrower(int d);                                                           \
-    long flow_##fl##_catcher(int d);                                                           \
-    long flow_##fl##_jumper(int d, jmp_buf *jb);                                               \
-    long flow_##fl##_setjmper(int d);                                                          \
-    long flow_##fl##_inner(int d);                                                             \
-    long flow_##fl##_middle(int d);                                                            \
-    long flow_##fl##_outer(int d);                                                             \
-    long flow_##fl##_leaf(long x);                                                             \
-    long flow_##fl##_deep(int d);                                                              \
-    long flow_##fl##_exiter(int d);                                                            \
+#define FLOW_DECLARE(fl)                                                                           \
+    long flow_##fl##_thrower(int d);                                                               \
+    long flow_##fl##_catcher(int d);                                                               \
+    long flow_##fl##_jumper(int d, jmp_buf *jb);                                                   \
+    long flow_##fl##_setjmper(int d);                                                              \
+    long flow_##fl##_inner(int d);                                                                 \
+    long flow_##fl##_middle(int d);                                                                \
+    long flow_##fl##_outer(int d);                                                                 \
+    long flow_##fl##_leaf(long x);                                                                 \
+    long flow_##fl##_deep(int d);                                                                  \
+    long flow_##fl##_exiter(int d);                                                                \
     long flow_##fl##_canceller(int d);
 
 extern "C" {

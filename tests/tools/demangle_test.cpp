@@ -22,11 +22,14 @@ TEST(Demangle, SimpleDropsParametersAndTemplateArguments)
 
 TEST(Demangle, Operators)
 {
-    EXPECT_EQ(demangle_simplify("std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)"),
-              "std::operator<<");
+    EXPECT_EQ(
+        demangle_simplify(
+            "std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)"),
+        "std::operator<<");
     EXPECT_EQ(demangle_simplify("bool operator<(a const&, a const&)"), "operator<");
     EXPECT_EQ(demangle_simplify("operator new(unsigned long)"), "operator new");
-    EXPECT_EQ(demangle_simplify("std::__cxx11::basic_string<char>::_M_create[abi:cxx11](unsigned long&, unsigned long)"),
+    EXPECT_EQ(demangle_simplify("std::__cxx11::basic_string<char>::_M_create[abi:cxx11](unsigned "
+                                "long&, unsigned long)"),
               "std::__cxx11::basic_string::_M_create");
 }
 

@@ -13,12 +13,13 @@
 
 using namespace dprobe::tools;
 
-namespace {
+namespace
+{
 
 // The first bytes of an ELF file of CLASS and MACHINE (the fields the check reads).
 std::string header(unsigned char cls, uint16_t machine, size_t size = sizeof(Elf64_Ehdr))
 {
-    Elf64_Ehdr eh {};
+    Elf64_Ehdr eh{};
     std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
     eh.e_ident[EI_CLASS] = cls;
     eh.e_ident[EI_DATA] = ELFDATA2LSB;
@@ -47,7 +48,8 @@ TEST(elf_header_problem, other_machines_refused_by_name)
     // The x32 ABI: x86-64 instructions, ELF32 and 32-bit pointers.
     EXPECT_EQ(problem(header(ELFCLASS32, EM_X86_64, sizeof(Elf32_Ehdr))),
               "process 7 (prog) is not an x86-64 program (ELF machine x32 (32-bit pointers on "
-              "x86-64)" + tail);
+              "x86-64)" +
+                  tail);
     EXPECT_EQ(problem(header(ELFCLASS64, EM_AARCH64)),
               "process 7 (prog) is not an x86-64 program (ELF machine AArch64" + tail);
     EXPECT_EQ(problem(header(ELFCLASS64, 0x1234)),
@@ -70,8 +72,7 @@ TEST(check_attach_target, real_processes)
     // A PID that was reaped.
     pid_t child = fork();
     ASSERT_GE(child, 0);
-    if (child == 0)
-        _exit(0);
+    if (child == 0) _exit(0);
     ASSERT_EQ(waitpid(child, nullptr, 0), child);
     EXPECT_EQ(check_attach_target(child), "no process " + std::to_string(child));
 }

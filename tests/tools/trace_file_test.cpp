@@ -24,7 +24,8 @@
 using namespace dprobe;
 using namespace dprobe::tracefile;
 
-namespace {
+namespace
+{
 
 struct temp_file {
     std::string path;
@@ -45,7 +46,8 @@ struct temp_file {
     void put(const std::string &bytes) { write_all(fd, bytes.data(), bytes.size()); }
     size_t size() const
     {
-        struct stat st {};
+        struct stat st {
+        };
         fstat(fd, &st);
         return static_cast<size_t>(st.st_size);
     }
@@ -106,7 +108,8 @@ TEST(trace_file, metadata_round_trip)
     f.put(make_chunk(CHUNK_SESSION, 1ull << 32, s));
     f.put(make_chunk(CHUNK_OBJECTS, 1ull << 32, "+ 0x5000 /bin/prog\n+ 0x7000 /lib/libc.so.6\n"));
     f.put(make_chunk(CHUNK_OBJECTS, 1ull << 32, "@ 4242\n- 0x7000 /lib/libc.so.6\n"));
-    f.put(make_chunk(CHUNK_EVENT, 1ull << 32, event_payload(1000, "grp/ev", "p:grp/ev f", "format")));
+    f.put(
+        make_chunk(CHUNK_EVENT, 1ull << 32, event_payload(1000, "grp/ev", "p:grp/ev f", "format")));
     f.put(make_chunk(CHUNK_SESSION, 2ull << 32, "pid=7\n"));
     f.put(make_chunk(CHUNK_END, 1ull << 32, "reason=exit\nstatus=0\n"));
     trace_reader r;

@@ -10,7 +10,8 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 
-namespace {
+namespace
+{
 
 int print_record(struct tracecmd_input *h, struct tep_record *r, int cpu, void *)
 {
@@ -25,10 +26,8 @@ int print_record(struct tracecmd_input *h, struct tep_record *r, int cpu, void *
     for (int i = 0; fields && fields[i]; i++) {
         struct tep_format_field *f = fields[i];
         unsigned long long v;
-        if (f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC | TEP_FIELD_IS_STRING))
-            continue;
-        if (tep_read_number_field(f, r->data, &v) == 0)
-            std::printf(" %s=%llu", f->name, v);
+        if (f->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC | TEP_FIELD_IS_STRING)) continue;
+        if (tep_read_number_field(f, r->data, &v) == 0) std::printf(" %s=%llu", f->name, v);
     }
     free(fields);
     std::printf("\n");

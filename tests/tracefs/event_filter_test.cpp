@@ -13,7 +13,8 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 probe_definition parse(const std::string &line)
 {
@@ -56,8 +57,9 @@ record make(const probe_definition &d, long a, unsigned long b, unsigned long c,
     return r;
 }
 
-class EventFilter : public ::testing::Test {
-protected:
+class EventFilter : public ::testing::Test
+{
+  protected:
     probe_definition def = parse(line);
     std::vector<filter_field> fields = probe_filter_fields(def);
 
@@ -81,8 +83,7 @@ protected:
                  const char *comm = "worker")
     {
         auto f = compile(text);
-        if (!f)
-            return false;
+        if (!f) return false;
         event_filter::context c;
         c.cpu = cpu;
         c.comm = comm;
@@ -96,9 +97,8 @@ TEST_F(EventFilter, FieldsOfAProbeEvent)
     for (auto &f : fields)
         names.push_back(f.name);
     EXPECT_EQ(names, (std::vector<std::string>{"__probe_ip", "a", "b", "c", "s", "arr", "w", "CPU",
-                                               "cpu", "COMM", "comm", "common_type",
-                                               "common_flags", "common_preempt_count",
-                                               "common_pid"}));
+                                               "cpu", "COMM", "comm", "common_type", "common_flags",
+                                               "common_preempt_count", "common_pid"}));
     auto ret = probe_filter_fields(parse("r:kprobes/r do_work v=$retval"));
     EXPECT_EQ(ret[0].name, "__probe_func");
     EXPECT_EQ(ret[1].name, "__probe_ret_ip");
@@ -111,15 +111,15 @@ TEST_F(EventFilter, NumericComparisons)
     record r = make(def, -5, 200, 0x1234, "hello", "ab", -2);
     EXPECT_TRUE(matches("a == -5", r));
     EXPECT_FALSE(matches("a != -5", r));
-    EXPECT_TRUE(matches("a < 0", r));       // signed: -5 < 0
+    EXPECT_TRUE(matches("a < 0", r)); // signed: -5 < 0
     EXPECT_TRUE(matches("a <= -5", r));
     EXPECT_FALSE(matches("a > -5", r));
     EXPECT_TRUE(matches("a >= -6", r));
-    EXPECT_TRUE(matches("b > 100", r));     // u8 200
+    EXPECT_TRUE(matches("b > 100", r)); // u8 200
     EXPECT_TRUE(matches("b == 0xc8", r));
-    EXPECT_TRUE(matches("c & 0x1000", r));  // bit test
+    EXPECT_TRUE(matches("c & 0x1000", r)); // bit test
     EXPECT_FALSE(matches("c & 0x2000", r));
-    EXPECT_TRUE(matches("w == -2", r));     // s16
+    EXPECT_TRUE(matches("w == -2", r)); // s16
     EXPECT_TRUE(matches("w < -1", r));
     EXPECT_TRUE(matches("common_pid == 77", r));
     EXPECT_TRUE(matches("common_type == 1001", r));
@@ -195,8 +195,8 @@ TEST_F(EventFilter, LogicAndPrecedence)
     EXPECT_TRUE(matches("!(a == 1 && b == 9)", r));
     EXPECT_TRUE(matches("!(!(a == 1))", r));
     // The kernel's own example shape.
-    EXPECT_TRUE(matches("a == 1 && !(!(b == 2) || (c == 9 && a == 1)) || c == 9 || b == 2 && !(a == 9)",
-                        r));
+    EXPECT_TRUE(matches(
+        "a == 1 && !(!(b == 2) || (c == 9 && a == 1)) || c == 9 || b == 2 && !(a == 9)", r));
     EXPECT_TRUE(matches("((((a == 1))))", r));
     EXPECT_TRUE(matches("  a==1&&b==2  \n", r));
 }

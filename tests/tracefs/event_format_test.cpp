@@ -22,7 +22,8 @@ extern "C" __attribute__((noinline, used)) int dprobe_evfmt_target(int x)
     return x * 3 + 1;
 }
 
-namespace {
+namespace
+{
 
 probe_definition parse(const std::string &line)
 {

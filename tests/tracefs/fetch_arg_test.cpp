@@ -19,7 +19,8 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 constexpr unsigned entry_flags = TPARG_FL_KERNEL | TPARG_FL_FENTRY;
 constexpr unsigned return_flags = TPARG_FL_KERNEL | TPARG_FL_RETURN;
@@ -63,16 +64,16 @@ struct record {
     std::string str(size_t off = 0) const
     {
         uint32_t dl = at<uint32_t>(off);
-        if (!data_loc_len(dl))
-            return "(fault)";
+        if (!data_loc_len(dl)) return "(fault)";
         const char *s = reinterpret_cast<const char *>(buf.data() + data_loc_offset(dl));
         EXPECT_EQ(std::strlen(s) + 1, data_loc_len(dl)) << "length counts the NUL";
         return s;
     }
 };
 
-class FetchArgTest : public ::testing::Test {
-protected:
+class FetchArgTest : public ::testing::Test
+{
+  protected:
     static void SetUpTestSuite() { fetch_install_fault_handler(); }
 
     void SetUp() override
@@ -372,8 +373,7 @@ TEST_F(FetchArgTest, MemoryAndSymbols)
     EXPECT_EQ(args[0].prog.code[0].op, fetch_op::NOP_SYMBOL);
     fetch_resolver res;
     res.symbol = [](std::string_view name) -> std::optional<uintptr_t> {
-        if (name == "global_word")
-            return reinterpret_cast<uintptr_t>(&global_word);
+        if (name == "global_word") return reinterpret_cast<uintptr_t>(&global_word);
         return std::nullopt;
     };
     ASSERT_TRUE(resolve_fetch_args(args, res).ok());
@@ -400,8 +400,8 @@ TEST_F(FetchArgTest, MemoryAndSymbols)
 
 size_t fake_symbolize(char *buf, size_t len, uintptr_t addr)
 {
-    return static_cast<size_t>(std::snprintf(buf, len, "func+0x%lx/0x100",
-                                             static_cast<unsigned long>(addr - 0x1000)));
+    return static_cast<size_t>(
+        std::snprintf(buf, len, "func+0x%lx/0x100", static_cast<unsigned long>(addr - 0x1000)));
 }
 
 TEST_F(FetchArgTest, SymstrAndBitfields)

@@ -45,15 +45,20 @@ TARGET int ta_mark(int i)
 
 using namespace ftt;
 
-namespace {
+namespace
+{
 
-class ftrace_arrays : public ::testing::Test {
-protected:
+class ftrace_arrays : public ::testing::Test
+{
+  protected:
     void SetUp() override { reset_ftrace(); }
     void TearDown() override { reset_ftrace(); }
 };
 
-int gettid_() { return int(syscall(SYS_gettid)); }
+int gettid_()
+{
+    return int(syscall(SYS_gettid));
+}
 
 } // namespace
 
@@ -151,7 +156,8 @@ TEST_F(ftrace_arrays, snapshot_swaps_and_reads)
 {
     std::string s = rd("snapshot");
     EXPECT_TRUE(has(s, "# * Snapshot is freed *\n")) << s;
-    EXPECT_TRUE(has(s, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated."));
+    EXPECT_TRUE(
+        has(s, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated."));
     ASSERT_EQ(wr("set_ftrace_filter", "ta_leaf", true), 0);
     ASSERT_EQ(wr("current_tracer", "function"), 0);
     ta_leaf(1);
@@ -185,9 +191,9 @@ TEST_F(ftrace_arrays, trace_marker_and_raw)
     ASSERT_EQ(T.write_file("trace_marker", "no newline"), 0);
     ta_mark(7);
     uint32_t raw[2] = {0x1234, 0x04030201};
-    ASSERT_EQ(T.write_file("trace_marker_raw",
-                           std::string(reinterpret_cast<char *>(raw), sizeof raw)),
-              0);
+    ASSERT_EQ(
+        T.write_file("trace_marker_raw", std::string(reinterpret_cast<char *>(raw), sizeof raw)),
+        0);
     EXPECT_EQ(T.write_file("trace_marker_raw", "ab"), -EINVAL); // shorter than the id
     // A payload that is not a multiple of 4 prints rounded up with zeros, as the kernel
     // prints its 4-byte aligned records.
@@ -275,13 +281,11 @@ TEST_F(ftrace_arrays, function_profile)
     std::vector<std::string> g;
     bool leaf = false, deep = false;
     for (size_t i = 2; i < l.size(); i++) {
-        ASSERT_TRUE(matches(l[i], "^  ([a-z_]+) +([0-9]+)    [0-9.]+ us +[0-9.]+ us +[0-9.]+ us +$",
-                            &g))
+        ASSERT_TRUE(
+            matches(l[i], "^  ([a-z_]+) +([0-9]+)    [0-9.]+ us +[0-9.]+ us +[0-9.]+ us +$", &g))
             << l[i];
-        if (g[1] == "ta_leaf")
-            leaf = g[2] == "7";
-        if (g[1] == "ta_deep")
-            deep = g[2] == "4";
+        if (g[1] == "ta_leaf") leaf = g[2] == "7";
+        if (g[1] == "ta_deep") deep = g[2] == "4";
     }
     EXPECT_TRUE(leaf && deep) << all;
     std::string mine = rd("trace_stat/function" + std::to_string(gettid_()));
@@ -316,8 +320,7 @@ TEST_F(ftrace_arrays, stack_tracer)
     ASSERT_GE(std::stoul(g[1]), 8u) << t; // ta_leaf, 7 ta_deep, the test's frames
     // Entry 0: the deepest function, at the maximum depth; then its callers, each with the
     // size of its frame, down to the bottom of the stack.
-    ASSERT_TRUE(matches(l[2], "^  0\\) +([0-9]+) +([0-9]+)   ta_leaf\\+0x0/0x[0-9a-f]+$", &g))
-        << t;
+    ASSERT_TRUE(matches(l[2], "^  0\\) +([0-9]+) +([0-9]+)   ta_leaf\\+0x0/0x[0-9a-f]+$", &g)) << t;
     EXPECT_EQ(std::stoull(g[1]), big);
     uint64_t prev = big;
     for (size_t i = 3; i < 10; i++) {
@@ -345,11 +348,10 @@ TEST_F(ftrace_arrays, ftrace_formats_and_ring_buffer_headers)
                  "print fmt: \" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip\n");
     EXPECT_TRUE(has(rd("events/ftrace/print/format"), "\tfield:char buf[];\toffset:16;\tsize:0;"));
     EXPECT_EQ(rd("events/ftrace/funcgraph_exit/id"), "10\n");
-    EXPECT_EQ(rd("events/header_page"),
-              "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
-              "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
-              "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-              "\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n");
+    EXPECT_EQ(rd("events/header_page"), "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+                                        "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+                                        "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+                                        "\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n");
     EXPECT_TRUE(has(rd("events/header_event"), "\ttype_len    :    5 bits\n"
                                                "\ttime_delta  :   27 bits\n"));
     EXPECT_EQ(wr("events/ftrace/enable", "1"), -EACCES);
@@ -452,8 +454,8 @@ TEST_F(ftrace_arrays, per_cpu_raw_pages_decode_with_kbuffer)
 TEST(kpage_writer, deltas_extends_long_events_and_missed_counts)
 {
     dprobe::kpage_writer w;
-    uint64_t small[3] = {1, 2, 3};                  // 24 bytes: type_len 6
-    std::vector<uint64_t> big(40, 7);               // 320 bytes: type_len 0 + length word
+    uint64_t small[3] = {1, 2, 3};    // 24 bytes: type_len 6
+    std::vector<uint64_t> big(40, 7); // 320 bytes: type_len 0 + length word
     w.add(1000, small, sizeof small, 0);
     w.add(1000 + (1ull << 30), big.data(), big.size() * 8, 0); // needs a time extend
     w.add(1000 + (1ull << 30) + 5, small, sizeof small, 3);    // 3 lost before: a new page
@@ -525,8 +527,7 @@ TEST_F(ftrace_arrays, tracing_cpumask_limits_recording_to_its_cpus)
             cpu_set_t set;
             CPU_ZERO(&set);
             CPU_SET(i % 2, &set);
-            if (sched_setaffinity(0, sizeof set, &set) == 0)
-                ta_leaf(i);
+            if (sched_setaffinity(0, sizeof set, &set) == 0) ta_leaf(i);
         }
     });
     t.join();

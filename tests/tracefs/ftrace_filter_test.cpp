@@ -15,17 +15,31 @@
 
 #define TARGET extern "C" __attribute__((noipa, used, patchable_function_entry(5, 0)))
 
-TARGET int ff_alpha(int a) { return a + 1; }
-TARGET int ff_beta(int a) { return a + 2; }
-TARGET int ff_beta_two(int a) { return a + 3; }
-TARGET int ff_gamma(int a) { return ff_alpha(a) + ff_beta(a); }
+TARGET int ff_alpha(int a)
+{
+    return a + 1;
+}
+TARGET int ff_beta(int a)
+{
+    return a + 2;
+}
+TARGET int ff_beta_two(int a)
+{
+    return a + 3;
+}
+TARGET int ff_gamma(int a)
+{
+    return ff_alpha(a) + ff_beta(a);
+}
 
 using namespace ftt;
 
-namespace {
+namespace
+{
 
-class ftrace_filter : public ::testing::Test {
-protected:
+class ftrace_filter : public ::testing::Test
+{
+  protected:
     void SetUp() override { reset_ftrace(); }
     void TearDown() override { reset_ftrace(); }
 };
@@ -75,8 +89,7 @@ TEST_F(ftrace_filter, line_numbers_of_available_filter_functions)
     auto avail = lines(rd("available_filter_functions"));
     size_t n = 0;
     for (size_t i = 0; i < avail.size(); i++)
-        if (avail[i] == "ff_gamma")
-            n = i + 1;
+        if (avail[i] == "ff_gamma") n = i + 1;
     ASSERT_NE(n, 0u);
     EXPECT_EQ(wr("set_ftrace_filter", std::to_string(n) + " ", true), 0);
     EXPECT_EQ(rd("set_ftrace_filter"), "ff_gamma\n");
@@ -91,8 +104,7 @@ TEST_F(ftrace_filter, available_lists_what_a_glob_selects)
     // functions without a compiled-in site included, before anything selected them.
     std::string want;
     for (const std::string &l : lines(rd("available_filter_functions")))
-        if (l.starts_with("pthread_spin_"))
-            want += l + "\n";
+        if (l.starts_with("pthread_spin_")) want += l + "\n";
     ASSERT_TRUE(has(want, "pthread_spin_lock [libc.so.6]\n")) << want;
     EXPECT_EQ(wr("set_ftrace_filter", "pthread_spin_*", true), 0);
     EXPECT_EQ(rd("set_ftrace_filter"), want);
@@ -100,8 +112,7 @@ TEST_F(ftrace_filter, available_lists_what_a_glob_selects)
     EXPECT_EQ(wr("set_ftrace_filter", "pthread_spin_*:traceoff", true), 0);
     std::string cmds;
     for (const std::string &l : lines(rd("set_ftrace_filter")))
-        if (has(l, ":traceoff:unlimited"))
-            cmds += l.substr(0, l.find(':')) + "\n";
+        if (has(l, ":traceoff:unlimited")) cmds += l.substr(0, l.find(':')) + "\n";
     std::string names;
     for (const std::string &l : lines(want))
         names += l.substr(0, l.find(' ')) + "\n";
@@ -154,12 +165,11 @@ TEST_F(ftrace_filter, commands_read_back_as_the_kernel_prints_them)
     EXPECT_EQ(wr("set_ftrace_filter", "ff_gamma:stacktrace:2"), 0);
     EXPECT_EQ(wr("set_ftrace_filter", "ff_gamma:dump"), 0);
     // The filter itself stays empty: commands are not functions to trace.
-    EXPECT_EQ(rd("set_ftrace_filter"),
-              "#### all functions enabled ####\n"
-              "ff_alpha:traceoff:unlimited\n"
-              "ff_beta:traceon:count=5\n"
-              "ff_gamma:stacktrace:count=2\n"
-              "ff_gamma:dump\n");
+    EXPECT_EQ(rd("set_ftrace_filter"), "#### all functions enabled ####\n"
+                                       "ff_alpha:traceoff:unlimited\n"
+                                       "ff_beta:traceon:count=5\n"
+                                       "ff_gamma:stacktrace:count=2\n"
+                                       "ff_gamma:dump\n");
     // O_TRUNC clears the functions, not the commands.
     EXPECT_EQ(wr("set_ftrace_filter", "ff_beta_two", true), 0);
     EXPECT_TRUE(has(rd("set_ftrace_filter"), "ff_beta_two\nff_alpha:traceoff:unlimited\n"));
@@ -264,9 +274,9 @@ TEST_F(ftrace_filter, options_and_trace_options)
 {
     std::vector<std::string> names;
     ASSERT_EQ(T.list("options", names), 0);
-    for (const char *o : {"print-parent", "sym-offset", "sym-addr", "overwrite", "markers",
-                          "func_stack_trace", "funcgraph-proc", "funcgraph-tail",
-                          "funcgraph-retval", "graph-time"})
+    for (const char *o :
+         {"print-parent", "sym-offset", "sym-addr", "overwrite", "markers", "func_stack_trace",
+          "funcgraph-proc", "funcgraph-tail", "funcgraph-retval", "graph-time"})
         EXPECT_NE(std::find(names.begin(), names.end(), o), names.end()) << o;
     EXPECT_EQ(rd("options/sym-offset"), "0\n");
     EXPECT_EQ(wr("options/sym-offset", "1"), 0);

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-namespace ftt {
+namespace ftt
+{
 
 inline dprobe::tracefs_tree &T = dprobe::tracefs_tree::instance();
 
@@ -57,8 +58,7 @@ inline std::vector<std::string> body(const std::string &s)
 {
     std::vector<std::string> v;
     for (auto &l : lines(s))
-        if (!l.empty() && l[0] != '#')
-            v.push_back(l);
+        if (!l.empty() && l[0] != '#') v.push_back(l);
     return v;
 }
 
@@ -76,9 +76,9 @@ inline bool matches(const std::string &s, const std::string &re,
     if (ok && groups) {
         groups->clear();
         for (size_t i = 0; i <= rx.re_nsub && i < 10; i++)
-            groups->push_back(m[i].rm_so < 0 ? std::string()
-                                             : s.substr(size_t(m[i].rm_so),
-                                                        size_t(m[i].rm_eo - m[i].rm_so)));
+            groups->push_back(m[i].rm_so < 0
+                                  ? std::string()
+                                  : s.substr(size_t(m[i].rm_so), size_t(m[i].rm_eo - m[i].rm_so)));
     }
     regfree(&rx);
     return ok;
@@ -93,20 +93,18 @@ inline void reset_ftrace()
     EXPECT_EQ(wr("current_tracer", "nop"), 0);
     // Commands go one by one with "!": read them back and remove each.
     for (auto &l : lines(rd("set_ftrace_filter"))) {
-        if (l.empty() || l[0] == '#')
-            continue;
+        if (l.empty() || l[0] == '#') continue;
         size_t c = l.find(':');
-        if (c == std::string::npos)
-            continue;
+        if (c == std::string::npos) continue;
         std::string cmd = l.substr(0, l.rfind(':'));
         if (l.find(":unlimited") == std::string::npos && l.find(":count=") == std::string::npos)
             cmd = l;
         wr("set_ftrace_filter", "!" + cmd);
     }
-    for (const char *f : {"set_ftrace_filter", "set_ftrace_notrace", "set_graph_function",
-                          "set_graph_notrace", "set_ftrace_pid", "set_ftrace_notrace_pid",
-                          "set_event_pid", "set_event_notrace_pid", "stack_trace_filter",
-                          "set_event"})
+    for (const char *f :
+         {"set_ftrace_filter", "set_ftrace_notrace", "set_graph_function", "set_graph_notrace",
+          "set_ftrace_pid", "set_ftrace_notrace_pid", "set_event_pid", "set_event_notrace_pid",
+          "stack_trace_filter", "set_event"})
         EXPECT_EQ(wr(f, "", true), 0) << f;
     EXPECT_EQ(wr("snapshot", "0"), 0);
     EXPECT_EQ(wr("max_graph_depth", "0"), 0);

@@ -20,26 +20,40 @@ TARGET int tt_leaf(int a)
     asm volatile("" ::: "memory");
     return a + 1;
 }
-TARGET int tt_mid(int a) { return tt_leaf(a) + tt_leaf(a + 1); }
-TARGET int tt_top(int a) { return tt_mid(a) * 2; }
+TARGET int tt_mid(int a)
+{
+    return tt_leaf(a) + tt_leaf(a + 1);
+}
+TARGET int tt_top(int a)
+{
+    return tt_mid(a) * 2;
+}
 TARGET int tt_slow(int us)
 {
     usleep(useconds_t(us));
     return us;
 }
-TARGET int tt_outer(int us) { return tt_slow(us) + tt_leaf(0); }
+TARGET int tt_outer(int us)
+{
+    return tt_slow(us) + tt_leaf(0);
+}
 
 using namespace ftt;
 
-namespace {
+namespace
+{
 
-class ftrace_tracer : public ::testing::Test {
-protected:
+class ftrace_tracer : public ::testing::Test
+{
+  protected:
     void SetUp() override { reset_ftrace(); }
     void TearDown() override { reset_ftrace(); }
 };
 
-int gettid_() { return int(syscall(SYS_gettid)); }
+int gettid_()
+{
+    return int(syscall(SYS_gettid));
+}
 
 // The graph part of a function_graph line: what follows the duration column's "|".
 std::string call_of(const std::string &line)
@@ -80,7 +94,8 @@ TEST_F(ftrace_tracer, function_lines_and_symbol_options)
     EXPECT_TRUE(has(t, "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n"
                        "#              | |         |         |         |\n"))
         << t;
-    EXPECT_TRUE(matches(body(t)[1], "^ +[^ ]+-[0-9]+ +\\[[0-9]{3}\\]  +[0-9]+\\.[0-9]{6}: tt_leaf$"));
+    EXPECT_TRUE(
+        matches(body(t)[1], "^ +[^ ]+-[0-9]+ +\\[[0-9]{3}\\]  +[0-9]+\\.[0-9]{6}: tt_leaf$"));
     ASSERT_EQ(wr("options/context-info", "0"), 0);
     EXPECT_EQ(body(rd("trace"))[1], "tt_leaf");
 }
@@ -143,7 +158,8 @@ TEST_F(ftrace_tracer, graph_layout_leaves_nesting_and_columns)
     const std::string cpu = "^ [0-9]+\\) ";
     EXPECT_TRUE(matches(b[0], cpu + "              \\|  tt_top\\(\\) \\{$")) << b[0];
     EXPECT_TRUE(matches(b[1], cpu + "              \\|    tt_mid\\(\\) \\{$")) << b[1];
-    EXPECT_TRUE(matches(b[2], cpu + "[ +!#*@$] +[0-9]+\\.[0-9]+ us +\\|      tt_leaf\\(\\);$")) << b[2];
+    EXPECT_TRUE(matches(b[2], cpu + "[ +!#*@$] +[0-9]+\\.[0-9]+ us +\\|      tt_leaf\\(\\);$"))
+        << b[2];
     EXPECT_TRUE(matches(b[3], cpu + "[ +!#*@$] +[0-9.]+ us +\\|      tt_leaf\\(\\);$")) << b[3];
     EXPECT_TRUE(matches(b[4], cpu + "[ +!#*@$] +[0-9.]+ us +\\|    \\}$")) << b[4];
     EXPECT_TRUE(matches(b[5], cpu + "[ +!#*@$] +[0-9.]+ us +\\|  \\}$")) << b[5];
@@ -160,7 +176,8 @@ TEST_F(ftrace_tracer, graph_layout_leaves_nesting_and_columns)
     ASSERT_EQ(wr("options/funcgraph-abstime", "1"), 0);
     t = rd("trace");
     EXPECT_TRUE(has(t, "#     TIME        CPU  TASK/PID         DURATION "));
-    EXPECT_TRUE(matches(body(t)[0], "^ *[0-9]+\\.[0-9]{6} \\|   [0-9]+\\) .*-[0-9]+ +\\| +\\|  tt_top"))
+    EXPECT_TRUE(
+        matches(body(t)[0], "^ *[0-9]+\\.[0-9]{6} \\|   [0-9]+\\) .*-[0-9]+ +\\| +\\|  tt_top"))
         << body(t)[0];
     ASSERT_EQ(wr("options/funcgraph-duration", "0"), 0);
     ASSERT_EQ(wr("options/funcgraph-cpu", "0"), 0);
@@ -183,7 +200,8 @@ TEST_F(ftrace_tracer, graph_overhead_markers_and_comments)
     ASSERT_EQ(b.size(), 5u) << rd("trace");
     EXPECT_TRUE(has(b[0], "|  tt_outer() {"));
     // The event between the entry and the return prints as a comment at its depth.
-    EXPECT_TRUE(matches(b[1], "\\|  /\\* slow: \\(tt_slow\\+0x0/0x[0-9a-f]+\\) us=1500 \\*/$")) << b[1];
+    EXPECT_TRUE(matches(b[1], "\\|  /\\* slow: \\(tt_slow\\+0x0/0x[0-9a-f]+\\) us=1500 \\*/$"))
+        << b[1];
     EXPECT_TRUE(matches(b[2], "\\) [#*@$] +[0-9]+\\.[0-9]+ us +\\|    tt_slow\\(\\);$")) << b[2];
     EXPECT_TRUE(matches(b[4], "\\) [#*@$] +[0-9]+\\.[0-9]+ us +\\|  \\}$")) << b[4];
     ASSERT_EQ(wr("options/funcgraph-overhead", "0"), 0);
@@ -246,7 +264,8 @@ TEST_F(ftrace_tracer, thread_switches_per_cpu)
         t.join();
     }
     std::string t = rd("trace");
-    EXPECT_TRUE(matches(t, "\n ------------------------------------------\n 0\\) +[^ ]+-[0-9]+ +=> +[^ ]+-[0-9]+ *\n ------------------------------------------\n\n"))
+    EXPECT_TRUE(matches(t, "\n ------------------------------------------\n 0\\) +[^ ]+-[0-9]+ +=> "
+                           "+[^ ]+-[0-9]+ *\n ------------------------------------------\n\n"))
         << t;
 }
 

@@ -12,9 +12,13 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
-std::vector<std::string> split(const std::string &s) { return argv_split(s); }
+std::vector<std::string> split(const std::string &s)
+{
+    return argv_split(s);
+}
 
 // --- accepted lines ------------------------------------------------------------------------
 
@@ -34,7 +38,8 @@ const accepted_case accepted[] = {
     {"p vfs_read%return $retval", "r:kprobes/r_vfs_read_0 vfs_read arg1=$retval"},
     {"p do_work+4 a=%di:u32", "p:kprobes/p_do_work_4 do_work+4 a=%di:u32"},
     {"p do_work+0x10", "p:kprobes/p_do_work_16 do_work+16"},
-    {"p libc.so.6:malloc size=%di:u64", "p:kprobes/p_libc_so_6_malloc_0 libc.so.6:malloc size=%di:u64"},
+    {"p libc.so.6:malloc size=%di:u64",
+     "p:kprobes/p_libc_so_6_malloc_0 libc.so.6:malloc size=%di:u64"},
     {"p ld-linux-x86-64.so.2:_dl_open+3",
      "p:kprobes/p_ld_linux_x86_64_so_2__dl_open_3 ld-linux-x86-64.so.2:_dl_open+3"},
     {"p 0x401000", "p:kprobes/p_0x0000000000401000 0x0000000000401000"},
@@ -55,13 +60,15 @@ const accepted_case accepted[] = {
     {"f vfs_read%return", "f:fprobes/vfs_read__exit vfs_read%return"},
     {"f:x vfs_read $retval", "f:fprobes/x vfs_read%return arg1=$retval"},
     {"f:fprobes/x vfs_read%return arg1=$retval", "f:fprobes/x vfs_read%return arg1=$retval"},
-    {"f libc.so.6:malloc size=$arg1", "f:fprobes/libc_so_6_malloc__entry libc.so.6:malloc size=$arg1"},
+    {"f libc.so.6:malloc size=$arg1",
+     "f:fprobes/libc_so_6_malloc__entry libc.so.6:malloc size=$arg1"},
     {"f parse_* $arg1", "f:fprobes/parse____entry parse_* arg1=$arg1"},
     // A generated name never starts with a digit (it could not be named again).
     {"f 9lives", "f:fprobes/_9lives__entry 9lives"},
     {"f 3d.so:draw%return", "f:fprobes/_3d_so_draw__exit 3d.so:draw%return"},
     {"p:uprobes/x /bin/sh:0x46420", "p:uprobes/x /bin/sh:0x0000000000046420"},
-    {"p /bin/sh:0x46420 %ip %ax", "p:uprobes/p_sh_0x46420 /bin/sh:0x0000000000046420 arg1=%ip arg2=%ax"},
+    {"p /bin/sh:0x46420 %ip %ax",
+     "p:uprobes/p_sh_0x46420 /bin/sh:0x0000000000046420 arg1=%ip arg2=%ax"},
     {"r /bin/sh:100(0x20)", "r:uprobes/p_sh_0x64 /bin/sh:0x0000000000000064(0x20)"},
     {"p:u /bin/sh:0x10%return $retval @+0x20:u32",
      "r:uprobes/u /bin/sh:0x0000000000000010 arg1=$retval arg2=@+0x20:u32"},
@@ -341,11 +348,12 @@ TEST(ProbeParse, RejectedLinesLogTheKernelError)
 
         // The caret line of the file text: 11 + pos spaces, then '^'.
         std::string text = log.read();
-        std::string expect_tail = "  Command: " + line + "\n" + std::string(11 + caret, ' ') + "^\n";
+        std::string expect_tail =
+            "  Command: " + line + "\n" + std::string(11 + caret, ' ') + "^\n";
         ASSERT_GE(text.size(), expect_tail.size());
         EXPECT_EQ(text.substr(text.size() - expect_tail.size()), expect_tail);
-        EXPECT_NE(text.find(std::string(c.loc) + ": error: " +
-                            probe_err_text(probe_err_from_name(c.err))),
+        EXPECT_NE(text.find(std::string(c.loc) +
+                            ": error: " + probe_err_text(probe_err_from_name(c.err))),
                   std::string::npos);
     }
 }
@@ -357,13 +365,13 @@ TEST(ProbeParse, UnloggedFailures)
         unsigned accept;
         int errnum;
     } cases[] = {
-        {"a:x sym", ACCEPT_DYNAMIC, EINVAL},          // nobody's command
-        {"p", ACCEPT_DYNAMIC, EINVAL},                // no place
-        {"p /bin/sh:abc", ACCEPT_DYNAMIC, EINVAL},    // path without numeric offset
-        {"r4 /bin/sh:10", ACCEPT_DYNAMIC, EINVAL},    // uprobes take no maxactive
-        {"f vfs_read", ACCEPT_KPROBE, EINVAL},        // kprobe_events takes no f
-        {"p /bin/sh:10", ACCEPT_KPROBE, EINVAL},      // nor uprobes
-        {"p vfs_read", ACCEPT_UPROBE, EINVAL},        // uprobe_events takes no kprobes
+        {"a:x sym", ACCEPT_DYNAMIC, EINVAL},       // nobody's command
+        {"p", ACCEPT_DYNAMIC, EINVAL},             // no place
+        {"p /bin/sh:abc", ACCEPT_DYNAMIC, EINVAL}, // path without numeric offset
+        {"r4 /bin/sh:10", ACCEPT_DYNAMIC, EINVAL}, // uprobes take no maxactive
+        {"f vfs_read", ACCEPT_KPROBE, EINVAL},     // kprobe_events takes no f
+        {"p /bin/sh:10", ACCEPT_KPROBE, EINVAL},   // nor uprobes
+        {"p vfs_read", ACCEPT_UPROBE, EINVAL},     // uprobe_events takes no kprobes
         {"-x", ACCEPT_DYNAMIC, EINVAL},
         {"-:", ACCEPT_DYNAMIC, EINVAL},
         {"!foo", ACCEPT_DYNAMIC, EINVAL},
@@ -468,8 +476,7 @@ TEST(ProbeParse, RegistrationErrorsPointAtThePlace)
         std::string text = log.read();
         size_t place = argv[0].size() + 1;
         std::string expect = std::string(cmd.def.error_loc()) + ": error: " + c.message +
-                             "\n  Command: " + c.line + "\n" + std::string(11 + place, ' ') +
-                             "^\n";
+                             "\n  Command: " + c.line + "\n" + std::string(11 + place, ' ') + "^\n";
         EXPECT_NE(text.find(expect), std::string::npos) << text;
     }
 }
@@ -510,8 +517,7 @@ TEST(ProbeParse, AppendRules)
         std::string marked = c.line;
         size_t caret = marked.find('^');
         std::string line = marked;
-        if (caret != std::string::npos)
-            line.erase(caret, 1);
+        if (caret != std::string::npos) line.erase(caret, 1);
         while (!line.empty() && line.back() == ' ')
             line.pop_back();
         probe_definition d = def_of(line);
@@ -590,7 +596,8 @@ TEST(ProbeParse, RunCommandSplitsLinesAndStopsAtFirstFailure)
         seen.push_back(join_argv(argv));
         return argv[0] == "bad" ? -EINVAL : 0;
     };
-    std::string buf = "p:a  f1 # comment\n\n   \n# only a comment\n\tp:b f2\t%ax\nbad line\np:c f3\n";
+    std::string buf =
+        "p:a  f1 # comment\n\n   \n# only a comment\n\tp:b f2\t%ax\nbad line\np:c f3\n";
     EXPECT_EQ(trace_parse_run_command(buf, create), -EINVAL);
     EXPECT_EQ(seen, (std::vector<std::string>{"p:a f1", "p:b f2 %ax", "bad line"}));
 
@@ -655,9 +662,10 @@ TEST(ErrorLog, FormatKeepsEightAndClears)
     error_log log;
     auto argv = split("p non_exist_func");
     log.append("trace_kprobe", argv, registration_error(probe_err::BAD_PROBE_ADDR, ENOENT));
-    EXPECT_EQ(mask_stamps(log.read()), "[TS] trace_kprobe: error: Invalid probed address or symbol\n"
-                                       "  Command: p non_exist_func\n"
-                                       "             ^\n");
+    EXPECT_EQ(mask_stamps(log.read()),
+              "[TS] trace_kprobe: error: Invalid probed address or symbol\n"
+              "  Command: p non_exist_func\n"
+              "             ^\n");
     // The stamp: at least 5 characters of seconds, dot, 6 digits of microseconds.
     std::string raw = log.read();
     ASSERT_EQ(raw[0], '[');

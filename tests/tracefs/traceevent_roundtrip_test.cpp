@@ -57,7 +57,8 @@ TARGET long rt_other(long x)
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 tracefs_tree &T = tracefs_tree::instance();
 
@@ -79,8 +80,7 @@ std::string sym_of(uintptr_t addr, bool with_offset)
     char buf[256];
     sprint_symbol(buf, sizeof buf, addr, false);
     std::string s = buf;
-    if (!with_offset && s.find('+') != std::string::npos)
-        s.resize(s.find('+'));
+    if (!with_offset && s.find('+') != std::string::npos) s.resize(s.find('+'));
     return s;
 }
 
@@ -91,8 +91,9 @@ std::string hex(uint64_t v)
     return b;
 }
 
-class TraceeventRoundTrip : public ::testing::Test {
-protected:
+class TraceeventRoundTrip : public ::testing::Test
+{
+  protected:
     void SetUp() override { reset(); }
     void TearDown() override { reset(); }
     static void reset()
@@ -133,11 +134,12 @@ TEST_F(TraceeventRoundTrip, EveryEventKindAndType)
         std::string(uprobe),
     };
     for (const auto &l : lines)
-        ASSERT_EQ(T.write_file("dynamic_events", l), 0) << l << "\n" << [] {
-            std::string s;
-            T.read_file("error_log", s);
-            return s;
-        }();
+        ASSERT_EQ(T.write_file("dynamic_events", l), 0) << l << "\n"
+                                                        << [] {
+                                                               std::string s;
+                                                               T.read_file("error_log", s);
+                                                               return s;
+                                                           }();
     ASSERT_EQ(T.write_file("events/enable", "1"), 0);
 
     static char text[] = "hello";
@@ -181,8 +183,7 @@ TEST_F(TraceeventRoundTrip, EveryEventKindAndType)
     for (size_t i = 0, nl; i < trace.size(); i = nl + 1) {
         nl = trace.find('\n', i);
         std::string l = trace.substr(i, nl - i);
-        if (!l.empty() && l[0] != '#')
-            trace_lines.push_back(l);
+        if (!l.empty() && l[0] != '#') trace_lines.push_back(l);
     }
 
     std::map<std::string, int> seen;
@@ -214,10 +215,8 @@ TEST_F(TraceeventRoundTrip, EveryEventKindAndType)
         ASSERT_EQ(ours.rfind(name, 0), 0u) << ours;
         std::string body = ours.substr(name.size());
         size_t oc = body.find(") "), dc = decoded.find(") ");
-        if (oc == std::string::npos)
-            oc = body.size() - 1;
-        if (dc == std::string::npos)
-            dc = decoded.size() - 1;
+        if (oc == std::string::npos) oc = body.size() - 1;
+        if (dc == std::string::npos) dc = decoded.size() - 1;
         std::string our_ip = body.substr(1, oc - 1), dec_ip = decoded.substr(1, dc - 1);
         std::string our_args = oc + 2 <= body.size() ? body.substr(oc + 2) : "";
         std::string dec_args = dc + 2 <= decoded.size() ? decoded.substr(dc + 2) : "";
@@ -246,7 +245,8 @@ TEST_F(TraceeventRoundTrip, EveryEventKindAndType)
                 size_t sp = a.find(' ', i);
                 std::string tok = a.substr(i, sp == std::string::npos ? std::string::npos : sp - i);
                 size_t eq = tok.find('=');
-                v.emplace_back(tok.substr(0, eq), eq == std::string::npos ? "" : tok.substr(eq + 1));
+                v.emplace_back(tok.substr(0, eq),
+                               eq == std::string::npos ? "" : tok.substr(eq + 1));
                 i = sp == std::string::npos ? a.size() : sp + 1;
             }
             return v;

@@ -16,15 +16,15 @@
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 bool mounted(const std::string &mp)
 {
     std::ifstream in("/proc/self/mountinfo");
     std::string id, parent, dev, root, point, rest;
     while (in >> id >> parent >> dev >> root >> point) {
-        if (point == mp)
-            return true;
+        if (point == mp) return true;
         std::getline(in, rest);
     }
     return false;
@@ -32,8 +32,7 @@ bool mounted(const std::string &mp)
 
 TEST(TraceFsFuse, DeadMountOfAKilledProcessIsReplaced)
 {
-    if (access("/dev/fuse", R_OK | W_OK) != 0)
-        GTEST_SKIP() << "no /dev/fuse";
+    if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
     char tmpl[] = "/tmp/dprobe-fusetest.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     std::string mp = std::string(tmpl) + "/1234";

@@ -32,10 +32,12 @@ TARGET int tsock_target(int a)
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
-class TraceFsSocket : public ::testing::Test {
-protected:
+class TraceFsSocket : public ::testing::Test
+{
+  protected:
     std::string dir, path;
 
     void SetUp() override
@@ -78,7 +80,9 @@ TEST_F(TraceFsSocket, ServesTheTree)
     // Several requests on one connection.
     tracefs_client c;
     ASSERT_EQ(c.connect(path), 0);
-    EXPECT_EQ(c.request(tracefs_op::write, "dynamic_events", "f:sock/t tsock_target a=$arg1:s32\n").err, 0);
+    EXPECT_EQ(
+        c.request(tracefs_op::write, "dynamic_events", "f:sock/t tsock_target a=$arg1:s32\n").err,
+        0);
     EXPECT_EQ(c.request(tracefs_op::read, "dynamic_events").data,
               "f:sock/t tsock_target a=$arg1:s32\n");
     EXPECT_EQ(c.request(tracefs_op::write, "events/sock/t/enable", "1\n").err, 0);
@@ -86,7 +90,8 @@ TEST_F(TraceFsSocket, ServesTheTree)
     EXPECT_EQ(c.request(tracefs_op::write_trunc, "dynamic_events", "").err, EBUSY);
     EXPECT_EQ(c.request(tracefs_op::read, "no/such/file").err, ENOENT);
     EXPECT_EQ(c.request(tracefs_op::read, "events").err, EISDIR);
-    EXPECT_EQ(c.request(tracefs_op::write, "dynamic_events", "f:sock/u no_such_fn_xyz\n").err, ENOENT);
+    EXPECT_EQ(c.request(tracefs_op::write, "dynamic_events", "f:sock/u no_such_fn_xyz\n").err,
+              ENOENT);
     EXPECT_NE(c.request(tracefs_op::read, "error_log").data.find("Invalid probed address"),
               std::string::npos);
     EXPECT_EQ(c.request(tracefs_op::list, "README").err, ENOTDIR);
@@ -140,9 +145,9 @@ TEST_F(TraceFsSocket, PipeStreamsUntilIdle)
     // A client that stops reading hangs up; the server keeps serving others.
     tsock_target(100);
     int chunks = 0;
-    EXPECT_EQ(tracefs_socket_pipe(path, "trace_pipe", -1,
-                                  [&](std::string_view) { return ++chunks < 1; }),
-              0);
+    EXPECT_EQ(
+        tracefs_socket_pipe(path, "trace_pipe", -1, [&](std::string_view) { return ++chunks < 1; }),
+        0);
     EXPECT_EQ(chunks, 1);
     EXPECT_EQ(tracefs_socket_request(path, tracefs_op::read, "tracing_on").data, "1\n");
     EXPECT_EQ(tracefs_socket_pipe(path, "README", 10, [](std::string_view) { return true; }),
@@ -162,12 +167,10 @@ TEST_F(TraceFsSocket, MalformedRequests)
         std::string got;
         for (;;) {
             pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, 200) <= 0)
-                break;
+            if (poll(&p, 1, 200) <= 0) break;
             char buf[256];
             ssize_t n = read(fd, buf, sizeof buf);
-            if (n <= 0)
-                break;
+            if (n <= 0) break;
             got.append(buf, size_t(n));
         }
         return got;
@@ -185,15 +188,13 @@ TEST_F(TraceFsSocket, MalformedRequests)
 
 TEST_F(TraceFsSocket, OtherUsersAreTurnedAway)
 {
-    if (geteuid() != 0)
-        GTEST_SKIP() << "needs root to connect as another user";
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
     ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
     ASSERT_EQ(chmod(path.c_str(), 0666), 0); // let the socket file itself allow it
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
-            _exit(3);
+        if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534)) _exit(3);
         tracefs_reply r = tracefs_socket_request(path, tracefs_op::read, "tracing_on");
         // Connected, then closed without a reply (EPIPE when the close beat the request).
         _exit((r.err == ECONNRESET || r.err == EPIPE) && r.data.empty() ? 0 : 1);
@@ -216,8 +217,7 @@ TEST(TraceFsSocketPaths, Defaults)
     EXPECT_EQ(tracefs_default_mountpoint(42), "/run/user/1234/dprobe/42");
     unsetenv("XDG_RUNTIME_DIR");
     EXPECT_EQ(tracefs_runtime_dir(), "/tmp/dprobe-" + std::to_string(geteuid()));
-    if (old)
-        setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+    if (old) setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
 
     char tmpl[] = "/tmp/dprobe-dirtest.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -51,7 +51,8 @@ TARGET long tfs_str(const char *s, long n)
 
 using namespace dprobe;
 
-namespace {
+namespace
+{
 
 tracefs_tree &T = tracefs_tree::instance();
 
@@ -75,7 +76,8 @@ bool contains(const std::string &hay, const std::string &needle)
 
 // POSIX extended regular expressions (std::regex trips -Wmaybe-uninitialized in the
 // sanitizer build). GROUPS, when given, receives the parenthesized submatches.
-bool matches(const std::string &s, const std::string &re, std::vector<std::string> *groups = nullptr)
+bool matches(const std::string &s, const std::string &re,
+             std::vector<std::string> *groups = nullptr)
 {
     regex_t rx;
     if (regcomp(&rx, re.c_str(), REG_EXTENDED)) {
@@ -87,9 +89,9 @@ bool matches(const std::string &s, const std::string &re, std::vector<std::strin
     if (ok && groups) {
         groups->clear();
         for (size_t i = 0; i <= rx.re_nsub && i < 10; i++)
-            groups->push_back(m[i].rm_so < 0 ? std::string()
-                                             : s.substr(size_t(m[i].rm_so),
-                                                        size_t(m[i].rm_eo - m[i].rm_so)));
+            groups->push_back(m[i].rm_so < 0
+                                  ? std::string()
+                                  : s.substr(size_t(m[i].rm_so), size_t(m[i].rm_eo - m[i].rm_so)));
     }
     regfree(&rx);
     return ok;
@@ -109,8 +111,9 @@ std::vector<std::string> pipe_lines()
     return v;
 }
 
-class TraceFsTree : public ::testing::Test {
-protected:
+class TraceFsTree : public ::testing::Test
+{
+  protected:
     void SetUp() override { reset(); }
     void TearDown() override { reset(); }
     static void reset()
@@ -181,8 +184,9 @@ TEST_F(TraceFsTree, FprobeEventLifecycle)
     EXPECT_EQ(tfs_add(-3, 7), 4);
     auto lines = pipe_lines();
     ASSERT_EQ(lines.size(), 1u);
-    EXPECT_TRUE(matches(lines[0], "^ +[^ ]+-[0-9]+ +\\[[0-9]{3}\\] \\.\\.\\.\\.\\. +[0-9]+\\.[0-9]{6}: "
-                                  "add: \\(tfs_add\\+0x[04]/0x[0-9a-f]+\\) a=-3 b=7$"))
+    EXPECT_TRUE(matches(lines[0],
+                        "^ +[^ ]+-[0-9]+ +\\[[0-9]{3}\\] \\.\\.\\.\\.\\. +[0-9]+\\.[0-9]{6}: "
+                        "add: \\(tfs_add\\+0x[04]/0x[0-9a-f]+\\) a=-3 b=7$"))
         << lines[0];
 
     // An enabled event cannot be deleted.
@@ -269,12 +273,14 @@ TEST_F(TraceFsTree, KprobeAndKretprobeEvents)
 
 TEST_F(TraceFsTree, MultiLineWriteStopsAtFirstBadLine)
 {
-    EXPECT_EQ(wr("dynamic_events", "f:g1/e1 tfs_add\nf:g1/e2 tfs_no_such_function\nf:g1/e3 tfs_add\n"),
-              -ENOENT);
+    EXPECT_EQ(
+        wr("dynamic_events", "f:g1/e1 tfs_add\nf:g1/e2 tfs_no_such_function\nf:g1/e3 tfs_add\n"),
+        -ENOENT);
     EXPECT_EQ(rd("dynamic_events"), "f:g1/e1 tfs_add\n");
     std::string log = rd("error_log");
-    EXPECT_TRUE(matches(log, "^\\[ *[0-9]+\\.[0-9]{6}\\] trace_fprobe: error: Invalid probed "
-                             "address or symbol\n  Command: f:g1/e2 tfs_no_such_function\n {19}\\^\n$"))
+    EXPECT_TRUE(matches(log,
+                        "^\\[ *[0-9]+\\.[0-9]{6}\\] trace_fprobe: error: Invalid probed "
+                        "address or symbol\n  Command: f:g1/e2 tfs_no_such_function\n {19}\\^\n$"))
         << log;
 
     // A parse error: name and caret of the kernel, nothing else changes.
@@ -319,9 +325,10 @@ TEST_F(TraceFsTree, TruncateDeletesAllUnlessBusy)
 
 TEST_F(TraceFsTree, MultiProbeEvents)
 {
-    ASSERT_EQ(wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n"),
-              0);
-    EXPECT_EQ(rd("dynamic_events"), "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n");
+    ASSERT_EQ(
+        wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n"), 0);
+    EXPECT_EQ(rd("dynamic_events"),
+              "f:g/multi tfs_add x=$arg1:s32\nf:g/multi tfs_mul x=$arg1:s32\n");
     EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_str x=$arg2:u32"), -EEXIST);
     EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32"), -EEXIST);
     EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_str%return x=$arg1:s32"), -EEXIST);
@@ -546,8 +553,7 @@ TEST_F(TraceFsTree, TracePipeBlocksAndPolls)
     std::string got;
     while (true) {
         ssize_t k = f->read(buf, 5, 0, nb);
-        if (k == -EAGAIN)
-            break;
+        if (k == -EAGAIN) break;
         ASSERT_GT(k, 0);
         got.append(buf, size_t(k));
     }
@@ -604,8 +610,8 @@ TEST_F(TraceFsTree, UprobeStylePlace)
     std::snprintf(cmd, sizeof cmd, "p:uprobes/um /proc/self/exe:0x%" PRIx64 " a=%%di:s32", off);
     ASSERT_EQ(wr("uprobe_events", cmd), 0) << rd("error_log");
     char listing[256];
-    std::snprintf(listing, sizeof listing, "p:uprobes/um /proc/self/exe:0x%016" PRIx64 " a=%%di:s32\n",
-                  off);
+    std::snprintf(listing, sizeof listing,
+                  "p:uprobes/um /proc/self/exe:0x%016" PRIx64 " a=%%di:s32\n", off);
     EXPECT_EQ(rd("uprobe_events"), listing);
     ASSERT_EQ(wr("events/uprobes/um/enable", "1"), 0);
     tfs_mul(21, 2);
@@ -614,7 +620,8 @@ TEST_F(TraceFsTree, UprobeStylePlace)
     char want[64];
     std::snprintf(want, sizeof want, "um: (0x%" PRIxPTR ") a=21", fn);
     EXPECT_TRUE(contains(lines[0], want)) << lines[0];
-    EXPECT_TRUE(matches(rd("uprobe_profile"), "^  /proc/self/exe um +1\n$")) << rd("uprobe_profile");
+    EXPECT_TRUE(matches(rd("uprobe_profile"), "^  /proc/self/exe um +1\n$"))
+        << rd("uprobe_profile");
     ASSERT_EQ(wr("events/uprobes/um/enable", "0"), 0);
     ASSERT_EQ(wr("uprobe_events", "", true), 0);
     EXPECT_EQ(rd("dynamic_events"), "");
@@ -635,9 +642,13 @@ TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
     for (const char *grp : {"slow", "fast"}) {
         std::string g = grp;
         dprobe::trace_events::use_fast_stores(g != "slow");
-        ASSERT_EQ(wr("dynamic_events", "f:" + g + "/mix tfs_mix" + fargs + "\n"
-                                       "f:" + g + "/mixret tfs_mix%return" + ret_args + "\n"
-                                       "p:" + g + "/kmix tfs_mix" + kargs),
+        ASSERT_EQ(wr("dynamic_events", "f:" + g + "/mix tfs_mix" + fargs +
+                                           "\n"
+                                           "f:" +
+                                           g + "/mixret tfs_mix%return" + ret_args +
+                                           "\n"
+                                           "p:" +
+                                           g + "/kmix tfs_mix" + kargs),
                   0)
             << rd("error_log");
         dprobe::trace_events::use_fast_stores(true);
@@ -664,7 +675,8 @@ TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
         EXPECT_NE(v[0], v[2]) << ev;
     }
     EXPECT_TRUE(contains(by_event["mix"][0] + by_event["mix"][2], " f=0 ")) // the faulting read
-        << by_event["mix"][0] << "\n" << by_event["mix"][2];
+        << by_event["mix"][0] << "\n"
+        << by_event["mix"][2];
 }
 
 TEST_F(TraceFsTree, KprobesEnabledAndOptimizationKnobs)
@@ -703,7 +715,8 @@ TEST_F(TraceFsTree, AvailableFilterFunctions)
     char want[64];
     std::string addrs = rd("available_filter_functions_addrs");
     // The site is the function entry, or 4 bytes in after an endbr64.
-    std::snprintf(want, sizeof want, "%" PRIxPTR " tfs_add\n", reinterpret_cast<uintptr_t>(&tfs_add));
+    std::snprintf(want, sizeof want, "%" PRIxPTR " tfs_add\n",
+                  reinterpret_cast<uintptr_t>(&tfs_add));
     char want4[64];
     std::snprintf(want4, sizeof want4, "%" PRIxPTR " tfs_add\n",
                   reinterpret_cast<uintptr_t>(&tfs_add) + 4);

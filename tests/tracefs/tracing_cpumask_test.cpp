@@ -43,8 +43,8 @@ TEST(tracing_cpumask, parse_errors_leave_the_mask_alone)
     EXPECT_EQ(cpumask_parse("xyz", 8, m), -EINVAL);
     EXPECT_EQ(cpumask_parse("1 2", 8, m), -EOVERFLOW); // white space separates chunks too
     EXPECT_EQ(cpumask_parse("0x3", 8, m), -EINVAL);
-    EXPECT_EQ(cpumask_parse("4", 2, m), -EOVERFLOW);         // CPU 2 of 2
-    EXPECT_EQ(cpumask_parse("1,0", 32, m), -EOVERFLOW);      // one chunk too many
+    EXPECT_EQ(cpumask_parse("4", 2, m), -EOVERFLOW);          // CPU 2 of 2
+    EXPECT_EQ(cpumask_parse("1,0", 32, m), -EOVERFLOW);       // one chunk too many
     EXPECT_EQ(cpumask_parse("123456789", 64, m), -EOVERFLOW); // 9 digits
     EXPECT_EQ(cpumask_parse("1,00000000", 33, m), 0);
     EXPECT_EQ(m, std::vector<uint64_t>{1ull << 32});

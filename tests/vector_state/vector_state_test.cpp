@@ -36,16 +36,16 @@ long vs_call_live_32(long (*fn)(long), long arg, const void *in, void *out);
 long vs_call_live_64(long (*fn)(long), long arg, const void *in, void *out);
 }
 
-namespace {
+namespace
+{
 
-constexpr uint64_t upper_bits = 0x44;      // AVX (2), ZMM_Hi256 (6)
-constexpr uint64_t checked_bits = 0xe4;    // and opmask (5), Hi16_ZMM (7)
+constexpr uint64_t upper_bits = 0x44;   // AVX (2), ZMM_Hi256 (6)
+constexpr uint64_t checked_bits = 0xe4; // and opmask (5), Hi16_ZMM (7)
 
 const char *skip_reason()
 {
     unsigned a, b, c, d;
-    if (dprobe::arch::vector_size() < 32)
-        return "no AVX: the CPU has no upper vector state";
+    if (dprobe::arch::vector_size() < 32) return "no AVX: the CPU has no upper vector state";
     if (!__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || !(a & 4))
         return "the CPU has no XGETBV with ECX=1 (XINUSE)";
     return nullptr;
@@ -60,8 +60,7 @@ void in_handler()
 {
     ++hits;
     handler_dirty |= vs_xinuse() & upper_bits;
-    if (dirty_handlers)
-        vs_dirty_ymm();
+    if (dirty_handlers) vs_dirty_ymm();
 }
 
 int fp_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
@@ -116,7 +115,10 @@ struct probe_case {
 };
 
 // gtest prints a case by its name.
-void PrintTo(const probe_case &c, std::ostream *os) { *os << c.name; }
+void PrintTo(const probe_case &c, std::ostream *os)
+{
+    *os << c.name;
+}
 
 constexpr unsigned args = 0xff, results = 0x3, all16 = 0xffff;
 
@@ -134,12 +136,12 @@ const probe_case cases[] = {
     {"kprobe_optimized_light", kind::kprobe_light, vs_plain, nullptr, all16, 1},
 };
 
-class vector_state : public ::testing::TestWithParam<probe_case> {
-protected:
+class vector_state : public ::testing::TestWithParam<probe_case>
+{
+  protected:
     void SetUp() override
     {
-        if (const char *why = skip_reason())
-            GTEST_SKIP() << why;
+        if (const char *why = skip_reason()) GTEST_SKIP() << why;
         const probe_case &c = GetParam();
         if (c.k == kind::kprobe_int3) {
             ASSERT_EQ(0, kprobes_set_optimization(0));
@@ -149,8 +151,7 @@ protected:
         case kind::fprobe_exit:
             fp = {};
             fp.entry_handler = fp_entry;
-            if (c.k == kind::fprobe_exit)
-                fp.exit_handler = fp_exit;
+            if (c.k == kind::fprobe_exit) fp.exit_handler = fp_exit;
             ASSERT_EQ(0, register_fprobe(&fp, c.sym, nullptr));
             break;
         case kind::kretprobe:
@@ -176,13 +177,18 @@ protected:
 
     void TearDown() override
     {
-        if (!registered)
-            return;
+        if (!registered) return;
         switch (GetParam().k) {
         case kind::fprobe_entry:
-        case kind::fprobe_exit: unregister_fprobe(&fp); break;
-        case kind::kretprobe: unregister_kretprobe(&rp); break;
-        default: unregister_kprobe(&kp); break;
+        case kind::fprobe_exit:
+            unregister_fprobe(&fp);
+            break;
+        case kind::kretprobe:
+            unregister_kretprobe(&rp);
+            break;
+        default:
+            unregister_kprobe(&kp);
+            break;
         }
         kprobes_set_optimization(1);
     }
@@ -206,8 +212,8 @@ TEST_P(vector_state, clean_state_stays_clean)
         EXPECT_EQ(42, vs_call_clean(c.fn, 41, x));
         dirty_handlers = false;
         EXPECT_EQ(c.hits_per_call, hits);
-        EXPECT_EQ(0u, x[0] & upper_bits) << "vzeroupper did not clean the state: "
-                                         << std::hex << x[0];
+        EXPECT_EQ(0u, x[0] & upper_bits)
+            << "vzeroupper did not clean the state: " << std::hex << x[0];
         EXPECT_EQ(x[0] & checked_bits, x[1] & checked_bits)
             << "XINUSE before the call " << std::hex << x[0] << ", after " << x[1]
             << (dirty ? " (handlers left ymm8 dirty)" : "");
@@ -222,14 +228,13 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
     for (unsigned i = 0; i < sizeof in; ++i)
         in[i] = static_cast<uint8_t>(i * 13 + 5);
     for (bool dirty : {false, true}) {
-        if (dirty && c.k == kind::kprobe_light)
-            continue;
+        if (dirty && c.k == kind::kprobe_light) continue;
         dirty_handlers = dirty;
         hits = 0;
         handler_dirty = 0;
         std::memset(out, 0, sizeof out);
-        const long r = width == 64 ? vs_call_live_64(c.fn, 41, in, out)
-                                   : vs_call_live_32(c.fn, 41, in, out);
+        const long r =
+            width == 64 ? vs_call_live_64(c.fn, 41, in, out) : vs_call_live_32(c.fn, 41, in, out);
         dirty_handlers = false;
         EXPECT_EQ(42, r);
         EXPECT_EQ(c.hits_per_call, hits);

@@ -31,7 +31,8 @@
 
 extern char **environ;
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 agent_state &state()
 {
@@ -39,17 +40,20 @@ agent_state &state()
     return *st;
 }
 
-namespace {
+namespace
+{
 std::atomic<bool> g_active{false};
 }
 
-bool agent_active() noexcept { return g_active.load(std::memory_order_acquire); }
+bool agent_active() noexcept
+{
+    return g_active.load(std::memory_order_acquire);
+}
 
 void status_send(const std::string &msg) noexcept
 {
     int fd = state().status_fd;
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     // A datagram socket: one message each; never SIGPIPE or block the traced program.
     (void)send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
@@ -62,18 +66,24 @@ bool write_chunk(uint32_t type, const std::string &payload)
 bool write_chunks(uint32_t type, std::span<const std::string> payloads)
 {
     agent_state &st = state();
-    if (st.out_fd < 0)
-        return false;
+    if (st.out_fd < 0) return false;
     std::string c;
     for (const std::string &p : payloads)
         c += tracefile::make_chunk(static_cast<tracefile::chunk_type>(type), st.session, p);
     return tracefile::write_all(st.out_fd, c.data(), c.size());
 }
 
-quiet_section::quiet_section() { ring_buffer_thread_mute(true); }
-quiet_section::~quiet_section() { ring_buffer_thread_mute(false); }
+quiet_section::quiet_section()
+{
+    ring_buffer_thread_mute(true);
+}
+quiet_section::~quiet_section()
+{
+    ring_buffer_thread_mute(false);
+}
 
-namespace {
+namespace
+{
 
 // The environment read and changed without the C library: a program may define its own
 // getenv and unsetenv (bash does, for its shell variables), and the agent must not run the
@@ -82,8 +92,7 @@ const char *env_get(const char *name)
 {
     const size_t n = std::strlen(name);
     for (char **e = environ; e && *e; e++)
-        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
+        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
     return nullptr;
 }
 
@@ -93,10 +102,8 @@ void env_remove(const char *name)
     const size_t n = std::strlen(name);
     char **w = environ;
     for (char **e = environ; e && *e; e++)
-        if (!(std::strncmp(*e, name, n) == 0 && (*e)[n] == '='))
-            *w++ = *e;
-    if (w)
-        *w = nullptr;
+        if (!(std::strncmp(*e, name, n) == 0 && (*e)[n] == '=')) *w++ = *e;
+    if (w) *w = nullptr;
 }
 
 // The non-blank lines of TEXT.
@@ -107,10 +114,8 @@ std::vector<std::string> split_lines(const std::string &s)
     while (pos <= s.size()) {
         size_t nl = s.find('\n', pos);
         std::string line = s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-        if (line.find_first_not_of(" \t") != std::string::npos)
-            out.push_back(line);
-        if (nl == std::string::npos)
-            break;
+        if (line.find_first_not_of(" \t") != std::string::npos) out.push_back(line);
+        if (nl == std::string::npos) break;
         pos = nl + 1;
     }
     return out;
@@ -127,8 +132,7 @@ std::vector<std::string> env_lines(const char *name)
 std::vector<std::string> file_lines(const char *name, std::string *err)
 {
     const char *path = env_get(name);
-    if (!path || !*path)
-        return {};
+    if (!path || !*path) return {};
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *err = std::string("cannot read the events file ") + path + ": " + std::strerror(errno);
@@ -180,8 +184,7 @@ struct created_event {
 // trace file; "" or what went wrong.
 std::string enable_created(std::vector<created_event> &batch)
 {
-    if (batch.empty())
-        return "";
+    if (batch.empty()) return "";
     agent_state &st = state();
     trace_events &te = trace_events::instance();
     std::vector<trace_events::event_ref> refs;
@@ -201,13 +204,11 @@ std::string enable_created(std::vector<created_event> &batch)
     for (const created_event &c : batch) {
         int id = te.event_id(c.ref.group, c.ref.event);
         auto fmt = te.format(c.ref.group, c.ref.event);
-        if (id < 0 || !fmt || !known.insert(static_cast<uint32_t>(id)).second)
-            continue;
-        st.events.emplace_back(static_cast<uint32_t>(id),
-                               tracefile::event_payload(static_cast<uint32_t>(id),
-                                                        c.ref.group + "/" + c.ref.event,
-                                                        te.listing_of(c.ref.group, c.ref.event),
-                                                        *fmt));
+        if (id < 0 || !fmt || !known.insert(static_cast<uint32_t>(id)).second) continue;
+        st.events.emplace_back(
+            static_cast<uint32_t>(id),
+            tracefile::event_payload(static_cast<uint32_t>(id), c.ref.group + "/" + c.ref.event,
+                                     te.listing_of(c.ref.group, c.ref.event), *fmt));
     }
     batch.clear();
     return "";
@@ -231,22 +232,19 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
         const bool creates =
             !parse_dynevent(argv, po, cmd) && cmd.kind == dynevent_command::type::create;
         if (!creates)
-            if (std::string err = enable_created(batch); !err.empty())
-                return err;
+            if (std::string err = enable_created(batch); !err.empty()) return err;
         te.errors().clear(); // before main, the log is the agent's own
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
             std::string log = last_error_log();
             std::string why = "event '" + line + "' rejected: " + std::strerror(-r) +
                               (log.empty() ? "" : "\n" + log);
-            if (strict)
-                return why;
-            *warn += (warn->empty() ? "" : "; ") + ("event '" + line + "' left out: " +
-                                                    std::strerror(-r));
+            if (strict) return why;
+            *warn += (warn->empty() ? "" : "; ") +
+                     ("event '" + line + "' left out: " + std::strerror(-r));
             continue;
         }
-        if (creates)
-            batch.push_back({{cmd.def.group, cmd.def.event}});
+        if (creates) batch.push_back({{cmd.def.group, cmd.def.event}});
     }
     return enable_created(batch);
 }
@@ -256,22 +254,20 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
 bool preloaded()
 {
     const char *pre = env_get("LD_PRELOAD");
-    Dl_info info {};
+    Dl_info info{};
     if (!pre || !dladdr(reinterpret_cast<void *>(&preloaded), &info) || !info.dli_fname)
         return false;
     char self[PATH_MAX];
-    if (!realpath(info.dli_fname, self))
-        return false;
+    if (!realpath(info.dli_fname, self)) return false;
     std::string list = pre;
     size_t pos = 0;
     while (pos <= list.size()) {
         size_t end = list.find_first_of(" :", pos);
-        std::string item = list.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        std::string item =
+            list.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
         char rp[PATH_MAX];
-        if (!item.empty() && realpath(item.c_str(), rp) && std::strcmp(rp, self) == 0)
-            return true;
-        if (end == std::string::npos)
-            break;
+        if (!item.empty() && realpath(item.c_str(), rp) && std::strcmp(rp, self) == 0) return true;
+        if (end == std::string::npos) break;
         pos = end + 1;
     }
     return false;
@@ -283,17 +279,14 @@ bool preloaded()
 int inherited_fd(const char *var, const char *kind)
 {
     const char *v = env_get(var);
-    if (!v || !*v)
-        return -1;
+    if (!v || !*v) return -1;
     int fd = std::atoi(v);
     char link[64], path[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(path, link, sizeof link - 1);
-    if (n <= 0)
-        return -1;
+    if (n <= 0) return -1;
     link[n] = '\0';
-    if (std::strncmp(link, kind, std::strlen(kind)) != 0)
-        return -1;
+    if (std::strncmp(link, kind, std::strlen(kind)) != 0) return -1;
     return fcntl(fd, F_DUPFD_CLOEXEC, 100);
 }
 
@@ -314,20 +307,20 @@ __attribute__((constructor)) void dprobe_agent_init()
     st.output = out;
     st.status_fd = inherited_fd("DPROBE_STATUS_FD", "socket:");
     if (st.status_fd >= 0) {
-        struct timeval tv {1, 0}; // the CLI is there, or gone: never hang the program
+        struct timeval tv {
+            1, 0
+        }; // the CLI is there, or gone: never hang the program
         setsockopt(st.status_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
     st.wake_fd = inherited_fd("DPROBE_WAKE_FD", "anon_inode:[eventfd]");
     // Only the program `dprobe record` named fails on a glob that matches nothing in it; the
     // programs it runs in turn are not told.
     const bool first = env_get("DPROBE_FIRST") != nullptr;
-    if (first)
-        env_remove("DPROBE_FIRST");
+    if (first) env_remove("DPROBE_FIRST");
     st.pid = getpid();
     st.out_fd = ::open(out, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (st.out_fd < 0) {
-        if (!first)
-            return; // not the program asked about: it runs untraced
+        if (!first) return; // not the program asked about: it runs untraced
         agent_fail(std::string("cannot open the trace file ") + out + ": " + std::strerror(errno));
     }
 
@@ -336,34 +329,26 @@ __attribute__((constructor)) void dprobe_agent_init()
     std::string ferr;
     for (std::string &l : file_lines("DPROBE_EVENTS_FILE", &ferr))
         c.events.push_back(std::move(l));
-    if (!ferr.empty())
-        agent_fail(ferr);
+    if (!ferr.empty()) agent_fail(ferr);
     c.graph = env_lines("DPROBE_GRAPH");
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
-    if (const char *m = env_get("DPROBE_GRAPH_MAIN"))
-        c.graph_main = std::strcmp(m, "1") == 0;
-    if (const char *f = env_get("DPROBE_FOLLOW_LOADS"))
-        c.follow_loads = std::strcmp(f, "1") == 0;
+    if (const char *m = env_get("DPROBE_GRAPH_MAIN")) c.graph_main = std::strcmp(m, "1") == 0;
+    if (const char *f = env_get("DPROBE_FOLLOW_LOADS")) c.follow_loads = std::strcmp(f, "1") == 0;
     if (const char *tr = env_get("DPROBE_TRACER"))
         c.function_tracer = std::strcmp(tr, "function") == 0;
     if (const char *d = env_get("DPROBE_GRAPH_DEPTH"); d && *d)
         c.max_graph_depth = static_cast<unsigned>(std::strtoul(d, nullptr, 10));
     if (const char *kb = env_get("DPROBE_BUFFER_KB"); kb && *kb) {
         c.buffer_kb = std::strtoul(kb, nullptr, 10);
-        if (!c.buffer_kb)
-            agent_fail(std::string("bad buffer size '") + kb + "'");
+        if (!c.buffer_kb) agent_fail(std::string("bad buffer size '") + kb + "'");
     }
-    if (const char *clk = env_get("DPROBE_CLOCK"))
-        c.clock = clk;
-    if (const char *nw = env_get("DPROBE_NOWAIT"))
-        st.nowait = std::strcmp(nw, "1") == 0;
+    if (const char *clk = env_get("DPROBE_CLOCK")) c.clock = clk;
+    if (const char *nw = env_get("DPROBE_NOWAIT")) st.nowait = std::strcmp(nw, "1") == 0;
     const char *tfs = env_get("DPROBE_TRACEFS");
     c.tracefs = !(tfs && std::strcmp(tfs, "0") == 0);
     std::string err = agent_start(c, first ? "start" : "exec", first);
-    if (err.empty())
-        return;
-    if (first)
-        agent_fail(err);
+    if (err.empty()) return;
+    if (first) agent_fail(err);
     status_send("warn " + std::string(program_invocation_short_name) + " (pid " +
                 std::to_string(getpid()) + ") not traced: " + err);
 }
@@ -374,8 +359,7 @@ __attribute__((constructor)) void dprobe_agent_init()
 // right away (on the tracefs thread, which records nothing).
 void on_tracefs_commands()
 {
-    if (!agent_active())
-        return;
+    if (!agent_active()) return;
     quiet_section q;
     agent_state &st = state();
     std::lock_guard<std::mutex> g(st.lock);
@@ -388,8 +372,7 @@ std::vector<std::string> graph_globs(const agent_config &c)
     if (c.graph_main) {
         auto objs = kallsyms::instance().objects();
         for (const object_ptr &o : *objs)
-            if (o->is_main)
-                globs.push_back(o->name + ":*");
+            if (o->is_main) globs.push_back(o->name + ":*");
     }
     return globs;
 }
@@ -437,8 +420,8 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
             // The program's own functions by default: a program without any (stripped) is
             // not an error; the CLI says what it can do instead.
             n = funcgraph_start(globs, c.notrace, c.follow_loads, c.max_graph_depth,
-                                c.function_tracer,
-                                strict && !(c.graph_main && c.graph.empty()), &err, &warn, &plan);
+                                c.function_tracer, strict && !(c.graph_main && c.graph.empty()),
+                                &err, &warn, &plan);
         if (n < 0) {
             session_follow_loads(false);
             remove_all_events();
@@ -477,25 +460,20 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
             }
         status_send("graph " + std::to_string(syms) + " " + std::to_string(st.graph_functions) +
                     " " + exe);
-        if (st.graph_functions == 0)
-            warn.clear(); // that says it better
+        if (st.graph_functions == 0) warn.clear(); // that says it better
     }
-    if (!warn.empty())
-        status_send("warn " + who + ": " + warn);
+    if (!warn.empty()) status_send("warn " + who + ": " + warn);
     // The summary names the functions traced through int3 entries and those left out, with
     // why (the first few of each).
     auto listing = [&](const char *kind, size_t n,
                        const std::vector<std::pair<std::string, std::string>> &v,
                        const std::string &hint) {
-        if (!n)
-            return;
+        if (!n) return;
         std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
         for (size_t i = 0; i < v.size() && i < 8; i++)
             msg += "\n" + v[i].first + " (" + v[i].second + ")";
-        if (v.size() > 8)
-            msg += "\nand " + std::to_string(v.size() - 8) + " more";
-        if (!hint.empty())
-            msg += "\n" + hint;
+        if (v.size() > 8) msg += "\nand " + std::to_string(v.size() - 8) + " more";
+        if (!hint.empty()) msg += "\n" + hint;
         status_send(msg);
     };
     listing("int3", plan.int3.size(), plan.int3_why, "");
@@ -522,8 +500,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         status_send("warn " + std::to_string(getpid()) +
                     ": the ring buffers could not be handed to dprobe record");
     install_lifecycle_hooks();
-    if (st.attached)
-        install_signal_handlers();
+    if (st.attached) install_signal_handlers();
     trace_events::set_commands_hook(on_tracefs_commands);
     if (c.tracefs)
         tracefs_up(); // its stop, at exit too, records nothing on the thread that runs it
@@ -536,8 +513,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
 void agent_stop(const char *reason)
 {
     agent_state &st = state();
-    if (!st.active)
-        return;
+    if (!st.active) return;
     // Probes first, so nothing new arrives; then the last pages, STATS and END.
     remove_all_events();
     funcgraph_stop();
@@ -552,8 +528,7 @@ void agent_stop(const char *reason)
     std::lock_guard<std::mutex> g(st.lock);
     st.active = false;
     g_active.store(false, std::memory_order_release);
-    if (st.out_fd >= 0)
-        ::close(st.out_fd);
+    if (st.out_fd >= 0) ::close(st.out_fd);
     st.out_fd = -1;
     st.events.clear();
     st.objects.clear();
@@ -573,16 +548,17 @@ void tracefs_up()
     pthread_setname_np(pthread_self(), name);
     const char *m = dprobe_tracefs_mountpoint();
     const char *sock = dprobe_tracefs_socket();
-    if (m)
-        status_send(std::string("mount ") + m);
-    if (sock)
-        status_send(std::string("socket ") + sock);
+    if (m) status_send(std::string("mount ") + m);
+    if (sock) status_send(std::string("socket ") + sock);
     if (r < 0)
         status_send(std::string("warn tracefs: ") + (m ? "socket" : "FUSE mount") +
                     " not available: " + std::strerror(-r));
 }
 
-void tracefs_down() { dprobe_tracefs_stop(); }
+void tracefs_down()
+{
+    dprobe_tracefs_stop();
+}
 
 } // namespace dprobe::agent
 

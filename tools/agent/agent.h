@@ -41,7 +41,8 @@
 #include <thread>
 #include <vector>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 // What to record: from DPROBE_* (record) or the attach command's settings message.
 using agent_config = attach::settings;
@@ -51,18 +52,18 @@ struct agent_state {
     bool attached = false; // loaded by `dprobe attach` (the agent copies the pages itself)
     int out_fd = -1;
     int status_fd = -1;
-    int wake_fd = -1; // the CLI's eventfd (record)
+    int wake_fd = -1;    // the CLI's eventfd (record)
     bool nowait = false; // record --no-wait: a full buffer drops rather than waits for the CLI
     pid_t pid = 0;
     uint64_t session = 0;
     std::string output;
     agent_config config;
 
-    std::mutex lock; // chunk writing
+    std::mutex lock;        // chunk writing
     std::string session_kv; // the SESSION chunk's keys but pid, ppid and reason (fork)
-    std::vector<std::pair<uint32_t, std::string>> events; // id, EVENT payload
+    std::vector<std::pair<uint32_t, std::string>> events;  // id, EVENT payload
     std::vector<std::pair<uint64_t, std::string>> objects; // described so far: id, "0xbias path"
-    std::vector<std::pair<uintptr_t, std::string>> names;   // symbols of their own (IFUNC)
+    std::vector<std::pair<uintptr_t, std::string>> names;  // symbols of their own (IFUNC)
     unsigned graph_functions = 0;
 };
 
@@ -110,14 +111,14 @@ std::string streamer_counts();
 // What the graph ended up with, for the summary and the trace file.
 struct graph_plan {
     std::vector<std::pair<uintptr_t, std::string>> names; // IFUNC implementations: address, name
-    std::vector<std::string> int3;                          // functions with an int3 entry
+    std::vector<std::string> int3;                        // functions with an int3 entry
     std::vector<std::pair<std::string, std::string>> int3_why; // why they have no site
     std::vector<std::pair<std::string, std::string>> left_out; // name, why
     std::string left_out_hint; // how to get them anyway, when there is a way
 };
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict, std::string *err, std::string *warn,
-                    graph_plan *plan);
+                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict,
+                    std::string *err, std::string *warn, graph_plan *plan);
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();
 // What an -errno of the loader hook (FPROBE_FL_FOLLOW_LOADS) means, for the user.

@@ -24,21 +24,22 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
-std::mutex g_attach_lock;         // one attach or detach at a time
-bool g_pending = false;           // an attach thread started, its session not up yet
-int g_session_fd = -1;            // the attach command's connection, while it lasts
+std::mutex g_attach_lock; // one attach or detach at a time
+bool g_pending = false;   // an attach thread started, its session not up yet
+int g_session_fd = -1;    // the attach command's connection, while it lasts
 constexpr int k_settings_wait_ms = 10000;
 
 int connect_to(const std::string &name)
 {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    sockaddr_un addr {};
+    if (fd < 0) return -1;
+    sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path + 1, name.data(), name.size()); // abstract: leading NUL
     socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
@@ -57,20 +58,20 @@ void send_msg(int fd, const std::string &msg)
 // The settings and the trace file's descriptor. False on timeout, hang-up or a bad message.
 bool recv_settings(int fd, std::string &text, int &out_fd)
 {
-    struct pollfd p {fd, POLLIN, 0};
-    if (poll(&p, 1, k_settings_wait_ms) <= 0)
-        return false;
+    struct pollfd p {
+        fd, POLLIN, 0
+    };
+    if (poll(&p, 1, k_settings_wait_ms) <= 0) return false;
     std::string buf(attach::max_message, '\0');
-    iovec iov {buf.data(), buf.size()};
+    iovec iov{buf.data(), buf.size()};
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-    msghdr mh {};
+    msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     mh.msg_control = cbuf;
     mh.msg_controllen = sizeof cbuf;
     ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    if (n <= 0)
-        return false;
+    if (n <= 0) return false;
     out_fd = -1;
     for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
@@ -90,15 +91,12 @@ void detach_locked(int reply)
     agent_state &st = state();
     agent_stop("detach");
     std::string done = "detached " + counts() + " " + st.output;
-    if (st.status_fd >= 0)
-        send_msg(st.status_fd, done);
-    if (reply >= 0 && reply != st.status_fd)
-        send_msg(reply, done);
+    if (st.status_fd >= 0) send_msg(st.status_fd, done);
+    if (reply >= 0 && reply != st.status_fd) send_msg(reply, done);
     st.status_fd = -1;
     st.attached = false;
     // Wakes the attach thread of a foreground `dprobe attach`, which then closes it.
-    if (g_session_fd >= 0)
-        shutdown(g_session_fd, SHUT_RDWR);
+    if (g_session_fd >= 0) shutdown(g_session_fd, SHUT_RDWR);
 }
 
 void attach_main(std::string name)
@@ -108,14 +106,12 @@ void attach_main(std::string name)
     int fd = connect_to(name);
     std::string text;
     int out_fd = -1;
-    if (fd >= 0)
-        send_msg(fd, "hello " + std::to_string(getpid()) + " attach");
+    if (fd >= 0) send_msg(fd, "hello " + std::to_string(getpid()) + " attach");
     if (fd < 0 || !recv_settings(fd, text, out_fd)) {
         // The command went away (or timed out): no session.
         std::lock_guard<std::mutex> g(g_attach_lock);
         g_pending = false;
-        if (fd >= 0)
-            ::close(fd);
+        if (fd >= 0) ::close(fd);
         return;
     }
     attach::settings cfg = attach::decode(text);
@@ -124,8 +120,8 @@ void attach_main(std::string name)
         g_pending = false;
         st.attached = true;
         char path[PATH_MAX];
-        ssize_t n = readlink(("/proc/self/fd/" + std::to_string(out_fd)).c_str(), path,
-                             sizeof path - 1);
+        ssize_t n =
+            readlink(("/proc/self/fd/" + std::to_string(out_fd)).c_str(), path, sizeof path - 1);
         st.output = n > 0 ? std::string(path, static_cast<size_t>(n)) : "";
         st.out_fd = out_fd;
         st.status_fd = fd;
@@ -146,8 +142,7 @@ void attach_main(std::string name)
     char buf[64];
     for (;;) {
         ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         std::lock_guard<std::mutex> g(g_attach_lock);
         bool ours = g_session_fd == fd && st.active && st.attached;
         if (n > 0 && ours && std::string(buf, static_cast<size_t>(n)) == "detach") {
@@ -159,8 +154,7 @@ void attach_main(std::string name)
         } else if (ours) {
             st.status_fd = -1; // the command left the session running (--background)
         }
-        if (g_session_fd == fd)
-            g_session_fd = -1;
+        if (g_session_fd == fd) g_session_fd = -1;
         ::close(fd);
         return;
     }
@@ -170,13 +164,14 @@ void detach_main(std::string name)
 {
     ring_buffer_thread_mute(true);
     int fd = connect_to(name);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     send_msg(fd, "hello " + std::to_string(getpid()) + " detach");
     // The command says "detach" once it gave its borrowed thread back: until then that
     // thread could not be stopped, which removing jump sites may need.
     char buf[16];
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+        fd, POLLIN, 0
+    };
     ssize_t n = poll(&p, 1, k_settings_wait_ms) == 1 ? recv(fd, buf, sizeof buf, 0) : -1;
     if (n != 6 || std::memcmp(buf, "detach", 6) != 0) {
         ::close(fd);
@@ -199,15 +194,13 @@ void detach_main(std::string name)
 int start_thread(void (*fn)(std::string), const char *name)
 {
     size_t len = strnlen(name, 108);
-    if (len == 0 || len > 100)
-        return -ENAMETOOLONG;
+    if (len == 0 || len > 100) return -ENAMETOOLONG;
     struct start {
         void (*fn)(std::string);
         std::string name;
     };
     auto *arg = new (std::nothrow) start{fn, std::string(name, len)};
-    if (!arg)
-        return -ENOMEM;
+    if (!arg) return -ENOMEM;
     sigset_t all, old;
     sigfillset(&all);
     for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS})
@@ -250,13 +243,10 @@ extern "C" {
 __attribute__((visibility("default"))) int dprobe_agent_attach(const char *name)
 {
     std::unique_lock<std::mutex> g(g_attach_lock, std::try_to_lock);
-    if (!g.owns_lock())
-        return -EBUSY;
+    if (!g.owns_lock()) return -EBUSY;
     agent_state &st = state();
-    if (st.active && !st.attached)
-        return -EEXIST;
-    if (st.active || g_pending)
-        return -EBUSY;
+    if (st.active && !st.attached) return -EEXIST;
+    if (st.active || g_pending) return -EBUSY;
     int r = start_thread(attach_main, name);
     g_pending = r == 0;
     return r;
@@ -265,13 +255,10 @@ __attribute__((visibility("default"))) int dprobe_agent_attach(const char *name)
 __attribute__((visibility("default"))) int dprobe_agent_detach(const char *name)
 {
     std::unique_lock<std::mutex> g(g_attach_lock, std::try_to_lock);
-    if (!g.owns_lock())
-        return -EBUSY;
+    if (!g.owns_lock()) return -EBUSY;
     agent_state &st = state();
-    if (st.active && !st.attached)
-        return -EEXIST;
-    if (!st.active)
-        return -ENOENT;
+    if (st.active && !st.attached) return -EEXIST;
+    if (!st.active) return -ENOENT;
     return start_thread(detach_main, name);
 }
 

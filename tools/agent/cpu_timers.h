@@ -26,7 +26,8 @@
 #include <cstdlib>
 #include <sys/time.h>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 struct cpu_timers {
     itimerval prof{};
@@ -37,8 +38,7 @@ struct cpu_timers {
     void pause() noexcept
     {
         static const itimerval zero{};
-        if (paused)
-            return;
+        if (paused) return;
         setitimer(ITIMER_PROF, &zero, &prof);
         setitimer(ITIMER_VIRTUAL, &zero, &virt);
         paused = true;
@@ -47,12 +47,9 @@ struct cpu_timers {
     // Re-arms them with what they had left when paused (a disarmed one stays disarmed).
     void resume() noexcept
     {
-        if (!paused)
-            return;
-        if (armed(prof))
-            setitimer(ITIMER_PROF, &prof, nullptr);
-        if (armed(virt))
-            setitimer(ITIMER_VIRTUAL, &virt, nullptr);
+        if (!paused) return;
+        if (armed(prof)) setitimer(ITIMER_PROF, &prof, nullptr);
+        if (armed(virt)) setitimer(ITIMER_VIRTUAL, &virt, nullptr);
         paused = false;
     }
 
@@ -78,8 +75,7 @@ struct cpu_timers {
                            virt.it_value.tv_sec,    virt.it_value.tv_usec,
                            virt.it_interval.tv_sec, virt.it_interval.tv_usec};
         for (int i = 0; i < 8; i++) {
-            if (i)
-                *p++ = '.';
+            if (i) *p++ = '.';
             p = put_ulong(p, v[i] < 0 ? 0ul : static_cast<unsigned long>(v[i]));
         }
         *p++ = '\0';
@@ -95,8 +91,7 @@ struct cpu_timers {
             char *end = nullptr;
             v[i] = std::strtol(s, &end, 10);
             const char want = i == 7 ? '\0' : '.';
-            if (end == s || v[i] < 0 || (i & 1 && v[i] >= 1000000) || *end != want)
-                return false;
+            if (end == s || v[i] < 0 || (i & 1 && v[i] >= 1000000) || *end != want) return false;
             s = end + 1;
         }
         prof = {{v[2], v[3]}, {v[0], v[1]}};
@@ -107,15 +102,16 @@ struct cpu_timers {
 };
 
 // A scope of agent work the program's CPU-time timers do not see.
-class cpu_timers_paused {
-public:
+class cpu_timers_paused
+{
+  public:
     cpu_timers_paused() noexcept { t_.pause(); }
     ~cpu_timers_paused() { t_.resume(); }
     cpu_timers &timers() noexcept { return t_; }
     cpu_timers_paused(const cpu_timers_paused &) = delete;
     cpu_timers_paused &operator=(const cpu_timers_paused &) = delete;
 
-private:
+  private:
     cpu_timers t_;
 };
 

@@ -13,17 +13,18 @@
 
 extern char **environ;
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 // The settings a program started by the traced one gets (the descriptors' numbers are made
 // at each exec; DPROBE_FIRST is only for the program `record` starts).
-constexpr const char *k_vars[] = {"DPROBE_OUTPUT", "DPROBE_EVENTS",       "DPROBE_GRAPH",
-                                  "DPROBE_GRAPH_NOTRACE", "DPROBE_GRAPH_MAIN",
-                                  "DPROBE_FOLLOW_LOADS", "DPROBE_BUFFER_KB", "DPROBE_CLOCK",
-                                  "DPROBE_TRACEFS", "DPROBE_NOWAIT", "DPROBE_GRAPH_DEPTH",
-                                  "DPROBE_TRACER"};
+constexpr const char *k_vars[] = {
+    "DPROBE_OUTPUT",     "DPROBE_EVENTS",       "DPROBE_GRAPH",       "DPROBE_GRAPH_NOTRACE",
+    "DPROBE_GRAPH_MAIN", "DPROBE_FOLLOW_LOADS", "DPROBE_BUFFER_KB",   "DPROBE_CLOCK",
+    "DPROBE_TRACEFS",    "DPROBE_NOWAIT",       "DPROBE_GRAPH_DEPTH", "DPROBE_TRACER"};
 constexpr size_t k_nvars = sizeof k_vars / sizeof k_vars[0];
 static_assert(k_nvars + 4 <= k_exec_env_extra);
 
@@ -31,7 +32,7 @@ struct saved_env {
     bool ready = false;
     char *entries[k_nvars] = {}; // "NAME=value", kept for the process's life
     size_t n = 0;
-    char agent[PATH_MAX] = {};   // this object's path, first in LD_PRELOAD
+    char agent[PATH_MAX] = {}; // this object's path, first in LD_PRELOAD
     size_t agent_len = 0;
     int status_fd = -1, wake_fd = -1;
 };
@@ -45,8 +46,7 @@ bool starts_with(const char *s, const char *prefix)
 // A descriptor the new program inherits: a copy of the agent's (close-on-exec) one.
 int inheritable(int fd, int *opened)
 {
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     int c = fcntl(fd, F_DUPFD, 3);
     *opened = c;
     return c;
@@ -91,21 +91,18 @@ size_t exec_env_text_room(char *const envp[])
 {
     size_t preload = 0;
     for (size_t i = 0; envp && envp[i]; i++)
-        if (starts_with(envp[i], "LD_PRELOAD="))
-            preload += std::strlen(envp[i]);
+        if (starts_with(envp[i], "LD_PRELOAD=")) preload += std::strlen(envp[i]);
     return preload + g_env.agent_len + 128 + cpu_timers::k_env_room;
 }
 
 char *const *exec_env_build(char *const envp[], char **out, char *text, exec_env_fds &fds,
                             const cpu_timers *timers)
 {
-    if (!g_env.ready || !agent_active() || state().attached)
-        return envp;
+    if (!g_env.ready || !agent_active() || state().attached) return envp;
     size_t k = 0;
     const char *theirs = nullptr;
     for (size_t i = 0; envp && envp[i]; i++) {
-        if (starts_with(envp[i], "DPROBE_"))
-            continue;
+        if (starts_with(envp[i], "DPROBE_")) continue;
         if (starts_with(envp[i], "LD_PRELOAD=")) {
             theirs = envp[i] + 11;
             continue;

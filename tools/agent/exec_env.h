@@ -12,7 +12,8 @@
 
 #include "tools/agent/cpu_timers.h"
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 // Takes note of the settings in this process's environment (at the agent's start, before
 // the program can change it) and of the descriptors to pass on (the agent's own copies).

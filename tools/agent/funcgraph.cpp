@@ -33,9 +33,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 __attribute__((tls_model("initial-exec"))) thread_local int32_t t_depth;
 // --graph-depth (the kernel's max_graph_depth): calls at this depth and deeper are not
@@ -56,11 +58,11 @@ DPROBE_NOPROBE inline void write_graph_event(uint16_t type, int32_t depth, uint1
                                              unsigned long func) noexcept
 {
     void *p = ring_buffer_reserve_small(sizeof(tracefile::funcgraph_rec));
-    if (!p)
-        return;
-    const uint16_t d = static_cast<uint16_t>(depth < 0 ? 0 : depth > tracefile::FUNCGRAPH_DEPTH_MAX
-                                                               ? tracefile::FUNCGRAPH_DEPTH_MAX
-                                                               : depth);
+    if (!p) return;
+    const uint16_t d = static_cast<uint16_t>(depth < 0 ? 0
+                                             : depth > tracefile::FUNCGRAPH_DEPTH_MAX
+                                                 ? tracefile::FUNCGRAPH_DEPTH_MAX
+                                                 : depth);
     tracefile::funcgraph_rec r{type, static_cast<uint16_t>(d | flags), func};
     std::memcpy(p, &r, sizeof r);
     ring_buffer_commit(p);
@@ -69,8 +71,7 @@ DPROBE_NOPROBE inline void write_graph_event(uint16_t type, int32_t depth, uint1
 DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
                                struct ftrace_regs *, void *data) noexcept
 {
-    if (t_depth >= g_max_depth)
-        return 1; // no exit wanted either
+    if (t_depth >= g_max_depth) return 1; // no exit wanted either
     auto *gd = static_cast<graph_data *>(data);
     int32_t depth = t_depth++;
     gd->depth = depth;
@@ -83,8 +84,7 @@ DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
 DPROBE_NOPROBE void write_function_event(unsigned long ip, unsigned long parent_ip) noexcept
 {
     void *p = ring_buffer_reserve_small(sizeof(tracefile::function_rec));
-    if (!p)
-        return;
+    if (!p) return;
     tracefile::function_rec r{tracefile::FUNCTION_ID, 0, ip, parent_ip};
     std::memcpy(p, &r, sizeof r);
     ring_buffer_commit(p);
@@ -105,8 +105,8 @@ DPROBE_NOPROBE void write_exit(const graph_data *gd, uint16_t flags) noexcept
     write_graph_event(tracefile::FUNCGRAPH_EXIT_ID, gd->depth, flags, gd->func);
 }
 
-DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long, unsigned long,
-                               struct ftrace_regs *, void *data) noexcept
+DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *,
+                               void *data) noexcept
 {
     write_exit(static_cast<graph_data *>(data), 0);
 }
@@ -123,7 +123,6 @@ bool g_graph_registered = false;
 
 } // namespace
 
-
 std::string join(const std::vector<std::string> &v)
 {
     std::string out;
@@ -132,13 +131,13 @@ std::string join(const std::vector<std::string> &v)
     return out;
 }
 
-namespace {
+namespace
+{
 
 // kretprobes for the functions that have no site (int3 entries).
 DPROBE_NOPROBE int graph_kret_entry(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
-    if (t_depth >= g_max_depth)
-        return 1;
+    if (t_depth >= g_max_depth) return 1;
     auto *gd = reinterpret_cast<graph_data *>(ri->data);
     const int32_t depth = t_depth++;
     gd->depth = depth;
@@ -179,8 +178,7 @@ int3_probes &int3_set()
 uintptr_t ifunc_target(const loaded_object &o, const ksym &sym)
 {
     void *h = dlopen(o.path.empty() ? nullptr : o.path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
-    if (!h)
-        return 0;
+    if (!h) return 0;
     void *fn = dlsym(h, sym.name.c_str());
     dlclose(h);
     return reinterpret_cast<uintptr_t>(fn);
@@ -200,8 +198,8 @@ bool runs_signals_blocked(const loaded_object &o)
 } // namespace
 
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
-                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict, std::string *err, std::string *warn,
-                    graph_plan *plan)
+                    bool follow_loads, unsigned max_depth, bool function_tracer, bool strict,
+                    std::string *err, std::string *warn, graph_plan *plan)
 {
     g_max_depth = max_depth && max_depth < INT32_MAX ? static_cast<int32_t>(max_depth) : INT32_MAX;
     ftrace_update_objects();
@@ -221,8 +219,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                             [&](const std::string &n) { return glob_match(n, name); }))
                 continue;
             matched++;
-            if (ftrace_is_fragment(*h.sym))
-                continue; // "f.cold": part of f, never called
+            if (ftrace_is_fragment(*h.sym)) continue; // "f.cold": part of f, never called
             uintptr_t addr = h.sym->addr;
             bool ifunc = false;
             if (h.sym->type == STT_GNU_IFUNC) {
@@ -237,8 +234,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             ftrace_site *s = ifunc ? ftrace_location(addr) : ftrace_location_or_jump(addr);
             if (s && s->usable && !s->gone) {
                 ips.push_back(s->ip);
-                if (ifunc)
-                    plan->names.emplace_back(s->ip, name);
+                if (ifunc) plan->names.emplace_back(s->ip, name);
                 continue;
             }
             // No site: an int3 entry. Not by a wildcard in the C library and the loader,
@@ -247,12 +243,12 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             // for anyway.
             const char *why = s ? s->why : ftrace_site_refusal(addr);
             const std::string reason = ifunc ? "an IFUNC's implementation, hand-written"
-                                             : why ? why : "no site";
+                                       : why ? why
+                                             : "no site";
             if (!ifunc && (ftrace_never_hooked(*h.obj, *h.sym) || within_kprobe_blacklist(addr))) {
                 // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
                 // when named; a wildcard passes over them, as the kernel's notrace functions.
-                if (!wildcard(g))
-                    plan->left_out.emplace_back(name, reason);
+                if (!wildcard(g)) plan->left_out.emplace_back(name, reason);
                 continue;
             }
             if (wildcard(g) && runs_signals_blocked(*h.obj)) {
@@ -314,8 +310,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         }
         return 0;
     }
-    if (ips.empty() && !follow_loads)
-        return static_cast<int>(traced);
+    if (ips.empty() && !follow_loads) return static_cast<int>(traced);
     if (function_tracer) {
         g_graph_probe.entry_handler = function_entry;
     } else {
@@ -360,8 +355,7 @@ void funcgraph_stop()
     for (auto &rp : int3_set().probes)
         unregister_kretprobe(rp.release());
     int3_set().probes.clear();
-    if (!g_graph_registered)
-        return;
+    if (!g_graph_registered) return;
     unregister_fprobe(&g_graph_probe);
     g_graph_registered = false;
     g_graph_probe = {};

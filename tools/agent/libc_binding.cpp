@@ -40,41 +40,60 @@ using namespace dprobe::agent;
 
 // ---- the allocator family ----
 
-HIDDEN void *malloc(size_t size) noexcept { return palloc(size); }
-HIDDEN void free(void *p) noexcept { pfree(p); }
+HIDDEN void *malloc(size_t size) noexcept
+{
+    return palloc(size);
+}
+HIDDEN void free(void *p) noexcept
+{
+    pfree(p);
+}
 HIDDEN void *calloc(size_t n, size_t size) noexcept
 {
     size_t total;
-    if (__builtin_mul_overflow(n, size, &total))
-        return nullptr;
+    if (__builtin_mul_overflow(n, size, &total)) return nullptr;
     void *p = palloc(total);
-    if (p)
-        std::memset(p, 0, total);
+    if (p) std::memset(p, 0, total);
     return p;
 }
-HIDDEN void *realloc(void *p, size_t size) noexcept { return prealloc(p, size); }
+HIDDEN void *realloc(void *p, size_t size) noexcept
+{
+    return prealloc(p, size);
+}
 HIDDEN void *reallocarray(void *p, size_t n, size_t size) noexcept
 {
     size_t total;
-    if (__builtin_mul_overflow(n, size, &total))
-        return nullptr;
+    if (__builtin_mul_overflow(n, size, &total)) return nullptr;
     return prealloc(p, total);
 }
-HIDDEN void *aligned_alloc(size_t align, size_t size) noexcept { return palloc_aligned(align, size); }
-HIDDEN void *memalign(size_t align, size_t size) noexcept { return palloc_aligned(align, size); }
+HIDDEN void *aligned_alloc(size_t align, size_t size) noexcept
+{
+    return palloc_aligned(align, size);
+}
+HIDDEN void *memalign(size_t align, size_t size) noexcept
+{
+    return palloc_aligned(align, size);
+}
 HIDDEN int posix_memalign(void **out, size_t align, size_t size) noexcept
 {
-    if (align < sizeof(void *) || (align & (align - 1)))
-        return EINVAL;
+    if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
     void *p = palloc_aligned(align, size);
-    if (!p)
-        return ENOMEM;
+    if (!p) return ENOMEM;
     *out = p;
     return 0;
 }
-HIDDEN void *valloc(size_t size) noexcept { return palloc_aligned(4096, size); }
-HIDDEN void *pvalloc(size_t size) noexcept { return palloc_aligned(4096, (size + 4095) & ~size_t{4095}); }
-HIDDEN size_t malloc_usable_size(void *p) noexcept { return pusable(p); }
+HIDDEN void *valloc(size_t size) noexcept
+{
+    return palloc_aligned(4096, size);
+}
+HIDDEN void *pvalloc(size_t size) noexcept
+{
+    return palloc_aligned(4096, (size + 4095) & ~size_t{4095});
+}
+HIDDEN size_t malloc_usable_size(void *p) noexcept
+{
+    return pusable(p);
+}
 // Copies the C library makes with malloc, for the libraries that free them with free().
 HIDDEN char *strndup(const char *s, size_t n) noexcept
 {
@@ -86,7 +105,10 @@ HIDDEN char *strndup(const char *s, size_t n) noexcept
     }
     return p;
 }
-HIDDEN char *strdup(const char *s) noexcept { return strndup(s, SIZE_MAX); }
+HIDDEN char *strdup(const char *s) noexcept
+{
+    return strndup(s, SIZE_MAX);
+}
 
 // ---- locks: the C library's own ----
 
@@ -107,20 +129,46 @@ __asm__(".symver dprobe_libc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5\n"
         ".symver dprobe_libc_rwlock_trywrlock, __pthread_rwlock_trywrlock@GLIBC_2.2.5\n"
         ".symver dprobe_libc_rwlock_unlock, __pthread_rwlock_unlock@GLIBC_2.2.5\n");
 
-HIDDEN int pthread_mutex_lock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_lock(m); }
-HIDDEN int pthread_mutex_trylock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_trylock(m); }
-HIDDEN int pthread_mutex_unlock(pthread_mutex_t *m) noexcept { return dprobe_libc_mutex_unlock(m); }
-HIDDEN int pthread_rwlock_rdlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_rdlock(l); }
-HIDDEN int pthread_rwlock_wrlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_wrlock(l); }
-HIDDEN int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_tryrdlock(l); }
-HIDDEN int pthread_rwlock_trywrlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_trywrlock(l); }
-HIDDEN int pthread_rwlock_unlock(pthread_rwlock_t *l) noexcept { return dprobe_libc_rwlock_unlock(l); }
+HIDDEN int pthread_mutex_lock(pthread_mutex_t *m) noexcept
+{
+    return dprobe_libc_mutex_lock(m);
+}
+HIDDEN int pthread_mutex_trylock(pthread_mutex_t *m) noexcept
+{
+    return dprobe_libc_mutex_trylock(m);
+}
+HIDDEN int pthread_mutex_unlock(pthread_mutex_t *m) noexcept
+{
+    return dprobe_libc_mutex_unlock(m);
+}
+HIDDEN int pthread_rwlock_rdlock(pthread_rwlock_t *l) noexcept
+{
+    return dprobe_libc_rwlock_rdlock(l);
+}
+HIDDEN int pthread_rwlock_wrlock(pthread_rwlock_t *l) noexcept
+{
+    return dprobe_libc_rwlock_wrlock(l);
+}
+HIDDEN int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) noexcept
+{
+    return dprobe_libc_rwlock_tryrdlock(l);
+}
+HIDDEN int pthread_rwlock_trywrlock(pthread_rwlock_t *l) noexcept
+{
+    return dprobe_libc_rwlock_trywrlock(l);
+}
+HIDDEN int pthread_rwlock_unlock(pthread_rwlock_t *l) noexcept
+{
+    return dprobe_libc_rwlock_unlock(l);
+}
 
 // ---- the libraries only the preload needs ----
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 struct binding {
     const char *name;
@@ -147,14 +195,14 @@ const binding k_bindings[] = {
 
 // The C library's own objects, and the unwinder it loads for thread cancellation: never
 // rebound, whatever needs them (their allocations are the program's own).
-constexpr std::string_view k_never_rebound[] = {"libc.so.6", "ld-linux-x86-64.so.2", "libm.so.6",
-                                                "libpthread.so.0", "libdl.so.2", "librt.so.1",
-                                                "libgcc_s.so.1"};
+constexpr std::string_view k_never_rebound[] = {
+    "libc.so.6",  "ld-linux-x86-64.so.2", "libm.so.6",    "libpthread.so.0",
+    "libdl.so.2", "librt.so.1",           "libgcc_s.so.1"};
 
 struct object {
     std::string_view path, soname;
     ElfW(Addr) base;
-    const ElfW(Dyn) *dyn;
+    const ElfW(Dyn) * dyn;
     ElfW(Addr) relro_lo = 0, relro_hi = 0;
 };
 
@@ -166,7 +214,10 @@ std::string_view basename_of(std::string_view p)
 
 // A dynamic entry's address, relocated (the loader relocates them in place on x86-64; be
 // safe either way).
-ElfW(Addr) dyn_ptr(const object &o, ElfW(Addr) v) { return v < o.base ? v + o.base : v; }
+ElfW(Addr) dyn_ptr(const object &o, ElfW(Addr) v)
+{
+    return v < o.base ? v + o.base : v;
+}
 
 template <class F> void for_each_needed(const object &o, F &&fn)
 {
@@ -174,11 +225,9 @@ template <class F> void for_each_needed(const object &o, F &&fn)
     for (const ElfW(Dyn) *d = o.dyn; d && d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_STRTAB)
             strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr));
-    if (!strtab)
-        return;
+    if (!strtab) return;
     for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++)
-        if (d->d_tag == DT_NEEDED)
-            fn(std::string_view(strtab + d->d_un.d_val));
+        if (d->d_tag == DT_NEEDED) fn(std::string_view(strtab + d->d_un.d_val));
 }
 
 // Points OBJ's GOT entries for the bound functions at the preload's.
@@ -186,39 +235,46 @@ int rebind(const object &o)
 {
     const char *strtab = nullptr;
     const ElfW(Sym) *symtab = nullptr;
-    const ElfW(Rela) *rela[2] = {nullptr, nullptr};
+    const ElfW(Rela) * rela[2] = {nullptr, nullptr};
     size_t relsz[2] = {0, 0};
     for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++) {
         switch (d->d_tag) {
-        case DT_STRTAB: strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr)); break;
-        case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
-        case DT_JMPREL: rela[0] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
-        case DT_PLTRELSZ: relsz[0] = d->d_un.d_val; break;
-        case DT_RELA: rela[1] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr)); break;
-        case DT_RELASZ: relsz[1] = d->d_un.d_val; break;
+        case DT_STRTAB:
+            strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr));
+            break;
+        case DT_SYMTAB:
+            symtab = reinterpret_cast<const ElfW(Sym) *>(dyn_ptr(o, d->d_un.d_ptr));
+            break;
+        case DT_JMPREL:
+            rela[0] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr));
+            break;
+        case DT_PLTRELSZ:
+            relsz[0] = d->d_un.d_val;
+            break;
+        case DT_RELA:
+            rela[1] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr));
+            break;
+        case DT_RELASZ:
+            relsz[1] = d->d_un.d_val;
+            break;
         }
     }
-    if (!strtab || !symtab)
-        return 0;
+    if (!strtab || !symtab) return 0;
     int n = 0;
     for (int k = 0; k < 2; k++) {
         for (size_t i = 0; rela[k] && i < relsz[k] / sizeof(ElfW(Rela)); i++) {
             const ElfW(Rela) &r = rela[k][i];
             const auto type = ELF64_R_TYPE(r.r_info);
-            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
-                continue;
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
             const char *name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
             for (const binding &b : k_bindings) {
-                if (std::strcmp(name, b.name) != 0)
-                    continue;
+                if (std::strcmp(name, b.name) != 0) continue;
                 const ElfW(Addr) slot = o.base + r.r_offset;
                 const bool relro = slot >= o.relro_lo && slot < o.relro_hi;
                 void *page = reinterpret_cast<void *>(slot & ~ElfW(Addr){4095});
-                if (relro && mprotect(page, 4096, PROT_READ | PROT_WRITE))
-                    break;
+                if (relro && mprotect(page, 4096, PROT_READ | PROT_WRITE)) break;
                 *reinterpret_cast<void **>(slot) = b.fn;
-                if (relro)
-                    mprotect(page, 4096, PROT_READ);
+                if (relro) mprotect(page, 4096, PROT_READ);
                 n++;
                 break;
             }
@@ -241,8 +297,7 @@ int isolate_libraries()
     dl_iterate_phdr(
         [](struct dl_phdr_info *info, size_t, void *arg) {
             auto *l = static_cast<object_list *>(arg);
-            if (l->n == sizeof l->v / sizeof l->v[0])
-                return 1;
+            if (l->n == sizeof l->v / sizeof l->v[0]) return 1;
             object o{};
             o.path = info->dlpi_name ? info->dlpi_name : "";
             o.base = info->dlpi_addr;
@@ -256,8 +311,7 @@ int isolate_libraries()
                 }
             }
             o.soname = basename_of(o.path);
-            if (o.dyn)
-                l->v[l->n++] = o;
+            if (o.dyn) l->v[l->n++] = o;
             return 0;
         },
         &objs);
@@ -267,8 +321,7 @@ int isolate_libraries()
     const std::string_view self_name = basename_of(self.dli_fname ? self.dli_fname : "");
     auto find = [&](std::string_view soname) -> size_t {
         for (size_t i = 0; i < objs.n; i++)
-            if (objs.v[i].soname == soname)
-                return i;
+            if (objs.v[i].soname == soname) return i;
         return objs.n;
     };
     // dprobe's objects: the preload and what it needs, transitively (the C library's own
@@ -280,15 +333,12 @@ int isolate_libraries()
     for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < objs.n; i++) {
-            if (!own[i])
-                continue;
+            if (!own[i]) continue;
             for_each_needed(objs.v[i], [&](std::string_view n) {
                 for (const std::string_view never : k_never_rebound)
-                    if (n == never)
-                        return;
+                    if (n == never) return;
                 const size_t k = find(n);
-                if (k < objs.n && !own[k])
-                    own[k] = grew = true;
+                if (k < objs.n && !own[k]) own[k] = grew = true;
             });
         }
     }
@@ -297,8 +347,7 @@ int isolate_libraries()
     for (bool shrank = true; shrank;) {
         shrank = false;
         for (size_t i = 0; i < objs.n; i++) {
-            if (own[i])
-                continue;
+            if (own[i]) continue;
             for_each_needed(objs.v[i], [&](std::string_view n) {
                 const size_t k = find(n);
                 if (k < objs.n && own[k] && objs.v[k].soname != self_name)
@@ -308,12 +357,12 @@ int isolate_libraries()
     }
     int rebound = 0;
     for (size_t i = 0; i < objs.n; i++)
-        if (own[i] && objs.v[i].soname != self_name)
-            rebound += rebind(objs.v[i]);
+        if (own[i] && objs.v[i].soname != self_name) rebound += rebind(objs.v[i]);
     return rebound;
 }
 
-namespace {
+namespace
+{
 
 // Before the runtime's own static objects are built (constructors of priority 101 run before
 // the others of this object): from their first allocation on, the libraries only dprobe

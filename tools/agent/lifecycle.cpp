@@ -30,18 +30,22 @@
 
 extern char **environ;
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 // This process image owns the session (a vfork child shares the parent's memory, and must
 // leave it alone).
-bool owns_session() noexcept { return agent_active() && state().pid == getpid(); }
+bool owns_session() noexcept
+{
+    return agent_active() && state().pid == getpid();
+}
 
 void on_process_exit(int status, void *)
 {
-    if (!owns_session())
-        return;
+    if (!owns_session()) return;
     cpu_timers_paused cpu;
     ring_buffer_export_state(rb::ARENA_EXITED, status);
     if (state().attached) {
@@ -70,18 +74,15 @@ void atfork_child()
     agent_state &st = state();
     palloc_fork_child();
     st.lock.unlock();
-    if (!st.active)
-        return;
+    if (!st.active) return;
     quiet_section q;
     fork_session();
-    if (st.attached)
-        start_streamer();
+    if (st.attached) start_streamer();
 }
 
 void before_exec()
 {
-    if (!owns_session())
-        return;
+    if (!owns_session()) return;
     quiet_section q;
     ring_buffer_export_state(rb::ARENA_EXEC, 0);
     if (state().attached) {
@@ -94,14 +95,11 @@ void before_exec()
 
 void after_failed_exec()
 {
-    if (!owns_session())
-        return;
+    if (!owns_session()) return;
     quiet_section q;
     ring_buffer_export_state(rb::ARENA_RUNNING, 0);
-    if (state().attached)
-        start_streamer();
-    if (state().config.tracefs)
-        tracefs_up();
+    if (state().attached) start_streamer();
+    if (state().config.tracefs) tracefs_up();
 }
 
 template <class F> F real(const char *name)
@@ -111,7 +109,7 @@ template <class F> F real(const char *name)
 
 // ---- dprobe attach: fatal signals ----
 
-constexpr int k_fatal_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE,
+constexpr int k_fatal_signals[] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT, SIGPIPE,
                                    SIGSEGV, SIGBUS,  SIGILL, SIGFPE,  SIGABRT};
 
 void fatal_handler(int sig, siginfo_t *, void *)
@@ -122,7 +120,9 @@ void fatal_handler(int sig, siginfo_t *, void *)
         ring_buffer_export_state(rb::ARENA_SIGNALED, sig);
     // The streamer copies what is there; this thread stops writing meanwhile.
     ring_buffer_set_tracing_on(false);
-    struct timespec ts {0, 100 * 1000 * 1000};
+    struct timespec ts {
+        0, 100 * 1000 * 1000
+    };
     nanosleep(&ts, nullptr);
     signal(sig, SIG_DFL);
     raise(sig);
@@ -141,7 +141,10 @@ char *const *spawn_env_before(char *const envp[])
     return exec_env_build(envp, t_spawn_env.data(), t_spawn_text.data(), t_spawn_fds);
 }
 
-void spawn_env_after() { exec_env_done(t_spawn_fds); }
+void spawn_env_after()
+{
+    exec_env_done(t_spawn_fds);
+}
 
 const spawn_env_hooks k_spawn_hooks = {spawn_env_before, spawn_env_after};
 
@@ -150,8 +153,7 @@ const spawn_env_hooks k_spawn_hooks = {spawn_env_before, spawn_env_after};
 void install_lifecycle_hooks()
 {
     static bool once = false; // none can be undone: they check owns_session()
-    if (once)
-        return;
+    if (once) return;
     once = true;
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     on_exit(on_process_exit, nullptr);
@@ -159,31 +161,31 @@ void install_lifecycle_hooks()
     spawn_set_env_hooks(&k_spawn_hooks);
 }
 
-
 void install_signal_handlers()
 {
-    struct sigaction sa {};
+    struct sigaction sa {
+    };
     sa.sa_sigaction = fatal_handler;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     for (int sig : k_fatal_signals) {
-        struct sigaction old {};
-        if (sigaction(sig, nullptr, &old) != 0)
-            continue;
+        struct sigaction old {
+        };
+        if (sigaction(sig, nullptr, &old) != 0) continue;
         // Only where the program would die anyway: its own handlers stay in charge.
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
-            sigaction(sig, &sa, nullptr);
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) sigaction(sig, &sa, nullptr);
     }
 }
 
 void remove_signal_handlers()
 {
     for (int sig : k_fatal_signals) {
-        struct sigaction cur {};
-        if (sigaction(sig, nullptr, &cur) != 0)
-            continue;
+        struct sigaction cur {
+        };
+        if (sigaction(sig, nullptr, &cur) != 0) continue;
         if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fatal_handler) {
-            struct sigaction dfl {};
+            struct sigaction dfl {
+            };
             dfl.sa_handler = SIG_DFL;
             sigemptyset(&dfl.sa_mask);
             sigaction(sig, &dfl, nullptr);
@@ -200,11 +202,11 @@ extern "C" {
 
 // The environment is carried over on the stack (this may be a vfork child, which shares the
 // parent's memory): room for the program's entries and dprobe's.
-#define DPROBE_EXEC_ENV(envp, env, fds, timers)                                                \
-    char **env##_room = static_cast<char **>(                                                  \
-        alloca((env_count(envp) + k_exec_env_extra + 1) * sizeof(char *)));                    \
-    char *env##_text = static_cast<char *>(alloca(exec_env_text_room(envp)));                  \
-    exec_env_fds fds;                                                                          \
+#define DPROBE_EXEC_ENV(envp, env, fds, timers)                                                    \
+    char **env##_room =                                                                            \
+        static_cast<char **>(alloca((env_count(envp) + k_exec_env_extra + 1) * sizeof(char *)));   \
+    char *env##_text = static_cast<char *>(alloca(exec_env_text_room(envp)));                      \
+    exec_env_fds fds;                                                                              \
     char *const *env = exec_env_build(envp, env##_room, env##_text, fds, timers)
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
@@ -215,8 +217,7 @@ __attribute__((visibility("default"))) int execve(const char *path, char *const 
     cpu.pause();
     DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
-    if (env == envp)
-        cpu.resume(); // not carried in the environment: the kernel carries them
+    if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(path, argv, env);
     int e = errno;
     cpu.pause();
@@ -240,8 +241,7 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
     cpu.pause();
     DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
-    if (env == envp)
-        cpu.resume(); // not carried in the environment: the kernel carries them
+    if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(file, argv, env);
     int e = errno;
     cpu.pause();
@@ -264,8 +264,7 @@ __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], c
     cpu.pause();
     DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
-    if (env == envp)
-        cpu.resume(); // not carried in the environment: the kernel carries them
+    if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
     int r = fn(fd, argv, env);
     int e = errno;
     cpu.pause();
@@ -283,8 +282,7 @@ static std::vector<char *> collect_args(const char *arg0, va_list ap, char ***en
         while (char *a = va_arg(ap, char *))
             v.push_back(a);
     v.push_back(nullptr);
-    if (envp)
-        *envp = va_arg(ap, char **);
+    if (envp) *envp = va_arg(ap, char **);
     return v;
 }
 
@@ -321,14 +319,16 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
 // Async-signal-safe, and harmless in a vfork child (which does not own the session).
 __attribute__((visibility("default"), noreturn)) void _exit(int status)
 {
-    if (owns_session())
-        dprobe::ring_buffer_export_state(dprobe::rb::ARENA_EXITED, status & 0xff);
+    if (owns_session()) dprobe::ring_buffer_export_state(dprobe::rb::ARENA_EXITED, status & 0xff);
     for (;;) {
         dprobe::arch::raw_syscall(SYS_exit_group, status);
         dprobe::arch::raw_syscall(SYS_exit, status);
     }
 }
 
-__attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    _exit(status);
+}
 
 } // extern "C"

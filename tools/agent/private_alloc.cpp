@@ -15,14 +15,16 @@
 #include <cstdint>
 #include <cstring>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
-constexpr size_t k_classes[] = {16,   32,   48,   64,   80,    96,    112,   128,  160,
-                                192,  224,  256,  320,  384,   448,   512,   640,  768,
-                                896,  1024, 1280, 1536, 1792,  2048,  2560,  3072, 3584,
-                                4096, 5120, 6144, 7168, 8192,  10240, 12288, 14336, 16384};
+constexpr size_t k_classes[] = {16,   32,   48,   64,   80,   96,    112,   128,   160,
+                                192,  224,  256,  320,  384,  448,   512,   640,   768,
+                                896,  1024, 1280, 1536, 1792, 2048,  2560,  3072,  3584,
+                                4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384};
 constexpr unsigned k_nclasses = sizeof k_classes / sizeof k_classes[0];
 constexpr uint32_t k_large = 0xffff;
 constexpr uint32_t k_magic = 0xd9b0a110;
@@ -42,10 +44,8 @@ std::atomic<int> g_lock{0};
 void lock() noexcept
 {
     int c = 0;
-    if (g_lock.compare_exchange_strong(c, 1, std::memory_order_acquire))
-        return;
-    if (c != 2)
-        c = g_lock.exchange(2, std::memory_order_acquire);
+    if (g_lock.compare_exchange_strong(c, 1, std::memory_order_acquire)) return;
+    if (c != 2) c = g_lock.exchange(2, std::memory_order_acquire);
     while (c != 0) {
         arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&g_lock), FUTEX_WAIT_PRIVATE, 2, 0);
         c = g_lock.exchange(2, std::memory_order_acquire);
@@ -101,8 +101,7 @@ void *small_alloc(unsigned c) noexcept
     const size_t need = k_classes[c] + sizeof(header);
     if (static_cast<size_t>(arena_end - arena_next) < need) {
         char *a = static_cast<char *>(map(k_arena));
-        if (!a)
-            return nullptr;
+        if (!a) return nullptr;
         arena_next = a;
         arena_end = a + k_arena;
     }
@@ -116,14 +115,12 @@ void *small_alloc(unsigned c) noexcept
 
 void *large_alloc(size_t size, size_t align) noexcept
 {
-    if (align < 16)
-        align = 16;
-    if (size > (size_t{1} << 46) || align > (size_t{1} << 30))
-        return nullptr;
-    const size_t len = (size + align + sizeof(header) + sizeof(uint64_t) + k_page - 1) & ~(k_page - 1);
+    if (align < 16) align = 16;
+    if (size > (size_t{1} << 46) || align > (size_t{1} << 30)) return nullptr;
+    const size_t len =
+        (size + align + sizeof(header) + sizeof(uint64_t) + k_page - 1) & ~(k_page - 1);
     char *base = static_cast<char *>(map(len));
-    if (!base)
-        return nullptr;
+    if (!base) return nullptr;
     std::memcpy(base, &len, sizeof len);
     uintptr_t p = reinterpret_cast<uintptr_t>(base) + sizeof(uint64_t) + sizeof(header);
     p = (p + align - 1) & ~(align - 1);
@@ -138,18 +135,15 @@ void *large_alloc(size_t size, size_t align) noexcept
 
 void *palloc(size_t size) noexcept
 {
-    if (size == 0)
-        size = 1;
+    if (size == 0) size = 1;
     unsigned c = class_of(size);
     return c < k_nclasses ? small_alloc(c) : large_alloc(size, 16);
 }
 
 void *palloc_aligned(size_t align, size_t size) noexcept
 {
-    if (align & (align - 1))
-        return nullptr;
-    if (align <= 16)
-        return palloc(size);
+    if (align & (align - 1)) return nullptr;
+    if (align <= 16) return palloc(size);
     return large_alloc(size ? size : 1, align);
 }
 
@@ -160,8 +154,7 @@ bool pown(const void *p) noexcept
 
 void pfree(void *p) noexcept
 {
-    if (!p)
-        return;
+    if (!p) return;
     header *h = header_of(p);
     if (h->magic != k_magic)
         return; // not ours (should not happen): leave it rather than corrupt anything
@@ -180,11 +173,9 @@ void pfree(void *p) noexcept
 
 size_t pusable(const void *p) noexcept
 {
-    if (!p)
-        return 0;
+    if (!p) return 0;
     const header *h = header_of(p);
-    if (h->cls != k_large)
-        return k_classes[h->cls];
+    if (h->cls != k_large) return k_classes[h->cls];
     const char *base = static_cast<const char *>(p) - h->offset;
     uint64_t len;
     std::memcpy(&len, base, sizeof len);
@@ -193,8 +184,7 @@ size_t pusable(const void *p) noexcept
 
 void *prealloc(void *p, size_t size) noexcept
 {
-    if (!p)
-        return palloc(size);
+    if (!p) return palloc(size);
     if (!pown(p))
         return nullptr; // not ours (allocated before the agent took over): its size is unknown
     if (size == 0) {
@@ -202,18 +192,25 @@ void *prealloc(void *p, size_t size) noexcept
         return nullptr;
     }
     const size_t have = pusable(p);
-    if (size <= have && (header_of(p)->cls == k_large || size > have / 2))
-        return p;
+    if (size <= have && (header_of(p)->cls == k_large || size > have / 2)) return p;
     void *n = palloc(size);
-    if (!n)
-        return nullptr;
+    if (!n) return nullptr;
     std::memcpy(n, p, have < size ? have : size);
     pfree(p);
     return n;
 }
 
-void palloc_fork_prepare() noexcept { lock(); }
-void palloc_fork_parent() noexcept { unlock(); }
-void palloc_fork_child() noexcept { g_lock.store(0, std::memory_order_relaxed); }
+void palloc_fork_prepare() noexcept
+{
+    lock();
+}
+void palloc_fork_parent() noexcept
+{
+    unlock();
+}
+void palloc_fork_child() noexcept
+{
+    g_lock.store(0, std::memory_order_relaxed);
+}
 
 } // namespace dprobe::agent

@@ -11,7 +11,8 @@
 
 #include <cstddef>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 void *palloc(size_t size) noexcept;
 void *palloc_aligned(size_t align, size_t size) noexcept;

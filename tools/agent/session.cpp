@@ -22,9 +22,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 std::string describe(const loaded_object &o)
 {
@@ -36,8 +38,7 @@ std::string describe(const loaded_object &o)
 std::string read_file(const char *path)
 {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return {};
+    if (fd < 0) return {};
     std::string s;
     char buf[4096];
     ssize_t n;
@@ -60,15 +61,12 @@ std::string objects_payload(uint64_t at)
     };
     for (const object_ptr &o : *objs) {
         now.emplace_back(o->id, describe(*o));
-        if (!known(st.objects, o->id))
-            lines += "+ " + now.back().second + "\n";
+        if (!known(st.objects, o->id)) lines += "+ " + now.back().second + "\n";
     }
     for (const auto &[id, desc] : st.objects)
-        if (!known(now, id))
-            lines += "- " + desc + "\n";
+        if (!known(now, id)) lines += "- " + desc + "\n";
     st.objects = std::move(now);
-    if (lines.empty() || !at)
-        return lines;
+    if (lines.empty() || !at) return lines;
     return "@ " + std::to_string(at) + "\n" + lines;
 }
 
@@ -88,8 +86,7 @@ std::string names_payload()
 bool known_event(uint32_t id)
 {
     for (const auto &e : state().events)
-        if (e.first == id)
-            return true;
+        if (e.first == id) return true;
     return false;
 }
 
@@ -113,11 +110,9 @@ void describe_new_events()
             cmd.kind != dynevent_command::type::create)
             continue;
         int id = te.event_id(cmd.def.group, cmd.def.event);
-        if (id < 0 || known_event(static_cast<uint32_t>(id)))
-            continue;
+        if (id < 0 || known_event(static_cast<uint32_t>(id))) continue;
         auto fmt = te.format(cmd.def.group, cmd.def.event);
-        if (!fmt)
-            continue;
+        if (!fmt) continue;
         std::string payload = tracefile::event_payload(
             static_cast<uint32_t>(id), cmd.def.group + "/" + cmd.def.event, line, *fmt);
         st.events.emplace_back(static_cast<uint32_t>(id), payload);
@@ -131,13 +126,11 @@ void describe_new_events()
 void objects_changed(std::span<const object_ptr>)
 {
     agent_state &st = state();
-    if (!st.active)
-        return;
+    if (!st.active) return;
     quiet_section q;
     std::lock_guard<std::mutex> g(st.lock);
     std::string lines = objects_payload(trace_clock_now());
-    if (!lines.empty())
-        write_chunk(tracefile::CHUNK_OBJECTS, lines);
+    if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
 }
 
 const dl_notifier &objects_notifier()
@@ -148,7 +141,8 @@ const dl_notifier &objects_notifier()
 
 uint64_t new_session_id()
 {
-    struct timespec mono {};
+    struct timespec mono {
+    };
     clock_gettime(CLOCK_MONOTONIC, &mono);
     // (pid << 32) | a stamp: an exec'd image keeps the pid but gets a new session.
     return (static_cast<uint64_t>(getpid()) << 32) |
@@ -176,8 +170,7 @@ void write_session_chunks(const char *reason, const std::string &objects)
     formats.reserve(st.events.size());
     for (const auto &[id, payload] : st.events)
         formats.push_back(payload);
-    if (!formats.empty())
-        write_chunks(tracefile::CHUNK_EVENT, formats);
+    if (!formats.empty()) write_chunks(tracefile::CHUNK_EVENT, formats);
 }
 
 } // namespace
@@ -185,7 +178,8 @@ void write_session_chunks(const char *reason, const std::string &objects)
 void start_session(const char *reason)
 {
     agent_state &st = state();
-    struct timespec real {};
+    struct timespec real {
+    };
     clock_gettime(CLOCK_REALTIME, &real);
     st.pid = getpid();
     st.session = new_session_id();
@@ -235,8 +229,7 @@ bool announce_buffers()
 {
     agent_state &st = state();
     const int fd = ring_buffer_export_fd();
-    if (st.status_fd < 0 || fd < 0)
-        return false;
+    if (st.status_fd < 0 || fd < 0) return false;
     std::string msg = "hello " + std::to_string(st.pid) + " " + std::to_string(st.session);
     iovec iov{msg.data(), msg.size()};
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
@@ -253,10 +246,8 @@ bool announce_buffers()
     // Blocking (with the socket's send time-out): the CLI must have the buffers before
     // they fill.
     for (;;) {
-        if (sendmsg(st.status_fd, &mh, MSG_NOSIGNAL) >= 0)
-            return true;
-        if (errno != EINTR)
-            return false;
+        if (sendmsg(st.status_fd, &mh, MSG_NOSIGNAL) >= 0) return true;
+        if (errno != EINTR) return false;
     }
 }
 
@@ -264,8 +255,7 @@ void describe_changes_locked()
 {
     kallsyms::instance().refresh(); // cheap unless the loader's counters moved
     std::string lines = objects_payload(trace_clock_now());
-    if (!lines.empty())
-        write_chunk(tracefile::CHUNK_OBJECTS, lines);
+    if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
     describe_new_events();
 }
 

@@ -3,7 +3,8 @@
 // for a new image. Each writes at P and returns the end.
 #pragma once
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
 inline char *put_str(char *p, const char *s) noexcept
 {

@@ -18,15 +18,17 @@
 #include <pthread.h>
 #include <unistd.h>
 
-namespace dprobe::agent {
+namespace dprobe::agent
+{
 
-namespace {
+namespace
+{
 
 struct streamer {
     std::thread thread;
     std::atomic<bool> stop{false};
     std::unique_ptr<tracefile::arena_drain> drain;
-    std::mutex lock; // the drain: the thread, and the final copy at stop
+    std::mutex lock;                   // the drain: the thread, and the final copy at stop
     std::string last_counts = "0 0 0"; // of the session that ended last
 };
 
@@ -39,8 +41,7 @@ streamer &the_streamer()
 // The counts; s.lock held.
 std::string counts_locked(const streamer &s)
 {
-    if (!s.drain)
-        return s.last_counts;
+    if (!s.drain) return s.last_counts;
     return std::to_string(s.drain->events()) + " " + std::to_string(s.drain->lost()) + " " +
            std::to_string(s.drain->bytes());
 }
@@ -60,15 +61,16 @@ void streamer_main()
         std::string counts;
         {
             std::lock_guard<std::mutex> g(s.lock);
-            if (!s.drain)
-                break;
+            if (!s.drain) break;
             moved = s.drain->drain(false);
             counts = counts_locked(s);
             std::lock_guard<std::mutex> sg(state().lock);
             describe_changes_locked();
         }
         // A busy program fills its buffers in milliseconds: drain again soon.
-        struct timespec pause {0, (moved >= 64 * 1024 ? 1 : 20) * 1000 * 1000};
+        struct timespec pause {
+            0, (moved >= 64 * 1024 ? 1 : 20) * 1000 * 1000
+        };
         nanosleep(&pause, nullptr);
         uint64_t now = trace_clock_read(trace_clock_id::mono);
         if (now - last_stat > 250000000ull) {
@@ -90,8 +92,7 @@ void start_streamer()
     s.stop.store(false);
     s.last_counts = "0 0 0";
     const int fd = ring_buffer_export_fd();
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     s.drain = std::make_unique<tracefile::arena_drain>(st.out_fd, st.session);
     std::string err = s.drain->open(fcntl(fd, F_DUPFD_CLOEXEC, 100));
     if (!err.empty()) {
@@ -126,8 +127,7 @@ void stop_streamer(const std::string &end_kv)
             s.thread.join();
     }
     std::lock_guard<std::mutex> g(s.lock);
-    if (!s.drain)
-        return;
+    if (!s.drain) return;
     s.drain->drain(true);
     s.drain->finish(end_kv);
     s.last_counts = counts_locked(s);

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace
+{
 
 // "a branch in the function targets the inside of the region (at 0x1234)" -> the part
 // before any address, so messages group into reasons.
@@ -22,8 +23,7 @@ std::string reason_of(const char *why)
 {
     std::string s(why);
     for (const char *cut : {" (at 0x", " at 0x", ": 0x", " 0x"})
-        if (auto p = s.find(cut); p != std::string::npos)
-            s.resize(p);
+        if (auto p = s.find(cut); p != std::string::npos) s.resize(p);
     if (auto p = s.find(": "); p != std::string::npos && s.rfind("instruction cannot", 0) == 0)
         s.resize(p + 2), s += "<mnemonic>";
     return s;
@@ -54,8 +54,7 @@ int census(const char *lib, bool verbose)
     std::map<std::string, std::vector<std::string>> examples;
     uintptr_t last = 0;
     for (const dprobe::ksym &f : obj->funcs) {
-        if (f.addr == last)
-            continue; // aliases share one entry
+        if (f.addr == last) continue; // aliases share one entry
         last = f.addr;
         ++total;
         dprobe::ftrace_site *s = dprobe::ftrace_location(f.addr);
@@ -70,8 +69,7 @@ int census(const char *lib, bool verbose)
         }
         std::string r = reason_of(why);
         ++refused[r];
-        if (examples[r].size() < 3)
-            examples[r].push_back(f.name);
+        if (examples[r].size() < 3) examples[r].push_back(f.name);
     }
     size_t ok = compiled + jump;
     std::printf("%s (%s): %zu function entries, %zu accept a probe (%.1f%%): %zu with a "
@@ -114,8 +112,7 @@ int main(int argc, char **argv)
         } else
             libs.push_back(argv[i]);
     }
-    if (libs.empty())
-        libs = {"libc.so.6", "libstdc++.so.6"};
+    if (libs.empty()) libs = {"libc.so.6", "libstdc++.so.6"};
     int rc = 0;
     for (const char *l : libs)
         rc |= census(l, verbose);

@@ -20,8 +20,7 @@ static __thread int depth;
 static const char *name_of(unsigned long ip)
 {
     Dl_info info;
-    if (dladdr((void *)ip, &info) && info.dli_sname)
-        return info.dli_sname;
+    if (dladdr((void *)ip, &info) && info.dli_sname) return info.dli_sname;
     return "?";
 }
 
@@ -34,8 +33,7 @@ static unsigned long now_ns(void)
 
 static void emit(const char *line, int len)
 {
-    if (write(STDOUT_FILENO, line, (size_t)len) < 0)
-        return;
+    if (write(STDOUT_FILENO, line, (size_t)len) < 0) return;
 }
 
 static int on_entry(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
@@ -76,8 +74,7 @@ static struct fprobe demo_probe = {
 __attribute__((constructor)) static void demo_start(void)
 {
     const char *filter = getenv("DEMO_FILTER");
-    if (!filter)
-        filter = "wf_*";
+    if (!filter) filter = "wf_*";
     const char *notfilter = getenv("DEMO_NOTFILTER");
     int err = register_fprobe(&demo_probe, filter, notfilter);
     if (err) {
@@ -92,8 +89,7 @@ __attribute__((constructor)) static void demo_start(void)
 
 __attribute__((destructor)) static void demo_stop(void)
 {
-    if (!fprobe_is_registered(&demo_probe))
-        return;
+    if (!fprobe_is_registered(&demo_probe)) return;
     unregister_fprobe(&demo_probe);
     fprintf(stderr, "fprobe-demo: unregistered; %lu hits missed\n", demo_probe.nmissed);
 }

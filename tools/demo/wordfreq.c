@@ -28,11 +28,9 @@ int wf_insert(struct wf_table *t, const char *word, size_t len)
 {
     unsigned long h = wf_hash(word, len) % WF_BUCKETS;
     for (struct wf_entry *e = t->buckets[h]; e; e = e->next)
-        if (e->len == len && memcmp(e->word, word, len) == 0)
-            return ++e->count;
+        if (e->len == len && memcmp(e->word, word, len) == 0) return ++e->count;
     struct wf_entry *e = calloc(1, sizeof(*e));
-    if (!e)
-        return -1;
+    if (!e) return -1;
     memcpy(e->word, word, len < sizeof(e->word) - 1 ? len : sizeof(e->word) - 1);
     e->len = len;
     e->count = 1;
@@ -79,8 +77,7 @@ const struct wf_entry *wf_top(const struct wf_table *t, unsigned above)
     const struct wf_entry *best = NULL;
     for (int b = 0; b < WF_BUCKETS; b++)
         for (const struct wf_entry *e = t->buckets[b]; e; e = e->next)
-            if (e->count < above && (!best || e->count > best->count))
-                best = e;
+            if (e->count < above && (!best || e->count > best->count)) best = e;
     return best;
 }
 
@@ -92,8 +89,7 @@ int main(void)
         mid++;
     struct wf_job job = {.begin = mid, .end = text + n};
     pthread_t th;
-    if (pthread_create(&th, NULL, worker, &job) != 0)
-        return 1;
+    if (pthread_create(&th, NULL, worker, &job) != 0) return 1;
     struct wf_table table = {0};
     size_t words = wf_count_range(&table, text, mid);
     pthread_join(th, NULL);
@@ -102,8 +98,7 @@ int main(void)
     unsigned above = ~0u;
     for (int i = 0; i < 3; i++) {
         const struct wf_entry *e = wf_top(&table, above);
-        if (!e)
-            break;
+        if (!e) break;
         printf(" %s(%u)", e->word, e->count);
         above = e->count;
     }

@@ -14,17 +14,17 @@
 #include <cstring>
 #include <functional>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 bool has_code(Dwarf_Die *die, uint64_t *entry)
 {
-    if (dwarf_hasattr(die, DW_AT_declaration))
-        return false;
+    if (dwarf_hasattr(die, DW_AT_declaration)) return false;
     Dwarf_Addr pc = 0;
-    if (dwarf_entrypc(die, &pc) != 0)
-        return false;
+    if (dwarf_entrypc(die, &pc) != 0) return false;
     *entry = pc;
     return true;
 }
@@ -48,8 +48,7 @@ dwarf_function make_function(Dwarf_Die *cu, Dwarf_Die *die, bool inlined, uint64
 void walk_children(Dwarf_Die *die, bool bodies, const std::function<void(Dwarf_Die *)> &fn)
 {
     Dwarf_Die child;
-    if (dwarf_child(die, &child) != 0)
-        return;
+    if (dwarf_child(die, &child) != 0) return;
     do {
         fn(&child);
         switch (dwarf_tag(&child)) {
@@ -62,8 +61,7 @@ void walk_children(Dwarf_Die *die, bool bodies, const std::function<void(Dwarf_D
         case DW_TAG_subprogram:
         case DW_TAG_lexical_block:
         case DW_TAG_inlined_subroutine:
-            if (bodies)
-                walk_children(&child, bodies, fn);
+            if (bodies) walk_children(&child, bodies, fn);
             break;
         default:
             break;
@@ -75,11 +73,9 @@ std::string array_dims(Dwarf_Die *array)
 {
     std::string s;
     Dwarf_Die sub;
-    if (dwarf_child(array, &sub) != 0)
-        return "[]";
+    if (dwarf_child(array, &sub) != 0) return "[]";
     do {
-        if (dwarf_tag(&sub) != DW_TAG_subrange_type)
-            continue;
+        if (dwarf_tag(&sub) != DW_TAG_subrange_type) continue;
         Dwarf_Attribute a;
         Dwarf_Word v;
         if (dwarf_attr_integrate(&sub, DW_AT_count, &a) && dwarf_formudata(&a, &v) == 0)
@@ -102,10 +98,8 @@ bool type_of(Dwarf_Die *die, Dwarf_Die *out)
 
 bool file_matches(std::string_view full, std::string_view spec)
 {
-    if (spec.empty() || full.size() < spec.size())
-        return false;
-    if (full.substr(full.size() - spec.size()) != spec)
-        return false;
+    if (spec.empty() || full.size() < spec.size()) return false;
+    if (full.substr(full.size() - spec.size()) != spec) return false;
     return full.size() == spec.size() || spec[0] == '/' ||
            full[full.size() - spec.size() - 1] == '/';
 }
@@ -140,7 +134,8 @@ std::vector<std::string> separate_debug_files(Elf *elf, const std::string &path)
     return out;
 }
 
-namespace {
+namespace
+{
 
 // CRC-32 (IEEE 802.3, reflected) of the file FD, the checksum .gnu_debuglink records.
 bool file_crc32(int fd, uint32_t &crc)
@@ -160,10 +155,8 @@ bool file_crc32(int fd, uint32_t &crc)
     off_t off = 0;
     for (;;) {
         ssize_t n = ::pread(fd, buf, sizeof buf, off);
-        if (n < 0)
-            return false;
-        if (n == 0)
-            break;
+        if (n < 0) return false;
+        if (n == 0) break;
         for (ssize_t i = 0; i < n; i++)
             c = table[(c ^ buf[i]) & 0xff] ^ (c >> 8);
         off += n;
@@ -181,8 +174,7 @@ bool debug_file_matches(Elf *elf, int dbg_fd)
     const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
     if (n > 0) {
         Elf *dbg = elf_begin(dbg_fd, ELF_C_READ_MMAP, nullptr);
-        if (!dbg)
-            return false;
+        if (!dbg) return false;
         const void *did = nullptr;
         const ssize_t dn = dwelf_elf_gnu_build_id(dbg, &did);
         const bool same = dn == n && std::memcmp(id, did, static_cast<size_t>(n)) == 0;
@@ -215,8 +207,7 @@ std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string 
     if (!d->dw_) {
         for (const std::string &dbg : separate_debug_files(d->elf_, path)) {
             int fd = ::open(dbg.c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                continue;
+            if (fd < 0) continue;
             if (!debug_file_matches(d->elf_, fd)) {
                 ::close(fd);
                 continue;
@@ -243,16 +234,11 @@ std::unique_ptr<debuginfo> debuginfo::open(const std::string &path, std::string 
 
 debuginfo::~debuginfo()
 {
-    if (cfi_eh_)
-        dwarf_cfi_end(cfi_eh_);
-    if (dw_)
-        dwarf_end(dw_);
-    if (elf_)
-        elf_end(elf_);
-    if (debug_fd_ >= 0)
-        ::close(debug_fd_);
-    if (fd_ >= 0)
-        ::close(fd_);
+    if (cfi_eh_) dwarf_cfi_end(cfi_eh_);
+    if (dw_) dwarf_end(dw_);
+    if (elf_) elf_end(elf_);
+    if (debug_fd_ >= 0) ::close(debug_fd_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 std::vector<Dwarf_Die> debuginfo::units() const
@@ -262,8 +248,7 @@ std::vector<Dwarf_Die> debuginfo::units() const
     size_t hsize;
     while (dwarf_nextcu(dw_, off, &next, &hsize, nullptr, nullptr, nullptr) == 0) {
         Dwarf_Die cu;
-        if (dwarf_offdie(dw_, off + hsize, &cu))
-            out.push_back(cu);
+        if (dwarf_offdie(dw_, off + hsize, &cu)) out.push_back(cu);
         off = next;
     }
     return out;
@@ -276,8 +261,7 @@ std::vector<dwarf_function> debuginfo::find_functions(std::string_view name,
     auto units_ = units();
     auto matches = [&](Dwarf_Die *d) {
         const char *n = dwarf_diename(d);
-        if (!n || name != n)
-            return false;
+        if (!n || name != n) return false;
         const char *f = dwarf_decl_file(d);
         return file.empty() || (f && file_matches(f, file));
     };
@@ -288,8 +272,7 @@ std::vector<dwarf_function> debuginfo::find_functions(std::string_view name,
                 out.push_back(make_function(&cu, d, false, entry));
         });
     }
-    if (!out.empty())
-        return out;
+    if (!out.empty()) return out;
     // Only inlined copies: look inside every function body.
     for (Dwarf_Die &cu : units_) {
         walk_children(&cu, true, [&](Dwarf_Die *d) {
@@ -304,8 +287,7 @@ std::vector<dwarf_function> debuginfo::find_functions(std::string_view name,
 std::optional<dwarf_function> debuginfo::function_at(uint64_t addr) const
 {
     Dwarf_Die cu;
-    if (!dwarf_addrdie(dw_, addr, &cu))
-        return std::nullopt;
+    if (!dwarf_addrdie(dw_, addr, &cu)) return std::nullopt;
     std::optional<dwarf_function> found;
     walk_children(&cu, false, [&](Dwarf_Die *d) {
         uint64_t entry;
@@ -321,18 +303,15 @@ std::vector<dwarf_line> debuginfo::lines(Dwarf_Die *cu) const
     std::vector<dwarf_line> out;
     Dwarf_Lines *lines;
     size_t n;
-    if (dwarf_getsrclines(cu, &lines, &n) != 0)
-        return out;
+    if (dwarf_getsrclines(cu, &lines, &n) != 0) return out;
     out.reserve(n);
     for (size_t i = 0; i < n; i++) {
         Dwarf_Line *l = dwarf_onesrcline(lines, i);
         bool end = false, stmt = false;
-        if (!l || dwarf_lineendsequence(l, &end) != 0 || end)
-            continue;
+        if (!l || dwarf_lineendsequence(l, &end) != 0 || end) continue;
         dwarf_line r;
         Dwarf_Addr a;
-        if (dwarf_lineaddr(l, &a) != 0 || dwarf_lineno(l, &r.line) != 0)
-            continue;
+        if (dwarf_lineaddr(l, &a) != 0 || dwarf_lineno(l, &r.line) != 0) continue;
         r.addr = a;
         r.file = dwarf_linesrc(l, nullptr, nullptr);
         dwarf_linebeginstatement(l, &stmt);
@@ -347,8 +326,7 @@ std::vector<std::pair<uint64_t, uint64_t>> debuginfo::inlined_ranges(Dwarf_Die *
     std::vector<std::pair<uint64_t, uint64_t>> out;
     std::function<void(Dwarf_Die *)> walk = [&](Dwarf_Die *die) {
         Dwarf_Die child;
-        if (dwarf_child(die, &child) != 0)
-            return;
+        if (dwarf_child(die, &child) != 0) return;
         do {
             int tag = dwarf_tag(&child);
             if (tag == DW_TAG_inlined_subroutine) {
@@ -376,13 +354,11 @@ std::vector<dwarf_line> debuginfo::function_lines(const dwarf_function &f) const
             continue;
         // An inlined copy may have an empty range, its code merged into the caller's: its
         // entry is still where its lines start.
-        if (dwarf_haspc(&die, row.addr) <= 0 && row.addr != f.entry)
-            continue;
+        if (dwarf_haspc(&die, row.addr) <= 0 && row.addr != f.entry) continue;
         bool inl = false;
         for (const auto &r : excluded)
             inl |= row.addr >= r.first && row.addr < r.second;
-        if (!inl)
-            out.push_back(row);
+        if (!inl) out.push_back(row);
     }
     return out;
 }
@@ -390,29 +366,23 @@ std::vector<dwarf_line> debuginfo::function_lines(const dwarf_function &f) const
 bool debuginfo::cfa_at(uint64_t pc, std::vector<Dwarf_Op> &ops) const
 {
     for (Dwarf_CFI *cfi : {cfi_eh_, cfi_dbg_}) {
-        if (!cfi)
-            continue;
+        if (!cfi) continue;
         Dwarf_Frame *frame = nullptr;
-        if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0)
-            continue;
+        if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0) continue;
         Dwarf_Op *o = nullptr;
         size_t n = 0;
         bool ok = dwarf_frame_cfa(frame, &o, &n) == 0 && n > 0;
-        if (ok)
-            ops.assign(o, o + n);
+        if (ok) ops.assign(o, o + n);
         std::free(frame);
-        if (ok)
-            return true;
+        if (ok) return true;
     }
     return false;
 }
 
 std::string debuginfo::source_path(Dwarf_Die *cu, const char *file) const
 {
-    if (!file)
-        return "";
-    if (file[0] == '/')
-        return file;
+    if (!file) return "";
+    if (file[0] == '/') return file;
     Dwarf_Attribute a;
     const char *dir = dwarf_attr(cu, DW_AT_comp_dir, &a) ? dwarf_formstring(&a) : nullptr;
     return dir ? std::string(dir) + "/" + file : std::string(file);
@@ -420,8 +390,7 @@ std::string debuginfo::source_path(Dwarf_Die *cu, const char *file) const
 
 std::string dwarf_type_name(Dwarf_Die *type)
 {
-    if (!type)
-        return "void";
+    if (!type) return "void";
     Dwarf_Die inner;
     bool has_inner = type_of(type, &inner);
     const char *n = dwarf_diename(type);

@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // One copy of a function in the code: the out-of-line body (DW_TAG_subprogram with code),
 // or a copy inlined into another function (DW_TAG_inlined_subroutine).
@@ -24,7 +25,7 @@ struct dwarf_function {
     Dwarf_Die cu{};
     Dwarf_Die die{};
     bool inlined = false;
-    uint64_t entry = 0;    // entry pc
+    uint64_t entry = 0; // entry pc
     std::string name;
     const char *decl_file = nullptr; // as the CU's file table names it
     int decl_line = 0;
@@ -38,8 +39,9 @@ struct dwarf_line {
     bool is_stmt = false;
 };
 
-class debuginfo {
-public:
+class debuginfo
+{
+  public:
     // Opens PATH, or for a stripped file its separate debug file (found by build id or
     // .gnu_debuglink under /usr/lib/debug, where debug-symbol packages put them, and taken
     // only when it is PATH's: the same build id, or the CRC the debuglink records). nullptr
@@ -83,7 +85,7 @@ public:
     // CU's compilation directory.
     std::string source_path(Dwarf_Die *cu, const char *file) const;
 
-private:
+  private:
     debuginfo() = default;
     std::string path_, debug_path_;
     int fd_ = -1, debug_fd_ = -1;

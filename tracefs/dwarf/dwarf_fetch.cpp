@@ -9,14 +9,15 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 bool fail(std::string *why, std::string msg)
 {
-    if (why)
-        *why = std::move(msg);
+    if (why) *why = std::move(msg);
     return false;
 }
 
@@ -29,23 +30,45 @@ std::string op_name(unsigned atom)
 {
     const char *n = nullptr;
     switch (atom) {
-    case DW_OP_stack_value: n = "DW_OP_stack_value"; break;
-    case DW_OP_implicit_value: n = "DW_OP_implicit_value"; break;
-    case DW_OP_piece: n = "DW_OP_piece"; break;
-    case DW_OP_bit_piece: n = "DW_OP_bit_piece"; break;
+    case DW_OP_stack_value:
+        n = "DW_OP_stack_value";
+        break;
+    case DW_OP_implicit_value:
+        n = "DW_OP_implicit_value";
+        break;
+    case DW_OP_piece:
+        n = "DW_OP_piece";
+        break;
+    case DW_OP_bit_piece:
+        n = "DW_OP_bit_piece";
+        break;
     case DW_OP_entry_value:
-    case DW_OP_GNU_entry_value: n = "DW_OP_entry_value"; break;
+    case DW_OP_GNU_entry_value:
+        n = "DW_OP_entry_value";
+        break;
     case DW_OP_implicit_pointer:
-    case DW_OP_GNU_implicit_pointer: n = "DW_OP_implicit_pointer"; break;
-    case DW_OP_deref_size: n = "DW_OP_deref_size"; break;
-    case DW_OP_plus: n = "DW_OP_plus"; break;
-    case DW_OP_minus: n = "DW_OP_minus"; break;
-    case DW_OP_and: n = "DW_OP_and"; break;
-    case DW_OP_GNU_parameter_ref: n = "DW_OP_GNU_parameter_ref"; break;
-    default: break;
+    case DW_OP_GNU_implicit_pointer:
+        n = "DW_OP_implicit_pointer";
+        break;
+    case DW_OP_deref_size:
+        n = "DW_OP_deref_size";
+        break;
+    case DW_OP_plus:
+        n = "DW_OP_plus";
+        break;
+    case DW_OP_minus:
+        n = "DW_OP_minus";
+        break;
+    case DW_OP_and:
+        n = "DW_OP_and";
+        break;
+    case DW_OP_GNU_parameter_ref:
+        n = "DW_OP_GNU_parameter_ref";
+        break;
+    default:
+        break;
     }
-    if (n)
-        return n;
+    if (n) return n;
     char buf[32];
     std::snprintf(buf, sizeof buf, "DW_OP 0x%x", atom);
     return buf;
@@ -132,8 +155,7 @@ struct addr_state {
 bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_state &st,
                   std::string *why, int depth)
 {
-    if (depth > 2)
-        return fail(why, "has a nested frame base dprobe does not follow");
+    if (depth > 2) return fail(why, "has a nested frame base dprobe does not follow");
     bool have = false;
     for (size_t i = 0; i < ops.size(); i++) {
         const Dwarf_Op &op = ops[i];
@@ -141,11 +163,9 @@ bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_s
         unsigned regno;
         int64_t off = 0;
         if (reg_of(op, is_breg, regno, off)) {
-            if (have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (have) return fail(why, "has a location expression dprobe does not follow");
             const char *r = dwarf_reg_name(regno);
-            if (!r)
-                return fail(why, no_reg(regno));
+            if (!r) return fail(why, no_reg(regno));
             st = addr_state{};
             st.val.kind = fetch_loc::base_kind::reg;
             st.val.name = r;
@@ -156,36 +176,32 @@ bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_s
         }
         switch (op.atom) {
         case DW_OP_fbreg: {
-            if (have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (have) return fail(why, "has a location expression dprobe does not follow");
             if (env.frame_base.empty())
                 return fail(why, "is relative to a frame base the function does not describe");
-            if (!eval_address(env.frame_base, env, st, why, depth + 1))
-                return false;
+            if (!eval_address(env.frame_base, env, st, why, depth + 1)) return false;
             st.pending += static_cast<int64_t>(op.number);
             have = true;
             break;
         }
         case DW_OP_call_frame_cfa: {
-            if (have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (have) return fail(why, "has a location expression dprobe does not follow");
             std::vector<Dwarf_Op> cfa;
             if (!env.cfa || !env.cfa(cfa))
                 return fail(why, "is relative to the CFA, which no call-frame information gives "
                                  "at this address");
-            if (!eval_address(cfa, env, st, why, depth + 1))
-                return false;
+            if (!eval_address(cfa, env, st, why, depth + 1)) return false;
             have = true;
             break;
         }
         case DW_OP_addr: {
-            if (have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (have) return fail(why, "has a location expression dprobe does not follow");
             auto sym = env.symbolize ? env.symbolize(op.number) : std::nullopt;
             if (!sym) {
                 char buf[64];
-                std::snprintf(buf, sizeof buf, "is at address 0x%" PRIx64
-                              ", which no data symbol covers", static_cast<uint64_t>(op.number));
+                std::snprintf(buf, sizeof buf,
+                              "is at address 0x%" PRIx64 ", which no data symbol covers",
+                              static_cast<uint64_t>(op.number));
                 return fail(why, buf);
             }
             st = addr_state{};
@@ -197,21 +213,18 @@ bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_s
             break;
         }
         case DW_OP_deref:
-            if (!have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (!have) return fail(why, "has a location expression dprobe does not follow");
             st.read();
             break;
         case DW_OP_plus_uconst:
-            if (!have)
-                return fail(why, "has a location expression dprobe does not follow");
+            if (!have) return fail(why, "has a location expression dprobe does not follow");
             st.pending += static_cast<int64_t>(op.number);
             break;
         default:
             return fail(why, "has a location dprobe can't translate (" + op_name(op.atom) + ")");
         }
     }
-    if (!have)
-        return fail(why, "has an empty location");
+    if (!have) return fail(why, "has an empty location");
     return true;
 }
 
@@ -221,24 +234,21 @@ std::optional<Dwarf_Die> type_of(Dwarf_Die *die)
 {
     Dwarf_Attribute a;
     Dwarf_Die t;
-    if (dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, &t))
-        return t;
+    if (dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, &t)) return t;
     return std::nullopt;
 }
 
 std::optional<Dwarf_Die> real_type(Dwarf_Die *type)
 {
     Dwarf_Die t;
-    if (dwarf_peel_type(type, &t) != 0)
-        return std::nullopt;
+    if (dwarf_peel_type(type, &t) != 0) return std::nullopt;
     return t;
 }
 
 int64_t byte_size(Dwarf_Die *type)
 {
     Dwarf_Word s;
-    if (dwarf_aggregate_size(type, &s) != 0)
-        return -1;
+    if (dwarf_aggregate_size(type, &s) != 0) return -1;
     return static_cast<int64_t>(s);
 }
 
@@ -250,14 +260,12 @@ bool is_struct_tag(int tag)
 bool is_char(Dwarf_Die *type)
 {
     auto r = real_type(type);
-    if (!r || dwarf_tag(&*r) != DW_TAG_base_type || dwarf_bytesize(&*r) != 1)
-        return false;
+    if (!r || dwarf_tag(&*r) != DW_TAG_base_type || dwarf_bytesize(&*r) != 1) return false;
     Dwarf_Attribute a;
     Dwarf_Word enc = 0;
-    if (dwarf_attr(&*r, DW_AT_encoding, &a))
-        dwarf_formudata(&a, &enc);
-    return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char ||
-           enc == DW_ATE_signed || enc == DW_ATE_unsigned;
+    if (dwarf_attr(&*r, DW_AT_encoding, &a)) dwarf_formudata(&a, &enc);
+    return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char || enc == DW_ATE_signed ||
+           enc == DW_ATE_unsigned;
 }
 
 bool is_text_char(Dwarf_Die *type)
@@ -272,11 +280,9 @@ int array_shape(Dwarf_Die *array, int64_t &count)
     count = -1;
     int dims = 0;
     Dwarf_Die sub;
-    if (dwarf_child(array, &sub) != 0)
-        return 0;
+    if (dwarf_child(array, &sub) != 0) return 0;
     do {
-        if (dwarf_tag(&sub) != DW_TAG_subrange_type)
-            continue;
+        if (dwarf_tag(&sub) != DW_TAG_subrange_type) continue;
         if (dims++ == 0) {
             Dwarf_Attribute a;
             Dwarf_Word v;
@@ -316,8 +322,7 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
                  std::optional<bitfield_info> &bf, std::string *why)
 {
     Dwarf_Die child;
-    if (dwarf_child(struct_die, &child) != 0)
-        return false;
+    if (dwarf_child(struct_die, &child) != 0) return false;
     do {
         int64_t moff = 0;
         if (dwarf_tag(&child) == DW_TAG_inheritance) {
@@ -331,8 +336,7 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
             }
             continue;
         }
-        if (dwarf_tag(&child) != DW_TAG_member)
-            continue;
+        if (dwarf_tag(&child) != DW_TAG_member) continue;
         const char *n = dwarf_diename(&child);
         if (!n) {
             // An anonymous struct or union: its members are members here.
@@ -345,8 +349,7 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
             }
             continue;
         }
-        if (name != n)
-            continue;
+        if (name != n) continue;
         member = child;
         bf.reset();
         Dwarf_Attribute a;
@@ -355,8 +358,7 @@ bool find_member(Dwarf_Die *struct_die, const std::string &name, int64_t &off, D
             auto t = type_of(&child);
             int64_t tsize = t ? byte_size(&*t) : -1;
             Dwarf_Word bsize = 0;
-            if (dwarf_attr(&child, DW_AT_byte_size, &a))
-                dwarf_formudata(&a, &bsize);
+            if (dwarf_attr(&child, DW_AT_byte_size, &a)) dwarf_formudata(&a, &bsize);
             int64_t bytes = bsize ? static_cast<int64_t>(bsize) : tsize;
             unsigned cbits = static_cast<unsigned>(bytes * 8);
             if (cbits != 8 && cbits != 16 && cbits != 32 && cbits != 64)
@@ -394,10 +396,18 @@ std::string fetch_loc::text() const
 {
     std::string s;
     switch (kind) {
-    case base_kind::reg: s = "%" + name; break;
-    case base_kind::arg: s = name; break;
-    case base_kind::imm: s = "\\" + name; break;
-    case base_kind::sym: s = "@" + name + (sym_off ? signed_off(sym_off) : ""); break;
+    case base_kind::reg:
+        s = "%" + name;
+        break;
+    case base_kind::arg:
+        s = name;
+        break;
+    case base_kind::imm:
+        s = "\\" + name;
+        break;
+    case base_kind::sym:
+        s = "@" + name + (sym_off ? signed_off(sym_off) : "");
+        break;
     }
     for (int64_t d : derefs)
         s = signed_off(d) + "(" + s + ")";
@@ -406,7 +416,7 @@ std::string fetch_loc::text() const
 
 const char *dwarf_reg_name(unsigned regno)
 {
-    static const char *const names[16] = {"ax", "dx", "cx", "bx", "si",  "di",  "bp",  "sp",
+    static const char *const names[16] = {"ax", "dx", "cx",  "bx",  "si",  "di",  "bp",  "sp",
                                           "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"};
     return regno < 16 ? names[regno] : nullptr;
 }
@@ -415,8 +425,7 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
                         std::string *why)
 {
     out = fetch_loc{};
-    if (ops.empty())
-        return fail(why, "has no location here (optimized out)");
+    if (ops.empty()) return fail(why, "has no location here (optimized out)");
     for (size_t i = 0; i < ops.size(); i++) {
         unsigned a = ops[i].atom;
         if (a == DW_OP_entry_value || a == DW_OP_GNU_entry_value)
@@ -430,8 +439,7 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
     }
     // One piece holding the whole variable is just its location.
     if (ops.back().atom == DW_OP_piece || ops.back().atom == DW_OP_bit_piece) {
-        if (ops.size() == 1)
-            return fail(why, "is optimized out here (an empty piece)");
+        if (ops.size() == 1) return fail(why, "is optimized out here (an empty piece)");
         ops = ops.first(ops.size() - 1);
     }
     if (ops.back().atom == DW_OP_stack_value) {
@@ -452,15 +460,13 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
     int64_t off;
     if (ops.size() == 1 && reg_of(ops[0], is_breg, regno, off) && !is_breg) {
         const char *r = dwarf_reg_name(regno);
-        if (!r)
-            return fail(why, no_reg(regno));
+        if (!r) return fail(why, no_reg(regno));
         out.kind = fetch_loc::base_kind::reg;
         out.name = r;
         return true;
     }
     addr_state st;
-    if (!eval_address(ops, env, st, why, 0))
-        return false;
+    if (!eval_address(ops, env, st, why, 0)) return false;
     st.read(); // a memory location: the variable is what is stored there
     out = st.val;
     return true;
@@ -476,28 +482,25 @@ bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> 
         if (bitfield)
             return fail(why, "'" + cur + "' is a bitfield: it has no members or elements");
         auto rt = real_type(&type);
-        if (!rt)
-            return fail(why, "'" + cur + "' has no type information");
+        if (!rt) return fail(why, "'" + cur + "' has no type information");
         int tag = dwarf_tag(&*rt);
         if (f.is_index) {
             if (tag == DW_TAG_array_type) {
                 int64_t count;
                 if (array_shape(&*rt, count) > 1)
-                    return fail(why, "'" + cur + "' is a multi-dimensional array, which dprobe "
-                                                 "does not index");
+                    return fail(why, "'" + cur +
+                                         "' is a multi-dimensional array, which dprobe "
+                                         "does not index");
                 auto elem = type_of(&*rt);
                 int64_t sz = elem ? byte_size(&*elem) : -1;
-                if (sz <= 0)
-                    return fail(why, "'" + cur + "' has elements of unknown size");
-                if (!loc.in_memory())
-                    return fail(why, "'" + cur + "' is not in memory here");
+                if (sz <= 0) return fail(why, "'" + cur + "' has elements of unknown size");
+                if (!loc.in_memory()) return fail(why, "'" + cur + "' is not in memory here");
                 loc.last_offset() += f.index * sz;
                 type = *elem;
             } else if (tag == DW_TAG_pointer_type) {
                 auto elem = type_of(&*rt);
                 int64_t sz = elem ? byte_size(&*elem) : -1;
-                if (sz <= 0)
-                    return fail(why, "'" + cur + "' points to elements of unknown size");
+                if (sz <= 0) return fail(why, "'" + cur + "' points to elements of unknown size");
                 loc.derefs.push_back(f.index * sz);
                 type = *elem;
             } else {
@@ -518,11 +521,11 @@ bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> 
         } else {
             if (tag == DW_TAG_pointer_type)
                 return fail(why, "'" + cur + "' is a pointer: use '->' for its members");
-            if (!is_struct_tag(tag))
-                return fail(why, "'" + cur + "' is not a struct or union");
+            if (!is_struct_tag(tag)) return fail(why, "'" + cur + "' is not a struct or union");
             if (!loc.in_memory())
-                return fail(why, "'" + cur + "' is held in a register here: members of a struct "
-                                             "in a register can't be fetched");
+                return fail(why, "'" + cur +
+                                     "' is held in a register here: members of a struct "
+                                     "in a register can't be fetched");
             sdie = *rt;
         }
         int64_t off = 0;
@@ -537,8 +540,7 @@ bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> 
         else
             loc.last_offset() += off;
         auto mt = type_of(&member);
-        if (!mt)
-            return fail(why, "member '" + f.name + "' has no type information");
+        if (!mt) return fail(why, "member '" + f.name + "' has no type information");
         type = *mt;
         cur += (f.arrow ? "->" : ".") + f.name;
     }
@@ -555,15 +557,13 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
         return true;
     }
     if (bitfield) {
-        if (to_string)
-            return fail(why, "'" + varname + "' is a bitfield, not a string");
+        if (to_string) return fail(why, "'" + varname + "' is a bitfield, not a string");
         type_out = "b" + std::to_string(bitfield->width) + "@" + std::to_string(bitfield->offset) +
                    "/" + std::to_string(bitfield->container);
         return true;
     }
     auto rt = type ? real_type(type) : std::nullopt;
-    if (!rt)
-        return fail(why, "'" + varname + "' has no type information");
+    if (!rt) return fail(why, "'" + varname + "' has no type information");
     const int tag = dwarf_tag(&*rt);
     const std::string tname = dwarf_type_name(type);
     if (to_string) {
@@ -575,8 +575,7 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
         } else if (tag == DW_TAG_array_type) {
             if (!elem || !is_char(&*elem))
                 return fail(why, "'" + varname + "' (" + tname + ") is not an array of chars");
-            if (!loc.in_memory())
-                return fail(why, "'" + varname + "' is not in memory here");
+            if (!loc.in_memory()) return fail(why, "'" + varname + "' is not in memory here");
         } else {
             return fail(why, "'" + varname + "' (" + tname +
                                  ") is neither a pointer nor an array: it can't be a string");
@@ -596,16 +595,15 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
             under = under ? real_type(&*under) : std::nullopt;
             enc_die = under ? &*under : nullptr;
         }
-        if (enc_die && dwarf_attr(enc_die, DW_AT_encoding, &a))
-            dwarf_formudata(&a, &enc);
+        if (enc_die && dwarf_attr(enc_die, DW_AT_encoding, &a)) dwarf_formudata(&a, &enc);
         int size = dwarf_bytesize(&*rt);
         if (enc == DW_ATE_float || enc == DW_ATE_complex_float || enc == DW_ATE_decimal_float)
             return fail(why, "'" + varname + "' is a " + tname +
                                  ": fetch args have no floating-point type (give one, e.g. "
                                  ":x64, to see its bits)");
         if (size != 1 && size != 2 && size != 4 && size != 8)
-            return fail(why, "'" + varname + "' is a " + std::to_string(size) +
-                                 "-byte " + tname + ": fetch types hold at most 8 bytes");
+            return fail(why, "'" + varname + "' is a " + std::to_string(size) + "-byte " + tname +
+                                 ": fetch types hold at most 8 bytes");
         bool is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
         type_out = (is_signed ? "s" : "u") + std::to_string(size * 8);
         return true;
@@ -630,8 +628,7 @@ bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_
         int64_t count;
         int dims = array_shape(&*rt, count);
         auto elem = type_of(&*rt);
-        if (!loc.in_memory())
-            return fail(why, "'" + varname + "' is not in memory here");
+        if (!loc.in_memory()) return fail(why, "'" + varname + "' is not in memory here");
         if (dims == 1 && elem && is_char(&*elem)) {
             type_out = "string";
             return true;

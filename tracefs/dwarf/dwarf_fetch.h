@@ -19,12 +19,13 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 // One step of a member path after a variable: "->name", ".name" or "[index]".
 struct dwarf_field {
-    std::string name;     // member name; empty for an index
-    bool arrow = false;   // '->' (dereference first); '.' otherwise
+    std::string name;   // member name; empty for an index
+    bool arrow = false; // '->' (dereference first); '.' otherwise
     bool is_index = false;
     long index = 0;
 };
@@ -33,8 +34,8 @@ struct dwarf_field {
 struct fetch_loc {
     enum class base_kind { reg, arg, sym, imm };
     base_kind kind = base_kind::reg;
-    std::string name;     // "di" (reg), "$arg1" (arg), "counter" (sym), "5" (imm)
-    int64_t sym_off = 0;  // sym: the base reads memory at name + sym_off
+    std::string name;            // "di" (reg), "$arg1" (arg), "counter" (sym), "5" (imm)
+    int64_t sym_off = 0;         // sym: the base reads memory at name + sym_off
     std::vector<int64_t> derefs; // then each reads memory at value + offset
 
     // Whether the value was read from memory (so its address can be moved by an offset).
@@ -86,8 +87,8 @@ bool apply_fields(fetch_loc &loc, Dwarf_Die &type, std::optional<bitfield_info> 
 // The fetch type for a value of TYPE at LOC (perf's convert_variable_type): CAST when the
 // user gave one (":string" on a char pointer reads the string it points to), bitfields as
 // b<W>@<O>/<C>, integers u/s8..64, char pointers and char arrays as strings, other pointers
-// x64, arrays of scalars as TYPE[N]. May add a memory read to LOC. False with *why for types with no fetch type
-// (structs, floats without a cast).
+// x64, arrays of scalars as TYPE[N]. May add a memory read to LOC. False with *why for types with
+// no fetch type (structs, floats without a cast).
 bool convert_type(fetch_loc &loc, Dwarf_Die *type, const std::optional<bitfield_info> &bitfield,
                   const std::string &cast, const std::string &varname, std::string &type_out,
                   std::string *why);

@@ -3,9 +3,11 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
-namespace dprobe {
+namespace dprobe
+{
 
-namespace {
+namespace
+{
 
 // SysV x86-64 classification, simplified: integers, enums and pointers take the next
 // integer register (or stack slot: $argN reads those too); floating point takes an SSE
@@ -35,8 +37,7 @@ void classify(Dwarf_Die *type_die, dwarf_param &p, bool &integer, bool &floating
     if (tag == DW_TAG_base_type) {
         Dwarf_Attribute a;
         Dwarf_Word enc = 0;
-        if (dwarf_attr(&t, DW_AT_encoding, &a))
-            dwarf_formudata(&a, &enc);
+        if (dwarf_attr(&t, DW_AT_encoding, &a)) dwarf_formudata(&a, &enc);
         if (enc == DW_ATE_float) {
             floating = size <= 8;
             p.why = "a floating-point parameter (in an SSE register)";
@@ -62,11 +63,9 @@ std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func)
     Dwarf_Die p;
     unsigned next_int = 1;
     bool mapped = true;
-    if (dwarf_child(func, &p) != 0)
-        return out;
+    if (dwarf_child(func, &p) != 0) return out;
     do {
-        if (dwarf_tag(&p) != DW_TAG_formal_parameter)
-            continue;
+        if (dwarf_tag(&p) != DW_TAG_formal_parameter) continue;
         dwarf_param dp;
         const char *pn = dwarf_diename(&p);
         dp.name = pn ? pn : "";
@@ -76,8 +75,7 @@ std::vector<dwarf_param> dwarf_die_params(Dwarf_Die *func)
         Dwarf_Die *tdp = dwarf_attr_integrate(&p, DW_AT_type, &ta) && dwarf_formref_die(&ta, &td)
                              ? &td
                              : nullptr;
-        if (tdp)
-            dp.type_die = td;
+        if (tdp) dp.type_die = td;
         classify(tdp, dp, integer, floating);
         dp.floating = floating;
         dp.aggregate = !integer && !floating;

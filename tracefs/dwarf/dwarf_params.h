@@ -12,13 +12,14 @@
 #include <string>
 #include <vector>
 
-namespace dprobe {
+namespace dprobe
+{
 
 struct dwarf_param {
     std::string name;
-    std::string fetch; // "$argN" when the parameter arrives in an integer register or slot
-    std::string type;  // "u32", "s64", "x64" (pointers), "" when not a scalar
-    std::string why;   // why fetch is empty (a float, a struct passed by value before it, ...)
+    std::string fetch;      // "$argN" when the parameter arrives in an integer register or slot
+    std::string type;       // "u32", "s64", "x64" (pointers), "" when not a scalar
+    std::string why;        // why fetch is empty (a float, a struct passed by value before it, ...)
     bool floating = false;  // in an SSE register: takes no integer slot
     bool aggregate = false; // a struct, union or long double by value: the slots after it
                             // depend on its layout, so they are not mapped

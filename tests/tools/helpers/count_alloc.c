@@ -32,8 +32,7 @@ static __thread int busy;
 static int dprobe_object(const char *path)
 {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (strstr(base, "libdprobe-preload"))
-        return 1;
+    if (strstr(base, "libdprobe-preload")) return 1;
     const char *libs = getenv("COUNT_ALLOC_LIBS");
     size_t n = strlen(base);
     for (const char *p = libs; p && *p;) {
@@ -48,17 +47,14 @@ static int dprobe_object(const char *path)
 
 static void count(void *caller)
 {
-    if (busy)
-        return;
+    if (busy) return;
     busy = 1;
     all++;
     Dl_info info;
-    if (dladdr(caller, &info) && info.dli_fname && dprobe_object(info.dli_fname))
-        direct++;
+    if (dladdr(caller, &info) && info.dli_fname && dprobe_object(info.dli_fname)) direct++;
     char name[17] = {0};
     prctl(PR_GET_NAME, name);
-    if (strncmp(name, "dprobe-", 7) == 0)
-        on_threads++;
+    if (strncmp(name, "dprobe-", 7) == 0) on_threads++;
     busy = 0;
 }
 
@@ -91,17 +87,14 @@ int pthread_mutex_lock(pthread_mutex_t *m)
 __attribute__((destructor)) static void report(void)
 {
     const char *out = getenv("COUNT_ALLOC_OUT");
-    if (!out)
-        return;
+    if (!out) return;
     char path[4200], line[128];
     snprintf(path, sizeof path, "%s.%d", out, getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     char exe[256] = "?";
     ssize_t e = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (e > 0)
-        exe[e] = '\0';
+    if (e > 0) exe[e] = '\0';
     const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
     int n = snprintf(line, sizeof line, "%s direct=%lu threads=%lu all=%lu\n", base, direct,
                      on_threads, all);

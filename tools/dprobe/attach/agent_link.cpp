@@ -20,9 +20,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 const std::vector<std::string> k_libc = {"libc.so.6", "libc-2."};
 const std::vector<std::string> k_agent = {"libdprobe-preload"};
@@ -36,25 +38,25 @@ std::string hex_name()
     return buf;
 }
 
-int64_t as_int(uint64_t rax) { return static_cast<int32_t>(static_cast<uint32_t>(rax)); }
+int64_t as_int(uint64_t rax)
+{
+    return static_cast<int32_t>(static_cast<uint32_t>(rax));
+}
 
 } // namespace
 
 agent_link::~agent_link()
 {
-    if (conn_ >= 0)
-        ::close(conn_);
-    if (listen_ >= 0)
-        ::close(listen_);
+    if (conn_ >= 0) ::close(conn_);
+    if (listen_ >= 0) ::close(listen_);
 }
 
 int agent_link::listen()
 {
     listen_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (listen_ < 0)
-        return -errno;
+    if (listen_ < 0) return -errno;
     name_ = hex_name();
-    sockaddr_un addr {};
+    sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path + 1, name_.data(), name_.size());
     socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name_.size());
@@ -65,17 +67,20 @@ int agent_link::listen()
 
 int agent_link::accept_agent(pid_t pid, const char *kind, int timeout_ms, std::string *err)
 {
-    struct timespec start {}, now {};
+    struct timespec start {
+    }, now{};
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         long spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
         if (spent >= timeout_ms) {
-            *err = "the dprobe agent in process " + std::to_string(pid) +
-                   " did not answer in " + std::to_string(timeout_ms / 1000) + " s";
+            *err = "the dprobe agent in process " + std::to_string(pid) + " did not answer in " +
+                   std::to_string(timeout_ms / 1000) + " s";
             return -ETIMEDOUT;
         }
-        struct pollfd p {listen_, POLLIN, 0};
+        struct pollfd p {
+            listen_, POLLIN, 0
+        };
         int r = poll(&p, 1, 100);
         if (r <= 0) {
             if (!process_alive(pid)) {
@@ -85,16 +90,15 @@ int agent_link::accept_agent(pid_t pid, const char *kind, int timeout_ms, std::s
             continue;
         }
         int c = accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0)
-            continue;
-        struct ucred cred {};
+        if (c < 0) continue;
+        struct ucred cred {
+        };
         socklen_t cl = sizeof cred;
         std::string hello;
         conn_ = c;
         // Only the process itself may answer: anyone can connect to an abstract socket.
         if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != pid ||
-            next(hello, 2000) != 1 ||
-            hello != "hello " + std::to_string(pid) + " " + kind) {
+            next(hello, 2000) != 1 || hello != "hello " + std::to_string(pid) + " " + kind) {
             ::close(c);
             conn_ = -1;
             continue;
@@ -105,8 +109,8 @@ int agent_link::accept_agent(pid_t pid, const char *kind, int timeout_ms, std::s
 
 bool agent_link::send(const std::string &text, int fd)
 {
-    iovec iov {const_cast<char *>(text.data()), text.size()};
-    msghdr mh {};
+    iovec iov{const_cast<char *>(text.data()), text.size()};
+    msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
@@ -124,18 +128,16 @@ bool agent_link::send(const std::string &text, int fd)
 
 int agent_link::next(std::string &msg, int timeout_ms)
 {
-    struct pollfd p {conn_, POLLIN, 0};
+    struct pollfd p {
+        conn_, POLLIN, 0
+    };
     int r = poll(&p, 1, timeout_ms);
-    if (r < 0)
-        return errno == EINTR ? 0 : -1;
-    if (r == 0)
-        return 0;
+    if (r < 0) return errno == EINTR ? 0 : -1;
+    if (r == 0) return 0;
     std::string buf(attach::max_message, '\0');
     ssize_t n = recv(conn_, buf.data(), buf.size(), 0);
-    if (n < 0)
-        return errno == EINTR || errno == EAGAIN ? 0 : -1;
-    if (n == 0)
-        return -1;
+    if (n < 0) return errno == EINTR || errno == EAGAIN ? 0 : -1;
+    if (n == 0) return -1;
     msg.assign(buf.data(), static_cast<size_t>(n));
     return 1;
 }
@@ -161,8 +163,7 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
     std::string id = std::to_string(pid);
     int merr = 0;
     auto maps = read_proc_maps(pid, &merr);
-    if (maps.empty())
-        return fail(-ESRCH, "process " + id + " exited");
+    if (maps.empty()) return fail(-ESRCH, "process " + id + " exited");
     std::string err;
     auto libc = find_remote_object(pid, maps, k_libc, 0, &err);
     if (!libc)
@@ -181,9 +182,10 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
         }
     }
     if (!f_mmap || !f_munmap || (load && (!f_dlopen || !f_dlerror)))
-        return fail(-ENOENT, "process " + id + ": its C library has no dlopen (glibc older than "
-                                               "2.34 without libdl loaded?): dprobe cannot load "
-                                               "its runtime into it");
+        return fail(-ENOENT, "process " + id +
+                                 ": its C library has no dlopen (glibc older than "
+                                 "2.34 without libdl loaded?): dprobe cannot load "
+                                 "its runtime into it");
 
     // Hold the signals that would end this command: a thread left with its registers
     // pointing into a call would crash the program.
@@ -198,16 +200,14 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
     } restore_mask{&old};
 
     thread_borrow t(pid);
-    if (int e = t.borrow())
-        return fail(e, t.message());
+    if (int e = t.borrow()) return fail(e, t.message());
     out.borrowed = "thread " + std::to_string(t.tid()) + " (" + t.parked() + ")";
     uint64_t ret = 0;
     int e = t.call(f_mmap,
                    {0, k_call_stack, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, ~0ull, 0},
                    0, &ret);
-    if (e)
-        return fail(e, t.message());
+    if (e) return fail(e, t.message());
     if (ret >= ~4095ull)
         return fail(-ENOMEM, "process " + id + ": mmap of a stack for the call failed: " +
                                  std::strerror(static_cast<int>(-static_cast<int64_t>(ret))));
@@ -224,16 +224,14 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
         return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
     }
     if (load) {
-        if ((e = t.call(f_dlopen, {mem, RTLD_NOW}, top, &ret)))
-            return fail(e, t.message());
+        if ((e = t.call(f_dlopen, {mem, RTLD_NOW}, top, &ret))) return fail(e, t.message());
         if (ret == 0) {
             std::string why = "unknown error";
             uint64_t s = 0;
             if (t.call(f_dlerror, {}, top, &s) == 0 && s) {
                 char buf[1024] = {};
                 for (size_t i = 0; i + 1 < sizeof buf; i++)
-                    if (t.read_memory(s + i, buf + i, 1) || !buf[i])
-                        break;
+                    if (t.read_memory(s + i, buf + i, 1) || !buf[i]) break;
                 why = buf;
             }
             unmap();
@@ -249,8 +247,7 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
                                       " (another version?)"
                                 : "process " + id + " has no dprobe runtime loaded");
     }
-    if ((e = t.call(f_entry, {mem + 4096}, top, &ret)))
-        return fail(e, t.message());
+    if ((e = t.call(f_entry, {mem + 4096}, top, &ret))) return fail(e, t.message());
     out.result = static_cast<int>(as_int(ret));
     unmap();
     if ((e = t.give_back()))

@@ -6,11 +6,13 @@
 #include <string>
 #include <sys/types.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 // A listening abstract socket and, once the agent of the process connected, the connection.
-class agent_link {
-public:
+class agent_link
+{
+  public:
     agent_link() = default;
     ~agent_link();
     agent_link(const agent_link &) = delete;
@@ -28,16 +30,16 @@ public:
     int next(std::string &msg, int timeout_ms);
     int fd() const { return conn_; }
 
-private:
+  private:
     int listen_ = -1, conn_ = -1;
     std::string name_;
 };
 
 // Where the agent sits in PID and what calling into it returned.
 struct agent_call {
-    int result = 0;      // the entry point's return value (0 or -errno)
-    std::string error;   // non-empty: the call did not happen (or not completely)
-    int error_code = 0;  // -errno matching ERROR (-ESRCH: the process is gone)
+    int result = 0;       // the entry point's return value (0 or -errno)
+    std::string error;    // non-empty: the call did not happen (or not completely)
+    int error_code = 0;   // -errno matching ERROR (-ESRCH: the process is gone)
     std::string borrowed; // "thread TID (blocked in read)": the thread that made the call
 };
 

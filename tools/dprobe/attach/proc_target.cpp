@@ -14,9 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 std::string read_text(const std::string &path)
 {
@@ -53,8 +55,7 @@ std::string basename_of(const std::string &p)
 bool starts_with_any(const std::string &name, const std::vector<std::string> &prefixes)
 {
     for (const auto &p : prefixes)
-        if (name.rfind(p, 0) == 0)
-            return true;
+        if (name.rfind(p, 0) == 0) return true;
     return false;
 }
 
@@ -63,13 +64,20 @@ const char *machine_name(const Elf64_Ehdr &eh)
     if (eh.e_ident[EI_CLASS] == ELFCLASS32 && eh.e_machine == EM_X86_64)
         return "x32 (32-bit pointers on x86-64)";
     switch (eh.e_machine) {
-    case EM_386: return "i386 (32-bit x86)";
-    case EM_AARCH64: return "AArch64";
-    case EM_ARM: return "ARM";
-    case EM_RISCV: return "RISC-V";
-    case EM_PPC64: return "PowerPC 64";
-    case EM_S390: return "s390";
-    default: return nullptr;
+    case EM_386:
+        return "i386 (32-bit x86)";
+    case EM_AARCH64:
+        return "AArch64";
+    case EM_ARM:
+        return "ARM";
+    case EM_RISCV:
+        return "RISC-V";
+    case EM_PPC64:
+        return "PowerPC 64";
+    case EM_S390:
+        return "s390";
+    default:
+        return nullptr;
     }
 }
 
@@ -78,13 +86,12 @@ const char *machine_name(const Elf64_Ehdr &eh)
 std::string elf_header_problem(const std::string &who, const void *header, size_t n)
 {
     // e_machine sits at the same offset in ELF32 and ELF64 headers.
-    Elf64_Ehdr eh {};
+    Elf64_Ehdr eh{};
     std::memcpy(&eh, header, std::min(n, sizeof eh));
     if (n < offsetof(Elf64_Ehdr, e_machine) + sizeof eh.e_machine ||
         std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
         return who + ": its executable is not an ELF file";
-    if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64)
-        return "";
+    if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64) return "";
     const char *m = machine_name(eh);
     return who + " is not an x86-64 program (ELF machine " +
            (m ? std::string(m) : std::to_string(eh.e_machine)) +
@@ -93,11 +100,11 @@ std::string elf_header_problem(const std::string &who, const void *header, size_
 
 bool process_alive(pid_t pid)
 {
-    struct stat st {};
+    struct stat st {
+    };
     char p[64];
     std::snprintf(p, sizeof p, "/proc/%d/stat", pid);
-    if (stat(p, &st) != 0)
-        return false;
+    if (stat(p, &st) != 0) return false;
     proc_status ps;
     return read_proc_status(pid, ps) && ps.state != 'Z' && ps.state != 'X';
 }
@@ -105,12 +112,10 @@ bool process_alive(pid_t pid)
 bool read_proc_status(pid_t pid, proc_status &out, pid_t tid)
 {
     std::string base = "/proc/" + std::to_string(pid);
-    if (tid > 0)
-        base += "/task/" + std::to_string(tid);
+    if (tid > 0) base += "/task/" + std::to_string(tid);
     std::string stat = read_text(base + "/stat");
     std::string status = read_text(base + "/status");
-    if (stat.empty() || status.empty())
-        return false;
+    if (stat.empty() || status.empty()) return false;
     size_t open = stat.find('('), close = stat.rfind(')');
     if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size())
         return false;
@@ -130,8 +135,7 @@ bool read_proc_status(pid_t pid, proc_status &out, pid_t tid)
 std::string ptrace_permission_message(pid_t pid)
 {
     proc_status ps;
-    if (!read_proc_status(pid, ps))
-        return "no process " + std::to_string(pid);
+    if (!read_proc_status(pid, ps)) return "no process " + std::to_string(pid);
     std::string yama = read_text("/proc/sys/kernel/yama/ptrace_scope");
     while (!yama.empty() && (yama.back() == '\n' || yama.back() == ' '))
         yama.pop_back();
@@ -140,7 +144,8 @@ std::string ptrace_permission_message(pid_t pid)
     uid_t me = geteuid();
     bool cap = have_cap_sys_ptrace();
     // The files of a non-dumpable process belong to root (proc(5)).
-    struct stat pst {};
+    struct stat pst {
+    };
     bool root_owned =
         stat(("/proc/" + std::to_string(pid) + "/status").c_str(), &pst) == 0 && pst.st_uid == 0;
     if (ps.uid != me && !cap)
@@ -179,16 +184,14 @@ std::string check_attach_target(pid_t pid)
 {
     std::string id = std::to_string(pid);
     proc_status ps;
-    if (pid <= 0 || !read_proc_status(pid, ps))
-        return "no process " + id;
+    if (pid <= 0 || !read_proc_status(pid, ps)) return "no process " + id;
     id += " (" + ps.comm + ")";
     if (ps.state == 'Z' || ps.state == 'X')
         return "process " + id + " has exited (a zombie not yet reaped by its parent)";
     if (ps.tracer > 0 && ps.tracer != getpid()) {
         proc_status t;
         std::string who = std::to_string(ps.tracer);
-        if (read_proc_status(ps.tracer, t))
-            who += " (" + t.comm + ")";
+        if (read_proc_status(ps.tracer, t)) who += " (" + t.comm + ")";
         return "process " + id + " is being traced by process " + who +
                " (a debugger?): a process has one tracer at a time";
     }
@@ -199,8 +202,7 @@ std::string check_attach_target(pid_t pid)
     int fd = ::open(exe.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        if (e == EACCES || e == EPERM)
-            return ptrace_permission_message(pid);
+        if (e == EACCES || e == EPERM) return ptrace_permission_message(pid);
         if (e == ENOENT) {
             char buf[16];
             if (readlink(exe.c_str(), buf, sizeof buf) < 0 && errno == ENOENT && process_alive(pid))
@@ -210,7 +212,7 @@ std::string check_attach_target(pid_t pid)
         }
         return "process " + id + ": cannot read its executable: " + std::strerror(e);
     }
-    Elf64_Ehdr eh {};
+    Elf64_Ehdr eh{};
     ssize_t n = ::pread(fd, &eh, sizeof eh, 0);
     ::close(fd);
     if (std::string why =
@@ -225,11 +227,9 @@ std::string check_attach_target(pid_t pid)
 
 uint64_t remote_object::func(const std::string &name) const
 {
-    if (!syms)
-        return 0;
+    if (!syms) return 0;
     for (const ksym *s : syms->funcs_named(name))
-        if (s->addr)
-            return s->addr + bias;
+        if (s->addr) return s->addr + bias;
     return 0;
 }
 
@@ -238,8 +238,7 @@ std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<pro
                                                 uint64_t inode, std::string *err)
 {
     for (const proc_map &m : maps) {
-        if (m.path.empty() || m.path[0] != '/' || m.offset != 0)
-            continue;
+        if (m.path.empty() || m.path[0] != '/' || m.offset != 0) continue;
         if (!(inode && m.inode == inode) && !starts_with_any(basename_of(m.path), prefixes))
             continue;
         remote_object o;
@@ -253,8 +252,7 @@ std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<pro
             o.syms = read_object_file(o.host_path, 0, &e);
         }
         if (!o.syms || o.syms->segments.empty()) {
-            if (err)
-                *err = "cannot read " + m.path + ": " + e;
+            if (err) *err = "cannot read " + m.path + ": " + e;
             return std::nullopt;
         }
         // The mapping at file offset 0 is the first PT_LOAD segment.

@@ -15,7 +15,8 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 struct proc_status {
     std::string comm;

@@ -18,18 +18,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 constexpr uint64_t k_tf = 0x100, k_df = 0x400; // rflags: trap flag, direction flag
-constexpr int k_rounds = 250;                    // selection rounds, 2 ms apart
+constexpr int k_rounds = 250;                  // selection rounds, 2 ms apart
 constexpr size_t k_tries_per_round = 8;
 
 // Objects whose internal locks a call of dlopen or pthread_create may need: a thread
 // stopped inside them is not borrowed.
-const std::vector<std::string> k_runtime_libs = {"libc.so", "libc-2.", "ld-linux", "ld-2.",
-                                                 "libpthread", "libdl"};
+const std::vector<std::string> k_runtime_libs = {"libc.so", "libc-2.",    "ld-linux",
+                                                 "ld-2.",   "libpthread", "libdl"};
 
 // Blocking system calls a thread can be taken out of and put back into without the program
 // noticing: the kernel restarts them from their registers (-ERESTARTSYS and friends; those
@@ -37,11 +39,29 @@ const std::vector<std::string> k_runtime_libs = {"libc.so", "libc-2.", "ld-linux
 bool restarts_plainly(long nr)
 {
     switch (nr) {
-    case SYS_read: case SYS_write: case SYS_readv: case SYS_writev: case SYS_pread64:
-    case SYS_pwrite64: case SYS_select: case SYS_pselect6: case SYS_ppoll: case SYS_pause:
-    case SYS_rt_sigsuspend: case SYS_connect: case SYS_accept: case SYS_accept4:
-    case SYS_sendto: case SYS_recvfrom: case SYS_sendmsg: case SYS_recvmsg: case SYS_wait4:
-    case SYS_waitid: case SYS_fcntl: case SYS_flock: case SYS_futex:
+    case SYS_read:
+    case SYS_write:
+    case SYS_readv:
+    case SYS_writev:
+    case SYS_pread64:
+    case SYS_pwrite64:
+    case SYS_select:
+    case SYS_pselect6:
+    case SYS_ppoll:
+    case SYS_pause:
+    case SYS_rt_sigsuspend:
+    case SYS_connect:
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_sendto:
+    case SYS_recvfrom:
+    case SYS_sendmsg:
+    case SYS_recvmsg:
+    case SYS_wait4:
+    case SYS_waitid:
+    case SYS_fcntl:
+    case SYS_flock:
+    case SYS_futex:
         return true;
     default:
         return false;
@@ -61,8 +81,12 @@ bool restarts_by_block(long nr)
 bool fails_with_eintr(long nr)
 {
     switch (nr) {
-    case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_rt_sigtimedwait: case SYS_io_getevents:
-    case SYS_semtimedop: case SYS_semop:
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+    case SYS_rt_sigtimedwait:
+    case SYS_io_getevents:
+    case SYS_semtimedop:
+    case SYS_semop:
 #ifdef SYS_epoll_pwait2
     case SYS_epoll_pwait2:
 #endif
@@ -72,15 +96,26 @@ bool fails_with_eintr(long nr)
     }
 }
 
-const std::pair<long, const char *> k_syscall_names[] = {
-    {SYS_read, "read"}, {SYS_write, "write"}, {SYS_poll, "poll"}, {SYS_select, "select"},
-    {SYS_nanosleep, "nanosleep"}, {SYS_clock_nanosleep, "clock_nanosleep"},
-    {SYS_futex, "futex"}, {SYS_wait4, "wait4"}, {SYS_accept, "accept"},
-    {SYS_accept4, "accept4"}, {SYS_recvfrom, "recvfrom"}, {SYS_recvmsg, "recvmsg"},
-    {SYS_pause, "pause"}, {SYS_waitid, "waitid"}, {SYS_ppoll, "ppoll"},
-    {SYS_pselect6, "pselect6"}, {SYS_rt_sigsuspend, "rt_sigsuspend"},
-    {SYS_restart_syscall, "restart_syscall"}, {SYS_epoll_wait, "epoll_wait"},
-    {SYS_epoll_pwait, "epoll_pwait"}};
+const std::pair<long, const char *> k_syscall_names[] = {{SYS_read, "read"},
+                                                         {SYS_write, "write"},
+                                                         {SYS_poll, "poll"},
+                                                         {SYS_select, "select"},
+                                                         {SYS_nanosleep, "nanosleep"},
+                                                         {SYS_clock_nanosleep, "clock_nanosleep"},
+                                                         {SYS_futex, "futex"},
+                                                         {SYS_wait4, "wait4"},
+                                                         {SYS_accept, "accept"},
+                                                         {SYS_accept4, "accept4"},
+                                                         {SYS_recvfrom, "recvfrom"},
+                                                         {SYS_recvmsg, "recvmsg"},
+                                                         {SYS_pause, "pause"},
+                                                         {SYS_waitid, "waitid"},
+                                                         {SYS_ppoll, "ppoll"},
+                                                         {SYS_pselect6, "pselect6"},
+                                                         {SYS_rt_sigsuspend, "rt_sigsuspend"},
+                                                         {SYS_restart_syscall, "restart_syscall"},
+                                                         {SYS_epoll_wait, "epoll_wait"},
+                                                         {SYS_epoll_pwait, "epoll_pwait"}};
 
 struct candidate {
     pid_t tid;
@@ -102,11 +137,9 @@ std::vector<candidate> candidates(pid_t pid)
     std::vector<candidate> out;
     std::string dir = "/proc/" + std::to_string(pid) + "/task";
     DIR *d = opendir(dir.c_str());
-    if (!d)
-        return out;
+    if (!d) return out;
     while (struct dirent *e = readdir(d)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
         std::string base = dir + "/" + e->d_name;
         if (read_line(base + "/comm").rfind(attach::thread_name_prefix, 0) == 0)
@@ -149,8 +182,7 @@ long pt(int req, pid_t tid, void *addr = nullptr, void *data = nullptr)
 thread_borrow::~thread_borrow()
 {
     give_back();
-    if (mem_fd_ >= 0)
-        ::close(mem_fd_);
+    if (mem_fd_ >= 0) ::close(mem_fd_);
 }
 
 int thread_borrow::fail(int err, const std::string &msg)
@@ -163,10 +195,8 @@ int thread_borrow::wait_stop(int *status)
 {
     for (;;) {
         pid_t w = waitpid(tid_, status, __WALL);
-        if (w == tid_)
-            return 0;
-        if (w < 0 && errno == EINTR)
-            continue;
+        if (w == tid_) return 0;
+        if (w < 0 && errno == EINTR) continue;
         return -errno;
     }
 }
@@ -183,8 +213,7 @@ int thread_borrow::release(int sig)
 int thread_borrow::seize(pid_t tid, int *pending)
 {
     tid_ = tid;
-    if (pt(PTRACE_SEIZE, tid) != 0)
-        return -errno;
+    if (pt(PTRACE_SEIZE, tid) != 0) return -errno;
     held_ = true;
     if (pt(PTRACE_INTERRUPT, tid) != 0) {
         int e = errno;
@@ -212,24 +241,25 @@ int thread_borrow::seize(pid_t tid, int *pending)
 
 int thread_borrow::borrow()
 {
-    if (held_)
-        return 0;
+    if (held_) return 0;
     if (mem_fd_ < 0) {
         mem_fd_ = ::open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDWR | O_CLOEXEC);
         if (mem_fd_ < 0) {
             int e = errno;
             if (e == ENOENT || e == ESRCH)
                 return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
-            return fail(-e, e == EACCES || e == EPERM ? ptrace_permission_message(pid_)
-                                                      : std::string("cannot open /proc/") +
-                                                            std::to_string(pid_) +
-                                                            "/mem: " + std::strerror(e));
+            return fail(-e, e == EACCES || e == EPERM
+                                ? ptrace_permission_message(pid_)
+                                : std::string("cannot open /proc/") + std::to_string(pid_) +
+                                      "/mem: " + std::strerror(e));
         }
     }
     bool any = false;
     for (int round = 0; round < k_rounds; round++) {
         if (round) {
-            struct timespec ts {0, 2 * 1000 * 1000};
+            struct timespec ts {
+                0, 2 * 1000 * 1000
+            };
             nanosleep(&ts, nullptr);
         }
         auto cands = candidates(pid_);
@@ -251,8 +281,7 @@ int thread_borrow::borrow()
                     continue; // traced just now (the runtime stopping its threads): later
                 return fail(r, ptrace_permission_message(pid_));
             }
-            if (r)
-                continue; // gone, or being stopped
+            if (r) continue; // gone, or being stopped
             if (pending) {
                 release(pending); // a signal on its way: let it through, take another
                 continue;
@@ -269,8 +298,7 @@ int thread_borrow::borrow()
                 }
                 parked_ = "blocked in system call " + std::to_string(nr);
                 for (const auto &[n, name] : k_syscall_names)
-                    if (n == nr)
-                        parked_ = std::string("blocked in ") + name;
+                    if (n == nr) parked_ = std::string("blocked in ") + name;
                 return 0; // parked at a system call: the kernel restarts it on give_back
             }
             // Running code: not inside the C library or the loader, and not inside a sled.
@@ -283,22 +311,18 @@ int thread_borrow::borrow()
             parked_ = "running";
             for (int step = 0; step < 16 && ok; step++) {
                 uint8_t b = 0;
-                if (read_memory(saved_.rip, &b, 1) != 0 || !arch::is_nop(&b, 1))
-                    break;
+                if (read_memory(saved_.rip, &b, 1) != 0 || !arch::is_nop(&b, 1)) break;
                 int status = 0;
                 ok = pt(PTRACE_SINGLESTEP, tid_) == 0 && wait_stop(&status) == 0 &&
                      WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
                      pt(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0;
                 parked_ = "running (stepped out of a NOP sled)";
             }
-            if (ok)
-                return 0;
-            if (held_)
-                release(0);
+            if (ok) return 0;
+            if (held_) release(0);
         }
     }
-    if (!process_alive(pid_))
-        return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
+    if (!process_alive(pid_)) return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
     return fail(-EAGAIN, any ? "no thread of process " + std::to_string(pid_) +
                                    " stopped at a point where the runtime can be loaded safely "
                                    "(each was inside the C library); try again"
@@ -322,14 +346,12 @@ int thread_borrow::read_memory(uint64_t addr, void *buf, size_t len)
 int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint64_t stack,
                         uint64_t *ret)
 {
-    if (!held_)
-        return fail(-ESRCH, "no thread borrowed");
+    if (!held_) return fail(-ESRCH, "no thread borrowed");
     struct user_regs_struct r = saved_;
     unsigned long long *argreg[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
     size_t i = 0;
     for (uint64_t a : args)
-        if (i < 6)
-            *argreg[i++] = a;
+        if (i < 6) *argreg[i++] = a;
     uint64_t sp = stack ? stack : saved_.rsp - 128 - 256; // below the red zone
     sp &= ~15ull;
     sp -= 8; // as if a call had pushed the return address: rsp+8 is 16-byte aligned
@@ -344,28 +366,32 @@ int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint6
     r.eflags &= ~(k_tf | k_df);
     if (pt(PTRACE_SETREGS, tid_, nullptr, &r) != 0 || pt(PTRACE_CONT, tid_, nullptr, nullptr) != 0)
         return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
-    struct timespec start {};
+    struct timespec start {
+    };
     clock_gettime(CLOCK_MONOTONIC, &start);
     bool told = false;
     for (;;) {
         int status = 0;
         pid_t w = waitpid(tid_, &status, __WALL | WNOHANG);
         if (w == 0) {
-            struct timespec now {};
+            struct timespec now {
+            };
             clock_gettime(CLOCK_MONOTONIC, &now);
             if (!told && now.tv_sec - start.tv_sec >= 5) {
-                std::fprintf(stderr, "dprobe: still waiting for thread %d of process %d to "
-                                     "return from the call (a lock held elsewhere?)\n",
+                std::fprintf(stderr,
+                             "dprobe: still waiting for thread %d of process %d to "
+                             "return from the call (a lock held elsewhere?)\n",
                              tid_, pid_);
                 told = true;
             }
-            struct timespec ts {0, 200 * 1000};
+            struct timespec ts {
+                0, 200 * 1000
+            };
             nanosleep(&ts, nullptr);
             continue;
         }
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             held_ = false;
             return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
         }
@@ -377,12 +403,12 @@ int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint6
                                         strsignal(WTERMSIG(status)) + ")");
             return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
         }
-        if (!WIFSTOPPED(status))
-            continue;
+        if (!WIFSTOPPED(status)) continue;
         int sig = WSTOPSIG(status), event = status >> 16;
         long deliver = 0;
         if (event == 0 && sig == SIGSEGV) {
-            struct user_regs_struct now {};
+            struct user_regs_struct now {
+            };
             if (pt(PTRACE_GETREGS, tid_, nullptr, &now) == 0 && now.rip == 0) {
                 *ret = now.rax; // back at our return address
                 return 0;
@@ -407,11 +433,9 @@ int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint6
 
 int thread_borrow::give_back()
 {
-    if (!held_)
-        return 0;
+    if (!held_) return 0;
     int err = 0;
-    if (pt(PTRACE_SETREGS, tid_, nullptr, &saved_) != 0)
-        err = -errno;
+    if (pt(PTRACE_SETREGS, tid_, nullptr, &saved_) != 0) err = -errno;
     // Signals held back during the calls: one is delivered by the detach itself (as if it
     // had just arrived), any other is sent again to the thread.
     if (!deferred_.empty()) {

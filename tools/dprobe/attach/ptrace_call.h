@@ -33,10 +33,12 @@
 #include <sys/user.h>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-class thread_borrow {
-public:
+class thread_borrow
+{
+  public:
     explicit thread_borrow(pid_t pid) : pid_(pid) {}
     ~thread_borrow();
     thread_borrow(const thread_borrow &) = delete;
@@ -58,7 +60,7 @@ public:
     const std::string &parked() const { return parked_; }
     const std::string &message() const { return msg_; }
 
-private:
+  private:
     int seize(pid_t tid, int *pending);
     int wait_stop(int *status);
     int release(int sig);
@@ -67,7 +69,8 @@ private:
     pid_t pid_;
     pid_t tid_ = 0;
     bool held_ = false;
-    struct user_regs_struct saved_ {};
+    struct user_regs_struct saved_ {
+    };
     std::vector<int> deferred_; // asynchronous signals that arrived during a call
     int mem_fd_ = -1;
     std::string msg_, parked_;

@@ -6,7 +6,8 @@
 
 #include <string>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
 // Each subcommand adds itself to APP; its callback stores the exit status in exit_status.
 void setup_record(CLI::App &app);

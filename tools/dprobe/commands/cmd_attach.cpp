@@ -29,9 +29,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 constexpr int k_answer_ms = 10000; // for the agent thread to connect once started
 constexpr int k_setup_ms = 60000;  // for the sites and events to be set up
@@ -43,14 +45,16 @@ struct attach_opts : trace_opts {
 };
 
 volatile sig_atomic_t g_stop = 0;
-void on_stop_signal(int sig) { g_stop = sig; }
+void on_stop_signal(int sig)
+{
+    g_stop = sig;
+}
 
 std::string who(pid_t pid)
 {
     tools::proc_status ps;
     std::string s = "process " + std::to_string(pid);
-    if (tools::read_proc_status(pid, ps))
-        s += " (" + ps.comm + ")";
+    if (tools::read_proc_status(pid, ps)) s += " (" + ps.comm + ")";
     return s;
 }
 
@@ -63,8 +67,7 @@ void wait_agent_threads(pid_t pid)
         std::string dir = "/proc/" + std::to_string(pid) + "/task";
         if (DIR *d = opendir(dir.c_str())) {
             while (struct dirent *e = readdir(d)) {
-                if (e->d_name[0] == '.')
-                    continue;
+                if (e->d_name[0] == '.') continue;
                 std::ifstream in(dir + "/" + e->d_name + "/comm");
                 std::string comm;
                 std::getline(in, comm);
@@ -72,9 +75,10 @@ void wait_agent_threads(pid_t pid)
             }
             closedir(d);
         }
-        if (!any)
-            return;
-        struct timespec ts {0, 5 * 1000 * 1000};
+        if (!any) return;
+        struct timespec ts {
+            0, 5 * 1000 * 1000
+        };
         nanosleep(&ts, nullptr);
     }
     std::fprintf(stderr, "dprobe: warning: threads of the dprobe agent still run in %s\n",
@@ -86,8 +90,7 @@ void print_agent_error(const char *cmd, const std::string &err)
 {
     auto nl = err.find('\n');
     fail(cmd, err.substr(0, nl));
-    if (nl != std::string::npos)
-        std::fputs(indent(err.substr(nl + 1)).c_str(), stderr);
+    if (nl != std::string::npos) std::fputs(indent(err.substr(nl + 1)).c_str(), stderr);
 }
 
 // The agent library to load: the one already mapped in the process (an earlier attach left
@@ -95,21 +98,20 @@ void print_agent_error(const char *cmd, const std::string &err)
 bool agent_for(pid_t pid, std::string &path, std::string &err)
 {
     path = tools::mapped_agent(pid);
-    if (!path.empty())
-        return true;
+    if (!path.empty()) return true;
     if (!tools::find_agent(path)) {
         err = "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)";
         return false;
     }
     char rp[PATH_MAX];
-    if (realpath(path.c_str(), rp))
-        path = rp;
-    struct stat a {}, b {};
+    if (realpath(path.c_str(), rp)) path = rp;
+    struct stat a {
+    }, b{};
     if (stat(path.c_str(), &a) != 0 ||
         stat(("/proc/" + std::to_string(pid) + "/root" + path).c_str(), &b) != 0 ||
         a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-        err = "the agent " + path + " is not at the same path in the mount namespace of " +
-              who(pid);
+        err =
+            "the agent " + path + " is not at the same path in the mount namespace of " + who(pid);
         return false;
     }
     return true;
@@ -117,8 +119,7 @@ bool agent_for(pid_t pid, std::string &path, std::string &err)
 
 std::string call_error(pid_t pid, const tools::agent_call &c)
 {
-    if (c.error_code == -ESRCH)
-        return who(pid) + " exited while dprobe was attaching";
+    if (c.error_code == -ESRCH) return who(pid) + " exited while dprobe was attaching";
     return c.error;
 }
 
@@ -134,20 +135,15 @@ struct attach_plan {
 // went wrong (already printed).
 int plan_attach(const char *cmd, const attach_opts &o, attach_plan &plan)
 {
-    if (std::string why = tools::check_attach_target(o.pid); !why.empty())
-        return fail(cmd, why);
-    if (std::string c = trace_opts_conflict(o); !c.empty())
-        return fail(cmd, c);
+    if (std::string why = tools::check_attach_target(o.pid); !why.empty()) return fail(cmd, why);
+    if (std::string c = trace_opts_conflict(o); !c.empty()) return fail(cmd, c);
     std::string exe = "/proc/" + std::to_string(o.pid) + "/exe";
     std::string err;
     auto img = tools::elf_image::open(exe, &err);
-    if (!img)
-        return fail(cmd, err);
-    if (!resolve_events(cmd, o.events, img.get(), plan.lines))
-        return 1;
+    if (!img) return fail(cmd, err);
+    if (!resolve_events(cmd, o.events, img.get(), plan.lines)) return 1;
     plan.graph_main = graph_filter(o, !plan.lines.empty(), plan.globs, plan.notrace);
-    if (!agent_for(o.pid, plan.agent, err))
-        return fail(cmd, err);
+    if (!agent_for(o.pid, plan.agent, err)) return fail(cmd, err);
     for (const tools::proc_map &m : tools::read_proc_maps(o.pid))
         if (m.path.size() > 12 && m.path.rfind("/libdprobe.so") != std::string::npos)
             return fail(cmd, who(o.pid) + " is linked with libdprobe.so, whose runtime it runs "
@@ -169,18 +165,21 @@ int load_agent(const char *cmd, const attach_opts &o, const attach_plan &plan,
     if (o.verbose && !c.borrowed.empty())
         std::fprintf(stderr, "dprobe attach: loaded %s with %s\n", plan.agent.c_str(),
                      c.borrowed.c_str());
-    if (!c.error.empty())
-        return fail(cmd, call_error(o.pid, c));
+    if (!c.error.empty()) return fail(cmd, call_error(o.pid, c));
     const std::string pid = std::to_string(o.pid);
     if (c.result == -EBUSY)
-        return fail(cmd, who(o.pid) + " is already attached (or being attached or detached): "
-                                      "'dprobe detach -p " + pid + "' ends that session; "
-                                      "'dprobe ctl -p " + pid + "' adds events to it");
+        return fail(cmd, who(o.pid) +
+                             " is already attached (or being attached or detached): "
+                             "'dprobe detach -p " +
+                             pid +
+                             "' ends that session; "
+                             "'dprobe ctl -p " +
+                             pid + "' adds events to it");
     if (c.result == -EEXIST)
         return fail(cmd, who(o.pid) + " is being recorded by 'dprobe record' already");
     if (c.result < 0)
-        return fail(cmd, "the dprobe agent in " + who(o.pid) + " could not start: " +
-                             std::strerror(-c.result));
+        return fail(cmd, "the dprobe agent in " + who(o.pid) +
+                             " could not start: " + std::strerror(-c.result));
     std::string err;
     if (int e = link.accept_agent(o.pid, "attach", k_answer_ms, &err))
         return fail(cmd, e == -ESRCH ? who(o.pid) + " exited while dprobe was attaching" : err);
@@ -218,7 +217,8 @@ struct agent_ready {
 int wait_ready(const char *cmd, const attach_opts &o, tools::agent_link &link, agent_ready &ready)
 {
     std::string msg;
-    struct timespec start {}, now {};
+    struct timespec start {
+    }, now{};
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         int r = link.next(msg, 200);
@@ -239,10 +239,8 @@ int wait_ready(const char *cmd, const attach_opts &o, tools::agent_link &link, a
         }
         if (msg.rfind("warn ", 0) == 0 && !o.quiet)
             std::fprintf(stderr, "dprobe attach: warning: %s\n", msg.c_str() + 5);
-        if (msg.rfind("mount ", 0) == 0)
-            ready.mount = msg.substr(6);
-        if (msg.rfind("socket ", 0) == 0)
-            ready.tracefs_socket = msg.substr(7);
+        if (msg.rfind("mount ", 0) == 0) ready.mount = msg.substr(6);
+        if (msg.rfind("socket ", 0) == 0) ready.tracefs_socket = msg.substr(7);
         if (msg.rfind("ready ", 0) == 0) {
             // (Its event count includes the graph's two record types: say what the user
             // asked instead.)
@@ -257,12 +255,10 @@ std::string describe(const attach_opts &o, const attach_plan &plan, const agent_
 {
     std::string what;
     const size_t n = plan.lines.size();
-    if (n)
-        what = std::to_string(n) + " event" + (n == 1 ? "" : "s");
+    if (n) what = std::to_string(n) + " event" + (n == 1 ? "" : "s");
     if (ready.functions)
         what += std::string(what.empty() ? "" : " and ") + "the function graph of " +
-                std::to_string(ready.functions) + " function" +
-                (ready.functions == 1 ? "" : "s");
+                std::to_string(ready.functions) + " function" + (ready.functions == 1 ? "" : "s");
     if (o.follow_loads)
         what += std::string(what.empty() ? "" : " and ") +
                 "the function graph of the matching functions of libraries loaded later";
@@ -274,7 +270,8 @@ std::string describe(const attach_opts &o, const attach_plan &plan, const agent_
 int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &link,
                    const agent_ready &ready)
 {
-    struct sigaction sa {};
+    struct sigaction sa {
+    };
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
@@ -286,15 +283,14 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
     for (;;) {
         if (g_stop && !asked) {
             asked = link.send("detach");
-            if (!asked)
-                break;
+            if (!asked) break;
         }
         int r = link.next(msg, 200);
-        if (r < 0)
-            break;
+        if (r < 0) break;
         if (r == 0) {
             if (tty) {
-                std::fprintf(stderr, "\r\033[K[ dprobe attach: %s: %llu events, %llu lost, %.2f MB ]",
+                std::fprintf(stderr,
+                             "\r\033[K[ dprobe attach: %s: %llu events, %llu lost, %.2f MB ]",
                              who(o.pid).c_str(), recs, lost, bytes / 1048576.0);
                 std::fflush(stderr);
             }
@@ -310,10 +306,8 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
             by_other = !asked;
         }
     }
-    if (tty)
-        std::fprintf(stderr, "\r\033[K");
-    if (detached)
-        wait_agent_threads(o.pid);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (detached) wait_agent_threads(o.pid);
     if (detached && by_other)
         std::fprintf(stderr, "dprobe attach: %s was detached by 'dprobe detach'\n",
                      who(o.pid).c_str());
@@ -332,37 +326,30 @@ int run_attach(const attach_opts &o)
 {
     const char *cmd = "attach";
     attach_plan plan;
-    if (int r = plan_attach(cmd, o, plan))
-        return r;
+    if (int r = plan_attach(cmd, o, plan)) return r;
     // The trace file, created here (an unwritable path fails before the process is
     // touched) and handed to the agent open: the process may not be allowed to open it.
     std::string err;
     tools::unique_fd out(create_trace_file(o.output, O_APPEND, err));
-    if (!out)
-        return fail(cmd, err);
+    if (!out) return fail(cmd, err);
     tools::agent_link link;
-    if (int r = load_agent(cmd, o, plan, link))
-        return r;
-    if (int r = send_settings(cmd, o, plan, link, out))
-        return r;
+    if (int r = load_agent(cmd, o, plan, link)) return r;
+    if (int r = send_settings(cmd, o, plan, link, out)) return r;
     out.reset(); // the agent has its own copy
     agent_ready ready;
-    if (int r = wait_ready(cmd, o, link, ready))
-        return r;
+    if (int r = wait_ready(cmd, o, link, ready)) return r;
     const std::string what = describe(o, plan, ready);
     if (o.background) {
-        std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(),
-                    what.c_str(), o.output.c_str());
-        if (!ready.mount.empty())
-            std::printf("  tracefs: %s\n", ready.mount.c_str());
+        std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(), what.c_str(),
+                    o.output.c_str());
+        if (!ready.mount.empty()) std::printf("  tracefs: %s\n", ready.mount.c_str());
         std::printf("  'dprobe detach -p %d' ends the session\n", o.pid);
         return 0;
     }
     if (!o.quiet) {
         std::fprintf(stderr, "dprobe attach: %s: recording %s into %s; Ctrl-C to detach\n",
                      who(o.pid).c_str(), what.c_str(), o.output.c_str());
-        if (!ready.mount.empty())
-            std::fprintf(stderr, "  tracefs: %s\n", ready.mount.c_str());
+        if (!ready.mount.empty()) std::fprintf(stderr, "  tracefs: %s\n", ready.mount.c_str());
     }
     return follow_session(cmd, o, link, ready);
 }
@@ -370,8 +357,7 @@ int run_attach(const attach_opts &o)
 int run_detach(pid_t pid)
 {
     const char *cmd = "detach";
-    if (std::string why = tools::check_attach_target(pid); !why.empty())
-        return fail(cmd, why);
+    if (std::string why = tools::check_attach_target(pid); !why.empty()) return fail(cmd, why);
     std::string agent = tools::mapped_agent(pid);
     if (agent.empty())
         return fail(cmd, who(pid) + " has no dprobe runtime loaded: it was never attached");
@@ -379,8 +365,7 @@ int run_detach(pid_t pid)
     if (int e = link.listen())
         return fail(cmd, std::string("cannot create a socket: ") + std::strerror(-e));
     tools::agent_call c = tools::call_agent(pid, agent, false, attach::detach_symbol, link.name());
-    if (!c.error.empty())
-        return fail(cmd, c.error_code == -ESRCH ? who(pid) + " exited" : c.error);
+    if (!c.error.empty()) return fail(cmd, c.error_code == -ESRCH ? who(pid) + " exited" : c.error);
     if (c.result == -ENOENT)
         return fail(cmd, who(pid) + " is not attached (its dprobe runtime is idle)");
     if (c.result == -EEXIST)
@@ -389,13 +374,12 @@ int run_detach(pid_t pid)
     if (c.result == -EBUSY)
         return fail(cmd, who(pid) + " is being attached or detached right now; try again");
     if (c.result < 0)
-        return fail(cmd, std::string("the dprobe agent could not start: ") +
-                             std::strerror(-c.result));
+        return fail(cmd,
+                    std::string("the dprobe agent could not start: ") + std::strerror(-c.result));
     std::string err, msg;
     if (int e = link.accept_agent(pid, "detach", k_answer_ms, &err))
         return fail(cmd, e == -ESRCH ? who(pid) + " exited" : err);
-    if (!link.send("detach"))
-        return fail(cmd, who(pid) + " exited");
+    if (!link.send("detach")) return fail(cmd, who(pid) + " exited");
     for (;;) {
         int r = link.next(msg, k_setup_ms);
         if (r <= 0)
@@ -405,13 +389,13 @@ int run_detach(pid_t pid)
             print_agent_error(cmd, msg.substr(6));
             return 1;
         }
-        if (msg.rfind("detached ", 0) == 0)
-            break;
+        if (msg.rfind("detached ", 0) == 0) break;
     }
     wait_agent_threads(pid);
     unsigned long long recs = 0, lost = 0, bytes = 0;
     char path[PATH_MAX] = {};
-    int n = std::sscanf(msg.c_str() + 9, "%*d %llu %llu %llu %4095[^\n]", &recs, &lost, &bytes, path);
+    int n =
+        std::sscanf(msg.c_str() + 9, "%*d %llu %llu %llu %4095[^\n]", &recs, &lost, &bytes, path);
     std::printf("dprobe detach: %s detached: %llu events (%llu lost), %.3f MB written%s%s\n",
                 who(pid).c_str(), recs, lost, bytes / 1048576.0, n == 4 ? " to " : "",
                 n == 4 ? path : "");
@@ -437,14 +421,15 @@ void setup_attach(CLI::App &app)
     sub->add_flag("-q,--quiet", o->quiet, "No status line");
     sub->add_flag("-v,--verbose", o->verbose, "Say which thread of the process loaded the agent");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the process");
-    sub->footer("Examples:\n"
-                "   dprobe attach -p 1234                               the program's functions\n"
-                "   dprobe attach -p 1234 -e 'f:parse_entry parse len=$arg2:u64'\n"
-                "   dprobe attach -p 1234 -e 'p:alloc libc.so.6:malloc size=%di:u64' -F 'handle_*'\n"
-                "   dprobe attach -B -p 1234 -F 'handle_*' -o server.dat; ...; dprobe detach -p 1234\n"
-                "\n"
-                "Needs the process's user or CAP_SYS_PTRACE (and what kernel.yama.ptrace_scope\n"
-                "allows). Then: dprobe report [-i FILE] [--format text|graph|chrome]");
+    sub->footer(
+        "Examples:\n"
+        "   dprobe attach -p 1234                               the program's functions\n"
+        "   dprobe attach -p 1234 -e 'f:parse_entry parse len=$arg2:u64'\n"
+        "   dprobe attach -p 1234 -e 'p:alloc libc.so.6:malloc size=%di:u64' -F 'handle_*'\n"
+        "   dprobe attach -B -p 1234 -F 'handle_*' -o server.dat; ...; dprobe detach -p 1234\n"
+        "\n"
+        "Needs the process's user or CAP_SYS_PTRACE (and what kernel.yama.ptrace_scope\n"
+        "allows). Then: dprobe report [-i FILE] [--format text|graph|chrome]");
     sub->callback([o] { exit_status = run_attach(*o); });
 
     auto pid = std::make_shared<pid_t>(0);

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <unistd.h>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 struct ctl_opts {
     std::string target; // pid or socket path
@@ -23,12 +25,14 @@ struct ctl_opts {
 };
 
 volatile sig_atomic_t g_stop = 0;
-void on_sigint(int) { g_stop = 1; }
+void on_sigint(int)
+{
+    g_stop = 1;
+}
 
 int run_ctl(const ctl_opts &o)
 {
-    if (o.target.empty())
-        return fail("ctl", "-p PID (or --socket PATH) is required");
+    if (o.target.empty()) return fail("ctl", "-p PID (or --socket PATH) is required");
     std::string file = o.file;
     while (!file.empty() && file.front() == '/')
         file.erase(0, 1);
@@ -40,7 +44,8 @@ int run_ctl(const ctl_opts &o)
     };
     if (o.op == "cat" && (file == "trace_pipe" || file.ends_with("/trace_pipe"))) {
         // Streams like `cat trace_pipe` until interrupted (or --timeout of silence).
-        struct sigaction sa {};
+        struct sigaction sa {
+        };
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, nullptr);
         int r = tracefs_socket_pipe(o.target, file, o.timeout_ms, [](std::string_view d) {
@@ -48,8 +53,7 @@ int run_ctl(const ctl_opts &o)
             std::fflush(stdout);
             return !g_stop;
         });
-        if (r < 0 && !g_stop)
-            return fail("ctl", who() + ": " + file + ": " + std::strerror(-r));
+        if (r < 0 && !g_stop) return fail("ctl", who() + ": " + file + ": " + std::strerror(-r));
         return 0;
     }
     tracefs_reply rep;

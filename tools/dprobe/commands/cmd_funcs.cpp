@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 struct funcs_opts {
     std::string bin;
@@ -29,8 +31,7 @@ int run_sdt(const funcs_opts &o)
 {
     std::vector<tools::sdt_probe> probes;
     std::string err;
-    if (!tools::read_sdt_probes(o.bin, probes, &err))
-        return fail("funcs", err);
+    if (!tools::read_sdt_probes(o.bin, probes, &err)) return fail("funcs", err);
     size_t shown = 0;
     if (!o.names_only)
         std::printf("%-40s %-18s %-18s %s\n", "EVENT", "ADDRESS", "SEMAPHORE", "ARGUMENTS");
@@ -60,40 +61,34 @@ int run_sdt(const funcs_opts &o)
             return fail("funcs", "no SDT probe of " + o.bin + " matches '" + o.globs.front() + "'");
         return fail("funcs", o.bin + " has no SDT probes (no .note.stapsdt section)");
     }
-    if (!o.names_only)
-        std::printf("%zu SDT probes\n", shown);
+    if (!o.names_only) std::printf("%zu SDT probes\n", shown);
     return 0;
 }
 
 int run_funcs(const funcs_opts &o)
 {
-    if (o.sdt)
-        return run_sdt(o);
+    if (o.sdt) return run_sdt(o);
     std::string err;
     auto img = tools::elf_image::open(o.bin, &err);
-    if (!img)
-        return fail("funcs", err);
+    if (!img) return fail("funcs", err);
     auto infos = tools::classify_functions(*img);
     if (infos.empty())
         return fail("funcs", o.bin + " has no function symbols (stripped?): probe it by "
-                             "address, or the library functions it calls");
+                                     "address, or the library functions it calls");
     std::sort(infos.begin(), infos.end(), [&](const auto &a, const auto &b) {
         return o.names_only ? a.sym->name < b.sym->name : a.sym->addr < b.sym->addr;
     });
     unsigned counts[4] = {};
     size_t shown = 0;
-    if (!o.names_only)
-        std::printf("%-18s %6s  %-11s %s\n", "ADDRESS", "SIZE", "SITE", "FUNCTION");
+    if (!o.names_only) std::printf("%-18s %6s  %-11s %s\n", "ADDRESS", "SIZE", "SITE", "FUNCTION");
     for (const auto &fi : infos) {
         const std::string &name = fi.sym->name;
         if (!o.globs.empty() &&
             std::none_of(o.globs.begin(), o.globs.end(),
                          [&](const std::string &g) { return glob_match(g, name); }))
             continue;
-        if (!o.notglob.empty() && glob_match(o.notglob, name))
-            continue;
-        if (o.probeable_only && fi.kind == tools::entry_site::refused)
-            continue;
+        if (!o.notglob.empty() && glob_match(o.notglob, name)) continue;
+        if (o.probeable_only && fi.kind == tools::entry_site::refused) continue;
         counts[static_cast<int>(fi.kind)]++;
         shown++;
         if (o.names_only) {
@@ -110,8 +105,8 @@ int run_funcs(const funcs_opts &o)
     if (shown == 0 && !o.globs.empty())
         return fail("funcs", "no function of " + o.bin + " matches '" + o.globs.front() + "'");
     if (!o.names_only)
-        std::printf("%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n",
-                     shown, counts[0], counts[1], counts[2], counts[3]);
+        std::printf("%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n", shown,
+                    counts[0], counts[1], counts[2], counts[3]);
     return 0;
 }
 
@@ -120,7 +115,8 @@ int run_funcs(const funcs_opts &o)
 void setup_funcs(CLI::App &app)
 {
     auto o = std::make_shared<funcs_opts>();
-    CLI::App *sub = app.add_subcommand("funcs", "List the functions of a binary that can be probed");
+    CLI::App *sub =
+        app.add_subcommand("funcs", "List the functions of a binary that can be probed");
     set_usage(sub, "dprobe funcs [<options>] -x BIN [GLOB...]");
     sub->add_option("-x,--exec", o->bin, "Executable or shared library to read")
         ->required()

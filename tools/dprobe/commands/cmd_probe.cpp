@@ -8,9 +8,11 @@
 
 #include <cstdio>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 struct probe_opts {
     std::string bin;
@@ -55,8 +57,7 @@ int show_debuginfo(const probe_opts &o, const tools::elf_image &img)
 {
     std::string err;
     auto di = debuginfo::open(img.real_path(), &err);
-    if (!di)
-        return fail("probe", err);
+    if (!di) return fail("probe", err);
     for (const auto &range : o.line_ranges) {
         std::string out;
         if (!tools::show_line_range(*di, img, range, out, &err))
@@ -98,13 +99,11 @@ int run_probe(const probe_opts &o)
     if (o.list || !o.dels.empty()) {
         std::string err;
         auto list = tools::load_probe_list(list_path, &err);
-        if (!err.empty())
-            return fail("probe", err);
+        if (!err.empty()) return fail("probe", err);
         if (o.list) {
             for (const auto &p : list)
                 std::printf("  %-32s %s\n", p.name().c_str(), describe(p).c_str());
-            if (list.empty())
-                std::fprintf(stderr, "no probes defined (%s)\n", list_path.c_str());
+            if (list.empty()) std::fprintf(stderr, "no probes defined (%s)\n", list_path.c_str());
         }
         if (!o.dels.empty()) {
             std::vector<tools::stored_probe> keep;
@@ -112,8 +111,7 @@ int run_probe(const probe_opts &o)
             for (const auto &p : list) {
                 bool del = false;
                 for (size_t i = 0; i < o.dels.size(); i++)
-                    if (tools::probe_selected(o.dels[i], p))
-                        del = used[i] = true;
+                    if (tools::probe_selected(o.dels[i], p)) del = used[i] = true;
                 if (del)
                     std::printf("Removed event: %s\n", p.name().c_str());
                 else
@@ -122,21 +120,17 @@ int run_probe(const probe_opts &o)
             for (size_t i = 0; i < o.dels.size(); i++)
                 if (!used[i])
                     return fail("probe", "no event matches '" + o.dels[i] + "' in " + list_path);
-            if (!tools::save_probe_list(list_path, keep, &err))
-                return fail("probe", err);
+            if (!tools::save_probe_list(list_path, keep, &err)) return fail("probe", err);
         }
-        if (o.words.empty() && o.adds.empty())
-            return 0;
+        if (o.words.empty() && o.adds.empty()) return 0;
     }
     if (o.bin.empty())
         return fail("probe", "-x BIN is required: name the executable or library to probe");
     std::string err;
     auto img = tools::elf_image::open(o.bin, &err);
-    if (!img)
-        return fail("probe", err);
+    if (!img) return fail("probe", err);
     if (!o.line_ranges.empty() || !o.var_points.empty()) {
-        if (int rc = show_debuginfo(o, *img))
-            return rc;
+        if (int rc = show_debuginfo(o, *img)) return rc;
     }
 
     // sdt_PROVIDER:NAME [ARG...]: the USDT probes of BIN, as uprobe-style lines.
@@ -152,8 +146,7 @@ int run_probe(const probe_opts &o)
     const std::vector<std::string> spec_words = argv_split(join(o.words));
     if (!spec_words.empty() && tools::is_sdt_spec(spec_words.front())) {
         std::vector<std::string> lines;
-        if (!sdt(join(o.words), lines))
-            return 1;
+        if (!sdt(join(o.words), lines)) return 1;
         for (const auto &l : lines)
             std::printf("%s\n", l.c_str());
     } else if (!o.words.empty()) {
@@ -166,19 +159,16 @@ int run_probe(const probe_opts &o)
         show_notes(r);
         std::printf("%s\n", r.line.c_str());
     }
-    if (o.adds.empty())
-        return 0;
+    if (o.adds.empty()) return 0;
 
     auto list = tools::load_probe_list(list_path, &err);
-    if (!err.empty())
-        return fail("probe", err);
+    if (!err.empty()) return fail("probe", err);
     std::vector<tools::stored_probe> added;
     std::vector<std::string> add_lines;
     for (const auto &spec : o.adds) {
         auto words = argv_split(spec);
         if (!words.empty() && tools::is_sdt_spec(words.front())) {
-            if (!sdt(spec, add_lines))
-                return 1;
+            if (!sdt(spec, add_lines)) return 1;
             continue;
         }
         auto r = tools::translate_perf_probe(words, *img);
@@ -191,32 +181,30 @@ int run_probe(const probe_opts &o)
     }
     for (const auto &line : add_lines) {
         auto p = tools::stored_probe_from_line(line);
-        if (!p)
-            return fail("probe", "internal: generated line has no event name: " + line);
+        if (!p) return fail("probe", "internal: generated line has no event name: " + line);
         bool replaced = false, appended = false;
         for (const auto &a : added)
             appended |= a.group == p->group && a.event == p->event; // another site of it
         for (auto &q : list) {
-            if (appended || q.group != p->group || q.event != p->event)
-                continue;
+            if (appended || q.group != p->group || q.event != p->event) continue;
             if (!o.force)
-                return fail("probe", "event \"" + p->name() + "\" already exists.\n"
-                                     "  Hint: remove it with 'dprobe probe --del " +
+                return fail("probe", "event \"" + p->name() +
+                                         "\" already exists.\n"
+                                         "  Hint: remove it with 'dprobe probe --del " +
                                          p->name() + "' or use --force");
             q = *p;
             replaced = true;
         }
-        if (!replaced)
-            list.push_back(*p);
+        if (!replaced) list.push_back(*p);
         added.push_back(*p);
     }
-    if (!tools::save_probe_list(list_path, list, &err))
-        return fail("probe", err);
+    if (!tools::save_probe_list(list_path, list, &err)) return fail("probe", err);
     std::printf("Added new event%s:\n", added.size() > 1 ? "s" : "");
     for (const auto &p : added)
         std::printf("  %-32s %s\n", p.name().c_str(), describe(p).c_str());
-    std::printf("\nYou can now use it with dprobe record, such as:\n\n\tdprobe record -e %s -- %s\n\n",
-                added.front().name().c_str(), o.bin.c_str());
+    std::printf(
+        "\nYou can now use it with dprobe record, such as:\n\n\tdprobe record -e %s -- %s\n\n",
+        added.front().name().c_str(), o.bin.c_str());
     return 0;
 }
 
@@ -233,8 +221,7 @@ void setup_probe(CLI::App &app)
                    "dprobe probe -x BIN --line 'FUNC[:RLN[+NUM|-RLN2]]|SRC[:ALN[+NUM|-ALN2]]'\n"
                    "dprobe probe -x BIN --vars 'PROBEPOINT'");
     sub->description("Without --add, prints the dynamic_events line of PROBEDEF.");
-    sub->add_option("-x,--exec", o->bin, "Executable or library the probe is in")
-        ->type_name("BIN");
+    sub->add_option("-x,--exec", o->bin, "Executable or library the probe is in")->type_name("BIN");
     sub->add_option("-a,--add", o->adds, "Define a probe event and store it for dprobe record")
         ->type_name("PROBEDEF");
     sub->add_option("-d,--del", o->dels, "Delete stored probe events (globs allowed)")

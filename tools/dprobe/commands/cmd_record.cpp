@@ -29,9 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 struct record_opts : trace_opts {
     std::vector<std::string> command;
@@ -43,8 +45,7 @@ volatile sig_atomic_t g_interrupted = 0;
 void forward_signal(int sig)
 {
     g_interrupted = sig;
-    if (g_child > 0)
-        kill(g_child, sig);
+    if (g_child > 0) kill(g_child, sig);
 }
 
 std::string join_lines(const std::vector<std::string> &v)
@@ -87,8 +88,7 @@ struct events_file_remover {
     std::string path;
     ~events_file_remover()
     {
-        if (!path.empty())
-            unlink(path.c_str());
+        if (!path.empty()) unlink(path.c_str());
     }
 };
 
@@ -104,8 +104,7 @@ std::vector<std::string> merge_process_warnings(const std::vector<std::string> &
         const size_t colon = at == std::string::npos ? at : w.find("): ", at);
         const std::string text = colon == std::string::npos ? w : w.substr(colon + 3);
         auto [it, fresh] = by_text.try_emplace(text);
-        if (fresh)
-            order.push_back(text);
+        if (fresh) order.push_back(text);
         it->second.second = w;
         if (colon != std::string::npos) {
             const std::string comm = w.substr(0, at);
@@ -140,17 +139,14 @@ int run_record(const record_opts &o)
         fail("record", "'" + o.command.front() + "': command not found");
         return 127;
     }
-    if (std::string c = trace_opts_conflict(o); !c.empty())
-        return fail("record", c);
+    if (std::string c = trace_opts_conflict(o); !c.empty()) return fail("record", c);
     std::string why;
-    if (!tools::can_preload(prog, why))
-        return fail("record", prog + ": " + why);
+    if (!tools::can_preload(prog, why)) return fail("record", prog + ": " + why);
     std::string err;
     auto img = tools::elf_image::open(prog, &err); // null for scripts: checks are skipped
 
     std::vector<std::string> lines;
-    if (!resolve_events("record", o.events, img.get(), lines))
-        return 1;
+    if (!resolve_events("record", o.events, img.get(), lines)) return 1;
     std::vector<std::string> globs, notrace;
     const bool graph_main = graph_filter(o, !lines.empty(), globs, notrace);
 
@@ -159,15 +155,13 @@ int run_record(const record_opts &o)
         return fail("record", "cannot find libdprobe-preload.so (set DPROBE_AGENT to its path)");
 
     tools::unique_fd out(create_trace_file(o.output, O_APPEND, err));
-    if (!out)
-        return fail("record", err);
+    if (!out) return fail("record", err);
 
     std::string events_text = join_lines(lines);
     events_file_remover events_file; // removed however run_record returns from here on
     if (events_text.size() > k_env_events_max) {
         events_file.path = write_events_file(events_text, &err);
-        if (events_file.path.empty())
-            return fail("record", err);
+        if (events_file.path.empty()) return fail("record", err);
         events_text.clear();
     }
 
@@ -180,15 +174,13 @@ int run_record(const record_opts &o)
     int rcvbuf = 1 << 20;
     setsockopt(status_end.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     tools::unique_fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake)
-        return fail("record", std::string("eventfd: ") + std::strerror(errno));
+    if (!wake) return fail("record", std::string("eventfd: ") + std::strerror(errno));
 
     char abs_out[PATH_MAX];
     std::string out_path = realpath(o.output.c_str(), abs_out) ? abs_out : o.output;
     std::fflush(nullptr);
     pid_t child = fork();
-    if (child < 0)
-        return fail("record", std::string("fork: ") + std::strerror(errno));
+    if (child < 0) return fail("record", std::string("fork: ") + std::strerror(errno));
     if (child == 0) {
         status_end.reset();
         // Inherited by the program (no close-on-exec): the agent finds them by number.
@@ -211,8 +203,7 @@ int run_record(const record_opts &o)
             unsetenv("DPROBE_EVENTS_FILE");
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
-        if (graph_main)
-            setenv("DPROBE_GRAPH_MAIN", "1", 1);
+        if (graph_main) setenv("DPROBE_GRAPH_MAIN", "1", 1);
         if (o.tracer == "function")
             setenv("DPROBE_TRACER", "function", 1);
         else
@@ -221,16 +212,11 @@ int run_record(const record_opts &o)
             setenv("DPROBE_GRAPH_DEPTH", std::to_string(o.graph_depth).c_str(), 1);
         else
             unsetenv("DPROBE_GRAPH_DEPTH");
-        if (o.follow_loads)
-            setenv("DPROBE_FOLLOW_LOADS", "1", 1);
-        if (o.buffer_kb)
-            setenv("DPROBE_BUFFER_KB", std::to_string(o.buffer_kb).c_str(), 1);
-        if (!o.clock.empty())
-            setenv("DPROBE_CLOCK", o.clock.c_str(), 1);
-        if (o.no_tracefs)
-            setenv("DPROBE_TRACEFS", "0", 1);
-        if (o.no_wait)
-            setenv("DPROBE_NOWAIT", "1", 1);
+        if (o.follow_loads) setenv("DPROBE_FOLLOW_LOADS", "1", 1);
+        if (o.buffer_kb) setenv("DPROBE_BUFFER_KB", std::to_string(o.buffer_kb).c_str(), 1);
+        if (!o.clock.empty()) setenv("DPROBE_CLOCK", o.clock.c_str(), 1);
+        if (o.no_tracefs) setenv("DPROBE_TRACEFS", "0", 1);
+        if (o.no_wait) setenv("DPROBE_NOWAIT", "1", 1);
         const char *pre = getenv("LD_PRELOAD");
         std::string preload = agent + (pre && *pre ? std::string(" ") + pre : "");
         setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -247,7 +233,8 @@ int run_record(const record_opts &o)
     }
     program_end.reset(); // the program's end: the stream ends once every process has closed it
     g_child = child;
-    struct sigaction sa {};
+    struct sigaction sa {
+    };
     sa.sa_handler = forward_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
@@ -260,8 +247,7 @@ int run_record(const record_opts &o)
     const bool tty = !o.quiet && isatty(STDERR_FILENO);
     rec.run(
         [&] {
-            if (!tty)
-                return;
+            if (!tty) return;
             recorder::totals t = rec.counts();
             std::fprintf(stderr,
                          "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
@@ -274,8 +260,7 @@ int run_record(const record_opts &o)
     status_end.reset();
     wake.reset();
     out.reset();
-    if (tty)
-        std::fprintf(stderr, "\r\033[K");
+    if (tty) std::fprintf(stderr, "\r\033[K");
     if (!o.quiet)
         for (const std::string &w : merge_process_warnings(rec.warnings))
             std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
@@ -285,13 +270,13 @@ int run_record(const record_opts &o)
     rec.mounts.push_back(tracefs_default_mountpoint(child));
     for (const std::string &m : rec.mounts)
         if (tools::unmount_if_mounted(m) && !o.quiet)
-            std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n", m.c_str());
+            std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n",
+                         m.c_str());
 
     if (!rec.error.empty()) {
         auto nl = rec.error.find('\n');
         fail("record", rec.error.substr(0, nl));
-        if (nl != std::string::npos)
-            std::fputs(indent(rec.error.substr(nl + 1)).c_str(), stderr);
+        if (nl != std::string::npos) std::fputs(indent(rec.error.substr(nl + 1)).c_str(), stderr);
         return 1;
     }
     const int status = rec.child_status();
@@ -313,8 +298,7 @@ int run_record(const record_opts &o)
                  "[ dprobe record: %llu events (%llu lost) from %zu thread%s in %zu process%s, "
                  "%.3f MB written to %s ]\n",
                  static_cast<unsigned long long>(t.events), static_cast<unsigned long long>(t.lost),
-                 t.threads, t.threads == 1 ? "" : "s", t.processes,
-                 t.processes == 1 ? "" : "es",
+                 t.threads, t.threads == 1 ? "" : "s", t.processes, t.processes == 1 ? "" : "es",
                  (t.bytes + tracefile::k_file_header_size) / 1048576.0, o.output.c_str());
     for (const std::string &l : rec.loss_report())
         std::fprintf(stderr, "dprobe record: %s\n", l.c_str());
@@ -360,8 +344,8 @@ int run_record(const record_opts &o)
         std::string head = m.substr(0, m.find('\n'));
         size_t sp = head.rfind(' ');
         std::string who = head.substr(0, sp), count = head.substr(sp + 1);
-        std::fprintf(stderr, "dprobe record: %s: %s function%s %s:\n", who.c_str(),
-                     count.c_str(), count == "1" ? "" : "s", what);
+        std::fprintf(stderr, "dprobe record: %s: %s function%s %s:\n", who.c_str(), count.c_str(),
+                     count == "1" ? "" : "s", what);
         size_t pos = m.find('\n');
         while (pos != std::string::npos) {
             size_t nl = m.find('\n', pos + 1);
@@ -379,7 +363,8 @@ int run_record(const record_opts &o)
 
 } // namespace
 
-namespace {
+namespace
+{
 
 std::vector<std::string> &program_args()
 {
@@ -393,12 +378,10 @@ bool takes_next_arg(const CLI::App *sub, const std::string &arg)
 {
     std::string name = arg;
     if (arg.rfind("--", 0) == 0) {
-        if (arg.find('=') != std::string::npos)
-            return false; // --output=FILE
+        if (arg.find('=') != std::string::npos) return false; // --output=FILE
     } else if (arg.size() > 2) {
         const CLI::Option *first = sub->get_option_no_throw(arg.substr(0, 2));
-        if (first && first->get_items_expected_min() > 0)
-            return false; // -oFILE
+        if (first && first->get_items_expected_min() > 0) return false; // -oFILE
         name = "-" + arg.substr(arg.size() - 1); // -qF GLOB: flags, then one with a value
     }
     const CLI::Option *opt = sub->get_option_no_throw(name);
@@ -409,8 +392,7 @@ bool takes_next_arg(const CLI::App *sub, const std::string &arg)
 
 int record_take_program(CLI::App &app, int argc, char **argv)
 {
-    if (argc < 2 || std::string(argv[1]) != "record")
-        return argc;
+    if (argc < 2 || std::string(argv[1]) != "record") return argc;
     const CLI::App *sub = app.get_subcommand_ptr("record").get();
     // The program starts after "--", or at the first argument that is neither an option
     // nor an option's value; from there on every argument is the program's, verbatim.
@@ -422,8 +404,7 @@ int record_take_program(CLI::App &app, int argc, char **argv)
             program_args().assign(argv + i + (a == "--"), argv + argc);
             return i;
         }
-        if (takes_next_arg(sub, a))
-            ++i;
+        if (takes_next_arg(sub, a)) ++i;
     }
     return argc;
 }

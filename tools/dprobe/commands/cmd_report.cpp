@@ -9,16 +9,17 @@
 #include <cerrno>
 #include <cstring>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 int run_report(const report::report_opts &o)
 {
     report::model m;
     std::string err;
-    if (!report::load_model(o.input, m, &err, o.demangle))
-        return fail("report", err);
+    if (!report::load_model(o.input, m, &err, o.demangle)) return fail("report", err);
     if (!m.reader.warning.empty())
         std::fprintf(stderr, "dprobe report: warning: %s: %s\n", o.input.c_str(),
                      m.reader.warning.c_str());
@@ -31,8 +32,8 @@ int run_report(const report::report_opts &o)
             return fail("report", "--format trace-dat needs -o FILE");
         if (std::string e = report::write_trace_dat(m, o, o.output); !e.empty())
             return fail("report", e);
-        std::fprintf(stderr, "dprobe report: wrote %s (trace-cmd report %s)\n",
-                     o.output.c_str(), o.output.c_str());
+        std::fprintf(stderr, "dprobe report: wrote %s (trace-cmd report %s)\n", o.output.c_str(),
+                     o.output.c_str());
         return 0;
     }
     if (o.format == "graph") {
@@ -42,16 +43,16 @@ int run_report(const report::report_opts &o)
             graph |= sv->events.count(tracefile::FUNCGRAPH_ENTRY_ID) != 0;
         }
         if (calls_only && !graph)
-            std::fprintf(stderr, "dprobe report: note: %s was recorded with -p function (calls, "
-                                 "no returns): --format text shows it as the kernel does\n",
+            std::fprintf(stderr,
+                         "dprobe report: note: %s was recorded with -p function (calls, "
+                         "no returns): --format text shows it as the kernel does\n",
                          o.input.c_str());
     }
     std::FILE *out = stdout;
     const bool to_file = !o.output.empty() && o.output != "-";
     if (to_file) {
         out = std::fopen(o.output.c_str(), "we");
-        if (!out)
-            return fail("report", "cannot write " + o.output + ": " + std::strerror(errno));
+        if (!out) return fail("report", "cannot write " + o.output + ": " + std::strerror(errno));
     }
     // Large writes: the output of a big trace is streamed, not built in memory.
     static char buf[1 << 16];
@@ -67,8 +68,7 @@ int run_report(const report::report_opts &o)
         rc = report::format_chrome(m, o, out);
     bool ok = std::fflush(out) == 0 && !std::ferror(out);
     long size = to_file ? std::ftell(out) : 0;
-    if (to_file)
-        ok &= std::fclose(out) == 0;
+    if (to_file) ok &= std::fclose(out) == 0;
     for (const std::string &e : rc.errors)
         std::fprintf(stderr, "dprobe report: warning: %s\n", e.c_str());
     if (rc.unwound)
@@ -90,7 +90,9 @@ void setup_report(CLI::App &app)
     auto o = std::make_shared<report::report_opts>();
     CLI::App *sub = app.add_subcommand("report", "Show a recorded trace");
     set_usage(sub, "dprobe report [<options>] [-i FILE]");
-    sub->add_option("-i,--input", o->input, "Trace file to read")->capture_default_str()->type_name("FILE");
+    sub->add_option("-i,--input", o->input, "Trace file to read")
+        ->capture_default_str()
+        ->type_name("FILE");
     sub->add_option("-f,--format", o->format, "Output: text, graph, profile, chrome or trace-dat")
         ->capture_default_str()
         ->check(CLI::IsMember({"text", "graph", "profile", "chrome", "trace-dat"}))
@@ -99,11 +101,11 @@ void setup_report(CLI::App &app)
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
     sub->add_flag("--no-header", o->no_header, "Leave out the header block (text, graph)");
     sub->add_flag("--no-events", o->no_events, "graph: leave out probe events between calls");
-    sub->add_flag("!--no-graph-time", o->graph_time,
-                  "profile: a call's time without its callees' (the kernel's options/graph-time 0)");
+    sub->add_flag(
+        "!--no-graph-time", o->graph_time,
+        "profile: a call's time without its callees' (the kernel's options/graph-time 0)");
     sub->add_option_function<double>(
-           "--thresh",
-           [o](double us) { o->thresh_ns = static_cast<uint64_t>(us * 1000.0); },
+           "--thresh", [o](double us) { o->thresh_ns = static_cast<uint64_t>(us * 1000.0); },
            "graph: leave out calls shorter than USECS, with all they did (uftrace replay's "
            "-t); profile: functions whose average is below it (the kernel's tracing_thresh)")
         ->check(CLI::Range(0.0, 3600e6))

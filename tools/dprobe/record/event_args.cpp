@@ -11,7 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
 bool looks_like_line(const std::string &e)
 {
@@ -19,8 +20,7 @@ bool looks_like_line(const std::string &e)
     if (argv.size() < 2 || argv[0].empty())
         return !argv.empty() && argv[0].size() >= 2 && argv[0][0] == '-' && argv[0][1] == ':';
     const std::string &h = argv[0];
-    if (!std::strchr("pfrte-", h[0]))
-        return false;
+    if (!std::strchr("pfrte-", h[0])) return false;
     size_t i = 1;
     while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])))
         i++;
@@ -49,8 +49,9 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
         if (!words.empty() && tools::is_sdt_spec(words.front())) {
             // USDT probes of the program and the libraries it loads.
             if (!img) {
-                fail(cmd, "event '" + e + "': SDT probes are read from the program's ELF file, "
-                          "and the program is not one");
+                fail(cmd, "event '" + e +
+                              "': SDT probes are read from the program's ELF file, "
+                              "and the program is not one");
                 return false;
             }
             std::vector<std::string> objects{img->real_path()};
@@ -68,8 +69,7 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
                 tools::perf_probe_result r = tools::check_dynevent_line(l, nullptr);
                 if (!r.ok) {
                     fail(cmd, "event '" + e + "' gives a bad line '" + l + "': " + r.message);
-                    if (!r.error_log.empty())
-                        std::fputs(indent(r.error_log).c_str(), stderr);
+                    if (!r.error_log.empty()) std::fputs(indent(r.error_log).c_str(), stderr);
                     return false;
                 }
                 lines.push_back(l);
@@ -84,10 +84,8 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
             }
             size_t before = lines.size();
             for (const auto &p : stored)
-                if (tools::probe_selected(e, p))
-                    lines.push_back(p.line);
-            if (lines.size() != before)
-                continue;
+                if (tools::probe_selected(e, p)) lines.push_back(p.line);
+            if (lines.size() != before) continue;
             // perf-probe syntax on the program itself, as `dprobe probe -x PROG` reads it.
             tools::perf_probe_result r;
             if (img) {
@@ -99,30 +97,27 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
                     continue;
                 }
             }
-            fail(cmd, "event '" + e + "' is neither a dynamic_events line, a probe defined "
-                           "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a "
-                           "probe of " +
-                           (img ? img->module_name() + ": " + r.message : "the program"));
-            if (!r.error_log.empty())
-                std::fputs(indent(r.error_log).c_str(), stderr);
+            fail(cmd, "event '" + e +
+                          "' is neither a dynamic_events line, a probe defined "
+                          "with 'dprobe probe --add' (see 'dprobe probe --list'), nor a "
+                          "probe of " +
+                          (img ? img->module_name() + ": " + r.message : "the program"));
+            if (!r.error_log.empty()) std::fputs(indent(r.error_log).c_str(), stderr);
             return false;
         }
         // Parse errors, and for places in the program itself, the symbol checks and the
         // names its debug info resolves too.
         tools::perf_probe_result r = tools::check_dynevent_line(e, nullptr);
-        if (r.ok && img &&
-            (r.def.kind == probe_kind::kprobe || r.def.kind == probe_kind::fprobe) &&
+        if (r.ok && img && (r.def.kind == probe_kind::kprobe || r.def.kind == probe_kind::fprobe) &&
             r.def.place.kind == probe_place::form::symbol) {
             const std::string &obj = r.def.place.object;
             bool in_prog = obj.empty() ? !img->object().funcs_named(r.def.place.symbol).empty()
                                        : obj == img->module_name();
-            if (in_prog)
-                r = tools::check_dynevent_line(e, img);
+            if (in_prog) r = tools::check_dynevent_line(e, img);
         }
         if (!r.ok) {
             fail(cmd, "bad event '" + e + "': " + r.message);
-            if (!r.error_log.empty())
-                std::fputs(indent(r.error_log).c_str(), stderr);
+            if (!r.error_log.empty()) std::fputs(indent(r.error_log).c_str(), stderr);
             return false;
         }
         lines.push_back(e);

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
 // Whether E is a dynamic_events line (rather than a stored probe or a perf-probe definition).
 bool looks_like_line(const std::string &e);

@@ -16,13 +16,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 bool is_exec_file(const std::string &p)
 {
-    struct stat st {};
+    struct stat st {
+    };
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
 }
 
@@ -30,8 +33,7 @@ std::string self_dir()
 {
     char buf[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0)
-        return ".";
+    if (n <= 0) return ".";
     std::string s(buf, static_cast<size_t>(n));
     return s.substr(0, s.rfind('/'));
 }
@@ -40,8 +42,7 @@ std::string self_dir()
 
 bool find_program(const std::string &prog, std::string &path)
 {
-    if (prog.empty())
-        return false;
+    if (prog.empty()) return false;
     if (prog.find('/') != std::string::npos) {
         path = prog;
         return is_exec_file(prog);
@@ -57,8 +58,7 @@ bool find_program(const std::string &prog, std::string &path)
             path = cand;
             return true;
         }
-        if (c == std::string::npos)
-            break;
+        if (c == std::string::npos) break;
         pos = c + 1;
     }
     return false;
@@ -71,7 +71,7 @@ bool can_preload(const std::string &path, std::string &why)
         why = std::strerror(errno);
         return false;
     }
-    Elf64_Ehdr eh {};
+    Elf64_Ehdr eh{};
     ssize_t n = ::pread(fd, &eh, sizeof eh, 0);
     if (n >= 2 && std::memcmp(&eh, "#!", 2) == 0) {
         ::close(fd);
@@ -89,7 +89,7 @@ bool can_preload(const std::string &path, std::string &why)
     }
     bool interp = false;
     for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph {};
+        Elf64_Phdr ph{};
         if (::pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
             static_cast<ssize_t>(sizeof ph))
             break;
@@ -110,11 +110,11 @@ bool find_agent(std::string &path)
         return access(a, R_OK) == 0;
     }
     std::string dir = self_dir();
-    for (const std::string &cand : {dir + "/../agent/libdprobe-preload.so",
-                                    dir + "/libdprobe-preload.so",
-                                    dir + "/../lib/libdprobe-preload.so",
-                                    dir + "/../lib/x86_64-linux-gnu/libdprobe-preload.so",
-                                    std::string(DPROBE_AGENT_INSTALL_PATH)}) {
+    for (const std::string &cand :
+         {dir + "/../agent/libdprobe-preload.so", dir + "/libdprobe-preload.so",
+          dir + "/../lib/libdprobe-preload.so",
+          dir + "/../lib/x86_64-linux-gnu/libdprobe-preload.so",
+          std::string(DPROBE_AGENT_INSTALL_PATH)}) {
         char rp[PATH_MAX];
         if (access(cand.c_str(), R_OK) == 0 && realpath(cand.c_str(), rp)) {
             path = rp;
@@ -134,24 +134,19 @@ bool unmount_if_mounted(const std::string &mountpoint)
         size_t pos = 0;
         for (int f = 0; f < 4 && pos != std::string::npos; f++)
             pos = line.find(' ', pos + (f ? 1 : 0));
-        if (pos == std::string::npos)
-            continue;
+        if (pos == std::string::npos) continue;
         size_t end = line.find(' ', pos + 1);
-        if (line.substr(pos + 1, end - pos - 1) == mountpoint)
-            mounted = true;
+        if (line.substr(pos + 1, end - pos - 1) == mountpoint) mounted = true;
     }
-    if (!mounted)
-        return false;
-    if (umount2(mountpoint.c_str(), MNT_DETACH) == 0)
-        return true;
+    if (!mounted) return false;
+    if (umount2(mountpoint.c_str(), MNT_DETACH) == 0) return true;
     pid_t p = fork();
     if (p == 0) {
         execlp("fusermount3", "fusermount3", "-u", "-z", mountpoint.c_str(), (char *)nullptr);
         _exit(127);
     }
     int st = 0;
-    if (p > 0)
-        waitpid(p, &st, 0);
+    if (p > 0) waitpid(p, &st, 0);
     return true;
 }
 
@@ -175,11 +170,9 @@ void print_record_summary(const std::string &file, const char *cmd)
             lost += t.dropped + t.lost;
             n += t.written > 0;
         }
-        if (s.has_total)
-            lost += s.total.orphans;
+        if (s.has_total) lost += s.total.orphans;
         threads += n;
-        if (n)
-            pids.insert(s.pid());
+        if (n) pids.insert(s.pid());
         unfinished |= s.end.empty();
     }
     std::fprintf(stderr,
@@ -191,8 +184,10 @@ void print_record_summary(const std::string &file, const char *cmd)
     if (!r.warning.empty())
         std::fprintf(stderr, "dprobe %s: warning: %s\n", cmd, r.warning.c_str());
     else if (unfinished)
-        std::fprintf(stderr, "dprobe %s: warning: a process ended without its trace being "
-                             "closed; its last events may be missing\n", cmd);
+        std::fprintf(stderr,
+                     "dprobe %s: warning: a process ended without its trace being "
+                     "closed; its last events may be missing\n",
+                     cmd);
 }
 
 std::vector<std::string> libraries_never_loaded(const std::string &file,
@@ -201,14 +196,12 @@ std::vector<std::string> libraries_never_loaded(const std::string &file,
     std::vector<std::string> out;
     tracefile::trace_reader r;
     std::string err;
-    if (!r.open(file, &err))
-        return out;
+    if (!r.open(file, &err)) return out;
     for (const std::string &g : globs) {
         // "lib:glob" (a single colon: "ns::f" is a C++ name), as the agent splits it.
         size_t colon = std::string::npos;
         for (size_t i = 0; i < g.size(); i++) {
-            if (g[i] != ':')
-                continue;
+            if (g[i] != ':') continue;
             if (i + 1 < g.size() && g[i + 1] == ':') {
                 i++;
                 continue;
@@ -216,8 +209,7 @@ std::vector<std::string> libraries_never_loaded(const std::string &file,
             colon = i;
             break;
         }
-        if (colon == std::string::npos || colon == 0)
-            continue;
+        if (colon == std::string::npos || colon == 0) continue;
         const std::string lib = g.substr(0, colon);
         bool loaded = false;
         for (const auto &sess : r.sessions)
@@ -227,8 +219,7 @@ std::vector<std::string> libraries_never_loaded(const std::string &file,
                           (base.size() > lib.size() && base.compare(0, lib.size(), lib) == 0 &&
                            base[lib.size()] == '.');
             }
-        if (!loaded)
-            out.push_back(g + " " + lib);
+        if (!loaded) out.push_back(g + " " + lib);
     }
     return out;
 }

@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 // PROG as execvp would find it (PATH search when it has no '/'). False when not found or
 // not executable.

@@ -17,9 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-namespace {
+namespace
+{
 
 int pidfd_open(pid_t pid)
 {
@@ -28,7 +30,8 @@ int pidfd_open(pid_t pid)
 
 uint64_t now_ms()
 {
-    struct timespec ts {};
+    struct timespec ts {
+    };
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
@@ -40,26 +43,22 @@ int zombie_status(pid_t pid)
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
     FILE *f = std::fopen(path, "re");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     char buf[2048];
     size_t n = std::fread(buf, 1, sizeof buf - 1, f);
     std::fclose(f);
     buf[n] = '\0';
     const char *p = std::strrchr(buf, ')');
-    if (!p)
-        return -1;
+    if (!p) return -1;
     // Fields from 3 (state) on are space-separated numbers; exit_code is field 52.
     int field = 2;
     long long v = -1;
     for (const char *q = p + 1; *q;) {
         while (*q == ' ')
             q++;
-        if (!*q)
-            break;
+        if (!*q) break;
         field++;
-        if (field == 3 && *q != 'Z')
-            return -1; // not a zombie: no exit code yet
+        if (field == 3 && *q != 'Z') return -1; // not a zombie: no exit code yet
         if (field == 52) {
             v = std::strtoll(q, nullptr, 10);
             break;
@@ -103,10 +102,8 @@ recorder::~recorder()
 {
     for (auto *v : {&arenas_, &done_})
         for (auto &a : *v)
-            if (a->pidfd >= 0)
-                ::close(a->pidfd);
-    if (child_pidfd_ >= 0)
-        ::close(child_pidfd_);
+            if (a->pidfd >= 0) ::close(a->pidfd);
+    if (child_pidfd_ >= 0) ::close(child_pidfd_);
 }
 
 void recorder::set_child(pid_t pid)
@@ -129,8 +126,7 @@ void recorder::take_messages()
         ssize_t n = recvmsg(status_fd_, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
             status_eof_ = true; // every process that could write has closed it
-        if (n <= 0)
-            return;
+        if (n <= 0) return;
         std::vector<int> fds;
         for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
@@ -151,8 +147,7 @@ void recorder::take_messages()
         for (int fd : fds)
             ::close(fd);
         if (msg.rfind("error ", 0) == 0) {
-            if (error.empty())
-                error = msg.substr(6);
+            if (error.empty()) error = msg.substr(6);
         } else if (msg.rfind("mount ", 0) == 0) {
             mounts.push_back(msg.substr(6));
         } else if (msg.rfind("warn ", 0) == 0) {
@@ -217,8 +212,7 @@ void recorder::drain_all(bool *busy)
         uint64_t moved = a->drain->drain(false, &failed);
         if (failed && error.empty())
             error = std::string("cannot write the trace file: ") + std::strerror(errno);
-        if (moved >= 64 * 1024 || a->drain->backlog() >= 64 * 1024)
-            *busy = true;
+        if (moved >= 64 * 1024 || a->drain->backlog() >= 64 * 1024) *busy = true;
     }
 }
 
@@ -241,11 +235,9 @@ std::string recorder::end_of(arena &a)
     default:
         break;
     }
-    if (a.pid == child_ && child_reaped_)
-        return end_from_wait_status(child_status_);
+    if (a.pid == child_ && child_reaped_) return end_from_wait_status(child_status_);
     int st = zombie_status(a.pid);
-    if (st >= 0)
-        return end_from_wait_status(st);
+    if (st >= 0) return end_from_wait_status(st);
     tracefile::append_kv(kv, "reason", "gone"); // ended, how is not known
     return kv;
 }
@@ -299,11 +291,9 @@ void recorder::run(const std::function<void()> &progress,
         for (auto &a : arenas_)
             const_cast<rb::arena_header &>(a->drain->header())
                 .consumer_waiting.store(0, std::memory_order_relaxed);
-        if (r < 0 && errno != EINTR)
-            break;
+        if (r < 0 && errno != EINTR) break;
         for (size_t i = 0; i < polled.size(); i++)
-            if (pfd[3 + i].revents & (POLLIN | POLLHUP))
-                polled[i]->dead = true;
+            if (pfd[3 + i].revents & (POLLIN | POLLHUP)) polled[i]->dead = true;
         if (pfd[1].revents & POLLIN) {
             uint64_t v;
             (void)!::read(wake_fd_, &v, sizeof v);
@@ -321,21 +311,18 @@ void recorder::run(const std::function<void()> &progress,
         }
         // Without pidfd_open (before Linux 5.3): look.
         for (auto &a : arenas_)
-            if (a->pidfd < 0 && !a->dead && kill(a->pid, 0) != 0 && errno == ESRCH)
-                a->dead = true;
+            if (a->pidfd < 0 && !a->dead && kill(a->pid, 0) != 0 && errno == ESRCH) a->dead = true;
         drain_all(&busy);
         finish_dead();
         const uint64_t now = now_ms();
         if (now - last_progress >= 200) {
             last_progress = now;
-            if (progress)
-                progress();
+            if (progress) progress();
         }
         take_messages();
         // Done when the program is, and every process that could still announce itself:
         // a child forked or spawned just before its parent left says hello a moment later.
-        if (child_reaped_ && arenas_.empty() && status_eof_)
-            break;
+        if (child_reaped_ && arenas_.empty() && status_eof_) break;
         if (stop_requested && stop_requested() && child_reaped_) {
             // Processes that outlive the program (daemons) when the user stops recording.
             for (auto &a : arenas_) {
@@ -374,17 +361,17 @@ std::vector<std::string> recorder::loss_report() const
         for (const auto &a : *v) {
             for (const auto &th : a->drain->threads()) {
                 const uint64_t lost = th.dropped + th.lost;
-                if (!lost)
-                    continue;
+                if (!lost) continue;
                 char when[96] = "";
                 if (th.first_loss_ms) {
-                    const double f = (th.first_loss_ms - std::min(th.first_loss_ms, start_ms_)) / 1e3,
+                    const double f = (th.first_loss_ms - std::min(th.first_loss_ms, start_ms_)) /
+                                     1e3,
                                  l = (th.last_loss_ms - std::min(th.last_loss_ms, start_ms_)) / 1e3;
                     if (l - f < 0.05)
                         std::snprintf(when, sizeof when, " %.2f s after the start", f);
                     else
-                        std::snprintf(when, sizeof when, " between %.2f s and %.2f s after the start",
-                                      f, l);
+                        std::snprintf(when, sizeof when,
+                                      " between %.2f s and %.2f s after the start", f, l);
                 }
                 out.push_back(std::to_string(lost) + " event" + (lost == 1 ? "" : "s") +
                               " lost by thread " + std::to_string(th.tid) + " of process " +

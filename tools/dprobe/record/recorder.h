@@ -17,10 +17,12 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::cli {
+namespace dprobe::cli
+{
 
-class recorder {
-public:
+class recorder
+{
+  public:
     // OUT_FD: the trace file (O_APPEND); STATUS_FD: the CLI's end of the agents' datagram
     // socket; WAKE_FD: the eventfd agents write when a buffer is half full.
     recorder(int out_fd, int status_fd, int wake_fd);
@@ -37,14 +39,14 @@ public:
     bool child_reaped() const { return child_reaped_; }
 
     // From the agents' messages.
-    std::string error;                // the first "error" (the named program could not start)
+    std::string error; // the first "error" (the named program could not start)
     std::vector<std::string> warnings;
-    std::vector<std::string> int3;    // "PROG (pid N) COUNT\nname (why)..." per process
+    std::vector<std::string> int3;     // "PROG (pid N) COUNT\nname (why)..." per process
     std::vector<std::string> left_out; // the same for functions left out of the graph
     // "NSYMS NTRACED EXE": what the default graph found in each program
     std::vector<std::string> default_graphs;
-    std::vector<std::string> mounts;  // tracefs mounts to clean up after a kill
-    bool ready = false;               // the named program's agent started
+    std::vector<std::string> mounts; // tracefs mounts to clean up after a kill
+    bool ready = false;              // the named program's agent started
     // A thread whose buffer is full waits for the drain (up to a second) rather than drop.
     bool blocking = true;
     unsigned functions = 0, events = 0;
@@ -57,7 +59,7 @@ public:
     // Threads that lost events: how many, which thread, when (seconds from the start).
     std::vector<std::string> loss_report() const;
 
-private:
+  private:
     struct arena;
     void take_messages();
     void on_hello(pid_t pid, uint64_t session, int fd);

@@ -54,8 +54,7 @@ bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string
 {
     globs = o.graph_globs;
     notrace = o.notrace;
-    if (!globs.empty() || (!o.graph && have_events))
-        return false;
+    if (!globs.empty() || (!o.graph && have_events)) return false;
     for (const char *crt : {"_start", "_init", "_fini", "__libc_csu_*", "*_tm_clones",
                             "__do_global_dtors_aux", "frame_dummy", "__x86.get_pc_thunk*"})
         notrace.push_back(crt);

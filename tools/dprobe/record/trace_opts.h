@@ -21,7 +21,7 @@ struct trace_opts {
     std::vector<std::string> notrace;
     bool graph = false;
     bool follow_loads = false;
-    unsigned graph_depth = 0; // --graph-depth: 0 for no limit
+    unsigned graph_depth = 0;              // --graph-depth: 0 for no limit
     std::string tracer = "function_graph"; // -p: function_graph or function
     std::string output = "dprobe.dat";
     size_t buffer_kb = 0;

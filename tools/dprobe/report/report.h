@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 struct report_opts {
     std::string input = "dprobe.dat";
@@ -24,7 +25,7 @@ struct report_opts {
 
 // What a rendering saw, for the lines report prints on stderr.
 struct report_counts {
-    uint64_t unwound = 0; // function-graph exits of calls that did not return
+    uint64_t unwound = 0;            // function-graph exits of calls that did not return
     std::vector<std::string> errors; // streams cut short (a damaged chunk)
 };
 

@@ -11,9 +11,11 @@
 #include <cstring>
 #include <set>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
-namespace {
+namespace
+{
 
 void json_str(std::string &out, std::string_view s)
 {
@@ -21,10 +23,18 @@ void json_str(std::string &out, std::string_view s)
     for (char c : s) {
         unsigned char u = static_cast<unsigned char>(c);
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
         default:
             if (u < 0x20) {
                 char b[8];
@@ -50,8 +60,7 @@ void split_probe_text(const std::string &text, std::string &place,
                       std::vector<std::pair<std::string, std::string>> &args)
 {
     size_t open = text.find('(');
-    if (open == std::string::npos)
-        return;
+    if (open == std::string::npos) return;
     int level = 0;
     size_t close = std::string::npos;
     for (size_t i = open; i < text.size(); i++) {
@@ -62,8 +71,7 @@ void split_probe_text(const std::string &text, std::string &place,
             break;
         }
     }
-    if (close == std::string::npos)
-        return;
+    if (close == std::string::npos) return;
     place = text.substr(open + 1, close - open - 1);
     size_t i = close + 1;
     while (i < text.size()) {
@@ -72,14 +80,12 @@ void split_probe_text(const std::string &text, std::string &place,
         size_t start = i;
         bool quoted = false;
         while (i < text.size() && (quoted || text[i] != ' ')) {
-            if (text[i] == '"')
-                quoted = !quoted;
+            if (text[i] == '"') quoted = !quoted;
             i++;
         }
         std::string tok = text.substr(start, i - start);
         size_t eq = tok.find('=');
-        if (eq != std::string::npos)
-            args.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
+        if (eq != std::string::npos) args.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
     }
 }
 
@@ -109,15 +115,14 @@ struct emitter {
         begin();
         buf += "{\"name\":";
         json_str(buf, name);
-        buf += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) + "\",\"pid\":" +
-               std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts_us(ts) +
-               (unwound ? ",\"args\":{\"unwound\":true}" : "") + "}";
+        buf += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) +
+               "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+               ",\"ts\":" + ts_us(ts) + (unwound ? ",\"args\":{\"unwound\":true}" : "") + "}";
     }
 };
 
 // One thread's events: calls as B/E pairs, properly nested.
-void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
-                   report_counts &rc)
+void thread_events(const model &m, size_t si, const report_opts &o, emitter &em, report_counts &rc)
 {
     const tracefile::thread_stream &t = m.reader.streams[si];
     const session_view &sv = *m.sessions[t.session];
@@ -173,9 +178,10 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
             em.begin();
             em.buf += "{\"name\":";
             json_str(em.buf, sv.syms.name(f.ip, e.ts));
-            em.buf += ",\"cat\":\"function\",\"ph\":\"i\",\"s\":\"t\",\"pid\":" +
-                      std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
-                      ",\"ts\":" + ts_us(e.ts) + ",\"args\":{\"parent\":";
+            em.buf +=
+                ",\"cat\":\"function\",\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) +
+                ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":" + ts_us(e.ts) +
+                ",\"args\":{\"parent\":";
             json_str(em.buf, sv.syms.name(f.parent_ip, e.ts));
             em.buf += "}}";
         } else if (!o.no_events) {
@@ -185,8 +191,7 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
             std::vector<std::pair<std::string, std::string>> args;
             split_probe_text(text, place, args);
             std::string name = event_name(sv, e);
-            if (name.empty())
-                name = "type " + std::to_string(type);
+            if (name.empty()) name = "type " + std::to_string(type);
             auto dit = sv.events.find(type);
             std::string cat = dit == sv.events.end() ? "event" : dit->second.group;
             em.begin();
@@ -206,16 +211,14 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
             }
             em.buf += "}}";
         }
-        if (em.buf.size() > 1 << 16)
-            em.flush();
+        if (em.buf.size() > 1 << 16) em.flush();
     }
     // Calls still open when the recording ended close at the thread's last event.
     while (!st.empty()) {
         em.dur("E", sv.syms.name(st.back().func, last_ts), pid, t.tid, last_ts);
         st.pop_back();
     }
-    if (!cur.error().empty())
-        rc.errors.push_back(cur.error());
+    if (!cur.error().empty()) rc.errors.push_back(cur.error());
     em.flush();
 }
 
@@ -233,18 +236,15 @@ report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out
         const tracefile::thread_stream &t = m.reader.streams[si];
         const session_view &sv = *m.sessions[t.session];
         const int pid = sv.s->pid();
-        if (!o.wants(t.tid))
-            continue;
+        if (!o.wants(t.tid)) continue;
         if (procs.insert(pid).second) {
             em.begin();
-            em.buf += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" +
-                      std::to_string(pid) + ",\"tid\":" + std::to_string(pid) +
-                      ",\"args\":{\"name\":";
+            em.buf += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+                      ",\"tid\":" + std::to_string(pid) + ",\"args\":{\"name\":";
             json_str(em.buf, sv.s->get("comm", "?") + " (" + std::to_string(pid) + ")");
             em.buf += "}}";
         }
-        if (!named.insert({pid, t.tid}).second)
-            continue;
+        if (!named.insert({pid, t.tid}).second) continue;
         em.begin();
         em.buf += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
                   ",\"tid\":" + std::to_string(t.tid) + ",\"args\":{\"name\":";
@@ -252,8 +252,7 @@ report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out
         em.buf += "}}";
     }
     for (size_t si : m.stream_order)
-        if (o.wants(m.reader.streams[si].tid))
-            thread_events(m, si, o, em, rc);
+        if (o.wants(m.reader.streams[si].tid)) thread_events(m, si, o, em, rc);
     em.buf += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"dprobe\"}}\n";
     em.flush();
     return rc;

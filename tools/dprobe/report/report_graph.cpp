@@ -14,9 +14,11 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
-namespace {
+namespace
+{
 
 // The kernel's trace_find_mark(): how much time a call took, at a glance.
 char duration_mark(uint64_t ns)
@@ -87,8 +89,7 @@ time_filter filter_calls(const model &m, size_t si, uint64_t thresh_ns, bool eve
         // they are in.
         while (!open.empty() && open.back().depth >= depth) {
             open.pop_back();
-            if (!open.empty())
-                open.back().shows_inside = true;
+            if (!open.empty()) open.back().shows_inside = true;
         }
     };
     tracefile::trace_reader::cursor cur(m.reader, si);
@@ -96,8 +97,7 @@ time_filter filter_calls(const model &m, size_t si, uint64_t thresh_ns, bool eve
     while (cur.next(e)) {
         graph_event g;
         if (!decode_graph(e, g)) {
-            if (events_shown && !open.empty())
-                open.back().shows_inside = true;
+            if (events_shown && !open.empty()) open.back().shows_inside = true;
             continue;
         }
         if (g.entry) {
@@ -120,10 +120,8 @@ time_filter filter_calls(const model &m, size_t si, uint64_t thresh_ns, bool eve
             f.is_short[c.index] = true;
             continue;
         }
-        if (!open.empty())
-            open.back().shows_inside = true;
-        if (!c.shows_inside)
-            f.collapsed.push_back({c.index, e.ts - c.ts, g.unwound});
+        if (!open.empty()) open.back().shows_inside = true;
+        if (!c.shows_inside) f.collapsed.push_back({c.index, e.ts - c.ts, g.unwound});
     }
     std::sort(f.collapsed.begin(), f.collapsed.end(),
               [](const auto &a, const auto &b) { return a.index < b.index; });
@@ -141,8 +139,8 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
     std::snprintf(tidcol, sizeof tidcol, "%8d) ", t.tid);
     std::fprintf(out, "%s /* thread %d (%s), process %d */\n", tidcol, t.tid,
                  sv.comm_of(t.tid).c_str(), sv.s->pid());
-    const time_filter tf = o.thresh_ns ? filter_calls(m, si, o.thresh_ns, !o.no_events)
-                                        : time_filter();
+    const time_filter tf =
+        o.thresh_ns ? filter_calls(m, si, o.thresh_ns, !o.no_events) : time_filter();
     size_t entries = 0;   // graph entries read so far
     size_t collapsed = 0; // the next of tf.collapsed
     int32_t hiding = -1;  // the depth of the call whose inside is left out, or -1
@@ -170,10 +168,9 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
                 const auto &c = tf.collapsed[collapsed];
                 std::string indent(static_cast<size_t>(std::max(g.depth, 0)) * 2, ' ');
                 std::string name = sv.syms.name(g.func, e.ts);
-                const char *parens = o.demangle == demangle_mode::full &&
-                                             name.find('(') != std::string::npos
-                                         ? ""
-                                         : "()";
+                const char *parens =
+                    o.demangle == demangle_mode::full && name.find('(') != std::string::npos ? ""
+                                                                                             : "()";
                 if (e.lost_before)
                     std::fprintf(out, "%s%s/* LOST %" PRIu64 " EVENTS */\n", tidcol, k_fill,
                                  e.lost_before);
@@ -191,25 +188,23 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
         entries += is_graph && g.entry;
         if (hiding >= 0) {
             // Inside a call shorter than --thresh: it and all it did are left out.
-            if (is_graph && !g.entry && g.depth == hiding && g.func == hidden_func)
-                hiding = -1;
+            if (is_graph && !g.entry && g.depth == hiding && g.func == hidden_func) hiding = -1;
             rc.unwound += is_graph && !g.entry && g.unwound;
             have = cur.next(e);
             continue;
         }
         std::string text;
-        if (!is_graph && !o.no_events)
-            text = event_text(sv, e);
+        if (!is_graph && !o.no_events) text = event_text(sv, e);
         bool have_next = cur.next(next);
         if (e.lost_before)
-            std::fprintf(out, "%s%s/* LOST %" PRIu64 " EVENTS */\n", tidcol, k_fill,
-                         e.lost_before);
+            std::fprintf(out, "%s%s/* LOST %" PRIu64 " EVENTS */\n", tidcol, k_fill, e.lost_before);
         if (is_graph) {
             std::string indent(static_cast<size_t>(std::max(g.depth, 0)) * 2, ' ');
             std::string name = sv.syms.name(g.func, e.ts);
             // "()" after the name, unless it has its parameters (--demangle=full).
             const char *parens =
-                o.demangle == demangle_mode::full && name.find('(') != std::string::npos ? "" : "()";
+                o.demangle == demangle_mode::full && name.find('(') != std::string::npos ? ""
+                                                                                         : "()";
             if (g.entry) {
                 cs.entry(g, e.ts);
                 graph_event x;
@@ -235,8 +230,8 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
                 rc.unwound += g.unwound;
                 // A call left by longjmp or an exception: closed where dprobe noticed.
                 std::fprintf(out, "%s%s%s} /* %s%s */\n", tidcol,
-                             known ? duration_col(e.ts - calltime).c_str() : k_fill,
-                             indent.c_str(), name.c_str(), g.unwound ? " (unwound)" : "");
+                             known ? duration_col(e.ts - calltime).c_str() : k_fill, indent.c_str(),
+                             name.c_str(), g.unwound ? " (unwound)" : "");
                 cur_depth = g.depth;
             }
         } else if (!o.no_events) {
@@ -246,8 +241,7 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
         e = next;
         have = have_next;
     }
-    if (!cur.error().empty())
-        rc.errors.push_back(cur.error());
+    if (!cur.error().empty()) rc.errors.push_back(cur.error());
 }
 
 } // namespace
@@ -263,10 +257,8 @@ report_counts format_graph(const model &m, const report_opts &o, std::FILE *out)
                    out);
     bool first = true;
     for (size_t si : m.stream_order) {
-        if (!o.wants(m.reader.streams[si].tid))
-            continue;
-        if (!o.no_header || !first)
-            std::fputc('\n', out);
+        if (!o.wants(m.reader.streams[si].tid)) continue;
+        if (!o.no_header || !first) std::fputc('\n', out);
         first = false;
         thread_block(m, si, o, out, rc);
     }

@@ -8,7 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 void offline_symbols::build(const std::vector<tracefile::object_info> &objects,
                             const std::vector<std::pair<uint64_t, std::string>> &names)
@@ -41,34 +42,29 @@ void offline_symbols::build(const std::vector<tracefile::object_info> &objects,
             }
             it = files_.emplace(key, std::move(obj)).first;
         }
-        if (it->second)
-            spans_.push_back({it->second, o.ts, UINT64_MAX});
+        if (it->second) spans_.push_back({it->second, o.ts, UINT64_MAX});
     }
 }
 
 const ksym *offline_symbols::find(uintptr_t addr, uint64_t ts) const
 {
-    if (auto it = names_.find(addr); it != names_.end())
-        return &it->second;
+    if (auto it = names_.find(addr); it != names_.end()) return &it->second;
     // The latest load that held the address at TS (loads at one address do not overlap).
     for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
         if (ts >= it->from && ts < it->to && it->obj->contains(addr))
-            if (const ksym *s = it->obj->func_at(addr))
-                return s;
+            if (const ksym *s = it->obj->func_at(addr)) return s;
     // An address outside every span of its time (an event stamped a moment before its
     // object's load was described): any object that ever held it.
     for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
         if (it->obj->contains(addr))
-            if (const ksym *s = it->obj->func_at(addr))
-                return s;
+            if (const ksym *s = it->obj->func_at(addr)) return s;
     return nullptr;
 }
 
 const std::string &offline_symbols::shown(const ksym *s) const
 {
     auto it = shown_.find(s);
-    if (it == shown_.end())
-        it = shown_.emplace(s, demangle(s->name, demangle_)).first;
+    if (it == shown_.end()) it = shown_.emplace(s, demangle(s->name, demangle_)).first;
     return it->second;
 }
 
@@ -80,8 +76,7 @@ std::string offline_symbols::sym(uintptr_t addr, uint64_t ts, bool with_offset) 
         std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, addr);
         return buf;
     }
-    if (!with_offset)
-        return shown(s);
+    if (!with_offset) return shown(s);
     std::snprintf(buf, sizeof buf, "+0x%" PRIxPTR "/0x%" PRIx64, addr - s->addr, s->size);
     return shown(s) + buf;
 }
@@ -89,15 +84,15 @@ std::string offline_symbols::sym(uintptr_t addr, uint64_t ts, bool with_offset) 
 std::string session_view::comm_of(int32_t tid) const
 {
     auto it = comms.find(tid);
-    if (it != comms.end() && !it->second.empty())
-        return it->second;
+    if (it != comms.end() && !it->second.empty()) return it->second;
     return s->get("comm", "<...>");
 }
 
-namespace {
+namespace
+{
 const offline_symbols *g_current;
 uint64_t g_current_ts;
-}
+} // namespace
 
 void set_current_symbols(const offline_symbols *syms, uint64_t ts)
 {
@@ -125,8 +120,7 @@ size_t current_symbolize(char *buf, size_t len, uintptr_t addr)
 
 bool load_model(const std::string &path, model &m, std::string *err, demangle_mode demangle)
 {
-    if (!m.reader.open(path, err))
-        return false;
+    if (!m.reader.open(path, err)) return false;
     for (const auto &s : m.reader.sessions) {
         auto sv = std::make_unique<session_view>();
         sv->s = &s;
@@ -145,8 +139,7 @@ bool load_model(const std::string &path, model &m, std::string *err, demangle_mo
                 po.btf_unchecked = true; // names resolved in the traced process: see format
                 auto argv = argv_split(e.definition);
                 d.has_def = parse_probe_definition(argv, po, d.def).ok();
-                if (d.has_def && !e.format.empty())
-                    probe_args_from_format(d.def, e.format);
+                if (d.has_def && !e.format.empty()) probe_args_from_format(d.def, e.format);
             }
             sv->events.emplace(id, std::move(d));
         }
@@ -166,8 +159,7 @@ bool load_model(const std::string &path, model &m, std::string *err, demangle_mo
 uint16_t event_type(const tracefile::event &e)
 {
     uint16_t t = 0;
-    if (e.len >= 2)
-        std::memcpy(&t, e.payload, 2);
+    if (e.len >= 2) std::memcpy(&t, e.payload, 2);
     return t;
 }
 
@@ -222,12 +214,9 @@ bool call_stack::exit(const graph_event &g, uint64_t *calltime)
 std::string event_name(const session_view &sv, const tracefile::event &e)
 {
     const uint16_t t = event_type(e);
-    if (t == tracefile::FUNCGRAPH_ENTRY_ID)
-        return "funcgraph_entry";
-    if (t == tracefile::FUNCGRAPH_EXIT_ID)
-        return "funcgraph_exit";
-    if (t == tracefile::FUNCTION_ID)
-        return "function";
+    if (t == tracefile::FUNCGRAPH_ENTRY_ID) return "funcgraph_entry";
+    if (t == tracefile::FUNCGRAPH_EXIT_ID) return "funcgraph_exit";
+    if (t == tracefile::FUNCTION_ID) return "function";
     auto it = sv.events.find(t);
     return it == sv.events.end() ? std::string() : it->second.event;
 }
@@ -265,8 +254,7 @@ std::string event_text(const session_view &sv, const tracefile::event &e, uint64
         return buf;
     }
     const event_decoder &d = it->second;
-    if (!d.has_def)
-        return d.event + ": (no definition recorded)";
+    if (!d.has_def) return d.event + ": (no definition recorded)";
     set_current_symbols(&sv.syms, e.ts);
     std::string s = format_probe_record(d.def, static_cast<const uint8_t *>(e.payload), e.len,
                                         current_symbolize);

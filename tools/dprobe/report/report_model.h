@@ -16,13 +16,15 @@
 #include <unordered_map>
 #include <vector>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 // The functions of one session's objects, read from the files they were loaded from. An
 // object holds from its load to its unload: a library unloaded and another loaded at the
 // same address name the events of their own time.
-class offline_symbols {
-public:
+class offline_symbols
+{
+  public:
     // Objects in the order of the trace (loads and unloads, each from its time on).
     void build(const std::vector<tracefile::object_info> &objects,
                const std::vector<std::pair<uint64_t, std::string>> &names = {});
@@ -34,7 +36,7 @@ public:
     // How C++ names are shown (demangle.h); simple by default.
     void set_demangle(demangle_mode mode) { demangle_ = mode; }
 
-private:
+  private:
     struct span {
         std::shared_ptr<loaded_object> obj;
         uint64_t from = 0, to = UINT64_MAX; // [from, to) in trace time
@@ -92,15 +94,16 @@ bool decode_function(const tracefile::event &e, function_event &f);
 uint16_t event_type(const tracefile::event &e);
 
 // The open calls of one thread: an exit's duration is its time less its entry's.
-class call_stack {
-public:
+class call_stack
+{
+  public:
     void entry(const graph_event &g, uint64_t ts);
     // The entry time of the call G exits (its frame and those above it are popped); false
     // when its entry was not recorded (lost, or before the recording started).
     bool exit(const graph_event &g, uint64_t *calltime);
     // After lost events: the open calls may be wrong; keep them (an exit still finds its
     // own entry by address and depth).
-private:
+  private:
     struct frame {
         uint64_t func;
         int32_t depth;

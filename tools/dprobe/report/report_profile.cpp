@@ -12,9 +12,11 @@
 
 #include <map>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
-namespace {
+namespace
+{
 
 struct open_call {
     uint64_t func;
@@ -26,8 +28,7 @@ struct open_call {
 void add_call(std::map<std::string, function_stat> &rows, std::string name, uint64_t ns)
 {
     function_stat &r = rows[name];
-    if (r.name.empty())
-        r.name = std::move(name);
+    if (r.name.empty()) r.name = std::move(name);
     r.hits++;
     r.time += ns;
     r.time_sq += ns * ns;
@@ -41,8 +42,7 @@ report_counts format_profile(const model &m, const report_opts &o, std::FILE *ou
     std::map<std::string, function_stat> rows; // by the name shown
     for (size_t si : m.stream_order) {
         const tracefile::thread_stream &t = m.reader.streams[si];
-        if (!o.wants(t.tid))
-            continue;
+        if (!o.wants(t.tid)) continue;
         const session_view &sv = *m.sessions[t.session];
         tracefile::trace_reader::cursor cur(m.reader, si);
         std::vector<open_call> open;
@@ -55,8 +55,7 @@ report_counts format_profile(const model &m, const report_opts &o, std::FILE *ou
                 add_call(rows, sv.syms.name(f.ip, e.ts), 0);
                 continue;
             }
-            if (!decode_graph(e, g))
-                continue;
+            if (!decode_graph(e, g)) continue;
             if (g.entry) {
                 // A call left at this depth or deeper without its exit (lost) is over.
                 while (!open.empty() && open.back().depth >= g.depth)
@@ -78,11 +77,9 @@ report_counts format_profile(const model &m, const report_opts &o, std::FILE *ou
             const uint64_t own = total > open[i].callees ? total - open[i].callees : 0;
             add_call(rows, sv.syms.name(g.func, open[i].ts), o.graph_time ? total : own);
             open.resize(i);
-            if (!open.empty())
-                open.back().callees += total;
+            if (!open.empty()) open.back().callees += total;
         }
-        if (!cur.error().empty())
-            rc.errors.push_back(cur.error());
+        if (!cur.error().empty()) rc.errors.push_back(cur.error());
     }
     std::vector<function_stat> v;
     v.reserve(rows.size());

@@ -9,7 +9,8 @@
 #include <cstdio>
 #include <map>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 bool report_opts::wants(int32_t tid) const
 {
@@ -26,8 +27,7 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
         // A recording of `record -p function` is the kernel's function tracer's trace.
         const char *tracer = "nop";
         for (const auto &sv : m.sessions)
-            if (sv->events.count(tracefile::FUNCTION_ID))
-                tracer = "function";
+            if (sv->events.count(tracefile::FUNCTION_ID)) tracer = "function";
         for (const auto &s : m.reader.sessions) {
             for (const auto &t : s.stats)
                 if (o.wants(t.tid)) {
@@ -46,8 +46,7 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
     char buf[512];
     while (all.next(e, si)) {
         const tracefile::thread_stream &t = m.reader.streams[si];
-        if (!o.wants(t.tid))
-            continue;
+        if (!o.wants(t.tid)) continue;
         const session_view &sv = *m.sessions[t.session];
         if (e.lost_before)
             std::fprintf(out, "TID:%d [LOST %" PRIu64 " EVENTS]\n", t.tid, e.lost_before);
@@ -63,8 +62,7 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
             rc.unwound += g.unwound;
         }
         std::string comm = sv.comm_of(t.tid);
-        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), t.tid, e.cpu, e.ts,
-                                       sv.in_ns);
+        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), t.tid, e.cpu, e.ts, sv.in_ns);
         std::fwrite(buf, 1, std::min(n, sizeof buf - 1), out);
         std::string text = event_text(sv, e, dur);
         text += '\n';

@@ -14,8 +14,10 @@
 #include <map>
 #include <set>
 
-namespace dprobe::report {
-namespace {
+namespace dprobe::report
+{
+namespace
+{
 
 // trace-cmd's option ids (trace-cmd-local.h, enum tracecmd_file_options).
 constexpr uint16_t TRACECMD_OPTION_DONE = 0;
@@ -45,8 +47,7 @@ std::vector<fmt> formats(const model &m)
                 system = name.substr(0, slash);
                 name = name.substr(slash + 1);
             }
-            if (!ev.format.empty())
-                seen.emplace(std::make_pair(system, name), ev.format);
+            if (!ev.format.empty()) seen.emplace(std::make_pair(system, name), ev.format);
         }
     for (const char *n : {"function", "funcgraph_entry", "funcgraph_exit"})
         seen[{"ftrace", n}] = ftrace_event_format(n);
@@ -64,19 +65,16 @@ std::string kallsyms(const model &m)
     for (const auto &sv : m.sessions)
         for (size_t i = 0; i < sv->s->objects.size(); i++) {
             const tracefile::object_info &o = sv->s->objects[i];
-            if (o.path.empty() || !done.insert({o.path, o.load_bias}).second)
-                continue;
+            if (o.path.empty() || !done.insert({o.path, o.load_bias}).second) continue;
             auto obj = read_object_file(o.path, o.load_bias);
-            if (!obj)
-                continue;
+            if (!obj) continue;
             const bool main = i == 0; // a session's first object is its program
             for (const ksym &f : obj->funcs) {
                 char buf[64];
                 std::snprintf(buf, sizeof buf, "%016" PRIxPTR " %c ", f.addr,
                               f.bind == 0 /* STB_LOCAL */ ? 't' : 'T');
                 std::string line = buf + f.name;
-                if (!main)
-                    line += " [" + obj->name + "]";
+                if (!main) line += " [" + obj->name + "]";
                 lines.emplace(f.addr, line + "\n");
             }
         }
@@ -90,8 +88,7 @@ std::string cmdlines(const model &m)
 {
     std::map<int32_t, std::string> names;
     for (const auto &st : m.reader.streams)
-        if (!st.comm.empty())
-            names[st.tid] = st.comm;
+        if (!st.comm.empty()) names[st.tid] = st.comm;
     std::string s;
     for (auto &[tid, comm] : names)
         s += std::to_string(tid) + " " + comm + "\n";
@@ -101,14 +98,12 @@ std::string cmdlines(const model &m)
 std::string clock_option(const model &m)
 {
     std::string clock = "local";
-    if (!m.sessions.empty())
-        clock = m.sessions.front()->s->get("clock", "local");
+    if (!m.sessions.empty()) clock = m.sessions.front()->s->get("clock", "local");
     // The trace_clock file's text, the current clock in brackets.
     std::string s;
-    for (const char *c : {"local", "global", "counter", "perf", "mono", "mono_raw", "boot",
-                          "tai", "x86-tsc"}) {
-        if (!s.empty())
-            s += ' ';
+    for (const char *c :
+         {"local", "global", "counter", "perf", "mono", "mono_raw", "boot", "tai", "x86-tsc"}) {
+        if (!s.empty()) s += ' ';
         s += clock == c ? "[" + std::string(c) + "]" : std::string(c);
     }
     return s + "\n";
@@ -132,8 +127,7 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
     tracefile::event e;
     size_t stream;
     while (mg.next(e, stream)) {
-        if (!o.wants(e.tid))
-            continue;
+        if (!o.wants(e.tid)) continue;
         kpage_writer &w = cpus[e.cpu];
         max_cpu = std::max<unsigned>(max_cpu, e.cpu);
         graph_event g;
@@ -178,8 +172,8 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
     h += "\x17\x08\x44tracing";
     h += "6";
     h += '\0';
-    h += '\0';                              // little endian
-    h += char(8);                           // long size
+    h += '\0';                                // little endian
+    h += char(8);                             // long size
     put<uint32_t>(h, uint32_t(RB_PAGE_SIZE)); // page size
 
     auto section8 = [&h](const char *tag, const std::string &data) {
@@ -247,14 +241,12 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
     }
 
     std::ofstream f(path, std::ios::trunc | std::ios::binary);
-    if (!f)
-        return "cannot write " + path;
+    if (!f) return "cannot write " + path;
     f.write(h.data(), std::streamsize(h.size()));
     uint64_t at = h.size();
     for (unsigned c = 0; c < ncpus; c++) {
         auto it = cpus.find(c);
-        if (it == cpus.end() || it->second.pages.empty())
-            continue;
+        if (it == cpus.end() || it->second.pages.empty()) continue;
         std::string pad(size_t(where[c].first - at), '\0');
         f.write(pad.data(), std::streamsize(pad.size()));
         for (const std::string &pg : it->second.pages)
@@ -262,8 +254,7 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
         at = where[c].first + where[c].second;
     }
     f.flush();
-    if (!f)
-        return "cannot write " + path;
+    if (!f) return "cannot write " + path;
     return "";
 }
 

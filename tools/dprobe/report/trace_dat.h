@@ -19,7 +19,8 @@
 
 #include <string>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 // Writes M to PATH. Returns "" or what went wrong.
 std::string write_trace_dat(const model &m, const report_opts &o, const std::string &path);

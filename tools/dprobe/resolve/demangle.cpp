@@ -7,9 +7,11 @@
 #include <cstring>
 #include <memory>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
-namespace {
+namespace
+{
 
 bool starts_with_at(const std::string &s, size_t i, const char *p)
 {
@@ -21,8 +23,7 @@ std::string drop_abi_tags(std::string s)
 {
     for (size_t i; (i = s.find("[abi:")) != std::string::npos;) {
         size_t e = s.find(']', i);
-        if (e == std::string::npos)
-            break;
+        if (e == std::string::npos) break;
         s.erase(i, e - i + 1);
     }
     return s;
@@ -41,8 +42,7 @@ static std::string drop_lambda_params(std::string s)
             else if (s[j] == ')' && --depth == 0)
                 break;
         }
-        if (j == s.size())
-            break;
+        if (j == s.size()) break;
         s.erase(open, j - open + 1);
         i = open;
     }
@@ -54,7 +54,8 @@ std::string demangle_simplify(const std::string &full)
     std::string s = drop_lambda_params(drop_abi_tags(full));
     // The parameter list: the last balanced (...) at the end, after cv/ref qualifiers.
     for (const char *q : {" const", " volatile", " &&", " &", " noexcept"})
-        while (s.size() > std::strlen(q) && s.compare(s.size() - std::strlen(q), std::string::npos, q) == 0)
+        while (s.size() > std::strlen(q) &&
+               s.compare(s.size() - std::strlen(q), std::string::npos, q) == 0)
             s.erase(s.size() - std::strlen(q));
     if (!s.empty() && s.back() == ')') {
         int depth = 0;
@@ -73,7 +74,7 @@ std::string demangle_simplify(const std::string &full)
     for (size_t i = 0; i < s.size(); i++) {
         if (angle == 0 && starts_with_at(s, i, "operator")) {
             size_t j = i + 8;
-            while (j < s.size() && (s[j] == '<' || s[j] == '>' || s[j] == '=' ) && j < i + 11)
+            while (j < s.size() && (s[j] == '<' || s[j] == '>' || s[j] == '=') && j < i + 11)
                 j++;
             out.append(s, i, j - i);
             i = j - 1;
@@ -87,8 +88,7 @@ std::string demangle_simplify(const std::string &full)
             angle--;
             continue;
         }
-        if (angle == 0)
-            out += s[i];
+        if (angle == 0) out += s[i];
     }
     while (!out.empty() && out.back() == ' ')
         out.pop_back(); // "operator<< <char>" less its arguments
@@ -103,13 +103,11 @@ std::string demangle_simplify(const std::string &full)
             paren--;
         else if (out[i] == ' ' && paren == 0) {
             size_t op = out.rfind("operator", i);
-            if (op != std::string::npos && op + 8 == i)
-                continue; // "operator new"
+            if (op != std::string::npos && op + 8 == i) continue; // "operator new"
             cut = i;
         }
     }
-    if (cut != std::string::npos && cut + 1 < out.size())
-        out.erase(0, cut + 1);
+    if (cut != std::string::npos && cut + 1 < out.size()) out.erase(0, cut + 1);
     return out.empty() ? full : out;
 }
 
@@ -120,8 +118,7 @@ std::string demangle(const std::string &name, demangle_mode mode)
     int status = 0;
     std::unique_ptr<char, void (*)(void *)> d(
         abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
-    if (status != 0 || !d)
-        return name;
+    if (status != 0 || !d) return name;
     std::string full = d.get();
     return mode == demangle_mode::full ? full : demangle_simplify(full);
 }

@@ -5,7 +5,8 @@
 
 #include <string>
 
-namespace dprobe::report {
+namespace dprobe::report
+{
 
 enum class demangle_mode { simple, full, none };
 

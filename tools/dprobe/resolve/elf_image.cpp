@@ -15,19 +15,19 @@
 #include <unistd.h>
 #include <unordered_set>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string *err)
 {
     auto fail = [&](const std::string &why) -> std::unique_ptr<elf_image> {
-        if (err)
-            *err = why;
+        if (err) *err = why;
         return nullptr;
     };
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(path + ": " + std::strerror(errno));
-    struct stat st {};
+    if (fd < 0) return fail(path + ": " + std::strerror(errno));
+    struct stat st {
+    };
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
         return fail(path + ": not a regular file");
@@ -38,8 +38,7 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
     }
     void *m = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
-    if (m == MAP_FAILED)
-        return fail(path + ": mmap: " + std::strerror(errno));
+    if (m == MAP_FAILED) return fail(path + ": mmap: " + std::strerror(errno));
     std::unique_ptr<elf_image> img(new elf_image);
     img->map_ = static_cast<const uint8_t *>(m);
     img->size_ = st.st_size;
@@ -48,32 +47,27 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
     img->real_ = realpath(path.c_str(), rp) ? rp : path;
 
     auto *eh = reinterpret_cast<const Elf64_Ehdr *>(img->map_);
-    if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
-        return fail(path + ": not an ELF file");
+    if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return fail(path + ": not an ELF file");
     if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64)
         return fail(path + ": not an x86-64 ELF file");
     if (eh->e_phoff + size_t{eh->e_phnum} * sizeof(Elf64_Phdr) > img->size_)
         return fail(path + ": truncated program headers");
     auto *ph = reinterpret_cast<const Elf64_Phdr *>(img->map_ + eh->e_phoff);
     for (unsigned i = 0; i < eh->e_phnum; i++) {
-        if (ph[i].p_type != PT_LOAD)
-            continue;
-        if (ph[i].p_offset + ph[i].p_filesz > img->size_)
-            continue;
-        img->loads_.push_back({ph[i].p_vaddr, ph[i].p_filesz, ph[i].p_offset,
-                               (ph[i].p_flags & PF_X) != 0});
+        if (ph[i].p_type != PT_LOAD) continue;
+        if (ph[i].p_offset + ph[i].p_filesz > img->size_) continue;
+        img->loads_.push_back(
+            {ph[i].p_vaddr, ph[i].p_filesz, ph[i].p_offset, (ph[i].p_flags & PF_X) != 0});
     }
     std::string why;
     img->obj_ = read_object_file(img->real_, 0, &why);
-    if (!img->obj_)
-        return fail(path + ": " + (why.empty() ? "cannot read symbols" : why));
+    if (!img->obj_) return fail(path + ": " + (why.empty() ? "cannot read symbols" : why));
     return img;
 }
 
 elf_image::~elf_image()
 {
-    if (map_)
-        munmap(const_cast<uint8_t *>(map_), size_);
+    if (map_) munmap(const_cast<uint8_t *>(map_), size_);
 }
 
 std::string elf_image::module_name() const
@@ -85,10 +79,8 @@ std::string elf_image::module_name() const
 const uint8_t *elf_image::code_at(uintptr_t vaddr, size_t *avail) const
 {
     for (const load &l : loads_) {
-        if (!l.exec || vaddr < l.vaddr || vaddr >= l.vaddr + l.filesz)
-            continue;
-        if (avail)
-            *avail = l.vaddr + l.filesz - vaddr;
+        if (!l.exec || vaddr < l.vaddr || vaddr >= l.vaddr + l.filesz) continue;
+        if (avail) *avail = l.vaddr + l.filesz - vaddr;
         return map_ + l.offset + (vaddr - l.vaddr);
     }
     return nullptr;
@@ -97,15 +89,20 @@ const uint8_t *elf_image::code_at(uintptr_t vaddr, size_t *avail) const
 const char *entry_site_name(entry_site s)
 {
     switch (s) {
-    case entry_site::fentry: return "fentry";
-    case entry_site::patchable: return "patchable";
-    case entry_site::optimizable: return "optimizable";
-    case entry_site::refused: return "refused";
+    case entry_site::fentry:
+        return "fentry";
+    case entry_site::patchable:
+        return "patchable";
+    case entry_site::optimizable:
+        return "optimizable";
+    case entry_site::refused:
+        return "refused";
     }
     return "?";
 }
 
-namespace {
+namespace
+{
 
 // Where a function without a site could take an optimized entry probe.
 void judge_optimizable(const elf_image &img, const ksym &sym, uintptr_t ip, func_site_info &out)
@@ -166,8 +163,7 @@ std::vector<func_site_info> classify_functions(const elf_image &img)
         uint8_t buf[32] = {};
         std::memcpy(buf, code, std::min<size_t>(avail, sizeof buf));
         size_t skip = 0;
-        if (arch::is_endbr64(buf))
-            skip = arch::ENDBR64_INSN_SIZE;
+        if (arch::is_endbr64(buf)) skip = arch::ENDBR64_INSN_SIZE;
         uintptr_t ip = sym.addr + skip;
         fi.site = ip;
         const uint8_t *p = buf + skip;
@@ -205,14 +201,14 @@ std::vector<func_site_info> classify_functions(const elf_image &img)
             if (pfe.count(ip) || pfe.count(sym.addr)) {
                 sited = true;
                 fi.kind = entry_site::patchable;
-                fi.detail = e.kind == arch::entry_kind::nop ? "multi-byte NOP" : "one-byte NOP sled";
+                fi.detail =
+                    e.kind == arch::entry_kind::nop ? "multi-byte NOP" : "one-byte NOP sled";
             }
             break;
         case arch::entry_kind::none:
             break;
         }
-        if (!sited)
-            judge_optimizable(img, sym, ip, fi);
+        if (!sited) judge_optimizable(img, sym, ip, fi);
         out.push_back(std::move(fi));
     }
     return out;

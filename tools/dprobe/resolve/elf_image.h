@@ -12,10 +12,12 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-class elf_image {
-public:
+class elf_image
+{
+  public:
     // Opens PATH. On failure returns nullptr and sets *err to a message naming the file.
     static std::unique_ptr<elf_image> open(const std::string &path, std::string *err);
     ~elf_image();
@@ -32,7 +34,7 @@ public:
     // one executable PT_LOAD segment; nullptr when VADDR is not file-backed code.
     const uint8_t *code_at(uintptr_t vaddr, size_t *avail = nullptr) const;
 
-private:
+  private:
     elf_image() = default;
     std::string path_, real_;
     std::shared_ptr<loaded_object> obj_;
@@ -52,8 +54,8 @@ const char *entry_site_name(entry_site s);
 struct func_site_info {
     const ksym *sym = nullptr;
     entry_site kind = entry_site::refused;
-    uintptr_t site = 0;  // the probe address: after endbr64 when present
-    std::string detail;  // fentry: "call" / "GOT call"; patchable: sled form; refused: why
+    uintptr_t site = 0; // the probe address: after endbr64 when present
+    std::string detail; // fentry: "call" / "GOT call"; patchable: sled form; refused: why
 };
 
 // Classifies every function of IMG (aliases collapsed onto the preferred name).

@@ -13,20 +13,21 @@
 #include <optional>
 #include <set>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 std::string perf_group_for(const std::string &module_name)
 {
     std::string g = "probe_";
     for (char c : module_name) {
-        if (c == '.' || c == '-')
-            break;
+        if (c == '.' || c == '-') break;
         g += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     }
     return g;
 }
 
-namespace {
+namespace
+{
 
 std::string log_one(const std::vector<std::string> &argv, const probe_error &e, const char *loc)
 {
@@ -45,8 +46,7 @@ bool names_image(const std::string &object, const elf_image &img)
 // Whether place PL (a symbol place) names IMG's module, or no module and a function of IMG.
 bool in_image(const probe_place &pl, const elf_image &img)
 {
-    if (pl.object.empty())
-        return !img.object().funcs_named(pl.symbol).empty();
+    if (pl.object.empty()) return !img.object().funcs_named(pl.symbol).empty();
     return names_image(pl.object, img);
 }
 
@@ -54,11 +54,9 @@ bool in_image(const probe_place &pl, const elf_image &img)
 // BAD_INSN_BNDRY), done on the file.
 probe_error check_place(const probe_definition &def, const elf_image &img, std::string &why)
 {
-    if (def.kind != probe_kind::kprobe && def.kind != probe_kind::fprobe)
-        return {};
+    if (def.kind != probe_kind::kprobe && def.kind != probe_kind::fprobe) return {};
     const probe_place &pl = def.place;
-    if (pl.kind != probe_place::form::symbol)
-        return {};
+    if (pl.kind != probe_place::form::symbol) return {};
     if (!pl.object.empty() && !names_image(pl.object, img)) {
         why = "the place names module '" + pl.object + "', not " + img.module_name();
         return {};
@@ -82,8 +80,8 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
         // Past the symbol: the function containing that address, as the kernel resolves it.
         s = img.object().func_at(at);
         if (!s) {
-            why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " +
-                  pl.symbol + " and in no other function of " + img.path();
+            why = pl.symbol + "+" + std::to_string(pl.offset) + " is past the end of " + pl.symbol +
+                  " and in no other function of " + img.path();
             return registration_error(probe_err::FAIL_REG_PROBE, EINVAL);
         }
     }
@@ -105,17 +103,14 @@ probe_error check_place(const probe_definition &def, const elf_image &img, std::
 // The function a probe at an entry or exit sits on, when the place is a function of IMG:
 // its prototype from IMG's debug info (nullptr without); nullopt for places elsewhere (a
 // library the program loads), whose names the process checks.
-std::optional<func_proto_ptr> func_proto_in_image(const probe_definition &def,
-                                                  const elf_image &img)
+std::optional<func_proto_ptr> func_proto_in_image(const probe_definition &def, const elf_image &img)
 {
     const probe_place &pl = def.place;
-    if (pl.kind != probe_place::form::symbol || !in_image(pl, img))
-        return std::nullopt;
+    if (pl.kind != probe_place::form::symbol || !in_image(pl, img)) return std::nullopt;
     std::set<uintptr_t> addrs;
     for (const ksym *s : img.object().funcs_named(pl.symbol))
         addrs.insert(s->addr);
-    if (addrs.size() != 1)
-        return std::nullopt;
+    if (addrs.size() != 1) return std::nullopt;
     return func_proto_at(debuginfo_of_file(img.real_path()), *addrs.begin());
 }
 
@@ -133,7 +128,9 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     parse_options po;
     po.check_files = true;
     if (img)
-        po.func_info = [img](const probe_definition &def) { return func_proto_in_image(def, *img); };
+        po.func_info = [img](const probe_definition &def) {
+            return func_proto_in_image(def, *img);
+        };
     else
         po.btf_unchecked = true; // names are checked in the process
     dynevent_command cmd;
@@ -142,8 +139,7 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     if (e) {
         r.message = e.logged() ? std::string(probe_err_text(e.err))
                                : "not a probe definition: '" + line + "'";
-        if (e.logged())
-            r.error_log = log_one(argv, e, loc);
+        if (e.logged()) r.error_log = log_one(argv, e, loc);
         return r;
     }
     if (cmd.kind != dynevent_command::type::create) {
@@ -164,7 +160,8 @@ perf_probe_result check_dynevent_line(const std::string &line, const elf_image *
     return r;
 }
 
-namespace {
+namespace
+{
 
 // "NAME=FETCH:TYPE" with a name not used yet (perf names an argument after its variable or
 // last member; two "x" become x and x_1).
@@ -204,17 +201,14 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
         }
     }
     perf_probe_point pp;
-    if (!parse_perf_probe_point(head, pp, &r.message))
-        return r;
+    if (!parse_perf_probe_point(head, pp, &r.message)) return r;
     std::vector<perf_probe_arg> args;
     std::vector<std::string> raw; // the words, for arguments that pass through
     bool need_dwarf = pp.needs_debuginfo();
     for (size_t i = 1; i < spec.size(); i++) {
-        if (spec[i].empty())
-            continue;
+        if (spec[i].empty()) continue;
         perf_probe_arg a;
-        if (!parse_perf_probe_arg(spec[i], a, &r.message))
-            return r;
+        if (!parse_perf_probe_arg(spec[i], a, &r.message)) return r;
         need_dwarf |= a.is_variable() || a.var == "$vars" || a.var == "$params";
         args.push_back(std::move(a));
         raw.push_back(spec[i]);
@@ -235,15 +229,12 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
             return r;
         }
         finder.emplace(*di, img);
-        if (!finder->resolve(pp, site, &r.message))
-            return r;
+        if (!finder->resolve(pp, site, &r.message)) return r;
         place = site.symbol + (site.offset ? "+" + std::to_string(site.offset) : "");
         auto_event = site.event;
     }
-    if (group.empty())
-        group = perf_group_for(img.module_name());
-    if (event.empty())
-        event = sanitize_event_name(auto_event);
+    if (group.empty()) group = perf_group_for(img.module_name());
+    if (event.empty()) event = sanitize_event_name(auto_event);
     std::string line = std::string(pp.retprobe ? "r:" : "p:") + group + "/" + event + " " +
                        img.module_name() + ":" + place;
     std::set<std::string> used;
@@ -257,8 +248,7 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
             bool params_only = a.var == "$params" || site.entry;
             size_t n = 0;
             for (const site_variable &v : finder->variables(site)) {
-                if (params_only && !v.param)
-                    continue;
+                if (params_only && !v.param) continue;
                 if (!v.fetchable) {
                     r.notes.push_back(a.var + ": left out '" + v.name + "': " +
                                       (v.why.rfind("'", 0) == 0 ? v.why : v.name + " " + v.why));
@@ -278,21 +268,18 @@ perf_probe_result translate_perf_probe(const std::vector<std::string> &spec, con
         }
         if (a.is_variable()) {
             var_fetch v;
-            if (!finder->translate(site, a, v, &r.message))
-                return r;
+            if (!finder->translate(site, a, v, &r.message)) return r;
             line += " " + arg_text(v, !a.name.empty(), used);
             continue;
         }
         // Anything else is a fetch arg as dynamic_events writes it.
-        if (!a.name.empty())
-            used.insert(a.name);
+        if (!a.name.empty()) used.insert(a.name);
         line += " " + raw[i];
     }
     auto notes = std::move(r.notes);
     r = check_dynevent_line(line, &img);
     r.notes = std::move(notes);
-    if (r.ok)
-        r.line = r.def.listing();
+    if (r.ok) r.line = r.def.listing();
     return r;
 }
 

@@ -18,14 +18,15 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 struct perf_probe_result {
     bool ok = false;
-    std::string line;      // the dynamic_events line
-    probe_definition def;  // parsed from line
-    std::string message;   // on failure: what is wrong, one line
-    std::string error_log; // on failure in the generated line: the error_log entry (caret)
+    std::string line;               // the dynamic_events line
+    probe_definition def;           // parsed from line
+    std::string message;            // on failure: what is wrong, one line
+    std::string error_log;          // on failure in the generated line: the error_log entry (caret)
     std::vector<std::string> notes; // on success: what $vars/$params left out, and why
 };
 

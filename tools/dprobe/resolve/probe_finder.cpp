@@ -12,14 +12,15 @@
 #include <map>
 #include <set>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 bool fail(std::string *err, std::string msg)
 {
-    if (err)
-        *err = std::move(msg);
+    if (err) *err = std::move(msg);
     return false;
 }
 
@@ -45,8 +46,7 @@ std::optional<Dwarf_Die> type_of(Dwarf_Die *die)
 {
     Dwarf_Attribute a;
     Dwarf_Die t;
-    if (dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, &t))
-        return t;
+    if (dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, &t)) return t;
     return std::nullopt;
 }
 
@@ -56,15 +56,12 @@ std::optional<Dwarf_Die> child_var(Dwarf_Die *scope, const std::string &name)
 {
     std::optional<Dwarf_Die> best;
     Dwarf_Die c;
-    if (dwarf_child(scope, &c) != 0)
-        return best;
+    if (dwarf_child(scope, &c) != 0) return best;
     do {
         int t = dwarf_tag(&c);
-        if (t != DW_TAG_variable && t != DW_TAG_formal_parameter)
-            continue;
+        if (t != DW_TAG_variable && t != DW_TAG_formal_parameter) continue;
         const char *n = dwarf_diename(&c);
-        if (!n || name != n)
-            continue;
+        if (!n || name != n) continue;
         if (!best || dwarf_hasattr(&c, DW_AT_location) ||
             dwarf_hasattr_integrate(&c, DW_AT_const_value))
             best = c;
@@ -76,14 +73,12 @@ std::optional<Dwarf_Die> child_var(Dwarf_Die *scope, const std::string &name)
 bool declares_local(Dwarf_Die *func, const std::string &name)
 {
     Dwarf_Die c;
-    if (dwarf_child(func, &c) != 0)
-        return false;
+    if (dwarf_child(func, &c) != 0) return false;
     do {
         int t = dwarf_tag(&c);
         if (t == DW_TAG_variable) {
             const char *n = dwarf_diename(&c);
-            if (n && name == n)
-                return true;
+            if (n && name == n) return true;
         } else if (t == DW_TAG_lexical_block && declares_local(&c, name)) {
             return true;
         }
@@ -111,8 +106,7 @@ std::vector<dwarf_function> probe_finder::functions(const std::string &name,
                                                     const std::string &file) const
 {
     auto funcs = di_.find_functions(name, file);
-    if (!funcs.empty() || !file.empty())
-        return funcs;
+    if (!funcs.empty() || !file.empty()) return funcs;
     std::set<uintptr_t> addrs;
     for (const ksym *k : img_.object().funcs_named(name))
         addrs.insert(k->addr);
@@ -151,10 +145,8 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
             const int abs = f.decl_line + pp.line;
             std::optional<uint64_t> best;
             for (const dwarf_line &row : di_.function_lines(f))
-                if (row.line == abs && (!best || row.addr < *best))
-                    best = row.addr;
-            if (best)
-                cands.push_back({*best, f, f.decl_file, abs});
+                if (row.line == abs && (!best || row.addr < *best)) best = row.addr;
+            if (best) cands.push_back({*best, f, f.decl_file, abs});
         }
         if (cands.empty()) {
             const auto &f = funcs.front();
@@ -170,14 +162,11 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
         bool file_known = false;
         for (Dwarf_Die &cu : di_.units()) {
             for (const dwarf_line &row : di_.lines(&cu)) {
-                if (!row.file || !file_matches(row.file, pp.file))
-                    continue;
+                if (!row.file || !file_matches(row.file, pp.file)) continue;
                 file_known = true;
-                if (!row.is_stmt || row.line != pp.line)
-                    continue;
+                if (!row.is_stmt || row.line != pp.line) continue;
                 auto f = di_.function_at(row.addr);
-                if (!f)
-                    continue;
+                if (!f) continue;
                 Dwarf_Off key = dwarf_dieoffset(&f->die);
                 auto it = by_func.find(key);
                 if (it == by_func.end())
@@ -208,8 +197,9 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
             where += (where.empty() ? "" : ", ") +
                      (s ? place_text(s->name, c.addr - s->addr) : hex(c.addr));
         }
-        return fail(err, "the probe point is in " + std::to_string(cands.size()) +
-                             " places (" + where + "); dprobe makes one probe per definition: "
+        return fail(err, "the probe point is in " + std::to_string(cands.size()) + " places (" +
+                             where +
+                             "); dprobe makes one probe per definition: "
                              "name one of them (FUNC+OFF, or the line in its caller)");
     }
     const cand &c = cands.front();
@@ -218,8 +208,7 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
     site.line = c.line;
     site.file = c.file;
     auto sub = c.f.inlined ? di_.function_at(c.addr) : std::optional<dwarf_function>(c.f);
-    if (!sub)
-        return fail(err, "no function in the debug info contains " + hex(c.addr));
+    if (!sub) return fail(err, "no function in the debug info contains " + hex(c.addr));
     site.subprogram = sub->die;
     const ksym *s = img_.object().func_at(c.addr);
     if (!s)
@@ -229,15 +218,15 @@ bool probe_finder::resolve(const perf_probe_point &pp, probe_site &site, std::st
     site.offset = c.addr - s->addr;
     // Among aliases (free, cfree), the name the user gave.
     for (const ksym *k : img_.object().funcs_named(pp.function))
-        if (k->addr == s->addr)
-            site.symbol = k->name;
+        if (k->addr == s->addr) site.symbol = k->name;
     // Also for a line whose code starts at the entry: before the prologue, the DWARF
     // location of a parameter at -O0 is a stack slot not written yet.
     site.entry = !c.f.inlined && c.addr == c.f.entry && site.offset == 0;
     site.retprobe = pp.retprobe;
     if (pp.retprobe && !site.entry)
-        return fail(err, "'" + pp.function + "' is only inlined here: an inlined copy has no "
-                                             "return to probe");
+        return fail(err, "'" + pp.function +
+                             "' is only inlined here: an inlined copy has no "
+                             "return to probe");
     std::string base = pp.function.empty() ? sub->name : pp.function;
     if (pp.retprobe)
         site.event = base + "__return";
@@ -261,18 +250,15 @@ std::optional<std::pair<std::string, int64_t>> probe_finder::symbolize(uint64_t 
         return n == 1;
     };
     const ksym *s = o.data_at(vaddr);
-    if (s && unique(s->name))
-        return std::make_pair(s->name, static_cast<int64_t>(vaddr - s->addr));
+    if (s && unique(s->name)) return std::make_pair(s->name, static_cast<int64_t>(vaddr - s->addr));
     const ksym *near = nullptr;
     for (const ksym &k : o.data) {
         auto dist = [&](const ksym *x) {
             return x->addr > vaddr ? x->addr - vaddr : vaddr - x->addr;
         };
-        if ((!near || dist(&k) < dist(near)) && unique(k.name))
-            near = &k;
+        if ((!near || dist(&k) < dist(near)) && unique(k.name)) near = &k;
     }
-    if (!near)
-        return std::nullopt;
+    if (!near) return std::nullopt;
     return std::make_pair(near->name,
                           static_cast<int64_t>(vaddr) - static_cast<int64_t>(near->addr));
 }
@@ -330,8 +316,7 @@ bool probe_finder::lookup(const probe_site &site, const std::string &name, found
     if (site.entry) {
         Dwarf_Die fdie = site.func.die;
         for (const dwarf_param &p : dwarf_die_params(&fdie)) {
-            if (p.name != name)
-                continue;
+            if (p.name != name) continue;
             if (p.fetch.empty())
                 return fail(err, "parameter '" + name + "' of " + fname +
                                      " can't be fetched at the entry: " + p.why);
@@ -344,14 +329,14 @@ bool probe_finder::lookup(const probe_site &site, const std::string &name, found
         if (declares_local(&fdie, name))
             return fail(err, "'" + name + "' is a local variable of " + fname +
                                  ": at the function entry it has no value yet; probe one of its "
-                                 "lines (" + fname + ":N, see --line " + fname + ")");
+                                 "lines (" +
+                                 fname + ":N, see --line " + fname + ")");
         Dwarf_Die cu = site.func.cu;
         auto g = child_var(&cu, name);
         if (!g)
             return fail(err, "'" + name + "' is not a parameter of " + fname +
                                  ", nor a global variable of its file");
-        if (!locate(site, &*g, out.loc, &why))
-            return fail(err, "'" + name + "' " + why);
+        if (!locate(site, &*g, out.loc, &why)) return fail(err, "'" + name + "' " + why);
         out.type = type_of(&*g);
         return true;
     }
@@ -359,10 +344,8 @@ bool probe_finder::lookup(const probe_site &site, const std::string &name, found
     scopes_at sc(&cu, site.addr);
     for (int i = 0; i < sc.n; i++) {
         auto v = child_var(&sc.dies[i], name);
-        if (!v)
-            continue;
-        if (!locate(site, &*v, out.loc, &why))
-            return fail(err, "'" + name + "' " + why);
+        if (!v) continue;
+        if (!locate(site, &*v, out.loc, &why)) return fail(err, "'" + name + "' " + why);
         out.type = type_of(&*v);
         return true;
     }
@@ -377,14 +360,12 @@ bool probe_finder::finish(const probe_site &site, fetch_loc loc, Dwarf_Die type,
     (void)site;
     std::string why;
     std::optional<bitfield_info> bf;
-    if (!apply_fields(loc, type, bf, arg.fields, arg.var, &why))
-        return fail(err, why);
+    if (!apply_fields(loc, type, bf, arg.fields, arg.var, &why)) return fail(err, why);
     std::string shown = arg.var;
     for (const auto &f : arg.fields)
         shown += f.is_index ? "[" + std::to_string(f.index) + "]" : (f.arrow ? "->" : ".") + f.name;
     std::string t;
-    if (!convert_type(loc, &type, bf, arg.type, shown, t, &why))
-        return fail(err, why);
+    if (!convert_type(loc, &type, bf, arg.type, shown, t, &why)) return fail(err, why);
     out.name = arg.name.empty() ? arg.default_name() : arg.name;
     out.fetch = loc.text();
     out.type = t;
@@ -395,10 +376,8 @@ bool probe_finder::translate(const probe_site &site, const perf_probe_arg &arg, 
                              std::string *err) const
 {
     found_var fv;
-    if (!lookup(site, arg.var, fv, err))
-        return false;
-    if (!fv.type)
-        return fail(err, "'" + arg.var + "' has no type information");
+    if (!lookup(site, arg.var, fv, err)) return false;
+    if (!fv.type) return fail(err, "'" + arg.var + "' has no type information");
     return finish(site, fv.loc, *fv.type, arg, out, err);
 }
 
@@ -437,8 +416,7 @@ std::vector<site_variable> probe_finder::variables(const probe_site &site) const
         Dwarf_Die c;
         if (dwarf_child(&fdie, &c) == 0) {
             do {
-                if (dwarf_tag(&c) == DW_TAG_formal_parameter)
-                    dies.push_back(c);
+                if (dwarf_tag(&c) == DW_TAG_formal_parameter) dies.push_back(c);
             } while (dwarf_siblingof(&c, &c) == 0);
         }
         auto params = dwarf_die_params(&fdie);
@@ -459,17 +437,14 @@ std::vector<site_variable> probe_finder::variables(const probe_site &site) const
     int k = 0;
     while (k < sc.n && !is_function_scope(&sc.dies[k]))
         k++;
-    if (k == sc.n)
-        return out;
+    if (k == sc.n) return out;
     for (int i = k; i >= 0; i--) {
         Dwarf_Die c;
-        if (dwarf_child(&sc.dies[i], &c) != 0)
-            continue;
+        if (dwarf_child(&sc.dies[i], &c) != 0) continue;
         do {
             int tag = dwarf_tag(&c);
             bool param = tag == DW_TAG_formal_parameter;
-            if (!param && tag != DW_TAG_variable)
-                continue;
+            if (!param && tag != DW_TAG_variable) continue;
             if (!dwarf_diename(&c) || dwarf_hasattr(&c, DW_AT_declaration) ||
                 (!param && dwarf_hasattr_integrate(&c, DW_AT_artificial)))
                 continue;

@@ -22,20 +22,21 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 struct probe_site {
-    uint64_t addr = 0;      // file virtual address of the probe
-    std::string symbol;     // the ELF function containing addr: the place is symbol+offset
+    uint64_t addr = 0;  // file virtual address of the probe
+    std::string symbol; // the ELF function containing addr: the place is symbol+offset
     uint64_t offset = 0;
     dwarf_function func;    // the function copy the point is in (its scope)
     Dwarf_Die subprogram{}; // the out-of-line function containing addr (its frame base)
     bool entry = false;     // at the entry of an out-of-line function: parameters by the
                             // calling convention
     bool retprobe = false;
-    int line = 0;           // the absolute source line of a line probe, else 0
+    int line = 0;               // the absolute source line of a line probe, else 0
     const char *file = nullptr; // its file
-    std::string event;      // perf's event name: FUNC, FUNC_OFF, FUNC__return, FUNC_L<N>
+    std::string event;          // perf's event name: FUNC, FUNC_OFF, FUNC__return, FUNC_L<N>
 };
 
 // One variable visible at a site.
@@ -43,14 +44,15 @@ struct site_variable {
     std::string name;
     std::string type_name; // C type, as perf's --vars shows it
     bool param = false;
-    bool located = false;  // has a value at the site (listed by --vars)
+    bool located = false;   // has a value at the site (listed by --vars)
     bool fetchable = false; // ... and a fetch type without naming a member ($vars)
-    var_fetch fetch;       // when fetchable
-    std::string why;       // when not located or not fetchable
+    var_fetch fetch;        // when fetchable
+    std::string why;        // when not located or not fetchable
 };
 
-class probe_finder {
-public:
+class probe_finder
+{
+  public:
     probe_finder(const debuginfo &di, const elf_image &img) : di_(di), img_(img) {}
 
     // The copies of function NAME (declared in FILE when not empty), as debuginfo finds
@@ -69,7 +71,7 @@ public:
     // function's outermost block inwards), declaration order.
     std::vector<site_variable> variables(const probe_site &site) const;
 
-private:
+  private:
     struct found_var;
     bool lookup(const probe_site &site, const std::string &name, found_var &out,
                 std::string *err) const;

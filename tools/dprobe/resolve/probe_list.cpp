@@ -10,22 +10,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 std::optional<stored_probe> stored_probe_from_line(const std::string &line)
 {
     size_t b = line.find_first_not_of(" \t");
-    if (b == std::string::npos || line[b] == '#')
-        return std::nullopt;
+    if (b == std::string::npos || line[b] == '#') return std::nullopt;
     size_t e = line.find_first_of(" \t", b);
     std::string head = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
     auto colon = head.find(':');
-    if (colon == std::string::npos || head[0] == '-')
-        return std::nullopt;
+    if (colon == std::string::npos || head[0] == '-') return std::nullopt;
     std::string name = head.substr(colon + 1);
     auto slash = name.find('/');
-    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size())
-        return std::nullopt;
+    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) return std::nullopt;
     stored_probe p;
     p.line = line.substr(b);
     while (!p.line.empty() && (p.line.back() == '\n' || p.line.back() == ' '))
@@ -40,27 +38,23 @@ std::vector<stored_probe> load_probe_list(const std::string &path, std::string *
     std::vector<stored_probe> out;
     std::ifstream in(path);
     if (!in) {
-        if (errno != ENOENT && err)
-            *err = path + ": " + std::strerror(errno);
+        if (errno != ENOENT && err) *err = path + ": " + std::strerror(errno);
         return out;
     }
     std::string line;
     while (std::getline(in, line))
-        if (auto p = stored_probe_from_line(line))
-            out.push_back(std::move(*p));
+        if (auto p = stored_probe_from_line(line)) out.push_back(std::move(*p));
     return out;
 }
 
 static bool make_dirs(const std::string &dir)
 {
-    if (dir.empty())
-        return true;
-    struct stat st {};
-    if (stat(dir.c_str(), &st) == 0)
-        return S_ISDIR(st.st_mode);
+    if (dir.empty()) return true;
+    struct stat st {
+    };
+    if (stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
     auto slash = dir.rfind('/');
-    if (slash != std::string::npos && slash > 0 && !make_dirs(dir.substr(0, slash)))
-        return false;
+    if (slash != std::string::npos && slash > 0 && !make_dirs(dir.substr(0, slash))) return false;
     return mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
 }
 
@@ -99,8 +93,7 @@ bool save_probe_list(const std::string &path, const std::vector<stored_probe> &l
 bool probe_selected(const std::string &selector, const stored_probe &p)
 {
     auto sep = selector.find_first_of(":/");
-    if (sep == std::string::npos)
-        return glob_match(selector, p.event);
+    if (sep == std::string::npos) return glob_match(selector, p.event);
     return glob_match(selector.substr(0, sep), p.group) &&
            glob_match(selector.substr(sep + 1), p.event);
 }

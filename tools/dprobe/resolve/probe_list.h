@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 struct stored_probe {
     std::string line;         // "p:probe_app/parse app:parse a=%di"

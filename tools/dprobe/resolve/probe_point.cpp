@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 bool is_ident_start(char c)
 {
@@ -15,22 +17,19 @@ bool is_ident_start(char c)
 
 bool fail(std::string *err, std::string msg)
 {
-    if (err)
-        *err = std::move(msg);
+    if (err) *err = std::move(msg);
     return false;
 }
 
 // A whole decimal/hex/octal number (strtol base 0) that fits in an int.
 bool parse_int(std::string_view s, long lo, long hi, long &out)
 {
-    if (s.empty())
-        return false;
+    if (s.empty()) return false;
     std::string t(s);
     char *end = nullptr;
     errno = 0;
     long v = std::strtol(t.c_str(), &end, 0);
-    if (errno || *end != '\0' || v < lo || v > hi)
-        return false;
+    if (errno || *end != '\0' || v < lo || v > hi) return false;
     out = v;
     return true;
 }
@@ -39,11 +38,9 @@ bool parse_int(std::string_view s, long lo, long hi, long &out)
 
 bool is_c_identifier(std::string_view s)
 {
-    if (s.empty() || !is_ident_start(s[0]))
-        return false;
+    if (s.empty() || !is_ident_start(s[0])) return false;
     for (char c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-            return false;
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
     return true;
 }
 
@@ -51,8 +48,7 @@ bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::s
 {
     out = perf_probe_point{};
     const std::string whole(text);
-    if (text.empty())
-        return fail(err, "empty probe point");
+    if (text.empty()) return fail(err, "empty probe point");
     if (text.find(';') != std::string_view::npos)
         return fail(err, "'" + whole + "': lazy line patterns (;PTN) are not supported");
     // perf's rule: SRC:ALN when there is no '+', '@' or '%' and a '.' precedes the ':'.
@@ -70,17 +66,16 @@ bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::s
     else
         out.function = std::string(head);
     if (out.function.rfind("0x", 0) == 0)
-        return fail(err, "'" + whole +
-                             "': probe an address with FUNC+OFF, not an absolute address");
+        return fail(err,
+                    "'" + whole + "': probe an address with FUNC+OFF, not an absolute address");
     if (!file_spec && !out.function.empty() && !is_c_identifier(out.function))
         return fail(err, "'" + whole + "': '" + out.function + "' is not a function name");
     bool seen_at = false, seen_plus = false;
     while (cut != std::string_view::npos) {
         char c = text[cut];
         size_t next = text.find_first_of(":+@%", cut + 1);
-        std::string_view part = text.substr(cut + 1, next == std::string_view::npos
-                                                         ? std::string_view::npos
-                                                         : next - cut - 1);
+        std::string_view part = text.substr(
+            cut + 1, next == std::string_view::npos ? std::string_view::npos : next - cut - 1);
         switch (c) {
         case ':': {
             long v;
@@ -101,8 +96,7 @@ bool parse_perf_probe_point(std::string_view text, perf_probe_point &out, std::s
         case '@':
             if (seen_at || !out.file.empty())
                 return fail(err, "'" + whole + "': SRC@SRC is not allowed");
-            if (part.empty())
-                return fail(err, "'" + whole + "': empty file name after '@'");
+            if (part.empty()) return fail(err, "'" + whole + "': empty file name after '@'");
             seen_at = true;
             out.file = std::string(part);
             break;
@@ -136,8 +130,7 @@ bool perf_probe_arg::is_variable() const
 std::string perf_probe_arg::default_name() const
 {
     for (auto it = fields.rbegin(); it != fields.rend(); ++it)
-        if (!it->is_index)
-            return it->name;
+        if (!it->is_index) return it->name;
     return var;
 }
 
@@ -154,12 +147,10 @@ bool parse_perf_probe_arg(std::string_view text, perf_probe_arg &out, std::strin
     }
     if (size_t colon = s.find(':'); colon != std::string_view::npos) {
         out.type = std::string(s.substr(colon + 1));
-        if (out.type.empty())
-            return fail(err, "'" + whole + "': empty type after ':'");
+        if (out.type.empty()) return fail(err, "'" + whole + "': empty type after ':'");
         s = s.substr(0, colon);
     }
-    if (s.empty())
-        return fail(err, "'" + whole + "': empty argument");
+    if (s.empty()) return fail(err, "'" + whole + "': empty argument");
     size_t sep = s.find_first_of("-.[");
     if (!is_ident_start(s[0]) || sep == std::string_view::npos) {
         out.var = std::string(s);
@@ -222,8 +213,7 @@ bool parse_line_range(std::string_view text, line_range_spec &out, std::string *
                 return fail(err, "'" + whole + "': bad end line '" +
                                      std::string(range.substr(op + 1)) + "'");
             if (range[op] == '+') {
-                if (end < 1)
-                    return fail(err, "'" + whole + "': +NUM needs at least one line");
+                if (end < 1) return fail(err, "'" + whole + "': +NUM needs at least one line");
                 end = start + end - 1;
             }
             if (end < start)
@@ -241,8 +231,8 @@ bool parse_line_range(std::string_view text, line_range_spec &out, std::string *
     } else if (is_c_identifier(name)) {
         out.function = std::string(name);
     } else {
-        return fail(err, "'" + whole + "': '" + std::string(name) +
-                             "' is not a function or file name");
+        return fail(err,
+                    "'" + whole + "': '" + std::string(name) + "' is not a function or file name");
     }
     return true;
 }

@@ -17,13 +17,14 @@
 #include <string_view>
 #include <vector>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 struct perf_probe_point {
     std::string function; // empty for SRC:ALN
     std::string file;     // SRC, from FUNC@SRC or SRC:ALN; empty when not given
     bool has_line = false;
-    int line = 0;         // relative to FUNC's declaration when function is set, else absolute
+    int line = 0; // relative to FUNC's declaration when function is set, else absolute
     unsigned long offset = 0;
     bool retprobe = false;
 
@@ -53,8 +54,8 @@ bool parse_perf_probe_arg(std::string_view text, perf_probe_arg &out, std::strin
 struct line_range_spec {
     std::string function;
     std::string file;
-    int start = 0;       // relative to FUNC's declaration when function is set
-    int end = INT_MAX;   // inclusive; INT_MAX = to the end of FUNC (or of the file)
+    int start = 0;     // relative to FUNC's declaration when function is set
+    int end = INT_MAX; // inclusive; INT_MAX = to the end of FUNC (or of the file)
 };
 
 bool parse_line_range(std::string_view text, line_range_spec &out, std::string *err);

@@ -6,14 +6,15 @@
 #include <fstream>
 #include <set>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
-namespace {
+namespace
+{
 
 bool fail(std::string *err, std::string msg)
 {
-    if (err)
-        *err = std::move(msg);
+    if (err) *err = std::move(msg);
     return false;
 }
 
@@ -26,8 +27,7 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
                      std::string &out, std::string *err)
 {
     line_range_spec lr;
-    if (!parse_line_range(range, lr, err))
-        return false;
+    if (!parse_line_range(range, lr, err)) return false;
     std::set<int> lines;
     std::string path;
     int offset = 0; // FUNC's declaration line: numbers are relative to it
@@ -46,8 +46,7 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
         path = di.source_path(&cu, f.decl_file);
         for (const dwarf_function &copy : funcs)
             for (const dwarf_line &row : di.function_lines(copy))
-                if (row.line >= start && row.line <= end)
-                    lines.insert(row.line);
+                if (row.line >= start && row.line <= end) lines.insert(row.line);
     } else {
         start = lr.start;
         end = lr.end;
@@ -56,8 +55,7 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
                 if (!row.is_stmt || !row.file || !file_matches(row.file, lr.file) ||
                     row.line < start || row.line > end)
                     continue;
-                if (path.empty())
-                    path = di.source_path(&cu, row.file);
+                if (path.empty()) path = di.source_path(&cu, row.file);
                 lines.insert(row.line);
             }
         }
@@ -69,8 +67,8 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
         std::string nums;
         for (int ln : lines)
             nums += (nums.empty() ? "" : " ") + std::to_string(ln - offset);
-        return fail(err, "cannot open the source file " + path + "; the lines with code are: " +
-                             nums);
+        return fail(err,
+                    "cannot open the source file " + path + "; the lines with code are: " + nums);
     }
     char head[64];
     out = "<";
@@ -85,15 +83,13 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
     std::string text;
     auto next = [&]() { return static_cast<bool>(std::getline(src, text)); };
     while (l < start) {
-        if (!next())
-            return fail(err, path + " is shorter than its debug info says");
+        if (!next()) return fail(err, path + " is shorter than its debug info says");
         l++;
     }
     char num[32];
     for (int ln : lines) {
         for (; l <= ln; l++) {
-            if (!next())
-                return fail(err, path + " is shorter than its debug info says");
+            if (!next()) return fail(err, path + " is shorter than its debug info says");
             if (l == ln) {
                 std::snprintf(num, sizeof num, "%7d  ", l - offset);
                 out += num + text + "\n";
@@ -102,8 +98,7 @@ bool show_line_range(const debuginfo &di, const elf_image &img, const std::strin
             }
         }
     }
-    if (end == INT_MAX)
-        end = l + additional_lines;
+    if (end == INT_MAX) end = l + additional_lines;
     for (; l <= end && next(); l++)
         out += "         " + text + "\n";
     return true;
@@ -113,23 +108,19 @@ bool show_available_vars(const debuginfo &di, const elf_image &img, const std::s
                          std::string &out, std::string *err)
 {
     perf_probe_point pp;
-    if (!parse_perf_probe_point(point, pp, err))
-        return false;
+    if (!parse_perf_probe_point(point, pp, err)) return false;
     probe_finder finder(di, img);
     probe_site site;
-    if (!finder.resolve(pp, site, err))
-        return false;
+    if (!finder.resolve(pp, site, err)) return false;
     out = "Available variables at " + point + "\n";
     out += "\t@<" + site.symbol + "+" + std::to_string(site.offset) + ">\n";
     size_t n = 0;
     for (const site_variable &v : finder.variables(site)) {
-        if (!v.located)
-            continue;
+        if (!v.located) continue;
         out += "\t\t" + v.type_name + "\t" + v.name + "\n";
         n++;
     }
-    if (n == 0)
-        out += "\t\t(No matched variables)\n";
+    if (n == 0) out += "\t\t(No matched variables)\n";
     return true;
 }
 

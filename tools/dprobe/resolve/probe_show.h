@@ -14,7 +14,8 @@
 
 #include <string>
 
-namespace dprobe::tools {
+namespace dprobe::tools
+{
 
 // The --line listing of RANGE (its text, as perf's -L syntax) into OUT. False with *err.
 bool show_line_range(const debuginfo &di, const elf_image &img, const std::string &range,
