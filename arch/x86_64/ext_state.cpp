@@ -1,6 +1,8 @@
 #include "arch/x86_64/ext_state.h"
 
 #include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/jump_table.h"
+#include "arch/x86_64/plt_bind.h"
 #include "arch/x86_64/uaccess.h"
 
 #include <Zydis/Zydis.h>
@@ -8,6 +10,7 @@
 #include <cpuid.h>
 #include <cstdio>
 #include <dlfcn.h>
+#include <link.h>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -219,6 +222,24 @@ bool is_x87_free_leaf(uintptr_t target)
     return false;
 }
 
+// The targets of the indirect jump at PC when it dispatches through a switch's jump table
+// (arch/x86_64/jump_table.cpp) in a function the dynamic symbol table bounds (the C
+// library's, say: an exported function's size is known without reading its file).
+std::optional<std::vector<uintptr_t>> switch_targets(uintptr_t pc)
+{
+    Dl_info info;
+    void *entry = nullptr;
+    if (!dladdr1(reinterpret_cast<void *>(pc), &info, &entry, RTLD_DL_SYMENT)) return std::nullopt;
+    const auto *sym = static_cast<const ElfW(Sym) *>(entry);
+    if (!sym || !info.dli_saddr || !sym->st_size) return std::nullopt;
+    const auto start = reinterpret_cast<uintptr_t>(info.dli_saddr);
+    if (pc < start || pc >= start + sym->st_size) return std::nullopt;
+    const func_analysis fa = analyze_function(start, sym->st_size);
+    for (size_t k = 0; k < fa.insns.size(); ++k)
+        if (fa.insns[k].addr == pc) return jump_table_targets(fa, k);
+    return std::nullopt;
+}
+
 } // namespace
 
 ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_t max_insns,
@@ -283,17 +304,28 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
             if (cat == ZYDIS_CATEGORY_RET) break;
             // x87 and vector scopes: a call or jump to a PLT entry continues at the function
             // its GOT slot holds once bound (a handler's calls of libdprobe or libc, TLS
-            // lookups); a slot still leading to the lazy-binding resolver (which saves the
-            // whole extended state) is not followed.
+            // lookups). A slot still leading to the lazy-binding resolver (a library linked
+            // without -z now, such as the C library calling its own exported functions)
+            // continues at the function the resolver will bind: the resolver itself saves
+            // and restores the whole extended state around its lookup.
             if (scope != ext_scope::all && rel &&
                 (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR)) {
                 if (auto got = plt_got_slot(target)) {
                     uintptr_t bound = 0;
                     if (copy_from_user_nofault(&bound, reinterpret_cast<const void *>(*got),
-                                               sizeof bound) != 0 ||
-                        (bound >= target && bound < target + 16)) {
-                        res.why = at(name, pc, "a call through a PLT entry not bound yet");
+                                               sizeof bound) != 0) {
+                        res.why = at(name, pc, "a PLT entry whose GOT slot is not readable");
                         return res;
+                    }
+                    if (plt_slot_unbound(target, bound)) {
+                        auto lazy = plt_lazy_target(*got);
+                        if (!lazy) {
+                            res.why = at(name, pc,
+                                         "a call through a PLT entry not bound yet, whose "
+                                         "symbol is not found in the global scope");
+                            return res;
+                        }
+                        bound = *lazy;
                     }
                     target = bound;
                 }
@@ -314,8 +346,15 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                 pc = next;
             } else if (cat == ZYDIS_CATEGORY_UNCOND_BR || cat == ZYDIS_CATEGORY_COND_BR) {
                 if (!rel) {
-                    res.why = at(name, pc, "indirect jump: the target is not known");
-                    return res;
+                    // A switch's jump table: every entry is a path to follow.
+                    auto targets = switch_targets(pc);
+                    if (!targets) {
+                        res.why = at(name, pc, "indirect jump: the target is not known");
+                        return res;
+                    }
+                    for (uintptr_t t : *targets)
+                        work.push_back({t, it.in_root});
+                    break;
                 }
                 if (cat == ZYDIS_CATEGORY_COND_BR) work.push_back({target, it.in_root});
                 pc = cat == ZYDIS_CATEGORY_COND_BR ? next : target;

@@ -1,5 +1,5 @@
 // Switch jump tables: the targets of gcc's position-independent dispatch
-//     cmp $N, %idx ; ja default ; ... lea table(%rip), %base
+//     cmp $N, %idx ; ja default ; ... lea table(%rip), %base   (the lea before or after the bound)
 //     movslq (%base,%idx,4), %tmp ; add %base, %tmp ; [notrack] jmp *%tmp
 // are the N+1 table entries added to the table's address. Knowing them, the indirect jump
 // no longer hides where it can land.
@@ -87,6 +87,9 @@ std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa
                     entries = d.ops[1].imm.value.u + 1;
                 break;
             }
+            // The bound's `ja` may come before the table's lea (gcc -O2: cmp; ja; lea; ...):
+            // the cmp right before it is checked at the next step.
+            if (i.is_branch && m == ZYDIS_MNEMONIC_JNBE && n < k) continue;
             if (i.is_branch) return std::nullopt;
             // Anything else writing the index (other than zero-extending it) breaks the chain.
             if (is_reg(d.ops[0]) && full(d.ops[0].reg.value) == idx &&

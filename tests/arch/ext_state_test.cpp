@@ -4,6 +4,8 @@
 // PLT, int3) is not. A wrong "clean" would let a handler corrupt the probed code's
 // registers, so every kind of refusal is checked here.
 #include "arch/x86_64/ext_state.h"
+#include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/plt_bind.h"
 #include "arch/x86_64/uaccess.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -315,6 +318,67 @@ TEST(ext_state, x87_scope)
     EXPECT_FALSE(x87(addr(es_c_printf_ld)).clean);
     // The light detour's scope still refuses calls through the PLT.
     EXPECT_FALSE(ext_state_scan_code(addr(es_c_strlen)).clean);
+}
+
+// Handlers in a library linked with -z lazy, scanned before anything called them: each PLT
+// entry still leads to the dynamic linker's resolver, and the scan follows it to the function
+// the resolver will bind (looked up by the relocation's symbol and version).
+TEST(ext_state, lazily_bound_plt)
+{
+    using dprobe::arch::ext_scope;
+    void *h = dlopen(EXT_STATE_LAZY_LIB, RTLD_LAZY | RTLD_LOCAL);
+    ASSERT_NE(nullptr, h) << dlerror();
+    const auto integer = reinterpret_cast<uintptr_t>(dlsym(h, "lazy_integer"));
+    const auto x87 = reinterpret_cast<uintptr_t>(dlsym(h, "lazy_x87"));
+    ASSERT_TRUE(integer && x87);
+    // The first call in lazy_integer goes through a PLT entry whose GOT slot is not bound.
+    uint8_t code[64];
+    ASSERT_EQ(0, copy_from_user_nofault(code, reinterpret_cast<void *>(integer), sizeof code));
+    uintptr_t plt = 0;
+    for (size_t i = 0; i + 5 <= sizeof code && !plt; ++i)
+        if (code[i] == 0xe8) {
+            int32_t rel;
+            std::memcpy(&rel, code + i + 1, 4);
+            plt = integer + i + 5 + rel;
+        }
+    ASSERT_NE(0u, plt);
+    auto slot = dprobe::arch::plt_got_slot(plt);
+    ASSERT_TRUE(slot.has_value());
+    uintptr_t value;
+    std::memcpy(&value, reinterpret_cast<void *>(*slot), sizeof value);
+    EXPECT_TRUE(dprobe::arch::plt_slot_unbound(plt, value)) << std::hex << value;
+    auto bound = dprobe::arch::plt_lazy_target(*slot);
+    ASSERT_TRUE(bound.has_value());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "getppid")), *bound);
+#ifndef __SANITIZE_ADDRESS__ // instrumented code calls into the ASan runtime
+    auto r = ext_state_scan_code(integer, false, 20000, ext_scope::x87);
+    EXPECT_TRUE(r.clean) << r.why;
+    EXPECT_GT(r.functions, 1u); // getppid and getpgrp were scanned, not just the PLT entries
+    r = ext_state_scan_code(integer, false, 20000, ext_scope::vector);
+    EXPECT_TRUE(r.clean) << r.why;
+    // expl, bound the same way, is x87 code.
+    r = ext_state_scan_code(x87, false, 20000, ext_scope::x87);
+    EXPECT_FALSE(r.clean);
+#endif
+    // Switches: every jump-table entry is followed (a function the dynamic symbol table
+    // bounds); one x87 case makes the whole switch unclean.
+    const auto sw = reinterpret_cast<uintptr_t>(dlsym(h, "lazy_switch"));
+    const auto sw87 = reinterpret_cast<uintptr_t>(dlsym(h, "lazy_switch_x87"));
+    ASSERT_TRUE(sw && sw87);
+#ifndef __SANITIZE_ADDRESS__
+    r = ext_state_scan_code(sw, false, 20000, ext_scope::x87);
+    EXPECT_TRUE(r.clean) << r.why;
+    EXPECT_GT(r.functions, 1u); // case 1's getppid was reached through the table
+    r = ext_state_scan_code(sw87, false, 20000, ext_scope::x87);
+    EXPECT_FALSE(r.clean);
+    EXPECT_NE(std::string::npos, r.why.find("x87")) << r.why;
+#endif
+    // Still unbound: the scan bound nothing itself.
+    std::memcpy(&value, reinterpret_cast<void *>(*slot), sizeof value);
+    EXPECT_TRUE(dprobe::arch::plt_slot_unbound(plt, value));
+    // The light detour's scope refuses calls through any PLT entry, bound or not.
+    EXPECT_FALSE(ext_state_scan_code(integer).clean);
+    dlclose(h);
 }
 
 } // namespace
