@@ -48,7 +48,8 @@ int find_object(struct dl_phdr_info *info, size_t, void *arg)
         if (ph.p_type == PT_LOAD && c->slot >= base + ph.p_vaddr &&
             c->slot < base + ph.p_vaddr + ph.p_memsz)
             contains = true;
-        if (ph.p_type == PT_DYNAMIC) dynamic = reinterpret_cast<const Elf64_Dyn *>(base + ph.p_vaddr);
+        if (ph.p_type == PT_DYNAMIC)
+            dynamic = reinterpret_cast<const Elf64_Dyn *>(base + ph.p_vaddr);
     }
     if (!contains || !dynamic) return 0;
     const auto addr = [base](Elf64_Addr v) { return v < base ? base + v : v; };

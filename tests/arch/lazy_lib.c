@@ -22,29 +22,47 @@ long double lazy_x87(long double x)
 long lazy_switch(int k, long x)
 {
     switch (k) {
-    case 0: return x + 1;
-    case 1: return x * 3 + getppid();
-    case 2: return x - 7;
-    case 3: return x ^ 5;
-    case 4: return x << 2;
-    case 5: return x / 3;
-    case 6: return x % 11;
-    case 7: return x | 64;
-    default: return 0;
+    case 0:
+        return x + 1;
+    case 1:
+        return x * 3 + getppid();
+    case 2:
+        return x - 7;
+    case 3:
+        return x ^ 5;
+    case 4:
+        return x << 2;
+    case 5:
+        return x / 3;
+    case 6:
+        return x % 11;
+    case 7:
+        return x | 64;
+    default:
+        return 0;
     }
 }
 
 long lazy_switch_x87(int k, long x)
 {
     switch (k) {
-    case 0: return x + 1;
-    case 1: return x * 3 + getppid();
-    case 2: return x - 7;
-    case 3: return (long)((long double)x * 1.5L);
-    case 4: return x << 2;
-    case 5: return x / 3;
-    case 6: return x % 11;
-    case 7: return x | 64;
-    default: return 0;
+    case 0:
+        return x + 1;
+    case 1:
+        return x * 3 + getppid();
+    case 2:
+        return x - 7;
+    case 3:
+        return (long)((long double)x * 1.5L);
+    case 4:
+        return x << 2;
+    case 5:
+        return x / 3;
+    case 6:
+        return x % 11;
+    case 7:
+        return x | 64;
+    default:
+        return 0;
     }
 }
