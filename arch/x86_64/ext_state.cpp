@@ -7,6 +7,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include <algorithm>
 #include <cpuid.h>
 #include <cstdio>
 #include <dlfcn.h>
@@ -212,7 +213,7 @@ std::string at(const char *mnemonic, uintptr_t pc, const char *what)
 // and the kernel builds the vDSO without x87, MMX or SSE code (-mno-80387 -mno-mmx -mno-sse).
 // The trace clock reads it for the POSIX clocks, so every handler that stamps events
 // reaches it. Their addresses as a PLT entry binds them (an interposer's, if any).
-bool is_x87_free_leaf(uintptr_t target)
+bool is_ext_free_leaf(uintptr_t target)
 {
     static const uintptr_t leaves[] = {
         reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "clock_gettime")),
@@ -220,6 +221,29 @@ bool is_x87_free_leaf(uintptr_t target)
     for (uintptr_t l : leaves)
         if (l && l == target) return true;
     return false;
+}
+
+// Functions of the C library's own allocator, known to leave the x87 stack and the MMX
+// registers alone: integer C code (x86-64 compilers use SSE for float and double, the x87
+// only for long double, which the allocator never computes with), and the memset/memcpy it
+// calls are vector code. The scan cannot show it: a first allocation initialises the
+// allocator, which reads its tunables through a callback pointer. Every ring-buffer writer
+// reaches calloc (a thread's first event registers its exit with pthread_setspecific, which
+// may allocate), so without this every exit handler that records would set a long double
+// result aside on every return. Only the C library's own definitions count: a program that
+// interposes its own allocator has it scanned like any other code.
+bool is_x87_free_libc_alloc(uintptr_t target)
+{
+    static const std::vector<uintptr_t> leaves = [] {
+        std::vector<uintptr_t> v;
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        if (!libc) return v;
+        for (const char *name : {"malloc", "calloc", "realloc", "free"})
+            if (void *f = dlsym(libc, name)) v.push_back(reinterpret_cast<uintptr_t>(f));
+        dlclose(libc);
+        return v;
+    }();
+    return std::find(leaves.begin(), leaves.end(), target) != leaves.end();
 }
 
 // The targets of the indirect jump at PC when it dispatches through a switch's jump table
@@ -332,7 +356,8 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
             }
             if (scope != ext_scope::all && rel &&
                 (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR) &&
-                is_x87_free_leaf(target)) {
+                (is_ext_free_leaf(target) ||
+                 (scope == ext_scope::x87 && is_x87_free_libc_alloc(target)))) {
                 if (cat == ZYDIS_CATEGORY_UNCOND_BR) break; // a tail call: it returns for us
                 pc = next;
                 continue;
