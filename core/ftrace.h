@@ -23,6 +23,7 @@
 #include <vector>
 
 struct ftrace_regs;
+struct fprobe; // the public API's (include/dprobe/fprobe.h), for direct calls
 
 namespace dprobe
 {
@@ -91,6 +92,11 @@ struct ftrace_ops {
     // word was 0 when entry() was called, so entry() can note there what needs undoing.
     void (*abandoned)(ftrace_ops *ops, void *data) = nullptr;
     void *priv = nullptr;
+    // Direct calls (the kernel's ftrace direct calls, for fprobe): the fprobe whose handlers
+    // entry() and exit() only forward to. Dispatch calls them itself (one indirect call per
+    // handler instead of two) while the fprobe's flags ask for nothing more than the call:
+    // not disabled, not shared with kprobes (those go through entry()/exit()).
+    ::fprobe *direct = nullptr;
     uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
     // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
     // double result on it need not be set aside around this ops' exit.

@@ -5,6 +5,7 @@
 #include "core/shadow_stack.h"
 #include "core/task_ctx.h"
 
+#include <dprobe/fprobe.h>
 #include <dprobe/ptrace.h>
 
 using namespace dprobe;
@@ -23,6 +24,38 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
         ftrace_ops *o = u->ops[i];
         if ((!exit_only || o->exit) && o->missed) o->missed(o);
     }
+}
+
+// The fprobe flags that need more than a direct call of its handler (fprobe.cpp's entry()
+// and exit() deal with them).
+constexpr unsigned long fprobe_indirect_flags = FPROBE_FL_DISABLED | FPROBE_FL_KPROBE_SHARED;
+
+// An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
+// (see ftrace_ops::direct), else through entry().
+DPROBE_NOPROBE __attribute__((always_inline)) inline int ops_entry(ftrace_ops *o, unsigned long ip,
+                                                                   unsigned long parent_ip,
+                                                                   struct ftrace_regs *fregs,
+                                                                   void *data)
+{
+    if (::fprobe *fp = o->direct;
+        fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
+        auto h = fp->entry_handler;
+        return h ? h(fp, ip, parent_ip, fregs, data) : 0;
+    }
+    return o->entry(o, ip, parent_ip, fregs, data);
+}
+
+DPROBE_NOPROBE __attribute__((always_inline)) inline void ops_exit(ftrace_ops *o, unsigned long ip,
+                                                                   unsigned long ret_ip,
+                                                                   struct ftrace_regs *fregs,
+                                                                   void *data)
+{
+    if (::fprobe *fp = o->direct;
+        fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
+        if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
+        return;
+    }
+    o->exit(o, ip, ret_ip, fregs, data);
 }
 
 } // namespace
@@ -96,10 +129,10 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         f[sf_nusers] = 0;
         t->entry_pending = base + 1;
     }
-    for (uint32_t i = 0; i < u->n; ++i) {
-        ftrace_ops *o = u->ops[i];
+    const auto run = [&](ftrace_ops * o) __attribute__((always_inline))
+    {
         if (o->exit) {
-            if (!hook_exit) continue;
+            if (!hook_exit) return;
             void *data = nullptr;
             if (o->data_words) {
                 data = &t->shadow[w + 2];
@@ -110,7 +143,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
             if (o->entry) {
                 t->entry_ops = o;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
-                r = o->entry(o, ip, parent_ip, fregs, data);
+                r = ops_entry(o, ip, parent_ip, fregs, data);
             }
             if (r == 0) {
                 // The data size travels in the frame: the ops may be reused with another
@@ -124,9 +157,16 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
             std::atomic_signal_fence(std::memory_order_seq_cst);
             t->entry_ops = nullptr;
         } else if (o->entry) {
-            o->entry(o, ip, parent_ip, fregs, nullptr);
+            ops_entry(o, ip, parent_ip, fregs, nullptr);
         }
-    }
+    };
+    // A site with one user (the common case: one fprobe, or one kprobe on the site) runs it
+    // without the loop (the kernel's per-ops trampolines).
+    if (likely(u->n == 1))
+        run(u->ops[0]);
+    else
+        for (uint32_t i = 0; i < u->n; ++i)
+            run(u->ops[i]);
     if (accepted) {
         const uintptr_t hook = balanced ? arch::fgraph_return_addr : arch::return_to_handler_addr;
         f[sf_ret] = *retp; // may be a return trampoline (tail call); the exit resolves it
@@ -187,19 +227,26 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
         // promises unless they provably leave it alone (reading the x87 status word costs
         // more than everything else here together).
         arch::x87_stack x87;
-        for (uint32_t i = 0; i < users; ++i) {
+        const auto run = [&]() __attribute__((always_inline))
+        {
             auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
             const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
             if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
                 if (!o->x87_safe) x87.set_aside();
-                o->exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
+                ops_exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
                 // Done: should a signal handler leave this section with a jump, the frame
                 // is dropped later as gone, and this user must not hear of it again.
                 std::atomic_signal_fence(std::memory_order_seq_cst);
                 w[1] = words;
             }
             w += 2 + words;
+        };
+        if (likely(users == 1)) {
+            run(); // one user: no loop (see ftrace_entry)
+        } else {
+            for (uint32_t i = 0; i < users; ++i)
+                run();
         }
         x87.put_back();
     }

@@ -184,6 +184,7 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
     hl->ops.priv = hl;
     hl->ops.entry = fprobe_ops_entry;
     hl->ops.exit = fp->exit_handler ? fprobe_ops_exit : nullptr;
+    hl->ops.direct = fp;
     hl->ops.missed = fprobe_ops_missed;
     hl->ops.unwound = fp->exit_handler ? fprobe_ops_unwound : nullptr;
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;
