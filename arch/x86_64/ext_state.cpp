@@ -232,18 +232,24 @@ bool is_ext_free_leaf(uintptr_t target)
 // may allocate), so without this every exit handler that records would set a long double
 // result aside on every return. Only the C library's own definitions count: a program that
 // interposes its own allocator has it scanned like any other code.
+// Looked up when the runtime is loaded: a scan may run inside the loader (a pending probe
+// armed by a dlopen), where no dlopen of our own should.
+uintptr_t libc_alloc_leaves[4];
+
+__attribute__((constructor)) void find_libc_alloc()
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (!libc) return;
+    size_t n = 0;
+    for (const char *name : {"malloc", "calloc", "realloc", "free"})
+        if (void *f = dlsym(libc, name)) libc_alloc_leaves[n++] = reinterpret_cast<uintptr_t>(f);
+    dlclose(libc);
+}
+
 bool is_x87_free_libc_alloc(uintptr_t target)
 {
-    static const std::vector<uintptr_t> leaves = [] {
-        std::vector<uintptr_t> v;
-        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-        if (!libc) return v;
-        for (const char *name : {"malloc", "calloc", "realloc", "free"})
-            if (void *f = dlsym(libc, name)) v.push_back(reinterpret_cast<uintptr_t>(f));
-        dlclose(libc);
-        return v;
-    }();
-    return std::find(leaves.begin(), leaves.end(), target) != leaves.end();
+    return target && std::find(std::begin(libc_alloc_leaves), std::end(libc_alloc_leaves),
+                               target) != std::end(libc_alloc_leaves);
 }
 
 // The targets of the indirect jump at PC when it dispatches through a switch's jump table
