@@ -347,6 +347,14 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                         res.why = at(name, pc, "a PLT entry whose GOT slot is not readable");
                         return res;
                     }
+                    if (!bound) {
+                        // An undefined weak symbol, bound to nothing for good (glibc does
+                        // not bind it later): calling it would fault, so no thread runs
+                        // this path (the code tests the symbol first).
+                        if (cat == ZYDIS_CATEGORY_UNCOND_BR) break;
+                        pc = next;
+                        continue;
+                    }
                     if (plt_slot_unbound(target, bound)) {
                         auto lazy = plt_lazy_target(*got);
                         if (!lazy) {

@@ -129,6 +129,7 @@ const char *version_name(const dyn_info &d, Elf64_Half ver)
 
 bool plt_slot_unbound(uintptr_t plt_entry, uintptr_t slot_value) noexcept
 {
+    if (!slot_value) return false;
     if (slot_value >= plt_entry && slot_value < plt_entry + 16) return true;
     // The IBT layout: the slot leads to `endbr64; push $n; jmp PLT0` in .plt.
     uint8_t buf[16];

@@ -16,7 +16,8 @@ namespace dprobe::arch
 
 // Whether the GOT slot's value SLOT_VALUE, for a PLT entry at PLT_ENTRY, still leads to the
 // lazy-binding resolver: back into the entry (`jmp *slot; push $n; jmp PLT0`), or to a
-// `push $n; jmp` stub of its own (the IBT layout's .plt, reached from .plt.sec).
+// `push $n; jmp` stub of its own (the IBT layout's .plt, reached from .plt.sec). SLOT_VALUE
+// must be an address of loaded code (not 0: an undefined weak symbol): it is read.
 bool plt_slot_unbound(uintptr_t plt_entry, uintptr_t slot_value) noexcept;
 
 // The function the resolver will bind the GOT slot at GOT_SLOT to: the symbol of the slot's
