@@ -43,27 +43,58 @@ function(dprobe_layer_root out layer)
   set(${out} ${root} PARENT_SCOPE)
 endfunction()
 
-# dprobe_layer(NAME LAYER): an OBJECT library from every .cpp/.c/.S in the current directory
-# (non-recursive, plus one level of subdirectories), built PIC with hidden visibility, that
-# links the layer(s) right below it (their include roots and libraries come with them) and
-# sees only its own include root.
+# dprobe_layer(NAME LAYER [OFFLINE FILE...]): a layer as two OBJECT libraries, built PIC with
+# hidden visibility, that see only the layer's include root:
+#   NAME_offline  the FILEs listed after OFFLINE (relative to the current directory): the
+#                 layer's part of the offline library - parsers, formats, symbols, decoding;
+#                 no constructor, no signal or loader hook, no interposer, nothing that runs
+#                 in a traced process by being linked. It links only the offline parts of the
+#                 layers right below.
+#   NAME          every other .cpp/.c/.S in the current directory (non-recursive, plus one
+#                 level of subdirectories): the layer's runtime part. It links NAME_offline and
+#                 the layer(s) right below.
+# The runtime libraries (libdprobe.so, dprobe_static, libdprobe-preload.so) take the objects of
+# both parts, DPROBE_RUNTIME_OBJECTS; dprobe_offline takes the offline ones only (the CLI
+# links it). Each file is compiled once. The offline parts share their layer's include root
+# (a header may serve both parts), so what keeps them apart is the link: dprobe_offline_closed
+# links every offline object into a shared object with --no-undefined, and the build fails
+# when an offline file calls into the runtime (CMakeLists.txt).
 function(dprobe_layer name layer)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OFFLINE")
   file(GLOB srcs CONFIGURE_DEPENDS
     ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*.S
     ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*/*.S)
+  set(offline)
+  foreach(f ${arg_OFFLINE})
+    set(f ${CMAKE_CURRENT_SOURCE_DIR}/${f})
+    if(NOT f IN_LIST srcs)
+      message(FATAL_ERROR "dprobe_layer(${name}): OFFLINE file ${f} is not a source of the layer")
+    endif()
+    list(APPEND offline ${f})
+  endforeach()
+  list(REMOVE_ITEM srcs ${offline})
+  # A part with no files (a layer whose files have not landed yet, or that has no offline
+  # file) still yields an (empty) object library.
   if(NOT srcs)
-    # A layer whose files have not landed yet still yields an (empty) object library.
     set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.c)
   endif()
+  if(NOT offline)
+    set(offline ${PROJECT_SOURCE_DIR}/cmake/empty.c)
+  endif()
+  add_library(${name}_offline OBJECT ${offline})
   add_library(${name} OBJECT ${srcs})
   dprobe_layer_root(root ${layer})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
+  foreach(t ${name}_offline ${name})
+    target_include_directories(${t} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
+    target_compile_options(${t} PRIVATE -fvisibility=hidden
+      $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
+    set_target_properties(${t} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endforeach()
+  target_link_libraries(${name} PUBLIC ${name}_offline)
   foreach(b ${DPROBE_LAYER_BELOW_${layer}})
+    target_link_libraries(${name}_offline PUBLIC dprobe_${b}_offline)
     target_link_libraries(${name} PUBLIC dprobe_${b})
   endforeach()
-  target_compile_options(${name} PRIVATE -fvisibility=hidden $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>
-)
-  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endfunction()
 
 # Flavours in which test programs are built: patch sites from -pg -mfentry, from

@@ -2,10 +2,12 @@
 // fixed-size program (the kernel's fetch_insn array), and the interpreter that runs it when
 // the probe fires and stores the value into an event record.
 //
-// Compiling (parse_probe_arg) is ordinary C++ and reports kernel-style errors. Running
-// (fetch_run, store_trace_args, store_entry_args) is hot-path code: noexcept, no allocation,
-// no locks, async-signal-safe, and every read of traced memory goes through the nofault
-// routines of arch/x86_64/uaccess.h, so a garbage pointer yields a "fault" value, not a crash.
+// Compiling (parse_probe_arg, fetch_arg.cpp) is ordinary C++, reports kernel-style errors and
+// belongs to the offline library. Resolving in this process and running (resolve_fetch_args,
+// fetch_run, store_trace_args, store_entry_args: fetch_run.cpp) are the runtime's; running is
+// hot-path code: noexcept, no allocation, no locks, async-signal-safe, and every read of
+// traced memory goes through the nofault routines of arch/x86_64/uaccess.h, so a garbage
+// pointer yields a "fault" value, not a crash.
 #pragma once
 
 #include "tracefs/error_log.h"

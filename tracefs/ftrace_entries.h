@@ -114,4 +114,7 @@ void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f);
 bool ftrace_print_entry(std::string &out, const uint8_t *record, size_t len,
                         const ftrace_print_flags &f);
 
+// The ip that print records of trace_marker writes carry (prints as tracing_mark_write).
+uintptr_t trace_marker_ip() noexcept;
+
 } // namespace dprobe

@@ -4,7 +4,6 @@
 #include "tracefs/ftrace_entries.h"
 
 #include "core/symbols.h"
-#include "tracefs/trace_marker.h"
 
 #include <algorithm>
 #include <cctype>
@@ -86,7 +85,18 @@ uint64_t ld64(const uint8_t *p)
     return v;
 }
 
+// Its address is the ip of the print records of trace_marker writes.
+extern "C" __attribute__((noinline, used, visibility("hidden"))) void tracing_mark_write(void)
+{
+    __asm__ volatile("");
+}
+
 } // namespace
+
+uintptr_t trace_marker_ip() noexcept
+{
+    return reinterpret_cast<uintptr_t>(&tracing_mark_write);
+}
 
 const std::vector<std::string> &ftrace_event_names()
 {

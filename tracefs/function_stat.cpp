@@ -1,7 +1,7 @@
 // trace_stat/function<N> text (see function_stat.h).
 #include "tracefs/function_stat.h"
 
-#include "tracefs/graph_output.h"
+#include "tracefs/trace_text.h"
 
 #include <algorithm>
 #include <cinttypes>

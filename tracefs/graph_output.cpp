@@ -66,38 +66,6 @@ void retval_text(std::string &out, uint64_t retval, bool hex)
 
 } // namespace
 
-char trace_find_mark(uint64_t d)
-{
-    static const struct {
-        uint64_t val;
-        char sym;
-    } marks[] = {{1000000000ULL, '$'}, {100000000ULL, '@'}, {10000000ULL, '*'},
-                 {1000000ULL, '#'},    {100000ULL, '!'},    {10000ULL, '+'}};
-    for (const auto &m : marks)
-        if (d > m.val) return m.sym;
-    return ' ';
-}
-
-void trace_print_graph_duration(std::string &out, uint64_t ns)
-{
-    const uint64_t usecs = ns / 1000, nsecs_rem = ns % 1000;
-    std::string u = std::to_string(usecs);
-    size_t len = u.size();
-    out += u;
-    // At most 7 digits in all: the nanoseconds fill what the microseconds leave.
-    if (len < 7) {
-        char ns_str[8];
-        size_t slen = std::min<size_t>(5, 8 - len);
-        std::snprintf(ns_str, slen, "%03" PRIu64, nsecs_rem);
-        out += '.';
-        out += ns_str;
-        len += std::strlen(ns_str) + 1;
-    }
-    out += " us ";
-    for (size_t i = len; i < 8; i++)
-        out += ' ';
-}
-
 graph_printer::graph_printer(trace_array &tr) : tr_(tr)
 {
     long n = sysconf(_SC_NPROCESSORS_CONF);

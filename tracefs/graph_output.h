@@ -19,6 +19,7 @@
 #pragma once
 
 #include "tracefs/trace_iter.h"
+#include "tracefs/trace_text.h"
 
 #include <string>
 #include <unordered_map>
@@ -52,11 +53,5 @@ struct graph_printer {
     std::unordered_map<unsigned, int32_t> last_pid_; // per CPU
     std::unordered_map<int32_t, thread_state> threads_;
 };
-
-// The kernel's trace_print_graph_duration (also used by trace_stat): "1.234 us " padded.
-void trace_print_graph_duration(std::string &out, uint64_t ns);
-// The overhead marker of a duration: '$' > 1 s, '@' > 100 ms, '*' > 10 ms, '#' > 1 ms,
-// '!' > 100 us, '+' > 10 us, else ' ' (trace_find_mark).
-char trace_find_mark(uint64_t ns);
 
 } // namespace dprobe

@@ -25,12 +25,6 @@ namespace
 
 static_assert(sizeof(print_entry) == 16, "TRACE_MARKER_MAX_SIZE counts a 16-byte header");
 
-// Its address is the ip of the print records of trace_marker writes.
-extern "C" __attribute__((noinline, used, visibility("hidden"))) void tracing_mark_write(void)
-{
-    __asm__ volatile("");
-}
-
 void remember_writer(int32_t pid)
 {
     if (pid <= 0 || pid == getpid()) return;
@@ -75,11 +69,6 @@ DPROBE_NOPROBE bool write_print(trace_array &tr, std::string_view text, int32_t 
 }
 
 } // namespace
-
-uintptr_t trace_marker_ip() noexcept
-{
-    return reinterpret_cast<uintptr_t>(&tracing_mark_write);
-}
 
 long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
 {

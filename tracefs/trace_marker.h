@@ -36,7 +36,5 @@ long trace_marker_raw_write(trace_array &tr, std::string_view data, int32_t pid)
 // ip = CALLER. Hot-path safe: no allocation. Returns whether it was recorded.
 bool trace_marker_write_kernel(trace_array &tr, std::string_view text,
                                uintptr_t caller = 0) noexcept;
-// The ip that print records of trace_marker writes carry (prints as tracing_mark_write).
-uintptr_t trace_marker_ip() noexcept;
 
 } // namespace dprobe

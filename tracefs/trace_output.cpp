@@ -13,46 +13,11 @@
 namespace dprobe
 {
 
-std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus, const char *tracer)
-{
-    char line[128];
-    std::string out = std::string("# tracer: ") + tracer + "\n#\n";
-    snprintf(line, sizeof line,
-             "# entries-in-buffer/entries-written: %" PRIu64 "/%" PRIu64 "   #P:%d\n", entries,
-             written, nr_cpus);
-    out += line;
-    out += "#\n"
-           "#                                _-----=> irqs-off/BH-disabled\n"
-           "#                               / _----=> need-resched\n"
-           "#                              | / _---=> hardirq/softirq\n"
-           "#                              || / _--=> preempt-depth\n"
-           "#                              ||| / _-=> migrate-disable\n"
-           "#                              |||| /     delay\n"
-           "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
-           "#              | |         |   |||||     |         |\n";
-    return out;
-}
-
 std::string trace_print_header()
 {
     rb_stats st = ring_buffer_stats();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return trace_print_header(st.entries, st.entries + st.overrun, cpus > 0 ? int(cpus) : 1);
-}
-
-size_t trace_print_context(char *buf, size_t len, const char *comm, int32_t tid, unsigned cpu,
-                           uint64_t ts, bool ts_in_ns)
-{
-    int n;
-    if (ts_in_ns) {
-        // The kernel rounds nanoseconds to the nearest microsecond (ns2usecs).
-        uint64_t usecs = (ts + 500) / 1000;
-        n = snprintf(buf, len, "%16s-%-7d [%03u] ..... %5" PRIu64 ".%06" PRIu64 ": ", comm, tid,
-                     cpu, usecs / 1000000, usecs % 1000000);
-    } else {
-        n = snprintf(buf, len, "%16s-%-7d [%03u] ..... %12" PRIu64 ": ", comm, tid, cpu, ts);
-    }
-    return n < 0 ? 0 : static_cast<size_t>(n);
 }
 
 const char *comm_cache::lookup(int32_t tid, const char *recorded)

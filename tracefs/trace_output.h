@@ -1,6 +1,7 @@
-// Text framing of the `trace` and `trace_pipe` files: the kernel's header block and the
-// per-line context (kernel/trace/trace.c print_func_help_header_irq, trace_output.c
-// trace_print_context). The event's own text (`<event>: (<place>) arg=value ...`) comes from
+// Text framing of the `trace` and `trace_pipe` files over the ring buffer: the kernel's
+// header block and the per-line context (kernel/trace/trace.c print_func_help_header_irq,
+// trace_output.c trace_print_context; their text is trace_text.h's, offline, which `dprobe
+// report` shares). The event's own text (`<event>: (<place>) arg=value ...`) comes from
 // a callback owned by the event layer.
 //
 // A line:
@@ -17,6 +18,7 @@
 #pragma once
 
 #include "core/ring_buffer.h"
+#include "tracefs/trace_text.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -32,17 +34,8 @@ namespace dprobe
 using trace_payload_fn = size_t (*)(char *buf, size_t len, const void *payload, size_t payload_len,
                                     void *ctx);
 
-// "# tracer: nop" ... column headers, exactly as the kernel prints them with irq-info on.
-// ENTRIES: records in the buffers; WRITTEN: ENTRIES plus records overwritten (the kernel's
-// entries + overrun); NR_CPUS: the "#P:" figure (online CPUs).
-std::string trace_print_header(uint64_t entries, uint64_t written, int nr_cpus,
-                               const char *tracer = "nop");
 // The header for the current ring-buffer totals and online CPUs.
 std::string trace_print_header();
-
-// The line prefix up to and including ": ". Returns the length (snprintf semantics).
-size_t trace_print_context(char *buf, size_t len, const char *comm, int32_t tid, unsigned cpu,
-                           uint64_t ts, bool ts_in_ns);
 
 // Thread names by tid: /proc/self/task/<tid>/comm when the thread lives (read once per
 // cache lifetime), else the last name seen, else the name the ring buffer recorded, else

@@ -2,7 +2,7 @@
 // time order.
 #include "tools/dprobe/report/report.h"
 
-#include "tracefs/trace_output.h"
+#include "tracefs/trace_text.h"
 
 #include <algorithm>
 #include <cinttypes>

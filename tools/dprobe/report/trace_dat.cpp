@@ -4,7 +4,7 @@
 #include "core/symbols.h"
 #include "tools/dprobe/report/report_model.h"
 #include "tracefs/ftrace_entries.h"
-#include "tracefs/raw_buffer.h"
+#include "tracefs/raw_page.h"
 
 #include <algorithm>
 #include <cinttypes>

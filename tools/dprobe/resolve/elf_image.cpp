@@ -1,6 +1,6 @@
 #include "tools/dprobe/resolve/elf_image.h"
 
-#include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/entry_insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
 
