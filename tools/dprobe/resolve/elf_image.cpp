@@ -3,6 +3,7 @@
 #include "arch/x86_64/entry_insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
+#include "tools/unique_fd.h"
 
 #include <cerrno>
 #include <climits>
@@ -24,24 +25,20 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
         if (err) *err = why;
         return nullptr;
     };
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(path + ": " + std::strerror(errno));
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return fail(path + ": " + std::strerror(errno));
     struct stat st {
     };
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
+    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
         return fail(path + ": not a regular file");
-    }
-    if (st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
-        ::close(fd);
+    if (st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr)))
         return fail(path + ": not an ELF file (too short)");
-    }
-    void *m = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (m == MAP_FAILED) return fail(path + ": mmap: " + std::strerror(errno));
+    unique_mapping m(mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd.get(), 0), st.st_size);
+    if (!m) return fail(path + ": mmap: " + std::strerror(errno));
     std::unique_ptr<elf_image> img(new elf_image);
-    img->map_ = static_cast<const uint8_t *>(m);
-    img->size_ = st.st_size;
+    img->map_ = static_cast<const uint8_t *>(m.get());
+    img->size_ = m.size();
+    img->mapping_ = std::move(m);
     img->path_ = path;
     char rp[PATH_MAX];
     img->real_ = realpath(path.c_str(), rp) ? rp : path;
@@ -63,11 +60,6 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
     img->obj_ = read_object_file(img->real_, 0, &why);
     if (!img->obj_) return fail(path + ": " + (why.empty() ? "cannot read symbols" : why));
     return img;
-}
-
-elf_image::~elf_image()
-{
-    if (map_) munmap(const_cast<uint8_t *>(map_), size_);
 }
 
 std::string elf_image::module_name() const

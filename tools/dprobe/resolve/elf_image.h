@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/symbols.h"
+#include "tools/unique_mapping.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +21,6 @@ class elf_image
   public:
     // Opens PATH. On failure returns nullptr and sets *err to a message naming the file.
     static std::unique_ptr<elf_image> open(const std::string &path, std::string *err);
-    ~elf_image();
     elf_image(const elf_image &) = delete;
     elf_image &operator=(const elf_image &) = delete;
 
@@ -38,6 +38,7 @@ class elf_image
     elf_image() = default;
     std::string path_, real_;
     std::shared_ptr<loaded_object> obj_;
+    unique_mapping mapping_; // the file, read-only
     const uint8_t *map_ = nullptr;
     size_t size_ = 0;
     struct load {
