@@ -461,6 +461,14 @@ elif CASE == "own":
     # run the finalisers of each object, the program's among them.)
     check("fuse" not in out and "fopen" not in out.split("exit() {")[-1],
           "no tracefs teardown or runtime destructors at exit:\n" + out[-3000:])
+    # The agent's own calls on the way out (its on_exit handler asking getpid whether this
+    # process owns the session, and stopping the program's CPU-time timers around its
+    # teardown with setitimer) are not the program's: graph, built without -pg, calls
+    # neither. (Found with uftrace's s-abc.c: both showed under exit().)
+    record(["-o", "x.dat", "-F", "libc.so.6:*", "--", os.path.join(PROGS, "plain", "graph")])
+    out = run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout
+    check("exit() {" in out and "getpid" not in out and "setitimer" not in out,
+          "no getpid or setitimer of the agent's:\n" + out[-3000:])
     # Every function of every object: the libraries only dprobe needs (Zydis, libfuse3,
     # liburcu and libstdc++ under this C program) are passed over, not given int3 entries
     # or jump sites; the program's own libraries are traced.

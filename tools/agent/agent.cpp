@@ -569,14 +569,16 @@ void tracefs_down()
 // The program's CPU-time timers are stopped over the same span (cpu_timers.h).
 static dprobe::agent::cpu_timers fini_cpu_timers;
 
+// Muted before the timers are paused and unmuted after they are resumed: setitimer is the
+// agent's call, not the program's (a graph of libc functions would show it).
 __attribute__((destructor)) static void dprobe_agent_fini_first()
 {
-    fini_cpu_timers.pause();
     dprobe::ring_buffer_thread_mute(true);
+    fini_cpu_timers.pause();
 }
 
 extern "C" void dprobe_agent_fini_last()
 {
-    dprobe::ring_buffer_thread_mute(false);
     fini_cpu_timers.resume();
+    dprobe::ring_buffer_thread_mute(false);
 }

@@ -43,8 +43,11 @@ bool owns_session() noexcept
     return agent_active() && state().pid == getpid();
 }
 
+// The agent's last word, after the program's exit handlers and destructors: nothing it calls
+// here (getpid, setitimer ...) is the program's, so none of it is recorded.
 void on_process_exit(int status, void *)
 {
+    quiet_section q;
     if (!owns_session()) return;
     cpu_timers_paused cpu;
     ring_buffer_export_state(rb::ARENA_EXITED, status);
