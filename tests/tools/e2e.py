@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, many, pending, eprobe, libc, noloss.
+errors, funcs, probe, follow, many, pending, eprobe, libc, noloss, interposed.
 """
 import json
 import os
@@ -502,6 +502,27 @@ elif CASE == "own":
     out = run(["report", "-i", "l.dat", "--format", "graph", "--no-header"]).stdout
     check(out.count("/* thread ") == 1 and "nanosleep" in out,
           "one thread block, the program's:\n" + out[:2000])
+elif CASE == "interposed":
+    # The functions dprobe interposes (signal, sigaction, swapcontext, the unwinder's, fork's
+    # handlers, execl), traced with every function of every object: the program is seen
+    # calling what it calls untraced, never dprobe's work inside them. (Found with uftrace's
+    # test programs: signal() showed as sigemptyset, sigaddset, pthread_mutex_lock,
+    # pthread_sigmask ...; a first throw and a first swapcontext as __cxa_guard_acquire and
+    # the loader's lock; fork as the agent's locks; execl as setitimer, fcntl, getpid.)
+    # The plain build: one with -pg calls setitimer itself (gmon).
+    exe = os.path.join(PROGS, "plain", "interposed")
+    want = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "i.dat", "-F", "*", "--", exe])
+    check(p.returncode == want.returncode == 0 and p.stdout == want.stdout == "4 0\n",
+          "the program's output and status are kept: %r %r" % (p.stdout, p.stderr[-2000:]))
+    out = run(["report", "-i", "i.dat", "--format", "graph", "--no-header"]).stdout
+    for name in ("__cxa_guard_acquire", "sigemptyset", "sigaddset", "pthread_sigmask",
+                 "setitimer", "fcntl"):
+        check(name not in out, "%s is none of the program's calls:\n%s" % (name, out[:6000]))
+    check(re.search(r"\| {4}(bsd_signal|signal|ssignal|__bsd_signal)\(\)", out) is not None,
+          "main calls libc's signal():\n" + out[:3000])
+    for called in ("on_signal", "on_side", "thrower", "__fork", "execve"):
+        check(called + "()" in out, "%s is in the graph:\n%s" % (called, out[:6000]))
 elif CASE == "reload":
     # libdl_a.so loaded, called, unloaded; libdl_b.so loaded at the same address, called:
     # each call is named by the library that was there at its time.
