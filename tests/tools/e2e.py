@@ -408,6 +408,15 @@ elif CASE == "int3":
           "run_ops (indirect jump" in p.stderr, "the summary names run_ops: %r" % p.stderr)
     out = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
     check(out.count("run_ops();") == 4, "4 calls of run_ops:\n" + out)
+    # The SIGTRAP handler is dprobe's: the errno it saves and restores for the program is not
+    # a call of the program's (zlib_calls makes none), nor is anything it does for a fault
+    # no hook claims. (Found with uftrace's s-allocfree.c: an __errno_location() before each
+    # int3-traced call.)
+    record(["-o", "e.dat", "-F", "run_ops", "-F", "libc.so.6:__errno_location", "--",
+            prog("zlib_calls")])
+    out = run(["report", "-i", "e.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("run_ops();") == 4 and "__errno_location" not in out,
+          "4 calls of run_ops, no __errno_location:\n" + out)
     # inflate's indirect jump dispatches through a switch's jump table, whose entries the
     # jump-site analysis reads: a jump site, no int3.
     p = record(["-o", "z.dat", "-F", "libz.so.1:inflate", "--", prog("zlib_calls")])
@@ -577,6 +586,18 @@ elif CASE == "crash":
     check("terminated by signal 11" in p.stderr, "says the program died: %r" % p.stderr)
     out = mask_graph(run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout)
     check(out.count("step();") == 5, "the 5 calls before the crash were flushed:\n" + out)
+    # Untraced, the kernel alone kills the program: what dprobe's handler does to give it the
+    # default action (errno kept, sigemptyset ...) is not the program's. (raise's own getpid
+    # is.)
+    p = record(["-o", "y.dat", "-e", "p:mainev main argc=%di:s32", "-F", "step", "-F",
+                "libc.so.6:sigemptyset", "-F",
+                "libc.so.6:__errno_location", "-F", "libc.so.6:__getpid", "--", prog("crash")],
+               ok=False)
+    out = run(["report", "-i", "y.dat", "--format", "graph", "--no-header"]).stdout
+    check(p.returncode == 128 + 11 and out.count("step();") == 5 and
+          out.count("__getpid();") == 1 and
+          not any(n in out for n in ("sigemptyset", "__errno_location")),
+          "the program's calls only:\n" + out)
 elif CASE == "interrupt":
     import signal
     import time
