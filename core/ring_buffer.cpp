@@ -35,6 +35,7 @@
 // is nested in one (a signal handler) keeps writing there until the outer write is done.
 // Only the global buffer goes into an exported arena; it cannot be swapped while exported.
 #include "core/ring_buffer.h"
+#include "core/own_fds.h"
 
 #include "arch/x86_64/raw_syscall.h"
 #include "core/compiler.h"
@@ -622,6 +623,7 @@ int make_arena() noexcept
     a->consumer_blocking.store(g_consumer_blocking ? 1 : 0, std::memory_order_relaxed);
     g_arena = a;
     g_arena_fd = fd;
+    own_fd_add(fd); // a program closing every descriptor keeps this one (core/own_fds.h)
     return 0;
 }
 
@@ -665,7 +667,10 @@ void fork_child() noexcept
             tls_rb = nullptr;
         tls_node = nullptr;
         if (self) memset(self->slot, 0, sizeof self->slot);
-        if (g_arena_fd >= 0) arch::raw_syscall(SYS_close, g_arena_fd);
+        if (g_arena_fd >= 0) {
+            own_fd_remove(g_arena_fd);
+            arch::raw_syscall(SYS_close, g_arena_fd);
+        }
         g_arena = nullptr;
         g_arena_fd = -1;
         g_gave_up.store(0, std::memory_order_relaxed);
@@ -1291,7 +1296,10 @@ void ring_buffer_unexport()
     std::lock_guard<std::mutex> lk(g_global->reader_mutex);
     if (!g_arena) return;
     next_epoch();
-    if (g_arena_fd >= 0) ::close(g_arena_fd);
+    if (g_arena_fd >= 0) {
+        own_fd_remove(g_arena_fd);
+        ::close(g_arena_fd);
+    }
     g_arena_fd = -1;
     g_arena = nullptr; // left mapped: a writer may be in one of its buffers
     g_wake_fd = -1;

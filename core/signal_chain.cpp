@@ -1,4 +1,5 @@
 #include "core/signal_chain.h"
+#include "core/ring_buffer.h"
 
 #include <atomic>
 #include <cstring>
@@ -66,34 +67,50 @@ void reraise_default(int sig, const siginfo_t *info)
     if (!refault) syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
 }
 
+// This thread's errno, found with recording muted: errno is a call of the C library
+// (__errno_location), and with libc functions traced every int3 hit showed one under the
+// program's call. The handler below is dprobe's, not the program's.
+int *errno_slot() noexcept
+{
+    ring_buffer_thread_mute(true);
+    int *slot = &errno;
+    ring_buffer_thread_mute(false);
+    return slot;
+}
+
 void chain_handler(int sig, siginfo_t *info, void *ucv)
 {
-    int saved_errno = errno;
+    int *const err = errno_slot();
+    const int saved_errno = *err;
     auto *uc = static_cast<ucontext_t *>(ucv);
     chain &c = chains[sig];
     for (auto &h : c.hooks) {
         fault_hook hook = h.load(std::memory_order_acquire);
         if (hook && hook(sig, info, uc)) {
-            errno = saved_errno;
+            *err = saved_errno;
             return;
         }
     }
+    // The program's own handler runs as it would untraced (recorded, if traced).
     const struct sigaction &p = c.program;
     if (p.sa_flags & SA_SIGINFO) {
         if (p.sa_sigaction) {
             p.sa_sigaction(sig, info, ucv);
-            errno = saved_errno;
+            *err = saved_errno;
             return;
         }
     } else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
         p.sa_handler(sig);
-        errno = saved_errno;
+        *err = saved_errno;
         return;
     }
     // SIG_IGN of a synchronous fault would loop forever; the kernel forces the default
-    // action in that case, and so do we.
+    // action in that case, and so do we. Untraced the kernel does it alone: the C library
+    // calls made here (sigemptyset, sigaction, getpid ...) are not the program's.
+    ring_buffer_thread_mute(true);
     reraise_default(sig, info);
-    errno = saved_errno;
+    ring_buffer_thread_mute(false);
+    *err = saved_errno;
 }
 
 void install_locked(int sig)

@@ -12,6 +12,7 @@
 // `dprobe record` passes its settings on, also into an environment the program built).
 //
 // Not covered: system() and popen() spawn through glibc-internal calls.
+#include "core/interpose_next.h"
 #include "core/spawn_interpose.h"
 #include "core/task_ctx.h"
 
@@ -35,7 +36,11 @@ int spawn_marked(spawn_fn next, pid_t *pid, const char *path, const posix_spawn_
     if (!next) return ENOSYS;
     using namespace dprobe;
     const spawn_env_hooks *h = g_env_hooks.load(std::memory_order_acquire);
-    char *const *env = h ? h->before(envp) : envp;
+    char *const *env = envp;
+    if (h) {
+        interpose_mute quiet; // the agent's work (an environment built), not the program's
+        env = h->before(envp);
+    }
     task_ctx *t = current_task_ctx();
     const bool marked = t && dispatch_enter(t, current_stack_pointer());
     if (marked) t->spawning = 1;
@@ -44,8 +49,21 @@ int spawn_marked(spawn_fn next, pid_t *pid, const char *path, const posix_spawn_
         t->spawning = 0;
         dispatch_exit(t);
     }
-    if (h) h->after();
+    if (h) {
+        interpose_mute quiet;
+        h->after();
+    }
     return r;
+}
+
+std::atomic<spawn_fn> next_spawn{nullptr};
+std::atomic<spawn_fn> next_spawnp{nullptr};
+
+// Looked up at load (core/interpose_next.h).
+__attribute__((constructor)) void find_next_spawn_functions()
+{
+    dprobe::interpose_next(next_spawn, "posix_spawn");
+    dprobe::interpose_next(next_spawnp, "posix_spawnp");
 }
 
 } // namespace
@@ -59,14 +77,14 @@ extern "C" __attribute__((visibility("default"))) int
 posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
             const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    static spawn_fn next = reinterpret_cast<spawn_fn>(dlsym(RTLD_NEXT, "posix_spawn"));
-    return spawn_marked(next, pid, path, fa, attr, argv, envp);
+    return spawn_marked(dprobe::interpose_next(next_spawn, "posix_spawn"), pid, path, fa, attr,
+                        argv, envp);
 }
 
 extern "C" __attribute__((visibility("default"))) int
 posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
              const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    static spawn_fn next = reinterpret_cast<spawn_fn>(dlsym(RTLD_NEXT, "posix_spawnp"));
-    return spawn_marked(next, pid, file, fa, attr, argv, envp);
+    return spawn_marked(dprobe::interpose_next(next_spawnp, "posix_spawnp"), pid, file, fa, attr,
+                        argv, envp);
 }

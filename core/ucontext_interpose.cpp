@@ -3,6 +3,7 @@
 // once. The stack of each context switched to is recorded (shadow_note_stack), so that the
 // shadow stack tells frames of a suspended stack (kept) from frames left by a longjmp on
 // the current one (dropped). See core/shadow_stack.h.
+#include "core/interpose_next.h"
 #include "core/shadow_stack.h"
 
 #include <cerrno>
@@ -22,9 +23,16 @@ void note_target_stack(const ucontext_t *ucp)
     if (ucp->uc_stack.ss_size && sp > lo && sp <= hi) dprobe::shadow_note_stack(lo, hi);
 }
 
-template <typename F> F next_fn(const char *name)
+using swapcontext_fn = int (*)(ucontext_t *, const ucontext_t *);
+using setcontext_fn = int (*)(const ucontext_t *);
+std::atomic<swapcontext_fn> next_swapcontext{nullptr};
+std::atomic<setcontext_fn> next_setcontext{nullptr};
+
+// Looked up at load (core/interpose_next.h).
+__attribute__((constructor)) void find_next_context_functions()
 {
-    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    dprobe::interpose_next(next_swapcontext, "swapcontext");
+    dprobe::interpose_next(next_setcontext, "setcontext");
 }
 
 } // namespace
@@ -32,8 +40,7 @@ template <typename F> F next_fn(const char *name)
 extern "C" __attribute__((visibility("default"))) int swapcontext(ucontext_t *oucp,
                                                                   const ucontext_t *ucp)
 {
-    using fn_t = int (*)(ucontext_t *, const ucontext_t *);
-    static fn_t next = next_fn<fn_t>("swapcontext");
+    swapcontext_fn next = dprobe::interpose_next(next_swapcontext, "swapcontext");
     if (!next) {
         errno = ENOSYS;
         return -1;
@@ -44,8 +51,7 @@ extern "C" __attribute__((visibility("default"))) int swapcontext(ucontext_t *ou
 
 extern "C" __attribute__((visibility("default"))) int setcontext(const ucontext_t *ucp)
 {
-    using fn_t = int (*)(const ucontext_t *);
-    static fn_t next = next_fn<fn_t>("setcontext");
+    setcontext_fn next = dprobe::interpose_next(next_setcontext, "setcontext");
     if (!next) {
         errno = ENOSYS;
         return -1;

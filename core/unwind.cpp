@@ -2,6 +2,7 @@
 
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/compiler.h"
+#include "core/interpose_next.h"
 #include "core/shadow_stack.h"
 #include "core/task_ctx.h"
 
@@ -68,9 +69,23 @@ using namespace dprobe;
 namespace
 {
 
-template <typename F> F next_fn(const char *name)
+// The unwinder's and libstdc++'s definitions the wrappers below forward to, looked up at
+// load (core/interpose_next.h: a lookup on first use showed under the program's first throw).
+using raise_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
+using forced_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
+using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
+using begin_catch_fn = void *(*)(void *);
+std::atomic<raise_fn> next_raise{nullptr};
+std::atomic<forced_fn> next_forced{nullptr};
+std::atomic<unwind_backtrace_fn> next_backtrace{nullptr};
+std::atomic<begin_catch_fn> next_begin_catch{nullptr};
+
+__attribute__((constructor)) void find_next_unwind_functions()
 {
-    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    interpose_next(next_raise, "_Unwind_RaiseException");
+    interpose_next(next_forced, "_Unwind_ForcedUnwind");
+    interpose_next(next_backtrace, "_Unwind_Backtrace");
+    interpose_next(next_begin_catch, "__cxa_begin_catch");
 }
 
 inline task_ctx *hooked_ctx()
@@ -88,8 +103,7 @@ inline task_ctx *hooked_ctx()
 
 DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *exc)
 {
-    using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
-    static fn_t next = next_fn<fn_t>("_Unwind_RaiseException");
+    raise_fn next = interpose_next(next_raise, "_Unwind_RaiseException");
     if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
     _Unwind_Reason_Code r = next(exc);
     // Only returns on failure (no handler): the frames are all still there.
@@ -100,8 +114,7 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exceptio
 DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception *exc,
                                                        _Unwind_Stop_Fn stop, void *arg)
 {
-    using fn_t = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
-    static fn_t next = next_fn<fn_t>("_Unwind_ForcedUnwind");
+    forced_fn next = interpose_next(next_forced, "_Unwind_ForcedUnwind");
     if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
     return next(exc, stop, arg);
 }
@@ -109,11 +122,9 @@ DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception 
 namespace
 {
 
-using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
 unwind_backtrace_fn real_unwind_backtrace()
 {
-    static unwind_backtrace_fn next = next_fn<unwind_backtrace_fn>("_Unwind_Backtrace");
-    return next;
+    return interpose_next(next_backtrace, "_Unwind_Backtrace");
 }
 
 // The caller's walk, without the frame of dprobe's wrapper (the first one the unwinder
@@ -181,8 +192,7 @@ DPROBE_EXPORT int backtrace(void **buffer, int size)
 
 DPROBE_EXPORT void *__cxa_begin_catch(void *exc) noexcept
 {
-    using fn_t = void *(*)(void *);
-    static fn_t next = next_fn<fn_t>("__cxa_begin_catch");
+    begin_catch_fn next = interpose_next(next_begin_catch, "__cxa_begin_catch");
     // The frames between the throw and this catch are gone.
     if (task_ctx *t = hooked_ctx()) shadow_rehook(t, CALLER_SP(), true);
     return next(exc);

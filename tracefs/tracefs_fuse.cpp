@@ -2,9 +2,11 @@
 // (include/dprobe/tracefs.h) that bring up both bindings.
 #define FUSE_USE_VERSION 312
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 
 #include "tracefs/tracefs_fuse.h"
 
+#include "core/own_fds.h"
 #include "core/ring_buffer.h"
 #include "tracefs/trace_events.h"
 #include "tracefs/tracefs_client.h"
@@ -46,6 +48,7 @@ namespace
 struct fuse_state {
     std::mutex m;
     struct fuse *f = nullptr;
+    int fuse_fd = -1; // /dev/fuse, one of dprobe's own descriptors (core/own_fds.h)
     std::string mountpoint;
     bool created_dir = false;
     pid_t pid = 0;
@@ -391,6 +394,9 @@ int tracefs_fuse_mount(const std::string &mountpoint)
         }
     }
     s.f = f;
+    // /dev/fuse stays open when the program closes every descriptor (core/own_fds.h).
+    s.fuse_fd = fuse_session_fd(fuse_get_session(f));
+    own_fd_add(s.fuse_fd);
     s.mountpoint = mp;
     s.created_dir = created;
     s.pid = getpid();
@@ -416,6 +422,8 @@ void tracefs_fuse_unmount()
     }
     s.poll_cv.notify_all();
     fuse_exit(s.f);
+    own_fd_remove(s.fuse_fd); // libfuse closes it now
+    s.fuse_fd = -1;
     fuse_unmount(s.f);
     if (s.loop.joinable()) s.loop.join();
     if (s.notifier.joinable()) s.notifier.join();

@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, many, pending, eprobe, libc, noloss.
+errors, funcs, probe, follow, many, pending, eprobe, libc, noloss, interposed, closefds.
 """
 import json
 import os
@@ -408,6 +408,15 @@ elif CASE == "int3":
           "run_ops (indirect jump" in p.stderr, "the summary names run_ops: %r" % p.stderr)
     out = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
     check(out.count("run_ops();") == 4, "4 calls of run_ops:\n" + out)
+    # The SIGTRAP handler is dprobe's: the errno it saves and restores for the program is not
+    # a call of the program's (zlib_calls makes none), nor is anything it does for a fault
+    # no hook claims. (Found with uftrace's s-allocfree.c: an __errno_location() before each
+    # int3-traced call.)
+    record(["-o", "e.dat", "-F", "run_ops", "-F", "libc.so.6:__errno_location", "--",
+            prog("zlib_calls")])
+    out = run(["report", "-i", "e.dat", "--format", "graph", "--no-header"]).stdout
+    check(out.count("run_ops();") == 4 and "__errno_location" not in out,
+          "4 calls of run_ops, no __errno_location:\n" + out)
     # inflate's indirect jump dispatches through a switch's jump table, whose entries the
     # jump-site analysis reads: a jump site, no int3.
     p = record(["-o", "z.dat", "-F", "libz.so.1:inflate", "--", prog("zlib_calls")])
@@ -461,6 +470,14 @@ elif CASE == "own":
     # run the finalisers of each object, the program's among them.)
     check("fuse" not in out and "fopen" not in out.split("exit() {")[-1],
           "no tracefs teardown or runtime destructors at exit:\n" + out[-3000:])
+    # The agent's own calls on the way out (its on_exit handler asking getpid whether this
+    # process owns the session, and stopping the program's CPU-time timers around its
+    # teardown with setitimer) are not the program's: graph, built without -pg, calls
+    # neither. (Found with uftrace's s-abc.c: both showed under exit().)
+    record(["-o", "x.dat", "-F", "libc.so.6:*", "--", os.path.join(PROGS, "plain", "graph")])
+    out = run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout
+    check("exit() {" in out and "getpid" not in out and "setitimer" not in out,
+          "no getpid or setitimer of the agent's:\n" + out[-3000:])
     # Every function of every object: the libraries only dprobe needs (Zydis, libfuse3,
     # liburcu and libstdc++ under this C program) are passed over, not given int3 entries
     # or jump sites; the program's own libraries are traced.
@@ -494,6 +511,47 @@ elif CASE == "own":
     out = run(["report", "-i", "l.dat", "--format", "graph", "--no-header"]).stdout
     check(out.count("/* thread ") == 1 and "nanosleep" in out,
           "one thread block, the program's:\n" + out[:2000])
+elif CASE == "interposed":
+    # The functions dprobe interposes (signal, sigaction, swapcontext, the unwinder's, fork's
+    # handlers, execl), traced with every function of every object: the program is seen
+    # calling what it calls untraced, never dprobe's work inside them. (Found with uftrace's
+    # test programs: signal() showed as sigemptyset, sigaddset, pthread_mutex_lock,
+    # pthread_sigmask ...; a first throw and a first swapcontext as __cxa_guard_acquire and
+    # the loader's lock; fork as the agent's locks; execl as setitimer, fcntl, getpid.)
+    # The plain build: one with -pg calls setitimer itself (gmon).
+    exe = os.path.join(PROGS, "plain", "interposed")
+    want = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    p = record(["-o", "i.dat", "-F", "*", "--", exe])
+    check(p.returncode == want.returncode == 0 and p.stdout == want.stdout == "4 0\n",
+          "the program's output and status are kept: %r %r" % (p.stdout, p.stderr[-2000:]))
+    out = run(["report", "-i", "i.dat", "--format", "graph", "--no-header"]).stdout
+    for name in ("__cxa_guard_acquire", "sigemptyset", "sigaddset", "pthread_sigmask",
+                 "setitimer", "fcntl"):
+        check(name not in out, "%s is none of the program's calls:\n%s" % (name, out[:6000]))
+    check(re.search(r"\| {4}(bsd_signal|signal|ssignal|__bsd_signal)\(\)", out) is not None,
+          "main calls libc's signal():\n" + out[:3000])
+    for called in ("on_signal", "on_side", "thrower", "__fork", "execve"):
+        check(called + "()" in out, "%s is in the graph:\n%s" % (called, out[:6000]))
+elif CASE == "closefds":
+    # A program that closes every descriptor it did not open (closefrom, close_range, close()
+    # on each), then opens files: dprobe's descriptors (ring buffer, trace file, the CLI's
+    # socket and eventfd, /dev/fuse) stay open, so its later thread and child are recorded
+    # and nothing of dprobe's is written into the program's files, which got the numbers.
+    # (Found: ring-buffer pages fallocated into one of them, session records appended to
+    # another, libfuse's "reading device: Bad file descriptor" on stderr, the thread lost.)
+    for how in ("closefrom", "close_range", "close"):
+        d = os.path.join(WORK, how)
+        os.makedirs(d)
+        p = record(["-o", "c.dat", "--", prog("closefds"), d, how])
+        want = "".join("f%d 5\n" % i for i in range(8))
+        check(p.stdout == want and "lost" not in p.stderr.replace("(0 lost)", "") and
+              "Bad file descriptor" not in p.stderr,
+              "%s: the program's files hold its lines only: %r %r" % (how, p.stdout, p.stderr))
+        check("from 3 threads in 2 processes" in p.stderr, "%s: thread and child: %r" %
+              (how, p.stderr))
+        out = run(["report", "-i", "c.dat", "--format", "graph", "--no-header"]).stdout
+        check(out.count("work();") == 3, "%s: work() in main, thread and child:\n%s" %
+              (how, out))
 elif CASE == "reload":
     # libdl_a.so loaded, called, unloaded; libdl_b.so loaded at the same address, called:
     # each call is named by the library that was there at its time.
@@ -548,6 +606,18 @@ elif CASE == "crash":
     check("terminated by signal 11" in p.stderr, "says the program died: %r" % p.stderr)
     out = mask_graph(run(["report", "-i", "x.dat", "--format", "graph", "--no-header"]).stdout)
     check(out.count("step();") == 5, "the 5 calls before the crash were flushed:\n" + out)
+    # Untraced, the kernel alone kills the program: what dprobe's handler does to give it the
+    # default action (errno kept, sigemptyset ...) is not the program's. (raise's own getpid
+    # is.)
+    p = record(["-o", "y.dat", "-e", "p:mainev main argc=%di:s32", "-F", "step", "-F",
+                "libc.so.6:sigemptyset", "-F",
+                "libc.so.6:__errno_location", "-F", "libc.so.6:__getpid", "--", prog("crash")],
+               ok=False)
+    out = run(["report", "-i", "y.dat", "--format", "graph", "--no-header"]).stdout
+    check(p.returncode == 128 + 11 and out.count("step();") == 5 and
+          out.count("__getpid();") == 1 and
+          not any(n in out for n in ("sigemptyset", "__errno_location")),
+          "the program's calls only:\n" + out)
 elif CASE == "interrupt":
     import signal
     import time

@@ -3,6 +3,7 @@
 // main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
 #include "tools/agent/cpu_timers.h"
+#include "core/own_fds.h"
 
 #include "core/ftrace.h"
 #include "core/ring_buffer.h"
@@ -319,6 +320,10 @@ __attribute__((constructor)) void dprobe_agent_init()
     if (first) env_remove("DPROBE_FIRST");
     st.pid = getpid();
     st.out_fd = ::open(out, O_WRONLY | O_APPEND | O_CLOEXEC);
+    // Kept open when the program closes every descriptor (core/own_fds.h).
+    own_fd_add(st.status_fd);
+    own_fd_add(st.wake_fd);
+    own_fd_add(st.out_fd);
     if (st.out_fd < 0) {
         if (!first) return; // not the program asked about: it runs untraced
         agent_fail(std::string("cannot open the trace file ") + out + ": " + std::strerror(errno));
@@ -528,7 +533,10 @@ void agent_stop(const char *reason)
     std::lock_guard<std::mutex> g(st.lock);
     st.active = false;
     g_active.store(false, std::memory_order_release);
-    if (st.out_fd >= 0) ::close(st.out_fd);
+    if (st.out_fd >= 0) {
+        own_fd_remove(st.out_fd);
+        ::close(st.out_fd);
+    }
     st.out_fd = -1;
     st.events.clear();
     st.objects.clear();
@@ -569,14 +577,16 @@ void tracefs_down()
 // The program's CPU-time timers are stopped over the same span (cpu_timers.h).
 static dprobe::agent::cpu_timers fini_cpu_timers;
 
+// Muted before the timers are paused and unmuted after they are resumed: setitimer is the
+// agent's call, not the program's (a graph of libc functions would show it).
 __attribute__((destructor)) static void dprobe_agent_fini_first()
 {
-    fini_cpu_timers.pause();
     dprobe::ring_buffer_thread_mute(true);
+    fini_cpu_timers.pause();
 }
 
 extern "C" void dprobe_agent_fini_last()
 {
-    dprobe::ring_buffer_thread_mute(false);
     fini_cpu_timers.resume();
+    dprobe::ring_buffer_thread_mute(false);
 }

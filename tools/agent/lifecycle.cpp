@@ -10,6 +10,7 @@
 
 #include "arch/x86_64/raw_syscall.h"
 #include "core/ring_buffer.h"
+#include "core/interpose_next.h"
 #include "core/spawn_interpose.h"
 #include "tools/trace_file.h"
 
@@ -43,8 +44,11 @@ bool owns_session() noexcept
     return agent_active() && state().pid == getpid();
 }
 
+// The agent's last word, after the program's exit handlers and destructors: nothing it calls
+// here (getpid, setitimer ...) is the program's, so none of it is recorded.
 void on_process_exit(int status, void *)
 {
+    quiet_section q;
     if (!owns_session()) return;
     cpu_timers_paused cpu;
     ring_buffer_export_state(rb::ARENA_EXITED, status);
@@ -56,13 +60,16 @@ void on_process_exit(int status, void *)
     }
 }
 
+// The fork handlers' locks are the agent's, not calls of the program's fork: not recorded.
 void atfork_prepare()
 {
+    quiet_section q;
     state().lock.lock();
     palloc_fork_prepare();
 }
 void atfork_parent()
 {
+    quiet_section q;
     palloc_fork_parent();
     state().lock.unlock();
 }
@@ -71,11 +78,11 @@ void atfork_parent()
 // whatever the child does next (exec, _exit, a crash) its events are kept.
 void atfork_child()
 {
+    quiet_section q;
     agent_state &st = state();
     palloc_fork_child();
     st.lock.unlock();
     if (!st.active) return;
-    quiet_section q;
     fork_session();
     if (st.attached) start_streamer();
 }
@@ -100,11 +107,6 @@ void after_failed_exec()
     ring_buffer_export_state(rb::ARENA_RUNNING, 0);
     if (state().attached) start_streamer();
     if (state().config.tracefs) tracefs_up();
-}
-
-template <class F> F real(const char *name)
-{
-    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
 }
 
 // ---- dprobe attach: fatal signals ----
@@ -198,8 +200,6 @@ void remove_signal_handlers()
 // ---- interposers: exec (the session ends with the image), _exit (its status) ----
 using namespace dprobe::agent;
 
-extern "C" {
-
 // The environment is carried over on the stack (this may be a vfork child, which shares the
 // parent's memory): room for the program's entries and dprobe's.
 #define DPROBE_EXEC_ENV(envp, env, fds, timers)                                                    \
@@ -209,23 +209,88 @@ extern "C" {
     exec_env_fds fds;                                                                              \
     char *const *env = exec_env_build(envp, env##_room, env##_text, fds, timers)
 
-__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
-                                                  char *const envp[])
+// The C library's exec functions the interposers end in, looked up at load
+// (core/interpose_next.h).
+using exec_path_fn = int (*)(const char *, char *const[], char *const[]);
+using exec_fd_fn = int (*)(int, char *const[], char *const[]);
+static std::atomic<exec_path_fn> next_execve{nullptr};
+static std::atomic<exec_path_fn> next_execvpe{nullptr};
+static std::atomic<exec_fd_fn> next_fexecve{nullptr};
+
+__attribute__((constructor)) static void find_next_exec_functions()
 {
-    static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execve");
+    dprobe::interpose_next(next_execve, "execve");
+    dprobe::interpose_next(next_execvpe, "execvpe");
+    dprobe::interpose_next(next_fexecve, "fexecve");
+}
+
+// FN(TARGET, ARGV, envp with dprobe's settings). What the agent does around the call (the
+// environment, the session's end, the CPU-time timers) is its own work and not recorded: the
+// program is seen calling the C library's exec function, as untraced. Recording is on again
+// for the call itself (a vfork child shares this thread's state with its parent, which must
+// find it as it was).
+template <typename Target>
+static int exec_with_env(int (*fn)(Target, char *const[], char *const[]), Target target,
+                         char *const argv[], char *const envp[])
+{
+    if (!fn) {
+        errno = ENOSYS;
+        return -1;
+    }
+    dprobe::ring_buffer_thread_mute(true);
     cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
     cpu.pause();
     DPROBE_EXEC_ENV(envp, env, fds, &cpu);
     before_exec();
     if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
-    int r = fn(path, argv, env);
+    dprobe::ring_buffer_thread_mute(false);
+    int r = fn(target, argv, env);
     int e = errno;
+    dprobe::ring_buffer_thread_mute(true);
     cpu.pause();
     exec_env_done(fds);
     after_failed_exec();
     cpu.resume();
+    dprobe::ring_buffer_thread_mute(false);
     errno = e;
     return r;
+}
+
+// The argument list of execl and friends: how many entries (the terminating NULL included)
+// ARG0 and AP make, then the vector in room for them on the caller's stack, as the C library
+// builds it (no allocation: a vfork child may be the caller), and for execle the environment
+// after the NULL.
+static size_t count_args(const char *arg0, va_list ap)
+{
+    va_list c;
+    va_copy(c, ap);
+    size_t n = 2;
+    if (arg0)
+        while (va_arg(c, char *))
+            n++;
+    va_end(c);
+    return n;
+}
+static char **fill_args(char **v, const char *arg0, va_list ap, char ***envp)
+{
+    size_t i = 0;
+    v[i++] = const_cast<char *>(arg0);
+    if (arg0)
+        while (char *a = va_arg(ap, char *))
+            v[i++] = a;
+    v[i] = nullptr;
+    if (envp) *envp = va_arg(ap, char **);
+    return v;
+}
+#define DPROBE_EXEC_ARGS(arg0, ap)                                                                 \
+    static_cast<char **>(alloca(count_args(arg0, ap) * sizeof(char *)))
+
+extern "C" {
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+                                                  char *const envp[])
+{
+    return exec_with_env(dprobe::interpose_next(next_execve, "execve"), path, argv, envp);
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
@@ -236,20 +301,7 @@ __attribute__((visibility("default"))) int execv(const char *path, char *const a
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[])
 {
-    static auto fn = real<int (*)(const char *, char *const[], char *const[])>("execvpe");
-    cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
-    cpu.pause();
-    DPROBE_EXEC_ENV(envp, env, fds, &cpu);
-    before_exec();
-    if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
-    int r = fn(file, argv, env);
-    int e = errno;
-    cpu.pause();
-    exec_env_done(fds);
-    after_failed_exec();
-    cpu.resume();
-    errno = e;
-    return r;
+    return exec_with_env(dprobe::interpose_next(next_execvpe, "execvpe"), file, argv, envp);
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
@@ -259,49 +311,25 @@ __attribute__((visibility("default"))) int execvp(const char *file, char *const 
 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    static auto fn = real<int (*)(int, char *const[], char *const[])>("fexecve");
-    cpu_timers cpu; // the agent's work here is not the program's CPU time (cpu_timers.h)
-    cpu.pause();
-    DPROBE_EXEC_ENV(envp, env, fds, &cpu);
-    before_exec();
-    if (env == envp) cpu.resume(); // not carried in the environment: the kernel carries them
-    int r = fn(fd, argv, env);
-    int e = errno;
-    cpu.pause();
-    exec_env_done(fds);
-    after_failed_exec();
-    cpu.resume();
-    errno = e;
-    return r;
-}
-
-static std::vector<char *> collect_args(const char *arg0, va_list ap, char ***envp)
-{
-    std::vector<char *> v{const_cast<char *>(arg0)};
-    if (arg0)
-        while (char *a = va_arg(ap, char *))
-            v.push_back(a);
-    v.push_back(nullptr);
-    if (envp) *envp = va_arg(ap, char **);
-    return v;
+    return exec_with_env(dprobe::interpose_next(next_fexecve, "fexecve"), fd, argv, envp);
 }
 
 __attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
-    auto v = collect_args(arg, ap, nullptr);
+    char **v = fill_args(DPROBE_EXEC_ARGS(arg, ap), arg, ap, nullptr);
     va_end(ap);
-    return execve(path, v.data(), environ);
+    return execve(path, v, environ);
 }
 
 __attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
-    auto v = collect_args(arg, ap, nullptr);
+    char **v = fill_args(DPROBE_EXEC_ARGS(arg, ap), arg, ap, nullptr);
     va_end(ap);
-    return execvpe(file, v.data(), environ);
+    return execvpe(file, v, environ);
 }
 
 __attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
@@ -309,9 +337,9 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
     va_list ap;
     va_start(ap, arg);
     char **envp = nullptr;
-    auto v = collect_args(arg, ap, &envp);
+    char **v = fill_args(DPROBE_EXEC_ARGS(arg, ap), arg, ap, &envp);
     va_end(ap);
-    return execve(path, v.data(), envp);
+    return execve(path, v, envp);
 }
 
 // _exit skips atexit and on_exit: note the status here (for a process `dprobe record` did

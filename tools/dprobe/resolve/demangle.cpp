@@ -29,6 +29,55 @@ std::string drop_abi_tags(std::string s)
     return s;
 }
 
+// The length of the operator token at S[I] ("<=>", "<<", "==", "<" ...), 0 if none: the angle
+// brackets of an operator are not template brackets ("operator==<char>" is "operator==" of
+// the template arguments "<char>").
+size_t operator_token_len(const std::string &s, size_t i)
+{
+    for (const char *t : {"<=>", "<<=", ">>=", "<<", ">>", "<=", ">=", "==", "<", ">", "="})
+        if (starts_with_at(s, i, t)) return std::strlen(t);
+    return 0;
+}
+
+// The parameters of an enclosing function in the name of a local entity:
+// "f(int, char)::Local::get" -> "f::Local::get" (as uftrace shows it). "operator()" and
+// "(anonymous namespace)" are names, not parameters, and stay.
+std::string drop_scope_params(std::string s)
+{
+    for (size_t i = 0; (i = s.find('(', i)) != std::string::npos;) {
+        if (starts_with_at(s, i, "(anonymous namespace)")) {
+            i += std::strlen("(anonymous namespace)");
+            continue;
+        }
+        if (i >= 8 && s.compare(i - 8, 8, "operator") == 0 && starts_with_at(s, i, "()")) {
+            i += 2;
+            continue;
+        }
+        size_t j = i;
+        for (int depth = 0; j < s.size(); j++) {
+            if (s[j] == '(')
+                depth++;
+            else if (s[j] == ')' && --depth == 0)
+                break;
+        }
+        if (j == s.size()) break;
+        size_t e = j + 1;
+        for (bool more = true; more;) {
+            more = false;
+            for (const char *q : {" const", " volatile", " &&", " &"})
+                if (starts_with_at(s, e, q)) {
+                    e += std::strlen(q);
+                    more = true;
+                }
+        }
+        if (starts_with_at(s, e, "::"))
+            s.erase(i, e - i);
+        else
+            i = j + 1;
+    }
+    return s;
+}
+
 } // namespace
 
 // "{lambda(int, int)#1}" -> "{lambda#1}".
@@ -73,9 +122,7 @@ std::string demangle_simplify(const std::string &full)
     int angle = 0;
     for (size_t i = 0; i < s.size(); i++) {
         if (angle == 0 && starts_with_at(s, i, "operator")) {
-            size_t j = i + 8;
-            while (j < s.size() && (s[j] == '<' || s[j] == '>' || s[j] == '=') && j < i + 11)
-                j++;
+            size_t j = i + 8 + operator_token_len(s, i + 8);
             out.append(s, i, j - i);
             i = j - 1;
             continue;
@@ -92,6 +139,7 @@ std::string demangle_simplify(const std::string &full)
     }
     while (!out.empty() && out.back() == ' ')
         out.pop_back(); // "operator<< <char>" less its arguments
+    out = drop_scope_params(out);
     // A function template's return type comes first: "int max" -> "max" (spaces inside
     // parentheses, "(anonymous namespace)", and after "operator" stay).
     int paren = 0;
