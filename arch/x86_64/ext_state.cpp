@@ -1,7 +1,6 @@
 #include "arch/x86_64/ext_state.h"
 
 #include "arch/x86_64/ftrace_arch.h"
-#include "arch/x86_64/jump_table.h"
 #include "arch/x86_64/plt_bind.h"
 #include "arch/x86_64/uaccess.h"
 
@@ -11,7 +10,6 @@
 #include <cpuid.h>
 #include <cstdio>
 #include <dlfcn.h>
-#include <link.h>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -212,16 +210,8 @@ std::string at(const char *mnemonic, uintptr_t pc, const char *what)
 // follow: the C library's clock_gettime runs the vDSO through a pointer (an indirect call),
 // and the kernel builds the vDSO without x87, MMX or SSE code (-mno-80387 -mno-mmx -mno-sse).
 // The trace clock reads it for the POSIX clocks, so every handler that stamps events
-// reaches it. Their addresses as a PLT entry binds them (an interposer's, if any).
-bool is_ext_free_leaf(uintptr_t target)
-{
-    static const uintptr_t leaves[] = {
-        reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "clock_gettime")),
-    };
-    for (uintptr_t l : leaves)
-        if (l && l == target) return true;
-    return false;
-}
+// reaches it. Its address as a PLT entry binds it (an interposer's, if any).
+uintptr_t ext_free_leaf;
 
 // Functions of the C library's own allocator, known to leave the x87 stack and the MMX
 // registers alone: integer C code (x86-64 compilers use SSE for float and double, the x87
@@ -229,21 +219,34 @@ bool is_ext_free_leaf(uintptr_t target)
 // calls are vector code. The scan cannot show it: a first allocation initialises the
 // allocator, which reads its tunables through a callback pointer. Every ring-buffer writer
 // reaches calloc (a thread's first event registers its exit with pthread_setspecific, which
-// may allocate), so without this every exit handler that records would set a long double
-// result aside on every return. Only the C library's own definitions count: a program that
-// interposes its own allocator has it scanned like any other code.
-// Looked up when the runtime is loaded: a scan may run inside the loader (a pending probe
-// armed by a dlopen), where no dlopen of our own should.
+// may allocate, through the C library's own PLT entry, bound lazily), so without this every
+// exit handler that records would set a long double result aside on every return. Only the
+// C library's own definitions count: a program that interposes its own allocator has it
+// scanned like any other code.
+constexpr const char *libc_alloc_names[] = {"malloc", "calloc", "realloc", "free"};
 uintptr_t libc_alloc_leaves[4];
+uintptr_t libc_alloc_slots[4];  // the C library's GOT slots for its own calls of them
+uintptr_t libc_alloc_global[4]; // what those slots bind to (the global definitions)
 
-__attribute__((constructor)) void find_libc_alloc()
+// All looked up when the runtime is loaded: the lookups take the dynamic linker's lock,
+// which a scan must not (see plt_bind.h).
+__attribute__((constructor)) void find_leaves()
 {
+    ext_free_leaf = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "clock_gettime"));
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     if (!libc) return;
-    size_t n = 0;
-    for (const char *name : {"malloc", "calloc", "realloc", "free"})
-        if (void *f = dlsym(libc, name)) libc_alloc_leaves[n++] = reinterpret_cast<uintptr_t>(f);
+    for (size_t i = 0; i < std::size(libc_alloc_names); ++i) {
+        libc_alloc_leaves[i] = reinterpret_cast<uintptr_t>(dlsym(libc, libc_alloc_names[i]));
+        libc_alloc_slots[i] = plt_jump_slot("libc.so.6", libc_alloc_names[i]).value_or(0);
+        libc_alloc_global[i] =
+            reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, libc_alloc_names[i]));
+    }
     dlclose(libc);
+}
+
+bool is_ext_free_leaf(uintptr_t target)
+{
+    return target && target == ext_free_leaf;
 }
 
 bool is_x87_free_libc_alloc(uintptr_t target)
@@ -252,22 +255,14 @@ bool is_x87_free_libc_alloc(uintptr_t target)
                                target) != std::end(libc_alloc_leaves);
 }
 
-// The targets of the indirect jump at PC when it dispatches through a switch's jump table
-// (arch/x86_64/jump_table.cpp) in a function the dynamic symbol table bounds (the C
-// library's, say: an exported function's size is known without reading its file).
-std::optional<std::vector<uintptr_t>> switch_targets(uintptr_t pc)
+// For a GOT slot not bound yet: the function the C library's allocator call through it will
+// reach (the global definition, as the resolver will bind it, looked up at load), or 0 when
+// the slot is not one of those calls.
+uintptr_t libc_alloc_slot_target(uintptr_t slot)
 {
-    Dl_info info;
-    void *entry = nullptr;
-    if (!dladdr1(reinterpret_cast<void *>(pc), &info, &entry, RTLD_DL_SYMENT)) return std::nullopt;
-    const auto *sym = static_cast<const ElfW(Sym) *>(entry);
-    if (!sym || !info.dli_saddr || !sym->st_size) return std::nullopt;
-    const auto start = reinterpret_cast<uintptr_t>(info.dli_saddr);
-    if (pc < start || pc >= start + sym->st_size) return std::nullopt;
-    const func_analysis fa = analyze_function(start, sym->st_size);
-    for (size_t k = 0; k < fa.insns.size(); ++k)
-        if (fa.insns[k].addr == pc) return jump_table_targets(fa, k);
-    return std::nullopt;
+    for (size_t i = 0; i < std::size(libc_alloc_names); ++i)
+        if (slot && slot == libc_alloc_slots[i]) return libc_alloc_global[i];
+    return 0;
 }
 
 } // namespace
@@ -356,14 +351,13 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                         continue;
                     }
                     if (plt_slot_unbound(target, bound)) {
-                        auto lazy = plt_lazy_target(*got);
-                        if (!lazy) {
-                            res.why = at(name, pc,
-                                         "a call through a PLT entry not bound yet, whose "
-                                         "symbol is not found in the global scope");
+                        // Not bound yet: followed only where the slot is known to be one of
+                        // the C library's own calls of its allocator (found at load time).
+                        bound = libc_alloc_slot_target(*got);
+                        if (!bound) {
+                            res.why = at(name, pc, "a call through a PLT entry not bound yet");
                             return res;
                         }
-                        bound = *lazy;
                     }
                     target = bound;
                 }
@@ -385,15 +379,8 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                 pc = next;
             } else if (cat == ZYDIS_CATEGORY_UNCOND_BR || cat == ZYDIS_CATEGORY_COND_BR) {
                 if (!rel) {
-                    // A switch's jump table: every entry is a path to follow.
-                    auto targets = switch_targets(pc);
-                    if (!targets) {
-                        res.why = at(name, pc, "indirect jump: the target is not known");
-                        return res;
-                    }
-                    for (uintptr_t t : *targets)
-                        work.push_back({t, it.in_root});
-                    break;
+                    res.why = at(name, pc, "indirect jump: the target is not known");
+                    return res;
                 }
                 if (cat == ZYDIS_CATEGORY_COND_BR) work.push_back({target, it.in_root});
                 pc = cat == ZYDIS_CATEGORY_COND_BR ? next : target;

@@ -1,11 +1,9 @@
-// What a lazily bound PLT entry will call: see plt_bind.h.
+// What a lazily bound PLT entry will call, found at load time: see plt_bind.h.
 #include "arch/x86_64/plt_bind.h"
 
 #include "arch/x86_64/uaccess.h"
 
-#include <Zydis/Zydis.h>
-
-#include <dlfcn.h>
+#include <cstring>
 #include <elf.h>
 #include <link.h>
 
@@ -24,34 +22,32 @@ struct dyn_info {
     size_t jmprel_size = 0;
     const Elf64_Sym *symtab = nullptr;
     const char *strtab = nullptr;
-    const Elf64_Half *versym = nullptr;
-    const Elf64_Verneed *verneed = nullptr;
-    size_t verneed_num = 0;
-    const Elf64_Verdef *verdef = nullptr;
-    size_t verdef_num = 0;
 };
 
 struct find_ctx {
-    uintptr_t slot;
+    const char *object; // the file name's ending to match
     bool found = false;
     dyn_info dyn;
 };
+
+bool name_ends_with(const char *name, const char *end)
+{
+    const size_t n = std::strlen(name), e = std::strlen(end);
+    return n >= e && std::strcmp(name + n - e, end) == 0 && (n == e || name[n - e - 1] == '/');
+}
 
 int find_object(struct dl_phdr_info *info, size_t, void *arg)
 {
     auto *c = static_cast<find_ctx *>(arg);
     const uintptr_t base = info->dlpi_addr;
-    bool contains = false;
+    if (!info->dlpi_name || !name_ends_with(info->dlpi_name, c->object)) return 0;
     const Elf64_Dyn *dynamic = nullptr;
     for (int i = 0; i < info->dlpi_phnum; ++i) {
         const Elf64_Phdr &ph = info->dlpi_phdr[i];
-        if (ph.p_type == PT_LOAD && c->slot >= base + ph.p_vaddr &&
-            c->slot < base + ph.p_vaddr + ph.p_memsz)
-            contains = true;
         if (ph.p_type == PT_DYNAMIC)
             dynamic = reinterpret_cast<const Elf64_Dyn *>(base + ph.p_vaddr);
     }
-    if (!contains || !dynamic) return 0;
+    if (!dynamic) return 0;
     const auto addr = [base](Elf64_Addr v) { return v < base ? base + v : v; };
     dyn_info &d = c->dyn;
     d.base = base;
@@ -69,60 +65,12 @@ int find_object(struct dl_phdr_info *info, size_t, void *arg)
         case DT_STRTAB:
             d.strtab = reinterpret_cast<const char *>(addr(e->d_un.d_ptr));
             break;
-        case DT_VERSYM:
-            d.versym = reinterpret_cast<const Elf64_Half *>(addr(e->d_un.d_ptr));
-            break;
-        case DT_VERNEED:
-            d.verneed = reinterpret_cast<const Elf64_Verneed *>(addr(e->d_un.d_ptr));
-            break;
-        case DT_VERNEEDNUM:
-            d.verneed_num = e->d_un.d_val;
-            break;
-        case DT_VERDEF:
-            d.verdef = reinterpret_cast<const Elf64_Verdef *>(addr(e->d_un.d_ptr));
-            break;
-        case DT_VERDEFNUM:
-            d.verdef_num = e->d_un.d_val;
-            break;
         default:
             break;
         }
     }
     c->found = true;
     return 1;
-}
-
-// The name of version index VER: one the object needs from another (the C library's
-// GLIBC_2.2.5 in a program), or one it defines itself (its own exported functions, called
-// through its own PLT); nullptr if neither.
-const char *version_name(const dyn_info &d, Elf64_Half ver)
-{
-    const Elf64_Verdef *vd = d.verdef;
-    for (size_t i = 0; vd && i < d.verdef_num; ++i) {
-        if ((vd->vd_ndx & 0x7fff) == ver && vd->vd_cnt) {
-            auto *va = reinterpret_cast<const Elf64_Verdaux *>(reinterpret_cast<const char *>(vd) +
-                                                               vd->vd_aux);
-            return d.strtab + va->vda_name;
-        }
-        if (!vd->vd_next) break;
-        vd = reinterpret_cast<const Elf64_Verdef *>(reinterpret_cast<const char *>(vd) +
-                                                    vd->vd_next);
-    }
-    const Elf64_Verneed *vn = d.verneed;
-    for (size_t i = 0; vn && i < d.verneed_num; ++i) {
-        auto *va = reinterpret_cast<const Elf64_Vernaux *>(reinterpret_cast<const char *>(vn) +
-                                                           vn->vn_aux);
-        for (unsigned j = 0; j < vn->vn_cnt; ++j) {
-            if ((va->vna_other & 0x7fff) == ver) return d.strtab + va->vna_name;
-            if (!va->vna_next) break;
-            va = reinterpret_cast<const Elf64_Vernaux *>(reinterpret_cast<const char *>(va) +
-                                                         va->vna_next);
-        }
-        if (!vn->vn_next) break;
-        vn = reinterpret_cast<const Elf64_Verneed *>(reinterpret_cast<const char *>(vn) +
-                                                     vn->vn_next);
-    }
-    return nullptr;
 }
 
 } // namespace
@@ -140,23 +88,17 @@ bool plt_slot_unbound(uintptr_t plt_entry, uintptr_t slot_value) noexcept
     return buf[at] == 0x68 && (buf[at + 5] == 0xe9 || (buf[at + 5] == 0xf2 && buf[at + 6] == 0xe9));
 }
 
-std::optional<uintptr_t> plt_lazy_target(uintptr_t got_slot)
+std::optional<uintptr_t> plt_jump_slot(const char *object, const char *symbol)
 {
-    find_ctx c{got_slot, false, {}};
+    find_ctx c{object, false, {}};
     dl_iterate_phdr(find_object, &c);
     const dyn_info &d = c.dyn;
     if (!c.found || !d.jmprel || !d.symtab || !d.strtab) return std::nullopt;
     for (size_t i = 0; i < d.jmprel_size / sizeof(Elf64_Rela); ++i) {
         const Elf64_Rela &r = d.jmprel[i];
-        if (d.base + r.r_offset != got_slot) continue;
-        if (ELF64_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) return std::nullopt;
-        const uint32_t sym = ELF64_R_SYM(r.r_info);
-        const char *name = d.strtab + d.symtab[sym].st_name;
-        const Elf64_Half ver = d.versym ? d.versym[sym] & 0x7fff : 0;
-        const char *vname = ver > 1 ? version_name(d, ver) : nullptr;
-        void *f = vname ? dlvsym(RTLD_DEFAULT, name, vname) : dlsym(RTLD_DEFAULT, name);
-        if (!f) return std::nullopt;
-        return reinterpret_cast<uintptr_t>(f);
+        if (ELF64_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) continue;
+        if (std::strcmp(d.strtab + d.symtab[ELF64_R_SYM(r.r_info)].st_name, symbol) == 0)
+            return d.base + r.r_offset;
     }
     return std::nullopt;
 }

@@ -4,8 +4,11 @@
 // pointing back into the PLT until the first call, when the dynamic linker's resolver looks
 // the symbol up and writes the function's address into the slot. Code that wants to know
 // what such a call runs before it has ever run (the extended-state scan of a probe's
-// handlers, arch/x86_64/ext_state.cpp) asks the same question the resolver will: the
-// slot's relocation names a symbol (and its version), looked up in the global scope.
+// handlers, arch/x86_64/ext_state.cpp) can only tell from the slot's relocation, which names
+// the symbol. Reading relocations walks the loaded objects under the dynamic linker's lock:
+// that is done once, when the runtime is loaded, for the slots the scan needs to know
+// (plt_jump_slot), never during a scan, which may run while dprobe holds a lock that the
+// loader's notifications take (a dlopen on another thread would then deadlock with it).
 #pragma once
 
 #include <cstdint>
@@ -20,12 +23,9 @@ namespace dprobe::arch
 // must be an address of loaded code (not 0: an undefined weak symbol): it is read.
 bool plt_slot_unbound(uintptr_t plt_entry, uintptr_t slot_value) noexcept;
 
-// The function the resolver will bind the GOT slot at GOT_SLOT to: the symbol of the slot's
-// JUMP_SLOT relocation, with its version, looked up with dlvsym/dlsym in the global scope (an
-// IFUNC's selected implementation). Nothing when the slot belongs to no loaded object, has
-// no such relocation, or the symbol is not found (a library loaded RTLD_LOCAL binds in a
-// scope of its own, which this lookup cannot reproduce). Not for hot paths: it walks the
-// loaded objects and their relocations.
-std::optional<uintptr_t> plt_lazy_target(uintptr_t got_slot);
+// The GOT slot of the PLT entry through which the loaded object whose file name ends in
+// OBJECT (a soname: "libc.so.6") calls SYMBOL (its JUMP_SLOT relocation), or nothing. Takes
+// the dynamic linker's lock: for load time (a constructor), not for a scan.
+std::optional<uintptr_t> plt_jump_slot(const char *object, const char *symbol);
 
 } // namespace dprobe::arch
