@@ -97,19 +97,25 @@ unsigned vector_size() noexcept
     return v;
 }
 
+namespace
+{
+
+// The variant of a trampoline for the vector width this CPU has (16, 32 or 64 bytes).
+uintptr_t by_vector_size(void (*v16)(), void (*v32)(), void (*v64)()) noexcept
+{
+    const unsigned v = vector_size();
+    return reinterpret_cast<uintptr_t>(v == 64 ? v64 : v == 32 ? v32 : v16);
+}
+
+} // namespace
+
 uintptr_t return_to_handler_addr = return_to_handler();
 uintptr_t fgraph_return_addr = fgraph_return();
 
 uintptr_t ftrace_caller() noexcept
 {
-    switch (vector_size()) {
-    case 64:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_64);
-    case 32:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_32);
-    default:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_16);
-    }
+    return by_vector_size(dprobe_ftrace_caller_16, dprobe_ftrace_caller_32,
+                          dprobe_ftrace_caller_64);
 }
 
 void return_keeps_all_xmm() noexcept
@@ -119,38 +125,20 @@ void return_keeps_all_xmm() noexcept
 
 uintptr_t ftrace_caller_all() noexcept
 {
-    switch (vector_size()) {
-    case 64:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_64);
-    case 32:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_32);
-    default:
-        return reinterpret_cast<uintptr_t>(dprobe_ftrace_caller_all_16);
-    }
+    return by_vector_size(dprobe_ftrace_caller_all_16, dprobe_ftrace_caller_all_32,
+                          dprobe_ftrace_caller_all_64);
 }
 
 uintptr_t fgraph_return() noexcept
 {
-    switch (vector_size()) {
-    case 64:
-        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_64);
-    case 32:
-        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_32);
-    default:
-        return reinterpret_cast<uintptr_t>(dprobe_fgraph_return_16);
-    }
+    return by_vector_size(dprobe_fgraph_return_16, dprobe_fgraph_return_32,
+                          dprobe_fgraph_return_64);
 }
 
 uintptr_t return_to_handler() noexcept
 {
-    switch (vector_size()) {
-    case 64:
-        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_64);
-    case 32:
-        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_32);
-    default:
-        return reinterpret_cast<uintptr_t>(dprobe_return_to_handler_16);
-    }
+    return by_vector_size(dprobe_return_to_handler_16, dprobe_return_to_handler_32,
+                          dprobe_return_to_handler_64);
 }
 
 } // namespace dprobe::arch

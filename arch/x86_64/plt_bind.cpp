@@ -13,21 +13,10 @@ namespace dprobe::arch
 namespace
 {
 
-// The dynamic-section facts of one object that the lookup needs. The dynamic linker
-// relocates the address-valued entries of a writable .dynamic in place on x86-64; an entry
-// still below the load base is an offset from it.
-struct dyn_info {
-    uintptr_t base = 0;
-    const Elf64_Rela *jmprel = nullptr;
-    size_t jmprel_size = 0;
-    const Elf64_Sym *symtab = nullptr;
-    const char *strtab = nullptr;
-};
-
 struct find_ctx {
     const char *object; // the file name's ending to match
-    bool found = false;
-    dyn_info dyn;
+    const ElfW(Dyn) *dyn = nullptr;
+    uintptr_t base = 0;
 };
 
 bool name_ends_with(const char *name, const char *end)
@@ -39,38 +28,13 @@ bool name_ends_with(const char *name, const char *end)
 int find_object(struct dl_phdr_info *info, size_t, void *arg)
 {
     auto *c = static_cast<find_ctx *>(arg);
-    const uintptr_t base = info->dlpi_addr;
     if (!info->dlpi_name || !name_ends_with(info->dlpi_name, c->object)) return 0;
-    const Elf64_Dyn *dynamic = nullptr;
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        const Elf64_Phdr &ph = info->dlpi_phdr[i];
-        if (ph.p_type == PT_DYNAMIC)
-            dynamic = reinterpret_cast<const Elf64_Dyn *>(base + ph.p_vaddr);
-    }
-    if (!dynamic) return 0;
-    const auto addr = [base](Elf64_Addr v) { return v < base ? base + v : v; };
-    dyn_info &d = c->dyn;
-    d.base = base;
-    for (const Elf64_Dyn *e = dynamic; e->d_tag != DT_NULL; ++e) {
-        switch (e->d_tag) {
-        case DT_JMPREL:
-            d.jmprel = reinterpret_cast<const Elf64_Rela *>(addr(e->d_un.d_ptr));
-            break;
-        case DT_PLTRELSZ:
-            d.jmprel_size = e->d_un.d_val;
-            break;
-        case DT_SYMTAB:
-            d.symtab = reinterpret_cast<const Elf64_Sym *>(addr(e->d_un.d_ptr));
-            break;
-        case DT_STRTAB:
-            d.strtab = reinterpret_cast<const char *>(addr(e->d_un.d_ptr));
-            break;
-        default:
-            break;
-        }
-    }
-    c->found = true;
-    return 1;
+    for (int i = 0; i < info->dlpi_phnum; ++i)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            c->dyn =
+                reinterpret_cast<const ElfW(Dyn) *>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    c->base = info->dlpi_addr;
+    return c->dyn ? 1 : 0;
 }
 
 } // namespace
@@ -90,17 +54,13 @@ bool plt_slot_unbound(uintptr_t plt_entry, uintptr_t slot_value) noexcept
 
 std::optional<uintptr_t> plt_jump_slot(const char *object, const char *symbol)
 {
-    find_ctx c{object, false, {}};
+    find_ctx c{object};
     dl_iterate_phdr(find_object, &c);
-    const dyn_info &d = c.dyn;
-    if (!c.found || !d.jmprel || !d.symtab || !d.strtab) return std::nullopt;
-    for (size_t i = 0; i < d.jmprel_size / sizeof(Elf64_Rela); ++i) {
-        const Elf64_Rela &r = d.jmprel[i];
-        if (ELF64_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) continue;
-        if (std::strcmp(d.strtab + d.symtab[ELF64_R_SYM(r.r_info)].st_name, symbol) == 0)
-            return d.base + r.r_offset;
-    }
-    return std::nullopt;
+    std::optional<uintptr_t> slot;
+    for_each_got_binding(c.dyn, c.base, false, [&](const char *name, uintptr_t at) {
+        if (!slot && std::strcmp(name, symbol) == 0) slot = at;
+    });
+    return slot;
 }
 
 } // namespace dprobe::arch

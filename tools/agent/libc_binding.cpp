@@ -17,6 +17,8 @@
 // heap as the program's (libstdc++ in a C++ program: dprobe's C++ containers then allocate
 // through it; libz in a program that uses zlib: libelf's inflate calls then do too).
 #include "tools/agent/agent.h"
+
+#include "arch/x86_64/plt_bind.h"
 #include "tools/agent/private_alloc.h"
 
 #include <dlfcn.h>
@@ -212,19 +214,12 @@ std::string_view basename_of(std::string_view p)
     return s == std::string_view::npos ? p : p.substr(s + 1);
 }
 
-// A dynamic entry's address, relocated (the loader relocates them in place on x86-64; be
-// safe either way).
-ElfW(Addr) dyn_ptr(const object &o, ElfW(Addr) v)
-{
-    return v < o.base ? v + o.base : v;
-}
-
 template <class F> void for_each_needed(const object &o, F &&fn)
 {
     const char *strtab = nullptr;
     for (const ElfW(Dyn) *d = o.dyn; d && d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_STRTAB)
-            strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr));
+            strtab = reinterpret_cast<const char *>(arch::dynamic_addr(o.base, d->d_un.d_ptr));
     if (!strtab) return;
     for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_NEEDED) fn(std::string_view(strtab + d->d_un.d_val));
@@ -233,53 +228,19 @@ template <class F> void for_each_needed(const object &o, F &&fn)
 // Points OBJ's GOT entries for the bound functions at the preload's.
 int rebind(const object &o)
 {
-    const char *strtab = nullptr;
-    const ElfW(Sym) *symtab = nullptr;
-    const ElfW(Rela) * rela[2] = {nullptr, nullptr};
-    size_t relsz[2] = {0, 0};
-    for (const ElfW(Dyn) *d = o.dyn; d->d_tag != DT_NULL; d++) {
-        switch (d->d_tag) {
-        case DT_STRTAB:
-            strtab = reinterpret_cast<const char *>(dyn_ptr(o, d->d_un.d_ptr));
-            break;
-        case DT_SYMTAB:
-            symtab = reinterpret_cast<const ElfW(Sym) *>(dyn_ptr(o, d->d_un.d_ptr));
-            break;
-        case DT_JMPREL:
-            rela[0] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr));
-            break;
-        case DT_PLTRELSZ:
-            relsz[0] = d->d_un.d_val;
-            break;
-        case DT_RELA:
-            rela[1] = reinterpret_cast<const ElfW(Rela) *>(dyn_ptr(o, d->d_un.d_ptr));
-            break;
-        case DT_RELASZ:
-            relsz[1] = d->d_un.d_val;
-            break;
-        }
-    }
-    if (!strtab || !symtab) return 0;
     int n = 0;
-    for (int k = 0; k < 2; k++) {
-        for (size_t i = 0; rela[k] && i < relsz[k] / sizeof(ElfW(Rela)); i++) {
-            const ElfW(Rela) &r = rela[k][i];
-            const auto type = ELF64_R_TYPE(r.r_info);
-            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
-            const char *name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
-            for (const binding &b : k_bindings) {
-                if (std::strcmp(name, b.name) != 0) continue;
-                const ElfW(Addr) slot = o.base + r.r_offset;
-                const bool relro = slot >= o.relro_lo && slot < o.relro_hi;
-                void *page = reinterpret_cast<void *>(slot & ~ElfW(Addr){4095});
-                if (relro && mprotect(page, 4096, PROT_READ | PROT_WRITE)) break;
-                *reinterpret_cast<void **>(slot) = b.fn;
-                if (relro) mprotect(page, 4096, PROT_READ);
-                n++;
-                break;
-            }
+    arch::for_each_got_binding(o.dyn, o.base, true, [&](const char *name, uintptr_t slot) {
+        for (const binding &b : k_bindings) {
+            if (std::strcmp(name, b.name) != 0) continue;
+            const bool relro = slot >= o.relro_lo && slot < o.relro_hi;
+            void *page = reinterpret_cast<void *>(slot & ~uintptr_t{4095});
+            if (relro && mprotect(page, 4096, PROT_READ | PROT_WRITE)) break;
+            *reinterpret_cast<void **>(slot) = b.fn;
+            if (relro) mprotect(page, 4096, PROT_READ);
+            n++;
+            break;
         }
-    }
+    });
     return n;
 }
 
