@@ -29,10 +29,10 @@ DPROBE_NOPROBE void shadow_unhook_all(task_ctx *t, uintptr_t sp)
         last_slot = f[sf_retp];
         // A gone frame's slot is not touched: its stack may be unmapped (the stack of a
         // posix_spawn child that hit a probe before exec, a freed coroutine stack).
-        if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone) {
-            auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-            if (*slot == f[sf_hook]) *slot = shadow_real_return(t, top);
-        }
+        // One on another stack may be gone too, its slot now part of a newer frame.
+        if (shadow_frame_state(alt, sp, f[sf_retp]) != frame_state::gone &&
+            stack_slot_read(f[sf_retp]) == f[sf_hook])
+            stack_slot_write(f[sf_retp], shadow_real_return(t, top));
     }
 }
 
@@ -52,12 +52,12 @@ DPROBE_NOPROBE void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone)
         top -= n;
         if (f[sf_retp] == last_slot) continue;
         last_slot = f[sf_retp];
-        auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
         // A slot that no longer holds the real address belongs to a frame that is gone
         // (its stack was reused); leave it alone, the frame will be reaped.
         if (shadow_frame_state(alt, sp, f[sf_retp]) == frame_state::gone) continue;
         const uintptr_t real = shadow_real_return(t, top);
-        if (*slot == real && !arch::is_return_hook(real)) *slot = f[sf_hook];
+        if (stack_slot_read(f[sf_retp]) == real && !arch::is_return_hook(real))
+            stack_slot_write(f[sf_retp], f[sf_hook]);
     }
     if (entered) dispatch_exit(t);
 }

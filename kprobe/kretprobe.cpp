@@ -51,9 +51,10 @@ DPROBE_NOPROBE uint64_t unhide_return_addresses(task_ctx *t, uintptr_t sp_now) n
     uint32_t top = t->shadow_top;
     for (unsigned n = 0; top && n < 64; ++n) {
         unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
-        auto *slot = reinterpret_cast<uintptr_t *>(f[sf_retp]);
-        if (f[sf_retp] > sp_now && *slot == f[sf_hook] && !arch::is_return_hook(f[sf_ret])) {
-            *slot = f[sf_ret];
+        // A frame above sp_now may be gone and its slot reused (stack_slot_read).
+        if (f[sf_retp] > sp_now && stack_slot_read(f[sf_retp]) == f[sf_hook] &&
+            !arch::is_return_hook(f[sf_ret])) {
+            stack_slot_write(f[sf_retp], f[sf_ret]);
             mask |= uint64_t{1} << n;
         }
         top -= static_cast<uint32_t>(t->shadow[top - 1]);
@@ -67,7 +68,7 @@ DPROBE_NOPROBE void rehide_return_addresses(task_ctx *t, uint64_t mask) noexcept
     for (unsigned n = 0; top && mask; ++n) {
         unsigned long *f = &t->shadow[top - t->shadow[top - 1]];
         if (mask & (uint64_t{1} << n)) {
-            *reinterpret_cast<uintptr_t *>(f[sf_retp]) = f[sf_hook];
+            stack_slot_write(f[sf_retp], f[sf_hook]);
             mask &= ~(uint64_t{1} << n);
         }
         top -= static_cast<uint32_t>(t->shadow[top - 1]);
