@@ -90,8 +90,14 @@ void *op_init(fuse_conn_info *conn, fuse_config *cfg)
     return nullptr;
 }
 
+// libfuse passes a null path to the operations that take an open file (fstat, ftruncate,
+// readdir on an open directory) once the file's node is gone from the tree: an instance
+// removed, or an event deleted, while a process still has it open.
+constexpr int gone_node = -ENOENT;
+
 int op_getattr(const char *path, struct stat *s, fuse_file_info *)
 {
+    if (!path) return gone_node;
     tracefs_stat ts;
     if (int r = tracefs_tree::instance().stat(path, ts)) return r;
     std::memset(s, 0, sizeof *s);
@@ -108,6 +114,7 @@ int op_getattr(const char *path, struct stat *s, fuse_file_info *)
 int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t, fuse_file_info *,
                fuse_readdir_flags)
 {
+    if (!path) return gone_node;
     std::vector<std::string> names;
     if (int r = tracefs_tree::instance().list(path, names)) return r;
     filler(buf, ".", nullptr, 0, fuse_fill_dir_flags(0));
@@ -163,6 +170,7 @@ int op_rmdir(const char *path)
 int op_truncate(const char *path, off_t size, fuse_file_info *)
 {
     if (size != 0) return 0; // only truncation to empty means something here
+    if (!path) return gone_node;
     return tracefs_tree::instance().truncate(path);
 }
 

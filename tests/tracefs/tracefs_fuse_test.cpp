@@ -8,9 +8,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <string>
+#include <vector>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +78,61 @@ TEST(TraceFsFuse, DeadMountOfAKilledProcessIsReplaced)
     EXPECT_EQ(stat(mp.c_str(), &sb), 0) << std::strerror(errno);
     EXPECT_EQ(rmdir(mp.c_str()), 0) << std::strerror(errno);
     EXPECT_EQ(rmdir(tmpl), 0);
+}
+
+// Directories a process still has open when their instance is removed (an open directory
+// does not keep an instance, an open file does: rmdir says EBUSY then, as the kernel's
+// does): libfuse hands the operations on them a null path. Reading such a directory killed
+// the traced process (strlen of the null path in readdir), as the kernel's
+// instances/instance.tc found with `ls -lR` running beside mkdir/rmdir loops.
+TEST(TraceFsFuse, OpenDirectoriesOfARemovedInstance)
+{
+    if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse";
+    char tmpl[] = "/tmp/dprobe-fusetest.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string mp = std::string(tmpl) + "/tracing";
+    if (int r = tracefs_fuse_mount(mp)) {
+        rmdir(tmpl);
+        GTEST_SKIP() << "FUSE cannot be mounted here: " << std::strerror(-r);
+    }
+    // Every descriptor on the mount is closed before it goes: a process that exits with
+    // one open waits forever for its own server to answer the flush.
+    std::vector<int> fds;
+    struct cleanup {
+        std::vector<int> &fds;
+        const std::string &mp;
+        ~cleanup()
+        {
+            for (int fd : fds)
+                close(fd);
+            tracefs_fuse_unmount();
+        }
+    } at_end{fds, mp};
+
+    const std::string inst = mp + "/instances/gone";
+    ASSERT_EQ(mkdir(inst.c_str(), 0755), 0) << std::strerror(errno);
+    for (const char *d : {"", "/events", "/options"}) {
+        const int fd = open((inst + d).c_str(), O_RDONLY | O_DIRECTORY);
+        ASSERT_GE(fd, 0) << d << ": " << std::strerror(errno);
+        fds.push_back(fd);
+    }
+    const int file = open((inst + "/trace").c_str(), O_WRONLY);
+    ASSERT_GE(file, 0) << std::strerror(errno);
+    EXPECT_NE(rmdir(inst.c_str()), 0) << "removed with a file open";
+    EXPECT_EQ(errno, EBUSY);
+    close(file);
+    ASSERT_EQ(rmdir(inst.c_str()), 0) << std::strerror(errno);
+
+    // Each read of a gone directory answers with an error, and the process goes on serving.
+    char buf[4096];
+    for (int fd : fds) {
+        const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        EXPECT_LT(n, 0);
+        EXPECT_EQ(errno, ENOENT);
+    }
+    struct stat sb;
+    EXPECT_EQ(stat((mp + "/dynamic_events").c_str(), &sb), 0) << std::strerror(errno);
+    EXPECT_NE(stat(inst.c_str(), &sb), 0);
 }
 
 } // namespace
