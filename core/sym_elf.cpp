@@ -68,12 +68,15 @@ void sort_symbols(std::vector<ksym> &v, std::vector<uintptr_t> &reach, std::vect
                 v.begin(), v.end(),
                 [](const ksym &a, const ksym &b) { return a.addr == b.addr && a.name == b.name; }),
             v.end());
-    // Among aliases, perf's choice: global before weak before local, then the fewest leading
-    // underscores (malloc over __libc_malloc), then by name for a stable answer.
+    // Among aliases: the default version before a compatibility one (free over cfree, which
+    // glibc keeps only as free@GLIBC_2.2.5), then perf's choice: global before weak before
+    // local, the fewest leading underscores (malloc over __libc_malloc), then by name for a
+    // stable answer.
     std::sort(v.begin(), v.end(), [](const ksym &a, const ksym &b) {
         int ra = bind_rank(a.bind), rb = bind_rank(b.bind);
         size_t ua = a.name.find_first_not_of('_'), ub = b.name.find_first_not_of('_');
-        return std::tie(a.addr, ra, ua, a.name) < std::tie(b.addr, rb, ub, b.name);
+        return std::tie(a.addr, a.compat, ra, ua, a.name) <
+               std::tie(b.addr, b.compat, rb, ub, b.name);
     });
     reach.resize(v.size());
     uintptr_t hi = 0;
@@ -101,10 +104,14 @@ struct section {
     const char *name;
 };
 
-void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object &obj)
+// VERSYM: the .gnu.version section of a .dynsym, whose entries mark compatibility versions
+// with VERSYM_HIDDEN (a .symtab spells them into the name instead: one '@', not two).
+void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object &obj,
+                  const section *versym = nullptr)
 {
     Elf_Data *data = elf_getdata(symtab.scn, nullptr);
     if (!data || symtab.shdr.sh_entsize == 0) return;
+    Elf_Data *vdata = versym ? elf_getdata(versym->scn, nullptr) : nullptr;
     size_t n = symtab.shdr.sh_size / symtab.shdr.sh_entsize;
     for (size_t i = 1; i < n; ++i) {
         GElf_Sym s;
@@ -121,6 +128,11 @@ void read_symbols(Elf *elf, const section &symtab, uintptr_t bias, loaded_object
         ksym k{static_cast<uintptr_t>(s.st_value + bias), s.st_size, type,
                static_cast<uint8_t>(GELF_ST_BIND(s.st_info)),
                at ? std::string(name, static_cast<size_t>(at - name)) : std::string(name)};
+        GElf_Versym vs;
+        if (at)
+            k.compat = at[1] != '@';
+        else if (vdata && gelf_getversym(vdata, static_cast<int>(i), &vs))
+            k.compat = (vs & 0x8000) != 0; // VERSYM_HIDDEN
         (func ? obj.funcs : obj.data).push_back(std::move(k));
     }
 }
@@ -331,8 +343,13 @@ std::shared_ptr<loaded_object> read_elf(Elf *elf, uintptr_t load_bias, std::stri
     // libraries, whose separate debug file may have it).
     if (symtab)
         read_symbols(elf, *symtab, bias, *obj);
-    else if (!(!dir.empty() && read_debug_symbols(secs, elf, dir, bias, *obj)) && dynsym)
-        read_symbols(elf, *dynsym, bias, *obj);
+    else if (!(!dir.empty() && read_debug_symbols(secs, elf, dir, bias, *obj)) && dynsym) {
+        const section *versym = nullptr;
+        const size_t dynsym_index = elf_ndxscn(dynsym->scn);
+        for (const section &s : secs)
+            if (s.shdr.sh_type == SHT_GNU_versym && s.shdr.sh_link == dynsym_index) versym = &s;
+        read_symbols(elf, *dynsym, bias, *obj, versym);
+    }
     sort_symbols(obj->funcs, obj->func_reach, obj->func_names);
     sort_symbols(obj->data, obj->data_reach, obj->data_names);
     for (const section &s : secs)

@@ -25,6 +25,9 @@ struct ksym {
     uint8_t type;     // STT_FUNC, STT_GNU_IFUNC, STT_OBJECT
     uint8_t bind;     // STB_GLOBAL, STB_LOCAL, STB_WEAK
     std::string name; // as in the symbol table (mangled; no @version)
+    // A compatibility version ("free@GLIBC_2.2.5" beside "free@@..."): kept for programs
+    // linked long ago, never what a new link binds; named last among its aliases.
+    bool compat = false;
 };
 
 struct loaded_object {
@@ -44,8 +47,8 @@ struct loaded_object {
     std::vector<std::string> needed;
 
     // Defined STT_FUNC/STT_GNU_IFUNC symbols with size > 0, sorted by address and, among
-    // aliases, preferred name first (global, weak, local; then fewest leading underscores;
-    // then name). Exact duplicates removed, aliases kept. From .symtab when the file has
+    // aliases, preferred name first (default versions before compatibility ones; global,
+    // weak, local; then fewest leading underscores; then name). Exact duplicates removed, aliases kept. From .symtab when the file has
     // one, else .dynsym.
     std::vector<ksym> funcs;
     // Defined STT_OBJECT symbols (TLS skipped: it has no single address), same order.

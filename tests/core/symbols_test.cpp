@@ -244,6 +244,23 @@ TEST(kallsyms, libc_functions)
     EXPECT_EQ(at->obj, q[0].obj);
 }
 
+// glibc keeps cfree as a compatibility version of free (cfree@GLIBC_2.2.5, free@@...): the
+// name of the address is the one new programs link against.
+TEST(kallsyms, compatibility_versions_name_last)
+{
+    auto &ks = kallsyms::instance();
+    auto f = ks.lookup_func("libc.so.6:free");
+    ASSERT_EQ(f.size(), 1u);
+    auto c = ks.lookup_func("libc.so.6:cfree");
+    if (c.empty() || c[0].sym->addr != f[0].sym->addr)
+        GTEST_SKIP() << "this libc has no cfree alias of free";
+    EXPECT_TRUE(c[0].sym->compat);
+    EXPECT_FALSE(f[0].sym->compat);
+    auto at = ks.lookup_addr(f[0].sym->addr);
+    ASSERT_TRUE(at);
+    EXPECT_EQ(at->sym->name, "free");
+}
+
 TEST(kallsyms, lookup_addr_with_offset)
 {
     auto &ks = kallsyms::instance();
