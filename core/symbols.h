@@ -48,8 +48,8 @@ struct loaded_object {
 
     // Defined STT_FUNC/STT_GNU_IFUNC symbols with size > 0, sorted by address and, among
     // aliases, preferred name first (default versions before compatibility ones; global,
-    // weak, local; then fewest leading underscores; then name). Exact duplicates removed, aliases kept. From .symtab when the file has
-    // one, else .dynsym.
+    // weak, local; then fewest leading underscores; then name). Exact duplicates removed, aliases
+    // kept. From .symtab when the file has one, else .dynsym.
     std::vector<ksym> funcs;
     // Defined STT_OBJECT symbols (TLS skipped: it has no single address), same order.
     std::vector<ksym> data;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -65,6 +66,11 @@ struct fuse_state {
     // is left.
     std::mutex files_m;
     std::unordered_set<tracefs_file *> files;
+    // Directories open through the mount: libfuse keeps a handle for each until their
+    // RELEASEDIR, which the kernel sends after close() returns. The unmount gives those in
+    // flight a moment (files_cv) so that libfuse can free them.
+    size_t open_dirs = 0; // under files_m
+    std::condition_variable files_cv;
 };
 
 fuse_state &st()
@@ -121,6 +127,23 @@ int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t, fuse_
     filler(buf, "..", nullptr, 0, fuse_fill_dir_flags(0));
     for (const auto &n : names)
         filler(buf, n.c_str(), nullptr, 0, fuse_fill_dir_flags(0));
+    return 0;
+}
+
+int op_opendir(const char *, fuse_file_info *)
+{
+    std::lock_guard<std::mutex> g(st().files_m);
+    ++st().open_dirs;
+    return 0;
+}
+
+int op_releasedir(const char *, fuse_file_info *)
+{
+    {
+        std::lock_guard<std::mutex> g(st().files_m);
+        --st().open_dirs;
+    }
+    st().files_cv.notify_all();
     return 0;
 }
 
@@ -242,6 +265,8 @@ const fuse_operations &ops()
         x.mkdir = op_mkdir;
         x.rmdir = op_rmdir;
         x.release = op_release;
+        x.opendir = op_opendir;
+        x.releasedir = op_releasedir;
         x.poll = op_poll;
         x.init = op_init;
         return x;
@@ -421,6 +446,11 @@ void tracefs_fuse_unmount()
     fuse_state &s = st();
     std::lock_guard<std::mutex> g(s.m);
     if (!s.f || s.pid != getpid()) return;
+    {
+        // Directories closed just now: their release is on its way.
+        std::unique_lock<std::mutex> fg(s.files_m);
+        s.files_cv.wait_for(fg, std::chrono::milliseconds(100), [&] { return !s.open_dirs; });
+    }
     {
         // Under poll_m: the notifier checks `stopping` and blocks atomically with respect to
         // this store, so the wake-up cannot fall between its check and its wait (the lost
