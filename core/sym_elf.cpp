@@ -56,13 +56,15 @@ int bind_rank(uint8_t bind)
 }
 
 // Sort by address with the preferred alias first, after dropping exact duplicates (a symbol
-// listed twice, e.g. a local and a global entry of one name, keeps its best binding), and
-// build the address-reach and by-name indexes.
+// listed twice, e.g. a local and a global entry of one name, keeps its best version and
+// binding), and build the address-reach and by-name indexes.
 void sort_symbols(std::vector<ksym> &v, std::vector<uintptr_t> &reach, std::vector<uint32_t> &names)
 {
     std::sort(v.begin(), v.end(), [](const ksym &a, const ksym &b) {
         return std::tie(a.addr, a.name) < std::tie(b.addr, b.name) ||
-               (a.addr == b.addr && a.name == b.name && bind_rank(a.bind) < bind_rank(b.bind));
+               (a.addr == b.addr && a.name == b.name &&
+                std::make_pair(a.compat, bind_rank(a.bind)) <
+                    std::make_pair(b.compat, bind_rank(b.bind)));
     });
     v.erase(std::unique(
                 v.begin(), v.end(),
