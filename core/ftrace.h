@@ -49,6 +49,9 @@ const char *site_kind_name(site_kind k);
 struct site_users {
     uint32_t n;
     uint32_t exit_words; // shadow-stack words a frame needs for the ops that have an exit
+    // Every ops is ftrace_ops::light and the light dispatch is clean
+    // (ftrace_light_dispatch_clean): the site's hits need not save the vector registers.
+    bool light;
     ftrace_ops *ops[];
 };
 
@@ -70,6 +73,9 @@ struct ftrace_site {
     // no thread can have run this code yet, so it is written directly and nobody can be in
     // its handlers.
     bool unreached = false;
+    // The trampolines' hint that users->light holds (read at SITE_LIGHT): they then try the
+    // light dispatch first, which checks the list it reads itself.
+    std::atomic<uint8_t> light{0};
     exec_chunk stub; // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
     object_ptr obj;
@@ -101,6 +107,10 @@ struct ftrace_ops {
     // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
     // double result on it need not be set aside around this ops' exit.
     bool x87_safe = false;
+    // A direct fprobe whose entry and exit handlers provably leave the whole extended state
+    // alone (arch::ext_state_clean): its hits may take the light path (no vector registers
+    // saved) while nothing else is asked of them.
+    bool light = false;
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};
 };
@@ -207,6 +217,10 @@ void ftrace_ops_retire(std::span<ftrace_ops *const> ops);
 // Number of ops attached to a site (for enabled_functions).
 uint32_t ftrace_site_ops_count(const ftrace_site *site);
 
+// Whether the light dispatch (dprobe_fgraph_entry_light, dprobe_ftrace_return_light) itself
+// leaves the extended state alone, as built (checked once).
+bool ftrace_light_dispatch_clean();
+
 // Whether A is what a hooked frame's return-address slot holds (a return trampoline).
 bool ftrace_is_return_trampoline(uintptr_t a);
 
@@ -218,3 +232,5 @@ bool ftrace_is_return_trampoline(uintptr_t a);
 extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
 extern "C" int dprobe_fgraph_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
 extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs);
+extern "C" int dprobe_fgraph_entry_light(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
+extern "C" uintptr_t dprobe_ftrace_return_light(struct ftrace_regs *fregs);

@@ -1,5 +1,6 @@
 // The hot path: what the trampolines call when a patched site runs and when a hooked
 // function returns. No allocation, no locks, no libc beyond what signal handlers may use.
+#include "arch/x86_64/ext_state.h"
 #include "core/compiler.h"
 #include "core/ftrace.h"
 #include "core/shadow_stack.h"
@@ -30,13 +31,29 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 // and exit() deal with them).
 constexpr unsigned long fprobe_indirect_flags = FPROBE_FL_DISABLED | FPROBE_FL_KPROBE_SHARED;
 
-// An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
-// (see ftrace_ops::direct), else through entry().
-DPROBE_NOPROBE __attribute__((always_inline)) inline int ops_entry(ftrace_ops *o, unsigned long ip,
-                                                                   unsigned long parent_ip,
-                                                                   struct ftrace_regs *fregs,
-                                                                   void *data)
+// Whether the light path may run O's handlers: the fprobe's own, called directly, scanned
+// clean when it was registered (ftrace_ops::light), and nothing else asked for.
+DPROBE_NOPROBE __attribute__((always_inline)) inline bool light_ops(const ftrace_ops *o)
 {
+    const ::fprobe *fp = o->direct;
+    return o->light && fp &&
+           !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags);
+}
+
+// An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
+// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held just before; only
+// the direct call is compiled in (entry() was not scanned), a flag changed since then is
+// seen by the next hit, as it would be had it changed a moment later.
+template <bool light>
+DPROBE_NOPROBE __attribute__((always_inline)) inline int
+ops_entry(ftrace_ops *o, unsigned long ip, unsigned long parent_ip, struct ftrace_regs *fregs,
+          void *data)
+{
+    if constexpr (light) {
+        ::fprobe *fp = o->direct;
+        auto h = fp->entry_handler;
+        return h ? h(fp, ip, parent_ip, fregs, data) : 0;
+    }
     if (::fprobe *fp = o->direct;
         fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
         auto h = fp->entry_handler;
@@ -45,11 +62,16 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline int ops_entry(ftrace_ops *o
     return o->entry(o, ip, parent_ip, fregs, data);
 }
 
-DPROBE_NOPROBE __attribute__((always_inline)) inline void ops_exit(ftrace_ops *o, unsigned long ip,
-                                                                   unsigned long ret_ip,
-                                                                   struct ftrace_regs *fregs,
-                                                                   void *data)
+template <bool light>
+DPROBE_NOPROBE __attribute__((always_inline)) inline void
+ops_exit(ftrace_ops *o, unsigned long ip, unsigned long ret_ip, struct ftrace_regs *fregs,
+         void *data)
 {
+    if constexpr (light) {
+        ::fprobe *fp = o->direct;
+        if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
+        return;
+    }
     if (::fprobe *fp = o->direct;
         fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
         if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
@@ -63,25 +85,54 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline void ops_exit(ftrace_ops *o
 namespace
 {
 
+// What the light entry answers when it cannot run the hit without code that may touch the
+// extended state (allocating a thread's context, recursion, a gone or tail-called frame, a
+// full shadow stack, a user whose handlers were not scanned clean): nothing has run, and
+// the trampoline runs the full dispatch with the vector registers saved.
+constexpr int entry_not_now = 2;
+
 // Runs the entry handlers of SITE. When an exit handler wants this activation's return, a
 // shadow frame records it, and: BALANCED, the trampoline will call the function's body (the
 // return address moves to the frame; its slot gets the call's); otherwise the return
 // address is replaced by the return trampoline's. Returns whether the exit is hooked.
-DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
+//
+// LIGHT: called from the trampoline without the vector registers saved, for a site whose
+// users' handlers provably leave the extended state alone (site_users::light). This code
+// must leave it alone too (the file is built with -mgeneral-regs-only, and
+// ftrace_light_dispatch_clean() scans it): every branch that would call out of it answers
+// entry_not_now instead, before any handler ran.
+template <bool light>
+DPROBE_NOPROBE __attribute__((always_inline)) inline int
+ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
 {
-    task_ctx *t = current_task_ctx();
-    if (unlikely(!t)) return false;
-    if (unlikely(!dispatch_enter(t, fregs->regs.sp))) {
-        // Recursion: a handler (or something it called) hit a probed function. The outer
-        // dispatch keeps the users list alive.
-        if (const site_users *u = site->users.load(std::memory_order_acquire))
-            count_missed(u, false);
-        return false;
-    }
-    const site_users *u = site->users.load(std::memory_order_acquire);
-    if (unlikely(!u)) {
-        dispatch_exit(t);
-        return false;
+    task_ctx *t;
+    const site_users *u;
+    if constexpr (light) {
+        t = peek_task_ctx();
+        if (unlikely(!t) || !dispatch_enter_clean(t, fregs->regs.sp)) return entry_not_now;
+        u = site->users.load(std::memory_order_acquire);
+        bool ok = u && u->light;
+        for (uint32_t i = 0; ok && i < u->n; ++i)
+            ok = light_ops(u->ops[i]);
+        if (unlikely(!ok)) {
+            dispatch_exit(t);
+            return entry_not_now;
+        }
+    } else {
+        t = current_task_ctx();
+        if (unlikely(!t)) return 0;
+        if (unlikely(!dispatch_enter(t, fregs->regs.sp))) {
+            // Recursion: a handler (or something it called) hit a probed function. The outer
+            // dispatch keeps the users list alive.
+            if (const site_users *su = site->users.load(std::memory_order_acquire))
+                count_missed(su, false);
+            return 0;
+        }
+        u = site->users.load(std::memory_order_acquire);
+        if (unlikely(!u)) {
+            dispatch_exit(t);
+            return 0;
+        }
     }
     const uintptr_t sp = fregs->regs.sp;
     auto *retp = reinterpret_cast<uintptr_t *>(sp);
@@ -92,30 +143,40 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
     uint32_t base = 0, w = 0;
     if (u->exit_words) {
         const bool tail = arch::is_return_hook(parent_ip);
+        bool reap = false;
         // Frames whose slot is at or below this entry's are gone without returning (or
         // belong to another stack): the slow path sorts them out.
         if (t->shadow_top) {
             uint32_t n;
             const uintptr_t top_slot = frame_at_top(t, &n)[sf_retp];
-            if (unlikely(top_slot < sp || (top_slot == sp && !tail))) shadow_reap(t, sp);
+            reap = unlikely(top_slot < sp || (top_slot == sp && !tail));
         }
-        base = t->shadow_top;
-        if (unlikely(tail)) {
-            // A hooked function tail-called this one: its frame has this slot too.
-            for (uint32_t top = base; top;) {
-                uint32_t n;
-                unsigned long *f = shadow_frame_below(t, top, &n);
-                if (f[sf_retp] == sp) {
-                    parent_ip = shadow_real_return(t, top - n);
-                    break;
+        if constexpr (light) {
+            if (unlikely(tail || reap ||
+                         t->shadow_top + sf_users + u->exit_words + 1 > shadow_stack_words)) {
+                dispatch_exit(t);
+                return entry_not_now;
+            }
+        } else {
+            if (reap) shadow_reap(t, sp);
+            if (unlikely(tail)) {
+                // A hooked function tail-called this one: its frame has this slot too.
+                for (uint32_t top = t->shadow_top; top;) {
+                    uint32_t n;
+                    unsigned long *f = shadow_frame_below(t, top, &n);
+                    if (f[sf_retp] == sp) {
+                        parent_ip = shadow_real_return(t, top - n);
+                        break;
+                    }
+                    top -= n;
                 }
-                top -= n;
             }
         }
+        base = t->shadow_top;
         if (likely(base + sf_users + u->exit_words + 1 <= shadow_stack_words)) {
             hook_exit = true;
             w = base + sf_users;
-        } else {
+        } else if constexpr (!light) {
             ++t->shadow_overflows;
             count_missed(u, true);
         }
@@ -129,6 +190,9 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
         f[sf_nusers] = 0;
         t->entry_pending = base + 1;
     }
+    // The handlers of a light hit run with the extended state unsaved: a probe hit inside
+    // them that is not light saves it all (see arch/x86_64/ext_state.h).
+    if constexpr (light) ++dprobe_ext_unsaved;
     const auto run = [&](ftrace_ops * o) __attribute__((always_inline))
     {
         if (o->exit) {
@@ -143,7 +207,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
             if (o->entry) {
                 t->entry_ops = o;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
-                r = ops_entry(o, ip, parent_ip, fregs, data);
+                r = ops_entry<light>(o, ip, parent_ip, fregs, data);
             }
             if (r == 0) {
                 // The data size travels in the frame: the ops may be reused with another
@@ -157,7 +221,7 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
             std::atomic_signal_fence(std::memory_order_seq_cst);
             t->entry_ops = nullptr;
         } else if (o->entry) {
-            ops_entry(o, ip, parent_ip, fregs, nullptr);
+            ops_entry<light>(o, ip, parent_ip, fregs, nullptr);
         }
     };
     // A site with one user (the common case: one fprobe, or one kprobe on the site) runs it
@@ -167,8 +231,11 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
     else
         for (uint32_t i = 0; i < u->n; ++i)
             run(u->ops[i]);
+    if constexpr (light) --dprobe_ext_unsaved;
     if (accepted) {
-        const uintptr_t hook = balanced ? arch::fgraph_return_addr : arch::return_to_handler_addr;
+        const uintptr_t hook = !balanced ? arch::return_to_handler_addr
+                               : light   ? arch::fgraph_return_light_addr
+                                         : arch::fgraph_return_addr;
         f[sf_ret] = *retp; // may be a return trampoline (tail call); the exit resolves it
         f[sf_ip] = ip;
         f[sf_retp] = sp;
@@ -186,31 +253,62 @@ DPROBE_NOPROBE inline bool ftrace_entry(ftrace_site *site, struct ftrace_regs *f
     return accepted != 0;
 }
 
-DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
+// Runs the exit handlers of the hooked return whose slot is below FREGS's stack pointer,
+// pops its frame and returns the address to go back to.
+//
+// LIGHT: from the light return trampoline, vector registers unsaved, for a frame the light
+// entry built; answers 0 (nothing done, nothing run) where the full path is needed.
+template <bool light>
+DPROBE_NOPROBE __attribute__((always_inline)) inline uintptr_t
+ftrace_return(struct ftrace_regs *fregs)
 {
     task_ctx *t = peek_task_ctx();
     const uintptr_t slot = fregs->regs.sp - 8;
-    if (unlikely(!t))
-        shadow_lost_return(t, slot); // a hooked return always has a frame on this thread
-    // Not entered: this thread is inside dispatch already (interrupted by a signal whose
-    // handler returns here); the shadow stack is as stable as inside, but no exit runs.
-    const bool entered = dispatch_enter(t, slot);
+    bool entered;
     uint32_t n = 0, base = UINT32_MAX;
-    if (likely(t->shadow_top)) {
-        unsigned long *f = frame_at_top(t, &n);
-        if (likely(f[sf_retp] == slot)) base = t->shadow_top - n;
-    }
-    if (unlikely(base == UINT32_MAX)) {
-        base = shadow_find_return(t, slot, &n);
-        if (base == UINT32_MAX) {
-            // Dropped as gone by mistake (a stack switch dprobe could not see): return to
-            // the caller it had. The exit was counted as missed when the frame was dropped.
-            const uintptr_t ret = shadow_dropped_return(t, slot);
-            if (!ret) shadow_lost_return(t, slot);
-            *reinterpret_cast<uintptr_t *>(slot) = ret;
-            fregs->regs.ip = ret;
-            if (entered) dispatch_exit(t);
-            return ret;
+    if constexpr (light) {
+        if (unlikely(!t) || !dispatch_enter_clean(t, slot)) return 0;
+        entered = true;
+        if (likely(t->shadow_top)) {
+            unsigned long *f = frame_at_top(t, &n);
+            if (likely(f[sf_retp] == slot)) base = t->shadow_top - n;
+        }
+        bool ok = base != UINT32_MAX && !arch::is_return_hook(t->shadow[base + sf_ret]);
+        if (likely(ok)) {
+            const unsigned long *w = &t->shadow[base + sf_users];
+            for (uint32_t i = 0, users = static_cast<uint32_t>(t->shadow[base + sf_nusers]);
+                 ok && i < users; ++i) {
+                ok = light_ops(reinterpret_cast<const ftrace_ops *>(w[0]));
+                w += 2 + (w[1] & 0xffff);
+            }
+        }
+        if (unlikely(!ok)) {
+            dispatch_exit(t);
+            return 0;
+        }
+    } else {
+        if (unlikely(!t))
+            shadow_lost_return(t, slot); // a hooked return always has a frame on this thread
+        // Not entered: this thread is inside dispatch already (interrupted by a signal whose
+        // handler returns here); the shadow stack is as stable as inside, but no exit runs.
+        entered = dispatch_enter(t, slot);
+        if (likely(t->shadow_top)) {
+            unsigned long *f = frame_at_top(t, &n);
+            if (likely(f[sf_retp] == slot)) base = t->shadow_top - n;
+        }
+        if (unlikely(base == UINT32_MAX)) {
+            base = shadow_find_return(t, slot, &n);
+            if (base == UINT32_MAX) {
+                // Dropped as gone by mistake (a stack switch dprobe could not see): return
+                // to the caller it had. The exit was counted as missed when the frame was
+                // dropped.
+                const uintptr_t ret = shadow_dropped_return(t, slot);
+                if (!ret) shadow_lost_return(t, slot);
+                *reinterpret_cast<uintptr_t *>(slot) = ret;
+                fregs->regs.ip = ret;
+                if (entered) dispatch_exit(t);
+                return ret;
+            }
         }
     }
     unsigned long *f = &t->shadow[base];
@@ -219,22 +317,26 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
     *reinterpret_cast<uintptr_t *>(slot) = ret;
     if (likely(entered)) {
         const uintptr_t ip = f[sf_ip];
-        const uintptr_t real_ret = arch::is_return_hook(ret) ? shadow_real_return(t, base) : ret;
+        uintptr_t real_ret = ret;
+        if constexpr (!light)
+            if (arch::is_return_hook(ret)) real_ret = shadow_real_return(t, base);
         fregs->regs.ip = real_ret;
         uint32_t users = static_cast<uint32_t>(f[sf_nusers]);
         unsigned long *w = f + sf_users;
         // A long double result sits on the x87 stack; handlers get the empty stack the ABI
         // promises unless they provably leave it alone (reading the x87 status word costs
-        // more than everything else here together).
+        // more than everything else here together). Light handlers do.
         arch::x87_stack x87;
+        if constexpr (light) ++dprobe_ext_unsaved;
         const auto run = [&]() __attribute__((always_inline))
         {
             auto *o = reinterpret_cast<ftrace_ops *>(w[0]);
             const unsigned long words = w[1] & 0xffff;
             // An ops retired since the entry (unregistered, or reused) gets no exit call.
             if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
-                if (!o->x87_safe) x87.set_aside();
-                ops_exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
+                if constexpr (!light)
+                    if (!o->x87_safe) x87.set_aside();
+                ops_exit<light>(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
                 // Done: should a signal handler leave this section with a jump, the frame
                 // is dropped later as gone, and this user must not hear of it again.
                 std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -248,12 +350,15 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
             for (uint32_t i = 0; i < users; ++i)
                 run();
         }
-        x87.put_back();
+        if constexpr (light)
+            --dprobe_ext_unsaved;
+        else
+            x87.put_back();
     }
     if (likely(base + n == t->shadow_top)) {
         std::atomic_signal_fence(std::memory_order_seq_cst);
         t->shadow_top = base; // the top frame: nothing above it to move down
-    } else {
+    } else if constexpr (!light) {
         shadow_remove(t, base, n);
     }
     if (likely(entered)) dispatch_exit(t);
@@ -271,15 +376,41 @@ DPROBE_NOPROBE inline uintptr_t ftrace_return(struct ftrace_regs *fregs)
 // std::terminate instead. Handlers must not throw anything else.
 extern "C" DPROBE_NOPROBE void dprobe_ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs)
 {
-    ftrace_entry(site, fregs, false);
+    ftrace_entry<false>(site, fregs, false);
 }
 
 extern "C" DPROBE_NOPROBE int dprobe_fgraph_entry(ftrace_site *site, struct ftrace_regs *fregs)
 {
-    return ftrace_entry(site, fregs, true);
+    return ftrace_entry<false>(site, fregs, true);
 }
 
 extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs)
 {
-    return ftrace_return(fregs);
+    return ftrace_return<false>(fregs);
 }
+
+// The light path (site_users::light): 0 or 1 as dprobe_fgraph_entry, or entry_not_now.
+extern "C" DPROBE_NOPROBE int dprobe_fgraph_entry_light(ftrace_site *site,
+                                                        struct ftrace_regs *fregs)
+{
+    return ftrace_entry<true>(site, fregs, true);
+}
+
+// The light return: the real return address, or 0 when the full path must run.
+extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return_light(struct ftrace_regs *fregs)
+{
+    return ftrace_return<true>(fregs);
+}
+
+namespace dprobe
+{
+
+bool ftrace_light_dispatch_clean()
+{
+    static const bool clean =
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_fgraph_entry_light), true) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_light), true);
+    return clean;
+}
+
+} // namespace dprobe

@@ -27,13 +27,27 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
     for (uint32_t i = 0; i < n; ++i)
         if (old->ops[i] != remove) u->ops[u->n++] = old->ops[i];
     if (add) u->ops[u->n++] = add;
-    for (uint32_t i = 0; i < u->n; ++i)
+    bool light = true;
+    for (uint32_t i = 0; i < u->n; ++i) {
         if (u->ops[i]->exit) u->exit_words += 2 + u->ops[i]->data_words;
+        light &= u->ops[i]->light;
+    }
     if (u->n == 0) {
         std::free(u);
         return nullptr;
     }
+    u->light = light && ftrace_light_dispatch_clean();
     return u;
+}
+
+// Publishes a site's users list, and the trampolines' hint of whether it is light (a hit
+// between the two stores takes the full path, or tries the light one, which checks the
+// list it reads). Returns the list it replaced.
+site_users *set_users(ftrace_site *s, site_users *u)
+{
+    site_users *old = s->users.exchange(u, std::memory_order_acq_rel);
+    s->light.store(u && u->light, std::memory_order_release);
+    return old;
 }
 
 // ftrace_make_call() / ftrace_make_nop() of the site (the arch verbs: a compiled-in site's
@@ -231,7 +245,7 @@ int attach_locked(std::span<const ftrace_ops_site> pairs)
     std::vector<ftrace_site *> to_enable;
     for (size_t i = 0; i < sites.size(); ++i) {
         ftrace_site *s = sites[i];
-        old.push_back(s->users.exchange(fresh[i], std::memory_order_acq_rel));
+        old.push_back(set_users(s, fresh[i]));
         if (!s->patched) {
             reqs.push_back(enable_req(s));
             to_enable.push_back(s);
@@ -239,7 +253,7 @@ int attach_locked(std::span<const ftrace_ops_site> pairs)
     }
     if (int err = enable_sites(reqs, to_enable)) {
         for (size_t i = 0; i < sites.size(); ++i)
-            sites[i]->users.store(old[i], std::memory_order_release);
+            set_users(sites[i], old[i]);
         if (may_be_in_use(sites, old)) synchronize_dispatch();
         for (auto *u : fresh)
             std::free(u);
@@ -282,8 +296,7 @@ bool detach_locked(std::span<const ftrace_ops_site> pairs)
     std::vector<ftrace_site *> turned_off;
     for (size_t i = 0; i < sites.size(); ++i) {
         ftrace_site *s = sites[i];
-        old.push_back(s->users.load(std::memory_order_relaxed));
-        s->users.store(next[i], std::memory_order_release);
+        old.push_back(set_users(s, next[i]));
         if (!next[i] && s->patched && !s->gone) {
             reqs.push_back(disable_req(s));
             turned_off.push_back(s);

@@ -20,9 +20,10 @@ extern "C" void __fentry__();
 namespace dprobe
 {
 
-// The trampolines read these two fields of a site record by offset.
+// The trampolines read these fields of a site record by offset.
 static_assert(offsetof(ftrace_site, ip) == SITE_IP);
 static_assert(offsetof(ftrace_site, body) == SITE_BODY);
+static_assert(offsetof(ftrace_site, light) == SITE_LIGHT);
 
 ftrace_state &ftrace_st()
 {

@@ -161,6 +161,20 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
     }
     return true;
 }
+// dispatch_enter() for the light path (core/ftrace_dispatch.cpp), which must not call out:
+// false, with nothing changed, when the thread is inside dispatch code or left a section
+// without ending it (dispatch_enter() sorts that out).
+inline bool dispatch_enter_clean(task_ctx *t, uintptr_t base) noexcept
+{
+    const uint64_t s = t->seq.load(std::memory_order_relaxed);
+    if (__builtin_expect(s & 1, 0)) return false;
+    t->dispatch_kp = t->current_kprobe;
+    t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
+    t->seq.store(seq_word(base, s + 1), std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return true;
+}
+
 inline void dispatch_exit(task_ctx *t) noexcept
 {
     std::atomic_signal_fence(std::memory_order_seq_cst);

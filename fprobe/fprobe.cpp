@@ -193,6 +193,13 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
     hl->ops.x87_safe =
         !fp->exit_handler || arch::ext_state_clean(reinterpret_cast<uintptr_t>(fp->exit_handler),
                                                    false, arch::ext_scope::x87);
+    // Handlers that provably leave the whole extended state alone let the sites skip saving
+    // the vector registers (the light path, arch/x86_64/ftrace_tramp.S).
+    const auto clean = [](auto h) {
+        return !h || arch::ext_state_clean(reinterpret_cast<uintptr_t>(h));
+    };
+    hl->ops.light = !(fp->flags & FPROBE_FL_KPROBE_SHARED) && hl->ops.x87_safe &&
+                    clean(fp->entry_handler) && clean(fp->exit_handler);
     if (filter) {
         // A follower takes what can be probed, here as in the objects loaded later (a site
         // may also have gone with a dlclose since the match).

@@ -44,14 +44,16 @@
 /* Return frame: RET_FRAME bytes below the slot the hooked function returned from. */
 #define RET_FRAME 192
 
-/* Offset of ftrace_site::body in core's site record (checked in core/ftrace_sites.cpp). */
+/* Offsets in core's site record (checked in core/ftrace_sites.cpp): ftrace_site::ip, ::body
+ * and ::light. */
 #define SITE_BODY 16
 #define SITE_IP 0
+#define SITE_LIGHT 51
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */
 #define RETURN_LAYOUT_WORDS 12
-#define RETURN_LAYOUT_COUNT 6
+#define RETURN_LAYOUT_COUNT 9
 #define ENTRY_LAYOUT_WORDS 12
 #define ENTRY_LAYOUT_COUNT 6
 

@@ -38,6 +38,18 @@
  * state of the code that optprobe interrupted, so no vector register is touched at all and
  * the handlers run inside a whole xsave/xrstor (dprobe_call_ext_saved).
  *
+ * Light hits. Most handlers are integer code. When every handler of a site provably leaves
+ * the extended state alone (scanned when the fprobe is registered, as for the light
+ * optprobe detour; ftrace_ops::light) and so does the dispatch (core/ftrace_dispatch.cpp,
+ * built with -mgeneral-regs-only and scanned once), the site's record says so
+ * (SITE_LIGHT) and its hits save no vector register, test no upper state, issue no
+ * vzeroupper, and store no callee-saved register (fprobe handlers get the kernel's partial
+ * ftrace_regs): the entry calls dprobe_fgraph_entry_light and, when an exit is wanted,
+ * the body from dprobe_fgraph_call_light_*, whose return calls dprobe_ftrace_return_light.
+ * Both answer "not now" before anything ran when the hit needs more (the thread's first
+ * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
+ * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
+ *
  * Everything else the probed code can observe is preserved: all general registers (the
  * caller may rely on a callee's known clobbers with -fipa-ra), the arithmetic flags (with
  * lahf/seto instead of the slow popf), and at return the x87 stack (long double results:
@@ -125,7 +137,6 @@
 	mov %rax, PTR_R11(%rsp)
 	SAVE_SCRATCH_GPRS
 .Lent_saved_\name:
-	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
 	mov SITE_BODY(%r11), %rax
 	mov %rax, PTR_IP(%rsp)
 	mov SITE_IP(%r11), %rax
@@ -139,17 +150,36 @@
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 .Lent_rbx_frame_\name:
+	/* Light (see the top of this file): nothing the dispatch and the handlers run touches
+	 * the extended state, so nothing of it is saved. The dispatch may answer "not now"
+	 * (2) before anything ran: then the full path runs after all. */
+	cmpb $0, SITE_LIGHT(%rdi)
+	je 20f
+	movq $0, FREGS_VEC(%rbx)
+	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
+	and $-16, %rsp
+	call dprobe_fgraph_entry_light
+	lea dprobe_fgraph_call_light_\vsize(%rip), %rdx
+	cmp $2, %eax
+	jne 21f
+	mov FR_NEXT(%rbx), %rdi
+	mov %rbx, %rsi
+	mov %rbx, %rsp
+20:
+	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
 	sub $\n * \vsize, %rsp
 	and $-64, %rsp
 	CALL_WITH_VECTORS dprobe_fgraph_entry, \vsize, \n, \acc, \tmp
-	/* rax: 1 when the function is to be called (its exit handlers want its return). A
-	 * handler may redirect the function (regs->ip), as with the kernel's IPMODIFY. */
+	lea dprobe_fgraph_call_\vsize(%rip), %rdx
+21:
+	/* rax: 1 when the function is to be called (its exit handlers want its return), from
+	 * RDX, the light or the full one. A handler may redirect the function (regs->ip), as
+	 * with the kernel's IPMODIFY. */
 	mov PTR_IP(%rbx), %rcx
 	mov %rcx, FR_TARGET(%rbx)
 	test %eax, %eax
-	jz 19f
-	lea dprobe_fgraph_call_\vsize(%rip), %rcx
-19:	mov %rcx, FR_NEXT(%rbx)
+	cmovnz %rdx, %rcx
+	mov %rcx, FR_NEXT(%rbx)
 	mov %rbx, %rsp
 .Lent_rsp_frame_\name:
 	.cfi_def_cfa_register rsp
@@ -246,7 +276,7 @@ dprobe_x87_push:
  * write every real return address back first, and gdb's frame unwinder for dprobe
  * (scripts/gdb/dprobe-gdb.py) reads it from the shadow stack.
  */
-.macro RETURN_HANDLER vsize, balanced, tname, name
+.macro RETURN_HANDLER vsize, balanced, tname, name, light=0
 	.globl \tname
 	.hidden \tname
 	.type \tname, @function
@@ -290,18 +320,35 @@ dprobe_x87_push:
 	SAVE_SCRATCH_GPRS
 .Lret_bx_saved_\name:
 	mov %r11, PTR_R11(%rsp)
+	.if !\light
 	STORE_CALLEE_SAVED
+	.endif
 	lea RET_FRAME + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
-	/* Registers 2-15 too once a plain function may return here (see the top of this
-	 * file); the decision is kept in the frame for the restore (the switch only ever
-	 * turns on). */
-	movzbl dprobe_ret_keep_all_xmm(%rip), %eax
-	mov %eax, FR_KEEP_ALL(%rsp)
+	.if \light
+	movq $0, FREGS_VEC(%rsp)
+	.endif
 	mov %rsp, %rdi
 	mov %rsp, %rbx
 	.cfi_def_cfa_register rbx
 .Lret_rbx_frame_\name:
+	.if \light
+	/* Light: the frame was built by the light entry dispatch, whose users' exit
+	 * handlers leave the extended state alone. The exit dispatch answers 0, before
+	 * anything ran, when the full path must run. */
+	and $-16, %rsp
+	call dprobe_ftrace_return_light
+	test %rax, %rax
+	jnz 16f
+	mov %rbx, %rsp
+	mov %rbx, %rdi
+	STORE_CALLEE_SAVED
+	.endif
+	/* Registers 2-15 too once a plain function may return here (see the top of this
+	 * file); the decision is kept in the frame for the restore (the switch only ever
+	 * turns on). */
+	movzbl dprobe_ret_keep_all_xmm(%rip), %eax
+	mov %eax, FR_KEEP_ALL(%rbx)
 	test %eax, %eax
 	jnz 15f
 	sub $2 * \vsize, %rsp
@@ -368,6 +415,9 @@ FTRACE_CALLER 64, 16, 15, 14, dprobe_ftrace_caller_all_64
 RETURN_HANDLER 16, 1, dprobe_fgraph_call_16, dprobe_fgraph_return_16
 RETURN_HANDLER 32, 1, dprobe_fgraph_call_32, dprobe_fgraph_return_32
 RETURN_HANDLER 64, 1, dprobe_fgraph_call_64, dprobe_fgraph_return_64
+RETURN_HANDLER 16, 1, dprobe_fgraph_call_light_16, dprobe_fgraph_return_light_16, 1
+RETURN_HANDLER 32, 1, dprobe_fgraph_call_light_32, dprobe_fgraph_return_light_32, 1
+RETURN_HANDLER 64, 1, dprobe_fgraph_call_light_64, dprobe_fgraph_return_light_64, 1
 RETURN_HANDLER 16, 0, dprobe_return_trampoline_16, dprobe_return_to_handler_16
 RETURN_HANDLER 32, 0, dprobe_return_trampoline_32, dprobe_return_to_handler_32
 RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
@@ -375,7 +425,7 @@ RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
 /*
  * For debuggers (core/task_ctx.cpp, scripts/gdb/dprobe-gdb.py): a hooked function
  * returns into a return trampoline, and its caller is known only from the shadow stack and
- * from where the trampoline keeps its frame at each instruction. Layout of the six return
+ * from where the trampoline keeps its frame at each instruction. Layout of the nine return
  * trampolines, RETURN_LAYOUT_WORDS (ftrace_frame.h) words each.
  */
 	.section .data.rel.ro, "aw", @progbits
@@ -387,6 +437,9 @@ dprobe_return_tramp_layout:
 	RETURN_LAYOUT dprobe_fgraph_call_16, dprobe_fgraph_return_16, 0
 	RETURN_LAYOUT dprobe_fgraph_call_32, dprobe_fgraph_return_32, 0
 	RETURN_LAYOUT dprobe_fgraph_call_64, dprobe_fgraph_return_64, 0
+	RETURN_LAYOUT dprobe_fgraph_call_light_16, dprobe_fgraph_return_light_16, 0
+	RETURN_LAYOUT dprobe_fgraph_call_light_32, dprobe_fgraph_return_light_32, 0
+	RETURN_LAYOUT dprobe_fgraph_call_light_64, dprobe_fgraph_return_light_64, 0
 	RETURN_LAYOUT dprobe_return_trampoline_16, dprobe_return_to_handler_16, -8
 	RETURN_LAYOUT dprobe_return_trampoline_32, dprobe_return_to_handler_32, -8
 	RETURN_LAYOUT dprobe_return_trampoline_64, dprobe_return_to_handler_64, -8

@@ -71,7 +71,9 @@ struct pt_regs {
 struct ftrace_regs {
     struct pt_regs regs;
     /* Saved vector registers: xmm0-7 at entry, xmm0-1 at return, each VEC_SIZE bytes apart
-     * (16, 32 or 64: the full xmm, ymm or zmm register, whatever the CPU has). */
+     * (16, 32 or 64: the full xmm, ymm or zmm register, whatever the CPU has); NULL when
+     * the hit saved none (its handlers leave them alone). Read them with
+     * ftrace_regs_get_xmm(). */
     void *vec;
     unsigned long vec_size;
 };
@@ -195,11 +197,10 @@ static inline int ftrace_regs_query_register_offset(const char *name)
 {
     return regs_query_register_offset(name);
 }
-/* Saved xmm register N (0-7 at entry, 0-1 at return), as a pointer to its 16 bytes. */
-static inline void *ftrace_regs_get_xmm(struct ftrace_regs *fregs, unsigned int n)
-{
-    return (char *)fregs->vec + (size_t)n * fregs->vec_size;
-}
+/* Vector register N (xmm0-7 at entry, xmm0-1 at return) as the probed function had it, as a
+ * pointer to its low 16 bytes, valid while the handler runs. Out of line: a handler that
+ * reads vector registers makes its probe save them (see Documentation/fprobe.md). */
+DPROBE_API void *ftrace_regs_get_xmm(struct ftrace_regs *fregs, unsigned int n);
 /* fprobe handlers never get a full pt_regs in dprobe (no SAVE_REGS ops). */
 static inline struct pt_regs *ftrace_get_regs(struct ftrace_regs *fregs)
 {

@@ -88,6 +88,41 @@ TEST_F(fprobe_regs, float_double_long_double_arguments_and_returns)
     EXPECT_EQ(want_f, float_ptr(0.3f));
 }
 
+// Handlers reading vector arguments and results (ftrace_regs_get_xmm): the probe saves the
+// vector registers for them (a handler that reads them is never light).
+double seen_d, seen_extra, seen_ret;
+int xmm_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *)
+{
+    std::memcpy(&seen_d, ftrace_regs_get_xmm(fregs, 1), sizeof seen_d);
+    std::memcpy(&seen_extra, ftrace_regs_get_xmm(fregs, 2), sizeof seen_extra);
+    return 0;
+}
+void xmm_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *)
+{
+    std::memcpy(&seen_ret, ftrace_regs_get_xmm(fregs, 0), sizeof seen_ret);
+}
+
+TEST(fprobe_xmm, handlers_read_vector_arguments_and_results)
+{
+    const double want = fp_ptr(1.25f, 2.5, 3.75L, 0.125);
+    struct fprobe fp = {};
+    fp.entry_handler = xmm_entry;
+    fp.exit_handler = xmm_exit;
+    ASSERT_EQ(0, register_fprobe(&fp, "fp_target", nullptr));
+    const dprobe::ftrace_site *site =
+        dprobe::ftrace_location(reinterpret_cast<uintptr_t>(fp_target));
+    ASSERT_NE(nullptr, site);
+    EXPECT_FALSE(site->light.load()) << "handlers reading vector registers must save them";
+    for (int i = 0; i < 2; ++i) { // the thread's first hit, then the others
+        seen_d = seen_extra = seen_ret = 0;
+        EXPECT_EQ(want, fp_ptr(1.25f, 2.5, 3.75L, 0.125));
+        EXPECT_EQ(2.5, seen_d);
+        EXPECT_EQ(0.125, seen_extra);
+        EXPECT_EQ(want, seen_ret);
+    }
+    EXPECT_EQ(0, unregister_fprobe(&fp));
+}
+
 // An exit handler using all eight x87 registers, as any ABI-conforming code may: a long
 // double result left on the x87 stack would be lost to the stack overflow.
 __attribute__((noinline)) void fill_x87_stack()

@@ -13,6 +13,7 @@
 // XINUSE is read with XGETBV (ECX=1): deterministic, no timing. Skipped where the CPU has
 // no AVX (there is no upper state) or no XGETBV with ECX=1.
 #include "arch/x86_64/ftrace_arch.h"
+#include "core/ftrace.h"
 
 #include <dprobe/fprobe.h>
 #include <dprobe/kprobes.h>
@@ -95,9 +96,22 @@ int kp_pre_clean(struct kprobe *, struct pt_regs *)
     return 0;
 }
 
+// fprobe handlers that provably leave the extended state alone (the light path: no vector
+// register saved at all): count only.
+int fp_entry_clean(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+void fp_exit_clean(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+}
+
 enum class kind {
     fprobe_entry, // entry handler only
     fprobe_exit,  // entry and exit handlers
+    fprobe_light, // entry and exit handlers leaving the extended state alone (light path)
     kretprobe,
     kprobe_int3,  // kprobe on an instruction, optimization off
     kprobe_opt,   // optimized, handler touching vector registers (full detour)
@@ -129,6 +143,10 @@ const probe_case cases[] = {
     {"fprobe_exit_pfe", kind::fprobe_exit, vs_pfe, "vs_pfe", results, 2},
     {"fprobe_exit_fentry", kind::fprobe_exit, vs_fentry, "vs_fentry", results, 2},
     {"fprobe_exit_jump", kind::fprobe_exit, vs_plain, "vs_plain", all16, 2},
+    // The light path saves nothing, so nothing may change: all sixteen registers.
+    {"fprobe_light_pfe", kind::fprobe_light, vs_pfe, "vs_pfe", all16, 2},
+    {"fprobe_light_fentry", kind::fprobe_light, vs_fentry, "vs_fentry", all16, 2},
+    {"fprobe_light_jump", kind::fprobe_light, vs_plain, "vs_plain", all16, 2},
     {"kretprobe_pfe", kind::kretprobe, vs_pfe, "vs_pfe", results, 2},
     {"kretprobe_plain", kind::kretprobe, vs_plain, "vs_plain", all16, 2},
     {"kprobe_int3", kind::kprobe_int3, vs_plain, nullptr, all16, 1},
@@ -154,6 +172,24 @@ class vector_state : public ::testing::TestWithParam<probe_case>
             if (c.k == kind::fprobe_exit) fp.exit_handler = fp_exit;
             ASSERT_EQ(0, register_fprobe(&fp, c.sym, nullptr));
             break;
+        case kind::fprobe_light: {
+            fp = {};
+            fp.entry_handler = fp_entry_clean;
+            fp.exit_handler = fp_exit_clean;
+            ASSERT_EQ(0, register_fprobe(&fp, c.sym, nullptr));
+            registered = true;
+#if defined(__SANITIZE_ADDRESS__)
+            GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
+#endif
+            const dprobe::ftrace_site *site =
+                dprobe::ftrace_location(reinterpret_cast<uintptr_t>(c.fn));
+            ASSERT_NE(nullptr, site);
+            ASSERT_TRUE(site->light.load()) << "not light: the case tests nothing";
+            // A thread's first hit allocates its context, which the light path leaves to
+            // the full one (which keeps fewer registers): have it done.
+            EXPECT_EQ(1, c.fn(0));
+            break;
+        }
         case kind::kretprobe:
             rp = {};
             rp.kp.symbol_name = c.sym;
@@ -181,6 +217,7 @@ class vector_state : public ::testing::TestWithParam<probe_case>
         switch (GetParam().k) {
         case kind::fprobe_entry:
         case kind::fprobe_exit:
+        case kind::fprobe_light:
             unregister_fprobe(&fp);
             break;
         case kind::kretprobe:
@@ -203,7 +240,7 @@ TEST_P(vector_state, clean_state_stays_clean)
 {
     const probe_case &c = GetParam();
     for (bool dirty : {false, true}) {
-        if (dirty && c.k == kind::kprobe_light)
+        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light))
             continue; // its handler must not touch the vector registers
         dirty_handlers = dirty;
         hits = 0;
@@ -228,7 +265,7 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
     for (unsigned i = 0; i < sizeof in; ++i)
         in[i] = static_cast<uint8_t>(i * 13 + 5);
     for (bool dirty : {false, true}) {
-        if (dirty && c.k == kind::kprobe_light) continue;
+        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light)) continue;
         dirty_handlers = dirty;
         hits = 0;
         handler_dirty = 0;
@@ -238,7 +275,8 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
         dirty_handlers = false;
         EXPECT_EQ(42, r);
         EXPECT_EQ(c.hits_per_call, hits);
-        if (c.k != kind::kprobe_light) { // no handler code touches vector registers there
+        if (c.k != kind::kprobe_light && c.k != kind::fprobe_light) {
+            // (no handler code touches vector registers there)
             EXPECT_EQ(0u, handler_dirty) << "a handler started with the upper state in use";
         }
         std::string lost;
@@ -248,6 +286,63 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
         EXPECT_EQ("", lost) << "vector registers that lost their value"
                             << (dirty ? " (handlers left ymm8 dirty)" : "");
     }
+}
+
+// A light handler calling a function whose site got a probe of the full kind after the
+// handler was scanned clean (it then called an idle site): that probe's trampoline must save
+// the whole state, since the light hit around it saved nothing.
+int nested_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    __atomic_add_fetch(&hits, vs_fentry(1), __ATOMIC_RELAXED); // 2
+    return 0;
+}
+
+TEST(vector_state_light, full_probe_hit_inside_a_light_handler_keeps_everything)
+{
+    if (const char *why = skip_reason()) GTEST_SKIP() << why;
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
+#endif
+    struct fprobe outer = {}, inner = {};
+    outer.entry_handler = nested_entry;
+    outer.exit_handler = fp_exit_clean;
+    ASSERT_EQ(0, register_fprobe(&outer, "vs_plain", nullptr));
+    const dprobe::ftrace_site *site =
+        dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_plain));
+    ASSERT_NE(nullptr, site);
+    EXPECT_TRUE(site->light.load()) << "not light: the test tests nothing";
+    inner.entry_handler = fp_entry;
+    inner.exit_handler = fp_exit;
+    ASSERT_EQ(0, register_fprobe(&inner, "vs_fentry", nullptr));
+    EXPECT_EQ(1, vs_plain(0)); // the thread's first hit (its context) goes the full way
+
+    const unsigned width = dprobe::arch::vector_size();
+    alignas(64) uint8_t in[16 * 64], out[16 * 64];
+    for (unsigned i = 0; i < sizeof in; ++i)
+        in[i] = static_cast<uint8_t>(i * 7 + 3);
+    dirty_handlers = true;
+    hits = 0;
+    handler_dirty = 0;
+    const long r = width == 64 ? vs_call_live_64(vs_plain, 41, in, out)
+                               : vs_call_live_32(vs_plain, 41, in, out);
+    uint64_t x[2];
+    EXPECT_EQ(42, vs_call_clean(vs_plain, 41, x));
+    dirty_handlers = false;
+    EXPECT_EQ(42, r);
+    // Outer entry (+2 from vs_fentry) and exit; the inner probe's hits are recursion (a
+    // handler calling a probed function), missed: the warm-up call's and these two.
+    EXPECT_EQ(2 * 3, hits);
+    EXPECT_EQ(3u, inner.nmissed);
+    EXPECT_EQ(0u, handler_dirty) << "a handler started with the upper state in use";
+    std::string lost;
+    for (unsigned n = 0; n < 16; ++n)
+        if (std::memcmp(in + n * width, out + n * width, width) != 0)
+            lost += " " + std::to_string(n);
+    EXPECT_EQ("", lost) << "vector registers that lost their value";
+    EXPECT_EQ(x[0] & checked_bits, x[1] & checked_bits)
+        << "XINUSE before the call " << std::hex << x[0] << ", after " << x[1];
+    EXPECT_EQ(0, unregister_fprobe(&inner));
+    EXPECT_EQ(0, unregister_fprobe(&outer));
 }
 
 INSTANTIATE_TEST_SUITE_P(kinds, vector_state, ::testing::ValuesIn(cases),
