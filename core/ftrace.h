@@ -107,9 +107,10 @@ struct ftrace_ops {
     // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
     // double result on it need not be set aside around this ops' exit.
     bool x87_safe = false;
-    // A direct fprobe whose entry and exit handlers provably leave the whole extended state
-    // alone (arch::ext_state_clean): its hits may take the light path (no vector registers
-    // saved) while nothing else is asked of them.
+    // Everything this ops runs provably leaves the whole extended state alone
+    // (arch::ext_state_clean): a direct fprobe's entry and exit handlers, or entry() and
+    // exit() and what they call. Its hits may then take the light path (no vector register
+    // saved; a direct fprobe's while nothing else is asked of it).
     bool light = false;
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};

@@ -31,18 +31,19 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 // and exit() deal with them).
 constexpr unsigned long fprobe_indirect_flags = FPROBE_FL_DISABLED | FPROBE_FL_KPROBE_SHARED;
 
-// Whether the light path may run O's handlers: the fprobe's own, called directly, scanned
-// clean when it was registered (ftrace_ops::light), and nothing else asked for.
+// Whether the light path may run O's handlers (ftrace_ops::light: scanned clean when O was
+// set up): an fprobe's own, called directly while nothing else is asked of it, or the ops'
+// entry() and exit().
 DPROBE_NOPROBE __attribute__((always_inline)) inline bool light_ops(const ftrace_ops *o)
 {
     const ::fprobe *fp = o->direct;
-    return o->light && fp &&
-           !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags);
+    return o->light &&
+           (!fp || !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags));
 }
 
 // An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
-// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held just before; only
-// the direct call is compiled in (entry() was not scanned), a flag changed since then is
+// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held just before; an
+// fprobe's entry() is not compiled in (it was not scanned), a flag changed since then is
 // seen by the next hit, as it would be had it changed a moment later.
 template <bool light>
 DPROBE_NOPROBE __attribute__((always_inline)) inline int
@@ -50,9 +51,11 @@ ops_entry(ftrace_ops *o, unsigned long ip, unsigned long parent_ip, struct ftrac
           void *data)
 {
     if constexpr (light) {
-        ::fprobe *fp = o->direct;
-        auto h = fp->entry_handler;
-        return h ? h(fp, ip, parent_ip, fregs, data) : 0;
+        if (::fprobe *fp = o->direct) {
+            auto h = fp->entry_handler;
+            return h ? h(fp, ip, parent_ip, fregs, data) : 0;
+        }
+        return o->entry(o, ip, parent_ip, fregs, data);
     }
     if (::fprobe *fp = o->direct;
         fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
@@ -68,8 +71,11 @@ ops_exit(ftrace_ops *o, unsigned long ip, unsigned long ret_ip, struct ftrace_re
          void *data)
 {
     if constexpr (light) {
-        ::fprobe *fp = o->direct;
-        if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
+        if (::fprobe *fp = o->direct) {
+            if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
+            return;
+        }
+        o->exit(o, ip, ret_ip, fregs, data);
         return;
     }
     if (::fprobe *fp = o->direct;

@@ -283,6 +283,13 @@ int kretprobe_prepare(struct kretprobe *rp)
     ctl->ops.x87_safe =
         !rp->handler || arch::ext_state_clean(reinterpret_cast<uintptr_t>(rp->handler), false,
                                               arch::ext_scope::x87);
+    // Light (no vector register saved on a site) when this file's entry and exit, whose
+    // indirect calls are the handlers, and the handlers leave the extended state alone.
+    const auto clean = [](auto fn, bool vetted) {
+        return !fn || arch::ext_state_clean(reinterpret_cast<uintptr_t>(fn), vetted);
+    };
+    ctl->ops.light = clean(&krp_entry, true) && clean(&krp_exit, true) &&
+                     clean(rp->entry_handler, false) && clean(rp->handler, false);
     ctl->rp = rp;
     ctl->inflight.store(0);
     ctl->maxactive = rp->maxactive > 0 ? rp->maxactive : default_maxactive();

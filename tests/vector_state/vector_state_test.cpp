@@ -108,14 +108,26 @@ void fp_exit_clean(struct fprobe *, unsigned long, unsigned long, struct ftrace_
     __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
 }
 
+int rp_entry_clean(struct kretprobe_instance *, struct pt_regs *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+int rp_exit_clean(struct kretprobe_instance *, struct pt_regs *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
 enum class kind {
     fprobe_entry, // entry handler only
     fprobe_exit,  // entry and exit handlers
     fprobe_light, // entry and exit handlers leaving the extended state alone (light path)
     kretprobe,
-    kprobe_int3,  // kprobe on an instruction, optimization off
-    kprobe_opt,   // optimized, handler touching vector registers (full detour)
-    kprobe_light, // optimized, handler leaving them alone (light detour)
+    kretprobe_light, // handlers leaving the extended state alone (light path on a site)
+    kprobe_int3,     // kprobe on an instruction, optimization off
+    kprobe_opt,      // optimized, handler touching vector registers (full detour)
+    kprobe_light,    // optimized, handler leaving them alone (light detour)
 };
 
 struct probe_case {
@@ -149,6 +161,8 @@ const probe_case cases[] = {
     {"fprobe_light_jump", kind::fprobe_light, vs_plain, "vs_plain", all16, 2},
     {"kretprobe_pfe", kind::kretprobe, vs_pfe, "vs_pfe", results, 2},
     {"kretprobe_plain", kind::kretprobe, vs_plain, "vs_plain", all16, 2},
+    {"kretprobe_light_pfe", kind::kretprobe_light, vs_pfe, "vs_pfe", all16, 2},
+    {"kretprobe_light_plain", kind::kretprobe_light, vs_plain, "vs_plain", all16, 2},
     {"kprobe_int3", kind::kprobe_int3, vs_plain, nullptr, all16, 1},
     {"kprobe_optimized_full", kind::kprobe_opt, vs_plain, nullptr, all16, 1},
     {"kprobe_optimized_light", kind::kprobe_light, vs_plain, nullptr, all16, 1},
@@ -191,13 +205,26 @@ class vector_state : public ::testing::TestWithParam<probe_case>
             break;
         }
         case kind::kretprobe:
+        case kind::kretprobe_light: {
             rp = {};
             rp.kp.symbol_name = c.sym;
-            rp.entry_handler = rp_entry;
-            rp.handler = rp_exit;
+            const bool light = c.k == kind::kretprobe_light;
+            rp.entry_handler = light ? rp_entry_clean : rp_entry;
+            rp.handler = light ? rp_exit_clean : rp_exit;
             rp.maxactive = 4;
             ASSERT_EQ(0, register_kretprobe(&rp));
+            registered = true;
+            if (!light) break;
+#if defined(__SANITIZE_ADDRESS__)
+            GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
+#endif
+            const dprobe::ftrace_site *site =
+                dprobe::ftrace_location(reinterpret_cast<uintptr_t>(c.fn));
+            ASSERT_NE(nullptr, site);
+            ASSERT_TRUE(site->light.load()) << "not light: the case tests nothing";
+            EXPECT_EQ(1, c.fn(0)); // the thread's first hit goes the full way
             break;
+        }
         default:
             kp = {};
             kp.addr = reinterpret_cast<kprobe_opcode_t *>(vs_mid_probe);
@@ -221,6 +248,7 @@ class vector_state : public ::testing::TestWithParam<probe_case>
             unregister_fprobe(&fp);
             break;
         case kind::kretprobe:
+        case kind::kretprobe_light:
             unregister_kretprobe(&rp);
             break;
         default:
@@ -240,7 +268,8 @@ TEST_P(vector_state, clean_state_stays_clean)
 {
     const probe_case &c = GetParam();
     for (bool dirty : {false, true}) {
-        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light))
+        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light ||
+                      c.k == kind::kretprobe_light))
             continue; // its handler must not touch the vector registers
         dirty_handlers = dirty;
         hits = 0;
@@ -265,7 +294,9 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
     for (unsigned i = 0; i < sizeof in; ++i)
         in[i] = static_cast<uint8_t>(i * 13 + 5);
     for (bool dirty : {false, true}) {
-        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light)) continue;
+        if (dirty && (c.k == kind::kprobe_light || c.k == kind::fprobe_light ||
+                      c.k == kind::kretprobe_light))
+            continue;
         dirty_handlers = dirty;
         hits = 0;
         handler_dirty = 0;
@@ -275,7 +306,8 @@ TEST_P(vector_state, live_upper_state_comes_back_and_handlers_run_clean)
         dirty_handlers = false;
         EXPECT_EQ(42, r);
         EXPECT_EQ(c.hits_per_call, hits);
-        if (c.k != kind::kprobe_light && c.k != kind::fprobe_light) {
+        if (c.k != kind::kprobe_light && c.k != kind::fprobe_light &&
+            c.k != kind::kretprobe_light) {
             // (no handler code touches vector registers there)
             EXPECT_EQ(0u, handler_dirty) << "a handler started with the upper state in use";
         }
