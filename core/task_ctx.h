@@ -168,8 +168,11 @@ inline bool dispatch_enter_clean(task_ctx *t, uintptr_t base) noexcept
 {
     const uint64_t s = t->seq.load(std::memory_order_relaxed);
     if (__builtin_expect(s & 1, 0)) return false;
-    t->dispatch_kp = t->current_kprobe;
-    t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
+    // Stores cost more than loads here (a hit is bound by them): mostly these hold already.
+    if (__builtin_expect(t->dispatch_kp != t->current_kprobe, 0))
+        t->dispatch_kp = t->current_kprobe;
+    if (__builtin_expect(t->dispatch_fprobe_busy != t->fprobe_kprobe_busy, 0))
+        t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
     t->seq.store(seq_word(base, s + 1), std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     return true;

@@ -6,7 +6,8 @@
 // xrstor, about 2.7 KB with AVX-512) costs far more than the rest of a hit. But most
 // handlers are integer code: when every instruction reachable from the handler (following
 // direct calls and jumps) provably leaves the extended state alone, the detour can skip it
-// and keep only the general registers and the flags (the "light" detour).
+// and keep only the general registers and the flags (the "light" detour). fprobe and
+// kretprobe sites do the same (the light path of arch/x86_64/ftrace_tramp.S).
 //
 // What the light detour must still guard against is code that runs in the middle of a
 // handler without having been scanned: a probe hit inside it. An int3 probe traps (the
@@ -14,7 +15,8 @@
 // handler does not run anyway (recursion), but an fprobe on a function the handler calls
 // runs its own handlers from the ftrace trampolines. So while a light handler runs, the
 // thread's dprobe_ext_unsaved counter is non-zero, and the ftrace trampolines then save and
-// restore the whole extended state around their handlers (dprobe_call_ext_saved).
+// restore the whole extended state around their handlers (dprobe_call_ext_saved). Light
+// fprobe and kretprobe handlers raise it too (core/ftrace_dispatch.cpp).
 #pragma once
 
 #include <cstddef>
