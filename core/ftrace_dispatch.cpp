@@ -32,19 +32,17 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
 constexpr unsigned long fprobe_indirect_flags = FPROBE_FL_DISABLED | FPROBE_FL_KPROBE_SHARED;
 
 // Whether the light path may run O's handlers (ftrace_ops::light: scanned clean when O was
-// set up): an fprobe's own, called directly while nothing else is asked of it, or the ops'
-// entry() and exit().
+// set up, and never for an fprobe shared with kprobes): an fprobe's own, called directly,
+// or the ops' entry() and exit().
 DPROBE_NOPROBE __attribute__((always_inline)) inline bool light_ops(const ftrace_ops *o)
 {
-    const ::fprobe *fp = o->direct;
-    return o->light &&
-           (!fp || !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags));
+    return o->light;
 }
 
 // An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
-// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held just before; an
-// fprobe's entry() is not compiled in (it was not scanned), a flag changed since then is
-// seen by the next hit, as it would be had it changed a moment later.
+// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held; an fprobe's
+// entry() is not compiled in (it was not scanned): what it would do for the flags a light
+// fprobe can have is done here.
 template <bool light>
 DPROBE_NOPROBE __attribute__((always_inline)) inline int
 ops_entry(ftrace_ops *o, unsigned long ip, unsigned long parent_ip, struct ftrace_regs *fregs,
@@ -52,6 +50,8 @@ ops_entry(ftrace_ops *o, unsigned long ip, unsigned long parent_ip, struct ftrac
 {
     if constexpr (light) {
         if (::fprobe *fp = o->direct) {
+            // What fprobe.cpp's entry() does for a disabled fprobe.
+            if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return 1;
             auto h = fp->entry_handler;
             return h ? h(fp, ip, parent_ip, fregs, data) : 0;
         }
@@ -72,6 +72,7 @@ ops_exit(ftrace_ops *o, unsigned long ip, unsigned long ret_ip, struct ftrace_re
 {
     if constexpr (light) {
         if (::fprobe *fp = o->direct) {
+            if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return;
             if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
             return;
         }
@@ -117,10 +118,7 @@ ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
         t = peek_task_ctx();
         if (unlikely(!t) || !dispatch_enter_clean(t, fregs->regs.sp)) return entry_not_now;
         u = site->users.load(std::memory_order_acquire);
-        bool ok = u && u->light;
-        for (uint32_t i = 0; ok && i < u->n; ++i)
-            ok = light_ops(u->ops[i]);
-        if (unlikely(!ok)) {
+        if (unlikely(!u || !u->light)) { // every ops light_ops()
             dispatch_exit(t);
             return entry_not_now;
         }

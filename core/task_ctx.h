@@ -6,6 +6,8 @@
 // recycled, never unmapped, so a quiescence waiter can always read them.
 #pragma once
 
+#include "arch/x86_64/ext_state.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -157,6 +159,9 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
         t->current_kprobe = t->dispatch_kp;
         t->fprobe_kprobe_busy = t->dispatch_fprobe_busy;
         t->kprobe_status = 0;
+        // Light handlers run only inside a section, and sections do not nest: a count left
+        // by one that was cut short would make every later hit save the whole extended state.
+        dprobe_ext_unsaved = 0;
         if (t->entry_pending) dispatch_recover(t);
     }
     return true;

@@ -12,6 +12,7 @@
 //    around may keep values in any of them (a jump site, an instruction).
 // XINUSE is read with XGETBV (ECX=1): deterministic, no timing. Skipped where the CPU has
 // no AVX (there is no upper state) or no XGETBV with ECX=1.
+#include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/ftrace_arch.h"
 #include "core/ftrace.h"
 
@@ -20,6 +21,8 @@
 #include <gtest/gtest.h>
 
 #include <cpuid.h>
+#include <csetjmp>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -375,6 +378,65 @@ TEST(vector_state_light, full_probe_hit_inside_a_light_handler_keeps_everything)
         << "XINUSE before the call " << std::hex << x[0] << ", after " << x[1];
     EXPECT_EQ(0, unregister_fprobe(&inner));
     EXPECT_EQ(0, unregister_fprobe(&outer));
+}
+
+// A light handler cut short by a signal handler's siglongjmp leaves the thread's count of
+// running light handlers raised; the next section, which finds the old one abandoned, sets it
+// back (else every later hit of the thread would save the whole extended state).
+sigjmp_buf light_jmp;
+volatile int jump_now;
+void light_sig(int)
+{
+    siglongjmp(light_jmp, 1);
+}
+int jumping_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED);
+    if (jump_now) {
+        // tgkill(getpid(), gettid(), SIGUSR1), with the syscall instruction: a call of the C
+        // library would keep the handler from being scanned clean.
+        long pid, tid, r;
+        __asm__ volatile("syscall" : "=a"(pid) : "0"(39L) : "rcx", "r11", "memory");
+        __asm__ volatile("syscall" : "=a"(tid) : "0"(186L) : "rcx", "r11", "memory");
+        register long sig __asm__("rdx") = SIGUSR1;
+        __asm__ volatile("syscall"
+                         : "=a"(r)
+                         : "0"(234L), "D"(pid), "S"(tid), "r"(sig)
+                         : "rcx", "r11", "memory");
+    }
+    return 0;
+}
+
+TEST(vector_state_light, a_light_handler_left_by_a_jump_is_forgotten)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
+#endif
+    struct fprobe fp = {};
+    fp.entry_handler = jumping_entry;
+    fp.exit_handler = fp_exit_clean;
+    ASSERT_EQ(0, register_fprobe(&fp, "vs_pfe", nullptr));
+    const dprobe::ftrace_site *site = dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_pfe));
+    ASSERT_NE(nullptr, site);
+    EXPECT_TRUE(site->light.load()) << "not light: the test tests nothing";
+    EXPECT_EQ(1, vs_pfe(0)); // the thread's first hit goes the full way
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = light_sig;
+    ASSERT_EQ(0, sigaction(SIGUSR1, &sa, &old));
+    hits = 0;
+    jump_now = 1;
+    if (sigsetjmp(light_jmp, 1) == 0) {
+        vs_pfe(1);
+        ADD_FAILURE() << "the handler did not jump";
+    }
+    jump_now = 0;
+    EXPECT_EQ(1, hits);
+    EXPECT_EQ(1u, dprobe_ext_unsaved) << "the light handler was not running when it was left";
+    EXPECT_EQ(2, vs_pfe(1));
+    EXPECT_EQ(0u, dprobe_ext_unsaved);
+    EXPECT_EQ(3, hits); // this call's entry and exit
+    sigaction(SIGUSR1, &old, nullptr);
+    EXPECT_EQ(0, unregister_fprobe(&fp));
 }
 
 INSTANTIATE_TEST_SUITE_P(kinds, vector_state, ::testing::ValuesIn(cases),
