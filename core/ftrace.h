@@ -52,6 +52,7 @@ struct site_users {
     // Every ops is ftrace_ops::light and the light dispatch is clean
     // (ftrace_light_dispatch_clean): the site's hits need not save the vector registers.
     bool light;
+    bool pt_regs; // some ops is ftrace_ops::pt_regs
     ftrace_ops *ops[];
 };
 
@@ -73,8 +74,9 @@ struct ftrace_site {
     // no thread can have run this code yet, so it is written directly and nobody can be in
     // its handlers.
     bool unreached = false;
-    // The trampolines' hint that users->light holds (read at SITE_LIGHT): they then try the
-    // light dispatch first, which checks the list it reads itself.
+    // The trampolines' hint that users->light holds (read at SITE_LIGHT: SITE_LIGHT_ON, and
+    // SITE_LIGHT_PT_REGS when users->pt_regs): they then try the light dispatch first, which
+    // checks the list it reads itself.
     std::atomic<uint8_t> light{0};
     exec_chunk stub; // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
@@ -112,6 +114,9 @@ struct ftrace_ops {
     // exit() and what they call. Its hits may then take the light path (no vector register
     // saved; a direct fprobe's while nothing else is asked of it).
     bool light = false;
+    // Its handlers get a full pt_regs (a kretprobe's), not the partial ftrace_regs of an
+    // fprobe: a light entry then stores the callee-saved registers too.
+    bool pt_regs = false;
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};
 };
@@ -233,5 +238,6 @@ bool ftrace_is_return_trampoline(uintptr_t a);
 extern "C" void dprobe_ftrace_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
 extern "C" int dprobe_fgraph_entry(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
 extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs);
-extern "C" int dprobe_fgraph_entry_light(dprobe::ftrace_site *site, struct ftrace_regs *fregs);
+extern "C" int dprobe_fgraph_entry_light(dprobe::ftrace_site *site, struct ftrace_regs *fregs,
+                                         unsigned seen);
 extern "C" uintptr_t dprobe_ftrace_return_light(struct ftrace_regs *fregs);

@@ -1,6 +1,7 @@
 // The hot path: what the trampolines call when a patched site runs and when a hooked
 // function returns. No allocation, no locks, no libc beyond what signal handlers may use.
 #include "arch/x86_64/ext_state.h"
+#include "arch/x86_64/ftrace_frame.h"
 #include "core/compiler.h"
 #include "core/ftrace.h"
 #include "core/shadow_stack.h"
@@ -110,7 +111,7 @@ constexpr int entry_not_now = 2;
 // entry_not_now instead, before any handler ran.
 template <bool light>
 DPROBE_NOPROBE __attribute__((always_inline)) inline int
-ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
+ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced, unsigned seen = 0)
 {
     task_ctx *t;
     const site_users *u;
@@ -118,7 +119,9 @@ ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced)
         t = peek_task_ctx();
         if (unlikely(!t) || !dispatch_enter_clean(t, fregs->regs.sp)) return entry_not_now;
         u = site->users.load(std::memory_order_acquire);
-        if (unlikely(!u || !u->light)) { // every ops light_ops()
+        // Every ops light_ops(); SEEN: the site's light byte as the trampoline read it, which
+        // says whether it stored the callee-saved registers for users wanting a pt_regs.
+        if (unlikely(!u || !u->light || (u->pt_regs && !(seen & SITE_LIGHT_PT_REGS)))) {
             dispatch_exit(t);
             return entry_not_now;
         }
@@ -395,9 +398,9 @@ extern "C" DPROBE_NOPROBE uintptr_t dprobe_ftrace_return(struct ftrace_regs *fre
 
 // The light path (site_users::light): 0 or 1 as dprobe_fgraph_entry, or entry_not_now.
 extern "C" DPROBE_NOPROBE int dprobe_fgraph_entry_light(ftrace_site *site,
-                                                        struct ftrace_regs *fregs)
+                                                        struct ftrace_regs *fregs, unsigned seen)
 {
-    return ftrace_entry<true>(site, fregs, true);
+    return ftrace_entry<true>(site, fregs, true, seen);
 }
 
 // The light return: the real return address, or 0 when the full path must run.

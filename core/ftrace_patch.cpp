@@ -1,6 +1,7 @@
 // Attaching ops to sites and switching sites between NOP and call (ftrace_replace_code).
 #include "core/ftrace_internal.h"
 
+#include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/ftrace_make.h"
 #include "core/task_ctx.h"
 
@@ -28,9 +29,11 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
         if (old->ops[i] != remove) u->ops[u->n++] = old->ops[i];
     if (add) u->ops[u->n++] = add;
     bool light = true;
+    u->pt_regs = false;
     for (uint32_t i = 0; i < u->n; ++i) {
         if (u->ops[i]->exit) u->exit_words += 2 + u->ops[i]->data_words;
         light &= u->ops[i]->light;
+        u->pt_regs |= u->ops[i]->pt_regs;
     }
     if (u->n == 0) {
         std::free(u);
@@ -46,7 +49,10 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
 site_users *set_users(ftrace_site *s, site_users *u)
 {
     site_users *old = s->users.exchange(u, std::memory_order_acq_rel);
-    s->light.store(u && u->light, std::memory_order_release);
+    const uint8_t hint = !u || !u->light ? 0
+                         : u->pt_regs    ? SITE_LIGHT_ON | SITE_LIGHT_PT_REGS
+                                         : SITE_LIGHT_ON;
+    s->light.store(hint, std::memory_order_release);
     return old;
 }
 

@@ -288,6 +288,7 @@ int kretprobe_prepare(struct kretprobe *rp)
     const auto clean = [](auto fn, bool vetted) {
         return !fn || arch::ext_state_clean(reinterpret_cast<uintptr_t>(fn), vetted);
     };
+    ctl->ops.pt_regs = true;
     ctl->ops.light = clean(&krp_entry, true) && clean(&krp_exit, true) &&
                      clean(rp->entry_handler, false) && clean(rp->handler, false);
     ctl->rp = rp;

@@ -49,6 +49,9 @@
 #define SITE_BODY 16
 #define SITE_IP 0
 #define SITE_LIGHT 51
+/* ftrace_site::light: the light path is on; its users want a full pt_regs at the entry. */
+#define SITE_LIGHT_ON 1
+#define SITE_LIGHT_PT_REGS 2
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */

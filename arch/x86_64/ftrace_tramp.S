@@ -43,8 +43,9 @@
  * optprobe detour; ftrace_ops::light) and so does the dispatch (core/ftrace_dispatch.cpp,
  * built with -mgeneral-regs-only and scanned once), the site's record says so
  * (SITE_LIGHT) and its hits save no vector register, test no upper state, issue no
- * vzeroupper, and store no callee-saved register (fprobe handlers get the kernel's partial
- * ftrace_regs): the entry calls dprobe_fgraph_entry_light and, when an exit is wanted,
+ * vzeroupper, and at the entry store the callee-saved registers only when a user wants a
+ * full pt_regs (a kretprobe; fprobe handlers get the kernel's partial ftrace_regs): the
+ * entry calls dprobe_fgraph_entry_light and, when an exit is wanted,
  * the body from dprobe_fgraph_call_light_*, whose return calls dprobe_ftrace_return_light.
  * Both answer "not now" before anything ran when the hit needs more (the thread's first
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
@@ -153,9 +154,13 @@
 	/* Light (see the top of this file): nothing the dispatch and the handlers run touches
 	 * the extended state, so nothing of it is saved. The dispatch may answer "not now"
 	 * (2) before anything ran: then the full path runs after all. */
-	cmpb $0, SITE_LIGHT(%rdi)
-	je 20f
-	movq $0, FREGS_VEC(%rbx)
+	movzbl SITE_LIGHT(%rdi), %edx
+	test $SITE_LIGHT_ON, %dl
+	jz 20f
+	test $SITE_LIGHT_PT_REGS, %dl
+	jz 22f
+	STORE_CALLEE_SAVED
+22:	movq $0, FREGS_VEC(%rbx)
 	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
 	and $-16, %rsp
 	call dprobe_fgraph_entry_light
@@ -166,7 +171,7 @@
 	mov %rbx, %rsi
 	mov %rbx, %rsp
 20:
-	STORE_CALLEE_SAVED /* so kprobes on sites get a full pt_regs */
+	STORE_CALLEE_SAVED /* so kprobes and kretprobes on sites get a full pt_regs */
 	sub $\n * \vsize, %rsp
 	and $-64, %rsp
 	CALL_WITH_VECTORS dprobe_fgraph_entry, \vsize, \n, \acc, \tmp
@@ -320,9 +325,7 @@ dprobe_x87_push:
 	SAVE_SCRATCH_GPRS
 .Lret_bx_saved_\name:
 	mov %r11, PTR_R11(%rsp)
-	.if !\light
-	STORE_CALLEE_SAVED
-	.endif
+	STORE_CALLEE_SAVED /* a full pt_regs, for kretprobe handlers */
 	lea RET_FRAME + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
 	.if \light
@@ -342,7 +345,6 @@ dprobe_x87_push:
 	jnz 16f
 	mov %rbx, %rsp
 	mov %rbx, %rdi
-	STORE_CALLEE_SAVED
 	.endif
 	/* Registers 2-15 too once a plain function may return here (see the top of this
 	 * file); the decision is kept in the frame for the restore (the switch only ever

@@ -14,6 +14,7 @@
 // no AVX (there is no upper state) or no XGETBV with ECX=1.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/ftrace_frame.h"
 #include "core/ftrace.h"
 
 #include <dprobe/fprobe.h>
@@ -38,6 +39,7 @@ void vs_dirty_ymm();
 long vs_call_clean(long (*fn)(long), long arg, uint64_t xinuse[2]);
 long vs_call_live_32(long (*fn)(long), long arg, const void *in, void *out);
 long vs_call_live_64(long (*fn)(long), long arg, const void *in, void *out);
+long vs_call_callee_saved(long (*fn)(long), long arg);
 }
 
 namespace
@@ -437,6 +439,60 @@ TEST(vector_state_light, a_light_handler_left_by_a_jump_is_forgotten)
     EXPECT_EQ(3, hits); // this call's entry and exit
     sigaction(SIGUSR1, &old, nullptr);
     EXPECT_EQ(0, unregister_fprobe(&fp));
+}
+
+// A kretprobe's handlers get a full pt_regs, on the light path too (the callee-saved
+// registers are stored for them, not for fprobes).
+// (Volatile stores, one by one: a copy the compiler vectorizes would not be light.)
+volatile unsigned long seen_regs[2][6];
+void note_regs(int at, const struct pt_regs *regs)
+{
+    seen_regs[at][0] = regs->bx;
+    seen_regs[at][1] = regs->bp;
+    seen_regs[at][2] = regs->r12;
+    seen_regs[at][3] = regs->r13;
+    seen_regs[at][4] = regs->r14;
+    seen_regs[at][5] = regs->r15;
+}
+int rp_entry_regs(struct kretprobe_instance *, struct pt_regs *regs)
+{
+    note_regs(0, regs);
+    return 0;
+}
+int rp_exit_regs(struct kretprobe_instance *, struct pt_regs *regs)
+{
+    note_regs(1, regs);
+    return 0;
+}
+
+TEST(vector_state_light, kretprobe_handlers_get_a_full_pt_regs)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
+#endif
+    struct kretprobe rp = {};
+    rp.kp.symbol_name = "vs_pfe";
+    rp.entry_handler = rp_entry_regs;
+    rp.handler = rp_exit_regs;
+    rp.maxactive = 4;
+    ASSERT_EQ(0, register_kretprobe(&rp));
+    const dprobe::ftrace_site *site = dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_pfe));
+    ASSERT_NE(nullptr, site);
+    EXPECT_EQ(SITE_LIGHT_ON | SITE_LIGHT_PT_REGS, site->light.load())
+        << "not light: the test tests nothing";
+    EXPECT_EQ(1, vs_pfe(0)); // the thread's first hit goes the full way
+    for (auto &at : seen_regs)
+        for (auto &r : at)
+            r = 0;
+    EXPECT_EQ(42, vs_call_callee_saved(vs_pfe, 41));
+    const unsigned long want[6] = {0x1b1b1b1b1b1b1b1b, 0x1d1d1d1d1d1d1d1d, 0x1c1c1c1c1c1c1c1c,
+                                   0x1e1e1e1e1e1e1e1e, 0x1f1f1f1f1f1f1f1f, 0x1a1a1a1a1a1a1a1a};
+    const char *names[6] = {"rbx", "rbp", "r12", "r13", "r14", "r15"};
+    for (int at = 0; at < 2; ++at)
+        for (int i = 0; i < 6; ++i)
+            EXPECT_EQ(want[i], seen_regs[at][i])
+                << names[i] << (at ? " at the return" : " at the entry");
+    unregister_kretprobe(&rp);
 }
 
 INSTANTIATE_TEST_SUITE_P(kinds, vector_state, ::testing::ValuesIn(cases),

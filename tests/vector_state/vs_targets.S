@@ -139,4 +139,36 @@ vs_call_live_\width:
 CALL_LIVE 32
 CALL_LIVE 64
 
+/* long vs_call_callee_saved(long (*fn)(long), long arg): calls FN(ARG) with rbx, rbp and
+ * r12-r15 holding 0x1b1b..., 0x1d1d..., 0x1c1c..., 0x1e1e..., 0x1f1f..., 0x1a1a... */
+	.globl vs_call_callee_saved
+	.type vs_call_callee_saved, @function
+	.p2align 4
+vs_call_callee_saved:
+	push %rbx
+	push %rbp
+	push %r12
+	push %r13
+	push %r14
+	push %r15
+	sub $8, %rsp
+	mov %rdi, %rax
+	mov %rsi, %rdi
+	movabs $0x1b1b1b1b1b1b1b1b, %rbx
+	movabs $0x1d1d1d1d1d1d1d1d, %rbp
+	movabs $0x1c1c1c1c1c1c1c1c, %r12
+	movabs $0x1e1e1e1e1e1e1e1e, %r13
+	movabs $0x1f1f1f1f1f1f1f1f, %r14
+	movabs $0x1a1a1a1a1a1a1a1a, %r15
+	call *%rax
+	add $8, %rsp
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %rbp
+	pop %rbx
+	ret
+	.size vs_call_callee_saved, . - vs_call_callee_saved
+
 	.section .note.GNU-stack, "", @progbits
