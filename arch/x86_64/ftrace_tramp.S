@@ -44,9 +44,9 @@
  * built with -mgeneral-regs-only and scanned once), the site's record says so
  * (SITE_LIGHT) and its hits save no vector register, test no upper state, issue no
  * vzeroupper, and at the entry store the callee-saved registers only when a user wants a
- * full pt_regs (a kretprobe; fprobe handlers get the kernel's partial ftrace_regs): the
- * entry calls dprobe_fgraph_entry_light and, when an exit is wanted,
- * the body from dprobe_fgraph_call_light_*, whose return calls dprobe_ftrace_return_light.
+ * full pt_regs (a kretprobe; fprobe handlers get the kernel's partial ftrace_regs). The
+ * entry calls dprobe_fgraph_entry_light and, when an exit is wanted, the body from
+ * dprobe_fgraph_call_light_*, whose return calls dprobe_ftrace_return_light.
  * Both answer "not now" before anything ran when the hit needs more (the thread's first
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
  * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
