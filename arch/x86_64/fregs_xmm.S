@@ -30,23 +30,14 @@ ftrace_regs_get_xmm:
 	add %fs:0, %rax
 	cmpb $0, dprobe_have_avx(%rip)
 	je 2f
-	vmovdqu %xmm0, 0(%rax)
-	vmovdqu %xmm1, 16(%rax)
-	vmovdqu %xmm2, 32(%rax)
-	vmovdqu %xmm3, 48(%rax)
-	vmovdqu %xmm4, 64(%rax)
-	vmovdqu %xmm5, 80(%rax)
-	vmovdqu %xmm6, 96(%rax)
-	vmovdqu %xmm7, 112(%rax)
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7
+	vmovdqu %xmm\n, \n * 16(%rax)
+	.endr
 	jmp 3f
-2:	movdqu %xmm0, 0(%rax)
-	movdqu %xmm1, 16(%rax)
-	movdqu %xmm2, 32(%rax)
-	movdqu %xmm3, 48(%rax)
-	movdqu %xmm4, 64(%rax)
-	movdqu %xmm5, 80(%rax)
-	movdqu %xmm6, 96(%rax)
-	movdqu %xmm7, 112(%rax)
+2:
+	.irp n, 0, 1, 2, 3, 4, 5, 6, 7
+	movdqu %xmm\n, \n * 16(%rax)
+	.endr
 3:	and $7, %esi
 	shl $4, %esi
 	add %rsi, %rax

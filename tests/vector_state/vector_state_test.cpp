@@ -57,6 +57,21 @@ const char *skip_reason()
     return nullptr;
 }
 
+// The light path does not exist in a sanitizer build: its instrumented dispatch is not clean.
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_WITHOUT_LIGHT_PATH()                                                                  \
+    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test"
+#else
+#define SKIP_WITHOUT_LIGHT_PATH() (void)0
+#endif
+
+// The light byte of FN's site (SITE_LIGHT_ON, SITE_LIGHT_PT_REGS), -1 when FN has no site.
+int site_light(long (*fn)(long))
+{
+    const dprobe::ftrace_site *site = dprobe::ftrace_location(reinterpret_cast<uintptr_t>(fn));
+    return site ? site->light.load() : -1;
+}
+
 // What the handlers saw and did.
 int hits;
 uint64_t handler_dirty; // XINUSE upper bits found at a handler's start (ORed)
@@ -197,13 +212,8 @@ class vector_state : public ::testing::TestWithParam<probe_case>
             fp.exit_handler = fp_exit_clean;
             ASSERT_EQ(0, register_fprobe(&fp, c.sym, nullptr));
             registered = true;
-#if defined(__SANITIZE_ADDRESS__)
-            GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
-#endif
-            const dprobe::ftrace_site *site =
-                dprobe::ftrace_location(reinterpret_cast<uintptr_t>(c.fn));
-            ASSERT_NE(nullptr, site);
-            ASSERT_TRUE(site->light.load()) << "not light: the case tests nothing";
+            SKIP_WITHOUT_LIGHT_PATH();
+            ASSERT_GT(site_light(c.fn), 0) << "not light: the case tests nothing";
             // A thread's first hit allocates its context, which the light path leaves to
             // the full one (which keeps fewer registers): have it done.
             EXPECT_EQ(1, c.fn(0));
@@ -220,13 +230,8 @@ class vector_state : public ::testing::TestWithParam<probe_case>
             ASSERT_EQ(0, register_kretprobe(&rp));
             registered = true;
             if (!light) break;
-#if defined(__SANITIZE_ADDRESS__)
-            GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
-#endif
-            const dprobe::ftrace_site *site =
-                dprobe::ftrace_location(reinterpret_cast<uintptr_t>(c.fn));
-            ASSERT_NE(nullptr, site);
-            ASSERT_TRUE(site->light.load()) << "not light: the case tests nothing";
+            SKIP_WITHOUT_LIGHT_PATH();
+            ASSERT_GT(site_light(c.fn), 0) << "not light: the case tests nothing";
             EXPECT_EQ(1, c.fn(0)); // the thread's first hit goes the full way
             break;
         }
@@ -337,17 +342,12 @@ int nested_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_re
 TEST(vector_state_light, full_probe_hit_inside_a_light_handler_keeps_everything)
 {
     if (const char *why = skip_reason()) GTEST_SKIP() << why;
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
-#endif
+    SKIP_WITHOUT_LIGHT_PATH();
     struct fprobe outer = {}, inner = {};
     outer.entry_handler = nested_entry;
     outer.exit_handler = fp_exit_clean;
     ASSERT_EQ(0, register_fprobe(&outer, "vs_plain", nullptr));
-    const dprobe::ftrace_site *site =
-        dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_plain));
-    ASSERT_NE(nullptr, site);
-    EXPECT_TRUE(site->light.load()) << "not light: the test tests nothing";
+    EXPECT_GT(site_light(vs_plain), 0) << "not light: the test tests nothing";
     inner.entry_handler = fp_entry;
     inner.exit_handler = fp_exit;
     ASSERT_EQ(0, register_fprobe(&inner, "vs_fentry", nullptr));
@@ -411,16 +411,12 @@ int jumping_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_r
 
 TEST(vector_state_light, a_light_handler_left_by_a_jump_is_forgotten)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
-#endif
+    SKIP_WITHOUT_LIGHT_PATH();
     struct fprobe fp = {};
     fp.entry_handler = jumping_entry;
     fp.exit_handler = fp_exit_clean;
     ASSERT_EQ(0, register_fprobe(&fp, "vs_pfe", nullptr));
-    const dprobe::ftrace_site *site = dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_pfe));
-    ASSERT_NE(nullptr, site);
-    EXPECT_TRUE(site->light.load()) << "not light: the test tests nothing";
+    EXPECT_GT(site_light(vs_pfe), 0) << "not light: the test tests nothing";
     EXPECT_EQ(1, vs_pfe(0)); // the thread's first hit goes the full way
     struct sigaction sa = {}, old = {};
     sa.sa_handler = light_sig;
@@ -467,18 +463,14 @@ int rp_exit_regs(struct kretprobe_instance *, struct pt_regs *regs)
 
 TEST(vector_state_light, kretprobe_handlers_get_a_full_pt_regs)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "sanitizer-instrumented dispatch is not clean: no light path to test";
-#endif
+    SKIP_WITHOUT_LIGHT_PATH();
     struct kretprobe rp = {};
     rp.kp.symbol_name = "vs_pfe";
     rp.entry_handler = rp_entry_regs;
     rp.handler = rp_exit_regs;
     rp.maxactive = 4;
     ASSERT_EQ(0, register_kretprobe(&rp));
-    const dprobe::ftrace_site *site = dprobe::ftrace_location(reinterpret_cast<uintptr_t>(vs_pfe));
-    ASSERT_NE(nullptr, site);
-    EXPECT_EQ(SITE_LIGHT_ON | SITE_LIGHT_PT_REGS, site->light.load())
+    EXPECT_EQ(SITE_LIGHT_ON | SITE_LIGHT_PT_REGS, site_light(vs_pfe))
         << "not light: the test tests nothing";
     EXPECT_EQ(1, vs_pfe(0)); // the thread's first hit goes the full way
     for (auto &at : seen_regs)
