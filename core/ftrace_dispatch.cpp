@@ -8,9 +8,39 @@
 #include "core/task_ctx.h"
 
 #include <dprobe/fprobe.h>
+
+#include <cstddef>
 #include <dprobe/ptrace.h>
 
 using namespace dprobe;
+
+// What the direct dispatch (arch/x86_64/ftrace_direct.S) reads of these records.
+static_assert(offsetof(ftrace_site, users) == SITE_USERS && offsetof(ftrace_site, ip) == SITE_IP);
+static_assert(offsetof(site_users, n) == SU_N && offsetof(site_users, light) == SU_LIGHT &&
+              offsetof(site_users, pt_regs) == SU_LIGHT + 1 && offsetof(site_users, ops) == SU_OPS);
+static_assert(offsetof(ftrace_ops, exit) == OPS_EXIT &&
+              offsetof(ftrace_ops, direct) == OPS_DIRECT &&
+              offsetof(ftrace_ops, data_words) == OPS_DATA_WORDS &&
+              offsetof(ftrace_ops, light) == OPS_LIGHT && offsetof(ftrace_ops, gen) == OPS_GEN &&
+              sizeof(ftrace_ops::data_words) == 4 && sizeof(ftrace_ops::light) == 1);
+static_assert(offsetof(task_ctx, seq) == TC_SEQ &&
+              offsetof(task_ctx, dispatch_kp) == TC_DISPATCH_KP &&
+              offsetof(task_ctx, dispatch_fprobe_busy) == TC_DISPATCH_FPROBE_BUSY &&
+              offsetof(task_ctx, entry_pending) == TC_ENTRY_PENDING &&
+              offsetof(task_ctx, entry_ops) == TC_ENTRY_OPS &&
+              offsetof(task_ctx, shadow_top) == TC_SHADOW_TOP &&
+              offsetof(task_ctx, current_kprobe) == TC_CURRENT_KPROBE &&
+              offsetof(task_ctx, fprobe_kprobe_busy) == TC_FPROBE_KPROBE_BUSY &&
+              offsetof(task_ctx, shadow) == TC_SHADOW && shadow_stack_words == TC_SHADOW_WORDS &&
+              sizeof(task_ctx::entry_pending) == 4 && sizeof(task_ctx::shadow_top) == 4 &&
+              sizeof(task_ctx::fprobe_kprobe_busy) == 4 &&
+              sizeof(task_ctx::dispatch_fprobe_busy) == 4);
+static_assert(sf_ret == SF_RET && sf_ip == SF_IP && sf_retp == SF_RETP && sf_hook == SF_HOOK &&
+              sf_nusers == SF_NUSERS && sf_users == SF_USERS);
+static_assert(offsetof(::fprobe, flags) == FP_FLAGS &&
+              offsetof(::fprobe, entry_handler) == FP_ENTRY_HANDLER &&
+              offsetof(::fprobe, exit_handler) == FP_EXIT_HANDLER &&
+              FPROBE_FL_DISABLED == FP_FL_DISABLED);
 
 namespace
 {
@@ -416,7 +446,9 @@ bool ftrace_light_dispatch_clean()
 {
     static const bool clean =
         arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_fgraph_entry_light), true) &&
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_light), true);
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_light), true) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_fgraph_entry_direct), true) &&
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_direct), true);
     return clean;
 }
 

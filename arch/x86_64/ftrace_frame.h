@@ -49,9 +49,44 @@
 #define SITE_BODY 16
 #define SITE_IP 0
 #define SITE_LIGHT 51
-/* ftrace_site::light: the light path is on; its users want a full pt_regs at the entry. */
+/* ftrace_site::light: the light path is on; its users want a full pt_regs at the entry; the
+ * one user is an fprobe whose handlers the direct dispatch calls (ftrace_direct.S). */
 #define SITE_LIGHT_ON 1
 #define SITE_LIGHT_PT_REGS 2
+#define SITE_LIGHT_DIRECT 4
+#define SITE_USERS 40
+
+/* What the direct dispatch (ftrace_direct.S) reads of core's records, checked in
+ * core/ftrace_dispatch.cpp: site_users, ftrace_ops, task_ctx, the shadow frame (words) and
+ * the public struct fprobe. */
+#define SU_N 0
+#define SU_LIGHT 8 /* bool light, then bool pt_regs: one 16-bit word */
+#define SU_OPS 16
+#define OPS_EXIT 8
+#define OPS_DIRECT 48
+#define OPS_DATA_WORDS 56
+#define OPS_LIGHT 61
+#define OPS_GEN 64
+#define TC_SEQ 0
+#define TC_DISPATCH_KP 16
+#define TC_DISPATCH_FPROBE_BUSY 24
+#define TC_ENTRY_PENDING 32
+#define TC_ENTRY_OPS 40
+#define TC_SHADOW_TOP 48
+#define TC_CURRENT_KPROBE 64
+#define TC_FPROBE_KPROBE_BUSY 80
+#define TC_SHADOW 2168
+#define TC_SHADOW_WORDS 32768
+#define SF_RET 0
+#define SF_IP 1
+#define SF_RETP 2
+#define SF_HOOK 3
+#define SF_NUSERS 4
+#define SF_USERS 5
+#define FP_FLAGS 8
+#define FP_ENTRY_HANDLER 24
+#define FP_EXIT_HANDLER 32
+#define FP_FL_DISABLED 1
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */

@@ -163,7 +163,14 @@
 22:	movq $0, FREGS_VEC(%rbx)
 	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
 	and $-16, %rsp
-	call dprobe_fgraph_entry_light
+	/* One direct fprobe: the direct dispatch (ftrace_direct.S), which falls back to the
+	 * light one itself. */
+	test $SITE_LIGHT_DIRECT, %dl
+	jz 23f
+	call dprobe_fgraph_entry_direct
+	jmp 24f
+23:	call dprobe_fgraph_entry_light
+24:
 	lea dprobe_fgraph_call_light_\vsize(%rip), %rdx
 	cmp $2, %eax
 	jne 21f
@@ -340,7 +347,7 @@ dprobe_x87_push:
 	 * handlers leave the extended state alone. The exit dispatch answers 0, before
 	 * anything ran, when the full path must run. */
 	and $-16, %rsp
-	call dprobe_ftrace_return_light
+	call dprobe_ftrace_return_direct /* falls back to dprobe_ftrace_return_light */
 	test %rax, %rax
 	jnz 16f
 	mov %rbx, %rsp

@@ -43,3 +43,17 @@ __attribute__((noinline)) float float_target(float a)
 {
     return a * 1.5f + 0.25f;
 }
+
+/* Calls itself DEPTH times (through a volatile pointer: no inlining, no tail call) and
+ * returns DEPTH: nested activations of one probed function. */
+unsigned direct_nest_target(unsigned depth);
+static unsigned (*volatile nest_self)(unsigned) = direct_nest_target;
+__attribute__((noinline)) unsigned direct_nest_target(unsigned depth)
+{
+    if (depth) {
+        unsigned inner = nest_self(depth - 1);
+        __asm__ volatile("" : "+r"(inner));
+        if (inner != depth - 1) return 0;
+    }
+    return depth;
+}
