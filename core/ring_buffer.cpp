@@ -37,6 +37,7 @@
 #include "core/ring_buffer.h"
 #include "core/own_fds.h"
 
+#include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/raw_syscall.h"
 #include "core/compiler.h"
 #include "core/membarrier.h"
@@ -554,7 +555,12 @@ DPROBE_NOPROBE inline rb_node *thread_node(trace_buffer *tb) noexcept
         const rb_slot &s = t->slot[tb->id];
         if (likely(s.gen == tb->gen.load(std::memory_order_acquire) && s.node)) return s.node;
     }
-    return attach_buffer(tb);
+    // Rare, and it reaches the C library (pthread_setspecific may allocate): with the
+    // extended state saved when a light handler writes (dprobe_ext_guarded).
+    return reinterpret_cast<rb_node *>(
+        dprobe_ext_guarded(reinterpret_cast<long>(tb), 0, 0, [](long tb, long, long) {
+            return reinterpret_cast<long>(attach_buffer(reinterpret_cast<trace_buffer *>(tb)));
+        }));
 }
 
 void thread_exit(void *p) noexcept
@@ -931,7 +937,11 @@ DPROBE_NOPROBE void *reserve_event(size_t len, bool small, rb_stamp *stamp) noex
     if (unlikely(!(word & 1))) return nullptr;
     buffer_ctl *b = tls_rb;
     if (unlikely(reinterpret_cast<uintptr_t>(b) <= 2 || tls_node->epoch != (word >> 1))) {
-        b = acquire_buffer(word);
+        // Rare (a thread's first event, a new epoch), and it reaches the C library: with the
+        // extended state saved when a light handler writes (dprobe_ext_guarded).
+        b = reinterpret_cast<buffer_ctl *>(dprobe_ext_guarded(word, 0, 0, [](long w, long, long) {
+            return reinterpret_cast<long>(acquire_buffer(static_cast<uint32_t>(w)));
+        }));
         if (!b) return nullptr;
     }
     return reserve_in(g_global, b, len, small, stamp);

@@ -1,5 +1,7 @@
 #include "core/trace_clock.h"
 
+#include "arch/x86_64/ext_state.h"
+
 #include <cpuid.h>
 #include <time.h>
 
@@ -100,10 +102,18 @@ namespace detail
 // stack, so every hooked return would set a long double result aside for them.
 uint64_t trace_clock_slow(trace_clock_id id) noexcept
 {
+    // The C library's clock_gettime cannot be scanned (it calls the vDSO through a pointer):
+    // the handlers of the light path, which run with the extended state unsaved, read it
+    // with that state saved.
+    const auto posix = [](clockid_t c) {
+        return static_cast<uint64_t>(dprobe_ext_guarded(c, 0, 0, [](long c, long, long) {
+            return static_cast<long>(read_posix(static_cast<clockid_t>(c)));
+        }));
+    };
     if (id == trace_clock_id::local || id == trace_clock_id::global || id == trace_clock_id::perf) {
         if (g_trace_clock.tsc_ready.load(std::memory_order_acquire))
             return tsc_to_ns(g_trace_clock, trace_clock_rdtsc());
-        return read_posix(CLOCK_MONOTONIC);
+        return posix(CLOCK_MONOTONIC);
     }
     if (id == trace_clock_id::counter || id == trace_clock_id::x86_tsc) return trace_clock_rdtsc();
     static constexpr clockid_t posix_clock[] = {
@@ -111,7 +121,7 @@ uint64_t trace_clock_slow(trace_clock_id id) noexcept
         CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME,  CLOCK_TAI,       // mono..tai
         CLOCK_MONOTONIC};                                                       // x86_tsc
     const auto i = static_cast<size_t>(id);
-    return read_posix(i < std::size(posix_clock) ? posix_clock[i] : CLOCK_MONOTONIC);
+    return posix(i < std::size(posix_clock) ? posix_clock[i] : CLOCK_MONOTONIC);
 }
 } // namespace detail
 

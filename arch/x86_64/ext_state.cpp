@@ -370,6 +370,14 @@ ext_state_scan ext_state_scan_code(uintptr_t root, bool root_calls_vetted, size_
                 pc = next;
                 continue;
             }
+            // A guarded call: what it calls runs with the extended state saved whenever it
+            // was not (dprobe_ext_guarded).
+            if (rel && target == reinterpret_cast<uintptr_t>(&dprobe_ext_guarded) &&
+                (cat == ZYDIS_CATEGORY_CALL || cat == ZYDIS_CATEGORY_UNCOND_BR)) {
+                if (cat == ZYDIS_CATEGORY_UNCOND_BR) break;
+                pc = next;
+                continue;
+            }
             if (cat == ZYDIS_CATEGORY_CALL) {
                 if (!rel && !(it.in_root && root_calls_vetted)) {
                     res.why = at(name, pc, "indirect call: the callee is not known");

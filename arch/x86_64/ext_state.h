@@ -32,6 +32,11 @@ extern unsigned char dprobe_have_xsavec;
 extern unsigned char dprobe_have_avx;
 // Non-zero while this thread runs a handler entered through a light detour.
 extern __thread unsigned dprobe_ext_unsaved __attribute__((tls_model("initial-exec")));
+// FN(A0, A1, A2) with the whole extended state saved around it when this thread runs a
+// light handler, directly otherwise (arch/x86_64/optprobe_tramp.S). For rare paths of code
+// that must scan clean but call code that cannot (the ring buffer's first event on a thread,
+// a clock read through the C library): the scan takes a call of it as clean.
+long dprobe_ext_guarded(long a0, long a1, long a2, long (*fn)(long, long, long));
 }
 
 namespace dprobe::arch

@@ -46,23 +46,24 @@
 	jne \fail
 .endm
 
-/* dispatch_enter_clean(): the odd count and BASE (a stack address) in one store. Clobbers
- * %rcx and %r8. */
+/* dispatch_enter_clean(): the odd count and BASE (a stack address) in one store, which
+ * stays in %rdx. Clobbers %rcx. */
 .macro SEQ_PUBLISH base
-	mov \base, %r8
-	shl $16, %r8
+	mov \base, %rdx
+	shl $16, %rdx
 	inc %ecx
 	movzwl %cx, %ecx
-	or %rcx, %r8
-	mov %r8, TC_SEQ(%rax)
+	or %rcx, %rdx
+	mov %rdx, TC_SEQ(%rax)
 .endm
 
-/* dispatch_exit() of the task_ctx at REG: the count moves on by one (in its low 16 bits),
- * the base stays. Clobbers %rcx. */
-.macro SEQ_EXIT reg
-	mov TC_SEQ(\reg), %rcx
-	inc %cx
-	mov %rcx, TC_SEQ(\reg)
+/* dispatch_exit() from the value published, in REG (its 16-bit name REG16): nothing else
+ * writes the count while the section is open (a signal handler's hit finds it odd), and
+ * not reading it back keeps each hit's updates off the chain of store-to-load forwards the
+ * previous hit's left. */
+.macro SEQ_EXIT_FROM t, reg, reg16
+	inc \reg16
+	mov \reg, TC_SEQ(\t)
 .endm
 
 /* Jumps to FAIL unless VAL is none of the three return hooks (arch::is_return_hook). */
@@ -75,10 +76,35 @@
 	je \fail
 .endm
 
-/* ++ / -- dprobe_ext_unsaved: the handlers run with the extended state unsaved. */
-.macro EXT_UNSAVED op, tmp
+/* dprobe_ext_unsaved + 1 while the handlers run (the extended state is unsaved), its value
+ * before kept in SAVE and written back after them rather than decremented, for the same
+ * reason. */
+.macro EXT_UNSAVED_RAISE save, save32, tmp, val32
 	mov dprobe_ext_unsaved@gottpoff(%rip), \tmp
-	\op\()l %fs:(\tmp)
+	mov %fs:(\tmp), \save32
+	lea 1(\save), \val32
+	mov \val32, %fs:(\tmp)
+.endm
+.macro EXT_UNSAVED_RESTORE save32, tmp
+	mov dprobe_ext_unsaved@gottpoff(%rip), \tmp
+	mov \save32, %fs:(\tmp)
+.endm
+
+/* Saves the callee-saved registers the direct dispatch keeps its state in across a handler
+ * call (five: the stack is then 16-byte aligned for the call), and restores them. */
+.macro PUSH_STATE
+	.irp r, rbx, rbp, r12, r13, r14
+	push %\r
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset \r, 0
+	.endr
+.endm
+.macro POP_STATE
+	.irp r, r14, r13, r12, rbp, rbx
+	pop %\r
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore \r
+	.endr
 .endm
 
 	.globl dprobe_fgraph_entry_direct
@@ -87,7 +113,8 @@
 	.p2align 5
 dprobe_fgraph_entry_direct:
 	.cfi_startproc
-	/* rdi = site, rsi = fregs, edx = seen: kept for the fallback until the hit is ours. */
+	/* rdi = site, rsi = fregs, edx = seen (SITE_LIGHT_DIRECT, hence no SITE_LIGHT_PT_REGS:
+	 * SITE_LIGHT_ON is all the fallback needs to be told). */
 	TASK_CTX_ENTER .Lentry_light
 	mov PTR_SP(%rsi), %r9		/* the return-address slot */
 	SEQ_PUBLISH %r9
@@ -125,21 +152,14 @@ dprobe_fgraph_entry_direct:
 	cmp $TC_SHADOW_WORDS, %r8d
 	ja .Lentry_bail
 	/* The hit is ours from here. */
-	push %rbx
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset rbx, 0
-	push %rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset rbp, 0
-	push %r12
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset r12, 0
+	PUSH_STATE
 	mov %rax, %rbx			/* task_ctx */
 	lea TC_SHADOW(%rax,%rcx,8), %rbp	/* the frame */
-	mov %r8d, %r12d
+	mov %r8d, %r12d			/* the new top */
+	mov %rdx, %r13			/* the count published */
 	mov %r8d, %eax
 	sub %ecx, %eax
-	mov %rax, TC_SHADOW - 8(%rbx,%r12,8)	/* its size, in its last word */
+	mov %rax, TC_SHADOW - 8(%rbx,%r12,8)	/* the frame's size, in its last word */
 	movq $0, SF_NUSERS * 8(%rbp)
 	inc %ecx
 	mov %ecx, TC_ENTRY_PENDING(%rbx)	/* its first word + 1 */
@@ -163,37 +183,26 @@ dprobe_fgraph_entry_direct:
 	mov %rax, SF_IP * 8(%rbp)
 	mov %r10, TC_ENTRY_OPS(%rbx)
 	mov FP_ENTRY_HANDLER(%r11), %r10
-	EXT_UNSAVED inc, %r9
 	xor %eax, %eax
 	test %r10, %r10
 	jz 3f
+	EXT_UNSAVED_RAISE %r14, %r14d, %r9, %ecx
 	mov %rsi, %rcx			/* fregs */
 	mov SITE_IP(%rdi), %rsi		/* ip */
 	mov %r11, %rdi			/* fp */
 	call *%r10
-3:	EXT_UNSAVED dec, %r9
-	test %eax, %eax
-	jnz 4f
-	movq $1, SF_NUSERS * 8(%rbp)	/* accepted */
+	EXT_UNSAVED_RESTORE %r14d, %r9
+3:	test %eax, %eax
+	mov $0, %eax
+	jnz 4f				/* declined: no exit */
+	movq $1, SF_NUSERS * 8(%rbp)	/* accepted, before entry_ops is cleared */
 	movq $0, TC_ENTRY_OPS(%rbx)
 	mov %r12d, TC_SHADOW_TOP(%rbx)
-	movl $0, TC_ENTRY_PENDING(%rbx)
-	SEQ_EXIT %rbx
-	mov $1, %eax
-	jmp 5f
+	mov $1, %eax			/* the exit is hooked */
 4:	movq $0, TC_ENTRY_OPS(%rbx)
 	movl $0, TC_ENTRY_PENDING(%rbx)
-	SEQ_EXIT %rbx
-	xor %eax, %eax
-5:	pop %r12
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore r12
-	pop %rbp
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore rbp
-	pop %rbx
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore rbx
+	SEQ_EXIT_FROM %rbx, %r13, %r13w
+	POP_STATE
 	ret
 
 .Lentry_only:
@@ -201,29 +210,28 @@ dprobe_fgraph_entry_direct:
 	mov FP_ENTRY_HANDLER(%r11), %r10
 	test %r10, %r10
 	jz 6f
-	push %rbx
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset rbx, 0
-	mov %rax, %rbx
-	EXT_UNSAVED inc, %r8
+	PUSH_STATE
+	mov %rax, %rbx			/* task_ctx */
+	mov %rdx, %r13			/* the count published */
+	EXT_UNSAVED_RAISE %r14, %r14d, %r8, %ecx
 	mov %rsi, %rcx			/* fregs */
 	mov (%r9), %rdx			/* parent_ip */
-	mov (%rdi), %rsi		/* ip */
+	mov SITE_IP(%rdi), %rsi		/* ip */
 	mov %r11, %rdi			/* fp */
 	xor %r8d, %r8d			/* no data */
 	call *%r10
-	EXT_UNSAVED dec, %r8
+	EXT_UNSAVED_RESTORE %r14d, %r8
 	mov %rbx, %rax
-	pop %rbx
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore rbx
-6:	SEQ_EXIT %rax
+	mov %r13, %rdx
+	POP_STATE
+6:	SEQ_EXIT_FROM %rax, %rdx, %dx
 	xor %eax, %eax
 	ret
 
 .Lentry_bail:
-	SEQ_EXIT %rax
+	SEQ_EXIT_FROM %rax, %rdx, %dx
 .Lentry_light:
+	mov $SITE_LIGHT_ON, %edx
 	jmp dprobe_fgraph_entry_light
 	.cfi_endproc
 	.size dprobe_fgraph_entry_direct, . - dprobe_fgraph_entry_direct
@@ -240,11 +248,11 @@ dprobe_ftrace_return_direct:
 	sub $8, %r9			/* the slot returned from */
 	SEQ_PUBLISH %r9
 	/* The top frame must be this return's, with one direct user. */
-	mov TC_SHADOW_TOP(%rax), %edx
-	test %edx, %edx
+	mov TC_SHADOW_TOP(%rax), %ecx
+	test %ecx, %ecx
 	jz .Lreturn_bail
-	mov %edx, %r10d
-	sub TC_SHADOW - 8(%rax,%rdx,8), %r10d	/* base */
+	mov %ecx, %r10d
+	sub TC_SHADOW - 8(%rax,%rcx,8), %r10d	/* its first word */
 	lea TC_SHADOW(%rax,%r10,8), %r10	/* the frame */
 	cmp %r9, SF_RETP * 8(%r10)
 	jne .Lreturn_bail
@@ -253,12 +261,12 @@ dprobe_ftrace_return_direct:
 	cmpq $1, SF_NUSERS * 8(%r10)
 	jne .Lreturn_bail
 	mov SF_USERS * 8(%r10), %r11		/* the ops */
-	mov (SF_USERS + 1) * 8(%r10), %rdx	/* its generation then, and the data words */
+	/* An ops retired since the entry (unregistered, or reused) gets no exit call: its
+	 * generation then differs from the one in the frame (both compared modulo 2^48). */
 	mov OPS_GEN(%r11), %r8
 	shl $16, %r8
-	mov %rdx, %rcx
-	shr $16, %rcx
-	shl $16, %rcx
+	mov (SF_USERS + 1) * 8(%r10), %rcx
+	xor %cx, %cx
 	cmp %rcx, %r8
 	jne .Lreturn_retired
 	cmpb $0, OPS_LIGHT(%r11)
@@ -275,19 +283,12 @@ dprobe_ftrace_return_direct:
 	mov FP_EXIT_HANDLER(%r11), %r8
 	test %r8, %r8
 	jz 2f
-	push %rbx
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset rbx, 0
-	push %rbp
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset rbp, 0
-	push %r12
-	.cfi_adjust_cfa_offset 8
-	.cfi_rel_offset r12, 0
+	PUSH_STATE
 	mov %rax, %rbx			/* task_ctx */
 	mov %r10, %rbp			/* the frame */
 	mov %rsi, %r12			/* where to return */
-	EXT_UNSAVED inc, %r9
+	mov %rdx, %r13			/* the count published */
+	EXT_UNSAVED_RAISE %r14, %r14d, %r9, %ecx
 	mov %rdi, %rcx			/* fregs */
 	mov %rsi, %rdx			/* ret_ip */
 	mov SF_IP * 8(%rbp), %rsi	/* ip */
@@ -298,7 +299,7 @@ dprobe_ftrace_return_direct:
 	jz 1f
 	lea (SF_USERS + 2) * 8(%rbp), %r8
 1:	call *%rax
-	EXT_UNSAVED dec, %r9
+	EXT_UNSAVED_RESTORE %r14d, %r9
 	/* Done: a frame dropped later (a signal handler left this section with a jump) must
 	 * not be reported to this user again. */
 	movzwl (SF_USERS + 1) * 8(%rbp), %eax
@@ -306,32 +307,24 @@ dprobe_ftrace_return_direct:
 	mov %rbx, %rax
 	mov %rbp, %r10
 	mov %r12, %rsi
-	pop %r12
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore r12
-	pop %rbp
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore rbp
-	pop %rbx
-	.cfi_adjust_cfa_offset -8
-	.cfi_restore rbx
+	mov %r13, %rdx
+	POP_STATE
 2:	/* Pop the frame: shadow_top = its first word's index. */
 	sub %rax, %r10
 	sub $TC_SHADOW, %r10
 	shr $3, %r10
 	mov %r10d, TC_SHADOW_TOP(%rax)
-	SEQ_EXIT %rax
+	SEQ_EXIT_FROM %rax, %rdx, %dx
 	mov %rsi, %rax
 	ret
 
 .Lreturn_retired:
-	/* Its ops retired since the entry (unregistered or reused): no exit call. */
 	mov %rsi, (%r9)
 	mov %rsi, PTR_IP(%rdi)
 	jmp 2b
 
 .Lreturn_bail:
-	SEQ_EXIT %rax
+	SEQ_EXIT_FROM %rax, %rdx, %dx
 .Lreturn_light:
 	jmp dprobe_ftrace_return_light
 	.cfi_endproc

@@ -277,4 +277,34 @@ dprobe_call_ext_saved:
 	.cfi_endproc
 	.size dprobe_call_ext_saved, . - dprobe_call_ext_saved
 
+/*
+ * long dprobe_ext_guarded(long a0, long a1, long a2, long (*fn)(long, long, long)): FN(a0,
+ * a1, a2), inside dprobe_call_ext_saved when this thread runs a light handler
+ * (dprobe_ext_unsaved: nobody saved the extended state of the code it interrupted),
+ * directly otherwise. For the rare paths of code that must scan clean (the ring buffer's
+ * first event on a thread, a clock read through the C library): the scan takes a call of
+ * this function as clean (arch::ext_state_scan_code) and does not follow FN.
+ */
+	.globl dprobe_ext_guarded
+	.hidden dprobe_ext_guarded
+	.type dprobe_ext_guarded, @function
+	.p2align 4
+dprobe_ext_guarded:
+	.cfi_startproc
+	mov dprobe_ext_unsaved@gottpoff(%rip), %rax
+	cmpl $0, %fs:(%rax)
+	jne 1f
+	jmp *%rcx
+1:	push %rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_rel_offset rbp, 0
+	mov %rcx, %r11
+	call dprobe_call_ext_saved
+	pop %rbp
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore rbp
+	ret
+	.cfi_endproc
+	.size dprobe_ext_guarded, . - dprobe_ext_guarded
+
 	.section .note.GNU-stack, "", @progbits

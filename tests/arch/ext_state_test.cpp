@@ -42,6 +42,12 @@ void es_emms();
 void es_gather();
 void es_cpuid_rdtsc_syscall();
 void es_ud2_path();
+void es_guarded_sse();
+void es_guarded_tail_sse();
+// Loads xmm0-15 and the x87 stack's top from PATTERN (16 x 16 bytes, then 16 for a long
+// double), calls dprobe_ext_guarded(0, 0, 0, FN), and stores what the registers then hold
+// into OUT (same layout).
+void es_guarded_keeps(const void *pattern, void *out, long (*fn)(long, long, long));
 // C handlers as a compiler emits them.
 unsigned long es_c_counter;
 void es_c_count()
@@ -186,6 +192,35 @@ es_ud2_path:
 	jnz 5f
 	ud2
 5:	ret
+es_guarded_sse:
+	lea es_sse_callee(%rip), %rcx
+	call dprobe_ext_guarded
+	ret
+es_guarded_tail_sse:
+	lea es_sse_callee(%rip), %rcx
+	jmp dprobe_ext_guarded
+es_guarded_keeps:
+	push %rbx
+	push %r12
+	sub $24, %rsp
+	mov %rsi, %rbx
+	fldt 256(%rdi)
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	movdqu \r * 16(%rdi), %xmm\r
+	.endr
+	mov %rdx, %rcx
+	xor %edi, %edi
+	xor %esi, %esi
+	xor %edx, %edx
+	call dprobe_ext_guarded
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	movdqu %xmm\r, \r * 16(%rbx)
+	.endr
+	fstpt 256(%rbx)
+	add $24, %rsp
+	pop %r12
+	pop %rbx
+	ret
 )");
 
 namespace
@@ -418,3 +453,68 @@ TEST(ext_state, undefined_weak_call)
 }
 
 } // namespace
+
+// What a guarded call runs is not scanned (its caller is clean), and it runs with the whole
+// extended state saved while a light handler runs (dprobe_ext_unsaved), so that the code the
+// handler interrupted gets every register back; otherwise it is an ordinary call.
+long es_clobber_all(long, long, long)
+{
+    __asm__ volatile("pcmpeqd %%xmm0, %%xmm0\n\t"
+                     ".irp r, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15\n\t"
+                     "movdqa %%xmm0, %%xmm\\r\n\t"
+                     ".endr\n\t"
+                     "fstp %%st(0)\n\t"
+                     "fldpi" ::
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "st",
+                           "memory");
+    return 7;
+}
+
+namespace
+{
+
+struct guard_regs {
+    unsigned char xmm[16][16];
+    long double st0;
+    unsigned char pad[16 - sizeof(long double) % 16];
+};
+
+guard_regs guarded_run(unsigned unsaved)
+{
+    guard_regs in{}, out{};
+    for (int r = 0; r < 16; ++r)
+        for (int b = 0; b < 16; ++b)
+            in.xmm[r][b] = static_cast<unsigned char>(r * 16 + b + 1);
+    in.st0 = 2.5L;
+    dprobe_ext_unsaved = unsaved;
+    es_guarded_keeps(&in, &out, es_clobber_all);
+    dprobe_ext_unsaved = 0;
+    return out;
+}
+
+} // namespace
+
+TEST(ext_state, guarded_calls_scan_clean)
+{
+    EXPECT_FALSE(ext_state_scan_code(addr(es_calls_sse)).clean);
+    for (uintptr_t f : {addr(es_guarded_sse), addr(es_guarded_tail_sse)}) {
+        auto r = ext_state_scan_code(f);
+        EXPECT_TRUE(r.clean) << r.why;
+        EXPECT_TRUE(ext_state_scan_code(f, false, 20000, dprobe::arch::ext_scope::x87).clean);
+    }
+}
+
+TEST(ext_state, guarded_call_saves_the_state_under_a_light_handler)
+{
+    const guard_regs kept = guarded_run(1);
+    for (int r = 0; r < 16; ++r)
+        for (int b = 0; b < 16; ++b)
+            EXPECT_EQ(static_cast<unsigned char>(r * 16 + b + 1), kept.xmm[r][b])
+                << "xmm" << r << " byte " << b;
+    EXPECT_EQ(2.5L, kept.st0);
+    // Outside a light handler the call is plain: the callee's registers show.
+    const guard_regs plain = guarded_run(0);
+    EXPECT_EQ(0xff, plain.xmm[9][3]);
+    EXPECT_NE(2.5L, plain.st0);
+}
