@@ -50,6 +50,9 @@
  * Both answer "not now" before anything ran when the hit needs more (the thread's first
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
  * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
+ * A light site whose one user is an fprobe (SITE_LIGHT_DIRECT) calls
+ * dprobe_fgraph_entry_direct instead, and every light return tries
+ * dprobe_ftrace_return_direct first (ftrace_direct.S): both fall back to the light dispatch.
  *
  * Everything else the probed code can observe is preserved: all general registers (the
  * caller may rely on a callee's known clobbers with -fipa-ra), the arithmetic flags (with

@@ -141,6 +141,11 @@ void check_format(const probe_definition &def)
     tep_set_file_bigendian(tep, TEP_LITTLE_ENDIAN);
     const tep_errno r = tep_parse_event(tep, format.data(), format.size(), def.group.c_str());
     tep_free(tep);
+    // libtraceevent's tokenizer turns mac80211's STA_PR_FMT, VIF_PR_FMT and LOCAL_PR_FMT into
+    // format strings wherever they appear, so an event or a field with one of those names
+    // (which the kernel accepts as well) has a format it cannot read. Not dprobe's to change.
+    for (const char *quirk : {"STA_PR_FMT", "VIF_PR_FMT", "LOCAL_PR_FMT"})
+        if (r != 0 && format.find(quirk) != std::string::npos) return;
     CHECK(r == 0, def.listing() + "\n" + format);
 }
 
