@@ -23,6 +23,9 @@ void dprobe_fgraph_return_64();
 void dprobe_fgraph_return_light_16();
 void dprobe_fgraph_return_light_32();
 void dprobe_fgraph_return_light_64();
+void dprobe_fgraph_return_direct_16();
+void dprobe_fgraph_return_direct_32();
+void dprobe_fgraph_return_direct_64();
 // Read by the return trampolines (ftrace_tramp.S).
 __attribute__((visibility("hidden"))) uint8_t dprobe_ret_keep_all_xmm;
 }
@@ -115,6 +118,7 @@ uintptr_t by_vector_size(void (*v16)(), void (*v32)(), void (*v64)()) noexcept
 uintptr_t return_to_handler_addr = return_to_handler();
 uintptr_t fgraph_return_addr = fgraph_return();
 uintptr_t fgraph_return_light_addr = fgraph_return_light();
+uintptr_t fgraph_return_direct_addr = fgraph_return_direct();
 
 uintptr_t ftrace_caller() noexcept
 {
@@ -143,6 +147,12 @@ uintptr_t fgraph_return_light() noexcept
 {
     return by_vector_size(dprobe_fgraph_return_light_16, dprobe_fgraph_return_light_32,
                           dprobe_fgraph_return_light_64);
+}
+
+uintptr_t fgraph_return_direct() noexcept
+{
+    return by_vector_size(dprobe_fgraph_return_direct_16, dprobe_fgraph_return_direct_32,
+                          dprobe_fgraph_return_direct_64);
 }
 
 uintptr_t return_to_handler() noexcept

@@ -32,10 +32,12 @@ uintptr_t ftrace_caller_all() noexcept;
 // What a return-address slot holds while its function is hooked: the return trampoline,
 // when dprobe replaced the return address (return_to_handler), or the return point of the
 // trampoline that called the function's body (fgraph_return; fgraph_return_light when the
-// light entry dispatch ran: its return tries the light exit dispatch first).
+// light entry dispatch ran: its return tries the light exit dispatch first;
+// fgraph_return_direct when the direct one did: its return tries the direct exit first).
 uintptr_t return_to_handler() noexcept;
 uintptr_t fgraph_return() noexcept;
 uintptr_t fgraph_return_light() noexcept;
+uintptr_t fgraph_return_direct() noexcept;
 // From now on the return trampoline keeps xmm2-15 too: call before hooking the return of a
 // plain function (a jump site's, a kretprobe's on an instruction), whose callers may keep
 // values there (-fipa-ra). Never turned off.
@@ -44,10 +46,12 @@ void return_keeps_all_xmm() noexcept;
 extern uintptr_t return_to_handler_addr;
 extern uintptr_t fgraph_return_addr;
 extern uintptr_t fgraph_return_light_addr;
-// Whether A is one of the three: a slot holding it belongs to a hooked function.
+extern uintptr_t fgraph_return_direct_addr;
+// Whether A is one of the four: a slot holding it belongs to a hooked function.
 inline bool is_return_hook(uintptr_t a) noexcept
 {
-    return a == fgraph_return_addr || a == fgraph_return_light_addr || a == return_to_handler_addr;
+    return a == fgraph_return_addr || a == fgraph_return_light_addr ||
+           a == fgraph_return_direct_addr || a == return_to_handler_addr;
 }
 // Bytes saved per vector register (16 xmm, 32 ymm, 64 zmm).
 unsigned vector_size() noexcept;

@@ -11,7 +11,9 @@
  *   uintptr_t dprobe_ftrace_return_direct(ftrace_regs *fregs)
  *
  * They are called as, and answer like, dprobe_fgraph_entry_light and
- * dprobe_ftrace_return_light (the light trampolines, ftrace_tramp.S), and they keep the same
+ * dprobe_ftrace_return_light (from the light trampolines, ftrace_tramp.S; the entry answers 3
+ * instead of 1 for a frame it built, whose body the trampoline then calls from
+ * dprobe_fgraph_call_direct_*, so that its return comes here), and they keep the same
  * records the same way: the recursion guard and quiescence marker (task_ctx::seq), the
  * shadow frame (one user: ops, generation and entry data), entry_pending and entry_ops for a
  * section a signal handler leaves with a jump, dprobe_ext_unsaved around the handlers. For
@@ -71,6 +73,8 @@
 	cmp _ZN6dprobe4arch18fgraph_return_addrE(%rip), \val
 	je \fail
 	cmp _ZN6dprobe4arch24fgraph_return_light_addrE(%rip), \val
+	je \fail
+	cmp _ZN6dprobe4arch25fgraph_return_direct_addrE(%rip), \val
 	je \fail
 	cmp _ZN6dprobe4arch22return_to_handler_addrE(%rip), \val
 	je \fail
@@ -177,7 +181,7 @@ dprobe_fgraph_entry_direct:
 2:	mov (%r9), %rdx			/* parent_ip */
 	mov %rdx, SF_RET * 8(%rbp)
 	mov %r9, SF_RETP * 8(%rbp)
-	mov _ZN6dprobe4arch24fgraph_return_light_addrE(%rip), %rax
+	mov _ZN6dprobe4arch25fgraph_return_direct_addrE(%rip), %rax
 	mov %rax, SF_HOOK * 8(%rbp)
 	mov SITE_IP(%rdi), %rax
 	mov %rax, SF_IP * 8(%rbp)
@@ -198,7 +202,7 @@ dprobe_fgraph_entry_direct:
 	movq $1, SF_NUSERS * 8(%rbp)	/* accepted, before entry_ops is cleared */
 	movq $0, TC_ENTRY_OPS(%rbx)
 	mov %r12d, TC_SHADOW_TOP(%rbx)
-	mov $1, %eax			/* the exit is hooked */
+	mov $3, %eax			/* the exit is hooked, in a direct frame */
 4:	movq $0, TC_ENTRY_OPS(%rbx)
 	movl $0, TC_ENTRY_PENDING(%rbx)
 	SEQ_EXIT_FROM %rbx, %r13, %r13w
@@ -246,21 +250,29 @@ dprobe_ftrace_return_direct:
 	TASK_CTX_ENTER .Lreturn_light
 	mov PTR_SP(%rdi), %r9
 	sub $8, %r9			/* the slot returned from */
-	SEQ_PUBLISH %r9
-	/* The top frame must be this return's, with one direct user. */
-	mov TC_SHADOW_TOP(%rax), %ecx
-	test %ecx, %ecx
-	jz .Lreturn_bail
-	mov %ecx, %r10d
-	sub TC_SHADOW - 8(%rax,%rcx,8), %r10d	/* its first word */
+	/* The top frame must be this return's, with one direct user; anything else goes to
+	 * the light dispatch at once. Read before the section is entered: only this thread
+	 * changes its shadow stack (its signal handlers run whole sections in between), and
+	 * ops records are never freed; the generation check below, inside the section, tells
+	 * whether the ops is still the one that built the frame. */
+	mov TC_SHADOW_TOP(%rax), %r8d
+	test %r8d, %r8d
+	jz .Lreturn_light
+	mov %r8d, %r10d
+	sub TC_SHADOW - 8(%rax,%r8,8), %r10d	/* its first word */
 	lea TC_SHADOW(%rax,%r10,8), %r10	/* the frame */
 	cmp %r9, SF_RETP * 8(%r10)
-	jne .Lreturn_bail
+	jne .Lreturn_light
+	cmpq $1, SF_NUSERS * 8(%r10)
+	jne .Lreturn_light
+	mov SF_USERS * 8(%r10), %r11		/* the ops */
+	cmpb $0, OPS_LIGHT(%r11)
+	je .Lreturn_light
+	cmpq $0, OPS_DIRECT(%r11)
+	je .Lreturn_light
+	SEQ_PUBLISH %r9
 	mov SF_RET * 8(%r10), %rsi		/* where to return */
 	NOT_RETURN_HOOK %rsi, .Lreturn_bail
-	cmpq $1, SF_NUSERS * 8(%r10)
-	jne .Lreturn_bail
-	mov SF_USERS * 8(%r10), %r11		/* the ops */
 	/* An ops retired since the entry (unregistered, or reused) gets no exit call: its
 	 * generation then differs from the one in the frame (both compared modulo 2^48). */
 	mov OPS_GEN(%r11), %r8
@@ -269,11 +281,7 @@ dprobe_ftrace_return_direct:
 	xor %cx, %cx
 	cmp %rcx, %r8
 	jne .Lreturn_retired
-	cmpb $0, OPS_LIGHT(%r11)
-	je .Lreturn_bail
-	mov OPS_DIRECT(%r11), %r11		/* its fprobe */
-	test %r11, %r11
-	jz .Lreturn_bail
+	mov OPS_DIRECT(%r11), %r11		/* its fprobe (the same ops: as checked above) */
 	/* The return is ours from here. Unwinders walking out of a handler read the return
 	 * address from the slot. */
 	mov %rsi, (%r9)

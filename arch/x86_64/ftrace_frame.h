@@ -91,7 +91,7 @@
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */
 #define RETURN_LAYOUT_WORDS 12
-#define RETURN_LAYOUT_COUNT 9
+#define RETURN_LAYOUT_COUNT 12
 #define ENTRY_LAYOUT_WORDS 12
 #define ENTRY_LAYOUT_COUNT 6
 

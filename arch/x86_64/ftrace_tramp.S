@@ -51,8 +51,9 @@
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
  * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
  * A light site whose one user is an fprobe (SITE_LIGHT_DIRECT) calls
- * dprobe_fgraph_entry_direct instead, and every light return tries
- * dprobe_ftrace_return_direct first (ftrace_direct.S): both fall back to the light dispatch.
+ * dprobe_fgraph_entry_direct instead (ftrace_direct.S); the body of a call it hooked is
+ * called from dprobe_fgraph_call_direct_*, whose return calls dprobe_ftrace_return_direct.
+ * Both fall back to the light dispatch for anything else.
  *
  * Everything else the probed code can observe is preserved: all general registers (the
  * caller may rely on a callee's known clobbers with -fipa-ra), the arithmetic flags (with
@@ -167,10 +168,14 @@
 	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
 	and $-16, %rsp
 	/* One direct fprobe: the direct dispatch (ftrace_direct.S), which falls back to the
-	 * light one itself. */
+	 * light one itself. It answers 3 when it built the frame: the body is then called from
+	 * dprobe_fgraph_call_direct_*, whose return goes straight to the direct exit. */
 	test $SITE_LIGHT_DIRECT, %dl
 	jz 23f
 	call dprobe_fgraph_entry_direct
+	lea dprobe_fgraph_call_direct_\vsize(%rip), %rdx
+	cmp $3, %eax
+	je 21f
 	jmp 24f
 23:	call dprobe_fgraph_entry_light
 24:
@@ -350,7 +355,11 @@ dprobe_x87_push:
 	 * handlers leave the extended state alone. The exit dispatch answers 0, before
 	 * anything ran, when the full path must run. */
 	and $-16, %rsp
+	.if \light == 2
 	call dprobe_ftrace_return_direct /* falls back to dprobe_ftrace_return_light */
+	.else
+	call dprobe_ftrace_return_light
+	.endif
 	test %rax, %rax
 	jnz 16f
 	mov %rbx, %rsp
@@ -430,6 +439,9 @@ RETURN_HANDLER 64, 1, dprobe_fgraph_call_64, dprobe_fgraph_return_64
 RETURN_HANDLER 16, 1, dprobe_fgraph_call_light_16, dprobe_fgraph_return_light_16, 1
 RETURN_HANDLER 32, 1, dprobe_fgraph_call_light_32, dprobe_fgraph_return_light_32, 1
 RETURN_HANDLER 64, 1, dprobe_fgraph_call_light_64, dprobe_fgraph_return_light_64, 1
+RETURN_HANDLER 16, 1, dprobe_fgraph_call_direct_16, dprobe_fgraph_return_direct_16, 2
+RETURN_HANDLER 32, 1, dprobe_fgraph_call_direct_32, dprobe_fgraph_return_direct_32, 2
+RETURN_HANDLER 64, 1, dprobe_fgraph_call_direct_64, dprobe_fgraph_return_direct_64, 2
 RETURN_HANDLER 16, 0, dprobe_return_trampoline_16, dprobe_return_to_handler_16
 RETURN_HANDLER 32, 0, dprobe_return_trampoline_32, dprobe_return_to_handler_32
 RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
@@ -437,7 +449,7 @@ RETURN_HANDLER 64, 0, dprobe_return_trampoline_64, dprobe_return_to_handler_64
 /*
  * For debuggers (core/task_ctx.cpp, scripts/gdb/dprobe-gdb.py): a hooked function
  * returns into a return trampoline, and its caller is known only from the shadow stack and
- * from where the trampoline keeps its frame at each instruction. Layout of the nine return
+ * from where the trampoline keeps its frame at each instruction. Layout of the twelve return
  * trampolines, RETURN_LAYOUT_WORDS (ftrace_frame.h) words each.
  */
 	.section .data.rel.ro, "aw", @progbits
@@ -452,6 +464,9 @@ dprobe_return_tramp_layout:
 	RETURN_LAYOUT dprobe_fgraph_call_light_16, dprobe_fgraph_return_light_16, 0
 	RETURN_LAYOUT dprobe_fgraph_call_light_32, dprobe_fgraph_return_light_32, 0
 	RETURN_LAYOUT dprobe_fgraph_call_light_64, dprobe_fgraph_return_light_64, 0
+	RETURN_LAYOUT dprobe_fgraph_call_direct_16, dprobe_fgraph_return_direct_16, 0
+	RETURN_LAYOUT dprobe_fgraph_call_direct_32, dprobe_fgraph_return_direct_32, 0
+	RETURN_LAYOUT dprobe_fgraph_call_direct_64, dprobe_fgraph_return_direct_64, 0
 	RETURN_LAYOUT dprobe_return_trampoline_16, dprobe_return_to_handler_16, -8
 	RETURN_LAYOUT dprobe_return_trampoline_32, dprobe_return_to_handler_32, -8
 	RETURN_LAYOUT dprobe_return_trampoline_64, dprobe_return_to_handler_64, -8

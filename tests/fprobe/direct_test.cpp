@@ -5,6 +5,7 @@
 // activations, an entry that declines its exit, a disabled fprobe, ip and return addresses.
 #include "targets.h"
 
+#include "arch/x86_64/ftrace_arch.h"
 #include "arch/x86_64/ftrace_frame.h"
 #include "core/ftrace.h"
 #include "core/task_ctx.h"
@@ -109,6 +110,8 @@ TEST_F(fprobe_direct, nested_activations_keep_their_own_data)
     EXPECT_EQ(21UL, entries);
     EXPECT_EQ(21UL, exits);
     EXPECT_EQ(0UL, fp_.nmissed);
+    // The body was called from the direct call stub: its return goes to the direct exit.
+    EXPECT_EQ(dprobe::arch::fgraph_return_direct_addr, direct_nest_return);
 }
 
 TEST_F(fprobe_direct, an_entry_that_returns_nonzero_gets_no_exit)

@@ -48,8 +48,10 @@ __attribute__((noinline)) float float_target(float a)
  * returns DEPTH: nested activations of one probed function. */
 unsigned direct_nest_target(unsigned depth);
 static unsigned (*volatile nest_self)(unsigned) = direct_nest_target;
+unsigned long direct_nest_return; /* the innermost call's return address */
 __attribute__((noinline)) unsigned direct_nest_target(unsigned depth)
 {
+    if (!depth) direct_nest_return = (unsigned long)__builtin_return_address(0);
     if (depth) {
         unsigned inner = nest_self(depth - 1);
         __asm__ volatile("" : "+r"(inner));

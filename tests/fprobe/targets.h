@@ -18,8 +18,9 @@ double fp_target(float f, double d, long double ld, double extra);
 long double ld_target(long double a, long double b);
 __m256 m256_target(__m256 a, __m256 b);
 float float_target(float a);
-/* Calls itself DEPTH times and returns DEPTH. */
+/* Calls itself DEPTH times and returns DEPTH; the innermost call notes its return address. */
 unsigned direct_nest_target(unsigned depth);
+extern unsigned long direct_nest_return;
 
 /* Assembly (targets_asm.S): a patchable NOP at entry, then the flags as found. */
 unsigned long flags_probe_target(void);
