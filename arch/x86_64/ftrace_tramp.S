@@ -340,7 +340,12 @@ dprobe_x87_push:
 	SAVE_SCRATCH_GPRS
 .Lret_bx_saved_\name:
 	mov %r11, PTR_R11(%rsp)
+	.if \light != 2
 	STORE_CALLEE_SAVED /* a full pt_regs, for kretprobe handlers */
+	.else
+	/* A direct frame's user is an fprobe (a partial ftrace_regs); should the direct exit
+	 * hand the return to the full path, that stores them. */
+	.endif
 	lea RET_FRAME + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)
 	.if \light
@@ -364,6 +369,9 @@ dprobe_x87_push:
 	jnz 16f
 	mov %rbx, %rsp
 	mov %rbx, %rdi
+	.if \light == 2
+	STORE_CALLEE_SAVED
+	.endif
 	.endif
 	/* Registers 2-15 too once a plain function may return here (see the top of this
 	 * file); the decision is kept in the frame for the restore (the switch only ever
