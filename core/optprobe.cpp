@@ -47,11 +47,12 @@ int optprobe_arm(optprobe &op)
     return optprobe_arm_many(one, {});
 }
 
-int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra)
+int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra,
+                      std::span<const text_poke_req> also)
 {
-    std::vector<text_poke_req> reqs;
+    std::vector<text_poke_req> reqs(also.begin(), also.end());
     std::vector<rip_move> moves(extra.begin(), extra.end());
-    reqs.reserve(ops.size());
+    reqs.reserve(reqs.size() + ops.size());
     for (const optprobe *op : ops) {
         reqs.push_back(arch::detour_arm_req(op->d));
         op->d.moves(moves);

@@ -78,8 +78,10 @@ int optprobe_disarm(optprobe &op, bool keep_int3 = false);
 // The same for many probes at once (the kernel's arch_optimize_kprobes() and
 // arch_unoptimize_kprobes() over their lists): every jmp of OPS written during one stop of
 // the threads, a thread stopped at one of EXTRA's `from` addresses moved too (an
-// out-of-line copy whose jump back lands inside a region)...
-int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra);
+// out-of-line copy whose jump back lands inside a region), and the writes of ALSO made in
+// the same stop (other detours' jumps back re-aimed)...
+int optprobe_arm_many(std::span<optprobe *const> ops, std::span<const rip_move> extra,
+                      std::span<const text_poke_req> also = {});
 // ...and written back in one text patch.
 int optprobe_disarm_many(std::span<optprobe *const> ops, bool keep_int3);
 

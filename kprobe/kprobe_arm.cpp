@@ -105,6 +105,56 @@ void set_boost_target(kp_record *rec, uintptr_t to)
     arch::kprobe_slot_set_boost_ret(rec->slot.rw, to);
 }
 
+// Overlapping regions (a probe at A whose region covers B, one at B: optimized in turn). A
+// thread can be anywhere in A's detour long after A's jmp was taken away - preempted in it,
+// or about to return into it from a signal handler - and the detour ends with a jump back
+// into the middle of B's region, where B's jmp now stands: the kernel waits for every task
+// to leave such code (synchronize_rcu_tasks) before it optimizes; a stopped thread's place
+// in a detour cannot be moved anywhere equivalent. So while B is optimized, the jump back of
+// every other detour into B's region goes to B's detour copy of the same instruction, which
+// is the same code; re-aimed in the stop that writes B's jmp, and back once B's region holds
+// its instructions again.
+std::vector<text_poke_req> aim_backs_at(const std::vector<kp_record *> &recs,
+                                        std::vector<std::pair<kp_record *, kp_record *>> *pairs)
+{
+    std::vector<text_poke_req> reqs;
+    for (kp_record *b : recs) {
+        const optprobe &bo = *b->opt;
+        for (kp_record *a = first_record(); a; a = a->all_next) {
+            if (a == b || !a->opt || a->back_via) continue;
+            const uintptr_t back = arch::detour_back_target(a->opt->d);
+            if (back <= bo.addr || back >= bo.addr + bo.len) continue;
+            const uintptr_t to = bo.d.copy_of(back);
+            text_poke_req q;
+            if (to && arch::detour_back_req(a->opt->d, to, &q)) {
+                reqs.push_back(q);
+                pairs->push_back({a, b});
+            }
+        }
+    }
+    return reqs;
+}
+
+// The jumps back re-aimed at the detours of RECS, aimed at the code again (RECS' regions hold
+// their instructions now). If that fails they stay re-aimed, which is still the same code.
+void aim_backs_home(const std::vector<kp_record *> &recs)
+{
+    std::vector<text_poke_req> reqs;
+    std::vector<kp_record *> homed;
+    for (kp_record *a = first_record(); a; a = a->all_next) {
+        if (!a->back_via || std::find(recs.begin(), recs.end(), a->back_via) == recs.end())
+            continue;
+        text_poke_req q;
+        if (arch::detour_back_req(a->opt->d, arch::detour_back_target(a->opt->d), &q)) {
+            reqs.push_back(q);
+            homed.push_back(a);
+        }
+    }
+    if (!reqs.empty() && text_poke_batch(reqs) == 0)
+        for (kp_record *a : homed)
+            a->back_via = nullptr;
+}
+
 // Back to int3 probes: int3 + the original tail over each jmp of RECS, in one text patch.
 int unoptimize(const std::vector<kp_record *> &recs)
 {
@@ -122,6 +172,8 @@ int unoptimize(const std::vector<kp_record *> &recs)
         r->optimized.store(false);
         set_opt_flags(r, false);
     }
+    // Only now: until the region holds its instructions again, nothing may jump into it.
+    aim_backs_home(recs);
     return 0;
 }
 
@@ -225,7 +277,9 @@ void optimize(const std::vector<kp_record *> &recs)
     // hook when the signal arrives, which happens as soon as it is released.
     for (kp_record *r : recs)
         r->optimized.store(true, std::memory_order_release);
-    if (optprobe_arm_many(ops, extra) != 0) {
+    std::vector<std::pair<kp_record *, kp_record *>> backs;
+    const std::vector<text_poke_req> back_reqs = aim_backs_at(recs, &backs);
+    if (optprobe_arm_many(ops, extra, back_reqs) != 0) {
         for (kp_record *r : recs) {
             r->optimized.store(false);
             r->opt_copy.store(0);
@@ -233,6 +287,8 @@ void optimize(const std::vector<kp_record *> &recs)
         }
         return;
     }
+    for (auto [a, b] : backs)
+        a->back_via = b;
     for (kp_record *r : recs) {
         update_light(r);
         set_opt_flags(r, true);

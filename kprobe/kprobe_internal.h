@@ -102,6 +102,10 @@ struct kp_record {
     // copy of the region (the kernel's setup_detour_execution) instead of the boost copy,
     // whose jmp back may land inside the region once the jmp is written.
     std::atomic<uintptr_t> opt_copy{0};
+    // The optimized record whose jmp covers the place this record's detour jumps back to
+    // (the regions overlap: they are optimized in turn): the jump back then goes to that
+    // record's detour copy of the same instruction (kprobe_arm.cpp). Under kprobe_mutex.
+    kp_record *back_via = nullptr;
 
     kp_record *hash_next = nullptr;    // by addr
     kp_record *ss_hash_next = nullptr; // by ss_int3

@@ -140,6 +140,18 @@ text_poke_req detour_disarm_req(const detour &d, bool keep_breakpoint) noexcept
     return r;
 }
 
+uintptr_t detour_back_target(const detour &d) noexcept
+{
+    return d.size && !never_falls_through(d.region) ? d.region.addr + d.region.len : 0;
+}
+
+bool detour_back_req(const detour &d, uintptr_t to, text_poke_req *out) noexcept
+{
+    // The relocated region ends with the jump back (detour_build).
+    if (!detour_back_target(d) || d.size < d.head + JMP32_INSN_SIZE) return false;
+    return jmp_req(d.rx + d.size - JMP32_INSN_SIZE, to, out);
+}
+
 bool detour_write_jmp_head(const detour &d, uint8_t *rw, uintptr_t to) noexcept
 {
     auto jmp = make_jmp_rel32(d.rx, to);

@@ -106,6 +106,14 @@ text_poke_req detour_arm_req(const detour &d) noexcept;
 // region (or, with KEEP_BREAKPOINT, is the kprobe hook's).
 text_poke_req detour_disarm_req(const detour &d, bool keep_breakpoint) noexcept;
 
+// Where the detour's jump back goes when it was built (the instruction after its region), or 0
+// when it has none (a region ending in ret or jmp).
+uintptr_t detour_back_target(const detour &d) noexcept;
+// Re-aims the detour's jump back at TO: while another detour's jmp covers the place it returns
+// to, at that detour's copy of the same instruction (see kprobe/kprobe_arm.cpp). False when it
+// has no jump back or TO is out of reach.
+bool detour_back_req(const detour &d, uintptr_t to, text_poke_req *out) noexcept;
+
 // A jump site's head: `jmp TO` (the site's stub), JUMP_DETOUR_HEAD bytes at the detour's
 // start. False when TO is out of reach.
 inline constexpr size_t JUMP_DETOUR_HEAD = 5;
