@@ -105,6 +105,12 @@ void set_boost_target(kp_record *rec, uintptr_t to)
     arch::kprobe_slot_set_boost_ret(rec->slot.rw, to);
 }
 
+// The same for the jump a single-stepped thread takes back (see ss_done()).
+void set_ss_target(kp_record *rec, uintptr_t to)
+{
+    if (rec->has_ss && rec->ss_ret) arch::kprobe_slot_set_ss_ret(rec->slot.rw, to);
+}
+
 // Overlapping regions (a probe at A whose region covers B, one at B: optimized in turn). A
 // thread can be anywhere in A's detour long after A's jmp was taken away - preempted in it,
 // or about to return into it from a signal handler - and the detour ends with a jump back
@@ -169,6 +175,7 @@ int unoptimize(const std::vector<kp_record *> &recs)
     for (kp_record *r : recs) {
         r->opt_copy.store(0);
         if (r->boostable) set_boost_target(r, r->insn.next());
+        set_ss_target(r, r->insn.next());
         r->optimized.store(false);
         set_opt_flags(r, false);
     }
@@ -268,6 +275,7 @@ void optimize(const std::vector<kp_record *> &recs)
     for (kp_record *r : recs) {
         const optprobe &op = *r->opt;
         ops.push_back(r->opt.get());
+        if (const uintptr_t to = op.d.copy_of(r->insn.next())) set_ss_target(r, to);
         if (!r->boostable) continue;
         extra.push_back({r->boost_addr, op.d.copy()});
         if (const uintptr_t to = op.d.copy_of(r->insn.next())) set_boost_target(r, to);
@@ -284,6 +292,7 @@ void optimize(const std::vector<kp_record *> &recs)
             r->optimized.store(false);
             r->opt_copy.store(0);
             if (r->boostable) set_boost_target(r, r->insn.next());
+            set_ss_target(r, r->insn.next());
         }
         return;
     }

@@ -201,8 +201,13 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     // publishing opt_copy, before it writes the jmp.
     if (t) kp_enter(t);
     const uintptr_t next = continue_at(rec, rec->insn.next());
+    // The original next instruction is reached through the ss return jump: this thread gets
+    // there only after its return from the signal handler, out of the read side, and by
+    // then an optimizer that did not see it may have written a jmp over it; the jump's word
+    // points into that jmp's detour before the jmp is written (kprobe_arm.cpp).
+    const uintptr_t resume = next == rec->insn.next() && rec->ss_ret ? rec->ss_ret : next;
     if (!t || reenter || th.depth > 1 || kprobe_busy_on(t)) {
-        arch::uc_set_ip(uc, next);
+        arch::uc_set_ip(uc, resume);
         if (t) kp_leave(t);
         return true;
     }
@@ -212,9 +217,10 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
         arch::uc_to_pt_regs(uc, &regs);
         regs.ip = next;
         run_post_handlers(t, cl, &regs, post);
+        if (regs.ip == next) regs.ip = resume;
         arch::pt_regs_to_uc(&regs, uc);
     } else {
-        arch::uc_set_ip(uc, next);
+        arch::uc_set_ip(uc, resume);
     }
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;

@@ -83,6 +83,7 @@ struct kp_record {
     bool has_ss = false;    // the ss copy exists (copy + int3)
     exec_chunk slot;
     uintptr_t boost_addr = 0, ss_addr = 0, ss_int3 = 0;
+    uintptr_t ss_ret = 0;  // the ss return jump (arch/x86_64/kprobes_arch.h)
     uint8_t boost_len = 0; // the copy, without the jmp back
 
     // ftrace path: one ops for the plain kprobes at the site.

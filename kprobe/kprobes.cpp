@@ -292,6 +292,7 @@ int build_int3_record(const resolved &r, kp_record *rec)
     rec->has_ss = ks.has_ss;
     rec->ss_addr = ks.ss_addr;
     rec->ss_int3 = ks.ss_int3;
+    rec->ss_ret = ks.ss_ret;
     if (!emu && (!rec->boostable || !rec->has_ss)) {
         exec_free(slot); // never published
         rec->boostable = rec->has_ss = false;

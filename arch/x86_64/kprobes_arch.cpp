@@ -54,13 +54,25 @@ kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t r
     }
     if (!ss) return s;
     // The ss copy falls through to its int3: only instructions that fall through get one.
+    static_assert(KPROBE_SLOT_SS + MAX_RELOCATED_INSN_SIZE + INT3_INSN_SIZE <=
+                      KPROBE_SLOT_SS_RET_JMP &&
+                  KPROBE_SLOT_SS_RET_JMP + jmp_ind_len <= KPROBE_SLOT_SS_RET &&
+                  KPROBE_SLOT_SS_RET + 8 <= KPROBE_SLOT_SIZE);
     n = relocate_one(i, rx + KPROBE_SLOT_SS, buf, &why);
-    if (n > 0 && KPROBE_SLOT_SS + static_cast<size_t>(n) + INT3_INSN_SIZE <= KPROBE_SLOT_SIZE) {
+    if (n > 0) {
         std::memcpy(rw + KPROBE_SLOT_SS, buf, static_cast<size_t>(n));
         rw[KPROBE_SLOT_SS + static_cast<size_t>(n)] = INT3_INSN_OPCODE;
         s.has_ss = true;
         s.ss_addr = rx + KPROBE_SLOT_SS;
         s.ss_int3 = s.ss_addr + static_cast<size_t>(n);
+        const uint8_t jmp[2] = {0xff, 0x25}; // jmp *disp32(%rip)
+        const auto disp =
+            static_cast<int32_t>(KPROBE_SLOT_SS_RET - (KPROBE_SLOT_SS_RET_JMP + jmp_ind_len));
+        std::memcpy(rw + KPROBE_SLOT_SS_RET_JMP, jmp, sizeof jmp);
+        std::memcpy(rw + KPROBE_SLOT_SS_RET_JMP + sizeof jmp, &disp, sizeof disp);
+        const uintptr_t next = i.next();
+        std::memcpy(rw + KPROBE_SLOT_SS_RET, &next, sizeof next);
+        s.ss_ret = rx + KPROBE_SLOT_SS_RET_JMP;
     }
     return s;
 }
@@ -68,6 +80,12 @@ kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t r
 void kprobe_slot_set_boost_ret(uint8_t *slot_rw, uintptr_t to) noexcept
 {
     __atomic_store_n(reinterpret_cast<uintptr_t *>(slot_rw + KPROBE_SLOT_BOOST_RET), to,
+                     __ATOMIC_RELEASE);
+}
+
+void kprobe_slot_set_ss_ret(uint8_t *slot_rw, uintptr_t to) noexcept
+{
+    __atomic_store_n(reinterpret_cast<uintptr_t *>(slot_rw + KPROBE_SLOT_SS_RET), to,
                      __ATOMIC_RELEASE);
 }
 

@@ -8,9 +8,14 @@
 //     [boost copy: the instruction relocated, then `jmp *ret(%rip)`]  at 0, ret at
 //                                                                     KPROBE_SLOT_BOOST_RET
 //     [ss copy: the instruction relocated, then int3]                 at KPROBE_SLOT_SS
+//     [`jmp *ss_ret(%rip)`]                        at KPROBE_SLOT_SS_RET_JMP, ss_ret at
+//                                                                     KPROBE_SLOT_SS_RET
 // The boost copy runs the instruction out of line and goes back through a word the optimizer
 // may point into its detour (no register or flag touched); the ss copy's int3 tells the
-// hook the instruction has run (the kernel's post-5.13 single-step scheme).
+// hook the instruction has run (the kernel's post-5.13 single-step scheme), and the hook
+// sends the thread on through the ss return jump, whose word the optimizer points into its
+// detour too: the thread reads it only once it is back from the signal handler, however
+// long after the hook it gets there.
 #pragma once
 
 #include "arch/x86_64/insn.h"
@@ -38,12 +43,15 @@ inline constexpr size_t KPROBE_ENTRY_SPAN = 4 + MAX_INSN_SIZE;
 inline constexpr size_t KPROBE_SLOT_SIZE = 128;
 inline constexpr size_t KPROBE_SLOT_BOOST_RET = 56; // the boost copy's return address (8 bytes)
 inline constexpr size_t KPROBE_SLOT_SS = 64;
+inline constexpr size_t KPROBE_SLOT_SS_RET_JMP = 104; // after the longest ss copy and its int3
+inline constexpr size_t KPROBE_SLOT_SS_RET = 112;     // where it jumps (8 bytes)
 
 struct kprobe_slot {
     bool boostable = false; // the boost copy exists
     bool has_ss = false;    // the ss copy exists
     uint8_t boost_len = 0;  // the boost copy without its jmp back
     uintptr_t boost_addr = 0, ss_addr = 0, ss_int3 = 0;
+    uintptr_t ss_ret = 0; // the ss return jump (with the ss copy)
 };
 
 // Writes the copies of I (the instruction at I.addr) into the slot at RW, which runs at RX:
@@ -53,6 +61,8 @@ struct kprobe_slot {
 kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t rx) noexcept;
 // Where the boost copy of the slot at SLOT_RW returns to (one atomic store).
 void kprobe_slot_set_boost_ret(uint8_t *slot_rw, uintptr_t to) noexcept;
+// Where the ss return jump of the slot at SLOT_RW goes (one atomic store).
+void kprobe_slot_set_ss_ret(uint8_t *slot_rw, uintptr_t to) noexcept;
 
 // The int3 over the probed instruction's first byte, and that byte back. A thread that meets
 // the protocol's breakpoint meanwhile is the kprobe hook's.

@@ -4,7 +4,8 @@
 // handler), and that detour ends with a jump back to overlap_c, in the middle of B's region:
 // once B's jmp is written there, that jump lands in the middle of an instruction (SIGILL,
 // found by tests/stress). The test runs A's detour copy the way such a thread would, with B
-// optimized, then without.
+// optimized, then without. The same for a thread coming back from a single step of B's
+// instruction after B was optimized.
 #include "kprobe/kprobe_internal.h"
 
 #include <dprobe/kprobes.h>
@@ -14,13 +15,14 @@
 extern "C" {
 unsigned long overlap_fn(unsigned long);
 unsigned long overlap_run(uintptr_t copy, unsigned long x);
+unsigned long overlap_resume(uintptr_t at, unsigned long v);
 extern char overlap_a[], overlap_b[], overlap_c[];
 }
 
 namespace
 {
 
-int hits_a, hits_b;
+int hits_a, hits_b, posts_b;
 int pre_a(struct kprobe *, struct pt_regs *)
 {
     ++hits_a;
@@ -30,6 +32,11 @@ int pre_b(struct kprobe *, struct pt_regs *)
 {
     ++hits_b;
     return 0;
+}
+
+void post_b(struct kprobe *, struct pt_regs *, unsigned long)
+{
+    ++posts_b;
 }
 
 volatile auto fn = overlap_fn;
@@ -70,5 +77,43 @@ TEST(optprobe_overlap, a_detour_jumping_back_into_an_optimized_region_lands_on_i
     // B goes: the jump back is aimed at the code again, and still right.
     unregister_kprobe(&b);
     EXPECT_EQ(42UL, overlap_run(a_copy, 41));
+    EXPECT_EQ(8UL, fn(7));
+}
+
+TEST(optprobe_overlap, a_single_step_returning_late_lands_on_the_detour_copy)
+{
+    hits_b = posts_b = 0;
+    // With a post handler B stays an int3 probe: its instruction runs from the ss copy, and
+    // the thread goes on through the slot's ss return jump.
+    struct kprobe post = {};
+    post.addr = reinterpret_cast<kprobe_opcode_t *>(overlap_b);
+    post.pre_handler = pre_b;
+    post.post_handler = post_b;
+    ASSERT_EQ(0, register_kprobe(&post));
+    ASSERT_FALSE(kprobe_optimized(&post));
+    EXPECT_EQ(8UL, fn(7));
+    EXPECT_EQ(1, hits_b);
+    EXPECT_EQ(1, posts_b);
+    uintptr_t ss_ret = 0;
+    {
+        std::lock_guard<std::mutex> g(dprobe::kp::kprobe_mutex());
+        const dprobe::kp::kp_record *r =
+            dprobe::kp::lookup_record(reinterpret_cast<uintptr_t>(overlap_b));
+        ASSERT_NE(nullptr, r);
+        ss_ret = r->ss_ret;
+    }
+    ASSERT_NE(0u, ss_ret);
+    EXPECT_EQ(42UL, overlap_resume(ss_ret, 42)) << "the ss return jump goes to overlap_c";
+    // The post handler goes and B is optimized: a thread that single-stepped just before, and
+    // comes back from its signal handler only now, takes the same jump.
+    unregister_kprobe(&post);
+    struct kprobe b = {};
+    b.addr = reinterpret_cast<kprobe_opcode_t *>(overlap_b);
+    b.pre_handler = pre_b;
+    ASSERT_EQ(0, register_kprobe(&b));
+    ASSERT_TRUE(kprobe_optimized(&b)) << "B not optimized: the case tests nothing";
+    EXPECT_EQ(42UL, overlap_resume(ss_ret, 42));
+    unregister_kprobe(&b);
+    EXPECT_EQ(42UL, overlap_resume(ss_ret, 42));
     EXPECT_EQ(8UL, fn(7));
 }
