@@ -123,21 +123,34 @@ void set_ss_target(kp_record *rec, uintptr_t to)
 std::vector<text_poke_req> aim_backs_at(const std::vector<kp_record *> &recs,
                                         std::vector<std::pair<kp_record *, kp_record *>> *pairs)
 {
+    // Every detour's jump back, by where it goes: one pass over the records, then a search
+    // per region (a batch may optimize thousands).
+    std::vector<std::pair<uintptr_t, kp_record *>> backs;
+    for (kp_record *a = first_record(); a; a = a->all_next)
+        if (a->opt && !a->back_via)
+            if (const uintptr_t back = arch::detour_back_target(a->opt->d))
+                backs.push_back({back, a});
+    std::sort(backs.begin(), backs.end());
     std::vector<text_poke_req> reqs;
     for (kp_record *b : recs) {
         const optprobe &bo = *b->opt;
-        for (kp_record *a = first_record(); a; a = a->all_next) {
-            if (a == b || !a->opt || a->back_via) continue;
-            const uintptr_t back = arch::detour_back_target(a->opt->d);
-            if (back <= bo.addr || back >= bo.addr + bo.len) continue;
-            const uintptr_t to = bo.d.copy_of(back);
+        auto it = std::upper_bound(backs.begin(), backs.end(), bo.addr,
+                                   [](uintptr_t v, const auto &e) { return v < e.first; });
+        for (; it != backs.end() && it->first < bo.addr + bo.len; ++it) {
+            kp_record *a = it->second;
+            if (a == b || a->back_via) continue;
+            const uintptr_t to = bo.d.copy_of(it->first);
             text_poke_req q;
             if (to && arch::detour_back_req(a->opt->d, to, &q)) {
                 reqs.push_back(q);
                 pairs->push_back({a, b});
+                a->back_via = b; // taken: not re-aimed twice in one batch
             }
         }
     }
+    // Set for good once the batch is written (optimize()).
+    for (auto [a, b] : *pairs)
+        a->back_via = nullptr;
     return reqs;
 }
 
@@ -147,9 +160,10 @@ void aim_backs_home(const std::vector<kp_record *> &recs)
 {
     std::vector<text_poke_req> reqs;
     std::vector<kp_record *> homed;
+    std::vector<kp_record *> gone(recs.begin(), recs.end());
+    std::sort(gone.begin(), gone.end());
     for (kp_record *a = first_record(); a; a = a->all_next) {
-        if (!a->back_via || std::find(recs.begin(), recs.end(), a->back_via) == recs.end())
-            continue;
+        if (!a->back_via || !std::binary_search(gone.begin(), gone.end(), a->back_via)) continue;
         text_poke_req q;
         if (arch::detour_back_req(a->opt->d, arch::detour_back_target(a->opt->d), &q)) {
             reqs.push_back(q);
