@@ -136,21 +136,17 @@ std::vector<text_poke_req> aim_backs_at(const std::vector<kp_record *> &recs,
         const optprobe &bo = *b->opt;
         auto it = std::upper_bound(backs.begin(), backs.end(), bo.addr,
                                    [](uintptr_t v, const auto &e) { return v < e.first; });
+        // The regions of one batch do not overlap: a jump back lies in one of them at most.
         for (; it != backs.end() && it->first < bo.addr + bo.len; ++it) {
             kp_record *a = it->second;
-            if (a == b || a->back_via) continue;
             const uintptr_t to = bo.d.copy_of(it->first);
             text_poke_req q;
             if (to && arch::detour_back_req(a->opt->d, to, &q)) {
                 reqs.push_back(q);
-                pairs->push_back({a, b});
-                a->back_via = b; // taken: not re-aimed twice in one batch
+                pairs->push_back({a, b}); // a->back_via, once the batch is written
             }
         }
     }
-    // Set for good once the batch is written (optimize()).
-    for (auto [a, b] : *pairs)
-        a->back_via = nullptr;
     return reqs;
 }
 
