@@ -148,7 +148,13 @@ TEST_F(ring_buffer_export_test, consumer_takes_whole_pages_then_the_rest)
         ASSERT_EQ(got.seqs[i], i);
     EXPECT_EQ(got.tid, tid);
     EXPECT_EQ(got.comm, "rb-export");
+    // join() returns once the kernel cleared the thread's tid, a moment before the thread is
+    // gone: until then the buffer is still EXITING (it settles when tgkill says ESRCH).
     rb_consumer::buffer_info bi = c.info(0);
+    for (int i = 0; i < 2000 && bi.state == rb::BUF_EXITING; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        bi = c.info(0);
+    }
     EXPECT_EQ(bi.state, rb::BUF_EXITED);
     EXPECT_EQ(bi.written, n);
     // Drained and exited: given back, and the next thread takes it over.
