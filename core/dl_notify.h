@@ -19,6 +19,7 @@
 // pthread_create; and no code that holds a lock a notifier takes may call those either.
 #pragma once
 
+#include "core/fair_mutex.h"
 #include "core/symbols.h"
 
 #include <mutex>
@@ -35,7 +36,7 @@ struct dl_notifier {
     // The lock objects_changed takes, if any: a child forked while another thread held it
     // gets no notifications (the lock stays held there forever), rather than hanging in its
     // next dlopen.
-    std::mutex *lock;
+    fair_mutex *lock;
 };
 
 // Adds N (a static object; adding it twice is harmless). The first call installs the hook

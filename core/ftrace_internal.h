@@ -1,6 +1,7 @@
 // State shared by the site scanner, the patcher and the dispatcher (core/ftrace_*.cpp).
 #pragma once
 
+#include "core/fair_mutex.h"
 #include "core/ftrace.h"
 #include "core/text_poke.h"
 
@@ -23,7 +24,7 @@ struct object_sites {
 };
 
 struct ftrace_state {
-    std::mutex lock; // registration side only; the hot path never takes it
+    fair_mutex lock; // registration side only (a dlopen takes it); never the hot path
     std::map<uint64_t, object_sites> by_object;
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
     std::vector<std::unique_ptr<ftrace_site>> gone;     // sites of unloaded objects

@@ -279,7 +279,7 @@ const char *ftrace_site_refusal(uintptr_t func)
 {
     ftrace_update_objects();
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     if (st.by_func.count(func)) return nullptr;
     auto hit = kallsyms::instance().lookup_addr(func);
     if (!hit || hit->sym->addr != func) return "not a function entry";

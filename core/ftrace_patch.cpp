@@ -158,20 +158,20 @@ std::vector<ftrace_ops_site> pairs_of(ftrace_ops *ops, std::span<ftrace_site *co
 
 int ftrace_ops_attach(ftrace_ops *ops, std::span<ftrace_site *const> sites)
 {
-    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::lock_guard<fair_mutex> g(ftrace_st().lock);
     return attach_locked(pairs_of(ops, sites));
 }
 
 int ftrace_ops_attach_each(std::span<const ftrace_ops_site> pairs)
 {
-    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::lock_guard<fair_mutex> g(ftrace_st().lock);
     return attach_locked(pairs);
 }
 
 std::vector<ftrace_site *> ftrace_ops_attach_usable(ftrace_ops *ops,
                                                     std::span<ftrace_site *const> sites)
 {
-    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::lock_guard<fair_mutex> g(ftrace_st().lock);
     std::vector<ftrace_site *> ok;
     for (ftrace_site *s : sites)
         if (s->usable && !s->gone) ok.push_back(s);
@@ -322,7 +322,7 @@ bool detach_locked(std::span<const ftrace_ops_site> pairs)
 
 void ftrace_ops_detach_each(std::span<const ftrace_ops_site> pairs)
 {
-    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::lock_guard<fair_mutex> g(ftrace_st().lock);
     if (detach_locked(pairs) || pairs.size() == 1) return;
     // Cannot shrink the lists at once: pair by pair. A pair whose list cannot shrink leaves
     // its ops attached but retired (no callbacks run for it because its owner is gone); rare
@@ -347,7 +347,7 @@ void ftrace_ops_retire(std::span<ftrace_ops *const> ops)
 
 uint32_t ftrace_site_ops_count(const ftrace_site *site)
 {
-    std::lock_guard<std::mutex> g(ftrace_st().lock);
+    std::lock_guard<fair_mutex> g(ftrace_st().lock);
     const site_users *u = site->users.load(std::memory_order_acquire);
     return u ? u->n : 0;
 }

@@ -215,7 +215,7 @@ void update_objects_locked(ftrace_state &st, bool in_loader)
 void ftrace_update_objects()
 {
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     update_objects_locked(st, false);
 }
 
@@ -227,9 +227,9 @@ void ftrace_loader_unmapping()
 std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping)
 {
     ftrace_state &st = ftrace_st();
-    std::unique_lock<std::mutex> g(st.lock, std::defer_lock);
+    std::unique_lock<fair_mutex> g(st.lock, std::defer_lock);
     if (unmapping)
-        g = std::unique_lock<std::mutex>(st.lock, std::adopt_lock);
+        g = std::unique_lock<fair_mutex>(st.lock, std::adopt_lock);
     else
         g.lock();
     update_objects_locked(st, true);
@@ -243,7 +243,7 @@ std::vector<object_ptr> ftrace_loader_update(uint64_t *mark, bool unmapping)
 void ftrace_loader_done()
 {
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     for (uint64_t id : st.unreached) {
         auto it = st.by_object.find(id);
         if (it == st.by_object.end()) continue;
@@ -257,7 +257,7 @@ void ftrace_loader_done()
 uint64_t ftrace_objects_mark()
 {
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     return st.seq;
 }
 
@@ -265,7 +265,7 @@ int ftrace_convert_sleds()
 {
     ftrace_update_objects();
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     std::vector<ftrace_site *> sleds;
     std::vector<text_poke_req> reqs;
     std::vector<rip_move> moves;
@@ -294,14 +294,14 @@ ftrace_site *ftrace_location_or_jump(uintptr_t ip)
     auto hit = kallsyms::instance().lookup_addr(ip);
     if (!hit || hit->sym->addr != ip) return nullptr;
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     return make_jump_site(hit->obj, *hit->sym);
 }
 
 ftrace_site *ftrace_location(uintptr_t ip)
 {
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     if (auto it = st.by_ip.find(ip); it != st.by_ip.end()) return it->second;
     if (auto it = st.by_func.find(ip); it != st.by_func.end()) return it->second;
     return nullptr;
@@ -313,7 +313,7 @@ namespace
 std::vector<ftrace_site *> sites_of(const std::vector<sym_hit> &hits)
 {
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     std::vector<ftrace_site *> out;
     for (auto &h : hits) {
         if (auto it = st.by_func.find(h.sym->addr); it != st.by_func.end())
@@ -345,7 +345,7 @@ std::vector<ftrace_site *> ftrace_all_sites()
 {
     ftrace_update_objects();
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     std::vector<ftrace_site *> out;
     for (auto &[id, list] : st.by_object)
         for (auto &s : list.sites)
@@ -360,7 +360,7 @@ std::vector<ftrace_func_entry> ftrace_selectable_funcs()
     ftrace_update_objects();
     std::vector<sym_hit> hits = kallsyms::instance().match_funcs("*", "");
     ftrace_state &st = ftrace_st();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     std::vector<ftrace_func_entry> out;
     for (auto &[id, list] : st.by_object)
         for (auto &s : list.sites)

@@ -44,7 +44,7 @@ inline fprobe_hlist *hlist_of(ftrace_ops *ops)
     return reinterpret_cast<fprobe_hlist *>(ops);
 }
 
-std::mutex fprobe_mutex;
+fair_mutex fprobe_mutex;
 fprobe_hlist *free_hlists;
 // Registered with FPROBE_FL_FOLLOW_LOADS. Never destroyed: a dlopen on another thread while
 // exit() runs destructors still gets here.
@@ -65,7 +65,7 @@ void attach_more(fprobe_hlist *hl, const std::vector<ftrace_site *> &sites)
 void fprobe_objects_changed(std::span<const object_ptr> added)
 {
     if (added.empty()) return; // a dlclose: its sites are marked gone, and detached at unregister
-    std::lock_guard<std::mutex> g(fprobe_mutex);
+    std::lock_guard<fair_mutex> g(fprobe_mutex);
     for (fprobe_hlist *hl : followers) {
         std::vector<ftrace_site *> fresh;
         for (ftrace_site *s : ftrace_match_sites_in(added, hl->filter, hl->notfilter))
@@ -234,7 +234,7 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
 int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
 {
     if (!fp) return -EINVAL;
-    std::lock_guard<std::mutex> g(fprobe_mutex);
+    std::lock_guard<fair_mutex> g(fprobe_mutex);
     return register_sites_locked(fp, std::move(sites));
 }
 
@@ -243,7 +243,7 @@ int register_sites(struct fprobe *fp, std::vector<ftrace_site *> sites)
 // once this fprobe is among the followers.
 int register_follower(struct fprobe *fp, const char *filter, const char *notfilter)
 {
-    std::lock_guard<std::mutex> g(fprobe_mutex);
+    std::lock_guard<fair_mutex> g(fprobe_mutex);
     if (int err = dl_notifier_add(&fprobe_dl_notifier)) return err;
     auto sites = ftrace_match_sites(filter, notfilter ? notfilter : "");
     int err = register_sites_locked(fp, std::move(sites), filter, notfilter);
@@ -301,7 +301,7 @@ extern "C" int register_fprobe_syms(struct fprobe *fp, const char **syms, int nu
 extern "C" int unregister_fprobe(struct fprobe *fp)
 {
     if (!fp) return -EINVAL;
-    std::lock_guard<std::mutex> g(fprobe_mutex);
+    std::lock_guard<fair_mutex> g(fprobe_mutex);
     auto *hl = fp->hlist_array;
     if (!hl) return -EINVAL;
     ftrace_ops_detach(&hl->ops, hl->sites);

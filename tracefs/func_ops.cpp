@@ -14,7 +14,7 @@ namespace
 
 // Running func_ops, for the dlopen notifier. Never destroyed: a dlopen on another thread
 // while exit() runs destructors still gets here.
-std::mutex g_running_m;
+fair_mutex g_running_m;
 std::vector<func_ops *> &g_running = *new std::vector<func_ops *>;
 bool g_notifier_added = false;
 
@@ -31,7 +31,7 @@ void func_ops_notify(std::span<const object_ptr> added)
 {
     if (added.empty())
         return; // a dlclose: sites of unloaded objects are gone, detached at the next update
-    std::lock_guard<std::mutex> g(g_running_m);
+    std::lock_guard<fair_mutex> g(g_running_m);
     for (func_ops *f : g_running)
         f->objects_loaded(added);
 }
@@ -55,7 +55,7 @@ int func_ops::start()
         std::sort(attached_.begin(), attached_.end());
         running_ = true;
     }
-    std::lock_guard<std::mutex> g(g_running_m);
+    std::lock_guard<fair_mutex> g(g_running_m);
     // Objects loaded from now on get the same treatment (dl_notifier_add may fail when a
     // debugger's breakpoint sits on the loader hook: tracing the loaded objects still works).
     if (!g_notifier_added && dl_notifier_add(&g_notifier) == 0) g_notifier_added = true;
@@ -102,7 +102,7 @@ void func_ops::objects_loaded(std::span<const object_ptr> added)
 void func_ops::stop()
 {
     {
-        std::lock_guard<std::mutex> g(g_running_m);
+        std::lock_guard<fair_mutex> g(g_running_m);
         std::erase(g_running, this);
     }
     std::lock_guard<std::mutex> g(m_);

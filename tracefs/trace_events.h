@@ -29,6 +29,7 @@
 // the command has switched it on; its enable file then reads "0*" or "1*".
 #pragma once
 
+#include "core/fair_mutex.h"
 #include "core/symbols.h"
 #include "tracefs/error_log.h"
 #include "tracefs/event_filter.h"
@@ -235,7 +236,7 @@ class trace_events
     uint16_t peek_id() const;
     static std::string key(std::string_view group, std::string_view event);
 
-    mutable std::mutex mutex_; // the kernel's event_mutex / dyn_event_ops_mutex
+    mutable fair_mutex mutex_; // the kernel's event_mutex / dyn_event_ops_mutex
     error_log errors_;
     std::vector<trace_event *> events_;                      // creation order
     std::vector<trace_probe *> probes_;                      // creation order (the listing)

@@ -367,7 +367,7 @@ void on_tracefs_commands()
     if (!agent_active()) return;
     quiet_section q;
     agent_state &st = state();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     describe_changes_locked();
 }
 
@@ -530,7 +530,7 @@ void agent_stop(const char *reason)
     tracefs_down();
     remove_signal_handlers();
     ring_buffer_unexport();
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     st.active = false;
     g_active.store(false, std::memory_order_release);
     if (st.out_fd >= 0) {

@@ -31,6 +31,7 @@
 //                         there does an -F glob that matches nothing stop the program
 #pragma once
 
+#include "core/fair_mutex.h"
 #include "tools/attach_protocol.h"
 
 #include <atomic>
@@ -59,7 +60,7 @@ struct agent_state {
     std::string output;
     agent_config config;
 
-    std::mutex lock;        // chunk writing
+    fair_mutex lock;        // chunk writing (a dlopen takes it: objects_notifier)
     std::string session_kv; // the SESSION chunk's keys but pid, ppid and reason (fork)
     std::vector<std::pair<uint32_t, std::string>> events;  // id, EVENT payload
     std::vector<std::pair<uint64_t, std::string>> objects; // described so far: id, "0xbias path"

@@ -128,7 +128,7 @@ void objects_changed(std::span<const object_ptr>)
     agent_state &st = state();
     if (!st.active) return;
     quiet_section q;
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     std::string lines = objects_payload(trace_clock_now());
     if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
 }
@@ -205,7 +205,7 @@ void start_session(const char *reason)
     tracefile::append_kv(s, "start_clock_ns", std::to_string(trace_clock_now()));
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     tracefile::append_kv(s, "nr_cpus", std::to_string(cpus > 0 ? cpus : 1));
-    std::lock_guard<std::mutex> g(st.lock);
+    std::lock_guard<fair_mutex> g(st.lock);
     st.session_kv = std::move(s);
     st.objects.clear();
     write_session_chunks(reason, objects_payload(0) + names_payload());

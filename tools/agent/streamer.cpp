@@ -64,7 +64,7 @@ void streamer_main()
             if (!s.drain) break;
             moved = s.drain->drain(false);
             counts = counts_locked(s);
-            std::lock_guard<std::mutex> sg(state().lock);
+            std::lock_guard<fair_mutex> sg(state().lock);
             describe_changes_locked();
         }
         // A busy program fills its buffers in milliseconds: drain again soon.
