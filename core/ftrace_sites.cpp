@@ -1,5 +1,6 @@
 // Finding the patch sites of each loaded object, and turning __fentry__ calls into NOPs.
 #include "core/ftrace_internal.h"
+#include "core/self_objects.h"
 
 #include "arch/x86_64/ftrace_frame.h"
 
@@ -159,6 +160,27 @@ void scan_object_sites(const object_ptr &obj, std::vector<text_poke_req> &nops,
 namespace
 {
 
+// A library loaded for dprobe alone (libz under libdw, say: self_objects.h) becomes the
+// program's when an object loaded since needs it. Its functions were refused until now; their
+// refusals are forgotten, and the object is counted as recorded anew, so that the next
+// loader notification hands it to the followers (FPROBE_FL_FOLLOW_LOADS, `dprobe record
+// --follow-loads`) with the objects that dlopen mapped. st.lock held.
+void adopt_program_libraries(ftrace_state &st)
+{
+    std::unordered_set<uint64_t> only;
+    for (auto &[id, list] : st.by_object)
+        if (loaded_for_dprobe_only(*list.obj)) only.insert(id);
+    for (uint64_t id : st.dprobe_only) {
+        auto it = st.by_object.find(id);
+        if (only.count(id) || it == st.by_object.end()) continue;
+        const loaded_object &obj = *it->second.obj;
+        std::erase_if(st.refused, [&](const auto &r) { return obj.contains(r.first); });
+        std::erase_if(st.jump_ok, [&](uintptr_t a) { return obj.contains(a); });
+        it->second.seq = ++st.seq;
+    }
+    st.dprobe_only = std::move(only);
+}
+
 // Forgets the objects of ST no longer loaded, then records the new ones (st.lock held). The
 // order matters: a library loaded again at the same address gets new records at the same
 // addresses. IN_LOADER (ftrace_loader_update), or with the loader hook active, no thread can
@@ -208,6 +230,7 @@ void update_objects_locked(ftrace_state &st, bool in_loader)
             text_poke_batch(nops);
     }
     st.seen = std::move(objs);
+    adopt_program_libraries(st);
 }
 
 } // namespace

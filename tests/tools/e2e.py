@@ -742,6 +742,15 @@ elif CASE == "follow":
           "-F 'libnosuch.so:plugin_*' matched nothing: the program never loaded libnosuch.so"
           in p.stderr and "never loaded libdlplugin.so" not in p.stderr,
           "a library never loaded: %r" % p.stderr)
+    # libz.so.1 is in the process before the program runs (dprobe's libdw needs it), so
+    # globs pass over it; dlzlib's dlopen of a library that needs it makes it the program's,
+    # and its functions are followed from then on.
+    p = record(["-o", "z.dat", "--follow-loads", "-F", "libz.so.1:*compress",
+                "--", prog("dlzlib")])
+    check(p.stdout == "roundtrip 0\n", "dlzlib's output is kept (%r)" % p.stdout)
+    graph = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
+    check(re.search(r"\|  compress\(\)", graph) and re.search(r"\|  uncompress\(\)", graph),
+          "libz's functions, once the program's, are followed:\n" + graph)
     # attach: the same program, started first and waiting on its stdin.
     t = subprocess.Popen([prog("dlprog"), "wait"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, cwd=WORK, env=ENV)

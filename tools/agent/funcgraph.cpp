@@ -16,6 +16,7 @@
 #include "core/ftrace.h"
 #include "core/glob.h"
 #include "core/ring_buffer.h"
+#include "core/self_objects.h"
 #include "core/symbols.h"
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
@@ -225,7 +226,8 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     std::vector<int3_entry> int3;
     for (const std::string &g : globs) {
         const auto hits = kallsyms::instance().match_funcs(g, "");
-        size_t matched = 0;
+        size_t matched = 0, mine = 0; // MINE: in a library loaded for dprobe alone
+        std::string mine_obj;
         for (const sym_hit &h : hits) {
             const std::string &name = h.sym->name;
             if (std::any_of(notrace.begin(), notrace.end(),
@@ -262,6 +264,10 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                 // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
                 // when named; a wildcard passes over them, as the kernel's notrace functions.
                 if (!wildcard(g)) plan->left_out.emplace_back(name, reason);
+                if (loaded_for_dprobe_only(*h.obj)) {
+                    mine++;
+                    mine_obj = h.obj->name;
+                }
                 continue;
             }
             if (wildcard(g) && runs_signals_blocked(*h.obj)) {
@@ -274,6 +280,19 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             }
             plan->int3_why.emplace_back(name, reason);
             int3.push_back({addr, name, ifunc ? h.obj->name + ":" + name : std::string()});
+        }
+        // Everything it matched is in a library the program does not use (yet): libz,
+        // liblzma... under libdw. Its functions are the program's once a library it loads
+        // needs that one (followed with --follow-loads); a dlopen of the library itself by
+        // name maps nothing and is not seen.
+        if (matched && mine == matched) {
+            const std::string note = "-F '" + g + "': " + mine_obj +
+                                     " is loaded for dprobe itself, not by the program" +
+                                     (follow_loads ? " (its functions are traced once a library "
+                                                     "the program loads needs it)"
+                                                   : " (for a library the program loads later "
+                                                     "that needs it: --follow-loads)");
+            *warn += (warn->empty() ? "" : "; ") + note;
         }
         if (!matched && !follow_loads) {
             if (strict) {
@@ -317,6 +336,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
             std::string why = "the -F/-N globs leave no function to trace";
             for (const auto &[name, w] : plan->left_out)
                 why += "; " + name + ": " + w;
+            if (!warn->empty()) why += "; " + *warn;
             *err = why;
             funcgraph_stop();
             return -ENOENT;
