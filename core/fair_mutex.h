@@ -18,8 +18,9 @@
 namespace dprobe
 {
 
-class fair_mutex {
-public:
+class fair_mutex
+{
+  public:
     fair_mutex() = default;
     fair_mutex(const fair_mutex &) = delete;
     fair_mutex &operator=(const fair_mutex &) = delete;
@@ -56,7 +57,7 @@ public:
         serving_.notify_all();
     }
 
-private:
+  private:
     std::atomic<uint32_t> next_{0};    // the next ticket given
     std::atomic<uint32_t> serving_{0}; // the ticket that holds the lock
 };

@@ -29,9 +29,9 @@ struct ftrace_state {
     std::unordered_map<uintptr_t, ftrace_site *> by_ip, by_func;
     std::vector<std::unique_ptr<ftrace_site>> gone;     // sites of unloaded objects
     std::unordered_map<uintptr_t, std::string> refused; // function -> why no jump site
-    std::unordered_set<uintptr_t> jump_ok; // analysed, no site yet: its entry can take one
-    uint64_t seq = 0;                      // last object_sites::seq given
-    std::vector<uint64_t> unreached;       // ids of unreached objects
+    std::unordered_set<uintptr_t> jump_ok;    // analysed, no site yet: its entry can take one
+    uint64_t seq = 0;                         // last object_sites::seq given
+    std::vector<uint64_t> unreached;          // ids of unreached objects
     std::unordered_set<uint64_t> dprobe_only; // ids of the objects loaded for dprobe alone
     std::shared_ptr<const std::vector<object_ptr>> seen; // the kallsyms list last applied
 };
