@@ -241,9 +241,3 @@ extern "C" uintptr_t dprobe_ftrace_return(struct ftrace_regs *fregs);
 extern "C" int dprobe_fgraph_entry_light(dprobe::ftrace_site *site, struct ftrace_regs *fregs,
                                          unsigned seen);
 extern "C" uintptr_t dprobe_ftrace_return_light(struct ftrace_regs *fregs);
-// The same for a site whose one user is a direct fprobe (arch/x86_64/ftrace_direct.S): they
-// fall back to the two above for anything else. The entry answers 3 for a frame it built
-// (its body is called from dprobe_fgraph_call_direct_*, whose return calls the direct exit).
-extern "C" int dprobe_fgraph_entry_direct(dprobe::ftrace_site *site, struct ftrace_regs *fregs,
-                                          unsigned seen);
-extern "C" uintptr_t dprobe_ftrace_return_direct(struct ftrace_regs *fregs);

@@ -14,7 +14,7 @@
 
 using namespace dprobe;
 
-// What the direct dispatch (arch/x86_64/ftrace_direct.S) reads of these records.
+// What the direct dispatch (arch/x86_64/ftrace_direct.inc) reads of these records.
 static_assert(offsetof(ftrace_site, users) == SITE_USERS && offsetof(ftrace_site, ip) == SITE_IP);
 static_assert(offsetof(site_users, n) == SU_N && offsetof(site_users, light) == SU_LIGHT &&
               offsetof(site_users, pt_regs) == SU_LIGHT + 1 && offsetof(site_users, ops) == SU_OPS);
@@ -446,9 +446,7 @@ bool ftrace_light_dispatch_clean()
 {
     static const bool clean =
         arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_fgraph_entry_light), true) &&
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_light), true) &&
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_fgraph_entry_direct), true) &&
-        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_direct), true);
+        arch::ext_state_clean(reinterpret_cast<uintptr_t>(&dprobe_ftrace_return_light), true);
     return clean;
 }
 

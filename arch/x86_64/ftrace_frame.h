@@ -33,6 +33,9 @@
 #define FR_VWIDE 184    /* the vector registers were saved at full width (upper state live) */
 #define FR_KEEP_ALL 188 /* return: xmm2-15 kept too (0/1) */
 #define FR_FUNC 192     /* entry: the probed function's site address, for debuggers */
+/* return, direct exit: the shadow frame, across the exit handler's call (orig_ax means
+ * nothing in user space, and no fprobe accessor reads it) */
+#define FR_DIRECT_FRAME PTR_ORIG_AX
 
 /* Entry frame: ENTRY_FRAME bytes below the probed function's stack pointer at its entry
  * (which points at its caller's return address). Its last three words: where the trampoline
@@ -50,13 +53,13 @@
 #define SITE_IP 0
 #define SITE_LIGHT 51
 /* ftrace_site::light: the light path is on; its users want a full pt_regs at the entry; the
- * one user is an fprobe whose handlers the direct dispatch calls (ftrace_direct.S). */
+ * one user is an fprobe whose handlers the direct dispatch calls (ftrace_direct.inc). */
 #define SITE_LIGHT_ON 1
 #define SITE_LIGHT_PT_REGS 2
 #define SITE_LIGHT_DIRECT 4
 #define SITE_USERS 40
 
-/* What the direct dispatch (ftrace_direct.S) reads of core's records, checked in
+/* What the direct dispatch (ftrace_direct.inc) reads of core's records, checked in
  * core/ftrace_dispatch.cpp: site_users, ftrace_ops, task_ctx, the shadow frame (words) and
  * the public struct fprobe. */
 #define SU_N 0

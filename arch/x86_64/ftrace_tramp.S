@@ -50,9 +50,9 @@
  * Both answer "not now" before anything ran when the hit needs more (the thread's first
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
  * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
- * A light site whose one user is an fprobe (SITE_LIGHT_DIRECT) calls
- * dprobe_fgraph_entry_direct instead (ftrace_direct.S); the body of a call it hooked is
- * called from dprobe_fgraph_call_direct_*, whose return calls dprobe_ftrace_return_direct.
+ * A light site whose one user is an fprobe (SITE_LIGHT_DIRECT) runs the direct entry
+ * inline instead (DIRECT_ENTRY, ftrace_direct.inc); the body of a call it hooked is called
+ * from dprobe_fgraph_call_direct_*, whose return runs the direct exit inline (DIRECT_EXIT).
  * Both fall back to the light dispatch for anything else.
  *
  * Everything else the probed code can observe is preserved: all general registers (the
@@ -65,6 +65,7 @@
  */
 #include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/tramp_macros.inc"
+#include "arch/x86_64/ftrace_direct.inc"
 
 	.section dprobe_noprobe_text, "ax", @progbits
 
@@ -167,18 +168,15 @@
 22:	movq $0, FREGS_VEC(%rbx)
 	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
 	and $-16, %rsp
-	/* One direct fprobe: the direct dispatch (ftrace_direct.S), which falls back to the
-	 * light one itself. It answers 3 when it built the frame: the body is then called from
-	 * dprobe_fgraph_call_direct_*, whose return goes straight to the direct exit. */
+	/* One direct fprobe: the direct entry (ftrace_direct.inc), or the light dispatch when
+	 * the hit is not the direct entry's. When the direct entry built a frame, the body is
+	 * called from dprobe_fgraph_call_direct_*, whose return runs the direct exit. */
 	test $SITE_LIGHT_DIRECT, %dl
 	jz 23f
-	call dprobe_fgraph_entry_direct
-	lea dprobe_fgraph_call_direct_\vsize(%rip), %rdx
-	cmp $3, %eax
-	je 21f
-	jmp 24f
+	DIRECT_ENTRY 25f, 26f
+	mov %rbx, %rsi
+	mov $SITE_LIGHT_ON, %edx
 23:	call dprobe_fgraph_entry_light
-24:
 	lea dprobe_fgraph_call_light_\vsize(%rip), %rdx
 	cmp $2, %eax
 	jne 21f
@@ -191,6 +189,12 @@
 	and $-64, %rsp
 	CALL_WITH_VECTORS dprobe_fgraph_entry, \vsize, \n, \acc, \tmp
 	lea dprobe_fgraph_call_\vsize(%rip), %rdx
+	jmp 21f
+25:	/* The direct entry built a frame. */
+	lea dprobe_fgraph_call_direct_\vsize(%rip), %rdx
+	mov $1, %eax
+	jmp 21f
+26:	xor %eax, %eax
 21:
 	/* rax: 1 when the function is to be called (its exit handlers want its return), from
 	 * RDX, the light or the full one. A handler may redirect the function (regs->ip), as
@@ -361,10 +365,10 @@ dprobe_x87_push:
 	 * anything ran, when the full path must run. */
 	and $-16, %rsp
 	.if \light == 2
-	call dprobe_ftrace_return_direct /* falls back to dprobe_ftrace_return_light */
-	.else
-	call dprobe_ftrace_return_light
+	DIRECT_EXIT 16f /* or, when the return is not the direct exit's, the light one: */
+	mov %rbx, %rdi
 	.endif
+	call dprobe_ftrace_return_light
 	test %rax, %rax
 	jnz 16f
 	mov %rbx, %rsp

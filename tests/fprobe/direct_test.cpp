@@ -1,4 +1,4 @@
-// The direct dispatch (arch/x86_64/ftrace_direct.S): a site whose one user is an fprobe with
+// The direct dispatch (arch/x86_64/ftrace_direct.inc): a site whose one user is an fprobe with
 // light handlers runs them without the compiled dispatch. Each case first makes the thread's
 // first hit (which the light path leaves to the full one) and checks that the site is direct,
 // then asserts what the compiled dispatch guarantees: entry data per activation, nested
