@@ -455,6 +455,17 @@ __attribute__((noinline)) buffer_ctl *acquire_buffer(uint32_t) noexcept
     const uint32_t epoch = g_word.load(std::memory_order_acquire) >> 1;
     const int32_t tid = raw_gettid();
     if (rb_node *old = tls_node) {
+        // A signal handler that ran between the caller's look at tls_rb and tls_acquiring
+        // above acquired this epoch's buffer itself: this event goes there too. (Retiring it
+        // would split the thread's events of one epoch over two buffers, its counts with
+        // them: seen under ASan in signal_storm_keeps_records_intact_and_counts_exact.)
+        if (old->epoch == epoch && old->owner.load(std::memory_order_relaxed) == g_global &&
+            old->ctl->tid.load(std::memory_order_relaxed) == tid &&
+            old->ctl->state.load(std::memory_order_acquire) == BUF_OWNED) {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            tls_acquiring = false;
+            return old->ctl;
+        }
         // Another epoch: the events of the old buffer stay readable, the next go elsewhere.
         // A buffer a swap gave another trace buffer stays this thread's there.
         if (old->owner.load(std::memory_order_relaxed) == g_global &&
