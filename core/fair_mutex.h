@@ -5,7 +5,7 @@
 // runs. A thread that registers and unregisters probes in a loop then holds such a lock
 // almost all the time, and a dlopen on another thread - which waits for it while holding
 // the loader's lock, and so blocks every other dlopen, dlsym and dlclose of the process -
-// was measured waiting 50 to 120 seconds (fprobe_follow_stress, AMD EPYC, 2 vCPUs). The
+// was measured waiting 51 to 116 seconds (fprobe_follow_stress, AMD EPYC, 2 vCPUs). The
 // kernel's mutex avoids the same starvation by handing the lock to a waiter that has
 // waited too long (MUTEX_FLAG_HANDOFF); here every unlock hands it to the oldest waiter.
 // A ticket lock, waiting on the futex behind std::atomic::wait. Never taken on the hot path.
