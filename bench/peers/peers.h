@@ -63,6 +63,8 @@ std::string json_escape(const std::string &s);
 // Tracers (peers_dprobe.cpp, peers_uprobe.cpp). Every mode's `calls` is scaled by SCALE.
 void add_dprobe_modes(std::vector<mode> &modes, double scale);
 void add_uprobe_modes(std::vector<mode> &modes, double scale);
+// The floor (peers_floor.cpp, floor_hook.S): a minimal hand-written hook on the same leaf.
+void add_floor_modes(std::vector<mode> &modes, double scale);
 void uprobe_cleanup();
 
 // How cost grows (peers_scaling.cpp): hot path with other probes registered, registration

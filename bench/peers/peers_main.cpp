@@ -226,6 +226,7 @@ int main(int argc, char **argv)
     std::vector<peers::mode> modes;
     peers::add_dprobe_modes(modes, scale);
     peers::add_uprobe_modes(modes, scale);
+    peers::add_floor_modes(modes, scale);
     if (!only.empty())
         modes.erase(std::remove_if(modes.begin(), modes.end(),
                                    [&](const peers::mode &m) {

@@ -6,7 +6,10 @@
  * into one program. The leaf's body is fixed instructions, the same in every flavour, with
  * two probe points in its middle marked by symbols:
  *   leaf_<flavour>_nop   a 5-byte NOP (nopl 0x0(%rax,%rax,1))
- *   leaf_<flavour>_insn  ordinary instructions (lea; imul) that must run out of line */
+ *   leaf_<flavour>_insn  ordinary instructions (lea; imul) that must run out of line
+ *
+ * PEERS_CALL_SITE (the floor flavour): the caller calls leaf_<flavour>_site, a hooked entry
+ * defined elsewhere (floor_hook.S), instead of the leaf itself. */
 #ifndef PEERS_FLAVOUR
 #error "define PEERS_FLAVOUR"
 #endif
@@ -42,10 +45,17 @@ PEERS_NOINLINE unsigned long LEAF(unsigned long x)
 }
 /* clang-format on */
 
+#ifdef PEERS_CALL_SITE
+#define CALLEE PEERS_CAT(LEAF, site)
+unsigned long CALLEE(unsigned long);
+#else
+#define CALLEE LEAF
+#endif
+
 PEERS_NOINLINE unsigned long CALLER(unsigned long n)
 {
     unsigned long x = 0;
     for (unsigned long i = 0; i < n; i++)
-        x = LEAF(x);
+        x = CALLEE(x);
     return x;
 }
