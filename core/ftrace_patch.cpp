@@ -3,6 +3,7 @@
 
 #include "arch/x86_64/ftrace_frame.h"
 #include "arch/x86_64/ftrace_make.h"
+#include "core/sym_producer.h"
 #include "core/task_ctx.h"
 
 #include <algorithm>
@@ -78,10 +79,14 @@ int ensure_stub(ftrace_site *s)
     if (s->stub) return 0;
     exec_chunk c = exec_alloc(s->ip, s->ip + s->len, arch::ftrace_stub_size);
     if (!c) return -ENOMEM;
-    if (s->kind == site_kind::jump)
-        arch::return_keeps_all_xmm(); // before any return of its function is hooked
-    arch::write_ftrace_stub(
-        c.rw, s, s->kind == site_kind::jump ? arch::ftrace_caller_all() : arch::ftrace_caller());
+    // A plain function's callers, and a patch site's in a unit built without the option (the
+    // patchable_function_entry attribute), may keep values in any vector register the
+    // function leaves alone (-fipa-ra): its trampolines keep all sixteen.
+    const bool keep_all =
+        s->kind == site_kind::jump ||
+        (s->kind == site_kind::nop && s->obj && callers_may_rely_on_clobbers(*s->obj, s->func));
+    if (keep_all) arch::return_keeps_all_xmm(); // before any return of its function is hooked
+    arch::write_ftrace_stub(c.rw, s, keep_all ? arch::ftrace_caller_all() : arch::ftrace_caller());
     s->stub = c;
     if (s->kind == site_kind::jump) {
         jump_site_link_stub(s);

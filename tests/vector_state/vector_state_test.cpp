@@ -9,7 +9,8 @@
 //    state;
 //  - live upper state of the probed code comes back bit for bit: the argument registers at
 //    a patch site's entry, the result registers at a return, all sixteen where the code
-//    around may keep values in any of them (a jump site, an instruction).
+//    around may keep values in any of them (a jump site, an instruction, a patch site that
+//    the patchable_function_entry attribute made in a unit built with -fipa-ra).
 // XINUSE is read with XGETBV (ECX=1): deterministic, no timing. Skipped where the CPU has
 // no AVX (there is no upper state) or no XGETBV with ECX=1.
 #include "arch/x86_64/ext_state.h"
@@ -31,6 +32,7 @@
 
 extern "C" {
 long vs_pfe(long);
+long vs_attr_pfe(long); // vs_attr_target.c
 long vs_fentry(long);
 long vs_plain(long);
 extern char vs_mid_probe[];
@@ -175,6 +177,10 @@ const probe_case cases[] = {
     {"fprobe_exit_pfe", kind::fprobe_exit, vs_pfe, "vs_pfe", results, 2},
     {"fprobe_exit_fentry", kind::fprobe_exit, vs_fentry, "vs_fentry", results, 2},
     {"fprobe_exit_jump", kind::fprobe_exit, vs_plain, "vs_plain", all16, 2},
+    // A patch site by attribute, in a unit whose callers may rely on it leaving registers
+    // alone (-fipa-ra): all sixteen, as for a jump site.
+    {"fprobe_entry_attr_pfe", kind::fprobe_entry, vs_attr_pfe, "vs_attr_pfe", all16, 1},
+    {"fprobe_exit_attr_pfe", kind::fprobe_exit, vs_attr_pfe, "vs_attr_pfe", all16, 2},
     // The light path saves nothing, so nothing may change: all sixteen registers.
     {"fprobe_light_pfe", kind::fprobe_light, vs_pfe, "vs_pfe", all16, 2},
     {"fprobe_light_fentry", kind::fprobe_light, vs_fentry, "vs_fentry", all16, 2},

@@ -19,6 +19,7 @@
 #include "tools/agent/agent.h"
 
 #include "arch/x86_64/plt_bind.h"
+#include "core/sym_producer.h"
 #include "tools/agent/private_alloc.h"
 
 #include <dlfcn.h>
@@ -334,6 +335,7 @@ __attribute__((constructor(101))) void isolate_at_load()
     for (char **e = environ; e && *e; e++)
         if (std::strncmp(*e, "DPROBE_OUTPUT=", 14) == 0 && (*e)[14]) {
             isolate_libraries();
+            dprobe::set_producer_lookup(false); // see sym_producer.h
             return;
         }
 }
