@@ -278,6 +278,7 @@ void init_buffer(rb_node *n) noexcept
         b->meta[i].cpu.store(0, std::memory_order_relaxed);
     }
     b->head_pos.store(0, std::memory_order_relaxed);
+    b->head_page = b->data;
     b->placed.store(0, std::memory_order_relaxed);
     b->pending_seq.store(k_no_seq, std::memory_order_relaxed);
     b->nest.store(0, std::memory_order_relaxed);
@@ -803,6 +804,7 @@ DPROBE_NOPROBE bool switch_page(const trace_buffer *tb, buffer_ctl *b, uint64_t 
     slot.cpu.store(cpu, std::memory_order_relaxed);
     slot.end.store(0, std::memory_order_relaxed);
     b->head_pos.store(make_pos(n, 0), std::memory_order_relaxed);
+    b->head_page = b->data + (n % np) * k_page_size;
     b->last_ts = ts;
     b->cpu = cpu;
     if (exported) wake_consumer(b, n);
@@ -901,7 +903,7 @@ reserve_in(const trace_buffer *tb, buffer_ctl *b, size_t len, bool small, rb_sta
         cpu_moved = extend = false;
         extra = lost ? 8 : 0;
     }
-    char *page = b->data + (seq % b->npages) * k_page_size;
+    char *page = b->head_page; // seq's (switch_page moved it along)
     uint32_t o = off;
     uint32_t d = static_cast<uint32_t>(delta & k_delta_max);
     if (extend) {

@@ -132,6 +132,9 @@ struct buffer_ctl {
     uint64_t last_ts;      // time of the last event placed
     uint32_t cpu;          // CPU of the last event placed
     uint32_t lost_pending; // dropped since the last event placed: an INFO LOST goes first
+    // The owning process's address of head_pos's page (data + seq % npages pages), set with
+    // head_pos when it moves to another page: a write computes no division.
+    char *head_page;
 
     alignas(64) std::atomic<uint64_t> commit_pos;
     // The consumer's position (the writer reads it in discard mode, when it needs a page).
@@ -156,7 +159,7 @@ inline page_meta *buffer_meta(void *map, uint32_t npages)
 // ---- an exported arena (one process's buffers in one memfd) ----
 
 inline constexpr char k_arena_magic[8] = {'D', 'P', 'R', 'B', 'U', 'F', '\x01', '\n'};
-inline constexpr uint32_t k_arena_version = 2;
+inline constexpr uint32_t k_arena_version = 3;
 inline constexpr uint32_t k_arena_slots = 8192;
 
 // The process's state, for the consumer (arena_header::state).
