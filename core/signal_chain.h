@@ -29,4 +29,9 @@ bool signal_chain_owns(int sig);
 bool signal_chain_set_program_action(int sig, const struct sigaction *act,
                                      struct sigaction *oldact);
 
+// Used by the sigaction interposer for the signals dprobe does not own: true, with ACT in OUT
+// minus SIGTRAP in its sa_mask, when dprobe owns SIGTRAP and ACT's mask holds it (a probe hit
+// in the handler must not find SIGTRAP blocked; core/sigmask_interpose.cpp).
+bool sigaction_mask_filtered(const struct sigaction *act, struct sigaction *out);
+
 } // namespace dprobe

@@ -4,7 +4,8 @@
 // claim (that bookkeeping is dprobe's own work: not recorded). For signals dprobe does not
 // own, the program's call goes to the C library's function of the same name, as it would
 // untraced: a graph of libc functions shows the program's signal() and what libc does in
-// it, not dprobe's.
+// it, not dprobe's. While dprobe owns SIGTRAP, a handler's mask leaves it out
+// (core/sigmask_interpose.cpp says why).
 #include "core/interpose_next.h"
 #include "core/signal_chain.h"
 
@@ -44,6 +45,8 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
         errno = ENOSYS;
         return -1;
     }
+    struct sigaction filtered;
+    if (dprobe::sigaction_mask_filtered(act, &filtered)) act = &filtered;
     return fn(sig, act, oldact);
 }
 
