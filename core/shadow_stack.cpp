@@ -224,28 +224,38 @@ DPROBE_NOPROBE uintptr_t shadow_dropped_return(task_ctx *t, uintptr_t slot) noex
 namespace
 {
 
-// Appends S, or V in hex, to a fixed buffer: no libc, which may be what broke.
+// Appends S, V in hex, or dec(V), to a fixed buffer: no libc, which may be what broke. A
+// message too long for it is cut, and still ends with a newline (end()).
 struct message {
-    char buf[256];
+    char buf[512];
     unsigned n = 0;
+    static constexpr unsigned room = sizeof buf - 5; // for "...\n"
     message &operator<<(const char *s) noexcept
     {
-        while (*s && n < sizeof buf)
+        while (*s && n < room)
             buf[n++] = *s++;
         return *this;
     }
-    message &operator<<(unsigned long v) noexcept
+    message &digits(unsigned long v, unsigned base) noexcept
     {
-        char d[20];
+        char d[24];
         unsigned k = 0;
         do {
-            d[k++] = "0123456789abcdef"[v & 15];
-            v >>= 4;
+            d[k++] = "0123456789abcdef"[v % base];
+            v /= base;
         } while (v && k < sizeof d);
-        *this << "0x";
-        while (k && n < sizeof buf)
+        while (k && n < room)
             buf[n++] = d[--k];
         return *this;
+    }
+    message &operator<<(unsigned long v) noexcept { return (*this << "0x").digits(v, 16); }
+    message &dec(unsigned long v) noexcept { return digits(v, 10); }
+    void end() noexcept
+    {
+        if (n == room)
+            for (char c : {'.', '.', '.'})
+                buf[n++] = c;
+        buf[n++] = '\n';
     }
 };
 
@@ -254,20 +264,25 @@ struct message {
 DPROBE_NOPROBE void shadow_lost_return(task_ctx *t, uintptr_t slot) noexcept
 {
     message m;
-    m << "dprobe: thread " << static_cast<unsigned long>(arch::raw_syscall(SYS_gettid))
-      << " returned through a return trampoline from the slot at " << slot;
+    m << "dprobe: thread ";
+    m.dec(static_cast<unsigned long>(arch::raw_syscall(SYS_gettid)));
+    m << " returned through a return trampoline from the slot at " << slot;
     if (!t) {
         m << ", but it has no dprobe context";
     } else {
-        m << ", which none of its " << static_cast<unsigned long>(t->shadow_top)
-          << " shadow-stack words nor its last dropped frames belongs to";
+        m << ", which none of its ";
+        m.dec(t->shadow_top);
+        m << " shadow-stack words nor its last dropped frames belongs to";
         if (t->shadow_top) {
             uint32_t n;
             const unsigned long *f = shadow_frame_below(t, t->shadow_top, &n);
             m << " (newest frame: function " << f[sf_ip] << ", slot " << f[sf_retp] << ")";
         }
     }
-    m << "; the caller is unknown: aborting\n";
+    m << "; the caller is unknown: aborting (code that moves or replays return addresses, as"
+         " a JIT runtime's hand-written stubs may, cannot be traced: leave its functions out,"
+         " record -N)";
+    m.end();
     arch::raw_syscall(SYS_write, 2, reinterpret_cast<long>(m.buf), m.n);
     std::abort();
 }

@@ -313,14 +313,21 @@ std::pair<std::string_view, std::string_view> split_spec(std::string_view spec)
 bool object_matches(const loaded_object &o, std::string_view lib)
 {
     if (lib.empty()) return true;
-    std::string_view n = o.name;
-    if (n == lib || (n.size() > lib.size() && n.starts_with(lib) && n[lib.size()] == '.'))
-        return true;
     if (o.is_vdso && lib == "vdso") return true;
-    return !o.path.empty() && o.path == lib;
+    return object_spec_matches(lib, o.name, o.path);
 }
 
 } // namespace
+
+bool object_spec_matches(std::string_view lib, std::string_view name, std::string_view path)
+{
+    if (name == lib ||
+        (name.size() > lib.size() && name.starts_with(lib) && name[lib.size()] == '.'))
+        return true;
+    if (!path.empty() && path == lib) return true;
+    if (!glob_is_pattern(lib)) return false;
+    return glob_match(lib, lib.find('/') != std::string_view::npos ? path : name);
+}
 
 bool loaded_object::matches(std::string_view lib) const
 {

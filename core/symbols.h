@@ -30,6 +30,12 @@ struct ksym {
     bool compat = false;
 };
 
+// Whether LIB, the library part of a "lib:sym" spec, names the object NAME (its file's base
+// name) at PATH: the name itself ("libz.so.1"), the name up to one of its dots ("libz",
+// "libz.so"), the whole path, or a glob ("libpython3*", "*/plugins/*.so": matched against the
+// path when it holds a '/', else against the name).
+bool object_spec_matches(std::string_view lib, std::string_view name, std::string_view path);
+
 struct loaded_object {
     uint64_t id = 0;  // unique for the life of the process, never reused
     std::string path; // absolute path ("" for the vdso); main program: realpath of /proc/self/exe
@@ -73,7 +79,7 @@ struct loaded_object {
     // The data symbol containing addr (or starting exactly at it when its size is 0).
     const ksym *data_at(uintptr_t addr) const;
     std::vector<const ksym *> funcs_named(std::string_view name) const;
-    // Whether LIB, the "lib" of a "lib:sym" spec, names this object (see lookup_func).
+    // Whether LIB, the "lib" of a "lib:sym" spec, names this object (object_spec_matches).
     bool matches(std::string_view lib) const;
     const ksym *data_named(std::string_view name) const;
 };

@@ -23,19 +23,11 @@ bool is_number(std::string_view s)
 // Whether an object named LIB is loaded (the rule of kallsyms' "lib:" prefixes).
 bool object_loaded(std::string_view lib)
 {
+    if (lib.empty()) return false;
     auto objs = kallsyms::instance().objects();
-    for (const object_ptr &o : *objs) {
-        if (o->name == lib || o->path == lib) return true;
-        if (o->name.size() > lib.size() && o->name.starts_with(lib) && o->name[lib.size()] == '.')
-            return true;
-    }
+    for (const object_ptr &o : *objs)
+        if (o->matches(lib)) return true;
     return false;
-}
-
-bool object_matches(const loaded_object &o, std::string_view lib)
-{
-    return o.name == lib || o.path == lib ||
-           (o.name.size() > lib.size() && o.name.starts_with(lib) && o.name[lib.size()] == '.');
 }
 
 std::vector<ftrace_site *> usable(std::vector<ftrace_site *> v)
@@ -149,7 +141,7 @@ bool ftrace_hash::objects_loaded(std::span<const object_ptr> added)
         std::lock_guard<std::mutex> g(m_);
         for (const pending_mod &p : pending_)
             for (const object_ptr &o : added)
-                if (object_matches(*o, p.lib)) todo.push_back(p);
+                if (!p.lib.empty() && o->matches(p.lib)) todo.push_back(p);
     }
     if (todo.empty()) return false;
     std::vector<ftrace_site *> hits;

@@ -613,3 +613,23 @@ TEST(kallsyms, concurrent_lookups_during_refresh)
         t.join();
     EXPECT_EQ(bad.load(), 0);
 }
+
+TEST(object_spec, names_a_library_by_name_prefix_path_or_glob)
+{
+    using dprobe::object_spec_matches;
+    const char *name = "libpython3.11.so.1.0", *path = "/usr/lib/libpython3.11.so.1.0";
+    EXPECT_TRUE(object_spec_matches("libpython3.11.so.1.0", name, path));
+    EXPECT_TRUE(object_spec_matches("libpython3.11", name, path)); // up to a dot
+    EXPECT_TRUE(object_spec_matches("libpython3.11.so", name, path));
+    EXPECT_TRUE(object_spec_matches(path, name, path));
+    EXPECT_TRUE(object_spec_matches("libpython3", name, path)); // "libpython3" + ".11..."
+    EXPECT_FALSE(object_spec_matches("libpython", name, path)); // not up to a dot
+    EXPECT_FALSE(object_spec_matches("libpython3.1", name, path));
+    // Globs: on the name, or on the path when they hold a '/'.
+    EXPECT_TRUE(object_spec_matches("libpython3*", name, path));
+    EXPECT_TRUE(object_spec_matches("libpython3.1?.so*", name, path));
+    EXPECT_TRUE(object_spec_matches("/usr/lib/*", name, path));
+    EXPECT_FALSE(object_spec_matches("*/lib64/*", name, path));
+    EXPECT_FALSE(object_spec_matches("libperl*", name, path));
+    EXPECT_FALSE(object_spec_matches("libpython3*", "libz.so.1", "/usr/lib/libz.so.1"));
+}

@@ -293,6 +293,11 @@ elif CASE == "ending":
         check(text.count("funcgraph_entry: --> work") == (3 if how != "daemon" else 7) +
               (3 if how == "thread-exit" else 0),
               "%s: every call of work() before the end is there:\n%s" % (how, text))
+        # Nothing of the process is left in the runtime directory, however it ended: its
+        # tracefs mount point and its control socket (a killed process removes neither).
+        rundir = os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe")
+        left = sorted(os.listdir(rundir)) if os.path.isdir(rundir) else []
+        check(left == [], "%s: left in %s: %r" % (how, rundir, left))
 elif CASE == "exec":
     # A program that runs another one: by exec, and with an environment of its own (PATH and
     # HOME only) by execve, vfork + execve and posix_spawn. The other program is traced with

@@ -268,10 +268,12 @@ int run_record(const record_opts &o)
     // (said unless -q: a process that ends with _exit, as daemon()'s parent does, leaves one
     // every time).
     rec.mounts.push_back(tracefs_default_mountpoint(child));
-    for (const std::string &m : rec.mounts)
+    for (const std::string &m : rec.mounts) {
         if (tools::unmount_if_mounted(m) && !o.quiet)
             std::fprintf(stderr, "dprobe record: removed the tracefs mount left at %s\n",
                          m.c_str());
+        tools::remove_runtime_leftovers(m); // its directory and control socket
+    }
 
     if (!rec.error.empty()) {
         auto nl = rec.error.find('\n');

@@ -1,11 +1,15 @@
 #include "tools/dprobe/record/record_util.h"
 
+#include "core/symbols.h"
+
 #include "tools/trace_reader.h"
+#include "tracefs/tracefs_client.h"
 
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
@@ -150,6 +154,18 @@ bool unmount_if_mounted(const std::string &mountpoint)
     return true;
 }
 
+void remove_runtime_leftovers(const std::string &mountpoint)
+{
+    const size_t slash = mountpoint.rfind('/');
+    const std::string name = mountpoint.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) return;
+    const pid_t pid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
+    if (pid <= 0 || mountpoint != tracefs_default_mountpoint(pid)) return;
+    if (kill(pid, 0) == 0 || errno != ESRCH) return; // still there (or not ours to judge)
+    ::rmdir(mountpoint.c_str()); // fails, harmlessly, unless empty and unmounted
+    ::unlink(tracefs_default_socket(pid).c_str());
+}
+
 void print_record_summary(const std::string &file, const char *cmd)
 {
     // From the metadata only (STATS and END chunks): the pages are not read.
@@ -215,9 +231,7 @@ std::vector<std::string> libraries_never_loaded(const std::string &file,
         for (const auto &sess : r.sessions)
             for (const auto &o : sess.objects) {
                 const std::string base = o.path.substr(o.path.rfind('/') + 1);
-                loaded |= base == lib || o.path == lib ||
-                          (base.size() > lib.size() && base.compare(0, lib.size(), lib) == 0 &&
-                           base[lib.size()] == '.');
+                loaded |= object_spec_matches(lib, base, o.path);
             }
         if (!loaded) out.push_back(g + " " + lib);
     }

@@ -18,6 +18,10 @@ bool can_preload(const std::string &path, std::string &why);
 bool find_agent(std::string &path);
 // Lazily unmounts MOUNTPOINT when it is still a mount. True when it had to.
 bool unmount_if_mounted(const std::string &mountpoint);
+// After a recorded process ended without its exit handlers (killed, _exit): removes its
+// tracefs mount point directory (if empty) and its control socket, when MOUNTPOINT is the
+// default one of a process that no longer exists.
+void remove_runtime_leftovers(const std::string &mountpoint);
 // "[ dprobe CMD: N events (M lost) ... ]" from the trace file.
 void print_record_summary(const std::string &file, const char *cmd = "record");
 // The libraries -F globs name ("libplugin.so:*") that no process of the recording in FILE
