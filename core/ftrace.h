@@ -175,6 +175,17 @@ bool ftrace_is_fragment(const ksym &sym);
 // when it has one or could get one. Analyses the function if needed.
 const char *ftrace_site_refusal(uintptr_t func);
 
+// Text another layer has placed probes in (kprobes: int3 bytes and optimized detours), which
+// a jump site must not cover: its detour copies the live entry bytes, and its jmp would bury
+// the probe's. BUSY(LO, HI) says whether any such probe lies in [LO, HI); it runs with
+// dprobe's site lock held, so it takes no lock of its own (the kprobe layer's answers from
+// its lock-free index). Set once, by the kprobe layer at its start.
+using ftrace_text_busy_fn = bool (*)(uintptr_t lo, uintptr_t hi) noexcept;
+void ftrace_set_text_busy(ftrace_text_busy_fn busy);
+// The reason ftrace_site_refusal() gives for a function whose entry such a probe holds.
+inline constexpr const char *k_entry_holds_a_kprobe =
+    "a kprobe is placed in its entry (unregister it first)";
+
 // Every known site (for `dprobe funcs`).
 std::vector<ftrace_site *> ftrace_all_sites();
 

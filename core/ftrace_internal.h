@@ -44,6 +44,9 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym);
 // memory is allocated); the verdict is remembered (refused or jump_ok).
 bool jump_site_possible(const object_ptr &obj, const ksym &sym);
 void jump_site_link_stub(ftrace_site *s);
+// Whether a kprobe holds bytes of jump site S's entry (ftrace_set_text_busy): its detour
+// would copy and its jmp bury them.
+bool jump_site_busy(const ftrace_site *s);
 text_poke_req jump_enable_req(const ftrace_site *s);
 text_poke_req jump_disable_req(const ftrace_site *s);
 void jump_rip_moves(const ftrace_site *s, std::vector<rip_move> &out);

@@ -220,8 +220,30 @@ bool jump_site_possible(const object_ptr &obj, const ksym &sym)
     return true;
 }
 
+namespace
+{
+std::atomic<ftrace_text_busy_fn> g_text_busy{nullptr};
+
+bool text_busy(uintptr_t lo, uintptr_t hi)
+{
+    ftrace_text_busy_fn f = g_text_busy.load(std::memory_order_acquire);
+    return f && f(lo, hi);
+}
+} // namespace
+
+void ftrace_set_text_busy(ftrace_text_busy_fn busy)
+{
+    g_text_busy.store(busy, std::memory_order_release);
+}
+
+bool jump_site_busy(const ftrace_site *s)
+{
+    return s->kind == site_kind::jump && text_busy(s->ip, s->ip + s->len);
+}
+
 // Creates the jump site of SYM (st.lock held). nullptr, with the reason remembered, when the
-// function cannot take one.
+// function cannot take one; nullptr, remembering nothing, while a kprobe holds bytes of its
+// entry (that passes: ftrace_site_refusal says k_entry_holds_a_kprobe).
 ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
 {
     ftrace_state &st = ftrace_st();
@@ -229,6 +251,8 @@ ftrace_site *make_jump_site(const object_ptr &obj, const ksym &sym)
     if (list == st.by_object.end())
         return nullptr; // not recorded (yet, or any more): ftrace_update_objects first
     if (auto it = st.refused.find(sym.addr); it != st.refused.end()) return nullptr;
+    // Before reading the entry: a probe's int3 or jmp there is not the function's code.
+    if (text_busy(sym.addr, sym.addr + arch::DETOUR_MAX_REGION)) return nullptr;
     prepared p = prepare(obj, sym);
     st.jump_ok.erase(sym.addr);
     if (!p.detour) {
@@ -284,7 +308,8 @@ const char *ftrace_site_refusal(uintptr_t func)
     auto hit = kallsyms::instance().lookup_addr(func);
     if (!hit || hit->sym->addr != func) return "not a function entry";
     if (make_jump_site(hit->obj, *hit->sym)) return nullptr;
-    return st.refused[func].c_str();
+    if (auto it = st.refused.find(func); it != st.refused.end()) return it->second.c_str();
+    return k_entry_holds_a_kprobe;
 }
 
 } // namespace dprobe

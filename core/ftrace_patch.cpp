@@ -239,8 +239,12 @@ std::vector<site_users *> users_after(std::span<const ftrace_ops_site> pairs,
 // batch, and one wait covers every replaced list.
 int attach_locked(std::span<const ftrace_ops_site> pairs)
 {
-    for (const ftrace_ops_site &p : pairs)
+    for (const ftrace_ops_site &p : pairs) {
         if (!p.site->usable || p.site->gone) return -EINVAL;
+        // A jump site made before a kprobe went into its entry (an int3 may go into the
+        // entry of a jump site nobody uses): enabling it would bury the probe.
+        if (jump_site_busy(p.site)) return -EBUSY;
+    }
     std::vector<size_t> index;
     const std::vector<ftrace_site *> sites = distinct_sites(pairs, index);
     for (ftrace_site *s : sites)

@@ -318,6 +318,18 @@ bool int3_probe_near(uintptr_t addr)
     return near;
 }
 
+// An int3 at R's address inside the entry of a jump site that is enabled, or whose users will
+// enable it, would be buried by its jmp (or break it): -EILSEQ, as the kernel refuses a probe
+// inside an ftrace NOP. (A jump site nobody uses has written nothing: the int3 may go there,
+// and the site stays disabled while it does, see ftrace_set_text_busy.)
+int int3_clear_of_jump_sites(const resolved &r)
+{
+    ftrace_site *s = ftrace_location(r.func);
+    if (!s || s->gone || s->kind != site_kind::jump) return 0;
+    if (r.addr < s->ip || r.addr >= s->ip + s->len) return 0;
+    return s->patched || s->users.load() ? -EILSEQ : 0;
+}
+
 int create_record(const resolved &r, child_kind kind, kp_record **out)
 {
     auto rec = std::make_unique<kp_record>();
@@ -340,7 +352,8 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
         // Inside the site's NOP (the kernel's check_ftrace_location). A jump site nobody
         // uses has written nothing: the int3 probe may go there (and keeps kretprobes on
         // the int3 entry while it exists, see int3_probe_near).
-        if (s->kind != site_kind::jump || s->patched) return -EILSEQ;
+        // One that users wait on (attached, to be enabled) will write its jmp: not there.
+        if (s->kind != site_kind::jump || s->patched || s->users.load()) return -EILSEQ;
         s = nullptr;
     }
     if (s && !s->gone && s->usable && s->ip == r.addr) {
@@ -389,6 +402,31 @@ DPROBE_NOPROBE kp_record *first_record() noexcept
 {
     return all_records.load(std::memory_order_acquire);
 }
+
+namespace
+{
+
+// core's question before it makes or enables a jump site (ftrace_set_text_busy): does an
+// int3 record with probes, or still armed, sit at an address in [LO, HI)? Lock-free (core
+// asks with its site lock held, which registration takes under kprobe_mutex): the address
+// hash and its records are never freed.
+DPROBE_NOPROBE bool kprobe_text_busy(uintptr_t lo, uintptr_t hi) noexcept
+{
+    for (uintptr_t a = lo; a < hi; ++a)
+        for (kp_record *r = by_addr[bucket(a)].load(std::memory_order_acquire); r;
+             r = r->hash_next) {
+            if (r->addr != a || r->mode != kp_mode::int3 || r->gone.load()) continue;
+            if (r->armed.load() || r->children.load(std::memory_order_acquire)) return true;
+        }
+    return false;
+}
+
+__attribute__((constructor)) void tell_ftrace_about_kprobes()
+{
+    ftrace_set_text_busy(kprobe_text_busy);
+}
+
+} // namespace
 
 void publish_record(kp_record *r)
 {
@@ -508,6 +546,8 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     if (!r.obj->is_text(r.addr)) return -EINVAL;
     if (in_blacklist(r.addr)) return -EINVAL;
     kp_record *rec = find_live_record(r.addr);
+    if (rec && rec->mode == kp_mode::int3)
+        if (int err = int3_clear_of_jump_sites(r)) return err; // made when none was in use
     if (!rec)
         if (int err = create_record(r, kind, &rec)) return err;
     if (kind == kind_kretprobe) kretprobe_set_site_ip(container_of_kretprobe(p), r.addr);

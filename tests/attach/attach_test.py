@@ -176,9 +176,17 @@ def case_basic():
                           "p:kprobes/take take_string s=+0(%di):string n=%si:s32\n",
               "dynamic_events: %r" % p.stdout)
         p = dprobe("ctl", "-p", t.pid, "cat", "enabled_functions")
-        check(re.search(r"^fib \(1\)", p.stdout, re.M) and
-              re.search(r"^take_string \(\d\)", p.stdout, re.M),
-              "enabled_functions: %r" % p.stdout)
+        kl = dprobe("ctl", "-p", t.pid, "cat", "kprobes/list").stdout
+        # take_string's graph: on its site (the kprobe rides on it), or, in the plain build,
+        # where the kprobe created first holds the entry a jump site would replace, through
+        # an int3 entry beside the kprobe: never both a jump site and an optimized kprobe
+        # patching the same entry.
+        on_site = re.search(r"^take_string \(\d\)", p.stdout, re.M)
+        on_int3 = re.search(r"^[0-9a-f]+  r  take_string\+0x0", kl, re.M)
+        check(re.search(r"^fib \(1\)", p.stdout, re.M) and (on_site or on_int3),
+              "enabled_functions: %r, kprobes/list: %r" % (p.stdout, kl))
+        check(not (on_site and re.search(r"take_string\+0x0 .*\[OPTIMIZED\]", kl)),
+              "a jump site and an optimized kprobe on one entry: %r, %r" % (p.stdout, kl))
         check(any(c.startswith("dprobe-") for c in task_comms(t.pid)), "no agent thread")
         p = dprobe("detach", "-p", t.pid)
         m = re.search(r"process %d \(attach_target\) detached: (\d+) events \(\d+ lost\), "
