@@ -11,6 +11,7 @@
 #include <fstream>
 #include <pwd.h>
 #include <sstream>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -233,6 +234,30 @@ uint64_t remote_object::func(const std::string &name) const
     return 0;
 }
 
+namespace
+{
+
+// Whether the file mapped at offset 0 by M, read as SYMS, is loaded there with load bias BIAS:
+// its first executable segment is mapped where the loader puts it. A process may also map a
+// loaded object's file whole, read-only, to read it (libelf's ELF_C_READ_MMAP: dprobe's agent
+// does so for libc.so.6 when an event reads function arguments); that mapping also starts at
+// offset 0, but nothing executable of the file sits at BIAS + the segment's address.
+bool loaded_at(const std::vector<proc_map> &maps, const proc_map &m, const loaded_object &syms,
+               uint64_t bias)
+{
+    for (const auto &seg : syms.segments) {
+        if (!(seg.prot & PROT_EXEC)) continue;
+        for (const proc_map &x : maps)
+            if (x.inode == m.inode && x.path == m.path && (x.prot() & PROT_EXEC) &&
+                x.start == bias + seg.start)
+                return true;
+        return false;
+    }
+    return true; // no executable segment: nothing tells the two apart
+}
+
+} // namespace
+
 std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<proc_map> &maps,
                                                 const std::vector<std::string> &prefixes,
                                                 uint64_t inode, std::string *err)
@@ -255,8 +280,10 @@ std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<pro
             if (err) *err = "cannot read " + m.path + ": " + e;
             return std::nullopt;
         }
-        // The mapping at file offset 0 is the first PT_LOAD segment.
+        // The mapping at file offset 0 is the first PT_LOAD segment, if the object is loaded
+        // there (and not only mapped to be read: then the next candidate).
         o.bias = m.start - o.syms->segments.front().start;
+        if (!loaded_at(maps, m, *o.syms, o.bias)) continue;
         return o;
     }
     return std::nullopt;
