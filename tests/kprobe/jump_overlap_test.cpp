@@ -55,6 +55,26 @@ void reset()
     fp_hits = 0;
 }
 
+// An fprobe on kprobe_target is refused while a kprobe holds its entry.
+void expect_fprobe_refused()
+{
+    struct fprobe fp = make_fprobe();
+    const int err = register_fprobe(&fp, "kprobe_target", nullptr);
+    EXPECT_NE(0, err);
+    if (err == 0) unregister_fprobe(&fp);
+}
+
+// Once nothing holds the entry, an fprobe on kprobe_target goes in and fires on a call of X.
+void expect_fprobe_fires(unsigned x)
+{
+    struct fprobe fp = make_fprobe();
+    ASSERT_EQ(0, register_fprobe(&fp, "kprobe_target", nullptr));
+    reset();
+    target(x);
+    EXPECT_EQ(1, fp_hits.load());
+    unregister_fprobe(&fp);
+}
+
 TEST(jump_overlap, kprobe_at_the_entry_then_an_fprobe_is_refused)
 {
     for (int opt : {1, 0}) { // optimized (a jmp) and int3
@@ -62,21 +82,12 @@ TEST(jump_overlap, kprobe_at_the_entry_then_an_fprobe_is_refused)
         ASSERT_EQ(0, kprobes_set_optimization(opt));
         struct kprobe kp = make_kprobe(0);
         ASSERT_EQ(0, register_kprobe(&kp));
-        struct fprobe fp = make_fprobe();
-        const int err = register_fprobe(&fp, "kprobe_target", nullptr);
-        EXPECT_NE(0, err);
-        if (err == 0) unregister_fprobe(&fp);
+        expect_fprobe_refused();
         reset();
         EXPECT_EQ(9u / DIV_FACTOR, target(9));
         EXPECT_EQ(1, kp_hits.load());
         unregister_kprobe(&kp);
-        // Once the kprobe is gone the fprobe goes in.
-        fp = make_fprobe();
-        ASSERT_EQ(0, register_fprobe(&fp, "kprobe_target", nullptr));
-        reset();
-        target(9);
-        EXPECT_EQ(1, fp_hits.load());
-        unregister_fprobe(&fp);
+        ASSERT_NO_FATAL_FAILURE(expect_fprobe_fires(9));
     }
     kprobes_set_optimization(1);
 }
@@ -89,21 +100,13 @@ TEST(jump_overlap, kprobe_inside_an_unused_jump_site_keeps_it_from_being_enabled
     unregister_fprobe(&fp);
     struct kprobe kp = make_kprobe(2);
     ASSERT_EQ(0, register_kprobe(&kp));
-    fp = make_fprobe();
-    const int err = register_fprobe(&fp, "kprobe_target", nullptr);
-    EXPECT_NE(0, err);
-    if (err == 0) unregister_fprobe(&fp);
+    expect_fprobe_refused();
     reset();
     EXPECT_EQ(11u / DIV_FACTOR, target(11));
     EXPECT_EQ(1, kp_hits.load());
     EXPECT_EQ(0, fp_hits.load());
     unregister_kprobe(&kp);
-    fp = make_fprobe();
-    ASSERT_EQ(0, register_fprobe(&fp, "kprobe_target", nullptr));
-    reset();
-    target(11);
-    EXPECT_EQ(1, fp_hits.load());
-    unregister_fprobe(&fp);
+    ASSERT_NO_FATAL_FAILURE(expect_fprobe_fires(11));
 }
 
 TEST(jump_overlap, kprobe_inside_an_enabled_jump_site_is_refused_or_runs)
