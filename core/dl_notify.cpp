@@ -30,6 +30,7 @@ constexpr int max_notifiers = 8;
 std::atomic<const dl_notifier *> notifiers[max_notifiers];
 std::mutex install_lock;
 bool installed;             // under install_lock
+uintptr_t hook_at;          // where the hook's jmp is, once installed
 std::atomic<uint64_t> mark; // objects delivered so far (ftrace_loader_update)
 // The hook runs the loader update at every change (dl_hook_active).
 std::atomic<bool> active{false};
@@ -112,6 +113,7 @@ int install_hook()
         exec_free(c);
         return err;
     }
+    hook_at = at;
     return 0;
 }
 
@@ -138,6 +140,20 @@ int dl_notifier_add(const dl_notifier *n)
         if (slot.compare_exchange_strong(expect, n)) return 0;
     }
     return -ENOSPC;
+}
+
+int dl_notify_release()
+{
+    std::lock_guard<std::mutex> g(install_lock);
+    for (auto &slot : notifiers)
+        slot.store(nullptr);
+    if (!installed) return 0;
+    active.store(false);
+    // The loader's bytes back; a thread inside the hook meanwhile leaves it on its own (the
+    // end of the session waits for that, core/unload.h).
+    if (int err = text_poke_restore(hook_at, hook_at + arch::DL_HOOK_SITE_LEN)) return err;
+    installed = false;
+    return 0;
 }
 
 bool dl_hook_active()

@@ -49,6 +49,10 @@ int dl_notifier_add(const dl_notifier *n);
 // hook stays, and keeps the site records in step with the loader.
 void dl_notifier_remove(const dl_notifier *n);
 
+// The end of dprobe in the process: every notifier removed and the loader's bytes written
+// back. 0 or -errno (the hook stays then). A later dl_notifier_add installs it afresh.
+int dl_notify_release();
+
 // True once the hook is installed (and not lost in a forked child): every object not yet
 // recorded then belongs to a dlopen that has not reached the hook, so nobody runs its code.
 bool dl_hook_active();

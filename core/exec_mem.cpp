@@ -171,4 +171,24 @@ bool exec_mem_lock_free()
     return true;
 }
 
+std::vector<std::pair<uintptr_t, size_t>> exec_mem_ranges()
+{
+    std::lock_guard<std::mutex> g(lock);
+    std::vector<std::pair<uintptr_t, size_t>> out;
+    for (const region &r : regions)
+        out.emplace_back(r.rx, region_size);
+    return out;
+}
+
+void exec_mem_release_all()
+{
+    std::lock_guard<std::mutex> g(lock);
+    for (const region &r : regions) {
+        munmap(reinterpret_cast<void *>(r.rx), region_size);
+        munmap(r.rw, region_size);
+    }
+    regions.clear();
+    mapped_bytes = 0;
+}
+
 } // namespace dprobe

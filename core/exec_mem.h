@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace dprobe
 {
@@ -33,6 +35,13 @@ bool exec_mem_contains(uintptr_t addr, size_t len = 1);
 
 // False when an allocation holds the lock (for a forked child: see core/dl_notify.cpp).
 bool exec_mem_lock_free();
+
+// Every region mapped (where code executes, and its size): dprobe's own code, for
+// core/unload.cpp.
+std::vector<std::pair<uintptr_t, size_t>> exec_mem_ranges();
+// Unmaps every region. Only when no thread can execute or return into any of them
+// (core/unload.h); nothing may be allocated afterwards.
+void exec_mem_release_all();
 
 // Bytes of executable memory mapped so far (for memory-per-site figures).
 size_t exec_mem_mapped_bytes();

@@ -168,6 +168,10 @@ __attribute__((tls_model("initial-exec"))) thread_local rb_thread_table *tls_rbt
 
 // The export (one arena per process).
 arena_header *g_arena = nullptr;
+// Every arena header mapped (an export per session), unmapped by ring_buffer_release_all.
+constexpr unsigned k_max_arenas = 64;
+arena_header *g_arenas[k_max_arenas];
+unsigned g_narenas = 0;
 int g_arena_fd = -1;
 int g_wake_fd = -1;
 bool g_consumer_blocking = false; // new arenas (a forked child's) start with writers waiting
@@ -641,6 +645,7 @@ int make_arena() noexcept
     a->consumer_blocking.store(g_consumer_blocking ? 1 : 0, std::memory_order_relaxed);
     g_arena = a;
     g_arena_fd = fd;
+    if (g_narenas < k_max_arenas) g_arenas[g_narenas++] = a;
     own_fd_add(fd); // a program closing every descriptor keeps this one (core/own_fds.h)
     return 0;
 }
@@ -1326,6 +1331,35 @@ void ring_buffer_unexport()
     g_arena_fd = -1;
     g_arena = nullptr; // left mapped: a writer may be in one of its buffers
     g_wake_fd = -1;
+}
+
+void ring_buffer_release_all() noexcept
+{
+    ring_buffer_unexport();
+    if (g_exit_key_ok) pthread_key_delete(g_exit_key);
+    g_exit_key_ok = false;
+    // This thread's pointers; the others' go with this object's TLS.
+    tls_rb = nullptr;
+    tls_node = nullptr;
+    tls_rbt = nullptr;
+    const long node_len = (sizeof(rb_node) + 4095) & ~size_t{4095};
+    for (rb_node *n = g_list.exchange(nullptr, std::memory_order_acq_rel); n;) {
+        rb_node *next = n->next;
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n->ctl),
+                          static_cast<long>(n->map_len));
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n), node_len);
+        n = next;
+    }
+    const long table_len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
+    for (rb_thread_table *t = g_tables.exchange(nullptr, std::memory_order_acq_rel); t;) {
+        rb_thread_table *next = t->next;
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(t), table_len);
+        t = next;
+    }
+    for (unsigned i = 0; i < g_narenas; i++)
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(g_arenas[i]),
+                          static_cast<long>(arena_header_size()));
+    g_narenas = 0;
 }
 
 // ---- read side ----------------------------------------------------------------------------

@@ -179,6 +179,9 @@ void ring_buffer_export_state(rb::arena_state state, int status) noexcept;
 // Back to private buffers (threads move at their next event). The arena stays mapped (a
 // writer may still be in it); its memfd is closed.
 void ring_buffer_unexport();
+// Unmaps every buffer, table and arena and deletes the thread-exit key: the end of dprobe
+// in the process (core/unload.h), when no thread can write any more.
+void ring_buffer_release_all() noexcept;
 
 // ---- read side ----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <vector>
 
 namespace dprobe
 {
@@ -166,6 +167,32 @@ bool signal_chain_set_program_action(int sig, const struct sigaction *act, struc
         pthread_sigmask(SIG_SETMASK, &prev, nullptr);
     }
     return true;
+}
+
+std::vector<int> signal_chain_release()
+{
+    std::lock_guard<std::mutex> g(chain_lock);
+    std::vector<int> kept;
+    for (int sig = 1; sig < NSIG; sig++) {
+        chain &c = chains[sig];
+        if (!c.owned.load(std::memory_order_acquire)) continue;
+        for (auto &h : c.hooks)
+            h.store(nullptr, std::memory_order_release);
+        struct sigaction now {
+        };
+        real_sigaction()(sig, nullptr, &now);
+        // Only a handler that is still dprobe's is replaced: a program that set its own
+        // through the C library directly (loaded by attach, dprobe interposes nothing) keeps it.
+        if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == chain_handler) {
+            if (real_sigaction()(sig, &c.program, nullptr) != 0) {
+                kept.push_back(sig);
+                continue;
+            }
+        }
+        c.owned.store(false, std::memory_order_release);
+        c.program = {};
+    }
+    return kept;
 }
 
 } // namespace dprobe

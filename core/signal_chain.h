@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <ucontext.h>
+#include <vector>
 
 namespace dprobe
 {
@@ -33,5 +34,10 @@ bool signal_chain_set_program_action(int sig, const struct sigaction *act,
 // minus SIGTRAP in its sa_mask, when dprobe owns SIGTRAP and ACT's mask holds it (a probe hit
 // in the handler must not find SIGTRAP blocked; core/sigmask_interpose.cpp).
 bool sigaction_mask_filtered(const struct sigaction *act, struct sigaction *out);
+
+// The end of dprobe in the process (core/unload.h): every signal dprobe owns gets the
+// program's disposition back and its hooks are removed. Returns the signals whose disposition
+// could not be restored (empty normally). Only when no trap of dprobe's can still arrive.
+std::vector<int> signal_chain_release();
 
 } // namespace dprobe

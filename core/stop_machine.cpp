@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <pthread.h>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -189,11 +190,19 @@ int stop_machine(stop_machine_fn fn, void *arg)
     st.error = 0;
     // Under Yama ptrace_scope=1 only an ancestor may attach, unless we allow it.
     int old_ptracer_ok = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-    pid_t child = vfork();
+    // A child without exit signal: the program's SIGCHLD handler and wait() never see it.
+    // Its own signals blocked: it inherits the program's handlers, and the kernel tells a
+    // tracer of each thread it stops with a SIGCHLD, which would run the program's handler
+    // in the child. (This thread is suspended until the child ends anyway.)
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+    pid_t child = dprobe_vfork_quiet();
     if (child == 0) child_main();
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     int err = 0;
     if (child < 0) {
-        err = -errno;
+        err = child;
     } else {
         int status;
         while (waitpid(child, &status, __WALL) < 0 && errno == EINTR) {

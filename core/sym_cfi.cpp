@@ -31,9 +31,15 @@ struct object_cfi {
 
 std::mutex cfi_mutex;
 
-object_cfi *cfi_of(const loaded_object &o)
+std::map<uint64_t, std::unique_ptr<object_cfi>> &cfi_cache()
 {
     static auto *cache = new std::map<uint64_t, std::unique_ptr<object_cfi>>;
+    return *cache;
+}
+
+object_cfi *cfi_of(const loaded_object &o)
+{
+    auto *cache = &cfi_cache();
     auto it = cache->find(o.id);
     if (it != cache->end()) return it->second.get();
     auto c = std::make_unique<object_cfi>();
@@ -75,6 +81,18 @@ std::optional<cfi_range> cfi_function_at(uintptr_t addr)
             return cfi_range{static_cast<uintptr_t>(start + obj->load_bias), end - start};
     }
     return std::nullopt;
+}
+
+void cfi_cache_release()
+{
+    std::lock_guard<std::mutex> g(cfi_mutex);
+    for (auto &[id, c] : cfi_cache()) {
+        if (c->eh) dwarf_cfi_end(c->eh);
+        if (c->dw) dwarf_end(c->dw);
+        if (c->elf) elf_end(c->elf);
+        if (c->fd >= 0) ::close(c->fd);
+    }
+    cfi_cache().clear();
 }
 
 } // namespace dprobe

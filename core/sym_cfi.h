@@ -23,4 +23,7 @@ struct cfi_range {
 // FDE states it; nullopt when no FDE covers ADDR.
 std::optional<cfi_range> cfi_function_at(uintptr_t addr);
 
+// Closes every object's file this cache opened (the end of dprobe in the process).
+void cfi_cache_release();
+
 } // namespace dprobe

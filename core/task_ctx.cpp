@@ -161,6 +161,19 @@ task_ctx *alloc_task_ctx() noexcept
     return t;
 }
 
+void task_ctx_release_all() noexcept
+{
+    if (key_ready.load(std::memory_order_acquire)) pthread_key_delete(exit_key);
+    key_ready.store(false, std::memory_order_release);
+    tls_task_ctx = nullptr; // the other threads' pointers go with this object's TLS
+    task_ctx *t = ctx_head.exchange(nullptr, std::memory_order_acq_rel);
+    while (t) {
+        task_ctx *next = t->next;
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(t), sizeof(task_ctx));
+        t = next;
+    }
+}
+
 task_ctx *task_ctx_list() noexcept
 {
     return ctx_head.load(std::memory_order_acquire);

@@ -104,6 +104,10 @@ inline task_ctx *peek_task_ctx() noexcept
     return tls_task_ctx;
 }
 
+// Unmaps every context and deletes the thread-exit key: the end of dprobe in the process
+// (core/unload.h), when no thread can run dispatch code any more.
+void task_ctx_release_all() noexcept;
+
 // Head of the list of all contexts ever allocated (for quiescence and unwinding helpers).
 task_ctx *task_ctx_list() noexcept;
 extern std::atomic<task_ctx *> ctx_head; // the same, for task_ctx.cpp and debuggers

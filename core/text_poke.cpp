@@ -10,6 +10,7 @@
 #include "core/membarrier.h"
 #include "core/signal_chain.h"
 #include "core/stop_machine.h"
+#include "core/text_journal.h"
 
 #include <algorithm>
 #include <atomic>
@@ -172,11 +173,18 @@ struct stopped_poke {
     std::span<const rip_move> moves;
     std::vector<mapping> pages; // start, length in end, original prot
     int error;
+    text_poke_gate gate = nullptr;
+    void *gate_arg = nullptr;
+    bool refused = false;
 };
 
 void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
 {
     auto *sp = static_cast<stopped_poke *>(arg);
+    if (sp->gate && !sp->gate(threads, n, sp->gate_arg)) {
+        sp->refused = true;
+        return;
+    }
     for (const mapping &m : sp->pages)
         if (arch::raw_syscall(SYS_mprotect, static_cast<long>(m.start), static_cast<long>(m.end),
                               m.prot | PROT_WRITE | PROT_EXEC) != 0)
@@ -217,11 +225,18 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
 
 } // namespace
 
-int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves)
+namespace
 {
-    if (reqs.empty()) return 0;
-    std::lock_guard<std::mutex> g(text_mutex);
+
+// text_poke_stopped, with GATE (if any) deciding in the stopped state whether to write.
+// text_mutex held.
+int poke_stopped_locked(std::span<const text_poke_req> reqs, std::span<const rip_move> moves,
+                        text_poke_gate gate, void *gate_arg)
+{
+    for (const text_poke_req &r : reqs)
+        text_journal_note(r.addr, r.len);
     if (process_thread_count() == 1) {
+        if (gate && !gate(nullptr, 0, gate_arg)) return -EAGAIN;
         std::vector<std::pair<uintptr_t, size_t>> ranges;
         for (auto &r : reqs)
             ranges.emplace_back(r.addr, r.len);
@@ -240,7 +255,7 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
     std::vector<rip_move> sorted(moves.begin(), moves.end());
     std::sort(sorted.begin(), sorted.end(),
               [](const rip_move &a, const rip_move &b) { return a.from < b.from; });
-    stopped_poke sp{reqs, sorted, {}, 0};
+    stopped_poke sp{reqs, sorted, {}, 0, gate, gate_arg};
     const uintptr_t pg = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const std::vector<proc_map> maps = read_proc_maps();
     std::vector<uintptr_t> pages;
@@ -257,7 +272,47 @@ int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_m
     }
     int err = stop_machine(poke_while_stopped, &sp);
     if (err) return err;
+    if (sp.refused) return -EAGAIN;
     return sp.error;
+}
+
+} // namespace
+
+int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves)
+{
+    if (reqs.empty()) return 0;
+    std::lock_guard<std::mutex> g(text_mutex);
+    return poke_stopped_locked(reqs, moves, nullptr, nullptr);
+}
+
+namespace
+{
+
+int restore(uintptr_t lo, uintptr_t hi, text_poke_gate gate, void *gate_arg)
+{
+    std::lock_guard<std::mutex> g(text_mutex);
+    std::vector<text_poke_req> reqs = text_journal_restore_reqs();
+    std::erase_if(reqs,
+                  [&](const text_poke_req &r) { return r.addr + r.len <= lo || r.addr >= hi; });
+    if (reqs.empty() && !gate) return 0;
+    // A thread may have trapped on a breakpoint of ours that this removes: its SIGTRAP hook
+    // must find the address among the recently poked ones and restart there.
+    for (const text_poke_req &r : reqs)
+        for (unsigned i = 0; i < r.len; i++)
+            if (arch::breakpoint_at(r.addr + i)) remember_poked(r.addr + i);
+    return poke_stopped_locked(reqs, {}, gate, gate_arg);
+}
+
+} // namespace
+
+int text_poke_restore(uintptr_t lo, uintptr_t hi)
+{
+    return restore(lo, hi, nullptr, nullptr);
+}
+
+int text_poke_restore_all(text_poke_gate gate, void *gate_arg)
+{
+    return restore(0, UINTPTR_MAX, gate, gate_arg);
 }
 
 int process_thread_count()
@@ -295,6 +350,7 @@ int text_poke_early(uintptr_t addr, const void *bytes, size_t len)
     std::lock_guard<std::mutex> g(text_mutex);
     page_writer w;
     if (int err = w.open({{addr, len}})) return err;
+    text_journal_note(addr, len);
     std::memcpy(reinterpret_cast<void *>(addr), bytes, len);
     w.close();
     return 0;
@@ -312,8 +368,10 @@ int text_poke_early(std::span<const text_poke_req> reqs)
     std::lock_guard<std::mutex> g(text_mutex);
     page_writer w;
     if (int err = w.open(ranges)) return err;
-    for (auto &r : reqs)
+    for (auto &r : reqs) {
+        text_journal_note(r.addr, r.len);
         std::memcpy(reinterpret_cast<void *>(r.addr), r.bytes, r.len);
+    }
     w.close();
     return 0;
 }
@@ -333,6 +391,8 @@ int text_poke_batch(std::span<text_poke_req> reqs)
         ranges.emplace_back(r.addr, r.len);
     page_writer w;
     if (int err = w.open(ranges)) return err;
+    for (auto &r : reqs)
+        text_journal_note(r.addr, r.len);
 
     if (process_thread_count() == 1) {
         // Nobody else can be executing this code: plain copies.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "arch/x86_64/text_patching.h"
+#include "core/stop_machine.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +41,20 @@ using arch::rip_move;
 // `to`. For rewrites the int3 protocol cannot make safe. A single-threaded process is written
 // directly.
 int text_poke_stopped(std::span<const text_poke_req> reqs, std::span<const rip_move> moves);
+
+// Runs with every other thread stopped, before a stopped write: returning false cancels the
+// write (THREADS is empty when the caller is the only thread).
+using text_poke_gate = bool (*)(stopped_thread *threads, size_t n, void *arg);
+
+// Writes back every byte of code dprobe changed since the process started (the journal of
+// core/text_journal.h), with the other threads stopped: the end of dprobe in the process.
+// Callers have removed every probe first; this puts back what has no owner to undo it (the
+// NOPs made of patch sites at load) and anything an owner missed. GATE, if given, runs first
+// in the stopped state (core/unload.cpp: no thread may be inside dprobe's code). 0, -EAGAIN
+// when GATE refused, or -errno; nothing is written unless 0.
+int text_poke_restore_all(text_poke_gate gate = nullptr, void *gate_arg = nullptr);
+// The same for the bytes in [LO, HI) only (one hook's site, say).
+int text_poke_restore(uintptr_t lo, uintptr_t hi);
 
 // Serialises the instruction stream of every thread of the process.
 void text_poke_sync();

@@ -35,9 +35,14 @@ namespace dprobe::attach
 // The exported entry points of libdprobe-preload.so the command calls in the process. They
 // return 0 when the agent thread started, else a negative errno: -EBUSY (attach: a session
 // is active), -EEXIST (a `dprobe record` session owns the process), -ENOENT (detach: no
-// attach session), -ENAMETOOLONG, -EAGAIN.
+// attach session), -ESTALE (attach: the runtime was taken apart by a detach whose dlclose
+// could not unload it), -ENAMETOOLONG, -EAGAIN.
 inline constexpr const char *attach_symbol = "dprobe_agent_attach";
 inline constexpr const char *detach_symbol = "dprobe_agent_detach";
+// After the session ended (detach): int dprobe_agent_unload(ip, sp, char *why, size_t len),
+// on a borrowed thread stopped at IP/SP; 0 when the command may dlclose the agent
+// (tools/agent/unload.cpp).
+inline constexpr const char *unload_symbol = "dprobe_agent_unload";
 
 // Agent threads are named "dprobe-..." (threads they create inherit the name): the command
 // never borrows one of them to run a call.

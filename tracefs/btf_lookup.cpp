@@ -4,6 +4,7 @@
 #include "core/symbols.h"
 
 #include <map>
+#include <mutex>
 #include <set>
 
 namespace dprobe
@@ -19,9 +20,26 @@ bool is_glob(std::string_view s)
 
 } // namespace
 
-std::shared_ptr<const debuginfo> debuginfo_of_file(const std::string &path)
+namespace
+{
+std::mutex g_cache_mutex;
+std::map<std::string, std::shared_ptr<const debuginfo>> &debuginfo_cache()
 {
     static auto *cache = new std::map<std::string, std::shared_ptr<const debuginfo>>;
+    return *cache;
+}
+} // namespace
+
+void debuginfo_cache_release()
+{
+    std::lock_guard<std::mutex> g(g_cache_mutex);
+    debuginfo_cache().clear();
+}
+
+std::shared_ptr<const debuginfo> debuginfo_of_file(const std::string &path)
+{
+    std::lock_guard<std::mutex> g(g_cache_mutex);
+    auto *cache = &debuginfo_cache();
     auto it = cache->find(path);
     if (it != cache->end()) return it->second;
     std::string err;

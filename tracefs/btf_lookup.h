@@ -19,5 +19,7 @@ std::optional<func_proto_ptr> func_proto_of_place(const probe_definition &def);
 
 // The debug information of the file PATH, nullptr when it has none; opened once per path.
 std::shared_ptr<const debuginfo> debuginfo_of_file(const std::string &path);
+// Drops the cache (its files are closed once the last user lets go): the end of a session.
+void debuginfo_cache_release();
 
 } // namespace dprobe

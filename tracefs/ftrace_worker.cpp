@@ -25,6 +25,9 @@ std::atomic<unsigned> g_pending[TRACE_ARRAY_MAX];
 std::atomic<int> g_dump_cpu[TRACE_ARRAY_MAX];
 std::atomic<int> g_wake_fd{-1};
 std::mutex g_start_m;
+// Under g_start_m. Never destroyed (a joinable std::thread's destructor would end the
+// process at exit, where the worker still runs).
+std::thread *g_worker = nullptr;
 
 void write_all(int fd, const std::string &s)
 {
@@ -52,6 +55,10 @@ void dump(trace_array &tr, int cpu)
 
 void work_loop(int rfd)
 {
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } own{rfd};
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
@@ -85,7 +92,7 @@ int ftrace_worker_start()
     if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
     try {
-        std::thread(work_loop, fds[0]).detach();
+        g_worker = new std::thread(work_loop, fds[0]);
     } catch (...) {
         close(fds[0]);
         close(fds[1]);
@@ -93,6 +100,17 @@ int ftrace_worker_start()
     }
     g_wake_fd.store(fds[1]);
     return 0;
+}
+
+void ftrace_worker_stop()
+{
+    std::lock_guard<std::mutex> g(g_start_m);
+    const int fd = g_wake_fd.exchange(-1);
+    if (fd < 0) return;
+    ::close(fd); // the thread reads end-of-file and returns
+    if (g_worker && g_worker->joinable()) g_worker->join();
+    delete g_worker;
+    g_worker = nullptr;
 }
 
 DPROBE_NOPROBE void ftrace_worker_request(trace_array &tr, ftrace_work work) noexcept

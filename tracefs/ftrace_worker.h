@@ -17,6 +17,9 @@ enum ftrace_work : unsigned {
 
 // Starts the worker (not from a handler). 0 or -errno.
 int ftrace_worker_start();
+// Ends the thread (requests made meanwhile are dropped) and closes its pipe: the end of a
+// session. A later ftrace_worker_start() starts it again.
+void ftrace_worker_stop();
 // Queues WORK for TR. Hot path.
 void ftrace_worker_request(trace_array &tr, ftrace_work work) noexcept;
 

@@ -101,4 +101,17 @@ DPROBE_NOPROBE trace_task *current_trace_task() noexcept
     return alloc_task();
 }
 
+void trace_task_release_all() noexcept
+{
+    if (g_key_ok) pthread_key_delete(g_key);
+    g_key_ok = false;
+    tls_task = nullptr; // the other threads' pointers go with this object's TLS
+    const size_t len = (sizeof(trace_task) + 4095) & ~size_t{4095};
+    for (trace_task *t = g_tasks.exchange(nullptr, std::memory_order_acq_rel); t;) {
+        trace_task *next = t->next;
+        munmap(t, len);
+        t = next;
+    }
+}
+
 } // namespace dprobe

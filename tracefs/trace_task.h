@@ -36,5 +36,8 @@ struct trace_task {
 
 // The calling thread's block (nullptr only when mmap fails). Async-signal-safe.
 trace_task *current_trace_task() noexcept;
+// Unmaps every block and deletes the thread-exit key: the end of dprobe in the process, when
+// no tracer callback can run any more.
+void trace_task_release_all() noexcept;
 
 } // namespace dprobe

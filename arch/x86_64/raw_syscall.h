@@ -3,6 +3,12 @@
 // half-way through a lock another thread holds.
 #pragma once
 
+#include <sys/types.h>
+
+// vfork() whose child ends without a signal to its parent (arch/x86_64/vfork_quiet.S): the
+// child's pid, 0 in the child, or a negative errno. Wait for it with __WALL.
+extern "C" pid_t dprobe_vfork_quiet() noexcept;
+
 namespace dprobe::arch
 {
 

@@ -1,5 +1,7 @@
 #include "arch/x86_64/uctx.h"
 
+#include <cstddef>
+
 namespace dprobe::arch
 {
 
@@ -53,6 +55,22 @@ void pt_regs_to_uc(const struct pt_regs *regs, ucontext_t *uc)
     constexpr unsigned long user_flags = 0x8d5 | 0x400 | 0x100;
     g[REG_EFL] = (g[REG_EFL] & ~user_flags) | (regs->flags & user_flags);
     g[REG_RSP] = regs->sp;
+}
+
+bool sigframe_at(uintptr_t addr, uintptr_t hi, uintptr_t restorer, uintptr_t *ip) noexcept
+{
+    // glibc's ucontext_t agrees with the kernel's frame up to uc_mcontext; what follows
+    // differs (the kernel's is shorter), so only that much is read.
+    const size_t head = offsetof(ucontext_t, uc_sigmask);
+    if ((addr & 15) != 8 || addr + 8 + head > hi) return false;
+    if (*reinterpret_cast<const volatile uintptr_t *>(addr) != restorer) return false;
+    const auto *uc = reinterpret_cast<const ucontext_t *>(addr + 8);
+    // The saved extended state lies above the frame, 64-byte aligned for xsave (or there is
+    // none): a return address that only happens to equal sa_restorer has no such pointer.
+    const auto fp = reinterpret_cast<uintptr_t>(uc->uc_mcontext.fpregs);
+    if (fp && (fp < addr + 8 + head || fp >= hi || (fp & 15) != 0)) return false;
+    *ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+    return true;
 }
 
 } // namespace dprobe::arch

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <dprobe/ptrace.h>
+#include <sys/user.h>
 #include <ucontext.h>
 
 namespace dprobe::arch
@@ -35,6 +36,27 @@ inline void uc_emulate_call(ucontext_t *uc, uintptr_t ret, uintptr_t target)
     uc_set_sp(uc, sp);
     uc_set_ip(uc, target);
 }
+
+// A stopped thread's registers (ptrace's user_regs_struct), as stop_machine hands them over.
+inline uintptr_t user_regs_ip(const user_regs_struct &r)
+{
+    return r.rip;
+}
+inline uintptr_t user_regs_sp(const user_regs_struct &r)
+{
+    return r.rsp;
+}
+// The trap flag: the thread is being single-stepped (a kprobe's out-of-line step).
+inline bool user_regs_single_stepping(const user_regs_struct &r)
+{
+    return (r.eflags & 0x100) != 0;
+}
+
+// Whether the word at ADDR (below HI, the end of its stack) starts a signal frame whose
+// return address is RESTORER (the kernel's rt_sigframe: sa_restorer, then the ucontext, at
+// the handler's stack pointer on entry, which is 8 past a 16-byte boundary); if so, the
+// interrupted instruction pointer in *IP. Reads only what lies below HI.
+bool sigframe_at(uintptr_t addr, uintptr_t hi, uintptr_t restorer, uintptr_t *ip) noexcept;
 
 // Copies between a ucontext and the kernel-layout pt_regs that kprobe handlers see.
 void uc_to_pt_regs(const ucontext_t *uc, struct pt_regs *regs);

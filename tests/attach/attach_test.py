@@ -13,6 +13,11 @@ CASE:
   sleepers    every thread in nanosleep: loaded by one, whose sleep must not end early
   twice       attach twice (refused), detach twice (refused), attach again after detach;
               a process `dprobe record` runs (refused)
+  cycles      sessions one after another, each using the tracefs as a user would: after
+              each detach the process is as it was (code, descriptors, memory, mappings),
+              and each session starts from the boot state
+  killed      the process killed after attach -B (no mount or socket left), the foreground
+              attach killed (the session ended and the runtime unloaded all the same)
   noperm      another user's process (attached by root without CAP_SYS_PTRACE, and by a
               third user), a non-dumpable one: refused, with the reason
   exits       the process exits while the runtime is being loaded
@@ -141,14 +146,83 @@ def check_events(out, fib=True):
                         for s, n in takes), "take_string arguments: %s" % takes[:10])
 
 
-def check_detached(t, mount):
-    """After detach: no agent thread, no mount, no tracefs socket answering."""
+# What a detach may leave of the process's memory: glibc's allocator and stack caches move by
+# a few pages, and the static TLS the runtime took is not given back (see
+# Documentation/cli.md, "What detach leaves"). A loaded runtime is megabytes.
+RSS_BOUND_KB = 512
+
+
+class Snapshot:
+    """What a process is, for 'the process is the one it was': its descriptors (by what they
+    point to), its resident memory, and whether each file-backed executable mapping is byte
+    for byte its file."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.fds = {}
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                st = os.stat("/proc/%d/fd/%s" % (pid, fd))
+                self.fds[int(fd)] = (st.st_dev, st.st_ino)
+            except OSError:
+                pass
+        with open("/proc/%d/status" % pid) as f:
+            self.rss_kb = int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1))
+        self.maps = []
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                parts = line.split(None, 5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                self.maps.append((parts[0], parts[1], int(parts[2], 16), path))
+        self.text_diffs = []
+        with open("/proc/%d/mem" % pid, "rb") as mem:
+            for rng, perms, off, path in self.maps:
+                if "x" not in perms or not path.startswith("/") or path.endswith("(deleted)"):
+                    continue
+                lo, hi = (int(x, 16) for x in rng.split("-"))
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(off)
+                        want = f.read(hi - lo)
+                    mem.seek(lo)
+                    got = mem.read(len(want))
+                except OSError:
+                    continue
+                if got != want:
+                    at = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+                    n = sum(1 for a, b in zip(got, want) if a != b)
+                    self.text_diffs.append("%s: %d bytes differ from the file, the first at "
+                                           "%#x" % (path, n, lo + at))
+
+    def dprobe_mappings(self):
+        return [m for m in self.maps if "libdprobe-preload" in m[3] or "memfd:dprobe" in m[3]]
+
+
+def check_untouched(pid, before, what):
+    """The process is as BEFORE (a Snapshot taken before the first attach)."""
+    now = Snapshot(pid)
+    check(not now.text_diffs, "%s: code left changed: %s" % (what, now.text_diffs))
+    check(now.fds == before.fds, "%s: descriptors %s, before the attach %s" %
+          (what, sorted(now.fds), sorted(before.fds)))
+    check(not now.dprobe_mappings(), "%s: dprobe still mapped: %s" %
+          (what, now.dprobe_mappings()[:4]))
+    check(now.rss_kb <= before.rss_kb + RSS_BOUND_KB, "%s: RSS %d KB, %d KB before the attach"
+          % (what, now.rss_kb, before.rss_kb))
+
+
+def check_detached(t, mount, before=None, what="detach"):
+    """After detach: no agent thread, no mount, no tracefs socket answering; with BEFORE, the
+    process as it was before the attach."""
     comms = task_comms(t.pid)
     check(not any(c.startswith("dprobe-") for c in comms),
           "agent threads left after detach: %s" % comms)
     check(not mount or not mounted(mount), "tracefs still mounted at %s" % mount)
     p = dprobe("ctl", "-p", t.pid, "cat", "dynamic_events", ok=False)
     check(p.returncode != 0, "the tracefs socket still answers after detach")
+    sock = os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe", "dprobe-%d.sock" % t.pid)
+    check(not os.path.exists(sock), "the tracefs socket file is left: %s" % sock)
+    if before:
+        check_untouched(t.pid, before, what)
 
 
 def mountpoint(text):
@@ -161,6 +235,7 @@ def case_basic():
     t = Target()
     dat = os.path.join(WORK, "basic.dat")
     try:
+        before = Snapshot(t.pid)
         p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", FPROBE, "-e", KPROBE,
                    "-F", "take_string", "-o", dat)
         check("recording 2 events and the function graph of 1 function into" in p.stdout,
@@ -194,7 +269,7 @@ def case_basic():
         m = re.search(r"process %d \(attach_target\) detached: (\d+) events \(\d+ lost\), "
                       r"[0-9.]+ MB written to (.*)" % t.pid, p.stdout)
         check(m and int(m.group(1)) > 0 and m.group(2) == dat, "detach message: %r" % p.stdout)
-        check_detached(t, mount)
+        check_detached(t, mount, before)
         size = os.path.getsize(dat)
         time.sleep(0.1)
         check(os.path.getsize(dat) == size, "the trace file grows after detach")
@@ -212,6 +287,7 @@ def case_foreground():
     t = Target()
     dat = os.path.join(WORK, "fg.dat")
     try:
+        before = Snapshot(t.pid)
         a = subprocess.Popen([DPROBE, "attach", "-p", str(t.pid), "-e", FPROBE, "-e", KPROBE,
                               "-o", dat], cwd=WORK, env=ENV, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -229,7 +305,7 @@ def case_foreground():
         check(rc == 0, "attach exited %d after Ctrl-C: %s" % (rc, rest))
         check(re.search(r"\[ dprobe attach: \d+ events \(\d+ lost\) from \d+ threads? in 1 "
                         r"process, [0-9.]+ MB written to ", rest), "summary: %r" % rest)
-        check_detached(t, mount)
+        check_detached(t, mount, before, "Ctrl-C")
         out, rc = t.finish()
         check(out == EXPECTED, "program output after detach: %r" % out)
         check(rc == 7, "program exit status %d" % rc)
@@ -241,13 +317,14 @@ def case_busy():
     t = Target("busy")
     dat = os.path.join(WORK, "busy.dat")
     try:
+        before = Snapshot(t.pid)
         p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", KPROBE, "-F", "take_string",
                    "-o", dat)
         check(re.search(r"with thread \d+ \(running", p.stderr), "attach -v: %r" % p.stderr)
         out = wait_for(dat, [r"take: ", r"funcgraph_entry: --> take_string"])
         check_events(out, fib=False)
         dprobe("detach", "-p", t.pid)
-        check_detached(t, mountpoint(p.stdout))
+        check_detached(t, mountpoint(p.stdout), before)
         out, rc = t.finish("usr1")
         check(out == "sleep anomalies: 0\nworker: 0 fib mismatches, 0 string mismatches, ran\n",
               "program output after detach: %r" % out)
@@ -260,6 +337,7 @@ def case_sleepers():
     t = Target("sleepers")
     dat = os.path.join(WORK, "sleepers.dat")
     try:
+        before = Snapshot(t.pid)
         # Several sessions: each one borrows a sleeping thread and puts it back.
         for i in range(3):
             p = dprobe("attach", "-B", "-v", "-p", t.pid, "-e", FPROBE, "-e", KPROBE,
@@ -269,7 +347,7 @@ def case_sleepers():
             check_events(wait_for(dat, [r"fibe: ", r"take: "]))
             mount = mountpoint(p.stdout)
             dprobe("detach", "-p", t.pid)
-            check_detached(t, mount)
+            check_detached(t, mount, before, "detach %d" % (i + 1))
         out, rc = t.finish("usr1")
         check(out == EXPECTED_QUIET, "program output after detach: %r" % out)
         check(rc == 7, "program exit status %d" % rc)
@@ -323,6 +401,129 @@ def case_twice():
         out, rc = t.finish()
         check(out == EXPECTED and rc == 7, "recorded program: %r %d" % (out, rc))
         check_events(report(os.path.join(WORK, "rec.dat"))[0], fib=False)
+    finally:
+        t.kill()
+
+
+def ctl(pid, *args, ok=True):
+    return dprobe("ctl", "-p", pid, *args, ok=ok)
+
+
+# Files whose content a new session must find as the first session found it (the kernel's
+# boot state), whatever the sessions before it wrote.
+BOOT_FILES = ["current_tracer", "set_ftrace_filter", "set_ftrace_notrace", "set_graph_function",
+              "set_graph_notrace", "max_graph_depth", "trace_options", "tracing_on",
+              "buffer_size_kb", "trace_clock", "set_event", "set_event_pid", "set_ftrace_pid",
+              "tracing_thresh", "function_profile_enabled", "stack_tracer_enabled"]
+
+
+def boot_state(pid):
+    state = {f: ctl(pid, "cat", f, ok=False).stdout for f in BOOT_FILES}
+    state["instances/"] = ctl(pid, "ls", "instances", ok=False).stdout
+    return state
+
+
+def case_cycles():
+    """Sessions one after the other, each using the tree as a user would (a trigger on a
+    function, tracers, options, an instance, an event added and a marker written): after
+    each detach the process is as before the first attach, and each new session starts
+    from the state the first one found (#30: the next session inherited the last one)."""
+    t = Target()
+    try:
+        before = Snapshot(t.pid)
+        boot = None
+        tracers = ["function", "function_graph", "function"]
+        for i in range(len(tracers)):
+            dat = os.path.join(WORK, "cycle%d.dat" % i)
+            p = dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-o", dat)
+            mount = mountpoint(p.stdout)
+            state = boot_state(t.pid)
+            if boot is None:
+                boot = state
+            for f in sorted(boot):
+                check(state[f] == boot[f], "session %d starts with %s = %r, the first with %r"
+                      % (i, f, state[f], boot[f]))
+            check(ctl(t.pid, "cat", "dynamic_events").stdout == "f:fprobes/fibe fib n=$arg1:s32\n",
+                  "session %d starts with other events" % i)
+            trace = ctl(t.pid, "cat", "trace").stdout
+            check("extra%d:" % (i - 1) not in trace and "marker %d" % (i - 1) not in trace,
+                  "session %d's trace starts with the last one's records" % i)
+            # The afternoon in the tree.
+            ctl(t.pid, "write", "-a", "set_ftrace_filter", "fib:enable_event:fprobes:fibe")
+            ctl(t.pid, "write", "-a", "dynamic_events",
+                "p:kprobes/extra%d take_string n=%%si:s32" % i)
+            ctl(t.pid, "write", "events/kprobes/extra%d/enable" % i, "1")
+            ctl(t.pid, "write", "-a", "set_ftrace_filter", "fib:traceoff:5")
+            ctl(t.pid, "write", "set_graph_notrace", "spin_step")
+            ctl(t.pid, "write", "max_graph_depth", "3")
+            ctl(t.pid, "write", "options/func_stack_trace", "1")
+            ctl(t.pid, "write", "current_tracer", tracers[i])
+            ctl(t.pid, "write", "trace_marker", "marker %d" % i, ok=False)
+            if mount:
+                os.mkdir(os.path.join(mount, "instances", "inst%d" % i))
+                ctl(t.pid, "write", "instances/inst%d/current_tracer" % i, "function")
+            time.sleep(0.2)
+            p = dprobe("detach", "-p", t.pid, ok=False)
+            check(p.returncode == 0, "detach %d: %d %r" % (i, p.returncode, p.stderr))
+            check_detached(t, mount, before, "detach %d" % i)
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output after the sessions: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        t.kill()
+
+
+def wait_until(cond, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def case_killed():
+    """Nothing is left behind when the process or the command is killed: the process's
+    tracefs mount and socket after a SIGKILL of an attach -B'd process; the whole session
+    (the runtime unloaded, the process as it was) after a SIGKILL of a foreground attach."""
+    t = Target()
+    try:
+        p = dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-o", "killed.dat")
+        mount = mountpoint(p.stdout)
+        sock = os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe", "dprobe-%d.sock" % t.pid)
+        check(os.path.exists(sock), "no tracefs socket at %s" % sock)
+        os.kill(t.pid, signal.SIGKILL)
+        t.p.wait()
+        check(wait_until(lambda: not (mount and mounted(mount)) and not os.path.exists(sock)),
+              "after SIGKILL of the process: mounted %s, socket %s" %
+              (mount and mounted(mount), os.path.exists(sock)))
+        check(not mount or not os.path.exists(mount), "the mount point is left: %s" % mount)
+    finally:
+        t.kill()
+    t = Target()
+    try:
+        before = Snapshot(t.pid)
+        dat = os.path.join(WORK, "killed_fg.dat")
+        a = subprocess.Popen([DPROBE, "attach", "-q", "-p", str(t.pid), "-e", FPROBE, "-F",
+                              "take_string", "-o", dat], cwd=WORK, env=ENV,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(dat, [r"fibe: ", r"funcgraph_entry: --> take_string"])
+        a.kill()
+        a.wait()
+
+        def gone():
+            now = Snapshot(t.pid)
+            return not now.dprobe_mappings() and not any(
+                c.startswith("dprobe-") for c in task_comms(t.pid))
+        check(wait_until(gone, 20), "the runtime is still in the process 20 s after the "
+              "foreground attach was killed")
+        check_detached(t, "", before, "killed attach")
+        out, err = report(dat)
+        check("fibe: " in out and "warning" not in err,
+              "the killed attach's trace, ended by its watcher: %r" % err)
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
     finally:
         t.kill()
 
@@ -490,6 +691,7 @@ def case_notx86():
 
 CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
          "sleepers": case_sleepers, "twice": case_twice, "noperm": case_noperm,
+         "cycles": case_cycles, "killed": case_killed,
          "exits": case_exits, "errors": case_errors, "notx86": case_notx86}
 CASES[CASE]()
 if failures:

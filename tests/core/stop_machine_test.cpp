@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <sys/syscall.h>
 #include <thread>
@@ -69,6 +70,38 @@ TEST(stop_machine, stops_every_other_thread)
     stop_flag = true;
     for (auto &t : ts)
         t.join();
+}
+
+std::atomic<int> sigchld_count{0};
+void count_sigchld(int)
+{
+    sigchld_count.fetch_add(1);
+}
+void no_op_fn(dprobe::stopped_thread *, size_t, void *) {}
+
+// The helper process is invisible to the program: no SIGCHLD when it ends, and nothing for
+// the program's wait() to reap (a shell's SIGCHLD handler reaps whatever it is told about).
+TEST(stop_machine, the_program_sees_no_child)
+{
+    struct sigaction sa {
+    }, old{};
+    sa.sa_handler = count_sigchld;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(0, sigaction(SIGCHLD, &sa, &old));
+    std::atomic<bool> stop{false};
+    std::thread other([&] {
+        while (!stop.load())
+            std::this_thread::yield();
+    });
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(0, dprobe::stop_machine(no_op_fn, nullptr));
+    stop = true;
+    other.join();
+    EXPECT_EQ(0, sigchld_count.load());
+    errno = 0;
+    EXPECT_EQ(-1, waitpid(-1, nullptr, WNOHANG));
+    EXPECT_EQ(ECHILD, errno);
+    sigaction(SIGCHLD, &old, nullptr);
 }
 
 // A thread blocked in a system call keeps waiting, undisturbed (no EINTR).

@@ -3,6 +3,7 @@
 // main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
 #include "tools/agent/cpu_timers.h"
+#include "tools/agent/private_alloc.h"
 #include "core/own_fds.h"
 
 #include "core/ftrace.h"
@@ -10,8 +11,13 @@
 #include "core/symbols.h"
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
+#include "core/dl_notify.h"
+#include "core/sym_cfi.h"
+#include "tracefs/btf_lookup.h"
+#include "tracefs/ftrace_worker.h"
 #include "tracefs/probe_parse.h"
 #include "tracefs/trace_events.h"
+#include "tracefs/tracefs_reset.h"
 
 #include <dprobe/tracefs.h>
 
@@ -388,6 +394,8 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
 {
     agent_state &st = state();
     st.config = c;
+    // The tree's values as this session finds them, for its end to write back.
+    tracefs_capture_defaults();
     trace_clock_init();
     // The agent's own setup is not part of the program's trace.
     ring_buffer_set_tracing_on(false);
@@ -515,19 +523,32 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     return "";
 }
 
-void agent_stop(const char *reason)
+std::vector<std::string> agent_stop(const char *reason)
 {
     agent_state &st = state();
-    if (!st.active) return;
-    // Probes first, so nothing new arrives; then the last pages, STATS and END.
-    remove_all_events();
-    funcgraph_stop();
+    if (!st.active) return {};
+    std::vector<std::string> failed;
+    // Nothing new is recorded; the streamer copies the last pages and writes STATS and END.
     ring_buffer_set_tracing_on(false);
     std::string end;
     tracefile::append_kv(end, "reason", reason);
     stop_streamer(end);
-    session_follow_loads(false);
+    // The tree's bindings go first (no user's write can come in meanwhile), then the session's
+    // probes: the graph, then whatever the tree holds (events, triggers, tracers, filters,
+    // instances), as the kernel's selftests reset it.
     tracefs_down();
+    funcgraph_stop();
+    session_follow_loads(false);
+    for (std::string &f : tracefs_reset())
+        failed.push_back(std::move(f));
+    trace_events::set_commands_hook(nullptr);
+    ftrace_worker_stop();
+    if (int r = dl_notify_release())
+        failed.push_back(std::string("the loader's hook could not be removed: ") +
+                         std::strerror(-r));
+    // Files the session's lookups opened (ELF, DWARF of the objects).
+    debuginfo_cache_release();
+    cfi_cache_release();
     remove_signal_handlers();
     ring_buffer_unexport();
     std::lock_guard<fair_mutex> g(st.lock);
@@ -540,6 +561,8 @@ void agent_stop(const char *reason)
     st.out_fd = -1;
     st.events.clear();
     st.objects.clear();
+    st.names.clear();
+    return failed;
 }
 
 // The program's tracefs (FUSE mount and socket) for `dprobe ctl` and `echo`/`cat` while it
@@ -587,6 +610,12 @@ __attribute__((destructor)) static void dprobe_agent_fini_first()
 
 extern "C" void dprobe_agent_fini_last()
 {
+    // Unloaded by `dprobe detach`: the agent's own memory goes last, after every destructor
+    // that could still free into it (unload.cpp). Not at exit: other threads may still run.
+    if (dprobe::agent::unloading()) {
+        dprobe::agent::palloc_release_all();
+        return;
+    }
     fini_cpu_timers.resume();
     dprobe::ring_buffer_thread_mute(false);
 }

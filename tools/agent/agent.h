@@ -130,12 +130,24 @@ std::string follow_loads_error(int err);
 // buffers exported, a new session (REASON "start" or "attach"), the tracefs. Returns "" or
 // what went wrong, with nothing of CONFIG left applied. STRICT: see funcgraph_start.
 std::string agent_start(const agent_config &config, const char *reason, bool strict);
-// Everything agent_start did, undone (detach): events disabled and deleted (also those added
-// through the tracefs meanwhile), the graph unregistered, the last pages copied with an END
-// of REASON, the tracefs and the agent's threads stopped. The process keeps running untraced.
-void agent_stop(const char *reason);
+// Everything the session did, undone (detach): the last pages copied with an END of REASON,
+// the tracefs stopped and reset to its boot state (events, triggers, tracers, filters,
+// instances: tracefs_reset.h), the graph unregistered, the loader's hook removed, the files
+// and signal handlers of the session closed. The process keeps running untraced; unloading
+// the runtime is the next step (unload.cpp). Returns what could not be undone (empty).
+std::vector<std::string> agent_stop(const char *reason);
 void tracefs_up();
 void tracefs_down();
+
+// ---- attach.cpp ----
+// Joins every thread the attach entry points started (after the session ended). 0, -EBUSY
+// (a session still runs), -EAGAIN (a thread did not end within 2 s), with *WHY.
+int join_agent_threads(std::string *why);
+
+// ---- unload.cpp ----
+// Whether the agent is being unloaded (dprobe_agent_unload succeeded): its DT_FINI then
+// frees the agent's own memory.
+bool unloading() noexcept;
 
 // ---- libc_binding.cpp ----
 // The libraries only the preload needs (libstdc++ in a C program, libelf, libfuse3) are

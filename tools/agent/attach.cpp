@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <ctime>
 #include <csignal>
 #include <cstddef>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <vector>
 
 namespace dprobe::agent
 {
@@ -33,6 +35,9 @@ namespace
 std::mutex g_attach_lock; // one attach or detach at a time
 bool g_pending = false;   // an attach thread started, its session not up yet
 int g_session_fd = -1;    // the attach command's connection, while it lasts
+// Every thread start_thread made and nobody joined yet (g_attach_lock): the unload joins
+// them, so that no thread of the agent is left when its code goes away.
+std::vector<pthread_t> g_threads;
 constexpr int k_settings_wait_ms = 10000;
 
 int connect_to(const std::string &name)
@@ -89,7 +94,11 @@ std::string counts()
 void detach_locked(int reply)
 {
     agent_state &st = state();
-    agent_stop("detach");
+    std::vector<std::string> failed = agent_stop("detach");
+    for (const std::string &f : failed) {
+        if (st.status_fd >= 0) send_msg(st.status_fd, "left " + f);
+        if (reply >= 0 && reply != st.status_fd) send_msg(reply, "left " + f);
+    }
     std::string done = "detached " + counts() + " " + st.output;
     if (st.status_fd >= 0) send_msg(st.status_fd, done);
     if (reply >= 0 && reply != st.status_fd) send_msg(reply, done);
@@ -206,12 +215,9 @@ int start_thread(void (*fn)(std::string), const char *name)
     for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS})
         sigdelset(&all, s);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
     int r = pthread_create(
-        &t, &attr,
+        &t, nullptr,
         [](void *p) -> void * {
             auto *a = static_cast<start *>(p);
             pthread_setname_np(pthread_self(), "dprobe-attach");
@@ -220,16 +226,42 @@ int start_thread(void (*fn)(std::string), const char *name)
             return nullptr;
         },
         arg);
-    pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (r != 0) {
         delete arg;
         return -r;
     }
+    g_threads.push_back(t);
     return 0;
 }
 
 } // namespace
+
+int join_agent_threads(std::string *why)
+{
+    std::vector<pthread_t> threads;
+    {
+        std::lock_guard<std::mutex> g(g_attach_lock);
+        if (state().active || g_pending) {
+            *why = "a dprobe attach session is still running in the process";
+            return -EBUSY;
+        }
+        threads.swap(g_threads);
+    }
+    std::vector<pthread_t> left;
+    for (pthread_t t : threads) {
+        struct timespec until {
+        };
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 2;
+        if (pthread_timedjoin_np(t, nullptr, &until) != 0) left.push_back(t);
+    }
+    if (left.empty()) return 0;
+    std::lock_guard<std::mutex> g(g_attach_lock);
+    g_threads.insert(g_threads.end(), left.begin(), left.end());
+    *why = std::to_string(left.size()) + " thread(s) of the dprobe agent did not end";
+    return -EAGAIN;
+}
 
 } // namespace dprobe::agent
 
@@ -247,6 +279,7 @@ __attribute__((visibility("default"))) int dprobe_agent_attach(const char *name)
     agent_state &st = state();
     if (st.active && !st.attached) return -EEXIST;
     if (st.active || g_pending) return -EBUSY;
+    if (unloading()) return -ESTALE; // its memory is gone: only dlclose may follow
     int r = start_thread(attach_main, name);
     g_pending = r == 0;
     return r;
@@ -258,7 +291,7 @@ __attribute__((visibility("default"))) int dprobe_agent_detach(const char *name)
     if (!g.owns_lock()) return -EBUSY;
     agent_state &st = state();
     if (st.active && !st.attached) return -EEXIST;
-    if (!st.active) return -ENOENT;
+    if (!st.active || unloading()) return -ENOENT;
     return start_thread(detach_main, name);
 }
 

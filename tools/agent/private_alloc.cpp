@@ -65,6 +65,14 @@ struct guard {
 
 void *free_list[k_nclasses];
 char *arena_next = nullptr, *arena_end = nullptr;
+// Every mapping, for palloc_release_all: arenas linked through their first word, live large
+// blocks through the links after their length.
+void *arenas = nullptr;
+struct large_base {
+    uint64_t len;
+    large_base *prev, *next;
+};
+large_base *larges = nullptr;
 
 void *map(size_t len) noexcept
 {
@@ -102,7 +110,9 @@ void *small_alloc(unsigned c) noexcept
     if (static_cast<size_t>(arena_end - arena_next) < need) {
         char *a = static_cast<char *>(map(k_arena));
         if (!a) return nullptr;
-        arena_next = a;
+        std::memcpy(a, &arenas, sizeof arenas);
+        arenas = a;
+        arena_next = a + 16;
         arena_end = a + k_arena;
     }
     auto *h = reinterpret_cast<header *>(arena_next);
@@ -118,11 +128,19 @@ void *large_alloc(size_t size, size_t align) noexcept
     if (align < 16) align = 16;
     if (size > (size_t{1} << 46) || align > (size_t{1} << 30)) return nullptr;
     const size_t len =
-        (size + align + sizeof(header) + sizeof(uint64_t) + k_page - 1) & ~(k_page - 1);
+        (size + align + sizeof(header) + sizeof(large_base) + k_page - 1) & ~(k_page - 1);
     char *base = static_cast<char *>(map(len));
     if (!base) return nullptr;
-    std::memcpy(base, &len, sizeof len);
-    uintptr_t p = reinterpret_cast<uintptr_t>(base) + sizeof(uint64_t) + sizeof(header);
+    auto *lb = reinterpret_cast<large_base *>(base);
+    lb->len = len;
+    {
+        guard g;
+        lb->prev = nullptr;
+        lb->next = larges;
+        if (larges) larges->prev = lb;
+        larges = lb;
+    }
+    uintptr_t p = reinterpret_cast<uintptr_t>(base) + sizeof(large_base) + sizeof(header);
     p = (p + align - 1) & ~(align - 1);
     header *h = header_of(reinterpret_cast<void *>(p));
     h->magic = k_magic;
@@ -159,11 +177,17 @@ void pfree(void *p) noexcept
     if (h->magic != k_magic)
         return; // not ours (should not happen): leave it rather than corrupt anything
     if (h->cls == k_large) {
-        char *base = static_cast<char *>(p) - h->offset;
-        uint64_t len;
-        std::memcpy(&len, base, sizeof len);
+        auto *lb = reinterpret_cast<large_base *>(static_cast<char *>(p) - h->offset);
         h->magic = 0;
-        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(base), static_cast<long>(len));
+        {
+            guard g;
+            if (lb->prev)
+                lb->prev->next = lb->next;
+            else
+                larges = lb->next;
+            if (lb->next) lb->next->prev = lb->prev;
+        }
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(lb), static_cast<long>(lb->len));
         return;
     }
     guard g;
@@ -198,6 +222,26 @@ void *prealloc(void *p, size_t size) noexcept
     std::memcpy(n, p, have < size ? have : size);
     pfree(p);
     return n;
+}
+
+void palloc_release_all() noexcept
+{
+    guard g;
+    for (void *a = arenas; a;) {
+        void *next;
+        std::memcpy(&next, a, sizeof next);
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(a), static_cast<long>(k_arena));
+        a = next;
+    }
+    arenas = nullptr;
+    arena_next = arena_end = nullptr;
+    for (large_base *lb = larges; lb;) {
+        large_base *next = lb->next;
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(lb), static_cast<long>(lb->len));
+        lb = next;
+    }
+    larges = nullptr;
+    std::memset(free_list, 0, sizeof free_list);
 }
 
 void palloc_fork_prepare() noexcept

@@ -22,6 +22,10 @@ size_t pusable(const void *p) noexcept;
 // Whether P is a block of this allocator.
 bool pown(const void *p) noexcept;
 
+// Unmaps every page the allocator mapped, blocks in use included: the very last step of
+// unloading the agent (its object's DT_FINI), when nothing will touch them again.
+void palloc_release_all() noexcept;
+
 // fork(): the lock held across it (the agent's atfork handlers).
 void palloc_fork_prepare() noexcept;
 void palloc_fork_parent() noexcept;

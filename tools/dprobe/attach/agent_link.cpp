@@ -151,6 +151,118 @@ std::string mapped_agent(pid_t pid)
     return "";
 }
 
+namespace
+{
+
+// The C library functions a call into the process needs, at their addresses there.
+struct remote_libc {
+    uint64_t mmap = 0, munmap = 0, dlopen = 0, dlerror = 0, dlclose = 0;
+};
+
+// Finds them in PID's libc (or libdl, before glibc 2.34). "" or what is missing.
+std::string find_remote_libc(pid_t pid, const std::vector<proc_map> &maps, bool load,
+                             remote_libc &f, int *code)
+{
+    const std::string id = std::to_string(pid);
+    *code = -ENOENT;
+    std::string err;
+    auto libc = find_remote_object(pid, maps, k_libc, 0, &err);
+    if (!libc)
+        return err.empty() ? "process " + id +
+                                 " does not use glibc's libc.so.6 (statically linked, or "
+                                 "another C library): dprobe cannot load its runtime into it"
+                           : err;
+    f.mmap = libc->func("mmap");
+    f.munmap = libc->func("munmap");
+    f.dlopen = libc->func("dlopen");
+    f.dlerror = libc->func("dlerror");
+    f.dlclose = libc->func("dlclose");
+    if (!f.dlopen) {
+        if (auto dl = find_remote_object(pid, maps, {"libdl.so", "libdl-2."}, 0, &err)) {
+            f.dlopen = dl->func("dlopen");
+            f.dlerror = dl->func("dlerror");
+            f.dlclose = dl->func("dlclose");
+        }
+    }
+    if (!f.mmap || !f.munmap || (load && (!f.dlopen || !f.dlerror || !f.dlclose)))
+        return "process " + id +
+               ": its C library has no dlopen (glibc older than 2.34 without libdl loaded?): "
+               "dprobe cannot load its runtime into it";
+    return "";
+}
+
+// Holds the signals that would end this command while it holds a thread of the process: a
+// thread left with its registers pointing into a call would crash the program.
+class hold_signals
+{
+  public:
+    hold_signals()
+    {
+        sigset_t hold;
+        sigemptyset(&hold);
+        for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGPIPE})
+            sigaddset(&hold, s);
+        sigprocmask(SIG_BLOCK, &hold, &old_);
+    }
+    ~hold_signals() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+    hold_signals(const hold_signals &) = delete;
+    hold_signals &operator=(const hold_signals &) = delete;
+
+  private:
+    sigset_t old_;
+};
+
+// Memory in the process for the calls: strings at its bottom, their stack growing down from
+// its top. Unmapped again by the destructor, while the thread is still held.
+class call_area
+{
+  public:
+    call_area(thread_borrow &t, const remote_libc &f) : t_(t), f_(f) {}
+    ~call_area()
+    {
+        uint64_t r = 0;
+        if (mem_) t_.call(f_.munmap, {mem_, k_call_stack}, 0, &r);
+    }
+    call_area(const call_area &) = delete;
+    call_area &operator=(const call_area &) = delete;
+    // 0, or -errno with *ERR.
+    int map(pid_t pid, std::string *err)
+    {
+        uint64_t ret = 0;
+        if (int e = t_.call(f_.mmap,
+                            {0, k_call_stack, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, ~0ull, 0},
+                            0, &ret)) {
+            *err = t_.message();
+            return e;
+        }
+        if (ret >= ~4095ull) {
+            *err = "process " + std::to_string(pid) + ": mmap of a stack for the call failed: " +
+                   std::strerror(static_cast<int>(-static_cast<int64_t>(ret)));
+            return -ENOMEM;
+        }
+        mem_ = ret;
+        return 0;
+    }
+    uint64_t at(uint64_t off) const { return mem_ + off; }
+    uint64_t top() const { return mem_ + k_call_stack; }
+    // A C string of the process at AT (at most 1023 bytes).
+    std::string read_string(uint64_t at)
+    {
+        char buf[1024] = {};
+        for (size_t i = 0; i + 1 < sizeof buf; i++)
+            if (t_.read_memory(at + i, buf + i, 1) || !buf[i]) break;
+        return buf;
+    }
+
+  private:
+    thread_borrow &t_;
+    const remote_libc &f_;
+    uint64_t mem_ = 0;
+};
+
+} // namespace
+
 agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char *entry,
                       const std::string &socket_name)
 {
@@ -161,99 +273,149 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
         return out;
     };
     std::string id = std::to_string(pid);
-    int merr = 0;
-    auto maps = read_proc_maps(pid, &merr);
+    auto maps = read_proc_maps(pid);
     if (maps.empty()) return fail(-ESRCH, "process " + id + " exited");
-    std::string err;
-    auto libc = find_remote_object(pid, maps, k_libc, 0, &err);
-    if (!libc)
-        return fail(-ENOENT, err.empty() ? "process " + id +
-                                               " does not use glibc's libc.so.6 (statically "
-                                               "linked, or another C library): dprobe cannot "
-                                               "load its runtime into it"
-                                         : err);
-    uint64_t f_mmap = libc->func("mmap"), f_munmap = libc->func("munmap");
-    uint64_t f_dlopen = libc->func("dlopen"), f_dlerror = libc->func("dlerror");
-    if (!f_dlopen) {
-        // glibc before 2.34 keeps them in libdl, if the program loaded it.
-        if (auto dl = find_remote_object(pid, maps, {"libdl.so", "libdl-2."}, 0, &err)) {
-            f_dlopen = dl->func("dlopen");
-            f_dlerror = dl->func("dlerror");
-        }
-    }
-    if (!f_mmap || !f_munmap || (load && (!f_dlopen || !f_dlerror)))
-        return fail(-ENOENT, "process " + id +
-                                 ": its C library has no dlopen (glibc older than "
-                                 "2.34 without libdl loaded?): dprobe cannot load "
-                                 "its runtime into it");
+    remote_libc f;
+    int code = 0;
+    if (std::string why = find_remote_libc(pid, maps, load, f, &code); !why.empty())
+        return fail(code, why);
 
-    // Hold the signals that would end this command: a thread left with its registers
-    // pointing into a call would crash the program.
-    sigset_t hold, old;
-    sigemptyset(&hold);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGPIPE})
-        sigaddset(&hold, s);
-    sigprocmask(SIG_BLOCK, &hold, &old);
-    struct unblock {
-        sigset_t *old;
-        ~unblock() { sigprocmask(SIG_SETMASK, old, nullptr); }
-    } restore_mask{&old};
-
+    hold_signals held;
     thread_borrow t(pid);
     if (int e = t.borrow()) return fail(e, t.message());
     out.borrowed = "thread " + std::to_string(t.tid()) + " (" + t.parked() + ")";
     uint64_t ret = 0;
-    int e = t.call(f_mmap,
-                   {0, k_call_stack, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, ~0ull, 0},
-                   0, &ret);
-    if (e) return fail(e, t.message());
-    if (ret >= ~4095ull)
-        return fail(-ENOMEM, "process " + id + ": mmap of a stack for the call failed: " +
-                                 std::strerror(static_cast<int>(-static_cast<int64_t>(ret))));
-    const uint64_t mem = ret, top = mem + k_call_stack;
-    auto unmap = [&] {
-        uint64_t r2 = 0;
-        t.call(f_munmap, {mem, k_call_stack}, 0, &r2);
-    };
-    // Strings at the bottom of the area, the stack grows down from its top.
-    std::string path_arg = agent + '\0', name_arg = socket_name + '\0';
-    if ((e = t.write_memory(mem, path_arg.data(), path_arg.size())) ||
-        (e = t.write_memory(mem + 4096, name_arg.data(), name_arg.size()))) {
-        unmap();
-        return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
-    }
-    if (load) {
-        if ((e = t.call(f_dlopen, {mem, RTLD_NOW}, top, &ret))) return fail(e, t.message());
-        if (ret == 0) {
-            std::string why = "unknown error";
-            uint64_t s = 0;
-            if (t.call(f_dlerror, {}, top, &s) == 0 && s) {
-                char buf[1024] = {};
-                for (size_t i = 0; i + 1 < sizeof buf; i++)
-                    if (t.read_memory(s + i, buf + i, 1) || !buf[i]) break;
-                why = buf;
+    int e = 0;
+    {
+        call_area area(t, f);
+        std::string err;
+        if ((e = area.map(pid, &err))) return fail(e, err);
+        std::string path_arg = agent + '\0', name_arg = socket_name + '\0';
+        if ((e = t.write_memory(area.at(0), path_arg.data(), path_arg.size())) ||
+            (e = t.write_memory(area.at(4096), name_arg.data(), name_arg.size())))
+            return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
+        if (load) {
+            if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW}, area.top(), &ret)))
+                return fail(e, t.message());
+            if (ret == 0) {
+                std::string why = "unknown error";
+                uint64_t s = 0;
+                if (t.call(f.dlerror, {}, area.top(), &s) == 0 && s) why = area.read_string(s);
+                return fail(-ENOENT,
+                            "cannot load the dprobe runtime into process " + id + ": " + why);
             }
-            unmap();
-            return fail(-ENOENT, "cannot load the dprobe runtime into process " + id + ": " + why);
         }
+        maps = read_proc_maps(pid);
+        std::string aerr;
+        auto ag = find_remote_object(pid, maps, k_agent, 0, &aerr);
+        uint64_t f_entry = ag ? ag->func(entry) : 0;
+        if (!f_entry)
+            return fail(-ENOENT, ag ? "the dprobe agent in process " + id + " has no " + entry +
+                                          " (another version?)"
+                                    : "process " + id + " has no dprobe runtime loaded");
+        if ((e = t.call(f_entry, {area.at(4096)}, area.top(), &ret))) return fail(e, t.message());
+        out.result = static_cast<int>(as_int(ret));
     }
-    maps = read_proc_maps(pid);
-    auto ag = find_remote_object(pid, maps, k_agent, 0, &err);
-    uint64_t f_entry = ag ? ag->func(entry) : 0;
-    if (!f_entry) {
-        unmap();
-        return fail(-ENOENT, ag ? "the dprobe agent in process " + id + " has no " + entry +
-                                      " (another version?)"
-                                : "process " + id + " has no dprobe runtime loaded");
-    }
-    if ((e = t.call(f_entry, {mem + 4096}, top, &ret))) return fail(e, t.message());
-    out.result = static_cast<int>(as_int(ret));
-    unmap();
     if ((e = t.give_back()))
         return fail(e, "process " + id + ": cannot restore thread " + std::to_string(t.tid()) +
                            ": " + std::strerror(-e));
     return out;
+}
+
+namespace
+{
+
+// One try of unload_agent. RESULT -EAGAIN: a thread of the process is in dprobe's code now.
+agent_call unload_once(pid_t pid, const std::string &agent)
+{
+    agent_call out;
+    auto fail = [&](int code, const std::string &msg) {
+        out.error_code = code;
+        out.error = msg;
+        return out;
+    };
+    const std::string id = std::to_string(pid);
+    auto maps = read_proc_maps(pid);
+    if (maps.empty()) return fail(-ESRCH, "process " + id + " exited");
+    remote_libc f;
+    int code = 0;
+    if (std::string why = find_remote_libc(pid, maps, true, f, &code); !why.empty())
+        return fail(code, why);
+    std::string err;
+    auto ag = find_remote_object(pid, maps, k_agent, 0, &err);
+    const uint64_t f_unload = ag ? ag->func(attach::unload_symbol) : 0;
+    if (!f_unload)
+        return fail(-ENOENT, ag ? "the dprobe agent in process " + id + " has no " +
+                                      attach::unload_symbol + " (another version?)"
+                                : "process " + id + " has no dprobe runtime loaded");
+    hold_signals held;
+    thread_borrow t(pid);
+    if (int e = t.borrow()) return fail(e, t.message());
+    out.borrowed = "thread " + std::to_string(t.tid()) + " (" + t.parked() + ")";
+    int e = 0;
+    {
+        call_area area(t, f);
+        if ((e = area.map(pid, &err))) return fail(e, err);
+        const std::string path_arg = agent + '\0';
+        if ((e = t.write_memory(area.at(0), path_arg.data(), path_arg.size())))
+            return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
+        const uint64_t why_at = area.at(4096), why_len = 4096;
+        uint64_t ret = 0;
+        if ((e = t.call(f_unload, {t.saved_ip(), t.saved_sp(), why_at, why_len}, area.top(), &ret)))
+            return fail(e, t.message());
+        out.result = static_cast<int>(as_int(ret));
+        if (out.result != 0) out.error = area.read_string(why_at);
+        // -EIO: released, but something could not be given back: still unloaded.
+        if (out.result == 0 || out.result == -EIO) {
+            // The handle dlopen gave the attach: another reference to the same object, and
+            // two closes take both away.
+            uint64_t h = 0, r = 0;
+            if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW | RTLD_NOLOAD}, area.top(), &h)))
+                return fail(e, t.message());
+            if (h) {
+                for (int i = 0; i < 2 && r == 0; i++)
+                    if ((e = t.call(f.dlclose, {h}, area.top(), &r))) return fail(e, t.message());
+            }
+        }
+    }
+    if ((e = t.give_back()))
+        return fail(e, "process " + id + ": cannot restore thread " + std::to_string(t.tid()) +
+                           ": " + std::strerror(-e));
+    return out;
+}
+
+} // namespace
+
+agent_call unload_agent(pid_t pid, const std::string &agent, int timeout_ms)
+{
+    struct timespec start {
+    }, now{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        agent_call c = unload_once(pid, agent);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        const long spent =
+            (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (c.error_code || c.result != -EAGAIN || spent >= timeout_ms) return c;
+        struct timespec ts {
+            0, 20 * 1000 * 1000
+        };
+        nanosleep(&ts, nullptr);
+    }
+}
+
+std::vector<std::string> agent_leftovers(pid_t pid, const std::string &agent)
+{
+    std::vector<std::string> left;
+    for (const proc_map &m : read_proc_maps(pid))
+        if ((!agent.empty() && m.path == agent) || m.path.rfind("/memfd:dprobe", 0) == 0) {
+            char range[64];
+            std::snprintf(range, sizeof range, "%#llx-%#llx ",
+                          static_cast<unsigned long long>(m.start),
+                          static_cast<unsigned long long>(m.end));
+            left.push_back(range + m.path);
+        }
+    return left;
 }
 
 } // namespace dprobe::tools

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace dprobe::tools
 {
@@ -48,6 +49,16 @@ struct agent_call {
 // held meanwhile: the borrowed thread must always be given back.
 agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char *entry,
                       const std::string &socket_name);
+
+// Takes the agent out of PID after its session ended: a borrowed thread calls
+// dprobe_agent_unload (retried while a thread of the process is inside dprobe's code, up to
+// about TIMEOUT_MS), then dlclose. RESULT is 0 when the agent is gone; else ERROR says what
+// keeps it (a thread still in dprobe's code, a mapping left behind).
+agent_call unload_agent(pid_t pid, const std::string &agent, int timeout_ms);
+
+// What of the agent is still mapped in PID after an unload: "0xLO-0xHI path" for each
+// mapping of AGENT or of dprobe's memory files (empty when none).
+std::vector<std::string> agent_leftovers(pid_t pid, const std::string &agent);
 
 // The path of the agent library mapped in PID ("" when it has none).
 std::string mapped_agent(pid_t pid);

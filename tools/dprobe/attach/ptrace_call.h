@@ -56,6 +56,9 @@ class thread_borrow
     int give_back();
 
     pid_t tid() const { return tid_; }
+    // Where the borrowed thread was stopped (where give_back() resumes it).
+    uint64_t saved_ip() const { return saved_.rip; }
+    uint64_t saved_sp() const { return saved_.rsp; }
     // Where the borrowed thread was parked: "blocked in read", "running", ...
     const std::string &parked() const { return parked_; }
     const std::string &message() const { return msg_; }

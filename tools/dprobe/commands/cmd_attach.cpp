@@ -12,6 +12,7 @@
 #include "tools/dprobe/resolve/elf_image.h"
 #include "tools/dprobe/record/event_args.h"
 #include "tools/dprobe/attach/proc_target.h"
+#include "tools/dprobe/attach/session_watch.h"
 #include "tools/dprobe/record/record_util.h"
 #include "tools/dprobe/record/trace_opts.h"
 #include "tools/trace_file.h"
@@ -37,6 +38,7 @@ namespace
 
 constexpr int k_answer_ms = 10000; // for the agent thread to connect once started
 constexpr int k_setup_ms = 60000;  // for the sites and events to be set up
+constexpr int k_unload_ms = 10000; // for every thread to leave dprobe's code
 
 struct attach_opts : trace_opts {
     pid_t pid = 0;
@@ -91,6 +93,31 @@ void print_agent_error(const char *cmd, const std::string &err)
     auto nl = err.find('\n');
     fail(cmd, err.substr(0, nl));
     if (nl != std::string::npos) std::fputs(indent(err.substr(nl + 1)).c_str(), stderr);
+}
+
+// After the session ended: the agent taken out of the process (unload_agent), and what
+// could not be undone said, each on a line. LEFT: what the agent reported it could not undo
+// ("left ..." messages). 0 when the process is as it was before the attach, else 1.
+int unload(const char *cmd, pid_t pid, const std::vector<std::string> &left)
+{
+    int status = 0;
+    for (const std::string &l : left) {
+        fail(cmd, who(pid) + ": could not undo: " + l);
+        status = 1;
+    }
+    const std::string agent = tools::mapped_agent(pid);
+    if (agent.empty()) return status;
+    tools::agent_call c = tools::unload_agent(pid, agent, k_unload_ms);
+    if (c.error_code == -ESRCH) return status; // the process is gone, and its agent with it
+    if (!c.error.empty() && (c.error_code || c.result))
+        fail(cmd, who(pid) + ": the dprobe runtime stays loaded, idle: " + c.error);
+    std::vector<std::string> still = tools::agent_leftovers(pid, agent);
+    if (!still.empty() && c.result == 0 && !c.error_code) {
+        fail(cmd, who(pid) + ": the dprobe runtime did not go away; still mapped:");
+        for (const std::string &m : still)
+            std::fprintf(stderr, "  %s\n", m.c_str());
+    }
+    return still.empty() && !c.error_code && c.result == 0 ? status : 1;
 }
 
 // The agent library to load: the one already mapped in the process (an earlier attach left
@@ -177,6 +204,11 @@ int load_agent(const char *cmd, const attach_opts &o, const attach_plan &plan,
                              pid + "' adds events to it");
     if (c.result == -EEXIST)
         return fail(cmd, who(o.pid) + " is being recorded by 'dprobe record' already");
+    if (c.result == -ESTALE)
+        return fail(cmd, "the dprobe runtime in " + who(o.pid) +
+                             " was taken apart by the last detach but could not be unloaded "
+                             "(see that detach's message): it cannot trace again; restart the "
+                             "process to trace it");
     if (c.result < 0)
         return fail(cmd, "the dprobe agent in " + who(o.pid) +
                              " could not start: " + std::strerror(-c.result));
@@ -280,6 +312,7 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
     bool asked = false, detached = false, by_other = false;
     unsigned long long recs = 0, lost = 0, bytes = 0;
     std::string msg;
+    std::vector<std::string> left;
     for (;;) {
         if (g_stop && !asked) {
             asked = link.send("detach");
@@ -301,6 +334,8 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
         else if (msg.rfind("warn ", 0) == 0 && !o.quiet)
             std::fprintf(stderr, "%sdprobe attach: warning: %s\n", tty ? "\r\033[K" : "",
                          msg.c_str() + 5);
+        else if (msg.rfind("left ", 0) == 0)
+            left.push_back(msg.substr(5));
         else if (msg.rfind("detached ", 0) == 0) {
             detached = true;
             by_other = !asked;
@@ -318,8 +353,10 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
                          : ("process " + std::to_string(o.pid) + " exited").c_str());
     if (!ready.mount.empty())
         tools::unmount_if_mounted(ready.mount); // a process killed outright leaves it behind
+    // The command that ended the session takes the runtime out ('dprobe detach' when it did).
+    int status = detached && !by_other ? unload(cmd, o.pid, left) : 0;
     tools::print_record_summary(o.output, cmd);
-    return 0;
+    return status;
 }
 
 int run_attach(const attach_opts &o)
@@ -339,6 +376,21 @@ int run_attach(const attach_opts &o)
     agent_ready ready;
     if (int r = wait_ready(cmd, o, link, ready)) return r;
     const std::string what = describe(o, plan, ready);
+    // Whatever is killed next, the process or this command, the session leaves nothing behind.
+    tools::session_watch w;
+    w.pid = o.pid;
+    w.conn = link.fd();
+    w.mount = ready.mount;
+    w.socket = ready.tracefs_socket;
+    w.foreground = !o.background;
+    const pid_t pid = o.pid;
+    w.on_orphaned = [pid] { unload("attach", pid, {}); };
+    const int watch_fd = tools::start_session_watch(w);
+    if (watch_fd < 0 && watch_fd != -1 && !o.quiet)
+        std::fprintf(stderr,
+                     "dprobe attach: warning: no watcher for the session (%s): if %s is "
+                     "killed, its tracefs mount stays behind\n",
+                     std::strerror(-watch_fd), who(o.pid).c_str());
     if (o.background) {
         std::printf("dprobe attach: %s: recording %s into %s\n", who(o.pid).c_str(), what.c_str(),
                     o.output.c_str());
@@ -351,7 +403,9 @@ int run_attach(const attach_opts &o)
                      who(o.pid).c_str(), what.c_str(), o.output.c_str());
         if (!ready.mount.empty()) std::fprintf(stderr, "  tracefs: %s\n", ready.mount.c_str());
     }
-    return follow_session(cmd, o, link, ready);
+    const int r = follow_session(cmd, o, link, ready);
+    tools::session_watch_done(watch_fd);
+    return r;
 }
 
 int run_detach(pid_t pid)
@@ -380,6 +434,7 @@ int run_detach(pid_t pid)
     if (int e = link.accept_agent(pid, "detach", k_answer_ms, &err))
         return fail(cmd, e == -ESRCH ? who(pid) + " exited" : err);
     if (!link.send("detach")) return fail(cmd, who(pid) + " exited");
+    std::vector<std::string> left;
     for (;;) {
         int r = link.next(msg, k_setup_ms);
         if (r <= 0)
@@ -389,6 +444,7 @@ int run_detach(pid_t pid)
             print_agent_error(cmd, msg.substr(6));
             return 1;
         }
+        if (msg.rfind("left ", 0) == 0) left.push_back(msg.substr(5));
         if (msg.rfind("detached ", 0) == 0) break;
     }
     wait_agent_threads(pid);
@@ -399,7 +455,8 @@ int run_detach(pid_t pid)
     std::printf("dprobe detach: %s detached: %llu events (%llu lost), %.3f MB written%s%s\n",
                 who(pid).c_str(), recs, lost, bytes / 1048576.0, n == 4 ? " to " : "",
                 n == 4 ? path : "");
-    return 0;
+    std::fflush(stdout);
+    return unload(cmd, pid, left);
 }
 
 } // namespace
@@ -436,8 +493,10 @@ void setup_attach(CLI::App &app)
     CLI::App *det = app.add_subcommand("detach", "End the dprobe attach session of a process");
     set_usage(det, "dprobe detach -p PID");
     det->add_option("-p,--pid", *pid, "The process")->required()->type_name("PID");
-    det->footer("Removes every probe of the session, writes the end of its trace file and\n"
-                "leaves the runtime idle in the process, which keeps running untraced.");
+    det->footer("Ends the session: writes the end of its trace file, resets the process's\n"
+                "tracefs to its defaults, removes every probe, puts back every byte of code\n"
+                "dprobe changed and unloads the runtime. The process keeps running as it\n"
+                "was before the attach; what could not be undone is named, with exit status 1.");
     det->callback([pid] { exit_status = run_detach(*pid); });
 }
 

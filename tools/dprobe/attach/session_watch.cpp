@@ -1,0 +1,161 @@
+// The watcher of an attach session (see session_watch.h).
+//
+// Invariant: the watcher never touches the traced process but through what `dprobe detach`
+// uses (the session's connection, and ON_ORPHANED), and its own process is invisible to the
+// traced one: not its child, not in its process group or session.
+#include "tools/dprobe/attach/session_watch.h"
+
+#include "tools/dprobe/attach/proc_target.h"
+#include "tools/dprobe/record/record_util.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <poll.h>
+#include <string>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace dprobe::tools
+{
+
+namespace
+{
+
+constexpr int k_detach_ms = 30000; // for the agent to end the session the command left
+
+int pidfd_of(pid_t pid)
+{
+    return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+// Everything but KEEP closed, the standard streams on /dev/null: the watcher must not hold
+// the command's terminal, pipes or files open.
+void detach_from_command(std::initializer_list<int> keep)
+{
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 3; fd++)
+        if (null >= 0) dup2(null, fd);
+    for (int fd = 3; fd < 1024; fd++) {
+        bool kept = fd == null;
+        for (int k : keep)
+            kept |= fd == k;
+        if (!kept) ::close(fd);
+    }
+    if (chdir("/") != 0) {
+        // Harmless: only a busy mount point is at stake.
+    }
+    prctl(PR_SET_NAME, "dprobe-watch", 0, 0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+}
+
+// The traced process is gone: its tracefs mount and socket go too.
+void clean_after_death(const session_watch &w)
+{
+    if (!w.mount.empty()) {
+        unmount_if_mounted(w.mount);
+        remove_runtime_leftovers(w.mount);
+        ::rmdir(w.mount.c_str());
+    }
+    if (!w.socket.empty()) ::unlink(w.socket.c_str());
+}
+
+// Reads one message of the session's connection: 1 "detached", 0 another, -1 end.
+int read_message(int conn)
+{
+    char buf[4096];
+    ssize_t n = recv(conn, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    if (n == 0) return -1;
+    return std::string(buf, static_cast<size_t>(n)).rfind("detached ", 0) == 0 ? 1 : 0;
+}
+
+// The command died with the session running: end it as its Ctrl-C would, then unload.
+void take_over(const session_watch &w, int pidfd)
+{
+    (void)send(w.conn, "detach", 6, MSG_NOSIGNAL);
+    for (int waited = 0; waited < k_detach_ms; waited += 100) {
+        struct pollfd p[2] = {{w.conn, POLLIN, 0}, {pidfd, POLLIN, 0}};
+        if (poll(p, 2, 100) < 0 && errno != EINTR) break;
+        if (p[1].revents) return clean_after_death(w);
+        if (p[0].revents) {
+            int r = read_message(w.conn);
+            if (r == 1 || r < 0) break;
+        }
+    }
+    if (w.on_orphaned && process_alive(w.pid)) w.on_orphaned();
+}
+
+[[noreturn]] void watch(const session_watch &w, int done_fd)
+{
+    const int pidfd = pidfd_of(w.pid);
+    detach_from_command({w.conn, done_fd, pidfd});
+    for (;;) {
+        // In the foreground the command reads the connection; the watcher leaves it alone
+        // until it takes over (a message it read would be lost to the command).
+        struct pollfd p[3] = {{pidfd, POLLIN, 0},
+                              {w.foreground ? -1 : w.conn, POLLIN, 0},
+                              {done_fd, POLLIN, 0}};
+        const int n = poll(p, 3, pidfd >= 0 ? -1 : 200);
+        if (n < 0 && errno != EINTR) break;
+        if ((pidfd >= 0 && p[0].revents) || !process_alive(w.pid)) {
+            clean_after_death(w);
+            break;
+        }
+        if (p[1].revents) {
+            const int r = read_message(w.conn);
+            if (r != 0) break; // detached, or the agent closed the session
+        }
+        if (done_fd >= 0 && p[2].revents) {
+            char c = 0;
+            if (::read(done_fd, &c, 1) == 1 && c == 'd') break; // the command finished it
+            take_over(w, pidfd);
+            break;
+        }
+    }
+    _exit(0);
+}
+
+} // namespace
+
+int start_session_watch(const session_watch &w)
+{
+    int pipefd[2] = {-1, -1};
+    if (w.foreground && pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
+    const pid_t child = fork();
+    if (child < 0) {
+        const int e = -errno;
+        if (pipefd[0] >= 0) {
+            ::close(pipefd[0]);
+            ::close(pipefd[1]);
+        }
+        return e;
+    }
+    if (child == 0) {
+        // A session of its own, and reparented to init by the exit of this middle process.
+        setsid();
+        if (fork() == 0) watch(w, pipefd[0]);
+        _exit(0);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (pipefd[0] >= 0) ::close(pipefd[0]);
+    return w.foreground ? pipefd[1] : -1;
+}
+
+void session_watch_done(int done_fd)
+{
+    if (done_fd < 0) return;
+    const char d = 'd';
+    (void)!::write(done_fd, &d, 1);
+    ::close(done_fd);
+}
+
+} // namespace dprobe::tools
