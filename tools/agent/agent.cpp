@@ -3,6 +3,7 @@
 // main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
 #include "tools/agent/cpu_timers.h"
+#include "arch/x86_64/private_ns.h"
 #include "core/own_fds.h"
 
 #include "core/ftrace.h"
@@ -387,6 +388,10 @@ std::vector<std::string> graph_globs(const agent_config &c)
 std::string agent_start(const agent_config &c, const char *reason, bool strict)
 {
     agent_state &st = state();
+    // libdw, libelf and Zydis, in the preload's own namespace: loaded here rather than at
+    // their first call, so that a missing one fails the start with its reason.
+    std::string why;
+    if (!arch::private_ns_bind(&why)) return why;
     st.config = c;
     trace_clock_init();
     // The agent's own setup is not part of the program's trace.

@@ -137,12 +137,6 @@ void agent_stop(const char *reason);
 void tracefs_up();
 void tracefs_down();
 
-// ---- libc_binding.cpp ----
-// The libraries only the preload needs (libstdc++ in a C program, libelf, libfuse3) are
-// given the agent's allocator, at start, before anything else runs. Returns the number of
-// their GOT entries redirected.
-int isolate_libraries();
-
 // ---- lifecycle.cpp ----
 void install_lifecycle_hooks();
 // dprobe attach: fatal signals copy the last pages before the process dies.
