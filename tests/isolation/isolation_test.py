@@ -17,7 +17,8 @@ CASE:
   record   dprobe record with an fprobe whose arguments come from the (compressed) DWARF
            and a function graph: the program's output and counts are those of an untraced
            run, its scope finds nothing of dprobe's, the events are right; -F inflate traces
-           the program's own inflate
+           the program's own inflate; a glob of dprobe's own functions only is refused, and
+           says so
   attach   the same around attach -B ... detach, on a program that runs before, during and
            after: the same counts and output as untraced, the events of the rounds traced
 """
@@ -173,6 +174,10 @@ def case_record():
           "-F inflate: %r" % p.stderr)
     graph = dprobe("report", "-i", dat, "--format", "graph", "--no-header").stdout
     check(graph.count("inflate();") == 3, "3 calls of the program's inflate:\n" + graph)
+    # A glob of dprobe's own functions only: refused, saying so.
+    p = dprobe("record", "-o", dat, "-F", "libdprobe-preload.so:*", "--", PROG, "1", ok=False)
+    check(p.returncode != 0 and "-F 'libdprobe-preload.so:*' matches only dprobe's own "
+          "functions" in p.stderr, "a glob of dprobe's own functions: %r" % p.stderr)
 
 
 def case_attach():
