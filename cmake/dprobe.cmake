@@ -43,8 +43,8 @@ function(dprobe_layer_root out layer)
   set(${out} ${root} PARENT_SCOPE)
 endfunction()
 
-# dprobe_layer(NAME LAYER [OFFLINE FILE...]): a layer as two OBJECT libraries, built PIC with
-# hidden visibility, that see only the layer's include root:
+# dprobe_layer(NAME LAYER [OFFLINE FILE...] [PRELOAD FILE...]): a layer as two OBJECT
+# libraries, built PIC with hidden visibility, that see only the layer's include root:
 #   NAME_offline  the FILEs listed after OFFLINE (relative to the current directory): the
 #                 layer's part of the offline library - parsers, formats, symbols, decoding;
 #                 no constructor, no signal or loader hook, no interposer, nothing that runs
@@ -55,12 +55,14 @@ endfunction()
 #                 the layer(s) right below.
 # The runtime libraries (libdprobe.so, dprobe_static, libdprobe-preload.so) take the objects of
 # both parts, DPROBE_RUNTIME_OBJECTS; dprobe_offline takes the offline ones only (the CLI
-# links it). Each file is compiled once. The offline parts share their layer's include root
+# links it). The FILEs listed after PRELOAD make a third OBJECT library, NAME_preload, that
+# only libdprobe-preload.so links: what the preload does differently from the runtime users
+# link (arch/x86_64/private_ns.h). Each file is compiled once. The offline parts share their layer's include root
 # (a header may serve both parts), so what keeps them apart is the link: dprobe_offline_closed
 # links every offline object into a shared object with --no-undefined, and the build fails
 # when an offline file calls into the runtime (CMakeLists.txt).
 function(dprobe_layer name layer)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OFFLINE")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OFFLINE;PRELOAD")
   file(GLOB srcs CONFIGURE_DEPENDS
     ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*.S
     ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*/*.S)
@@ -72,7 +74,15 @@ function(dprobe_layer name layer)
     endif()
     list(APPEND offline ${f})
   endforeach()
-  list(REMOVE_ITEM srcs ${offline})
+  set(preload)
+  foreach(f ${arg_PRELOAD})
+    set(f ${CMAKE_CURRENT_SOURCE_DIR}/${f})
+    if(NOT f IN_LIST srcs)
+      message(FATAL_ERROR "dprobe_layer(${name}): PRELOAD file ${f} is not a source of the layer")
+    endif()
+    list(APPEND preload ${f})
+  endforeach()
+  list(REMOVE_ITEM srcs ${offline} ${preload})
   # A part with no files (a layer whose files have not landed yet, or that has no offline
   # file) still yields an (empty) object library.
   if(NOT srcs)
@@ -83,8 +93,13 @@ function(dprobe_layer name layer)
   endif()
   add_library(${name}_offline OBJECT ${offline})
   add_library(${name} OBJECT ${srcs})
+  set(parts ${name}_offline ${name})
+  if(preload)
+    add_library(${name}_preload OBJECT ${preload})
+    list(APPEND parts ${name}_preload)
+  endif()
   dprobe_layer_root(root ${layer})
-  foreach(t ${name}_offline ${name})
+  foreach(t ${parts})
     target_include_directories(${t} PUBLIC ${PROJECT_SOURCE_DIR}/include ${root})
     target_compile_options(${t} PRIVATE -fvisibility=hidden
       $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
@@ -102,3 +117,14 @@ endfunction()
 set(DPROBE_FLAVOUR_fentry -pg -mfentry)
 set(DPROBE_FLAVOUR_pfe -fpatchable-function-entry=5)
 set(DPROBE_FLAVOUR_plain)
+
+# dprobe_soname(OUT FILE): the DT_SONAME of the shared library FILE (what dlopen names it
+# by, as a DT_NEEDED entry would), read at configure time.
+function(dprobe_soname out file)
+  execute_process(COMMAND ${CMAKE_OBJDUMP} -p ${file} OUTPUT_VARIABLE dump
+    RESULT_VARIABLE rc ERROR_QUIET)
+  if(NOT rc EQUAL 0 OR NOT dump MATCHES "SONAME +([^ \n]+)")
+    message(FATAL_ERROR "dprobe_soname: cannot read the soname of ${file}")
+  endif()
+  set(${out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()

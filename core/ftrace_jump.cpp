@@ -146,7 +146,7 @@ std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksy
         return std::nullopt;
     }
     if (loaded_for_dprobe_only(*obj)) {
-        why = "in a library only dprobe itself uses";
+        why = "in " + obj->name + ", a library loaded only for dprobe itself";
         return std::nullopt;
     }
     if (blacklisted(*obj, sym)) {

@@ -32,7 +32,6 @@ struct object_units {
 };
 
 std::mutex units_mutex;
-bool lookup_on = true; // set_producer_lookup()
 
 void read_units(const loaded_object &o, object_units &out)
 {
@@ -104,17 +103,10 @@ bool producer_allows_ipa_ra(std::string_view p)
     return !(level == '0' || level == '1' || level == ' ' || level == 'g');
 }
 
-void set_producer_lookup(bool on)
-{
-    std::lock_guard<std::mutex> g(units_mutex);
-    lookup_on = on;
-}
-
 bool callers_may_rely_on_clobbers(const loaded_object &obj, uintptr_t func)
 {
     if (obj.is_vdso) return true;
     std::lock_guard<std::mutex> g(units_mutex);
-    if (!lookup_on) return true;
     const object_units &u = units_of(obj);
     const uint64_t vaddr = func - obj.load_bias;
     auto it = std::upper_bound(u.ranges.begin(), u.ranges.end(), vaddr,

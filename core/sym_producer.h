@@ -22,14 +22,8 @@ struct loaded_object;
 // False only when the compile unit holding FUNC (a runtime address in OBJ) is known to be
 // built with no interprocedural register allocation: by clang, or by GCC with
 // -fpatchable-function-entry, -pg, -fno-ipa-ra or -O0 among the options its producer
-// records. True when anything is unknown (no DWARF, no unit covers FUNC, an assembler), and
-// when the lookup is off (set_producer_lookup).
+// records. True when anything is unknown (no DWARF, no unit covers FUNC, an assembler).
 bool callers_may_rely_on_clobbers(const loaded_object &obj, uintptr_t func);
-
-// Off: every answer is true, and no object's DWARF is read. The preload agent of `dprobe
-// record` turns it off: libdw keeps its units in the C library's search trees (tsearch),
-// which allocate with the program's malloc, and the agent never runs the program's allocator.
-void set_producer_lookup(bool on);
 
 // The decision for one DW_AT_producer string (exposed for tests).
 bool producer_allows_ipa_ra(std::string_view producer);

@@ -7,7 +7,6 @@
 #include "core/task_ctx.h"
 
 #include <cstdlib>
-#include <exception>
 
 #include <dlfcn.h>
 #include <unwind.h>
@@ -79,6 +78,7 @@ std::atomic<raise_fn> next_raise{nullptr};
 std::atomic<forced_fn> next_forced{nullptr};
 std::atomic<unwind_backtrace_fn> next_backtrace{nullptr};
 std::atomic<begin_catch_fn> next_begin_catch{nullptr};
+std::atomic<void (*)()> next_terminate{nullptr}; // std::terminate()
 
 __attribute__((constructor)) void find_next_unwind_functions()
 {
@@ -190,12 +190,26 @@ DPROBE_EXPORT int backtrace(void **buffer, int size)
     return bs.count;
 }
 
-DPROBE_EXPORT void *__cxa_begin_catch(void *exc) noexcept
+void dprobe::unwind_catch(uintptr_t catch_sp)
+{
+    // The frames between the throw and this catch are gone.
+    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, catch_sp, true);
+}
+
+void *dprobe::unwind_next_begin_catch(void *exc)
 {
     begin_catch_fn next = interpose_next(next_begin_catch, "__cxa_begin_catch");
-    // The frames between the throw and this catch are gone.
-    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, CALLER_SP(), true);
-    return next(exc);
+    return next ? next(exc) : nullptr;
+}
+
+// Weak: libdprobe-preload.so links the C++ runtime in (-static-libstdc++), whose own
+// definition then serves the preload's catches and keeps this one out; the preload exports
+// the program's interposer under its versioned name instead (tools/agent/cxx_abi.cpp).
+extern "C" __attribute__((visibility("default"), noinline, weak)) void *
+__cxa_begin_catch(void *exc) noexcept
+{
+    unwind_catch(CALLER_SP());
+    return unwind_next_begin_catch(exc);
 }
 
 // --- The return trampolines' own frame (see RETURN_HANDLER in ftrace_tramp.S) ---------------
@@ -249,10 +263,12 @@ extern "C" [[noreturn]] void dprobe_reraise(struct _Unwind_Exception *exc)
     _Unwind_RaiseException(exc);
     // No handler after all: what __cxa_throw does then (std::terminate for a C++
     // exception; the raise of a foreign one has nowhere to return to).
+    // The program's C++ runtime's, not one linked into dprobe's object.
     constexpr uint64_t gnu_cxx = 0x474e5543432b2b00; // "GNUCC++\0", "\1": dependent
     if ((exc->exception_class & ~uint64_t{1}) == gnu_cxx) {
-        __cxa_begin_catch(exc);
-        std::terminate();
+        using terminate_fn = void (*)();
+        terminate_fn terminate = interpose_next(next_terminate, "_ZSt9terminatev");
+        if (unwind_next_begin_catch(exc) && terminate) terminate();
     }
     std::abort();
 }

@@ -25,4 +25,12 @@ void shadow_unhook_all(task_ctx *t, uintptr_t sp);
 // first drops the frames gone below SP (a catch block starts at SP).
 void shadow_rehook(task_ctx *t, uintptr_t sp, bool drop_gone);
 
+// What every interposed __cxa_begin_catch does before the C++ runtime's own, for a catch
+// block whose stack pointer is CATCH_SP: the frames between the throw and the catch are
+// gone, the live ones are hooked again (a no-op on a thread with no hooked frame).
+void unwind_catch(uintptr_t catch_sp);
+// The C++ runtime's __cxa_begin_catch after dprobe's object (dlsym RTLD_NEXT; null while
+// the process has none: a C program).
+void *unwind_next_begin_catch(void *exc);
+
 } // namespace dprobe

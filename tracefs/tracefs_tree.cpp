@@ -37,7 +37,7 @@ extern "C" int kprobes_optimization(void) __attribute__((weak));
 namespace dprobe
 {
 
-thread_local int32_t tracefs_caller_pid = 0;
+constinit thread_local int32_t tracefs_caller_pid = 0;
 
 namespace
 {

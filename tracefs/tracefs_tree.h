@@ -138,6 +138,8 @@ std::string tracefs_normalize_path(std::string_view path);
 
 // The process a request runs for (the FUSE request's pid, the socket peer's), set by the
 // bindings around each call; 0 when unknown (in-process calls). trace_marker records it.
-extern thread_local int32_t tracefs_caller_pid;
+// constinit: no dynamic initialization, so no TLS wrapper function, whose weak reference
+// would be an undefined dynamic symbol of the preload.
+extern constinit thread_local int32_t tracefs_caller_pid;
 
 } // namespace dprobe

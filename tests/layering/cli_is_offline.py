@@ -44,10 +44,12 @@ def nm(tool, path, *flags):
     return syms
 
 
-def strong_globals(tool, path):
+def strong_globals(tool, path, weak=()):
     # T/D/B/R: defined, global, not weak; weak ones are inline and template code any object
-    # may carry a copy of.
-    return {n for t, n in nm(tool, path, "--defined-only") if t in "TDBR"}
+    # may carry a copy of. Those of WEAK count even when weak (the runtime's __cxa_begin_catch
+    # is, so that the preload's linked-in C++ runtime can take its place: core/unwind.cpp).
+    return {n for t, n in nm(tool, path, "--defined-only") if t in "TDBR" or
+            (t in "WV" and n in weak)}
 
 
 def constructors(root):
@@ -67,7 +69,7 @@ def main():
     cli_syms = nm(tool, cli, "--defined-only")
     cli_names = {n for _, n in cli_syms}
     cli_demangled = [n for _, n in nm(tool, cli, "--defined-only", "-C")]
-    runtime_only = strong_globals(tool, runtime) - strong_globals(tool, offline)
+    runtime_only = strong_globals(tool, runtime, INTERPOSERS) - strong_globals(tool, offline)
     bad = []
 
     for name in INTERPOSERS + RUNTIME_ENTRIES:

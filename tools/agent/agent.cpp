@@ -4,6 +4,7 @@
 #include "tools/agent/agent.h"
 #include "tools/agent/cpu_timers.h"
 #include "tools/agent/private_alloc.h"
+#include "arch/x86_64/private_ns.h"
 #include "core/own_fds.h"
 
 #include "core/ftrace.h"
@@ -393,6 +394,10 @@ std::vector<std::string> graph_globs(const agent_config &c)
 std::string agent_start(const agent_config &c, const char *reason, bool strict)
 {
     agent_state &st = state();
+    // libdw, libelf and Zydis, in the preload's own namespace: loaded here rather than at
+    // their first call, so that a missing one fails the start with its reason.
+    std::string why;
+    if (!arch::private_ns_bind(&why)) return why;
     st.config = c;
     // The tree's values as this session finds them, for its end to write back.
     tracefs_capture_defaults();

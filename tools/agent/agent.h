@@ -149,12 +149,6 @@ int join_agent_threads(std::string *why);
 // frees the agent's own memory.
 bool unloading() noexcept;
 
-// ---- libc_binding.cpp ----
-// The libraries only the preload needs (libstdc++ in a C program, libelf, libfuse3) are
-// given the agent's allocator, at start, before anything else runs. Returns the number of
-// their GOT entries redirected.
-int isolate_libraries();
-
 // ---- lifecycle.cpp ----
 void install_lifecycle_hooks();
 // dprobe attach: fatal signals copy the last pages before the process dies.

@@ -226,7 +226,9 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     std::vector<int3_entry> int3;
     for (const std::string &g : globs) {
         const auto hits = kallsyms::instance().match_funcs(g, "");
-        size_t matched = 0, mine = 0; // MINE: in a library loaded for dprobe alone
+        // MINE: dprobe's own functions (the agent's object), or in a library loaded for
+        // dprobe alone (MINE_OBJ, the last one); OWN: of the agent's object.
+        size_t matched = 0, mine = 0, own = 0;
         std::string mine_obj;
         for (const sym_hit &h : hits) {
             const std::string &name = h.sym->name;
@@ -234,7 +236,20 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                             [&](const std::string &n) { return glob_match(n, name); }))
                 continue;
             matched++;
-            if (ftrace_is_fragment(*h.sym)) continue; // "f.cold": part of f, never called
+            // dprobe's own, or what it alone brought in: said so when nothing else matches.
+            auto note_mine = [&] {
+                if (h.obj->contains(reinterpret_cast<uintptr_t>(&funcgraph_start))) {
+                    mine++;
+                    own++;
+                } else if (loaded_for_dprobe_only(*h.obj)) {
+                    mine++;
+                    mine_obj = h.obj->name;
+                }
+            };
+            if (ftrace_is_fragment(*h.sym)) { // "f.cold": part of f, never called
+                note_mine();
+                continue;
+            }
             uintptr_t addr = h.sym->addr;
             bool ifunc = false;
             if (h.sym->type == STT_GNU_IFUNC) {
@@ -264,10 +279,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                 // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
                 // when named; a wildcard passes over them, as the kernel's notrace functions.
                 if (!wildcard(g)) plan->left_out.emplace_back(name, reason);
-                if (loaded_for_dprobe_only(*h.obj)) {
-                    mine++;
-                    mine_obj = h.obj->name;
-                }
+                note_mine();
                 continue;
             }
             if (wildcard(g) && runs_signals_blocked(*h.obj)) {
@@ -285,13 +297,17 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         // liblzma... under libdw. Its functions are the program's once a library it loads
         // needs that one (followed with --follow-loads); a dlopen of the library itself by
         // name maps nothing and is not seen.
-        if (matched && mine == matched) {
-            const std::string note = "-F '" + g + "': " + mine_obj +
-                                     " is loaded for dprobe itself, not by the program" +
-                                     (follow_loads ? " (its functions are traced once a library "
-                                                     "the program loads needs it)"
-                                                   : " (for a library the program loads later "
-                                                     "that needs it: --follow-loads)");
+        if (matched && mine == matched && own == matched) {
+            *warn += (warn->empty() ? "" : "; ") +
+                     ("-F '" + g + "' matches only dprobe's own functions");
+        } else if (matched && mine == matched) {
+            const std::string note =
+                "-F '" + g + "': " + mine_obj + " is loaded for dprobe itself, not by the program" +
+                (own ? ", the other functions it matches are dprobe's own" : "") +
+                (follow_loads ? " (its functions are traced once a library "
+                                "the program loads needs it)"
+                              : " (for a library the program loads later "
+                                "that needs it: --follow-loads)");
             *warn += (warn->empty() ? "" : "; ") + note;
         }
         if (!matched && !follow_loads) {

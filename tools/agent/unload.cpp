@@ -10,6 +10,7 @@
 // (its exit function, then the memory freed once nobody can be inside).
 #include "tools/agent/agent.h"
 
+#include "arch/x86_64/private_ns.h"
 #include "core/signal_chain.h"
 #include "core/unload.h"
 #include "tracefs/trace_task.h"
@@ -72,6 +73,8 @@ dprobe_agent_unload(uint64_t ip, uint64_t sp, char *why, size_t len)
         left += (left.empty() ? "" : ", ") + std::string(strsignal(sig));
     trace_task_release_all();
     unload_release();
+    // libdw, libelf and Zydis: their namespace (and its C library and heap) unloaded.
+    arch::private_ns_unbind();
     g_unloading.store(true, std::memory_order_release);
     if (!left.empty()) {
         copy_out("the program's handler for " + left + " could not be restored", why, len);
