@@ -174,8 +174,7 @@ bool look(stopped_thread *threads, size_t n, void *arg)
         clear &= thread_clear(q, t.tid, arch::user_regs_ip(t.regs), arch::user_regs_sp(t.regs),
                               arch::user_regs_single_stepping(t.regs), t.in_trap);
     }
-    if (q.caller.ip)
-        clear &= thread_clear(q, q.caller_tid, q.caller.ip, q.caller.sp, false, false);
+    if (q.caller.ip) clear &= thread_clear(q, q.caller_tid, q.caller.ip, q.caller.sp, false, false);
     if (!clear) return false;
     for (size_t i = 0; i < n; i++)
         if (task_ctx *c = ctx_of(threads[i].tid)) unhook(q, c, arch::user_regs_sp(threads[i].regs));
@@ -206,8 +205,7 @@ void find_restorers(quiesce &q)
     for (int sig = 1; sig < NSIG && q.nrestorers < std::size(q.restorers); sig++) {
         struct sigaction sa {
         };
-        if (sigaction(sig, nullptr, &sa) != 0 || !sa.sa_restorer)
-            continue;
+        if (sigaction(sig, nullptr, &sa) != 0 || !sa.sa_restorer) continue;
         const auto r = reinterpret_cast<uintptr_t>(sa.sa_restorer);
         if (std::find(q.restorers, q.restorers + q.nrestorers, r) == q.restorers + q.nrestorers)
             q.restorers[q.nrestorers++] = r;

@@ -70,12 +70,9 @@ namespace
 
 // The unwinder's and libstdc++'s definitions the wrappers below forward to, looked up at
 // load (core/interpose_next.h: a lookup on first use showed under the program's first throw).
-using raise_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
-using forced_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
-using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
 using begin_catch_fn = void *(*)(void *);
-std::atomic<raise_fn> next_raise{nullptr};
-std::atomic<forced_fn> next_forced{nullptr};
+std::atomic<unwind_raise_fn> next_raise{nullptr};
+std::atomic<unwind_forced_fn> next_forced{nullptr};
 std::atomic<unwind_backtrace_fn> next_backtrace{nullptr};
 std::atomic<begin_catch_fn> next_begin_catch{nullptr};
 std::atomic<void (*)()> next_terminate{nullptr}; // std::terminate()
@@ -101,31 +98,33 @@ inline task_ctx *hooked_ctx()
 
 #define DPROBE_EXPORT extern "C" __attribute__((visibility("default"), noinline))
 
-DPROBE_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *exc)
+_Unwind_Reason_Code dprobe::unwind_raise(unwind_raise_fn next, struct _Unwind_Exception *exc,
+                                         uintptr_t caller_sp)
 {
-    raise_fn next = interpose_next(next_raise, "_Unwind_RaiseException");
-    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
+    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, caller_sp);
     _Unwind_Reason_Code r = next(exc);
     // Only returns on failure (no handler): the frames are all still there.
-    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, CALLER_SP(), false);
+    if (task_ctx *t = hooked_ctx()) shadow_rehook(t, caller_sp, false);
     return r;
 }
 
-DPROBE_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception *exc,
-                                                       _Unwind_Stop_Fn stop, void *arg)
+_Unwind_Reason_Code dprobe::unwind_forced(unwind_forced_fn next, struct _Unwind_Exception *exc,
+                                          _Unwind_Stop_Fn stop, void *arg, uintptr_t caller_sp)
 {
-    forced_fn next = interpose_next(next_forced, "_Unwind_ForcedUnwind");
-    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, CALLER_SP());
+    if (task_ctx *t = hooked_ctx()) shadow_unhook_all(t, caller_sp);
     return next(exc, stop, arg);
+}
+
+// None here: libdprobe.so uses the process's unwinder. libdprobe-preload.so has one of its own
+// (tools/agent/cxx_abi.cpp), for a program that has none loaded.
+extern "C" __attribute__((weak, visibility("hidden"))) dprobe::unwind_backtrace_fn
+dprobe_unwind_backtrace_own()
+{
+    return nullptr;
 }
 
 namespace
 {
-
-unwind_backtrace_fn real_unwind_backtrace()
-{
-    return interpose_next(next_backtrace, "_Unwind_Backtrace");
-}
 
 // The caller's walk, without the frame of dprobe's wrapper (the first one the unwinder
 // reports), so the walk starts where it would without dprobe.
@@ -163,31 +162,76 @@ _Unwind_Reason_Code backtrace_frame(struct _Unwind_Context *ctx, void *p)
     return ++s->count == s->size ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
+// The unwinder backtrace() walks with: the program's (the next definition), else the one this
+// object was linked with (libdprobe-preload.so has its own: a program without libgcc_s).
+unwind_backtrace_fn backtrace_walker()
+{
+    if (unwind_backtrace_fn f = interpose_next(next_backtrace, "_Unwind_Backtrace")) return f;
+    return dprobe_unwind_backtrace_own();
+}
+
 } // namespace
 
 // While any frame of this thread is hooked, the walk sees the real return addresses: they
 // are written back for the walk and hooked again afterwards.
-DPROBE_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
+_Unwind_Reason_Code dprobe::unwind_backtrace(unwind_backtrace_fn real, _Unwind_Trace_Fn fn,
+                                             void *arg, uintptr_t caller_sp)
 {
     task_ctx *t = hooked_ctx();
-    if (t) shadow_unhook_all(t, CALLER_SP());
+    if (t) shadow_unhook_all(t, caller_sp);
     skip_wrapper s{fn, arg, false};
-    _Unwind_Reason_Code r = real_unwind_backtrace()(skip_wrapper_frame, &s);
-    if (t) shadow_rehook(t, CALLER_SP(), false);
+    _Unwind_Reason_Code r = real(skip_wrapper_frame, &s);
+    if (t) shadow_rehook(t, caller_sp, false);
     return r;
+}
+
+// The unwinder's functions, interposed. Weak: libdprobe-preload.so links an unwinder in
+// (-static-libgcc), whose definitions then serve the preload's own calls and keep these out;
+// the preload exports the program's interposers under their versioned names instead
+// (tools/agent/cxx_abi.cpp).
+#define DPROBE_EXPORT_WEAK extern "C" __attribute__((visibility("default"), noinline, weak))
+
+DPROBE_EXPORT_WEAK _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *exc)
+{
+    return unwind_raise(interpose_next(next_raise, "_Unwind_RaiseException"), exc, CALLER_SP());
+}
+
+DPROBE_EXPORT_WEAK _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception *exc,
+                                                            _Unwind_Stop_Fn stop, void *arg)
+{
+    return unwind_forced(interpose_next(next_forced, "_Unwind_ForcedUnwind"), exc, stop, arg,
+                         CALLER_SP());
+}
+
+DPROBE_EXPORT_WEAK _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
+{
+    unwind_backtrace_fn walker = backtrace_walker();
+    if (!walker) return _URC_END_OF_STACK;
+    return unwind_backtrace(walker, fn, arg, CALLER_SP());
 }
 
 DPROBE_EXPORT int backtrace(void **buffer, int size)
 {
-    if (size <= 0) return 0;
-    task_ctx *t = hooked_ctx();
-    if (t) shadow_unhook_all(t, CALLER_SP());
+    if (size <= 0 || !backtrace_walker()) return 0;
     backtrace_state bs{buffer, size, 0, 0};
-    skip_wrapper s{backtrace_frame, &bs, false};
-    real_unwind_backtrace()(skip_wrapper_frame, &s);
-    if (t) shadow_rehook(t, CALLER_SP(), false);
+    unwind_backtrace(backtrace_walker(), backtrace_frame, &bs, CALLER_SP());
     if (bs.count > 1 && buffer[bs.count - 1] == nullptr) --bs.count;
     return bs.count;
+}
+
+unwind_raise_fn dprobe::unwind_next_raise()
+{
+    return interpose_next(next_raise, "_Unwind_RaiseException");
+}
+
+unwind_forced_fn dprobe::unwind_next_forced()
+{
+    return interpose_next(next_forced, "_Unwind_ForcedUnwind");
+}
+
+unwind_backtrace_fn dprobe::unwind_next_backtrace()
+{
+    return backtrace_walker();
 }
 
 void dprobe::unwind_catch(uintptr_t catch_sp)

@@ -12,9 +12,15 @@
 #pragma once
 
 #include <cstdint>
+#include <unwind.h>
 
 namespace dprobe
 {
+
+using unwind_raise_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *);
+using unwind_forced_fn = _Unwind_Reason_Code (*)(struct _Unwind_Exception *, _Unwind_Stop_Fn,
+                                                 void *);
+using unwind_backtrace_fn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *);
 
 struct task_ctx;
 
@@ -32,5 +38,21 @@ void unwind_catch(uintptr_t catch_sp);
 // The C++ runtime's __cxa_begin_catch after dprobe's object (dlsym RTLD_NEXT; null while
 // the process has none: a C program).
 void *unwind_next_begin_catch(void *exc);
+
+// What the unwinder interposers do, around NEXT (the program's unwinder, or one linked in):
+// the hooked return addresses of this thread written back while the unwinder walks, from
+// CALLER_SP (the interposer's caller's stack pointer) up. unwind_backtrace also leaves the
+// interposer's own frame out of the walk.
+_Unwind_Reason_Code unwind_raise(unwind_raise_fn next, struct _Unwind_Exception *exc,
+                                 uintptr_t caller_sp);
+_Unwind_Reason_Code unwind_forced(unwind_forced_fn next, struct _Unwind_Exception *exc,
+                                  _Unwind_Stop_Fn stop, void *arg, uintptr_t caller_sp);
+_Unwind_Reason_Code unwind_backtrace(unwind_backtrace_fn real, _Unwind_Trace_Fn fn, void *arg,
+                                     uintptr_t caller_sp);
+// The next definitions after dprobe's (the program's unwinder): nullptr when there is none.
+// unwind_next_backtrace falls back to the unwinder linked in, if any.
+unwind_raise_fn unwind_next_raise();
+unwind_forced_fn unwind_next_forced();
+unwind_backtrace_fn unwind_next_backtrace();
 
 } // namespace dprobe

@@ -62,6 +62,7 @@ struct settings {
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
     bool detach_on_hangup = false;    // the command's end (even killed) ends the session
+    std::string resident;             // core/resident_pages.h: the note taken before the attach
 };
 
 // One "key value" line each; values never hold a newline (dynamic_events lines are lines).
@@ -82,6 +83,13 @@ inline std::string encode(const settings &s)
     if (!s.clock.empty()) out += "clock " + s.clock + "\n";
     out += std::string("tracefs ") + (s.tracefs ? "1" : "0") + "\n";
     out += std::string("hangup ") + (s.detach_on_hangup ? "detach" : "stay") + "\n";
+    // Its lines, one "resident" line each.
+    for (size_t pos = 0; pos < s.resident.size();) {
+        size_t nl = s.resident.find('\n', pos);
+        if (nl == std::string::npos) nl = s.resident.size();
+        out += "resident " + s.resident.substr(pos, nl - pos) + "\n";
+        pos = nl + 1;
+    }
     return out;
 }
 
@@ -118,6 +126,8 @@ inline settings decode(const std::string &text)
             s.tracefs = val != "0";
         else if (key == "hangup")
             s.detach_on_hangup = val == "detach";
+        else if (key == "resident")
+            s.resident += val + "\n";
     }
     return s;
 }

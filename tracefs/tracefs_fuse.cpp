@@ -350,13 +350,73 @@ bool clear_dead_mount(const std::string &mp)
     return !is_mounted(mp);
 }
 
+// The serving threads: libfuse's multi-threaded loop, minus its ending. fuse_loop_mt cancels
+// the workers still running at its end (pthread_cancel), which makes the C library load
+// libgcc_s.so.1 into the process for good: a library the program never had, left behind by a
+// session that must leave nothing. Here every worker leaves on its own once the session is
+// unmounted (its read of /dev/fuse fails), and is joined. As in libfuse, a worker that takes a
+// request while no other waits for the next one starts another (a blocking read of trace_pipe
+// must not hold up an echo elsewhere), up to k_max_workers.
+struct fuse_workers {
+    static constexpr unsigned k_max_workers = 16;
+    struct fuse_session *se;
+    std::mutex m;
+    unsigned count = 1, idle = 0;
+    std::vector<std::thread> started; // every worker but the first, joined at the end
+};
+
+void serve(fuse_workers *w)
+{
+    struct fuse_buf buf {
+    };
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(w->m);
+            w->idle++;
+        }
+        const int r = fuse_session_receive_buf(w->se, &buf);
+        bool spawn = false;
+        {
+            std::lock_guard<std::mutex> g(w->m);
+            w->idle--;
+            if (r > 0 && !w->idle && w->count < fuse_workers::k_max_workers &&
+                !fuse_session_exited(w->se)) {
+                w->count++;
+                spawn = true;
+            }
+        }
+        if (r == -EINTR) continue;
+        if (r <= 0 || fuse_session_exited(w->se)) break;
+        if (spawn) {
+            std::lock_guard<std::mutex> g(w->m);
+            try {
+                w->started.emplace_back(serve, w);
+            } catch (...) {
+                w->count--; // no thread: this one serves alone a while longer
+            }
+        }
+        fuse_session_process_buf(w->se, &buf);
+    }
+    std::free(buf.mem);
+}
+
 void loop_thread(struct fuse *f)
 {
-    fuse_loop_config *cfg = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, 16);
-    fuse_loop_mt(f, cfg);
-    fuse_loop_cfg_destroy(cfg);
+    fuse_workers w;
+    w.se = fuse_get_session(f);
+    serve(&w);
+    // The others end as this one did (the session is unmounted); none starts any more once
+    // the read has failed for every worker.
+    for (;;) {
+        std::thread t;
+        {
+            std::lock_guard<std::mutex> g(w.m);
+            if (w.started.empty()) break;
+            t = std::move(w.started.back());
+            w.started.pop_back();
+        }
+        t.join();
+    }
 }
 
 void block_async_signals(sigset_t &old)

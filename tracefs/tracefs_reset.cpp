@@ -36,16 +36,16 @@ std::once_flag g_captured;
 
 // Settable files of one value each, besides options/*. tracing_on is written last of all.
 constexpr const char *k_value_files[] = {
-    "buffer_size_kb",      "trace_clock",          "max_graph_depth",
-    "tracing_thresh",      "saved_cmdlines_size",  "tracing_cpumask",
-    "kprobes/enabled",     "kprobes/optimization", "function_profile_enabled",
-    "stack_tracer_enabled"};
+    "buffer_size_kb",           "trace_clock",         "max_graph_depth", "tracing_thresh",
+    "saved_cmdlines_size",      "tracing_cpumask",     "kprobes/enabled", "kprobes/optimization",
+    "function_profile_enabled", "stack_tracer_enabled"};
 
 // Files whose content is a list that an empty write with O_TRUNC clears.
-constexpr const char *k_list_files[] = {
-    "set_ftrace_filter", "set_ftrace_notrace", "set_graph_function",   "set_graph_notrace",
-    "stack_trace_filter", "set_event",         "set_event_pid",        "set_event_notrace_pid",
-    "set_ftrace_pid",    "set_ftrace_notrace_pid"};
+constexpr const char *k_list_files[] = {"set_ftrace_filter",  "set_ftrace_notrace",
+                                        "set_graph_function", "set_graph_notrace",
+                                        "stack_trace_filter", "set_event",
+                                        "set_event_pid",      "set_event_notrace_pid",
+                                        "set_ftrace_pid",     "set_ftrace_notrace_pid"};
 
 bool exists(const std::string &path)
 {
@@ -112,8 +112,8 @@ class resetter
                 std::string line = text.substr(pos, nl == std::string::npos ? nl : nl - pos);
                 pos = nl == std::string::npos ? text.size() : nl + 1;
                 if (line.empty() || line[0] == '#') continue;
-                const bool action = line.find(":on") != std::string::npos &&
-                                    line.find('(') != std::string::npos;
+                const bool action =
+                    line.find(":on") != std::string::npos && line.find('(') != std::string::npos;
                 if ((pass == 0) != action) continue;
                 std::string cmd = line.substr(0, line.find(" ["));
                 if (size_t c = cmd.find(":count="); c != std::string::npos) cmd.erase(c);

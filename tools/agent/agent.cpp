@@ -13,6 +13,7 @@
 #include "core/trace_clock.h"
 #include "tools/trace_file.h"
 #include "core/dl_notify.h"
+#include "core/resident_pages.h"
 #include "core/sym_cfi.h"
 #include "tracefs/btf_lookup.h"
 #include "tracefs/ftrace_worker.h"
@@ -394,6 +395,9 @@ std::vector<std::string> graph_globs(const agent_config &c)
 std::string agent_start(const agent_config &c, const char *reason, bool strict)
 {
     agent_state &st = state();
+    // What the session will read of the process's code is resident only while it lasts
+    // (core/resident_pages.h); a recorded process keeps its runtime to the end.
+    if (st.attached) resident_pages_adopt(c.resident);
     // libdw, libelf and Zydis, in the preload's own namespace: loaded here rather than at
     // their first call, so that a missing one fails the start with its reason.
     std::string why;

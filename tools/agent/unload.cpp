@@ -11,6 +11,7 @@
 #include "tools/agent/agent.h"
 
 #include "arch/x86_64/private_ns.h"
+#include "core/resident_pages.h"
 #include "core/signal_chain.h"
 #include "core/unload.h"
 #include "tracefs/trace_task.h"
@@ -50,8 +51,8 @@ using namespace dprobe::agent;
 // WHY (LEN bytes): what keeps the agent in, when the result is not 0. Returns 0, -EAGAIN (a
 // thread is inside dprobe's code or the agent's threads are still ending: try again),
 // -EBUSY (a session is still running) or another -errno.
-extern "C" __attribute__((visibility("default"))) int
-dprobe_agent_unload(uint64_t ip, uint64_t sp, char *why, size_t len)
+extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64_t ip, uint64_t sp,
+                                                                          char *why, size_t len)
 {
     std::string msg;
     if (g_unloading.load()) {
@@ -75,6 +76,8 @@ dprobe_agent_unload(uint64_t ip, uint64_t sp, char *why, size_t len)
     unload_release();
     // libdw, libelf and Zydis: their namespace (and its C library and heap) unloaded.
     arch::private_ns_unbind();
+    // The pages of code the session read or patched: resident as before the attach.
+    resident_pages_restore();
     g_unloading.store(true, std::memory_order_release);
     if (!left.empty()) {
         copy_out("the program's handler for " + left + " could not be restored", why, len);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <fstream>
 #include <pwd.h>
 #include <sstream>
@@ -258,10 +259,74 @@ bool loaded_at(const std::vector<proc_map> &maps, const proc_map &m, const loade
 
 } // namespace
 
+namespace
+{
+
+// Reads LEN bytes at ADDR of PID's memory. False when they cannot be read.
+bool read_remote(int memfd, uint64_t addr, void *out, size_t len)
+{
+    return ::pread(memfd, out, len, static_cast<off_t>(addr)) == static_cast<ssize_t>(len);
+}
+
+// The load biases of the objects of PID's main link-map namespace, from the loader's r_debug
+// (found through DT_DEBUG in the program's dynamic section, as debuggers find it). Objects a
+// library loaded with dlmopen into a namespace of its own (dprobe's runtime does: libdw,
+// libelf, Zydis and their own C library) are not among them. Empty when it cannot be read.
+std::vector<uint64_t> main_namespace_biases(pid_t pid)
+{
+    std::vector<uint64_t> out;
+    uint64_t phdr = 0, phnum = 0;
+    {
+        std::ifstream auxv("/proc/" + std::to_string(pid) + "/auxv", std::ios::binary);
+        uint64_t kv[2];
+        while (auxv.read(reinterpret_cast<char *>(kv), sizeof kv) && kv[0] != AT_NULL) {
+            if (kv[0] == AT_PHDR) phdr = kv[1];
+            if (kv[0] == AT_PHNUM) phnum = kv[1];
+        }
+    }
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || !phdr || !phnum || phnum > 64) {
+        if (fd >= 0) ::close(fd);
+        return out;
+    }
+    std::vector<Elf64_Phdr> ph(phnum);
+    uint64_t bias = 0, dyn = 0, dynsz = 0;
+    if (read_remote(fd, phdr, ph.data(), ph.size() * sizeof ph[0])) {
+        for (const Elf64_Phdr &h : ph)
+            if (h.p_type == PT_PHDR) bias = phdr - h.p_vaddr;
+        for (const Elf64_Phdr &h : ph)
+            if (h.p_type == PT_DYNAMIC) {
+                dyn = bias + h.p_vaddr;
+                dynsz = h.p_memsz;
+            }
+    }
+    uint64_t rdebug = 0;
+    for (uint64_t off = 0; dyn && off + sizeof(Elf64_Dyn) <= dynsz; off += sizeof(Elf64_Dyn)) {
+        Elf64_Dyn d;
+        if (!read_remote(fd, dyn + off, &d, sizeof d) || d.d_tag == DT_NULL) break;
+        if (d.d_tag == DT_DEBUG) rdebug = d.d_un.d_ptr;
+    }
+    // struct r_debug { int r_version; struct link_map *r_map; ... }; struct link_map
+    // { ElfW(Addr) l_addr; char *l_name; ElfW(Dyn) *l_ld; struct link_map *l_next, *l_prev; }.
+    uint64_t lm = 0;
+    if (rdebug) read_remote(fd, rdebug + 8, &lm, sizeof lm);
+    for (int n = 0; lm && n < 4096; n++) {
+        uint64_t l[5];
+        if (!read_remote(fd, lm, l, sizeof l)) break;
+        out.push_back(l[0]);
+        lm = l[3];
+    }
+    ::close(fd);
+    return out;
+}
+
+} // namespace
+
 std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<proc_map> &maps,
                                                 const std::vector<std::string> &prefixes,
                                                 uint64_t inode, std::string *err)
 {
+    const std::vector<uint64_t> main_ns = main_namespace_biases(pid);
     for (const proc_map &m : maps) {
         if (m.path.empty() || m.path[0] != '/' || m.offset != 0) continue;
         if (!(inode && m.inode == inode) && !starts_with_any(basename_of(m.path), prefixes))
@@ -284,6 +349,10 @@ std::optional<remote_object> find_remote_object(pid_t pid, const std::vector<pro
         // there (and not only mapped to be read: then the next candidate).
         o.bias = m.start - o.syms->segments.front().start;
         if (!loaded_at(maps, m, *o.syms, o.bias)) continue;
+        // The program's own copy, not one of a namespace of a library's (the C library of
+        // dprobe's private namespace, say, which goes away with it).
+        if (!main_ns.empty() && std::find(main_ns.begin(), main_ns.end(), o.bias) == main_ns.end())
+            continue;
         return o;
     }
     return std::nullopt;

@@ -99,9 +99,8 @@ void take_over(const session_watch &w, int pidfd)
     for (;;) {
         // In the foreground the command reads the connection; the watcher leaves it alone
         // until it takes over (a message it read would be lost to the command).
-        struct pollfd p[3] = {{pidfd, POLLIN, 0},
-                              {w.foreground ? -1 : w.conn, POLLIN, 0},
-                              {done_fd, POLLIN, 0}};
+        struct pollfd p[3] = {
+            {pidfd, POLLIN, 0}, {w.foreground ? -1 : w.conn, POLLIN, 0}, {done_fd, POLLIN, 0}};
         const int n = poll(p, 3, pidfd >= 0 ? -1 : 200);
         if (n < 0 && errno != EINTR) break;
         if ((pidfd >= 0 && p[0].revents) || !process_alive(w.pid)) {

@@ -21,9 +21,9 @@ namespace dprobe::tools
 
 struct session_watch {
     pid_t pid = 0;
-    int conn = -1;     // the session's connection to the agent (the watcher gets a copy)
-    std::string mount; // the process's tracefs mount point ("" when none)
-    std::string socket; // its tracefs socket file ("" when none)
+    int conn = -1;           // the session's connection to the agent (the watcher gets a copy)
+    std::string mount;       // the process's tracefs mount point ("" when none)
+    std::string socket;      // its tracefs socket file ("" when none)
     bool foreground = false; // the command stays: the watcher takes over if it dies
     std::function<void()> on_orphaned;
 };

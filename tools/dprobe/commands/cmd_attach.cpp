@@ -7,6 +7,7 @@
 // thread stopped, applies the events and streams into the trace file, as under record.
 // detach (or Ctrl-C in the foreground) removes every probe and leaves the runtime idle.
 #include "tools/attach_protocol.h"
+#include "core/resident_pages.h"
 #include "tools/dprobe/attach/agent_link.h"
 #include "tools/dprobe/commands/cli.h"
 #include "tools/dprobe/resolve/elf_image.h"
@@ -156,6 +157,8 @@ struct attach_plan {
     std::vector<std::string> globs, notrace;
     bool graph_main = false;
     std::string agent; // the libdprobe-preload.so the process can load
+    // Which pages of its code were resident before dprobe touched it (core/resident_pages.h).
+    std::string resident;
 };
 
 // Step 1: the process, its executable's events and the agent's path checked; 0 or what
@@ -234,6 +237,10 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
     s.detach_on_hangup = !o.background;
+    s.resident = plan.resident;
+    // A note too long for one message (a process with hundreds of megabytes of code) is left
+    // out: the pages dprobe read then stay resident after the detach.
+    if (attach::encode(s).size() > attach::max_message) s.resident.clear();
     if (!link.send(attach::encode(s), out.get()))
         return fail(cmd, who(o.pid) + " exited while dprobe was attaching");
     return 0;
@@ -370,6 +377,7 @@ int run_attach(const attach_opts &o)
     tools::unique_fd out(create_trace_file(o.output, O_APPEND, err));
     if (!out) return fail(cmd, err);
     tools::agent_link link;
+    plan.resident = resident_pages_note(o.pid);
     if (int r = load_agent(cmd, o, plan, link)) return r;
     if (int r = send_settings(cmd, o, plan, link, out)) return r;
     out.reset(); // the agent has its own copy
