@@ -223,10 +223,11 @@ TEST_F(ftrace_readers, compact_records_in_trace_pipe_raw_decode_as_the_kernels)
     }
     tep_free(tep);
     using rec = std::tuple<std::string, unsigned long long, unsigned long long>;
-    const std::vector<rec> want = {
-        {"funcgraph_entry", addr(fr_outer), 0}, {"funcgraph_entry", addr(fr_leaf), 1},
-        {"funcgraph_exit", addr(fr_leaf), 1},   {"funcgraph_exit", addr(fr_outer), 0},
-        {"function", addr(fr_leaf), addr(fr_outer) + 1}};
+    const std::vector<rec> want = {{"funcgraph_entry", addr(fr_outer), 0},
+                                   {"funcgraph_entry", addr(fr_leaf), 1},
+                                   {"funcgraph_exit", addr(fr_leaf), 1},
+                                   {"funcgraph_exit", addr(fr_outer), 0},
+                                   {"function", addr(fr_leaf), addr(fr_outer) + 1}};
     EXPECT_EQ(seen, want);
 }
 
@@ -254,8 +255,8 @@ TEST_F(ftrace_readers, trace_marker_from_a_muted_thread)
     EXPECT_FALSE(after_marker) << "the thread stays muted";
     const auto b = body(rd("trace"));
     ASSERT_EQ(b.size(), 2u);
-    EXPECT_TRUE(matches(b[0], "-" + std::to_string(tid) +
-                                  " .*: tracing_mark_write: from a muted thread$"))
+    EXPECT_TRUE(
+        matches(b[0], "-" + std::to_string(tid) + " .*: tracing_mark_write: from a muted thread$"))
         << b[0];
     EXPECT_TRUE(has(b[1], ": # 2a buf: 01 02 03 00")) << b[1];
 }
