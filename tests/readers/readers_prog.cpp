@@ -2,9 +2,10 @@
 // traced function gets a jump site), as users build theirs:
 //   readers_prog run SECONDS   calls work() every 2 ms (which calls a C++ member function,
 //                              a function in an anonymous namespace and sc_compute(), which
-//                              calls step()) for SECONDS
+//                              calls step()) for SECONDS, or until SIGUSR1
 //   readers_prog crash         dies of SIGSEGV two calls deep
 // Arguments change from call to call, so that the compiler keeps every call.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,8 +68,18 @@ NOINLINE int crash_outer(volatile int *p)
 }
 }
 
+namespace
+{
+volatile sig_atomic_t g_stop = 0;
+void on_usr1(int)
+{
+    g_stop = 1;
+}
+} // namespace
+
 int main(int argc, char **argv)
 {
+    std::signal(SIGUSR1, on_usr1);
     if (argc > 1 && std::strcmp(argv[1], "crash") == 0) {
         std::printf("%d\n", work(1));
         std::fflush(stdout);
@@ -83,7 +94,7 @@ int main(int argc, char **argv)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, nullptr);
         clock_gettime(CLOCK_MONOTONIC, &now);
-    } while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) * 1e-9 < secs);
+    } while (!g_stop && (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) * 1e-9 < secs);
     std::printf("%ld calls\n", calls);
     return acc == 0; // never: keeps acc
 }

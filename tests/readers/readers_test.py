@@ -83,7 +83,7 @@ def wait_served(pid, proc=None):
 class session:
     """A `dprobe record` of PROG ARGS, or a `dprobe attach -B` to it, writing DAT."""
 
-    def __init__(self, mode, dat, opts, args=("run", "3")):
+    def __init__(self, mode, dat, opts, args=("run", "60")):
         self.mode, self.dat = mode, dat
         if mode == "record":
             self.proc = subprocess.Popen([DPROBE, "record", "-q", "-o", dat] + list(opts) +
@@ -116,8 +116,13 @@ class session:
         return None
 
     def end(self):
+        """Ends the session, and the program (SIGUSR1 ends its loop)."""
         if self.mode == "attach":
             run([DPROBE, "detach", "-p", str(self.pid)])
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
         out, err = self.proc.communicate(timeout=60)
         return self.proc.returncode, out, err
 
@@ -275,7 +280,7 @@ def case_tracers(work):
 
 def case_triggers(work):
     dat = os.path.join(work, "t.dat")
-    s = session("record", dat, ["-e", "f:hr work i=$arg1:s32"], ("run", "5"))
+    s = session("record", dat, ["-e", "f:hr work i=$arg1:s32"])
     ctl(s.pid, "write", "-a", "set_ftrace_filter", "sc_compute:stacktrace:3")
     ctl(s.pid, "write", "set_ftrace_filter", "step")
     ctl(s.pid, "write", "options/func_stack_trace", "1")
