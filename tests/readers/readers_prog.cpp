@@ -2,7 +2,7 @@
 // traced function gets a jump site), as users build theirs:
 //   readers_prog run SECONDS   calls work() every 2 ms (which calls a C++ member function,
 //                              a function in an anonymous namespace and sc_compute(), which
-//                              calls step()) for SECONDS, or until SIGUSR1
+//                              calls sc_step()) for SECONDS, or until SIGUSR1
 //   readers_prog crash         dies of SIGSEGV two calls deep
 // Arguments change from call to call, so that the compiler keeps every call.
 #include <csignal>
@@ -37,7 +37,7 @@ NOINLINE int scale(int x)
 
 extern "C" {
 
-NOINLINE int step(int x)
+NOINLINE int sc_step(int x)
 {
     __asm__ volatile("" ::: "memory");
     return x + 1;
@@ -47,7 +47,7 @@ NOINLINE int sc_compute(int n)
 {
     int s = 0;
     for (int i = 0; i < n; i++)
-        s += step(i);
+        s += sc_step(i);
     return s;
 }
 

@@ -204,7 +204,7 @@ def case_marker(work):
 
 
 def case_graph_live(work):
-    for mode, opts in (("record", ["-F", "work", "-F", "sc_compute", "-F", "step"]),
+    for mode, opts in (("record", ["-F", "work", "-F", "sc_compute", "-F", "sc_step"]),
                        ("attach", [])):
         dat = os.path.join(work, mode + ".dat")
         s = session(mode, dat, opts)
@@ -219,7 +219,7 @@ def case_graph_live(work):
               (mode, "\n".join(body(live)[:20])))
         pipe = read_pipe(s.pid, 0.3)
         no_unknown(pipe, mode + ": trace_pipe")
-        check(re.search(ctx + r"--> step \(\d+\)$", pipe, re.M),
+        check(re.search(ctx + r"--> sc_step \(\d+\)$", pipe, re.M),
               "%s: trace_pipe reads them too" % mode)
         # The function_graph layout (the tracer itself on a function never called here).
         ctl(s.pid, "write", "set_ftrace_filter", "crash_inner")
@@ -229,7 +229,7 @@ def case_graph_live(work):
         ctl(s.pid, "write", "current_tracer", "nop")
         no_unknown(g, mode + ": function_graph layout")
         check(re.search(r"\|\s+work\(\) \{$", g, re.M) and
-              re.search(r"\d+\.\d+ us +\|\s+step\(\);$", g, re.M),
+              re.search(r"\d+\.\d+ us +\|\s+sc_step\(\);$", g, re.M),
               "%s: the graph's records in the function_graph layout\n%s" %
               (mode, "\n".join(body(g)[:20])))
         rc, _, err = s.end()
@@ -240,7 +240,7 @@ def case_tracers(work):
     for mode in ("record", "attach"):
         dat = os.path.join(work, mode + ".dat")
         s = session(mode, dat, ["-e", "f:w work"])
-        ctl(s.pid, "write", "set_ftrace_filter", "sc_compute step")
+        ctl(s.pid, "write", "set_ftrace_filter", "sc_compute sc_step")
         ctl(s.pid, "write", "current_tracer", "function")
         time.sleep(0.4)
         ctl(s.pid, "write", "current_tracer", "function_graph")
@@ -251,30 +251,30 @@ def case_tracers(work):
         t = report(dat)
         no_unknown(t, mode + ": report text")
         check(re.search(r": sc_compute <-work$", t, re.M) and
-              re.search(r": step <-sc_compute$", t, re.M),
+              re.search(r": sc_step <-sc_compute$", t, re.M),
               "%s: report text: the function tracer's calls with their callers\n%s" %
               (mode, "\n".join(l for l in t.splitlines() if "<-" in l)[:2000]))
         check(not re.search(r"0x[0-9a-f]{9,}", t),
               "%s: no address left unnamed in report text" % mode)
         g = report(dat, "graph")
         check(re.search(r"\|\s+sc_compute\(\) \{$", g, re.M) and
-              re.search(r"\d+\.\d+ us +\|\s+step\(\);$", g, re.M),
+              re.search(r"\d+\.\d+ us +\|\s+sc_step\(\);$", g, re.M),
               "%s: report graph: the function_graph tracer's calls\n%s" % (mode, g[:2000]))
         prof = report(dat, "profile")
         check(re.search(r"^  sc_compute +\d+ ", prof, re.M) and
-              re.search(r"^  step +\d+ ", prof, re.M), "%s: report profile\n%s" % (mode, prof))
+              re.search(r"^  sc_step +\d+ ", prof, re.M), "%s: report profile\n%s" % (mode, prof))
         ev = chrome(dat, work)
         check(any(e.get("ph") == "B" and e.get("name") == "sc_compute" for e in ev) and
-              any(e.get("ph") == "i" and e.get("name") == "step" for e in ev),
+              any(e.get("ph") == "i" and e.get("name") == "sc_step" for e in ev),
               "%s: chrome: the graph's calls and the function calls" % mode)
         tc = trace_cmd(dat, work)
         no_unknown(tc, mode + ": trace-cmd")
         fn = re.findall(r" function: +(\S+)$", tc, re.M)
-        check(fn and set(fn) <= {"sc_compute", "step"},
+        check(fn and set(fn) <= {"sc_compute", "sc_step"},
               "%s: trace-cmd: the function records name their functions: %s" %
               (mode, sorted(set(fn))[:10]))
         check(re.search(r"funcgraph_entry: +\|\s+sc_compute\(\) \{$", tc, re.M) and
-              re.search(r"funcgraph_entry: +\d+\.\d+ us +\|\s+step\(\);$", tc, re.M),
+              re.search(r"funcgraph_entry: +\d+\.\d+ us +\|\s+sc_step\(\);$", tc, re.M),
               "%s: trace-cmd: the function_graph tracer's calls\n%s" % (mode, tc[:3000]))
 
 
@@ -282,7 +282,7 @@ def case_triggers(work):
     dat = os.path.join(work, "t.dat")
     s = session("record", dat, ["-e", "f:hr work i=$arg1:s32"])
     ctl(s.pid, "write", "-a", "set_ftrace_filter", "sc_compute:stacktrace:3")
-    ctl(s.pid, "write", "set_ftrace_filter", "step")
+    ctl(s.pid, "write", "set_ftrace_filter", "sc_step")
     ctl(s.pid, "write", "options/func_stack_trace", "1")
     ctl(s.pid, "write", "current_tracer", "function")
     time.sleep(0.05)
@@ -359,13 +359,13 @@ def case_all_functions(work):
         ctl(s.pid, "write", "current_tracer", "function")
         enabled = ctl(s.pid, "cat", "enabled_functions").stdout.splitlines()
         names = {l.split(" (")[0] for l in enabled}
-        check({"work", "step", "sc_compute", "clock_nanosleep [libc.so.6]"} <= names and
+        check({"work", "sc_step", "sc_compute", "clock_nanosleep [libc.so.6]"} <= names and
               len(enabled) >= 0.9 * len(avail),
               "%s: every function available_filter_functions lists is enabled (%d of %d)" %
               (mode, len(enabled), len(avail)))
         time.sleep(0.3)
         live = ctl(s.pid, "cat", "trace").stdout
-        check(re.search(r": step <-sc_compute$", live, re.M) and
+        check(re.search(r": sc_step <-sc_compute$", live, re.M) and
               re.search(r": clock_nanosleep <-", live, re.M),
               "%s: the program's functions and libc's are traced\n%s" %
               (mode, "\n".join(body(live)[-10:])))
