@@ -133,8 +133,6 @@ class ftrace_compact_expander
     // 0 when REC is not compact (readers use it as it is).
     size_t expand(const void *rec, size_t len, int32_t tid, uint64_t ts, ftrace_full_record &out,
                   bool *unwound = nullptr);
-    // Forgets the open calls (a reader that starts over, or lost records).
-    void clear() { open_.clear(); }
 
   private:
     struct frame {
