@@ -6,13 +6,13 @@
 
 #include "core/proc_maps.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -43,22 +43,6 @@ size_t page_size()
     return static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// The file mappings that cannot be written, but dprobe's own object's.
-std::vector<proc_map> candidates()
-{
-    Dl_info self{};
-    dladdr(reinterpret_cast<void *>(&candidates), &self);
-    std::vector<proc_map> out;
-    for (proc_map &m : read_proc_maps()) {
-        if (m.writable() || !m.readable() || m.path.empty() || m.path[0] != '/' || !m.inode)
-            continue;
-        if (self.dli_fname && m.path == self.dli_fname) continue;
-        if (m.path.ends_with(" (deleted)")) continue;
-        out.push_back(std::move(m));
-    }
-    return out;
-}
-
 // The pagemap entries of [START, END).
 bool pagemap(int fd, uint64_t start, uint64_t end, std::vector<uint64_t> &out)
 {
@@ -67,6 +51,13 @@ bool pagemap(int fd, uint64_t start, uint64_t end, std::vector<uint64_t> &out)
     const ssize_t want = static_cast<ssize_t>(out.size() * sizeof(uint64_t));
     return pread(fd, out.data(), out.size() * sizeof(uint64_t),
                  static_cast<off_t>(start / pg * sizeof(uint64_t))) == want;
+}
+
+// The permissions the pieces found so far have (a range whose pieces differ in them, the
+// program's own mprotect, is left alone): M's when none is found yet.
+const std::string &maps_perms_of(const std::vector<proc_map> &found, const proc_map &m)
+{
+    return found.empty() ? m.perms : found.front().perms;
 }
 
 // Whether the page at ADDR holds the bytes of the file at OFF.
@@ -111,36 +102,85 @@ void resident_pages_adopt(const std::string &note)
     }
 }
 
+namespace
+{
+
+// Whether any memory of the process is locked (mlock, mlockall): a mapping made anew is not,
+// so then nothing is remapped.
+bool any_locked()
+{
+    const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return true;
+    buf[n] = '\0';
+    const char *l = std::strstr(buf, "VmLck:");
+    return !l || std::strtoul(l + 6, nullptr, 10) != 0;
+}
+
+// The mappings now over N's range, if they are all still N's file at N's offsets and none
+// can be written; empty otherwise (the range is left alone then).
+std::vector<proc_map> pieces_of(const noted &n, const std::vector<proc_map> &maps)
+{
+    std::vector<proc_map> out;
+    uint64_t at = n.start;
+    for (const proc_map &m : maps) {
+        if (m.end <= n.start || m.start >= n.end) continue;
+        if (m.start != at || m.inode != n.inode || m.offset != n.offset + (m.start - n.start) ||
+            m.writable() || m.perms != maps_perms_of(out, m))
+            return {};
+        out.push_back(m);
+        at = m.end;
+    }
+    if (at != n.end) return {};
+    return out;
+}
+
+} // namespace
+
 size_t resident_pages_restore()
 {
     std::lock_guard<std::mutex> g(g_lock);
     const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     const size_t pg = page_size();
+    const bool locked = any_locked();
+    const std::vector<proc_map> maps = read_proc_maps();
     size_t dropped = 0;
     std::vector<uint64_t> pm;
     std::vector<char> buf;
-    for (const proc_map &m : candidates()) {
-        const noted *before = nullptr;
-        for (const noted &n : snapshot())
-            if (n.start == m.start && n.end == m.end && n.inode == m.inode && n.offset == m.offset)
-                before = &n;
-        if (!before || !pagemap(fd, m.start, m.end, pm)) continue;
-        int file = -1;
-        for (size_t i = 0; i < pm.size(); i++) {
-            if (!(pm[i] & k_present)) continue;
-            const uint64_t addr = m.start + i * pg;
-            bool drop;
-            if (pm[i] & k_file) {
-                drop = !before->present[i];
-            } else {
-                // A private copy: dropped when its bytes are the file's again.
-                if (file < 0) file = open(m.path.c_str(), O_RDONLY | O_CLOEXEC);
-                drop = file >= 0 && same_as_file(file, addr, m.offset + i * pg, buf);
+    for (const noted &n : snapshot()) {
+        const std::vector<proc_map> pieces = pieces_of(n, maps);
+        if (pieces.empty() || !pagemap(fd, n.start, n.end, pm)) continue;
+        const std::string &path = pieces.front().path;
+        bool copies = false;
+        for (uint64_t e : pm)
+            copies |= (e & k_present) && !(e & k_file);
+        // Written to (a page patched and restored is a private copy of its own, and the
+        // permission changes split the mapping): when every byte is the file's again, the
+        // range is mapped afresh from the file, in one piece, as the loader mapped it.
+        if ((copies || pieces.size() > 1) && !locked) {
+            const int file = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            bool same = file >= 0;
+            for (uint64_t a = n.start; same && a < n.end; a += pg)
+                same = same_as_file(file, a, n.offset + (a - n.start), buf);
+            if (same) {
+                const int prot = pieces.front().prot();
+                void *r = mmap(reinterpret_cast<void *>(n.start), n.end - n.start, prot,
+                               MAP_PRIVATE | MAP_FIXED, file, static_cast<off_t>(n.offset));
+                if (r != MAP_FAILED) dropped += (n.end - n.start) / pg;
             }
-            if (drop && madvise(reinterpret_cast<void *>(addr), pg, MADV_DONTNEED) == 0) dropped++;
+            if (file >= 0) close(file);
+            if (same) continue;
         }
-        if (file >= 0) close(file);
+        // Otherwise: the file's pages this session made resident are dropped again.
+        for (size_t i = 0; i < pm.size(); i++) {
+            if (!(pm[i] & k_present) || !(pm[i] & k_file) || n.present[i]) continue;
+            if (madvise(reinterpret_cast<void *>(n.start + i * pg), pg, MADV_DONTNEED) == 0)
+                dropped++;
+        }
     }
     close(fd);
     snapshot().clear();

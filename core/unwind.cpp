@@ -126,20 +126,19 @@ dprobe_unwind_backtrace_own()
 namespace
 {
 
-// The caller's walk, without the frame of dprobe's wrapper (the first one the unwinder
-// reports), so the walk starts where it would without dprobe.
+// The caller's walk, without the frames of dprobe's wrappers (those the unwinder reports
+// first), so the walk starts where it would without dprobe. During a walk the unwinder's
+// CFA for a frame is that frame's stack pointer at its call of the next frame inward: for
+// the caller of the interposer it is CALLER_SP, for dprobe's frames less.
 struct skip_wrapper {
     _Unwind_Trace_Fn fn;
     void *arg;
-    bool skipped;
+    uintptr_t caller_sp;
 };
 _Unwind_Reason_Code skip_wrapper_frame(struct _Unwind_Context *ctx, void *p)
 {
     auto *s = static_cast<skip_wrapper *>(p);
-    if (!s->skipped) {
-        s->skipped = true;
-        return _URC_NO_REASON;
-    }
+    if (_Unwind_GetCFA(ctx) < s->caller_sp) return _URC_NO_REASON;
     return s->fn(ctx, s->arg);
 }
 
@@ -179,7 +178,7 @@ _Unwind_Reason_Code dprobe::unwind_backtrace(unwind_backtrace_fn real, _Unwind_T
 {
     task_ctx *t = hooked_ctx();
     if (t) shadow_unhook_all(t, caller_sp);
-    skip_wrapper s{fn, arg, false};
+    skip_wrapper s{fn, arg, caller_sp};
     _Unwind_Reason_Code r = real(skip_wrapper_frame, &s);
     if (t) shadow_rehook(t, caller_sp, false);
     return r;

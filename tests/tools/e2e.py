@@ -485,8 +485,7 @@ elif CASE == "own":
     check("exit() {" in out and "getpid" not in out and "setitimer" not in out,
           "no getpid or setitimer of the agent's:\n" + out[-3000:])
     # Every function of every object: dprobe's own libraries are not in the program's view
-    # (linked into the preload, or in its namespace), the one it needs beside the C library
-    # (libgcc_s under this C program) is passed over, not given int3 entries or jump sites;
+    # (linked into the preload, or in its namespace), not given int3 entries or jump sites;
     # the program's own libraries are traced.
     p = record(["-o", "a.dat", "-F", "*", "--", prog("graph")])
     check("Zydis" not in p.stderr and "fuse_" not in p.stderr and "through an int3" not in p.stderr,
