@@ -26,7 +26,8 @@ namespace dprobe::tools
 namespace
 {
 
-constexpr int k_detach_ms = 30000; // for the agent to end the session the command left
+constexpr int k_detach_ms = 30000;   // for the agent to end the session the command left
+constexpr int k_exit_wait_ms = 5000; // for a process whose session closed to be gone
 
 int pidfd_of(pid_t pid)
 {
@@ -109,7 +110,15 @@ void take_over(const session_watch &w, int pidfd)
         }
         if (p[1].revents) {
             const int r = read_message(w.conn);
-            if (r != 0) break; // detached, or the agent closed the session
+            if (r > 0) break; // detached
+            if (r < 0) {
+                // The agent closed the session, or its process is going away: a dying
+                // process closes its descriptors before its pid says it is gone.
+                struct pollfd d = {pidfd, POLLIN, 0};
+                if ((pidfd >= 0 && poll(&d, 1, k_exit_wait_ms) == 1) || !process_alive(w.pid))
+                    clean_after_death(w);
+                break;
+            }
         }
         if (done_fd >= 0 && p[2].revents) {
             char c = 0;
