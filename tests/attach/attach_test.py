@@ -17,7 +17,8 @@ CASE:
               each detach the process is as it was (code, descriptors, memory, mappings),
               and each session starts from the boot state
   killed      the process killed after attach -B (no mount or socket left), the foreground
-              attach killed (the session ended and the runtime unloaded all the same)
+              attach killed (the session ended and the runtime unloaded all the same),
+              dprobe record killed and then its program (no mount or socket left)
   noperm      another user's process (attached by root without CAP_SYS_PTRACE, and by a
               third user), a non-dumpable one: refused, with the reason
   exits       the process exits while the runtime is being loaded
@@ -513,6 +514,27 @@ def case_killed():
               (mount and mounted(mount), os.path.exists(sock)))
         check(not mount or not os.path.exists(mount), "the mount point is left: %s" % mount)
     finally:
+        t.kill()
+    # dprobe record killed, then its program: the mount and socket go with the program.
+    t = Target(prefix=[DPROBE, "record", "-q", "-o", os.path.join(WORK, "killed_rec.dat"),
+                       "-e", FPROBE, "--"])
+    try:
+        mount = os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe", str(t.pid))
+        sock = os.path.join(ENV["XDG_RUNTIME_DIR"], "dprobe", "dprobe-%d.sock" % t.pid)
+        check(wait_until(lambda: mounted(mount) and os.path.exists(sock)),
+              "record's program serves no tracefs at %s" % mount)
+        os.kill(t.p.pid, signal.SIGKILL)  # the record command
+        t.p.wait()
+        os.kill(t.pid, signal.SIGKILL)
+        check(wait_until(lambda: not mounted(mount) and not os.path.exists(sock)
+                         and not os.path.exists(mount)),
+              "after SIGKILL of record and its program: mounted %s, socket %s" %
+              (mounted(mount), os.path.exists(sock)))
+    finally:
+        try:
+            os.kill(t.pid, signal.SIGKILL)
+        except OSError:
+            pass
         t.kill()
     t = Target()
     try:

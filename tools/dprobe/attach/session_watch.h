@@ -1,7 +1,7 @@
-// The watcher of a `dprobe attach` session: a small process of dprobe's own that outlives
-// the command, so that a session leaves nothing behind when the traced process or the command
-// is killed (the kernel has nothing to clean up in this way: its tracefs is not a mount a
-// dead process leaves dangling).
+// The watcher of a `dprobe attach` session (and of a `dprobe record` run): a small process of
+// dprobe's own that outlives the command, so that a session leaves nothing behind when the
+// traced process or the command is killed (the kernel has nothing to clean up in this way: its
+// tracefs is not a mount a dead process leaves dangling).
 //
 // It is neither a child of the traced process (whose wait() must not see it) nor of the
 // command (double fork, its own session), holds the session's connection to the agent and:
@@ -34,5 +34,16 @@ int start_session_watch(const session_watch &w);
 
 // The command ended its session itself: the watcher of DONE_FD leaves.
 void session_watch_done(int done_fd);
+
+// For `dprobe record`: a watcher that does nothing while the command runs and, if the
+// command is killed, takes down the tracefs mounts and sockets the recorded processes leave
+// as they die (a FUSE mount whose server is gone answers ENOTCONN, a socket nobody serves
+// ECONNREFUSED), until every one is gone: those the command told it of, and those the
+// agents announce on STATUS_FD (the command's end of the status socket, which it reads
+// only after the command died). Returns the descriptor the command tells it through
+// (runtime_sweeper_note, then session_watch_done), or -errno.
+int start_runtime_sweeper(int status_fd);
+// A tracefs mount point ('m') or socket path ('s') of a recorded process.
+void runtime_sweeper_note(int fd, char kind, const std::string &path);
 
 } // namespace dprobe::tools

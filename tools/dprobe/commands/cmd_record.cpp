@@ -5,6 +5,7 @@
 #include "tools/dprobe/record/event_args.h"
 #include "tools/dprobe/resolve/perf_probe.h"
 #include "tools/dprobe/resolve/probe_list.h"
+#include "tools/dprobe/attach/session_watch.h"
 #include "tools/dprobe/record/record_util.h"
 #include "tools/dprobe/record/recorder.h"
 #include "tools/dprobe/record/trace_opts.h"
@@ -179,6 +180,10 @@ int run_record(const record_opts &o)
     char abs_out[PATH_MAX];
     std::string out_path = realpath(o.output.c_str(), abs_out) ? abs_out : o.output;
     std::fflush(nullptr);
+    // If this command is killed, the recorded processes' tracefs mounts and sockets must not
+    // outlive them: the sweeper hears of each (recorder::sweeper_fd), from before the program
+    // can make one.
+    const int sweeper = tools::start_runtime_sweeper(status_end.get());
     pid_t child = fork();
     if (child < 0) return fail("record", std::string("fork: ") + std::strerror(errno));
     if (child == 0) {
@@ -242,6 +247,7 @@ int run_record(const record_opts &o)
     sigaction(SIGHUP, &sa, nullptr);
 
     recorder rec(out.get(), status_end.get(), wake.get());
+    rec.sweeper_fd = sweeper;
     rec.blocking = !o.no_wait;
     rec.set_child(child);
     const bool tty = !o.quiet && isatty(STDERR_FILENO);
@@ -274,6 +280,7 @@ int run_record(const record_opts &o)
                          m.c_str());
         tools::remove_runtime_leftovers(m); // its directory and control socket
     }
+    tools::session_watch_done(sweeper);
 
     if (!rec.error.empty()) {
         auto nl = rec.error.find('\n');

@@ -1,6 +1,8 @@
 // The recorder of `dprobe record` (see recorder.h).
 #include "tools/dprobe/record/recorder.h"
 
+#include "tools/dprobe/attach/session_watch.h"
+
 #include "core/ring_buffer_layout.h"
 #include "tools/trace_file.h"
 
@@ -150,6 +152,9 @@ void recorder::take_messages()
             if (error.empty()) error = msg.substr(6);
         } else if (msg.rfind("mount ", 0) == 0) {
             mounts.push_back(msg.substr(6));
+            tools::runtime_sweeper_note(sweeper_fd, 'm', mounts.back());
+        } else if (msg.rfind("socket ", 0) == 0) {
+            tools::runtime_sweeper_note(sweeper_fd, 's', msg.substr(7));
         } else if (msg.rfind("warn ", 0) == 0) {
             warnings.push_back(msg.substr(5));
         } else if (msg.rfind("int3 ", 0) == 0) {

@@ -46,7 +46,8 @@ class recorder
     // "NSYMS NTRACED EXE": what the default graph found in each program
     std::vector<std::string> default_graphs;
     std::vector<std::string> mounts; // tracefs mounts to clean up after a kill
-    bool ready = false;              // the named program's agent started
+    int sweeper_fd = -1; // told of each mount and socket (tools/dprobe/attach/session_watch.h)
+    bool ready = false;  // the named program's agent started
     // A thread whose buffer is full waits for the drain (up to a second) rather than drop.
     bool blocking = true;
     unsigned functions = 0, events = 0;
