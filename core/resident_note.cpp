@@ -17,7 +17,8 @@ namespace dprobe
 
 std::string resident_pages_note(pid_t pid)
 {
-    const int fd = open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd =
+        open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return "";
     const uint64_t pg = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     std::string out;

@@ -50,7 +50,8 @@ std::vector<proc_map> candidates()
     dladdr(reinterpret_cast<void *>(&candidates), &self);
     std::vector<proc_map> out;
     for (proc_map &m : read_proc_maps()) {
-        if (m.writable() || !m.readable() || m.path.empty() || m.path[0] != '/' || !m.inode) continue;
+        if (m.writable() || !m.readable() || m.path.empty() || m.path[0] != '/' || !m.inode)
+            continue;
         if (self.dli_fname && m.path == self.dli_fname) continue;
         if (m.path.ends_with(" (deleted)")) continue;
         out.push_back(std::move(m));
@@ -94,15 +95,16 @@ void resident_pages_adopt(const std::string &note)
         unsigned long long start, end, inode, offset;
         int used = 0;
         if (std::sscanf(line.c_str(), "%llx %llx %llu %llx %n", &start, &end, &inode, &offset,
-                        &used) != 4 || end <= start)
+                        &used) != 4 ||
+            end <= start)
             continue;
         noted n{start, end, inode, offset, std::vector<bool>((end - start) / page_size())};
         for (size_t i = 0; i < n.present.size(); i++) {
             const size_t d = static_cast<size_t>(used) + i / 4;
             if (d >= line.size()) break;
             const char c = line[d];
-            const unsigned v = c >= 'a' ? static_cast<unsigned>(c - 'a' + 10)
-                                        : static_cast<unsigned>(c - '0');
+            const unsigned v =
+                c >= 'a' ? static_cast<unsigned>(c - 'a' + 10) : static_cast<unsigned>(c - '0');
             n.present[i] = (v >> (i % 4)) & 1;
         }
         snap.push_back(std::move(n));

@@ -189,6 +189,9 @@ __attribute__((tls_model("initial-exec"))) thread_local bool tls_acquiring = fal
 // ring_buffer_thread_mute(): nesting depth, and the buffer to go back to.
 __attribute__((tls_model("initial-exec"))) thread_local unsigned tls_mute_depth = 0;
 __attribute__((tls_model("initial-exec"))) thread_local buffer_ctl *tls_saved_rb = nullptr;
+// ring_buffer_thread_speak(): nesting depth, and the mute depth it set aside.
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_speak_depth = 0;
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_speak_saved_mute = 0;
 // Threads whose name starts with this never write (dprobe's own: their name is inherited by
 // the threads they create).
 char g_muted_prefix[16] = {};
@@ -428,6 +431,7 @@ void count_orphan(trace_buffer *tb) noexcept
 bool thread_silenced() noexcept
 {
     if (tls_rb == k_muted_buffer || tls_mute_depth) return true;
+    if (tls_speak_depth) return false; // writing on another's behalf (trace_marker)
     if (g_muted_prefix[0] && !tls_node && !tls_rbt) {
         char name[17] = {};
         arch::raw_syscall(SYS_prctl, PR_GET_NAME, reinterpret_cast<long>(name));
@@ -1192,6 +1196,29 @@ void ring_buffer_thread_mute(bool mute) noexcept
         }
     } else if (tls_mute_depth && --tls_mute_depth == 0) {
         tls_rb = tls_saved_rb;
+    }
+}
+
+void ring_buffer_thread_speak(bool on) noexcept
+{
+    if (on) {
+        if (tls_speak_depth == 0) {
+            // One of dprobe's threads by name is muted for good first, so that it stays
+            // muted after this write too. The mute is set aside with its buffer back in
+            // place (nullptr for a thread muted for good: it maps one on its first write).
+            thread_silenced();
+            tls_speak_saved_mute = tls_mute_depth;
+            if (tls_mute_depth) {
+                tls_mute_depth = 0;
+                tls_rb = tls_saved_rb;
+            }
+        }
+        tls_speak_depth++;
+    } else if (tls_speak_depth && --tls_speak_depth == 0 && tls_speak_saved_mute) {
+        tls_saved_rb = tls_rb == k_muted_buffer ? tls_saved_rb : tls_rb;
+        tls_rb = k_muted_buffer;
+        tls_mute_depth = tls_speak_saved_mute;
+        tls_speak_saved_mute = 0;
     }
 }
 

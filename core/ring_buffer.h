@@ -126,6 +126,13 @@ bool ring_buffer_thread_muted() noexcept;
 // Threads whose name (comm) starts with PREFIX when they first write never write: dprobe's
 // own threads, which pass their name on to the threads they create. nullptr: none.
 void ring_buffer_mute_threads_named(const char *prefix) noexcept;
+// A write the calling thread makes on another's behalf: from ring_buffer_thread_speak(true)
+// to the matching (false) it writes even when muted (a muted thread, or one of the threads
+// named above). For the records a tracefs server thread writes for the process that wrote a
+// file (trace_marker: the kernel records them in the writer's context, whoever serves the
+// write). Calls nest; the mute state is as before once the outermost ends. Not
+// async-signal-safe with respect to mute calls of the same thread.
+void ring_buffer_thread_speak(bool on) noexcept;
 
 // ---- control ------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@
 // its length or CRC check and is dropped by the reader with a warning.
 #pragma once
 
+#include "tracefs/ftrace_entries.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -94,34 +96,26 @@ static_assert(sizeof(page_header) == 48);
 // Small ring-buffer events: 4 bytes of header and these 12 bytes, 16 in all (the kernel's
 // carry the common fields, a pid, and the call time in the exit: per-thread buffers make the
 // pid redundant, and a call's time is its entry's). The time stamp of the event is the
-// call's (entry) or the return's (exit).
-inline constexpr uint16_t FUNCGRAPH_EXIT_ID = 10;  // the kernel's TRACE_GRAPH_RET
-inline constexpr uint16_t FUNCGRAPH_ENTRY_ID = 11; // the kernel's TRACE_GRAPH_ENT
-struct __attribute__((packed, aligned(4))) funcgraph_rec {
-    uint16_t type;
-    uint16_t depth; // nesting depth; FUNCGRAPH_FL_* in the top bit
-    uint64_t func;  // the function's entry (its site)
-};
-static_assert(sizeof(funcgraph_rec) == 12);
-inline constexpr uint16_t FUNCGRAPH_DEPTH_MAX = 0x7fff;
+// call's (entry) or the return's (exit). They are ftrace's compact records
+// (tracefs/ftrace_entries.h), which every reader tells from the full ones the tracefs tree's
+// tracers write with the same ids by their length.
+inline constexpr uint16_t FUNCGRAPH_EXIT_ID = TRACE_GRAPH_RET;  // 10
+inline constexpr uint16_t FUNCGRAPH_ENTRY_ID = TRACE_GRAPH_ENT; // 11
+using funcgraph_rec = ftrace_graph_compact;
+inline constexpr uint16_t FUNCGRAPH_DEPTH_MAX = FTRACE_GRAPH_DEPTH_MAX;
 // funcgraph_exit: the call did not return, it was unwound (longjmp, a C++ exception, thread
 // exit); the exit's time is when dprobe noticed (the catch, the next hit).
-inline constexpr uint16_t FUNCGRAPH_FL_UNWOUND = 0x8000;
+inline constexpr uint16_t FUNCGRAPH_FL_UNWOUND = FTRACE_GRAPH_FL_UNWOUND;
 // The events/ftrace/funcgraph_{entry,exit}/format texts for these events.
 std::string funcgraph_entry_format();
 std::string funcgraph_exit_format();
 
 // ---- function events (the kernel's ftrace/function: `record -p function`) ----
 // A call of a traced function: where, and the return address it was called with. 4 bytes
-// of header and these 20 (the kernel's carries the common fields too).
-inline constexpr uint16_t FUNCTION_ID = 1; // the kernel's TRACE_FN
-struct __attribute__((packed, aligned(4))) function_rec {
-    uint16_t type;
-    uint16_t pad;
-    uint64_t ip;        // the function's entry (its site)
-    uint64_t parent_ip; // the return address: in its caller
-};
-static_assert(sizeof(function_rec) == 20);
+// of header and these 20 (the kernel's carries the common fields too): ftrace's compact
+// function record.
+inline constexpr uint16_t FUNCTION_ID = TRACE_FN; // 1
+using function_rec = ftrace_fn_compact;
 std::string function_format();
 
 // ---- writing ----

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace dprobe
@@ -80,6 +81,74 @@ struct raw_data_entry {
     char buf[];
 };
 
+// ---- compact forms ----
+// The function graph and function records of `dprobe record` and `dprobe attach` (the agent's,
+// tools/agent/funcgraph.cpp) are written in a shorter form: small ring-buffer events without
+// the common fields (a record is in its thread's buffer, which says whose it is) and without
+// the exit's call time (its entry's time stamp). They carry the same type ids as the full
+// records above, which the tracefs tree's tracers write into the same buffers, and are told
+// from them by their length: 12 bytes (graph) and 20 (function), where the full records take
+// 24 and more. Every reader (trace, trace_pipe, trace_pipe_raw, `dprobe report`, trace.dat)
+// expands them into the full records with ftrace_compact_expander.
+struct __attribute__((packed, aligned(4))) ftrace_graph_compact {
+    uint16_t type;  // TRACE_GRAPH_ENT or TRACE_GRAPH_RET
+    uint16_t depth; // nesting depth; FTRACE_GRAPH_FL_UNWOUND in the top bit
+    uint64_t func;  // the function's entry (its site)
+};
+static_assert(sizeof(ftrace_graph_compact) == 12);
+inline constexpr uint16_t FTRACE_GRAPH_DEPTH_MAX = 0x7fff;
+// A compact funcgraph_exit of a call that did not return: it was unwound (longjmp, a C++
+// exception, thread exit), and the exit's time is when dprobe noticed.
+inline constexpr uint16_t FTRACE_GRAPH_FL_UNWOUND = 0x8000;
+struct __attribute__((packed, aligned(4))) ftrace_fn_compact {
+    uint16_t type; // TRACE_FN
+    uint16_t pad;
+    uint64_t ip;        // the function's entry (its site)
+    uint64_t parent_ip; // the return address: in its caller
+};
+static_assert(sizeof(ftrace_fn_compact) == 20);
+
+// The type of REC (LEN bytes) when it is a compact record, else 0 (a full record, or
+// another type).
+uint16_t ftrace_compact_type(const void *rec, size_t len);
+
+// A full record, for the expansion of a compact one.
+union ftrace_full_record {
+    trace_entry_header ent;
+    ftrace_entry fn;
+    ftrace_graph_ent_entry graph_ent;
+    ftrace_graph_ret_entry graph_ret;
+};
+
+// Expands the compact records of a sequence of records read in time order (each thread's in
+// the order written): a graph exit gets its entry's time stamp as calltime, found among its
+// thread's open calls (its own time when its entry was not seen: lost, or before the reading
+// started).
+// Memory: each thread's open calls, no deeper than its nesting.
+class ftrace_compact_expander
+{
+  public:
+    // When REC (LEN bytes, written by thread TID at time TS) is compact: its full record in
+    // OUT (common_pid TID), and its length; *UNWOUND says whether a graph exit was unwound.
+    // 0 when REC is not compact (readers use it as it is).
+    size_t expand(const void *rec, size_t len, int32_t tid, uint64_t ts, ftrace_full_record &out,
+                  bool *unwound = nullptr);
+
+  private:
+    struct frame {
+        uint64_t func;
+        int32_t depth;
+        uint64_t ts;
+    };
+    std::unordered_map<int32_t, std::vector<frame>> open_;
+};
+
+// The length of the raw_data record REC (LEN bytes) as the kernel's ring buffer holds it:
+// its id and its bytes, padded to 4. dprobe's own buffers round records up to 8 and keep the
+// data's length in the last word (trace_marker.cpp), which readers of the kernel's format
+// (trace_pipe_raw, trace.dat) must not see as data. LEN when REC is not a raw_data record.
+size_t ftrace_raw_data_len(const void *rec, size_t len);
+
 // The events/ftrace/ names, and each one's format file ("" for an unknown name).
 const std::vector<std::string> &ftrace_event_names();
 std::string ftrace_event_format(std::string_view name);
@@ -95,16 +164,20 @@ bool is_ftrace_type(uint16_t type);
 int ftrace_event_check_filter(std::string_view name, std::string_view text,
                               std::string &error_text);
 
-// How records print (the kernel's trace options sym-offset, sym-addr, print-parent).
+// How records print (the kernel's trace options sym-offset, sym-addr, print-parent), and
+// how addresses are named: SYMBOLIZE, like sprint_symbol() ("func+0x4/0x20", "0x..." when
+// unknown; snprintf's return), for a reader of recorded addresses (`dprobe report`); the
+// process's own symbols when null.
 struct ftrace_print_flags {
     bool sym_offset = false;
     bool sym_addr = false;
     bool print_parent = true;
+    size_t (*symbolize)(char *buf, size_t len, uintptr_t addr) = nullptr;
 };
 // The kernel's seq_print_ip_sym(): "func", "func+0x4/0x20" with sym-offset, then
 // " <0000000000401136>" with sym-addr; "0" for address 0.
 void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f);
-// The text of one of these records after the line prefix, without the newline:
+// The text of one of these records (full ones) after the line prefix, without the newline:
 //   function       "do_work <-main"
 //   kernel_stack   "<stack trace>\n => do_work\n => main"
 //   print          "tracing_mark_write: hello"

@@ -200,7 +200,8 @@ void print_ip_sym(std::string &out, uint64_t ip, const ftrace_print_flags &f)
         return;
     }
     char buf[512];
-    size_t n = sprint_symbol(buf, sizeof buf, ip, false);
+    size_t n =
+        f.symbolize ? f.symbolize(buf, sizeof buf, ip) : sprint_symbol(buf, sizeof buf, ip, false);
     std::string_view s(buf, std::min(n, sizeof buf - 1));
     if (!f.sym_offset && !s.starts_with("0x")) {
         if (size_t plus = s.find('+'); plus != std::string_view::npos) s = s.substr(0, plus);
@@ -247,7 +248,7 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
     case TRACE_PRINT: {
         if (len < sizeof(print_entry)) return false;
         const uint64_t ip = ld64(rec + offsetof(print_entry, ip));
-        if (ip == trace_marker_ip())
+        if (!f.symbolize && ip == trace_marker_ip())
             out += "tracing_mark_write";
         else
             print_ip_sym(out, ip, f);
@@ -303,6 +304,82 @@ bool ftrace_print_entry(std::string &out, const uint8_t *rec, size_t len,
     default:
         return false;
     }
+}
+
+size_t ftrace_raw_data_len(const void *rec, size_t len)
+{
+    uint16_t type = 0;
+    if (len >= sizeof(type)) std::memcpy(&type, rec, sizeof type);
+    if (type != TRACE_RAW_DATA || len < sizeof(raw_data_entry) + 4) return len;
+    uint32_t n;
+    std::memcpy(&n, static_cast<const char *>(rec) + len - 4, 4);
+    if (n > len - sizeof(raw_data_entry) - 4) return len; // not dprobe's layout
+    return sizeof(raw_data_entry) + ((n + 3) & ~size_t{3});
+}
+
+uint16_t ftrace_compact_type(const void *rec, size_t len)
+{
+    if (len < sizeof(uint16_t)) return 0;
+    uint16_t type;
+    std::memcpy(&type, rec, sizeof type);
+    switch (type) {
+    case TRACE_GRAPH_ENT:
+    case TRACE_GRAPH_RET:
+        return len >= sizeof(ftrace_graph_compact) && len < sizeof(ftrace_graph_ent_entry) ? type
+                                                                                           : 0;
+    case TRACE_FN:
+        return len >= sizeof(ftrace_fn_compact) && len < sizeof(ftrace_entry) ? type : 0;
+    default:
+        return 0;
+    }
+}
+
+size_t ftrace_compact_expander::expand(const void *rec, size_t len, int32_t tid, uint64_t ts,
+                                       ftrace_full_record &out, bool *unwound)
+{
+    const uint16_t type = ftrace_compact_type(rec, len);
+    if (unwound) *unwound = false;
+    if (!type) return 0;
+    out = ftrace_full_record{};
+    out.ent = trace_entry_header{type, 0, 0, tid};
+    if (type == TRACE_FN) {
+        ftrace_fn_compact c;
+        std::memcpy(&c, rec, sizeof c);
+        out.fn.ip = c.ip;
+        out.fn.parent_ip = c.parent_ip;
+        return sizeof(ftrace_entry);
+    }
+    ftrace_graph_compact c;
+    std::memcpy(&c, rec, sizeof c);
+    const int32_t depth = c.depth & FTRACE_GRAPH_DEPTH_MAX;
+    std::vector<frame> &open = open_[tid];
+    if (type == TRACE_GRAPH_ENT) {
+        // A call left at this depth or deeper without its exit (lost) is over.
+        while (!open.empty() && open.back().depth >= depth)
+            open.pop_back();
+        open.push_back({c.func, depth, ts});
+        out.graph_ent.func = c.func;
+        out.graph_ent.depth = depth;
+        return sizeof(ftrace_graph_ent_entry);
+    }
+    uint64_t calltime = ts; // its entry unseen: no duration to show
+    size_t i = open.size();
+    while (i-- > 0 && !(open[i].func == c.func && open[i].depth == depth)) {
+    }
+    if (i != SIZE_MAX) {
+        calltime = open[i].ts;
+        open.resize(i);
+    } else {
+        while (!open.empty() && open.back().depth >= depth)
+            open.pop_back();
+    }
+    if (open.empty()) open_.erase(tid);
+    out.graph_ret.func = c.func;
+    out.graph_ret.depth = depth;
+    out.graph_ret.calltime = calltime;
+    out.graph_ret.rettime = ts;
+    if (unwound) *unwound = (c.depth & FTRACE_GRAPH_FL_UNWOUND) != 0;
+    return sizeof(ftrace_graph_ret_entry);
 }
 
 } // namespace dprobe

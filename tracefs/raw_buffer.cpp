@@ -4,6 +4,7 @@
 
 #include "core/ring_buffer.h"
 #include "core/trace_clock.h"
+#include "tracefs/ftrace_entries.h"
 #include "tracefs/trace_array.h"
 
 #include <poll.h>
@@ -39,6 +40,9 @@ struct cpu_queue {
 struct raw_state {
     std::mutex m;
     std::map<unsigned, cpu_queue> cpus;
+    // The agent's compact graph and function records go out as the kernel's full ones (the
+    // format files describe those).
+    ftrace_compact_expander compact;
 };
 
 std::mutex g_states_m;
@@ -94,7 +98,12 @@ void pull(trace_array &tr, raw_state &st)
     while (rd.next(rec)) {
         cpu_queue &q = st.cpus[rec.cpu];
         size_t before = q.w.pages.size();
-        q.w.add(rec.ts, rec.payload, rec.len, rec.lost_before);
+        ftrace_full_record full;
+        if (size_t n = st.compact.expand(rec.payload, rec.len, rec.tid, rec.ts, full))
+            q.w.add(rec.ts, &full, n, rec.lost_before);
+        else
+            q.w.add(rec.ts, rec.payload, ftrace_raw_data_len(rec.payload, rec.len),
+                    rec.lost_before);
         if (q.w.pages.size() != before) {
             // The record opened a new page: the count so far belongs to the finished one.
             uint64_t finished = q.open_events;

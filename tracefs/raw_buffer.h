@@ -11,6 +11,10 @@
 // them consumes the array's buffer (like trace_pipe) and sorts the records into per-CPU page
 // queues; a queue holds at most buffer_size_kb, beyond which its oldest pages are dropped
 // and the next page says how many events were missed, as an overwritten kernel page would.
+//
+// Records go out as the kernel lays them out: the agent's compact graph and function records
+// expanded into the full ones the format files describe (ftrace_entries.h), raw_data without
+// the length word dprobe's buffers keep after its bytes.
 #pragma once
 
 #include "tracefs/raw_page.h"

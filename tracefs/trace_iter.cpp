@@ -95,10 +95,17 @@ bool trace_iter::fill(size_t n)
     size_t got = 0;
     rb_record rec;
     while (got < n && reader_->next(rec)) {
+        // The agent's compact graph and function records read as the tracers' full ones
+        // (every CPU's: an exit finds its entry's time on another).
+        ftrace_full_record full;
+        const size_t full_len = compact_.expand(rec.payload, rec.len, rec.tid, rec.ts, full);
         if (cpu_ >= 0 && rec.cpu != cpu_) continue;
         entry e;
         e.rec = rec;
-        e.data.assign(static_cast<const char *>(rec.payload), rec.len);
+        if (full_len)
+            e.data.assign(reinterpret_cast<const char *>(&full), full_len);
+        else
+            e.data.assign(static_cast<const char *>(rec.payload), rec.len);
         e.rec.payload = nullptr;
         ahead_.push_back(std::move(e));
         got++;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/ring_buffer.h"
+#include "tracefs/ftrace_entries.h"
 #include "tracefs/trace_output.h"
 
 #include <cstddef>
@@ -70,6 +71,7 @@ class trace_iter
     comm_cache comms_;
     std::unique_ptr<graph_printer> graph_;
     std::unique_ptr<ring_buffer_reader> reader_; // open during read()
+    ftrace_compact_expander compact_;            // the open calls of compact graph records
 };
 
 // The whole text of a `trace`-like file (header and every record).

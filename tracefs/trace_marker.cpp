@@ -68,6 +68,16 @@ DPROBE_NOPROBE bool write_print(trace_array &tr, std::string_view text, int32_t 
     return true;
 }
 
+// A write served for another process (or thread) by the tree's server thread: the record
+// is the writer's, written through the server thread's buffer even though dprobe's own
+// threads are muted (their own work is never traced).
+struct on_behalf {
+    on_behalf() { ring_buffer_thread_speak(true); }
+    ~on_behalf() { ring_buffer_thread_speak(false); }
+    on_behalf(const on_behalf &) = delete;
+    on_behalf &operator=(const on_behalf &) = delete;
+};
+
 } // namespace
 
 long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
@@ -75,6 +85,7 @@ long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
     if (!tr.opt(OPT_MARKERS)) return -EINVAL;
     remember_writer(pid);
     size_t taken = std::min(text.size(), TRACE_MARKER_MAX_SIZE);
+    on_behalf speak;
     if (!write_print(tr, text, pid > 0 ? pid : trace_current_tid(), trace_marker_ip()))
         return -EBADF;
     return long(taken);
@@ -88,6 +99,7 @@ long trace_marker_raw_write(trace_array &tr, std::string_view data, int32_t pid)
     const size_t n = data.size() - sizeof(uint32_t);
     // The payload's length goes in the last word: the ring buffer rounds records up to 8.
     const size_t len = sizeof(raw_data_entry) + n + sizeof(uint32_t);
+    on_behalf speak;
     void *ev = ring_buffer_reserve(tr.buffer, (len + 7) & ~size_t{7});
     if (!ev) return -EBADF;
     auto *e = static_cast<raw_data_entry *>(ev);

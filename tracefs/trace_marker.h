@@ -9,7 +9,9 @@
 // and kept in saved_cmdlines), or the calling thread for the C calls. It prints as
 // "tracing_mark_write: TEXT" (file writes) or "CALLER: TEXT" (the C calls name their
 // caller). trace_marker_raw takes binary data: a 4-byte id, then the payload (a `raw_data`
-// record).
+// record). A file write is served by one of dprobe's threads (the FUSE or socket server of a
+// `dprobe record` or `attach` session), which are muted for their own work: the record is
+// written for the writer all the same (ring_buffer_thread_speak).
 #pragma once
 
 #include "core/ring_buffer.h"

@@ -453,8 +453,13 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
     bool want_write = acc == O_WRONLY || acc == O_RDWR;
     if ((want_read && !n->show && !n->open) || (want_write && !n->store && !n->store_part))
         return -EACCES;
-    if (want_write && (flags & O_TRUNC) && n->trunc)
-        if (int r = n->trunc()) return r;
+    if (want_write && (flags & O_TRUNC)) {
+        if (n->open_trunc) {
+            if (int r = n->open_trunc()) return r;
+        } else if (n->trunc) {
+            if (int r = n->trunc()) return r;
+        }
+    }
     std::unique_ptr<tracefs_file> f;
     if (n->open)
         f = n->open(flags);

@@ -56,11 +56,6 @@ int tracing_update_tracer(trace_array &tr)
 namespace
 {
 
-bool compiled_site(const ftrace_site *s)
-{
-    return s && !s->gone && s->sym && s->kind != site_kind::jump;
-}
-
 std::vector<ftrace_site *> minus(std::vector<ftrace_site *> v,
                                  const std::vector<ftrace_site *> &out)
 {
@@ -80,13 +75,10 @@ bool in_objects(const ftrace_site *s, std::span<const object_ptr> objs)
 
 std::vector<ftrace_site *> tracer_functions(trace_array &tr)
 {
-    std::vector<ftrace_site *> v;
-    if (tr.filter_hash.empty()) {
-        for (ftrace_site *s : ftrace_all_sites())
-            if (compiled_site(s)) v.push_back(s);
-    } else {
-        v = tr.filter_hash.sites();
-    }
+    // An empty filter is every function available_filter_functions lists, as in the kernel:
+    // those without a compiled-in site get a jump site now.
+    std::vector<ftrace_site *> v =
+        tr.filter_hash.empty() ? ftrace_match_sites("*", "") : tr.filter_hash.sites();
     return minus(std::move(v), tr.notrace_hash.sites());
 }
 
@@ -98,10 +90,8 @@ std::vector<ftrace_site *> tracer_functions_loaded(trace_array &tr,
     tr.notrace_hash.objects_loaded(added);
     std::vector<ftrace_site *> v;
     if (all) {
-        // Only the site records of the new objects: this runs inside the loader.
-        for (const object_ptr &o : added)
-            for (const ksym &f : o->funcs)
-                if (ftrace_site *s = ftrace_location(f.addr); compiled_site(s)) v.push_back(s);
+        // Every function of the new objects (inside the loader, before they run).
+        v = ftrace_match_sites_in(added, "*", "");
     } else {
         for (ftrace_site *s : tr.filter_hash.sites())
             if (in_objects(s, added)) v.push_back(s);

@@ -43,8 +43,9 @@ int tracing_set_tracer(trace_array &tr, std::string_view name);
 int tracing_update_tracer(trace_array &tr);
 
 // The functions a tracer of TR traces: set_ftrace_filter (or, when it is empty, every
-// function built with a patch site) minus set_ftrace_notrace; ADDED limits them to objects a
-// dlopen just mapped (and applies pending :mod: filters to them).
+// function available_filter_functions lists: those with a patch site, and those a jump site
+// can serve, which get one) minus set_ftrace_notrace; ADDED limits them to objects a dlopen
+// just mapped (and applies pending :mod: filters to them).
 std::vector<ftrace_site *> tracer_functions(trace_array &tr);
 std::vector<ftrace_site *> tracer_functions_loaded(trace_array &tr,
                                                    std::span<const object_ptr> added);

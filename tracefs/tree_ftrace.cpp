@@ -128,8 +128,10 @@ class token_file_impl final : public tracefs_file
 {
   public:
     token_file_impl(std::function<std::string()> show,
-                    std::function<int(const std::string &)> apply, std::function<void()> after)
-        : show_(std::move(show)), apply_(std::move(apply)), after_(std::move(after))
+                    std::function<int(const std::string &)> apply, std::function<void()> after,
+                    bool changed)
+        : show_(std::move(show)), apply_(std::move(apply)), after_(std::move(after)),
+          pending_(changed)
     {
     }
     ~token_file_impl() override
@@ -140,8 +142,9 @@ class token_file_impl final : public tracefs_file
             auto toks = ftrace_split_tokens(carry_, "", true);
             for (const auto &t : toks)
                 apply_(t);
-            if (!toks.empty() && after_) after_();
+            pending_ |= !toks.empty();
         }
+        if (pending_ && after_) after_();
     }
     ssize_t read(char *buf, size_t len, uint64_t off, const tracefs_read_opts &) override
     {
@@ -164,7 +167,10 @@ class token_file_impl final : public tracefs_file
             if ((err = apply_(t))) break;
             any = true;
         }
-        if (any && after_) after_();
+        if (any && after_) {
+            after_();
+            pending_ = false;
+        }
         return err ? err : static_cast<ssize_t>(len);
     }
     unsigned poll() override { return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM; }
@@ -173,6 +179,7 @@ class token_file_impl final : public tracefs_file
     std::function<std::string()> show_;
     std::function<int(const std::string &)> apply_;
     std::function<void()> after_;
+    bool pending_; // a change not yet followed by after_ (the open's O_TRUNC)
     std::string carry_, text_;
     bool have_ = false;
 };
@@ -474,7 +481,14 @@ node filter_node(const std::shared_ptr<trace_array> &tr, bool notrace)
         tracing_update_tracer(*tr);
         return 0;
     };
-    n.open = [tr, h, notrace, show](int) {
+    // echo f > set_ftrace_filter: emptied at open, the tracer updated once f is in (an
+    // empty set is every function).
+    n.open_trunc = [h] {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        h->clear();
+        return 0;
+    };
+    n.open = [tr, h, notrace, show](int flags) {
         return token_file(
             show,
             [tr, h, notrace](const std::string &tok) {
@@ -489,7 +503,8 @@ node filter_node(const std::shared_ptr<trace_array> &tr, bool notrace)
             [tr] {
                 std::lock_guard<std::mutex> g(trace_types_lock());
                 tracing_update_tracer(*tr);
-            });
+            },
+            (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY);
     };
     n.store = [](std::string_view) { return 0; }; // writable: the open above does the work
     return n;
@@ -517,10 +532,10 @@ node pid_node(const std::shared_ptr<trace_array> &tr, pid_filter *pf, const char
 
 std::unique_ptr<tracefs_file> token_file(std::function<std::string()> show,
                                          std::function<int(const std::string &)> apply,
-                                         std::function<void()> after_write)
+                                         std::function<void()> after_write, bool changed_at_open)
 {
     return std::make_unique<token_file_impl>(std::move(show), std::move(apply),
-                                             std::move(after_write));
+                                             std::move(after_write), changed_at_open);
 }
 
 std::vector<std::string> array_entries()

@@ -27,6 +27,11 @@ struct tracefs_tree::node {
     // the bytes taken, or -errno. Used instead of store when set.
     std::function<long(std::string_view)> store_part;
     std::function<int()> trunc; // what O_TRUNC does (nullptr: nothing)
+    // What O_TRUNC does at open, when it differs from trunc: set_ftrace_filter empties its
+    // set there but applies the change when the file is written or closed (the kernel's
+    // ftrace_regex_release), so that "echo f > set_ftrace_filter" never has the tracer run
+    // on the empty set (every function) in between; trunc (truncate(2)) applies it at once.
+    std::function<int()> open_trunc;
     // Files that are not a text snapshot (trace_pipe, trace_pipe_raw, the filter files that
     // parse across writes): their own open.
     std::function<std::unique_ptr<tracefs_file>(int flags)> open;
@@ -56,10 +61,13 @@ int store_enable(std::string_view s, const std::function<int(bool)> &set);
 
 // A file whose writes are lists of tokens that may be split across write() calls (the
 // kernel's trace_parser): each complete token goes to APPLY; the last one is flushed when
-// the file is closed. TRUNC (O_TRUNC) runs at open.
+// the file is closed. TRUNC (O_TRUNC) runs at open. AFTER_WRITE runs after a write that
+// applied tokens, and at close when CHANGED_AT_OPEN (the open emptied the set) and no write
+// applied any.
 std::unique_ptr<tracefs_file> token_file(std::function<std::string()> show,
                                          std::function<int(const std::string &)> apply,
-                                         std::function<void()> after_write);
+                                         std::function<void()> after_write,
+                                         bool changed_at_open = false);
 
 // The files and directories of a trace array, from P[AT] on (P[AT - 1] is the array's
 // directory). TOP: the top level (files only it has are resolved by tracefs_tree.cpp).

@@ -55,7 +55,7 @@ void on_process_exit(int status, void *)
     if (state().attached) {
         std::string end;
         tracefile::append_kv(end, "reason", "exit");
-        tracefile::append_kv(end, "status", std::to_string(status));
+        if (status >= 0) tracefile::append_kv(end, "status", std::to_string(status));
         stop_streamer(end);
     }
 }
@@ -176,7 +176,15 @@ void install_lifecycle_hooks()
     if (once) return;
     once = true;
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    on_exit(on_process_exit, nullptr);
+    if (state().attached)
+        // The agent may be unloaded before the process exits (dprobe detach): an exit
+        // handler registered with atexit() belongs to this object and goes with it (glibc
+        // runs it at the dlclose, when the session is over and it does nothing); one of
+        // on_exit() would stay behind and be called into unmapped code at exit. The exit
+        // status is then not known here; the session's END says "exit" without it.
+        atexit([] { on_process_exit(-1, nullptr); });
+    else
+        on_exit(on_process_exit, nullptr);
     exec_env_init(state().status_fd, state().wake_fd);
     spawn_set_env_hooks(&k_spawn_hooks);
 }

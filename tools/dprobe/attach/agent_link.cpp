@@ -294,9 +294,11 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
         if ((e = t.write_memory(area.at(0), path_arg.data(), path_arg.size())) ||
             (e = t.write_memory(area.at(4096), name_arg.data(), name_arg.size())))
             return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
+        uint64_t loaded = 0;
         if (load) {
             if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW}, area.top(), &ret)))
                 return fail(e, t.message());
+            loaded = ret;
             if (ret == 0) {
                 std::string why = "unknown error";
                 uint64_t s = 0;
@@ -315,6 +317,12 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
                                     : "process " + id + " has no dprobe runtime loaded");
         if ((e = t.call(f_entry, {area.at(4096)}, area.top(), &ret))) return fail(e, t.message());
         out.result = static_cast<int>(as_int(ret));
+        if (load && out.result < 0 && loaded) {
+            // Refused (a session already runs, say): the reference this dlopen took is given
+            // back, so that the detach's dlclose unloads the object.
+            uint64_t r = 0;
+            t.call(f.dlclose, {loaded}, area.top(), &r);
+        }
     }
     if ((e = t.give_back()))
         return fail(e, "process " + id + ": cannot restore thread " + std::to_string(t.tid()) +
@@ -367,14 +375,17 @@ agent_call unload_once(pid_t pid, const std::string &agent)
         if (out.result != 0) out.error = area.read_string(why_at);
         // -EIO: released, but something could not be given back: still unloaded.
         if (out.result == 0 || out.result == -EIO) {
-            // The handle dlopen gave the attach: another reference to the same object, and
-            // two closes take both away.
-            uint64_t h = 0, r = 0;
-            if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW | RTLD_NOLOAD}, area.top(), &h)))
-                return fail(e, t.message());
-            if (h) {
+            // Every reference the attach commands took (one dlopen each): closed until the
+            // loader no longer knows the object. Each round takes one more reference
+            // (RTLD_NOLOAD) and gives back two.
+            for (int round = 0; round < 64; round++) {
+                uint64_t h = 0, r = 0;
+                if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW | RTLD_NOLOAD}, area.top(), &h)))
+                    return fail(e, t.message());
+                if (!h) break;
                 for (int i = 0; i < 2 && r == 0; i++)
                     if ((e = t.call(f.dlclose, {h}, area.top(), &r))) return fail(e, t.message());
+                if (r) break;
             }
         }
     }

@@ -422,7 +422,7 @@ int run_detach(pid_t pid)
     if (std::string why = tools::check_attach_target(pid); !why.empty()) return fail(cmd, why);
     std::string agent = tools::mapped_agent(pid);
     if (agent.empty())
-        return fail(cmd, who(pid) + " has no dprobe runtime loaded: it was never attached");
+        return fail(cmd, who(pid) + " is not attached (no dprobe runtime is loaded in it)");
     tools::agent_link link;
     if (int e = link.listen())
         return fail(cmd, std::string("cannot create a socket: ") + std::strerror(-e));

@@ -3,8 +3,12 @@
 // nested per thread (frames whose exit was never seen are closed where their parent ends,
 // or at the thread's last event); an exit whose entry was lost (its start is not known)
 // becomes an instant event "name (return)"; probe events become thread-scoped instant
-// events with their arguments. Written as each thread's events are read.
+// events with their arguments (ftrace's stack traces and trace_marker writes with their
+// text); a process killed by a signal gets an instant saying so where its threads ended.
+// Written as each thread's events are read.
 #include "tools/dprobe/report/report.h"
+
+#include "tracefs/ftrace_entries.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -189,7 +193,10 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
             std::string text = event_text(sv, e);
             std::string place;
             std::vector<std::pair<std::string, std::string>> args;
-            split_probe_text(text, place, args);
+            if (is_ftrace_type(type))
+                args.emplace_back("text", text); // a stack trace, a trace_marker write
+            else
+                split_probe_text(text, place, args);
             std::string name = event_name(sv, e);
             if (name.empty()) name = "type " + std::to_string(type);
             auto dit = sv.events.find(type);
@@ -212,6 +219,15 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
             em.buf += "}}";
         }
         if (em.buf.size() > 1 << 16) em.flush();
+    }
+    // A process killed by a signal: an instant where its threads were (inside calls), and on
+    // its main thread in any case.
+    if (const int sig = killed_by(*sv.s); sig && (!st.empty() || t.tid == pid)) {
+        em.begin();
+        em.buf += "{\"name\":";
+        json_str(em.buf, "killed by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")");
+        em.buf += ",\"cat\":\"process\",\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) +
+                  ",\"tid\":" + std::to_string(t.tid) + ",\"ts\":" + ts_us(last_ts) + "}";
     }
     // Calls still open when the recording ended close at the thread's last event.
     while (!st.empty()) {

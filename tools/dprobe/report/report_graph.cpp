@@ -7,6 +7,9 @@
 //      4242)               |  main() {
 //      4242)   0.190 us    |    wf_hash();
 //      4242) + 10.542 us   |  } /* main */
+//
+// A process killed by a signal ends the blocks of its threads that were inside calls, and of
+// its main thread, with "/* killed by signal 11 (SIGSEGV) */" where they were.
 #include "tools/dprobe/report/report.h"
 
 #include <algorithm>
@@ -242,6 +245,13 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
         have = have_next;
     }
     if (!cur.error().empty()) rc.errors.push_back(cur.error());
+    // A process killed by a signal: where its threads were (its calls left open), and its
+    // main thread in any case.
+    if (const int sig = killed_by(*sv.s); sig && (cur_depth > 0 || t.tid == sv.s->pid())) {
+        std::string indent(static_cast<size_t>(std::max(cur_depth, 0)) * 2, ' ');
+        std::fprintf(out, "%s%s%s/* killed by signal %d (%s) */\n", tidcol, k_fill, indent.c_str(),
+                     sig, signal_name(sig).c_str());
+    }
 }
 
 } // namespace

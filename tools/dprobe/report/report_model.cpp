@@ -2,10 +2,12 @@
 #include "tools/dprobe/report/report_model.h"
 
 #include "tracefs/event_format.h"
+#include "tracefs/ftrace_entries.h"
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace dprobe::report
@@ -166,27 +168,74 @@ uint16_t event_type(const tracefile::event &e)
 bool decode_graph(const tracefile::event &e, graph_event &g)
 {
     const uint16_t t = event_type(e);
-    if ((t != tracefile::FUNCGRAPH_ENTRY_ID && t != tracefile::FUNCGRAPH_EXIT_ID) ||
-        e.len < sizeof(tracefile::funcgraph_rec))
-        return false;
-    tracefile::funcgraph_rec r;
-    std::memcpy(&r, e.payload, sizeof r);
-    g.entry = t == tracefile::FUNCGRAPH_ENTRY_ID;
-    g.unwound = !g.entry && (r.depth & tracefile::FUNCGRAPH_FL_UNWOUND);
-    g.depth = r.depth & tracefile::FUNCGRAPH_DEPTH_MAX;
-    g.func = r.func;
-    return true;
+    if (t != TRACE_GRAPH_ENT && t != TRACE_GRAPH_RET) return false;
+    g.entry = t == TRACE_GRAPH_ENT;
+    g.unwound = false;
+    if (ftrace_compact_type(e.payload, e.len)) {
+        // The agent's graph.
+        tracefile::funcgraph_rec r;
+        std::memcpy(&r, e.payload, sizeof r);
+        g.unwound = !g.entry && (r.depth & tracefile::FUNCGRAPH_FL_UNWOUND);
+        g.depth = r.depth & tracefile::FUNCGRAPH_DEPTH_MAX;
+        g.func = r.func;
+        return true;
+    }
+    // The function_graph tracer's (echo function_graph > current_tracer).
+    if (g.entry && e.len >= sizeof(ftrace_graph_ent_entry)) {
+        ftrace_graph_ent_entry r;
+        std::memcpy(&r, e.payload, sizeof r);
+        g.depth = r.depth;
+        g.func = r.func;
+        return true;
+    }
+    if (!g.entry && e.len >= sizeof(ftrace_graph_ret_entry)) {
+        ftrace_graph_ret_entry r;
+        std::memcpy(&r, e.payload, sizeof r);
+        g.depth = r.depth;
+        g.func = r.func;
+        return true;
+    }
+    return false;
 }
 
 bool decode_function(const tracefile::event &e, function_event &f)
 {
-    if (event_type(e) != tracefile::FUNCTION_ID || e.len < sizeof(tracefile::function_rec))
-        return false;
-    tracefile::function_rec r;
+    if (event_type(e) != TRACE_FN) return false;
+    if (ftrace_compact_type(e.payload, e.len)) { // record -p function
+        tracefile::function_rec r;
+        std::memcpy(&r, e.payload, sizeof r);
+        f.ip = r.ip;
+        f.parent_ip = r.parent_ip;
+        return true;
+    }
+    if (e.len < sizeof(ftrace_entry)) return false;
+    ftrace_entry r; // the function tracer's (echo function > current_tracer)
     std::memcpy(&r, e.payload, sizeof r);
     f.ip = r.ip;
     f.parent_ip = r.parent_ip;
     return true;
+}
+
+int32_t record_pid(const tracefile::event &e)
+{
+    if (ftrace_compact_type(e.payload, e.len) || e.len < sizeof(trace_entry_header)) return e.tid;
+    trace_entry_header h;
+    std::memcpy(&h, e.payload, sizeof h);
+    return h.pid > 0 ? h.pid : e.tid;
+}
+
+int killed_by(const tracefile::session &s)
+{
+    auto r = s.end.find("reason");
+    auto n = s.end.find("signal");
+    if (r == s.end.end() || r->second != "signal" || n == s.end.end()) return 0;
+    return std::atoi(n->second.c_str());
+}
+
+std::string signal_name(int sig)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
 void call_stack::entry(const graph_event &g, uint64_t ts)
@@ -214,9 +263,12 @@ bool call_stack::exit(const graph_event &g, uint64_t *calltime)
 std::string event_name(const session_view &sv, const tracefile::event &e)
 {
     const uint16_t t = event_type(e);
-    if (t == tracefile::FUNCGRAPH_ENTRY_ID) return "funcgraph_entry";
-    if (t == tracefile::FUNCGRAPH_EXIT_ID) return "funcgraph_exit";
-    if (t == tracefile::FUNCTION_ID) return "function";
+    if (t == TRACE_GRAPH_ENT) return "funcgraph_entry";
+    if (t == TRACE_GRAPH_RET) return "funcgraph_exit";
+    if (t == TRACE_FN) return "function";
+    if (t == TRACE_STACK) return "kernel_stack";
+    if (t == TRACE_PRINT) return "print";
+    if (t == TRACE_RAW_DATA) return "raw_data";
     auto it = sv.events.find(t);
     return it == sv.events.end() ? std::string() : it->second.event;
 }
@@ -248,6 +300,18 @@ std::string event_text(const session_view &sv, const tracefile::event &e, uint64
         return buf;
     }
     const uint16_t t = event_type(e);
+    if (is_ftrace_type(t)) {
+        // ftrace's other records (stack traces of triggers and func_stack_trace,
+        // trace_marker's print and raw_data), as the trace file prints them; addresses named
+        // from the recording's objects.
+        std::string s;
+        ftrace_print_flags f;
+        f.symbolize = current_symbolize;
+        set_current_symbols(&sv.syms, e.ts);
+        const bool known = ftrace_print_entry(s, static_cast<const uint8_t *>(e.payload), e.len, f);
+        set_current_symbols(nullptr, 0);
+        if (known) return s;
+    }
     auto it = sv.events.find(t);
     if (it == sv.events.end()) {
         std::snprintf(buf, sizeof buf, "Unknown type %u", t);

@@ -78,6 +78,9 @@ struct model {
 bool load_model(const std::string &path, model &m, std::string *err,
                 demangle_mode demangle = demangle_mode::simple);
 
+// ftrace's records come in two forms: the agent's compact ones (`record`'s and `attach`'s
+// graph, `record -p function`) and the full ones the tracefs tree's tracers write (echo
+// function_graph > current_tracer); both decode alike (tracefs/ftrace_entries.h).
 // A function-graph event, decoded.
 struct graph_event {
     bool entry;
@@ -92,6 +95,9 @@ struct function_event {
 };
 bool decode_function(const tracefile::event &e, function_event &f);
 uint16_t event_type(const tracefile::event &e);
+// Whose record E is: the common_pid of a full record (a trace_marker write's is the writer's),
+// else the thread whose buffer held it.
+int32_t record_pid(const tracefile::event &e);
 
 // The open calls of one thread: an exit's duration is its time less its entry's.
 class call_stack
@@ -119,6 +125,11 @@ std::string event_text(const session_view &sv, const tracefile::event &e,
                        uint64_t duration_ns = UINT64_MAX);
 // The event's short name ("myprobe", "funcgraph_entry"), "" for an unknown id.
 std::string event_name(const session_view &sv, const tracefile::event &e);
+
+// The signal that killed session S's process (0: it was not killed), from its END chunk, and
+// a signal's name ("SIGSEGV").
+int killed_by(const tracefile::session &s);
+std::string signal_name(int sig);
 
 // Makes SV the symbolizer format_probe_record() calls back into (it takes a plain function).
 void set_current_symbols(const offline_symbols *syms, uint64_t ts);

@@ -61,8 +61,11 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out)
                 dur = e.ts - calltime;
             rc.unwound += g.unwound;
         }
-        std::string comm = sv.comm_of(t.tid);
-        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), t.tid, e.cpu, e.ts, sv.in_ns);
+        // A trace_marker write's record is its writer's, another process's (written for it by
+        // the tracefs server thread): "<...>" as the kernel prints a pid it has no name for.
+        const int32_t pid = record_pid(e);
+        std::string comm = pid == t.tid || sv.comms.count(pid) ? sv.comm_of(pid) : "<...>";
+        size_t n = trace_print_context(buf, sizeof buf, comm.c_str(), pid, e.cpu, e.ts, sv.in_ns);
         std::fwrite(buf, 1, std::min(n, sizeof buf - 1), out);
         std::string text = event_text(sv, e, dur);
         text += '\n';

@@ -7,6 +7,7 @@
 #include "tracefs/raw_page.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -35,30 +36,51 @@ struct fmt {
 
 std::vector<fmt> formats(const model &m)
 {
-    std::map<std::pair<std::string, std::string>, std::string> seen;
+    // ftrace's own records, in their full form (the compact ones are written so, below): all
+    // of them, whatever wrote them (the agent's graph, a tracer, a trigger's stack trace,
+    // trace_marker).
+    std::vector<fmt> v;
+    for (const std::string &n : ftrace_event_names())
+        v.push_back(fmt{"ftrace", n, ftrace_event_format(n)});
+    // Every event by its id: an event deleted and created again under its name (with other
+    // arguments) has a format of its own, and its records are read by the id they carry.
+    std::set<uint32_t> ids;
     for (const auto &sv : m.sessions)
         for (const auto &[id, ev] : sv->s->events) {
-            // The function graph's compact records go out as the kernel's (see below).
-            if (id == tracefile::FUNCGRAPH_ENTRY_ID || id == tracefile::FUNCGRAPH_EXIT_ID ||
-                id == tracefile::FUNCTION_ID)
-                continue;
+            if (is_ftrace_type(uint16_t(id)) || ev.format.empty()) continue;
+            if (!ids.insert(id).second) continue; // another session's, at the same id
             std::string name = ev.name, system = "ftrace";
             if (size_t slash = name.find('/'); slash != std::string::npos) {
                 system = name.substr(0, slash);
                 name = name.substr(slash + 1);
             }
-            if (!ev.format.empty()) seen.emplace(std::make_pair(system, name), ev.format);
+            v.push_back(fmt{system, name, ev.format});
         }
-    for (const char *n : {"function", "funcgraph_entry", "funcgraph_exit"})
-        seen[{"ftrace", n}] = ftrace_event_format(n);
-    std::vector<fmt> v;
-    for (auto &[k, text] : seen)
-        v.push_back(fmt{k.first, k.second, text});
     return v;
 }
 
-// /proc/kallsyms lines for the functions of every recorded object: "addr t name [lib]".
-std::string kallsyms(const model &m)
+// A name as a kallsyms line holds it: one word (libtraceevent reads the name up to the first
+// white space), so the spaces of a demangled C++ name ("(anonymous namespace)::f",
+// "operator new") are left out where they separate nothing and made '_' elsewhere.
+std::string kallsyms_name(std::string name)
+{
+    std::string out;
+    out.reserve(name.size());
+    for (size_t i = 0; i < name.size(); i++) {
+        if (name[i] != ' ') {
+            out += name[i];
+            continue;
+        }
+        auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+        if (!out.empty() && i + 1 < name.size() && word(out.back()) && word(name[i + 1]))
+            out += '_';
+    }
+    return out;
+}
+
+// /proc/kallsyms lines for the functions of every recorded object: "addr t name [lib]", C++
+// names shown as `dprobe report` shows them (--demangle).
+std::string kallsyms(const model &m, demangle_mode demangle_as)
 {
     std::map<uintptr_t, std::string> lines;
     std::set<std::pair<std::string, uint64_t>> done;
@@ -66,14 +88,15 @@ std::string kallsyms(const model &m)
         for (size_t i = 0; i < sv->s->objects.size(); i++) {
             const tracefile::object_info &o = sv->s->objects[i];
             if (o.path.empty() || !done.insert({o.path, o.load_bias}).second) continue;
-            auto obj = read_object_file(o.path, o.load_bias);
+            // Names from debug files too, as `dprobe report` names them.
+            auto obj = read_object_file(o.path, o.load_bias, nullptr, true);
             if (!obj) continue;
             const bool main = i == 0; // a session's first object is its program
             for (const ksym &f : obj->funcs) {
                 char buf[64];
                 std::snprintf(buf, sizeof buf, "%016" PRIxPTR " %c ", f.addr,
                               f.bind == 0 /* STB_LOCAL */ ? 't' : 'T');
-                std::string line = buf + f.name;
+                std::string line = buf + kallsyms_name(demangle(f.name, demangle_as));
                 if (!main) line += " [" + obj->name + "]";
                 lines.emplace(f.addr, line + "\n");
             }
@@ -114,15 +137,16 @@ std::string clock_option(const model &m)
 std::string write_trace_dat(const model &m, const report_opts &o, const std::string &path)
 {
     // Per CPU, the records written on it, in time order (every thread's merged). The
-    // function graph's compact records become the kernel's funcgraph_entry / funcgraph_exit
-    // records, with the common header (the pid) and the exit's call time, which trace-cmd's
-    // graph output needs; the call time comes from the entry, as `dprobe report` finds it.
+    // agent's compact graph and function records become the kernel's function,
+    // funcgraph_entry and funcgraph_exit records, with the common header (the pid) and the
+    // exit's call time, which trace-cmd's graph output needs (its entry's time).
     std::map<unsigned, kpage_writer> cpus;
     unsigned max_cpu = 0;
     for (const auto &sv : m.sessions)
         max_cpu = std::max<unsigned>(
             max_cpu, unsigned(std::max(1, std::atoi(sv->s->get("nr_cpus", "1").c_str()))) - 1);
-    std::map<std::pair<size_t, int32_t>, call_stack> stacks; // (session, tid)
+    // The compact records' open calls, per session (thread ids are per process).
+    std::map<size_t, ftrace_compact_expander> compact;
     tracefile::trace_reader::merged mg(m.reader);
     tracefile::event e;
     size_t stream;
@@ -130,39 +154,12 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
         if (!o.wants(e.tid)) continue;
         kpage_writer &w = cpus[e.cpu];
         max_cpu = std::max<unsigned>(max_cpu, e.cpu);
-        graph_event g;
-        function_event f;
-        if (decode_function(e, f)) {
-            ftrace_entry r{};
-            r.ent = trace_entry_header{TRACE_FN, 0, 0, e.tid};
-            r.ip = f.ip;
-            r.parent_ip = f.parent_ip;
-            w.add(e.ts, &r, sizeof r, e.lost_before);
-            continue;
-        }
-        if (!decode_graph(e, g)) {
-            w.add(e.ts, e.payload, e.len, e.lost_before);
-            continue;
-        }
-        call_stack &cs = stacks[{m.reader.streams[stream].session, e.tid}];
-        if (g.entry) {
-            cs.entry(g, e.ts);
-            ftrace_graph_ent_entry r{};
-            r.ent = trace_entry_header{TRACE_GRAPH_ENT, 0, 0, e.tid};
-            r.func = g.func;
-            r.depth = g.depth;
-            w.add(e.ts, &r, sizeof r, e.lost_before);
-            continue;
-        }
-        uint64_t calltime = e.ts;
-        cs.exit(g, &calltime);
-        ftrace_graph_ret_entry r{};
-        r.ent = trace_entry_header{TRACE_GRAPH_RET, 0, 0, e.tid};
-        r.func = g.func;
-        r.depth = g.depth;
-        r.calltime = calltime;
-        r.rettime = e.ts;
-        w.add(e.ts, &r, sizeof r, e.lost_before);
+        ftrace_full_record full;
+        if (size_t n = compact[m.reader.streams[stream].session].expand(e.payload, e.len, e.tid,
+                                                                        e.ts, full))
+            w.add(e.ts, &full, n, e.lost_before);
+        else
+            w.add(e.ts, e.payload, ftrace_raw_data_len(e.payload, e.len), e.lost_before);
     }
     for (auto &[cpu, w] : cpus)
         w.flush();
@@ -207,7 +204,7 @@ std::string write_trace_dat(const model &m, const report_opts &o, const std::str
             h += f->text;
         }
     }
-    std::string ks = kallsyms(m);
+    std::string ks = kallsyms(m, o.demangle);
     put<uint32_t>(h, uint32_t(ks.size()));
     h += ks;
     put<uint32_t>(h, 0); // no trace_printk formats: dprobe's print records carry their text
