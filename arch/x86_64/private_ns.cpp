@@ -161,18 +161,24 @@ void *const k_alloc_fns[] = {
 };
 constexpr size_t k_nalloc_fns = sizeof k_alloc_fns / sizeof k_alloc_fns[0];
 
-// Where libdprobe-nsalloc.so is: beside the object this code is in (the loader's own idea of
-// that object's directory, which does not depend on the current directory).
+// Where libdprobe-nsalloc.so is: beside the object this code is in. Its name as the loader
+// has it (an absolute path: `dprobe` hands the agent's real path to LD_PRELOAD and dlopen);
+// else the loader's own idea of its directory, worked out when it was loaded (so not relative
+// to a current directory the program has changed since).
 std::string alloc_object_path()
 {
     if (g_alloc_object && *g_alloc_object) return g_alloc_object;
     Dl_info info;
     link_map *self = nullptr;
-    char origin[PATH_MAX];
     if (!dladdr1(reinterpret_cast<void *>(&alloc_object_path), &info,
-                 reinterpret_cast<void **>(&self), RTLD_DL_LINKMAP) ||
-        !self || dlinfo(self, RTLD_DI_ORIGIN, origin) != 0)
+                 reinterpret_cast<void **>(&self), RTLD_DL_LINKMAP))
         return DPROBE_NSALLOC_FILE; // the loader's search path, then
+    if (info.dli_fname && info.dli_fname[0] == '/') {
+        std::string dir(info.dli_fname);
+        return dir.substr(0, dir.rfind('/') + 1) + DPROBE_NSALLOC_FILE;
+    }
+    char origin[PATH_MAX];
+    if (!self || dlinfo(self, RTLD_DI_ORIGIN, origin) != 0) return DPROBE_NSALLOC_FILE;
     return std::string(origin) + "/" + DPROBE_NSALLOC_FILE;
 }
 
@@ -185,7 +191,7 @@ enum lib_id : unsigned {
     k_nlibs
 };
 
-// In dlmopen order: the first one creates the namespace.
+// In dlmopen order, into the namespace the allocator object made.
 constexpr const char *k_libs[] = {
 #define PRIVATE_NS_LIB(id, soname) soname,
 #define PRIVATE_NS_SYM(lib, name)

@@ -34,7 +34,9 @@
 // binds first (so a call before private_ns_bind() works, from anywhere but a signal handler
 // or the loader's own notifications) and aborts with a message when the libraries cannot
 // be loaded; private_ns_bind() and private_ns_unbind() serialize on one lock; a slot is one
-// aligned 8-byte word, so a call racing private_ns_bind() jumps to one or the other.
+// aligned 8-byte word, so a call racing private_ns_bind() jumps to one or the other. The
+// allocator object is loaded first (its slots filled before any other object of the
+// namespace, constructors included, can allocate) and unloaded last.
 #pragma once
 
 #include <cstddef>
