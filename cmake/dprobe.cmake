@@ -57,12 +57,13 @@ endfunction()
 # both parts, DPROBE_RUNTIME_OBJECTS; dprobe_offline takes the offline ones only (the CLI
 # links it). The FILEs listed after PRELOAD make a third OBJECT library, NAME_preload, that
 # only libdprobe-preload.so links: what the preload does differently from the runtime users
-# link (arch/x86_64/private_ns.h). Each file is compiled once. The offline parts share their layer's include root
+# link (arch/x86_64/private_ns.h). The FILEs listed after APART are in none of these: they
+# build an object of their own (arch/x86_64/private_ns_alloc.S). Each file is compiled once. The offline parts share their layer's include root
 # (a header may serve both parts), so what keeps them apart is the link: dprobe_offline_closed
 # links every offline object into a shared object with --no-undefined, and the build fails
 # when an offline file calls into the runtime (CMakeLists.txt).
 function(dprobe_layer name layer)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OFFLINE;PRELOAD")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OFFLINE;PRELOAD;APART")
   file(GLOB srcs CONFIGURE_DEPENDS
     ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*.S
     ${CMAKE_CURRENT_SOURCE_DIR}/*/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*/*.c ${CMAKE_CURRENT_SOURCE_DIR}/*/*.S)
@@ -82,7 +83,11 @@ function(dprobe_layer name layer)
     endif()
     list(APPEND preload ${f})
   endforeach()
-  list(REMOVE_ITEM srcs ${offline} ${preload})
+  set(apart)
+  foreach(f ${arg_APART})
+    list(APPEND apart ${CMAKE_CURRENT_SOURCE_DIR}/${f})
+  endforeach()
+  list(REMOVE_ITEM srcs ${offline} ${preload} ${apart})
   # A part with no files (a layer whose files have not landed yet, or that has no offline
   # file) still yields an (empty) object library.
   if(NOT srcs)

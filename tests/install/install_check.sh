@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the build into a fresh prefix and builds a user's program against it, with
-# pkg-config and with CMake's find_package(dprobe): the installed package must work
-# wherever it is put (not only at the prefix the build was configured with).
+# pkg-config and with CMake's find_package(dprobe), and records a program with the installed
+# command: the installed package must work wherever it is put (not only at the prefix the
+# build was configured with).
 set -eu
 build="$1"; src="$(cd "$(dirname "$0")" && pwd)"
 cc="${CC:-cc}"
@@ -31,4 +32,13 @@ cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$tmp/pref
   -DCMAKE_BUILD_RPATH="$libdir" > "$tmp/consumer.log"
 cmake --build "$tmp/consumer/build" > "$tmp/consumer-build.log"
 "$tmp/consumer/build/app"
-echo "install_check: pkg-config and find_package(dprobe) from $tmp/prefix: ok"
+# The agent and the allocator of its private namespace side by side (the agent loads it from
+# its own directory, arch/x86_64/private_ns.h), and the installed command recording with them.
+preload=$(find "$tmp/prefix" -name libdprobe-preload.so | head -1)
+if [ -z "$preload" ] || [ ! -f "$(dirname "$preload")/libdprobe-nsalloc.so" ]; then
+  echo "install_check: libdprobe-preload.so and libdprobe-nsalloc.so not installed together" >&2
+  exit 1
+fi
+"$tmp/prefix/bin/dprobe" record -q -o "$tmp/true.dat" -- /bin/true
+
+echo "install_check: pkg-config and find_package(dprobe) from $tmp/prefix, dprobe record: ok"

@@ -10,9 +10,11 @@
 //     no program interposes.
 // "Linked into it" covers the libraries the preload links in from their archives (libstdc++,
 // libfuse3: their operator new, their buffers). libdw, libelf and Zydis run in the
-// preload's own namespace (arch/x86_64/private_ns.h), on that namespace's C library and heap:
-// not the program's either.
+// preload's own namespace (arch/x86_64/private_ns.h), on that namespace's C library, whose
+// malloc family binds to libdprobe-nsalloc.so: registered below, the agent's allocator too.
 #include "tools/agent/private_alloc.h"
+
+#include "arch/x86_64/private_ns.h"
 
 #include <pthread.h>
 
@@ -98,6 +100,18 @@ HIDDEN char *strdup(const char *s) noexcept
 {
     return strndup(s, SIZE_MAX);
 }
+
+// The namespace's allocator: the same, registered before any other constructor of the preload
+// runs (one could call into libdw, which binds the namespace on its first call).
+namespace
+{
+const dprobe::arch::private_ns_allocator k_ns_allocator = {palloc, palloc_aligned, prealloc,
+                                                           pfree,  pusable,        pown};
+__attribute__((constructor(101))) void register_ns_allocator()
+{
+    dprobe::arch::private_ns_set_allocator(&k_ns_allocator);
+}
+} // namespace
 
 // ---- locks: the C library's own ----
 

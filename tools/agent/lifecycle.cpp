@@ -23,11 +23,11 @@
 #include <cstring>
 #include <ctime>
 #include <dlfcn.h>
+#include <new>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <string>
-#include <vector>
 
 extern char **environ;
 
@@ -130,22 +130,40 @@ void fatal_handler(int sig, siginfo_t *, void *)
     raise(sig);
 }
 
-// posix_spawn: the spawned program's environment, built with the spawning thread's room.
-thread_local std::vector<char *> t_spawn_env;
-thread_local std::string t_spawn_text;
-thread_local exec_env_fds t_spawn_fds;
+// posix_spawn: the spawned program's environment, built in one block of the agent's memory
+// for the length of the call (the room exec_env_build needs, and the descriptors it opened).
+// The spawning thread keeps only a pointer to it: a thread_local with a destructor would
+// register that destructor with the C library (__cxa_thread_atexit_impl), which keeps the
+// preload from being unloaded for as long as the thread lives. One spawn at a time per thread
+// (posix_spawn is not async-signal-safe: no handler may call it in between).
+struct spawn_room {
+    exec_env_fds fds;
+    char **env;
+    char *text;
+};
+thread_local spawn_room *t_spawn = nullptr;
 
 char *const *spawn_env_before(char *const envp[])
 {
-    t_spawn_env.assign(env_count(envp) + k_exec_env_extra + 1, nullptr);
-    t_spawn_text.assign(exec_env_text_room(envp), '\0');
-    t_spawn_fds = exec_env_fds{};
-    return exec_env_build(envp, t_spawn_env.data(), t_spawn_text.data(), t_spawn_fds);
+    const size_t n = env_count(envp) + k_exec_env_extra + 1;
+    const size_t text = exec_env_text_room(envp);
+    void *block = palloc(sizeof(spawn_room) + n * sizeof(char *) + text);
+    if (!block) return envp; // no room: the program's environment as it is
+    auto *r = new (block) spawn_room{exec_env_fds{}, nullptr, nullptr};
+    r->env = reinterpret_cast<char **>(r + 1);
+    r->text = reinterpret_cast<char *>(r->env + n);
+    std::memset(r->env, 0, n * sizeof(char *) + text);
+    t_spawn = r;
+    return exec_env_build(envp, r->env, r->text, r->fds);
 }
 
 void spawn_env_after()
 {
-    exec_env_done(t_spawn_fds);
+    spawn_room *r = t_spawn;
+    if (!r) return;
+    t_spawn = nullptr;
+    exec_env_done(r->fds);
+    pfree(r);
 }
 
 const spawn_env_hooks k_spawn_hooks = {spawn_env_before, spawn_env_after};

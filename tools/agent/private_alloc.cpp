@@ -3,6 +3,11 @@
 // A block has a 16-byte header right before it: a magic word with the size class (or
 // k_large), then for a large block the distance from its mapping's start. Free blocks of a
 // class are kept on a list through their first word.
+//
+// Whether a pointer is the allocator's is never guessed from the bytes before it (memory of
+// another allocator can hold anything there): every mapping is in a table sorted by address,
+// and a pointer is ours when it lies in one. The namespace's libraries free through this
+// test (arch/x86_64/private_ns.h: what their C library allocated itself goes back to it).
 #include "tools/agent/private_alloc.h"
 
 #include "arch/x86_64/raw_syscall.h"
@@ -74,11 +79,68 @@ struct large_base {
 };
 large_base *larges = nullptr;
 
+// The mappings, [start, end) sorted by start, in a table on pages of its own (doubled when
+// full). Under the lock.
+struct range {
+    uintptr_t start, end;
+};
+range *ranges = nullptr;
+size_t nranges = 0, ranges_cap = 0;
+
 void *map(size_t len) noexcept
 {
     long r = arch::raw_syscall(SYS_mmap, 0, static_cast<long>(len), PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return r < 0 && r > -4096 ? nullptr : reinterpret_cast<void *>(r);
+}
+
+// The first entry whose end is above P (the one that may hold it).
+size_t range_index(uintptr_t p) noexcept
+{
+    size_t lo = 0, hi = nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ranges[mid].end <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const range *range_of(const void *p) noexcept
+{
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    const size_t i = range_index(a);
+    return i < nranges && ranges[i].start <= a ? &ranges[i] : nullptr;
+}
+
+bool range_add(uintptr_t start, size_t len) noexcept
+{
+    if (nranges == ranges_cap) {
+        const size_t cap = ranges_cap ? ranges_cap * 2 : k_page / sizeof(range);
+        auto *t = static_cast<range *>(map(cap * sizeof(range)));
+        if (!t) return false;
+        if (ranges) {
+            std::memcpy(t, ranges, nranges * sizeof(range));
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(ranges),
+                              static_cast<long>(ranges_cap * sizeof(range)));
+        }
+        ranges = t;
+        ranges_cap = cap;
+    }
+    const size_t i = range_index(start);
+    std::memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof(range));
+    ranges[i] = {start, start + len};
+    nranges++;
+    return true;
+}
+
+void range_remove(const range *r) noexcept
+{
+    const size_t i = static_cast<size_t>(r - ranges);
+    std::memmove(&ranges[i], &ranges[i + 1], (nranges - i - 1) * sizeof(range));
+    nranges--;
 }
 
 unsigned class_of(size_t size) noexcept
@@ -110,6 +172,10 @@ void *small_alloc(unsigned c) noexcept
     if (static_cast<size_t>(arena_end - arena_next) < need) {
         char *a = static_cast<char *>(map(k_arena));
         if (!a) return nullptr;
+        if (!range_add(reinterpret_cast<uintptr_t>(a), k_arena)) {
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(a), static_cast<long>(k_arena));
+            return nullptr;
+        }
         std::memcpy(a, &arenas, sizeof arenas);
         arenas = a;
         arena_next = a + 16;
@@ -135,6 +201,10 @@ void *large_alloc(size_t size, size_t align) noexcept
     lb->len = len;
     {
         guard g;
+        if (!range_add(reinterpret_cast<uintptr_t>(base), len)) {
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(base), static_cast<long>(len));
+            return nullptr;
+        }
         lb->prev = nullptr;
         lb->next = larges;
         if (larges) larges->prev = lb;
@@ -167,32 +237,42 @@ void *palloc_aligned(size_t align, size_t size) noexcept
 
 bool pown(const void *p) noexcept
 {
-    return p && (reinterpret_cast<uintptr_t>(p) & 15) == 0 && header_of(p)->magic == k_magic;
+    if (!p) return false;
+    guard g;
+    return range_of(p) != nullptr;
 }
 
 void pfree(void *p) noexcept
 {
     if (!p) return;
     header *h = header_of(p);
-    if (h->magic != k_magic)
+    lock();
+    const range *r = range_of(p);
+    if (!r || reinterpret_cast<uintptr_t>(p) < r->start + sizeof(header) ||
+        (reinterpret_cast<uintptr_t>(p) & 15) || h->magic != k_magic) {
+        unlock();
         return; // not ours (should not happen): leave it rather than corrupt anything
+    }
     if (h->cls == k_large) {
-        auto *lb = reinterpret_cast<large_base *>(static_cast<char *>(p) - h->offset);
-        h->magic = 0;
-        {
-            guard g;
-            if (lb->prev)
-                lb->prev->next = lb->next;
-            else
-                larges = lb->next;
-            if (lb->next) lb->next->prev = lb->prev;
+        auto *lb = reinterpret_cast<large_base *>(r->start);
+        if (static_cast<char *>(p) - h->offset != reinterpret_cast<char *>(lb)) {
+            unlock();
+            return; // not a block's start: left alone, as above
         }
+        h->magic = 0;
+        if (lb->prev)
+            lb->prev->next = lb->next;
+        else
+            larges = lb->next;
+        if (lb->next) lb->next->prev = lb->prev;
+        range_remove(r);
+        unlock();
         arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(lb), static_cast<long>(lb->len));
         return;
     }
-    guard g;
     std::memcpy(p, &free_list[h->cls], sizeof(void *));
     free_list[h->cls] = p;
+    unlock();
 }
 
 size_t pusable(const void *p) noexcept
@@ -242,6 +322,11 @@ void palloc_release_all() noexcept
     }
     larges = nullptr;
     std::memset(free_list, 0, sizeof free_list);
+    if (ranges)
+        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(ranges),
+                          static_cast<long>(ranges_cap * sizeof(range)));
+    ranges = nullptr;
+    nranges = ranges_cap = 0;
 }
 
 void palloc_fork_prepare() noexcept

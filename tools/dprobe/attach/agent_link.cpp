@@ -418,8 +418,12 @@ agent_call unload_agent(pid_t pid, const std::string &agent, int timeout_ms)
 std::vector<std::string> agent_leftovers(pid_t pid, const std::string &agent)
 {
     std::vector<std::string> left;
+    // The allocator of the agent's namespace, beside it (arch/x86_64/private_ns_alloc.S).
+    const std::string nsalloc =
+        agent.empty() ? "" : agent.substr(0, agent.rfind('/') + 1) + "libdprobe-nsalloc.so";
     for (const proc_map &m : read_proc_maps(pid))
-        if ((!agent.empty() && m.path == agent) || m.path.rfind("/memfd:dprobe", 0) == 0) {
+        if ((!agent.empty() && (m.path == agent || m.path == nsalloc)) ||
+            m.path.rfind("/memfd:dprobe", 0) == 0) {
             char range[64];
             std::snprintf(range, sizeof range, "%#llx-%#llx ",
                           static_cast<unsigned long long>(m.start),

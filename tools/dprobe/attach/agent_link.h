@@ -57,7 +57,8 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
 agent_call unload_agent(pid_t pid, const std::string &agent, int timeout_ms);
 
 // What of the agent is still mapped in PID after an unload: "0xLO-0xHI path" for each
-// mapping of AGENT or of dprobe's memory files (empty when none).
+// mapping of AGENT, of the allocator object beside it (libdprobe-nsalloc.so, which AGENT
+// loads into its namespace) or of dprobe's memory files (empty when none).
 std::vector<std::string> agent_leftovers(pid_t pid, const std::string &agent);
 
 // The path of the agent library mapped in PID ("" when it has none).
