@@ -10,6 +10,7 @@
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
 #include "core/ftrace_internal.h"
+#include "core/ring_buffer.h"
 #include "core/text_poke.h"
 
 #include <algorithm>
@@ -180,6 +181,9 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
     if (state != r_debug::RT_CONSISTENT) return;
     const int saved_errno = errno;
     in_event = true;
+    // The notifiers take locks a ring buffer's consumer may want (the agent's streamer
+    // describes loaded objects): this thread, in the loader, never waits for it.
+    ring_buffer_thread_nowait(true);
     const bool was_unmapping = unmapping;
     unmapping = false;
     try {
@@ -192,6 +196,7 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
         // Out of memory: these objects are not followed; the loader must carry on.
     }
     ftrace_loader_done();
+    ring_buffer_thread_nowait(false);
     in_event = false;
     errno = saved_errno;
 }

@@ -56,6 +56,7 @@ struct settings {
     size_t buffer_kb = 0;             // 0: the default
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
+    bool nowait = false;              // a full buffer drops rather than waits for the streamer
     bool detach_on_hangup = false;    // the command's end (even killed) ends the session
 };
 
@@ -76,6 +77,7 @@ inline std::string encode(const settings &s)
     if (s.buffer_kb) out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
     if (!s.clock.empty()) out += "clock " + s.clock + "\n";
     out += std::string("tracefs ") + (s.tracefs ? "1" : "0") + "\n";
+    if (s.nowait) out += "nowait 1\n";
     out += std::string("hangup ") + (s.detach_on_hangup ? "detach" : "stay") + "\n";
     return out;
 }
@@ -111,6 +113,8 @@ inline settings decode(const std::string &text)
             s.clock = val;
         else if (key == "tracefs")
             s.tracefs = val != "0";
+        else if (key == "nowait")
+            s.nowait = val != "0";
         else if (key == "hangup")
             s.detach_on_hangup = val == "detach";
     }

@@ -489,6 +489,8 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     ring_buffer_set_overwrite(false);
     // `dprobe record` copies the pages out as they fill: a thread finding its buffer full
     // waits for it (from the first event on, before the CLI has even mapped the buffers).
+    // With `dprobe attach` the streamer turns that on once it runs (streamer.cpp).
+    if (st.attached) st.nowait = c.nowait;
     if (int r = ring_buffer_export(st.wake_fd, !st.attached && !st.nowait); r < 0) {
         funcgraph_stop();
         session_follow_loads(false);

@@ -54,7 +54,7 @@ struct agent_state {
     int out_fd = -1;
     int status_fd = -1;
     int wake_fd = -1;    // the CLI's eventfd (record)
-    bool nowait = false; // record --no-wait: a full buffer drops rather than waits for the CLI
+    bool nowait = false; // --no-wait: a full buffer drops rather than waits for the consumer
     pid_t pid = 0;
     uint64_t session = 0;
     std::string output;

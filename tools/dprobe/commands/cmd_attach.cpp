@@ -201,6 +201,7 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
+    s.nowait = o.no_wait;
     s.detach_on_hangup = !o.background;
     if (!link.send(attach::encode(s), out.get()))
         return fail(cmd, who(o.pid) + " exited while dprobe was attaching");
@@ -421,6 +422,9 @@ void setup_attach(CLI::App &app)
     sub->add_flag("-q,--quiet", o->quiet, "No status line");
     sub->add_flag("-v,--verbose", o->verbose, "Say which thread of the process loaded the agent");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the process");
+    sub->add_flag("--no-wait", o->no_wait,
+                  "Never slow the process down: a thread whose buffer is full drops its events "
+                  "(counted) rather than wait for dprobe to copy them out");
     sub->footer(
         "Examples:\n"
         "   dprobe attach -p 1234                               the program's functions\n"
