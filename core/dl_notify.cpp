@@ -118,10 +118,10 @@ int install_hook()
 
 } // namespace
 
-int dl_notifier_add(const dl_notifier *n)
+int dl_notifier_add(const dl_notifier *n, bool install)
 {
     std::lock_guard<std::mutex> g(install_lock);
-    if (!installed) {
+    if (!installed && install) {
         if (int err = install_hook()) return err;
         installed = true;
         pthread_atfork(nullptr, nullptr, after_fork_child);
@@ -190,8 +190,10 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
         uint64_t m = mark.load();
         std::vector<object_ptr> added = ftrace_loader_update(&m, was_unmapping);
         mark.store(m);
-        for (auto &n : notifiers)
-            if (const dl_notifier *p = n.load()) p->objects_changed(added);
+        for (bool first : {true, false})
+            for (auto &n : notifiers)
+                if (const dl_notifier *p = n.load(); p && p->ftrace_user == first)
+                    p->objects_changed(added);
     } catch (...) {
         // Out of memory: these objects are not followed; the loader must carry on.
     }

@@ -468,21 +468,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         if (st.graph_functions == 0) warn.clear(); // that says it better
     }
     if (!warn.empty()) status_send("warn " + who + ": " + warn);
-    // The summary names the functions traced through int3 entries and those left out, with
-    // why (the first few of each).
-    auto listing = [&](const char *kind, size_t n,
-                       const std::vector<std::pair<std::string, std::string>> &v,
-                       const std::string &hint) {
-        if (!n) return;
-        std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
-        for (size_t i = 0; i < v.size() && i < 8; i++)
-            msg += "\n" + v[i].first + " (" + v[i].second + ")";
-        if (v.size() > 8) msg += "\nand " + std::to_string(v.size() - 8) + " more";
-        if (!hint.empty()) msg += "\n" + hint;
-        status_send(msg);
-    };
-    listing("int3", plan.int3.size(), plan.int3_why, "");
-    listing("leftout", plan.left_out.size(), plan.left_out, plan.left_out_hint);
+    funcgraph_report(who, plan);
     // The pages go to the file as they are: keep the oldest when the consumer falls behind
     // (the kernel's default overwrites them; a recording wants the whole story, and the
     // losses marked where they happened).
@@ -498,6 +484,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         st.events.clear();
         return std::string("cannot share the ring buffers: ") + std::strerror(-r);
     }
+    if (!c.follow_loads) session_describe_loads();
     st.active = true;
     g_active.store(true, std::memory_order_release);
     start_session(reason);
