@@ -161,11 +161,14 @@ std::vector<std::string> file_lines(const char *name, std::string *err)
     _exit(126);
 }
 
-// The last error_log entry, for a rejected line.
-std::string last_error_log()
+// The last error_log entry, for a rejected line; *DETAIL: its cause in this process and
+// what to do instead, when the tracefs knows more than the kernel's message says.
+std::string last_error_log(std::string *detail)
 {
     auto entries = trace_events::instance().errors().entries();
-    return entries.empty() ? std::string() : error_log::format_entry(entries.back());
+    if (entries.empty()) return "";
+    *detail = entries.back().detail;
+    return error_log::format_entry(entries.back());
 }
 
 // Every dynamic event of the process disabled and deleted.
@@ -195,9 +198,10 @@ std::string enable_created(std::vector<created_event> &batch)
     size_t failed = 0;
     int r = te.set_enabled(refs, true, &failed);
     if (r < 0) {
-        std::string log = last_error_log();
+        std::string detail;
+        std::string log = last_error_log(&detail);
         return "cannot enable " + refs[failed].group + "/" + refs[failed].event + ": " +
-               std::strerror(-r) + (log.empty() ? "" : "\n" + log);
+               (detail.empty() ? std::strerror(-r) : detail) + (log.empty() ? "" : "\n" + log);
     }
     std::unordered_set<uint32_t> known;
     for (const auto &e : st.events)
@@ -237,12 +241,13 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
         te.errors().clear(); // before main, the log is the agent's own
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
-            std::string log = last_error_log();
-            std::string why = "event '" + line + "' rejected: " + std::strerror(-r) +
-                              (log.empty() ? "" : "\n" + log);
+            std::string detail;
+            std::string log = last_error_log(&detail);
+            if (detail.empty()) detail = std::strerror(-r);
+            std::string why =
+                "event '" + line + "' rejected: " + detail + (log.empty() ? "" : "\n" + log);
             if (strict) return why;
-            *warn += (warn->empty() ? "" : "; ") +
-                     ("event '" + line + "' left out: " + std::strerror(-r));
+            *warn += (warn->empty() ? "" : "; ") + ("event '" + line + "' left out: " + detail);
             continue;
         }
         if (creates) batch.push_back({{cmd.def.group, cmd.def.event}});
