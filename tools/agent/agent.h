@@ -90,8 +90,9 @@ void fork_session();
 // Sends "hello PID SESSION" with the ring buffers' memfd to the CLI. False if it could not.
 bool announce_buffers();
 // Objects loaded or unloaded since the last OBJECTS chunk, with the time from which the
-// change holds; events created since (through the tracefs) described. Caller holds the lock.
-void describe_changes_locked();
+// change holds; with EVENTS, events created since (through the tracefs) described (that
+// takes the tracefs's lock). Caller holds the lock.
+void describe_changes_locked(bool events = true);
 // --follow-loads: each dlopen/dlclose is described as it happens (inside the loader), so that
 // report names the functions of every load. 0 or -errno (the loader hook could not be
 // installed). Off: stops that.

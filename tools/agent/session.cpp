@@ -259,12 +259,12 @@ bool announce_buffers()
     }
 }
 
-void describe_changes_locked()
+void describe_changes_locked(bool events)
 {
     kallsyms::instance().refresh(); // cheap unless the loader's counters moved
     std::string lines = objects_payload(trace_clock_now());
     if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
-    describe_new_events();
+    if (events) describe_new_events();
 }
 
 int session_follow_loads(bool on)

@@ -8,8 +8,9 @@
 // sleeps on the arena's consumer_waiting word, which writers wake when a buffer is half
 // full or when they wait. So that such a wait always ends, this thread never waits for a
 // program thread: it records nothing itself (muted), takes only its own lock and the
-// agent's allocator (whose holders never wait: private_alloc.cpp), and describes loaded
-// objects only when state().lock is free (a thread in dlopen or fork holds it). A wait
+// agent's allocator (whose holders never wait: private_alloc.cpp), describes loaded objects
+// only when state().lock is free (a thread in dlopen or fork holds it), and never takes the
+// tracefs's lock. A wait
 // without progress ends after a second (core/ring_buffer.cpp, wait_for_room). Blocking is
 // on only while this thread runs: stop_streamer turns it off after its last copy (detach,
 // exit, exec), and a forked child's arena starts without it until its own streamer runs.
@@ -78,9 +79,12 @@ void streamer_main()
             const uint64_t moved = d->drain(false);
             busy = moved >= 64 * 1024 || d->backlog() >= 64 * 1024;
             counts = counts_locked(s);
-            // Not waited for: its holder may be waiting for this thread.
+            // Not waited for: its holder may be waiting for this thread. Nor the tracefs's
+            // lock (a detach holds it while it waits for the probes' handlers, which may wait
+            // for this thread): events created there are described as they are created
+            // (agent.cpp, on_tracefs_commands).
             std::unique_lock<fair_mutex> sg(state().lock, std::try_to_lock);
-            if (sg.owns_lock()) describe_changes_locked();
+            if (sg.owns_lock()) describe_changes_locked(false);
         }
         // Asleep until a buffer is half full or a writer waits for room (the drain lives
         // until this thread is joined). A busy program fills its buffers in milliseconds.
