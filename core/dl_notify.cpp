@@ -10,6 +10,7 @@
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
 #include "core/ftrace_internal.h"
+#include "core/ring_buffer.h"
 #include "core/text_poke.h"
 
 #include <algorithm>
@@ -119,10 +120,10 @@ int install_hook()
 
 } // namespace
 
-int dl_notifier_add(const dl_notifier *n)
+int dl_notifier_add(const dl_notifier *n, bool install)
 {
     std::lock_guard<std::mutex> g(install_lock);
-    if (!installed) {
+    if (!installed && install) {
         if (int err = install_hook()) return err;
         installed = true;
         pthread_atfork(nullptr, nullptr, after_fork_child);
@@ -196,18 +197,24 @@ extern "C" DPROBE_NOPROBE void dprobe_dl_event() noexcept
     if (state != r_debug::RT_CONSISTENT) return;
     const int saved_errno = errno;
     in_event = true;
+    // The notifiers take locks a ring buffer's consumer may want (the agent's streamer
+    // describes loaded objects): this thread, in the loader, never waits for it.
+    ring_buffer_thread_nowait(true);
     const bool was_unmapping = unmapping;
     unmapping = false;
     try {
         uint64_t m = mark.load();
         std::vector<object_ptr> added = ftrace_loader_update(&m, was_unmapping);
         mark.store(m);
-        for (auto &n : notifiers)
-            if (const dl_notifier *p = n.load()) p->objects_changed(added);
+        for (bool first : {true, false})
+            for (auto &n : notifiers)
+                if (const dl_notifier *p = n.load(); p && p->ftrace_user == first)
+                    p->objects_changed(added);
     } catch (...) {
         // Out of memory: these objects are not followed; the loader must carry on.
     }
     ftrace_loader_done();
+    ring_buffer_thread_nowait(false);
     in_event = false;
     errno = saved_errno;
 }

@@ -37,13 +37,18 @@ struct dl_notifier {
     // gets no notifications (the lock stays held there forever), rather than hanging in its
     // next dlopen.
     fair_mutex *lock;
+    // Runs before the others: the ftrace users (fprobes following loads), whose sites a
+    // kprobe armed on a new object (a pending probe) then rides on - as the kernel's module
+    // loader enables ftrace's sites of a module before its notifier chain runs.
+    bool ftrace_user = false;
 };
 
 // Adds N (a static object; adding it twice is harmless). The first call installs the hook
 // and records every object loaded so far. Returns 0, -EBUSY when a breakpoint (a debugger's
 // int3) is on _dl_debug_state, -EOPNOTSUPP when that function is not the lone `ret` dprobe
-// knows, or another -errno.
-int dl_notifier_add(const dl_notifier *n);
+// knows, or another -errno. INSTALL false: N only listens - it is called once some other
+// notifier has the hook installed, which it never installs itself (0, or -ENOSPC).
+int dl_notifier_add(const dl_notifier *n, bool install = true);
 
 // Removes N. A notification already under way on another thread may still call it. The
 // hook stays, and keeps the site records in step with the loader.

@@ -173,7 +173,7 @@ constexpr unsigned k_max_arenas = 64;
 arena_header *g_arenas[k_max_arenas];
 unsigned g_narenas = 0;
 int g_arena_fd = -1;
-int g_wake_fd = -1;
+int g_wake_fd = -1;               // the consumer's eventfd; -1: a futex on consumer_waiting
 bool g_consumer_blocking = false; // new arenas (a forked child's) start with writers waiting
 // The consumer's pass count when a writer last gave up waiting for it, plus 1 << 32 (0:
 // none): until it moves on, writers drop at once rather than wait again.
@@ -192,6 +192,9 @@ __attribute__((tls_model("initial-exec"))) thread_local buffer_ctl *tls_saved_rb
 // ring_buffer_thread_speak(): nesting depth, and the mute depth it set aside.
 __attribute__((tls_model("initial-exec"))) thread_local unsigned tls_speak_depth = 0;
 __attribute__((tls_model("initial-exec"))) thread_local unsigned tls_speak_saved_mute = 0;
+// ring_buffer_thread_nowait(): nesting depth. A thread that holds what the consumer needs
+// never waits for it.
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tls_nowait_depth = 0;
 // Threads whose name starts with this never write (dprobe's own: their name is inherited by
 // the threads they create).
 char g_muted_prefix[16] = {};
@@ -725,30 +728,45 @@ void fork_child() noexcept
                 sl = rb_slot{};
 }
 
+// Wakes a consumer that sleeps (consumer_waiting was 1): through its eventfd when it gave
+// one (`dprobe record`, which polls many processes), else through the futex word itself (a
+// consumer in this process, the agent's streamer: no descriptor to own, none a fork shares).
+DPROBE_NOPROBE inline void kick_consumer(arena_header *a) noexcept
+{
+    if (!a->consumer_waiting.exchange(0, std::memory_order_relaxed)) return;
+    if (g_wake_fd >= 0) {
+        const uint64_t one = 1;
+        arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
+    } else {
+        // Shared (not private): the arena is a memfd mapping a consumer may share.
+        arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&a->consumer_waiting), FUTEX_WAKE,
+                          INT_MAX, 0, 0, 0);
+    }
+}
+
 DPROBE_NOPROBE inline void wake_consumer(buffer_ctl *b, uint64_t seq) noexcept
 {
     arena_header *a = g_arena;
-    if (!a || g_wake_fd < 0 || !a->consumer_waiting.load(std::memory_order_relaxed)) return;
+    if (!a || !a->consumer_waiting.load(std::memory_order_relaxed)) return;
     // Half full: time for the consumer (the kernel's buffer_percent, at 50).
     const uint64_t rp = pos_seq(b->read_pos.load(std::memory_order_relaxed));
     if (seq >= rp && (seq - rp) * 2 < b->npages) return;
-    if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
-        const uint64_t one = 1;
-        arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
-    }
+    kick_consumer(a);
 }
 
 constexpr int k_block_step_ms = 10;
 constexpr int k_block_max_ms = 1000;
 
-// Discard mode with a consumer that asked for it (`dprobe record`): the buffer is full, so
-// wake the consumer and wait until it has taken the page the writer needs, a bounded time
-// (as LTTng's blocking-timeout). True when there is room now.
+// Discard mode with a consumer that asked for it (`dprobe record`, `dprobe attach`'s
+// streamer): the buffer is full, so wake the consumer and wait until it has taken the page
+// the writer needs, a bounded time (as LTTng's blocking-timeout). True when there is room
+// now. A thread that holds what the consumer may need (ring_buffer_thread_nowait) drops.
 __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint64_t old,
                                                             const page_meta &slot) noexcept
 {
     arena_header *a = g_arena;
-    if (!a || g_wake_fd < 0 || !a->consumer_blocking.load(std::memory_order_relaxed)) return false;
+    if (!a || tls_nowait_depth || !a->consumer_blocking.load(std::memory_order_relaxed))
+        return false;
     const uint64_t gave = g_gave_up.load(std::memory_order_relaxed);
     if (gave && static_cast<uint32_t>(gave) == a->progress.load(std::memory_order_relaxed))
         return false;
@@ -763,10 +781,7 @@ __attribute__((noinline)) DPROBE_NOPROBE bool wait_for_room(buffer_ctl *b, uint6
         const uint32_t p = a->progress.load(std::memory_order_seq_cst);
         if (room()) return true;
         if (!a->consumer_blocking.load(std::memory_order_relaxed)) return false;
-        if (a->consumer_waiting.exchange(0, std::memory_order_relaxed)) {
-            const uint64_t one = 1;
-            arch::raw_syscall(SYS_write, g_wake_fd, reinterpret_cast<long>(&one), sizeof one);
-        }
+        kick_consumer(a);
         struct timespec t = {0, k_block_step_ms * 1000000L};
         // A shared futex: the consumer is another process mapping the arena.
         long r = arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&a->progress), FUTEX_WAIT, p,
@@ -1227,6 +1242,14 @@ bool ring_buffer_thread_muted() noexcept
     return tls_mute_depth != 0;
 }
 
+void ring_buffer_thread_nowait(bool on) noexcept
+{
+    if (on)
+        tls_nowait_depth++;
+    else if (tls_nowait_depth)
+        tls_nowait_depth--;
+}
+
 void ring_buffer_mute_threads_named(const char *prefix) noexcept
 {
     char p[sizeof g_muted_prefix] = {};
@@ -1324,7 +1347,7 @@ int ring_buffer_export(int wake_fd, bool consumer_blocking)
 {
     std::lock_guard<std::mutex> lk(g_global->reader_mutex);
     if (g_arena) return -EBUSY;
-    g_consumer_blocking = consumer_blocking && wake_fd >= 0;
+    g_consumer_blocking = consumer_blocking;
     g_gave_up.store(0, std::memory_order_relaxed);
     int r = make_arena();
     if (r < 0) return r;

@@ -123,6 +123,10 @@ void ring_buffer_discard(trace_buffer *tb, void *event) noexcept;
 // Async-signal-safe.
 void ring_buffer_thread_mute(bool mute) noexcept;
 bool ring_buffer_thread_muted() noexcept;
+// While on (calls nest), the calling thread never waits for an exported buffer's consumer
+// (CONSUMER_BLOCKING below): a full buffer drops its events. For a thread that holds a lock
+// the consumer may take (the agent's across fork). Async-signal-safe.
+void ring_buffer_thread_nowait(bool on) noexcept;
 // Threads whose name (comm) starts with PREFIX when they first write never write: dprobe's
 // own threads, which pass their name on to the threads they create. nullptr: none.
 void ring_buffer_mute_threads_named(const char *prefix) noexcept;
@@ -174,10 +178,12 @@ int ring_buffer_set_clock(std::string_view name);
 // (close-on-exec, owned by the ring buffer) or -errno. Once exported, only the consumer
 // recycles buffers and moves read positions; in-process CONSUME readers read like PEEK
 // readers with a position of their own. A forked child gets a new arena at once
-// (ring_buffer_export_fd() in the child). CONSUMER_BLOCKING (with a WAKE_FD): in discard
-// mode a writer whose buffer is full wakes the consumer and waits for room, up to a second,
-// rather than drop - from the first event on, before the consumer has mapped the arena (it
-// turns this off when it stops draining: rb_consumer::set_blocking).
+// (ring_buffer_export_fd() in the child). Without a WAKE_FD the consumer is woken through
+// the arena's consumer_waiting word (rb_consumer::wait). CONSUMER_BLOCKING: in discard
+// mode a writer whose buffer is full wakes the consumer and waits for room, up to a second
+// without progress, rather than drop - from the first event on, before the consumer has
+// mapped the arena (it turns this off when it stops draining: rb_consumer::set_blocking);
+// a consumer may also turn it on later itself.
 int ring_buffer_export(int wake_fd, bool consumer_blocking = false);
 // The arena's memfd, or -1.
 int ring_buffer_export_fd() noexcept;

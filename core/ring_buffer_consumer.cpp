@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 
 namespace dprobe
 {
@@ -237,6 +238,18 @@ void rb_consumer::pass_done()
     if (hdr_->writers_waiting.load(std::memory_order_seq_cst) &&
         hdr_->writers_waiting.exchange(0, std::memory_order_seq_cst))
         syscall(SYS_futex, &hdr_->progress, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool rb_consumer::wait(int timeout_ms)
+{
+    // Set, then sleep while it stays set: a writer clears it before it wakes the word, so a
+    // wake between the two is not lost (FUTEX_WAIT returns at once).
+    hdr_->consumer_waiting.store(1, std::memory_order_seq_cst);
+    struct timespec t {
+        timeout_ms / 1000, (timeout_ms % 1000) * 1000000L
+    };
+    syscall(SYS_futex, &hdr_->consumer_waiting, FUTEX_WAIT, 1, &t, nullptr, 0);
+    return hdr_->consumer_waiting.exchange(0, std::memory_order_seq_cst) == 0;
 }
 
 void rb_consumer::set_blocking(bool on)

@@ -70,6 +70,10 @@ class rb_consumer
     void set_blocking(bool on);
     // The end of a pass over the buffers: writers waiting for room look again.
     void pass_done();
+    // For a consumer the process wakes without an eventfd (the arena was exported without
+    // one: the agent's streamer): sleeps until a buffer is half full, a writer waits for
+    // room, or TIMEOUT_MS passes. True when woken.
+    bool wait(int timeout_ms);
 
     struct buf;
 

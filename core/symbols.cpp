@@ -443,6 +443,27 @@ std::vector<sym_hit> kallsyms::lookup_func(std::string_view spec) const
     return out;
 }
 
+std::vector<sym_hit> bindable_funcs(std::vector<sym_hit> hits)
+{
+    // An address counts as a compatibility version when every name of the spec there is one.
+    auto compat_only = [&](uintptr_t addr) {
+        return std::all_of(hits.begin(), hits.end(),
+                           [&](const sym_hit &h) { return h.sym->addr != addr || h.sym->compat; });
+    };
+    const bool other = std::any_of(hits.begin(), hits.end(),
+                                   [&](const sym_hit &h) { return !compat_only(h.sym->addr); });
+    if (other) std::erase_if(hits, [&](const sym_hit &h) { return compat_only(h.sym->addr); });
+    return hits;
+}
+
+std::string qualified_func_spec(const sym_hit &hit)
+{
+    auto objs = kallsyms::instance().objects();
+    const size_t same = std::count_if(
+        objs->begin(), objs->end(), [&](const object_ptr &o) { return o->name == hit.obj->name; });
+    return (same > 1 ? hit.obj->path : hit.obj->name) + ":" + hit.sym->name;
+}
+
 std::vector<sym_hit> kallsyms::lookup_data(std::string_view spec) const
 {
     auto [lib, name] = split_spec(spec);

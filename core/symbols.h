@@ -151,6 +151,18 @@ class kallsyms
     std::unique_ptr<state> st_;
 };
 
+// Of HITS, one function name's definitions across objects (kallsyms::lookup_func), those a
+// reference to the name binds to, as the dynamic linker resolves it: an object's
+// compatibility version (step@GLIBC_2.2.5, which glibc keeps for programs linked against an
+// old ABI and never binds a new reference to) counts only when nothing else defines the
+// name. The rest are kept in order (the main program first). A name defined in several
+// objects otherwise stays ambiguous: each is a function of its own.
+std::vector<sym_hit> bindable_funcs(std::vector<sym_hit> hits);
+
+// "LIB:NAME" naming HIT's function alone among the loaded objects: its object's name, or its
+// path when another loaded object has the same name (NAME: its symbol's).
+std::string qualified_func_spec(const sym_hit &hit);
+
 // Kernel %pS: "name+0xoff/0xsize", plus " [objname]" when with_object and the object is not
 // the main program; "0x<hex>" for an unknown address. NUL-terminates buf (truncating) and
 // returns the length written, like the kernel's sprint_symbol. Does not allocate: it may

@@ -74,7 +74,9 @@ void fprobe_objects_changed(std::span<const object_ptr> added)
     }
 }
 
-const dl_notifier fprobe_dl_notifier = {fprobe_objects_changed, &fprobe_mutex};
+// An ftrace user: its sites are made before a pending kprobe on the same entry is armed,
+// which then rides on them ([FTRACE]) rather than leave the function out of the follower.
+const dl_notifier fprobe_dl_notifier = {fprobe_objects_changed, &fprobe_mutex, true};
 
 DPROBE_NOPROBE bool kprobe_conflict(struct fprobe *fp)
 {

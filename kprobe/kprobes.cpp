@@ -184,7 +184,8 @@ int resolve(const kprobe_opcode_t *addr, const char *symbol_name, unsigned long 
     auto &ks = kallsyms::instance();
     const ksym *s = nullptr;
     if (symbol_name) {
-        auto hits = ks.lookup_func(symbol_name);
+        // As the dynamic linker binds the name (a compatibility version loses).
+        auto hits = bindable_funcs(ks.lookup_func(symbol_name));
         if (hits.empty()) return -ENOENT;
         s = hits.front().sym;
         r.obj = hits.front().obj;

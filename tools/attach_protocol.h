@@ -61,6 +61,7 @@ struct settings {
     size_t buffer_kb = 0;             // 0: the default
     std::string clock;                // "": the default
     bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
+    bool nowait = false;              // a full buffer drops rather than waits for the streamer
     bool detach_on_hangup = false;    // the command's end (even killed) ends the session
     std::string resident;             // core/resident_pages.h: the note taken before the attach
 };
@@ -82,6 +83,7 @@ inline std::string encode(const settings &s)
     if (s.buffer_kb) out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
     if (!s.clock.empty()) out += "clock " + s.clock + "\n";
     out += std::string("tracefs ") + (s.tracefs ? "1" : "0") + "\n";
+    if (s.nowait) out += "nowait 1\n";
     out += std::string("hangup ") + (s.detach_on_hangup ? "detach" : "stay") + "\n";
     // Its lines, one "resident" line each.
     for (size_t pos = 0; pos < s.resident.size();) {
@@ -124,6 +126,8 @@ inline settings decode(const std::string &text)
             s.clock = val;
         else if (key == "tracefs")
             s.tracefs = val != "0";
+        else if (key == "nowait")
+            s.nowait = val != "0";
         else if (key == "hangup")
             s.detach_on_hangup = val == "detach";
         else if (key == "resident")

@@ -33,6 +33,9 @@ class arena_drain
     uint64_t backlog();
     // Writers with a full buffer wait for this drain rather than drop (rb_consumer).
     void set_blocking(bool on) { c_.set_blocking(on); }
+    // Sleeps until there is something to drain or TIMEOUT_MS passes (a consumer in the
+    // process itself: rb_consumer::wait).
+    bool wait(int timeout_ms) { return c_.wait(timeout_ms); }
 
     struct thread_count {
         int32_t tid;

@@ -172,11 +172,28 @@ bool trace_reader::open(const std::string &path, std::string *err)
     struct stat st {
     };
     fstat(fd_, &st);
+    if (S_ISDIR(st.st_mode)) {
+        if (err) *err = path + ": a directory, not a trace file (-i FILE: what record wrote)";
+        return false;
+    }
     bytes = static_cast<uint64_t>(st.st_size);
-    char fh[k_file_header_size];
-    if (bytes < k_file_header_size || !pread_all(fd_, fh, sizeof fh, 0) ||
-        std::memcmp(fh, k_magic, sizeof k_magic) != 0) {
-        if (err) *err = path + ": not a dprobe trace file (bad magic)";
+    char fh[k_file_header_size] = {};
+    const bool got = bytes >= k_file_header_size && pread_all(fd_, fh, sizeof fh, 0);
+    if (!got || std::memcmp(fh, k_magic, sizeof k_magic) != 0) {
+        // What it is instead, when that is known: the reader of a trace-cmd file is trace-cmd.
+        static const char trace_cmd[] = "\x17\x08\x44tracing";
+        char head[sizeof trace_cmd - 1];
+        const bool is_trace_cmd = bytes >= sizeof head && pread_all(fd_, head, sizeof head, 0) &&
+                                  std::memcmp(head, trace_cmd, sizeof head) == 0;
+        const std::string what =
+            bytes == 0 ? "an empty file, not a dprobe trace file (nothing was recorded into it)"
+            : is_trace_cmd
+                ? "a trace-cmd trace.dat, not a dprobe trace file: read it with 'trace-cmd "
+                  "report " +
+                      path + "'"
+            : !got ? "not a dprobe trace file (shorter than its header)"
+                   : "not a dprobe trace file (it does not start with dprobe's magic)";
+        if (err) *err = path + ": " + what;
         return false;
     }
     version = get<uint32_t>(fh + 8);

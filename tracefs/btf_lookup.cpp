@@ -58,7 +58,7 @@ std::optional<func_proto_ptr> func_proto_of_place(const probe_definition &def)
     if (pl.kind == probe_place::form::symbol) {
         if (is_glob(pl.symbol)) return nullptr;
         std::set<uintptr_t> addrs;
-        for (const sym_hit &h : ks.lookup_func(pl.qualified_symbol())) {
+        for (const sym_hit &h : bindable_funcs(ks.lookup_func(pl.qualified_symbol()))) {
             addrs.insert(h.sym->addr);
             obj = h.obj;
             func = h.sym->addr;

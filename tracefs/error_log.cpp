@@ -75,13 +75,15 @@ void error_log::append(std::string_view loc, std::span<const std::string> argv,
                        const probe_error &err)
 {
     if (!err.logged()) return;
-    append_raw(loc, err.err, join_argv(argv), probe_error_pos(argv, err), monotonic_ns());
+    append_raw(loc, err.err, join_argv(argv), probe_error_pos(argv, err), monotonic_ns(),
+               err.detail);
 }
 
 void error_log::append_raw(std::string_view loc, probe_err err, std::string command, size_t pos,
-                           uint64_t ts_ns)
+                           uint64_t ts_ns, std::string detail)
 {
     entry e;
+    e.detail = std::move(detail);
     e.ts_ns = ts_ns;
     e.loc = std::string(loc.substr(0, max_loc_len));
     e.err = err;

@@ -120,6 +120,9 @@ struct probe_error {
     int index = 0;  // argv index the caret refers to
     int offset = 0; // byte offset inside argv[index]
     int errnum = 0; // positive errno of the failed write; 0 = success
+    // Why, in this process, and what to do instead, for the tools that report the failure
+    // (dprobe record and attach): never in the error_log file, whose text is the kernel's.
+    std::string detail = {};
 
     bool ok() const noexcept { return errnum == 0; }
     explicit operator bool() const noexcept { return errnum != 0; } // true = failed
@@ -130,6 +133,11 @@ struct probe_error {
         return probe_error{e, index, offset, errnum};
     }
     static probe_error plain(int errnum) { return probe_error{probe_err::NONE, 0, 0, errnum}; }
+    probe_error &with_detail(std::string d)
+    {
+        detail = std::move(d);
+        return *this;
+    }
 };
 
 // Caret column of ERR in the command built by joining ARGV with single spaces: the offset
@@ -153,13 +161,14 @@ class error_log
         std::string command; // argv joined with single spaces
         uint16_t pos;        // caret column inside command (u16 like the kernel's)
         std::string message; // overrides probe_err_text(err) when set (event filter errors)
+        std::string detail;  // probe_error::detail: not in the file
     };
 
     // Logs ERR for the command ARGV (does nothing when err.err is NONE).
     void append(std::string_view loc, std::span<const std::string> argv, const probe_error &err);
     // Low-level form: an already joined command and caret position.
     void append_raw(std::string_view loc, probe_err err, std::string command, size_t pos,
-                    uint64_t ts_ns);
+                    uint64_t ts_ns, std::string detail = {});
 
     // An error whose message is not a probe_err (the event filter's "event filter parse
     // error" entries): MESSAGE is printed after "error: ".

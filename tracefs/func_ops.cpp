@@ -24,8 +24,9 @@ void func_ops_notify(std::span<const object_ptr> added);
 
 namespace
 {
-const dl_notifier g_notifier = {func_ops_notify, &g_running_m};
-}
+// An ftrace user, like an fprobe following loads (core/dl_notify.h).
+const dl_notifier g_notifier = {func_ops_notify, &g_running_m, true};
+} // namespace
 
 void func_ops_notify(std::span<const object_ptr> added)
 {

@@ -8,10 +8,13 @@
 #include "tracefs/trace_probe.h"
 
 #include "core/compiler.h"
+#include "core/ftrace.h"
+#include "core/symbols.h"
 #include "tracefs/fetch_arg.h"
 
 #include <dprobe/fprobe.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <string>
@@ -80,6 +83,38 @@ DPROBE_NOPROBE void fexit_handler(struct fprobe *fp, unsigned long ip, unsigned 
 
 // ---- the table ----
 
+bool is_glob(std::string_view s)
+{
+    return s.find_first_of("*?[") != std::string_view::npos;
+}
+
+// Why an f event's place gives no function to hook, and what reaches it instead.
+std::string no_function_why(const probe_definition &def)
+{
+    const probe_place &pl = def.place;
+    const std::string spec = pl.qualified_symbol();
+    const char *other = def.is_return ? "an r: probe" : "a p: probe";
+    if (!pl.object.empty()) {
+        auto objs = kallsyms::instance().objects();
+        if (std::none_of(objs->begin(), objs->end(),
+                         [&](const object_ptr &o) { return o->matches(pl.object); }))
+            return pl.object +
+                   " is not loaded in the process (yet), and an f event needs its "
+                   "functions now: " +
+                   other + " on " + spec +
+                   " waits for the library and is armed when it is loaded (for its calls in "
+                   "the function graph: --follow-loads -F '" +
+                   spec + "')";
+    }
+    auto hits = kallsyms::instance().lookup_func(spec);
+    if (hits.empty() || is_glob(pl.symbol))
+        return "no function of the process's loaded objects is named " + spec;
+    const char *why = ftrace_site_refusal(hits.front().sym->addr);
+    return spec + " can have no patch or jump site (" +
+           (why ? why : "not a function dprobe hooks") + "): " + other +
+           " (an int3 breakpoint, slower) reaches it";
+}
+
 // Registers TF's fprobe, its handlers after the probe's type. Returns 0 or -errno.
 int register_trace_fprobe(trace_fprobe &tf)
 {
@@ -125,8 +160,20 @@ int trace_fprobe_create(trace_events &, trace_probe &tp, bool armed, probe_error
         return -e.errnum;
     }
     tf.symbol = tf.def.place.qualified_symbol();
+    if (!is_glob(tf.def.place.symbol)) {
+        // One function, as the dynamic linker binds its name (the program's step, not libc's
+        // compatibility step@GLIBC_2.2.5); several are refused, named, as a p: probe's are.
+        probe_error uniq;
+        auto hits = trace_probe_func_places(tf.symbol, &uniq);
+        if (uniq) {
+            err = uniq;
+            return -uniq.errnum;
+        }
+        if (!hits.empty()) tf.symbol = qualified_func_spec(hits.front());
+    }
     if (fprobe_count_ips_from_filter(tf.symbol.c_str(), nullptr) <= 0) {
-        err = registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
+        err = registration_error(probe_err::BAD_PROBE_ADDR, ENOENT)
+                  .with_detail(no_function_why(tf.def));
         return -ENOENT;
     }
     trace_probe_compile(tf);

@@ -128,17 +128,17 @@ int kprobe_place(trace_kprobe &tk, probe_error &err)
         return 0;
     }
     tk.symbol = d.place.qualified_symbol();
-    auto hits = ks.lookup_func(tk.symbol);
-    std::set<uintptr_t> addrs;
-    for (const auto &h : hits)
-        addrs.insert(h.sym->addr);
-    if (addrs.empty()) {
+    // As the dynamic linker binds the name: the program's step, not libc's compatibility
+    // step@GLIBC_2.2.5 (register_kprobe resolves it the same way).
+    probe_error uniq;
+    auto hits = trace_probe_func_places(tk.symbol, &uniq);
+    if (hits.empty()) {
         err = registration_error(probe_err::BAD_PROBE_ADDR, ENOENT);
         return -ENOENT;
     }
-    if (addrs.size() > 1) {
-        err = registration_error(probe_err::NON_UNIQ_SYMBOL, EADDRNOTAVAIL);
-        return -EADDRNOTAVAIL;
+    if (uniq) {
+        err = uniq;
+        return -uniq.errnum;
     }
     kp.symbol_name = tk.symbol.c_str();
     kp.offset = d.place.offset;

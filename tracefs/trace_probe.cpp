@@ -10,6 +10,9 @@
 #include "tracefs/fetch_fast.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <atomic>
 #include <iterator>
 
@@ -94,6 +97,40 @@ void trace_probe_compile(trace_probe &tp)
 {
     tp.fast = !tp.has_dyn && fast_stores.load() &&
               fetch_fast_compile(tp.def.args, probe_layout(tp.def).args_off, tp.fast_args);
+}
+
+std::vector<sym_hit> trace_probe_func_places(const std::string &spec, probe_error *err)
+{
+    std::vector<sym_hit> hits = bindable_funcs(kallsyms::instance().lookup_func(spec));
+    std::vector<sym_hit> funcs; // one per address
+    for (const sym_hit &h : hits)
+        if (std::none_of(funcs.begin(), funcs.end(),
+                         [&](const sym_hit &f) { return f.sym->addr == h.sym->addr; }))
+            funcs.push_back(h);
+    if (funcs.size() < 2) return hits;
+    // Each place, and how to name it alone: LIB:NAME, or its address when its object has
+    // several functions of that name (static functions of different files).
+    std::string places;
+    std::vector<std::string> picks;
+    for (size_t i = 0; i < funcs.size(); i++) {
+        const sym_hit &f = funcs[i];
+        const size_t in_obj = std::count_if(
+            funcs.begin(), funcs.end(), [&](const sym_hit &g) { return g.obj->id == f.obj->id; });
+        char addr[32];
+        std::snprintf(addr, sizeof addr, "%#" PRIxPTR, f.sym->addr);
+        places += std::string(i ? (i + 1 == funcs.size() ? " and " : ", ") : "") +
+                  (f.obj->path.empty() ? f.obj->name : f.obj->path) + " (" + addr + ")";
+        const std::string pick = in_obj > 1 ? std::string(addr) : qualified_func_spec(f);
+        if (std::find(picks.begin(), picks.end(), pick) == picks.end()) picks.push_back(pick);
+    }
+    std::string pick_list;
+    for (size_t i = 0; i < picks.size(); i++)
+        pick_list += (i ? (i + 1 == picks.size() ? " or " : ", ") : "") + picks[i];
+    if (err)
+        *err = probe_error::make(probe_err::NON_UNIQ_SYMBOL, 1, 0, EADDRNOTAVAIL)
+                   .with_detail("'" + spec + "' names " + std::to_string(funcs.size()) +
+                                " functions: in " + places + "; name one: " + pick_list);
+    return hits;
 }
 
 bool trace_probe_is_busy(const trace_probe &tp)

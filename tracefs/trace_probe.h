@@ -171,6 +171,12 @@ bool trace_kprobe_on_func_entry(const probe_place &pl);
 
 // Table entries every kind shares: is_busy (its event is enabled or held) and match
 // (delete_matches on its definition).
+// The functions a probe place's symbol SPEC ("name" or "lib:name") names, as a reference to
+// the name binds (bindable_funcs: a compatibility version loses to another definition).
+// When they are several functions, *ERR is the kernel's NON_UNIQ_SYMBOL with a detail that
+// names each and how to pick one.
+std::vector<sym_hit> trace_probe_func_places(const std::string &spec, probe_error *err);
+
 bool trace_probe_is_busy(const trace_probe &tp);
 bool trace_probe_match(const delete_request &req, const trace_probe &tp);
 

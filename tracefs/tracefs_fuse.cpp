@@ -162,6 +162,22 @@ int op_open(const char *path, fuse_file_info *fi)
     return 0;
 }
 
+// open(O_CREAT) of a name the tree does not have (`echo 1 > $T/nosuch`): the kernel's
+// tracefs directories have no ->create, and lookup_open fails with EACCES; a name it has
+// opens as it is.
+int op_create(const char *path, mode_t, fuse_file_info *fi)
+{
+    tracefs_stat s;
+    if (tracefs_tree::instance().stat(path, s) == 0) return op_open(path, fi);
+    return -EACCES;
+}
+
+// mknod(2) there: vfs_mknod without ->mknod.
+int op_mknod(const char *, mode_t, dev_t)
+{
+    return -EPERM;
+}
+
 int op_read(const char *, char *buf, size_t size, off_t off, fuse_file_info *fi)
 {
     tracefs_read_opts opts;
@@ -259,6 +275,8 @@ const fuse_operations &ops()
         x.getattr = op_getattr;
         x.readdir = op_readdir;
         x.open = op_open;
+        x.create = op_create;
+        x.mknod = op_mknod;
         x.read = op_read;
         x.write = op_write;
         x.truncate = op_truncate;

@@ -17,7 +17,12 @@
  *             too; SIGUSR1 ends the run
  *   sleepers  every thread sleeps: sleeper, worker, main in nanosleep too, and a thread
  *             in sigwait() (which ends the run on SIGUSR1)
- *   nodump    like (none), non-dumpable: only CAP_SYS_PTRACE may trace it */
+ *   nodump    like (none), non-dumpable: only CAP_SYS_PTRACE may trace it
+ *   storm     busy, and besides: a SIGALRM every millisecond whose handler calls
+ *             spin_step() too, and a thread that forks a child every few milliseconds,
+ *             which calls spin_step() and exits (its status checked); SIGUSR1 ends the run
+ *             (a traced thread waiting for room in its buffer, in a signal handler, across a
+ *             fork, in a child, must never hang) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +106,45 @@ static void *spinner(void *arg)
     return (void *)x;
 }
 
+static volatile long alarm_x = 3;
+static long alarm_mismatches, fork_failures, forks;
+static atomic_long alarms;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    long x = alarm_x, y = x;
+    for (int i = 0; i < 100; i++)
+        x = spin_step(x);
+    for (int i = 0; i < 100; i++)
+        y = (long)((unsigned long)y * 2862933555777941757UL + 3037000493UL);
+    if (x != y) alarm_mismatches++;
+    alarm_x = x;
+    atomic_fetch_add(&alarms, 1);
+    errno = saved;
+}
+
+static void *forker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop)) {
+        pid_t c = fork();
+        if (c == 0) {
+            long x = 5;
+            for (int i = 0; i < 20000; i++)
+                x = spin_step(x);
+            _exit(x == 5 ? 1 : 0);
+        }
+        int st = 0;
+        if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fork_failures++;
+        forks++;
+        sleep_ns(3 * 1000 * 1000);
+    }
+    return NULL;
+}
+
 static char got[64];
 
 static void *reader(void *arg)
@@ -138,12 +184,13 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     int sleepers = !strcmp(mode, "sleepers");
-    busy = !strcmp(mode, "busy");
+    int storm = !strcmp(mode, "storm");
+    busy = !strcmp(mode, "busy") || storm;
     if (!strcmp(mode, "nodump")) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     static sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
-    pthread_t th[4];
+    pthread_t th[5];
     int n = 0;
     if (busy) {
         signal(SIGUSR1, on_usr1);
@@ -156,6 +203,16 @@ int main(int argc, char **argv)
     if (!busy) pthread_create(&th[n++], NULL, sleeper, NULL);
     pthread_create(&th[n++], NULL, worker, NULL);
     if (!sleepers) pthread_create(&th[n++], NULL, spinner, (void *)1L);
+    if (storm) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{0, 1000}, {0, 1000}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        pthread_create(&th[n++], NULL, forker, NULL);
+    }
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
     long x = 2;
@@ -168,8 +225,16 @@ int main(int argc, char **argv)
         else if (!busy && !sleepers)
             break; /* join below: main parked in futex() */
     }
+    if (storm) {
+        struct itimerval off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &off, NULL);
+    }
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
+    if (storm)
+        printf("storm: %ld fork failures, %ld signal mismatches, %s, %s\n", fork_failures,
+               alarm_mismatches, forks > 0 ? "forked" : "did not fork",
+               atomic_load(&alarms) > 0 ? "signalled" : "not signalled");
     if (!busy && !sleepers) printf("reader got: %s", got);
     printf("sleep anomalies: %ld\n", sleep_anomalies);
     printf("worker: %ld fib mismatches, %ld string mismatches, %s\n", fib_mismatches,

@@ -169,11 +169,14 @@ std::vector<std::string> file_lines(const char *name, std::string *err)
     _exit(126);
 }
 
-// The last error_log entry, for a rejected line.
-std::string last_error_log()
+// The last error_log entry, for a rejected line; *DETAIL: its cause in this process and
+// what to do instead, when the tracefs knows more than the kernel's message says.
+std::string last_error_log(std::string *detail)
 {
     auto entries = trace_events::instance().errors().entries();
-    return entries.empty() ? std::string() : error_log::format_entry(entries.back());
+    if (entries.empty()) return "";
+    *detail = entries.back().detail;
+    return error_log::format_entry(entries.back());
 }
 
 // Every dynamic event of the process disabled and deleted.
@@ -203,9 +206,10 @@ std::string enable_created(std::vector<created_event> &batch)
     size_t failed = 0;
     int r = te.set_enabled(refs, true, &failed);
     if (r < 0) {
-        std::string log = last_error_log();
+        std::string detail;
+        std::string log = last_error_log(&detail);
         return "cannot enable " + refs[failed].group + "/" + refs[failed].event + ": " +
-               std::strerror(-r) + (log.empty() ? "" : "\n" + log);
+               (detail.empty() ? std::strerror(-r) : detail) + (log.empty() ? "" : "\n" + log);
     }
     std::unordered_set<uint32_t> known;
     for (const auto &e : st.events)
@@ -245,12 +249,13 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
         te.errors().clear(); // before main, the log is the agent's own
         int r = te.write_commands(line, ACCEPT_DYNAMIC);
         if (r < 0) {
-            std::string log = last_error_log();
-            std::string why = "event '" + line + "' rejected: " + std::strerror(-r) +
-                              (log.empty() ? "" : "\n" + log);
+            std::string detail;
+            std::string log = last_error_log(&detail);
+            if (detail.empty()) detail = std::strerror(-r);
+            std::string why =
+                "event '" + line + "' rejected: " + detail + (log.empty() ? "" : "\n" + log);
             if (strict) return why;
-            *warn += (warn->empty() ? "" : "; ") +
-                     ("event '" + line + "' left out: " + std::strerror(-r));
+            *warn += (warn->empty() ? "" : "; ") + ("event '" + line + "' left out: " + detail);
             continue;
         }
         if (creates) batch.push_back({{cmd.def.group, cmd.def.event}});
@@ -485,27 +490,15 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         if (st.graph_functions == 0) warn.clear(); // that says it better
     }
     if (!warn.empty()) status_send("warn " + who + ": " + warn);
-    // The summary names the functions traced through int3 entries and those left out, with
-    // why (the first few of each).
-    auto listing = [&](const char *kind, size_t n,
-                       const std::vector<std::pair<std::string, std::string>> &v,
-                       const std::string &hint) {
-        if (!n) return;
-        std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
-        for (size_t i = 0; i < v.size() && i < 8; i++)
-            msg += "\n" + v[i].first + " (" + v[i].second + ")";
-        if (v.size() > 8) msg += "\nand " + std::to_string(v.size() - 8) + " more";
-        if (!hint.empty()) msg += "\n" + hint;
-        status_send(msg);
-    };
-    listing("int3", plan.int3.size(), plan.int3_why, "");
-    listing("leftout", plan.left_out.size(), plan.left_out, plan.left_out_hint);
+    funcgraph_report(who, plan);
     // The pages go to the file as they are: keep the oldest when the consumer falls behind
     // (the kernel's default overwrites them; a recording wants the whole story, and the
     // losses marked where they happened).
     ring_buffer_set_overwrite(false);
     // `dprobe record` copies the pages out as they fill: a thread finding its buffer full
     // waits for it (from the first event on, before the CLI has even mapped the buffers).
+    // With `dprobe attach` the streamer turns that on once it runs (streamer.cpp).
+    if (st.attached) st.nowait = c.nowait;
     if (int r = ring_buffer_export(st.wake_fd, !st.attached && !st.nowait); r < 0) {
         funcgraph_stop();
         session_follow_loads(false);
@@ -513,6 +506,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         st.events.clear();
         return std::string("cannot share the ring buffers: ") + std::strerror(-r);
     }
+    if (!c.follow_loads) session_describe_loads();
     st.active = true;
     g_active.store(true, std::memory_order_release);
     start_session(reason);

@@ -32,6 +32,7 @@
 #pragma once
 
 #include "core/fair_mutex.h"
+#include "core/symbols.h"
 #include "tools/attach_protocol.h"
 
 #include <atomic>
@@ -54,7 +55,7 @@ struct agent_state {
     int out_fd = -1;
     int status_fd = -1;
     int wake_fd = -1;    // the CLI's eventfd (record)
-    bool nowait = false; // record --no-wait: a full buffer drops rather than waits for the CLI
+    bool nowait = false; // --no-wait: a full buffer drops rather than waits for the consumer
     pid_t pid = 0;
     uint64_t session = 0;
     std::string output;
@@ -89,12 +90,18 @@ void fork_session();
 // Sends "hello PID SESSION" with the ring buffers' memfd to the CLI. False if it could not.
 bool announce_buffers();
 // Objects loaded or unloaded since the last OBJECTS chunk, with the time from which the
-// change holds; events created since (through the tracefs) described. Caller holds the lock.
-void describe_changes_locked();
+// change holds; with EVENTS, events created since (through the tracefs) described (that
+// takes the tracefs's lock). Caller holds the lock.
+void describe_changes_locked(bool events = true);
 // --follow-loads: each dlopen/dlclose is described as it happens (inside the loader), so that
 // report names the functions of every load. 0 or -errno (the loader hook could not be
 // installed). Off: stops that.
 int session_follow_loads(bool on);
+// Without --follow-loads: each dlopen/dlclose is still described as it happens whenever the
+// loader hook is there for another reason (a probe waiting for its library, the function
+// tracer), so that report names the functions of a library loaded later. Undone by
+// session_follow_loads(false).
+void session_describe_loads();
 
 // ---- streamer.cpp (dprobe attach) ----
 // Starts / stops the thread that copies the ring buffers into the trace file; stop writes
@@ -122,6 +129,12 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
                     std::string *err, std::string *warn, graph_plan *plan);
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();
+// --follow-loads, inside the loader after the fprobe took what it could of ADDED: the
+// functions the globs match there that have no usable site get an int3 entry, as at the
+// start (else they are left out, with why): said in PLAN.
+void funcgraph_objects_added(std::span<const object_ptr> added, graph_plan *plan);
+// The "int3" and "leftout" messages of PLAN for the command's summary (WHO: "prog (pid N)").
+void funcgraph_report(const std::string &who, const graph_plan &plan);
 // What an -errno of the loader hook (FPROBE_FL_FOLLOW_LOADS) means, for the user.
 std::string follow_loads_error(int err);
 

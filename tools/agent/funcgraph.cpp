@@ -211,6 +211,132 @@ bool runs_signals_blocked(const loaded_object &o)
 
 } // namespace
 
+namespace
+{
+
+struct int3_entry {
+    uintptr_t addr;
+    std::string name;
+    std::string ifunc; // "lib:sym" of an IFUNC: the kprobe layer finds its implementation
+};
+
+// --follow-loads: the graph's globs, for the functions of objects loaded later that the
+// fprobe could not take (funcgraph_objects_added). Under g_follow_lock, which the loader's
+// notification only tries (a fork child may find it held forever).
+fair_mutex g_follow_lock;
+bool g_follow = false, g_follow_function_tracer = false;
+std::vector<std::string> g_follow_globs, g_follow_notrace;
+
+// Sorts the functions HITS of glob G matched: into IPS (a usable site), INT3 (an int3 entry)
+// or PLAN's left-out list. *MINE counts dprobe's own and those in a library loaded for dprobe
+// alone (MINE_OBJ: its name), *OWN (if given) dprobe's own. LOADED_LATER: HITS are in objects being loaded (inside the loader: no dlsym, so
+// no IFUNC's implementation) and those with a usable site are the fprobe's already.
+size_t classify_hits(const std::vector<sym_hit> &hits, const std::string &g,
+                     const std::vector<std::string> &notrace, bool loaded_later,
+                     std::vector<unsigned long> &ips, std::vector<int3_entry> &int3,
+                     graph_plan *plan, size_t *mine, std::string *mine_obj, size_t *own)
+{
+    size_t matched = 0;
+    for (const sym_hit &h : hits) {
+        // dprobe's own, or what it alone brought in: said so when nothing else matches.
+        auto note_mine = [&] {
+            if (h.obj->contains(reinterpret_cast<uintptr_t>(&funcgraph_start))) {
+                ++*mine;
+                if (own) ++*own;
+            } else if (loaded_for_dprobe_only(*h.obj)) {
+                ++*mine;
+                *mine_obj = h.obj->name;
+            }
+        };
+        const std::string &name = h.sym->name;
+        if (std::any_of(notrace.begin(), notrace.end(),
+                        [&](const std::string &n) { return glob_match(n, name); }))
+            continue;
+        matched++;
+        if (ftrace_is_fragment(*h.sym)) { // "f.cold": part of f, never called
+            note_mine();
+            continue;
+        }
+        uintptr_t addr = h.sym->addr;
+        bool ifunc = false;
+        if (h.sym->type == STT_GNU_IFUNC) {
+            if (loaded_later) {
+                plan->left_out.emplace_back(name, "an IFUNC loaded after the start: its "
+                                                  "implementation is not known yet");
+                continue;
+            }
+            if (uintptr_t impl = ifunc_target(*h.obj, *h.sym); impl && impl != addr) {
+                addr = impl;
+                ifunc = true;
+            }
+        }
+        // An IFUNC's implementations are hand-written (glibc's string functions), and
+        // their siblings jump into them past their entry (memmove into memcpy): no jump
+        // site there, an int3 entry.
+        ftrace_site *s = ifunc ? ftrace_location(addr) : ftrace_location_or_jump(addr);
+        if (s && s->usable && !s->gone) {
+            ips.push_back(s->ip);
+            if (ifunc) plan->names.emplace_back(s->ip, name);
+            continue;
+        }
+        // No site: an int3 entry. Not by a wildcard in the C library and the loader,
+        // which run with every signal blocked in places (pthread_create, sigaction): a
+        // SIGTRAP there kills the program. A glob naming the function exactly is asked
+        // for anyway.
+        const char *why = s ? s->why : ftrace_site_refusal(addr);
+        const std::string reason = ifunc ? "an IFUNC's implementation, hand-written"
+                                   : why ? why
+                                         : "no site";
+        if (!ifunc && (ftrace_never_hooked(*h.obj, *h.sym) || within_kprobe_blacklist(addr))) {
+            // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
+            // when named; a wildcard passes over them, as the kernel's notrace functions.
+            if (!wildcard(g)) plan->left_out.emplace_back(name, reason);
+            note_mine();
+            continue;
+        }
+        if (wildcard(g) && runs_signals_blocked(*h.obj)) {
+            plan->left_out.emplace_back(name, reason);
+            if (plan->left_out_hint.empty())
+                plan->left_out_hint = "a function of " + h.obj->name +
+                                      " gets an int3 entry only when named: -F '" + h.obj->name +
+                                      ":" + name + "'";
+            continue;
+        }
+        plan->int3_why.emplace_back(name, reason);
+        int3.push_back({addr, name, ifunc ? h.obj->name + ":" + name : std::string()});
+    }
+    return matched;
+}
+
+// The int3 entries: a kretprobe each (deep recursion: many calls in flight).
+void register_int3(const std::vector<int3_entry> &int3, bool function_tracer, graph_plan *plan)
+{
+    for (const int3_entry &e : int3) {
+        const std::string &name = e.name;
+        auto rp = std::make_unique<kretprobe>();
+        if (!e.ifunc.empty()) {
+            int3_set().names.push_back(std::make_unique<std::string>(e.ifunc));
+            rp->kp.symbol_name = int3_set().names.back()->c_str();
+        } else {
+            rp->kp.addr = reinterpret_cast<kprobe_opcode_t *>(e.addr);
+        }
+        rp->entry_handler = function_tracer ? function_kret_entry : graph_kret_entry;
+        rp->handler = graph_kret_exit;
+        rp->data_size = sizeof(graph_data);
+        rp->maxactive = 4096;
+        if (int r = register_kretprobe(rp.get()); r < 0) {
+            plan->left_out.emplace_back(name, std::strerror(-r));
+            continue;
+        }
+        plan->int3.push_back(name);
+        if (!e.ifunc.empty())
+            plan->names.emplace_back(reinterpret_cast<uintptr_t>(rp->kp.addr), name);
+        int3_set().probes.push_back(std::move(rp));
+    }
+}
+
+} // namespace
+
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
                     bool follow_loads, unsigned max_depth, bool function_tracer, bool strict,
                     std::string *err, std::string *warn, graph_plan *plan)
@@ -218,81 +344,15 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     g_max_depth = max_depth && max_depth < INT32_MAX ? static_cast<int32_t>(max_depth) : INT32_MAX;
     ftrace_update_objects();
     std::vector<unsigned long> ips;
-    struct int3_entry {
-        uintptr_t addr;
-        std::string name;
-        std::string ifunc; // "lib:sym" of an IFUNC: the kprobe layer finds its implementation
-    };
     std::vector<int3_entry> int3;
     for (const std::string &g : globs) {
         const auto hits = kallsyms::instance().match_funcs(g, "");
         // MINE: dprobe's own functions (the agent's object), or in a library loaded for
         // dprobe alone (MINE_OBJ, the last one); OWN: of the agent's object.
-        size_t matched = 0, mine = 0, own = 0;
+        size_t mine = 0, own = 0;
         std::string mine_obj;
-        for (const sym_hit &h : hits) {
-            const std::string &name = h.sym->name;
-            if (std::any_of(notrace.begin(), notrace.end(),
-                            [&](const std::string &n) { return glob_match(n, name); }))
-                continue;
-            matched++;
-            // dprobe's own, or what it alone brought in: said so when nothing else matches.
-            auto note_mine = [&] {
-                if (h.obj->contains(reinterpret_cast<uintptr_t>(&funcgraph_start))) {
-                    mine++;
-                    own++;
-                } else if (loaded_for_dprobe_only(*h.obj)) {
-                    mine++;
-                    mine_obj = h.obj->name;
-                }
-            };
-            if (ftrace_is_fragment(*h.sym)) { // "f.cold": part of f, never called
-                note_mine();
-                continue;
-            }
-            uintptr_t addr = h.sym->addr;
-            bool ifunc = false;
-            if (h.sym->type == STT_GNU_IFUNC) {
-                if (uintptr_t impl = ifunc_target(*h.obj, *h.sym); impl && impl != addr) {
-                    addr = impl;
-                    ifunc = true;
-                }
-            }
-            // An IFUNC's implementations are hand-written (glibc's string functions), and
-            // their siblings jump into them past their entry (memmove into memcpy): no jump
-            // site there, an int3 entry.
-            ftrace_site *s = ifunc ? ftrace_location(addr) : ftrace_location_or_jump(addr);
-            if (s && s->usable && !s->gone) {
-                ips.push_back(s->ip);
-                if (ifunc) plan->names.emplace_back(s->ip, name);
-                continue;
-            }
-            // No site: an int3 entry. Not by a wildcard in the C library and the loader,
-            // which run with every signal blocked in places (pthread_create, sigaction): a
-            // SIGTRAP there kills the program. A glob naming the function exactly is asked
-            // for anyway.
-            const char *why = s ? s->why : ftrace_site_refusal(addr);
-            const std::string reason = ifunc ? "an IFUNC's implementation, hand-written"
-                                       : why ? why
-                                             : "no site";
-            if (!ifunc && (ftrace_never_hooked(*h.obj, *h.sym) || within_kprobe_blacklist(addr))) {
-                // dprobe's own, or what it runs on (setjmp, sigaction...): not at all. Said
-                // when named; a wildcard passes over them, as the kernel's notrace functions.
-                if (!wildcard(g)) plan->left_out.emplace_back(name, reason);
-                note_mine();
-                continue;
-            }
-            if (wildcard(g) && runs_signals_blocked(*h.obj)) {
-                plan->left_out.emplace_back(name, reason);
-                if (plan->left_out_hint.empty())
-                    plan->left_out_hint = "a function of " + h.obj->name +
-                                          " gets an int3 entry only when named: -F '" +
-                                          h.obj->name + ":" + name + "'";
-                continue;
-            }
-            plan->int3_why.emplace_back(name, reason);
-            int3.push_back({addr, name, ifunc ? h.obj->name + ":" + name : std::string()});
-        }
+        const size_t matched =
+            classify_hits(hits, g, notrace, false, ips, int3, plan, &mine, &mine_obj, &own);
         // Everything it matched is in a library the program does not use (yet): libz,
         // liblzma... under libdw. Its functions are the program's once a library it loads
         // needs that one (followed with --follow-loads); a dlopen of the library itself by
@@ -323,29 +383,7 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     }
     std::sort(ips.begin(), ips.end());
     ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
-    // The int3 entries: a kretprobe each (deep recursion: many calls in flight).
-    for (const int3_entry &e : int3) {
-        const std::string &name = e.name;
-        auto rp = std::make_unique<kretprobe>();
-        if (!e.ifunc.empty()) {
-            int3_set().names.push_back(std::make_unique<std::string>(e.ifunc));
-            rp->kp.symbol_name = int3_set().names.back()->c_str();
-        } else {
-            rp->kp.addr = reinterpret_cast<kprobe_opcode_t *>(e.addr);
-        }
-        rp->entry_handler = function_tracer ? function_kret_entry : graph_kret_entry;
-        rp->handler = graph_kret_exit;
-        rp->data_size = sizeof(graph_data);
-        rp->maxactive = 4096;
-        if (int r = register_kretprobe(rp.get()); r < 0) {
-            plan->left_out.emplace_back(name, std::strerror(-r));
-            continue;
-        }
-        plan->int3.push_back(name);
-        if (!e.ifunc.empty())
-            plan->names.emplace_back(reinterpret_cast<uintptr_t>(rp->kp.addr), name);
-        int3_set().probes.push_back(std::move(rp));
-    }
+    register_int3(int3, function_tracer, plan);
     const size_t traced = ips.size() + int3_set().probes.size();
     if (!traced && !follow_loads) {
         if (strict) {
@@ -385,7 +423,48 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
         return ret;
     }
     g_graph_registered = true;
+    if (follow_loads) {
+        std::lock_guard<fair_mutex> g(g_follow_lock);
+        g_follow = true;
+        g_follow_function_tracer = function_tracer;
+        g_follow_globs = globs;
+        g_follow_notrace = notrace;
+    }
     return static_cast<int>(traced);
+}
+
+void funcgraph_report(const std::string &who, const graph_plan &plan)
+{
+    // The summary names the functions traced through int3 entries and those left out, with
+    // why (the first few of each).
+    auto listing = [&](const char *kind, size_t n,
+                       const std::vector<std::pair<std::string, std::string>> &v,
+                       const std::string &hint) {
+        if (!n) return;
+        std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
+        for (size_t i = 0; i < v.size() && i < 8; i++)
+            msg += "\n" + v[i].first + " (" + v[i].second + ")";
+        if (v.size() > 8) msg += "\nand " + std::to_string(v.size() - 8) + " more";
+        if (!hint.empty()) msg += "\n" + hint;
+        status_send(msg);
+    };
+    listing("int3", plan.int3.size(), plan.int3_why, "");
+    listing("leftout", plan.left_out.size(), plan.left_out, plan.left_out_hint);
+}
+
+void funcgraph_objects_added(std::span<const object_ptr> added, graph_plan *plan)
+{
+    if (added.empty()) return;
+    std::unique_lock<fair_mutex> g(g_follow_lock, std::try_to_lock);
+    if (!g.owns_lock() || !g_follow) return;
+    std::vector<unsigned long> ips; // the fprobe's own (it ran first: core/dl_notify.h)
+    std::vector<int3_entry> int3;
+    size_t mine = 0;
+    std::string mine_obj;
+    for (const std::string &glob : g_follow_globs)
+        classify_hits(kallsyms::instance().match_funcs_in(added, glob, ""), glob, g_follow_notrace,
+                      true, ips, int3, plan, &mine, &mine_obj, nullptr);
+    register_int3(int3, g_follow_function_tracer, plan);
 }
 
 std::string follow_loads_error(int err)
@@ -400,6 +479,10 @@ std::string follow_loads_error(int err)
 
 void funcgraph_stop()
 {
+    std::lock_guard<fair_mutex> g(g_follow_lock);
+    g_follow = false;
+    g_follow_globs.clear();
+    g_follow_notrace.clear();
     // Unregistered, not freed: a call may still be on its way back through one.
     for (auto &rp : int3_set().probes)
         unregister_kretprobe(rp.release());

@@ -61,9 +61,12 @@ void on_process_exit(int status, void *)
 }
 
 // The fork handlers' locks are the agent's, not calls of the program's fork: not recorded.
+// They are held across the program's own prepare handlers (which run after this one) and
+// the fork: meanwhile this thread never waits for the streamer, which may need them.
 void atfork_prepare()
 {
     quiet_section q;
+    ring_buffer_thread_nowait(true);
     state().lock.lock();
     palloc_fork_prepare();
 }
@@ -72,6 +75,7 @@ void atfork_parent()
     quiet_section q;
     palloc_fork_parent();
     state().lock.unlock();
+    ring_buffer_thread_nowait(false);
 }
 // The child of a fork: a session of its own, in the same file, with its own ring buffers
 // (the ring buffer made them before this runs), announced to the CLI at once so that
@@ -82,6 +86,7 @@ void atfork_child()
     agent_state &st = state();
     palloc_fork_child();
     st.lock.unlock();
+    ring_buffer_thread_nowait(false);
     if (!st.active) return;
     fork_session();
     if (st.attached) start_streamer();

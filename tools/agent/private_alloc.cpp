@@ -11,6 +11,7 @@
 #include "tools/agent/private_alloc.h"
 
 #include "arch/x86_64/raw_syscall.h"
+#include "core/ring_buffer.h"
 
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -63,9 +64,20 @@ void unlock() noexcept
         arch::raw_syscall(SYS_futex, reinterpret_cast<long>(&g_lock), FUTEX_WAKE_PRIVATE, 1);
 }
 
+// The agent's streamer allocates while writers may wait for it (streamer.cpp): a signal
+// handler that interrupts the holder and hits a probe must not wait, so the holder is a
+// thread that never waits for room (ring_buffer_thread_nowait).
 struct guard {
-    guard() { lock(); }
-    ~guard() { unlock(); }
+    guard()
+    {
+        ring_buffer_thread_nowait(true);
+        lock();
+    }
+    ~guard()
+    {
+        unlock();
+        ring_buffer_thread_nowait(false);
+    }
 };
 
 void *free_list[k_nclasses];

@@ -13,6 +13,7 @@
 #include "tracefs/trace_events.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -123,7 +124,7 @@ void describe_new_events()
 // --follow-loads: inside the loader, at each dlopen and dlclose (its lock held; the
 // kallsyms snapshot is up to date). Written at once, stamped: the next events may already
 // be in the new object.
-void objects_changed(std::span<const object_ptr>)
+void objects_changed(std::span<const object_ptr> added)
 {
     agent_state &st = state();
     if (!st.active) return;
@@ -131,6 +132,13 @@ void objects_changed(std::span<const object_ptr>)
     std::lock_guard<fair_mutex> g(st.lock);
     std::string lines = objects_payload(trace_clock_now());
     if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
+    // The graph's functions there that the fprobe could not take: said, not dropped.
+    graph_plan plan;
+    funcgraph_objects_added(added, &plan);
+    if (plan.int3.empty() && plan.left_out.empty()) return;
+    funcgraph_report(std::string(program_invocation_short_name) + " (pid " +
+                         std::to_string(getpid()) + ")",
+                     plan);
 }
 
 const dl_notifier &objects_notifier()
@@ -251,12 +259,12 @@ bool announce_buffers()
     }
 }
 
-void describe_changes_locked()
+void describe_changes_locked(bool events)
 {
     kallsyms::instance().refresh(); // cheap unless the loader's counters moved
     std::string lines = objects_payload(trace_clock_now());
     if (!lines.empty()) write_chunk(tracefile::CHUNK_OBJECTS, lines);
-    describe_new_events();
+    if (events) describe_new_events();
 }
 
 int session_follow_loads(bool on)
@@ -266,6 +274,13 @@ int session_follow_loads(bool on)
         return 0;
     }
     return dl_notifier_add(&objects_notifier());
+}
+
+void session_describe_loads()
+{
+    // Listening only: the loader hook stays as it is (a program that asks for nothing keeps
+    // ld.so untouched).
+    dl_notifier_add(&objects_notifier(), false);
 }
 
 } // namespace dprobe::agent

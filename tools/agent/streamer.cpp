@@ -2,6 +2,18 @@
 // `dprobe record` the command does it from outside). One thread, named dprobe-stream (so
 // it records nothing), drains the exported buffers as `record` does (tools/trace_drain.h),
 // and sends the counts to the command now and then.
+//
+// Nothing is lost by default: as with `record`, a thread whose buffer is full waits for this
+// thread to take pages (the arena's consumer_blocking; `attach --no-wait` turns it off). It
+// sleeps on the arena's consumer_waiting word, which writers wake when a buffer is half
+// full or when they wait. So that such a wait always ends, this thread never waits for a
+// program thread: it records nothing itself (muted), takes only its own lock and the
+// agent's allocator (whose holders never wait: private_alloc.cpp), describes loaded objects
+// only when state().lock is free (a thread in dlopen or fork holds it), and never takes the
+// tracefs's lock. A wait
+// without progress ends after a second (core/ring_buffer.cpp, wait_for_room). Blocking is
+// on only while this thread runs: stop_streamer turns it off after its last copy (detach,
+// exit, exec), and a forked child's arena starts without it until its own streamer runs.
 #include "tools/agent/agent.h"
 
 #include "core/kthread.h"
@@ -57,21 +69,26 @@ void streamer_main()
     ring_buffer_thread_mute(true);
     uint64_t last_stat = 0;
     while (!s.stop.load(std::memory_order_acquire)) {
-        uint64_t moved;
+        bool busy;
         std::string counts;
+        tracefile::arena_drain *d;
         {
             std::lock_guard<std::mutex> g(s.lock);
             if (!s.drain) break;
-            moved = s.drain->drain(false);
+            d = s.drain.get();
+            const uint64_t moved = d->drain(false);
+            busy = moved >= 64 * 1024 || d->backlog() >= 64 * 1024;
             counts = counts_locked(s);
-            std::lock_guard<fair_mutex> sg(state().lock);
-            describe_changes_locked();
+            // Not waited for: its holder may be waiting for this thread. Nor the tracefs's
+            // lock (a detach holds it while it waits for the probes' handlers, which may wait
+            // for this thread): events created there are described as they are created
+            // (agent.cpp, on_tracefs_commands).
+            std::unique_lock<fair_mutex> sg(state().lock, std::try_to_lock);
+            if (sg.owns_lock()) describe_changes_locked(false);
         }
-        // A busy program fills its buffers in milliseconds: drain again soon.
-        struct timespec pause {
-            0, (moved >= 64 * 1024 ? 1 : 20) * 1000 * 1000
-        };
-        nanosleep(&pause, nullptr);
+        // Asleep until a buffer is half full or a writer waits for room (the drain lives
+        // until this thread is joined). A busy program fills its buffers in milliseconds.
+        d->wait(busy ? 1 : 20);
         uint64_t now = trace_clock_read(trace_clock_id::mono);
         if (now - last_stat > 250000000ull) {
             send_stat(counts);
@@ -112,6 +129,8 @@ void start_streamer()
     pthread_setname_np(pthread_self(), "dprobe-stream");
     if (!kthread_run(s.thread, streamer_main))
         status_send("warn no thread for the trace stream: its events are not recorded");
+    else if (!st.nowait)
+        s.drain->set_blocking(true); // a full buffer waits for this thread: nothing lost
     pthread_setname_np(pthread_self(), name);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
@@ -129,6 +148,7 @@ void stop_streamer(const std::string &end_kv)
     std::lock_guard<std::mutex> g(s.lock);
     if (!s.drain) return;
     s.drain->drain(true);
+    s.drain->set_blocking(false); // no one copies pages from here on: writers drop
     s.drain->finish(end_kv);
     s.last_counts = counts_locked(s);
     send_stat(s.last_counts);

@@ -236,6 +236,7 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
+    s.nowait = o.no_wait;
     s.detach_on_hangup = !o.background;
     s.resident = plan.resident;
     // A note too long for one message (a process with hundreds of megabytes of code) is left
@@ -315,7 +316,8 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
         sigaction(sig, &sa, nullptr);
-    const bool tty = !o.quiet && isatty(STDERR_FILENO);
+    // The live status line: only on a terminal the process does not write to.
+    tools::unique_fd tty(o.quiet ? -1 : tools::status_terminal(o.pid));
     bool asked = false, detached = false, by_other = false;
     unsigned long long recs = 0, lost = 0, bytes = 0;
     std::string msg;
@@ -328,27 +330,25 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
         int r = link.next(msg, 200);
         if (r < 0) break;
         if (r == 0) {
-            if (tty) {
-                std::fprintf(stderr,
-                             "\r\033[K[ dprobe attach: %s: %llu events, %llu lost, %.2f MB ]",
-                             who(o.pid).c_str(), recs, lost, bytes / 1048576.0);
-                std::fflush(stderr);
-            }
+            if (tty)
+                dprintf(tty.get(), "\r\033[K[ dprobe attach: %s: %llu events, %llu lost, %.2f MB ]",
+                        who(o.pid).c_str(), recs, lost, bytes / 1048576.0);
             continue;
         }
         if (msg.rfind("stat ", 0) == 0)
             std::sscanf(msg.c_str() + 5, "%*d %llu %llu %llu", &recs, &lost, &bytes);
-        else if (msg.rfind("warn ", 0) == 0 && !o.quiet)
-            std::fprintf(stderr, "%sdprobe attach: warning: %s\n", tty ? "\r\033[K" : "",
-                         msg.c_str() + 5);
-        else if (msg.rfind("left ", 0) == 0)
+        else if (msg.rfind("warn ", 0) == 0 && !o.quiet) {
+            if (tty) dprintf(tty.get(), "\r\033[K");
+            std::fprintf(stderr, "dprobe attach: warning: %s\n", msg.c_str() + 5);
+        } else if (msg.rfind("left ", 0) == 0) {
             left.push_back(msg.substr(5));
-        else if (msg.rfind("detached ", 0) == 0) {
+        } else if (msg.rfind("detached ", 0) == 0) {
             detached = true;
             by_other = !asked;
         }
     }
-    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (tty) dprintf(tty.get(), "\r\033[K");
+    tty.reset();
     if (detached) wait_agent_threads(o.pid);
     if (detached && by_other)
         std::fprintf(stderr, "dprobe attach: %s was detached by 'dprobe detach'\n",
@@ -486,6 +486,9 @@ void setup_attach(CLI::App &app)
     sub->add_flag("-q,--quiet", o->quiet, "No status line");
     sub->add_flag("-v,--verbose", o->verbose, "Say which thread of the process loaded the agent");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the process");
+    sub->add_flag("--no-wait", o->no_wait,
+                  "Never slow the process down: a thread whose buffer is full drops its events "
+                  "(counted) rather than wait for dprobe to copy them out");
     sub->footer(
         "Examples:\n"
         "   dprobe attach -p 1234                               the program's functions\n"

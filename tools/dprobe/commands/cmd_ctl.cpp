@@ -4,9 +4,11 @@
 
 #include "tracefs/tracefs_client.h"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <unistd.h>
 
 namespace dprobe::cli
@@ -30,9 +32,33 @@ void on_sigint(int)
     g_stop = 1;
 }
 
+// Why TARGET's tracefs cannot be reached (ERR: connect's -errno): the process is not there,
+// or serves none (it is not traced), rather than the socket file's errno.
+std::string unreachable(const std::string &target, int err)
+{
+    const bool pid = target.find_first_not_of("0123456789") == std::string::npos;
+    if (!pid)
+        return err == -ENOENT         ? "no tracefs socket at " + target
+               : err == -ECONNREFUSED ? target + ": nothing serves it (its process is gone)"
+                                      : target + ": " + std::strerror(-err);
+    std::ifstream comm_file("/proc/" + target + "/comm");
+    std::string comm;
+    if (!std::getline(comm_file, comm)) return "no process " + target;
+    const std::string who = "process " + target + " (" + comm + ")";
+    if (err == -EACCES) return who + ": its tracefs socket is not yours: " + std::strerror(-err);
+    if (err != -ENOENT && err != -ECONNREFUSED) return who + ": " + std::strerror(-err);
+    return who + " is not traced: it serves no tracefs (run it with 'dprobe record -- PROG', " +
+           "or 'dprobe attach -p " + target +
+           "'; a program linked with libdprobe serves one after dprobe_tracefs_start())";
+}
+
 int run_ctl(const ctl_opts &o)
 {
     if (o.target.empty()) return fail("ctl", "-p PID (or --socket PATH) is required");
+    {
+        tracefs_client c;
+        if (int r = c.connect(o.target)) return fail("ctl", unreachable(o.target, r));
+    }
     std::string file = o.file;
     while (!file.empty() && file.front() == '/')
         file.erase(0, 1);
@@ -72,10 +98,29 @@ int run_ctl(const ctl_opts &o)
         return fail("ctl", "unknown operation '" + o.op + "' (read, cat, write, ls)");
     }
     if (rep.err) {
-        fail("ctl", who() + ": " + (file.empty() ? std::string("/") : file) + ": " +
-                        std::strerror(rep.err));
+        const bool write = o.op == "write";
+        // A write that failed on a file the tree has is a rejected text (its errno is the
+        // kernel's for that rejection, ENOENT for an unknown symbol too); on one it does not
+        // have, writing cannot create it (the kernel's tracefs has no ->create: EACCES there).
+        bool exists = true;
+        if (write && rep.err == ENOENT) {
+            const size_t slash = file.rfind('/');
+            const std::string dir = slash == std::string::npos ? "" : file.substr(0, slash);
+            const std::string base = file.substr(slash == std::string::npos ? 0 : slash + 1);
+            tracefs_reply ls = tracefs_socket_request(o.target, tracefs_op::list, dir);
+            exists = !ls.err && ("\n" + ls.data).find("\n" + base + "\n") != std::string::npos;
+        }
+        const std::string name = file.empty() ? std::string("/") : file;
+        if (!exists)
+            fail("ctl", who() + ": " + name +
+                            ": no such file in the tracefs (writing cannot create one; 'ls' "
+                            "lists the files)");
+        else if (write)
+            fail("ctl", who() + ": " + name + ": the write was refused: " + std::strerror(rep.err));
+        else
+            fail("ctl", who() + ": " + name + ": " + std::strerror(rep.err));
         // A rejected probe line: show the kernel-style error_log entry, like perf probe.
-        if (o.op == "write" && (file.ends_with("_events") || file.ends_with("dynamic_events"))) {
+        if (write && exists && (file.ends_with("_events") || file.ends_with("dynamic_events"))) {
             tracefs_reply log = tracefs_socket_request(o.target, tracefs_op::read, "error_log");
             if (!log.err && !log.data.empty()) {
                 // The last entry is the last three lines.

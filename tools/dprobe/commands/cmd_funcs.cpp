@@ -72,9 +72,20 @@ int run_funcs(const funcs_opts &o)
     auto img = tools::elf_image::open(o.bin, &err);
     if (!img) return fail("funcs", err);
     auto infos = tools::classify_functions(*img);
+    // Stripped: only what it exports is named; its other functions are not listed.
+    const std::string stripped =
+        img->has_symtab()
+            ? ""
+            : o.bin + " is stripped (no .symtab): only the " + std::to_string(infos.size()) +
+                  " functions it exports (.dynsym) have names; its debug file "
+                  "(Debian: the -dbgsym package) names the others";
     if (infos.empty())
-        return fail("funcs", o.bin + " has no function symbols (stripped?): probe it by "
-                                     "address, or the library functions it calls");
+        return fail("funcs", o.bin +
+                                 (img->has_symtab() ? " has no function symbols"
+                                                    : " is stripped (no .symtab) and "
+                                                      "exports no function") +
+                                 ": probe it by file offset (p:EV " + o.bin +
+                                 ":0xOFFSET), or the library functions it calls");
     std::sort(infos.begin(), infos.end(), [&](const auto &a, const auto &b) {
         return o.names_only ? a.sym->name < b.sym->name : a.sym->addr < b.sym->addr;
     });
@@ -103,10 +114,12 @@ int run_funcs(const funcs_opts &o)
         std::printf("\n");
     }
     if (shown == 0 && !o.globs.empty())
-        return fail("funcs", "no function of " + o.bin + " matches '" + o.globs.front() + "'");
+        return fail("funcs", "no function of " + o.bin + " matches '" + o.globs.front() + "'" +
+                                 (stripped.empty() ? "" : "; " + stripped));
     if (!o.names_only)
         std::printf("%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n", shown,
                     counts[0], counts[1], counts[2], counts[3]);
+    if (!stripped.empty()) std::fprintf(stderr, "dprobe funcs: note: %s\n", stripped.c_str());
     return 0;
 }
 

@@ -250,23 +250,26 @@ int run_record(const record_opts &o)
     rec.sweeper_fd = sweeper;
     rec.blocking = !o.no_wait;
     rec.set_child(child);
-    const bool tty = !o.quiet && isatty(STDERR_FILENO);
+    // The live status line: only on a terminal the program does not write to (its output
+    // redirected), where it cannot run into the program's own lines.
+    tools::unique_fd tty(o.quiet ? -1 : tools::status_terminal(0));
     rec.run(
         [&] {
             if (!tty) return;
             recorder::totals t = rec.counts();
-            std::fprintf(stderr,
-                         "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
-                         o.command.front().c_str(), static_cast<int>(child),
-                         static_cast<unsigned long long>(t.events),
-                         static_cast<unsigned long long>(t.lost), t.bytes / 1048576.0);
+            dprintf(tty.get(),
+                    "\r\033[K[ dprobe record: %s (pid %d): %llu events, %llu lost, %.2f MB ]",
+                    o.command.front().c_str(), static_cast<int>(child),
+                    static_cast<unsigned long long>(t.events),
+                    static_cast<unsigned long long>(t.lost), t.bytes / 1048576.0);
         },
         [&] { return g_interrupted != 0; });
     g_child = 0;
     status_end.reset();
     wake.reset();
     out.reset();
-    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (tty) dprintf(tty.get(), "\r\033[K");
+    tty.reset();
     if (!o.quiet)
         for (const std::string &w : merge_process_warnings(rec.warnings))
             std::fprintf(stderr, "dprobe record: warning: %s\n", w.c_str());
@@ -349,7 +352,12 @@ int run_record(const record_opts &o)
         }
     // Functions that could get no site (nor jump site) have int3 entries: slower, said. Those
     // left out are named too.
-    auto listing = [](const std::string &m, const char *what) {
+    std::set<std::string> said; // each dlopen of a library says the same
+    auto listing = [&](const std::string &m, const char *what) {
+        std::string text = m;
+        for (size_t at; (at = text.find(" at 0x")) != std::string::npos;)
+            text.erase(at, text.find_first_of(")\n", at) - at); // another load, another address
+        if (!said.insert(text).second) return;
         std::string head = m.substr(0, m.find('\n'));
         size_t sp = head.rfind(' ');
         std::string who = head.substr(0, sp), count = head.substr(sp + 1);
@@ -362,6 +370,7 @@ int run_record(const record_opts &o)
             pos = nl;
         }
     };
+    if (o.quiet) return code; // notes, not the summary
     for (const std::string &m : rec.int3)
         listing(m, "traced through an int3 breakpoint (no patch or jump site: a signal a "
                    "call, slower)");
@@ -431,7 +440,8 @@ void setup_record(CLI::App &app)
         ->type_name("EVENT");
     add_trace_options(sub, *o, "-p,--tracer");
     sub->add_flag("-q,--quiet", o->quiet,
-                  "No status line while the program runs, no warnings (the summary stays)");
+                  "No status line while the program runs, no warnings or notes (functions "
+                  "with int3 entries or left out of the graph); the summary and errors stay");
     sub->add_flag("--no-tracefs", o->no_tracefs, "Do not serve the tracefs tree of the program");
     sub->add_flag("--no-wait", o->no_wait,
                   "Never slow the program down: a thread whose buffer is full drops its events "

@@ -27,6 +27,28 @@ bool looks_like_line(const std::string &e)
     return i == h.size() || h[i] == ':';
 }
 
+namespace
+{
+
+// A dynamic_events line with a type that is none (a typo: "x:foo bar"), which the perf-probe
+// reading would take for FUNC:LINE with a bad line number: a single letter, optional digits
+// (maxactive), ':', and an event name where perf's line number would be.
+bool mistyped_line(const std::string &e)
+{
+    auto argv = argv_split(e);
+    if (argv.empty()) return false;
+    const std::string &h = argv[0];
+    const size_t colon = h.find(':');
+    if (colon == std::string::npos || colon == 0 || h.compare(colon, 2, "::") == 0) return false;
+    if (!std::isalpha(static_cast<unsigned char>(h[0]))) return false;
+    for (size_t i = 1; i < colon; i++)
+        if (!std::isdigit(static_cast<unsigned char>(h[i]))) return false;
+    const std::string rest = h.substr(colon + 1);
+    return !rest.empty() && !std::isdigit(static_cast<unsigned char>(rest[0]));
+}
+
+} // namespace
+
 std::string indent(const std::string &text)
 {
     std::string out;
@@ -86,6 +108,14 @@ bool resolve_events(const char *cmd, const std::vector<std::string> &events,
             for (const auto &p : stored)
                 if (tools::probe_selected(e, p)) lines.push_back(p.line);
             if (lines.size() != before) continue;
+            if (mistyped_line(e)) {
+                fail(cmd, "event '" + e + "': '" + e.substr(0, e.find(':')) +
+                              ":' is not a probe type: a dynamic_events line starts with p: "
+                              "(kprobe), r: (kretprobe), f: (fprobe), t: (tracepoint) or e: "
+                              "(event probe), and a perf-probe definition FUNC:LINE has a line "
+                              "number after the ':'");
+                return false;
+            }
             // perf-probe syntax on the program itself, as `dprobe probe -x PROG` reads it.
             tools::perf_probe_result r;
             if (img) {

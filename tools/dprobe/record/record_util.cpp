@@ -17,6 +17,7 @@
 #include <set>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +127,31 @@ bool find_agent(std::string &path)
         }
     }
     return false;
+}
+
+int status_terminal(pid_t pid)
+{
+    // The controlling terminal's device (/dev/tty itself is a device of its own): tty_nr,
+    // field 7 of /proc/self/stat, after the command name in parentheses.
+    std::ifstream in("/proc/self/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t rp = stat.rfind(')');
+    unsigned long tty_nr = 0;
+    if (rp == std::string::npos ||
+        std::sscanf(stat.c_str() + rp + 1, " %*c %*d %*d %*d %lu", &tty_nr) != 1 || !tty_nr)
+        return -1;
+    const unsigned tmaj = (tty_nr >> 8) & 0xfff,
+                   tmin = (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00);
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat o {
+        };
+        const std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+        const int r = pid ? ::stat(link.c_str(), &o) : fstat(fd, &o);
+        if (r == 0 && S_ISCHR(o.st_mode) && major(o.st_rdev) == tmaj && minor(o.st_rdev) == tmin)
+            return -1;
+    }
+    return ::open("/dev/tty", O_WRONLY | O_CLOEXEC | O_NOCTTY);
 }
 
 bool unmount_if_mounted(const std::string &mountpoint)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace dprobe::tools
@@ -16,6 +17,11 @@ bool find_program(const std::string &prog, std::string &path);
 bool can_preload(const std::string &path, std::string &why);
 // libdprobe-preload.so: $DPROBE_AGENT, next to the build tree's dprobe, or installed.
 bool find_agent(std::string &path);
+// Where a live status line may go: the controlling terminal (a descriptor the caller owns),
+// when the program's output does not go there - its standard output and error are those of
+// this process (PID 0: `record` passes them on) or of process PID (`attach`). -1 otherwise:
+// a line redrawn with '\r' on a terminal the program writes to runs into its output.
+int status_terminal(pid_t pid);
 // Lazily unmounts MOUNTPOINT when it is still a mount. True when it had to.
 bool unmount_if_mounted(const std::string &mountpoint);
 // After a recorded process ended without its exit handlers (killed, _exit): removes its

@@ -28,7 +28,7 @@ struct trace_opts {
     std::string clock;
     bool quiet = false;
     bool no_tracefs = false;
-    bool no_wait = false; // record: drop events rather than wait for room
+    bool no_wait = false; // drop events rather than wait for room
 };
 
 // -F, -N, -g, --follow-loads, the tracer, -D, -o, -b and --clock into O (each command adds

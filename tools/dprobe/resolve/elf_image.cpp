@@ -56,6 +56,12 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
         img->loads_.push_back(
             {ph[i].p_vaddr, ph[i].p_filesz, ph[i].p_offset, (ph[i].p_flags & PF_X) != 0});
     }
+    if (eh->e_shoff && eh->e_shentsize == sizeof(Elf64_Shdr) &&
+        eh->e_shoff + size_t{eh->e_shnum} * sizeof(Elf64_Shdr) <= img->size_) {
+        auto *sh = reinterpret_cast<const Elf64_Shdr *>(img->map_ + eh->e_shoff);
+        for (unsigned i = 0; i < eh->e_shnum; i++)
+            img->has_symtab_ |= sh[i].sh_type == SHT_SYMTAB;
+    }
     std::string why;
     img->obj_ = read_object_file(img->real_, 0, &why);
     if (!img->obj_) return fail(path + ": " + (why.empty() ? "cannot read symbols" : why));

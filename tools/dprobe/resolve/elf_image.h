@@ -29,6 +29,9 @@ class elf_image
     // The module name a `lib:sym` place uses: basename of the real path.
     std::string module_name() const;
     const loaded_object &object() const { return *obj_; }
+    // Whether the file has a full symbol table (.symtab): a stripped one has only the
+    // functions it exports (.dynsym), its debug file the others.
+    bool has_symtab() const { return has_symtab_; }
 
     // The file bytes of virtual address VADDR, available for at least *AVAIL bytes inside
     // one executable PT_LOAD segment; nullptr when VADDR is not file-backed code.
@@ -41,6 +44,7 @@ class elf_image
     unique_mapping mapping_; // the file, read-only
     const uint8_t *map_ = nullptr;
     size_t size_ = 0;
+    bool has_symtab_ = false;
     struct load {
         uint64_t vaddr, filesz, offset;
         bool exec;
