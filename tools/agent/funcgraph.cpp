@@ -229,8 +229,9 @@ std::vector<std::string> g_follow_globs, g_follow_notrace;
 
 // Sorts the functions HITS of glob G matched: into IPS (a usable site), INT3 (an int3 entry)
 // or PLAN's left-out list. *MINE counts dprobe's own and those in a library loaded for dprobe
-// alone (MINE_OBJ: its name), *OWN (if given) dprobe's own. LOADED_LATER: HITS are in objects being loaded (inside the loader: no dlsym, so
-// no IFUNC's implementation) and those with a usable site are the fprobe's already.
+// alone (MINE_OBJ: its name), *OWN (if given) dprobe's own. LOADED_LATER: HITS are in objects being
+// loaded (inside the loader: no dlsym, so no IFUNC's implementation) and those with a usable site
+// are the fprobe's already.
 size_t classify_hits(const std::vector<sym_hit> &hits, const std::string &g,
                      const std::vector<std::string> &notrace, bool loaded_later,
                      std::vector<unsigned long> &ips, std::vector<int3_entry> &int3,
