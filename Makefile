@@ -38,14 +38,15 @@ check: setup
 
 # The test suite built with -fsanitize=address,undefined (Documentation/reliability.md),
 # all but the CLI end-to-end tests (dprobe record and dprobe attach on uninstrumented
-# programs; they run in the normal build): ASAN_E2E=1 runs the record ones too. Three
+# programs, the readers', isolation and lifecycle tests built on them; they run in the normal
+# build): ASAN_E2E=1 runs the record ones too. Three
 # reliability cases that meet ASan's own interceptors (swapcontext, sigaction,
 # __asan_handle_no_return) are left out too, and the signal-mask cases (kprobe_sigmask_test:
 # ASan's libasan defines pthread_sigmask and sigprocmask ahead of the static archive, so the
 # linker takes no interposer from it), and two forks of a process whose other
 # threads run, whose child then allocates (ASan's allocator is not locked across fork)
 # (Documentation/reliability.md, "Sanitizers").
-ASAN_SKIP := -E '^($(if $(ASAN_E2E),,dprobe_cli_|dwarf_e2e_|sdt_e2e_|trace_dat_report$$|)dprobe_attach_|kinds/flow\.swapcontext_coroutines_|kinds/signals\.program_sigtrap_handler_|sigmask\.|kinds/thread_exit\.cancelled_at_a_cancellation_point_|fprobe_follow_stress\.fork_while_following$$|kinds/processes\.fork_while_other_threads_run_probed_code/kretprobe)'
+ASAN_SKIP := -E '^($(if $(ASAN_E2E),,dprobe_cli_|dwarf_e2e_|sdt_e2e_|trace_dat_report$$|)dprobe_attach_|agent_isolation_|dprobe_readers_|dprobe_lifecycle_|kinds/flow\.swapcontext_coroutines_|kinds/signals\.program_sigtrap_handler_|sigmask\.|kinds/thread_exit\.cancelled_at_a_cancellation_point_|fprobe_follow_stress\.fork_while_following$$|kinds/processes\.fork_while_other_threads_run_probed_code/kretprobe)'
 check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPROBE_SANITIZE=ON \
 	  -DDPROBE_BENCH=OFF $(ASAN_DEBUG_FLAGS)

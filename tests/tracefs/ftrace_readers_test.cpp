@@ -24,6 +24,7 @@ extern "C" {
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -174,9 +175,10 @@ TEST_F(ftrace_readers, compact_records_in_trace_pipe_raw_decode_as_the_kernels)
         std::string f = rd(std::string("events/ftrace/") + n + "/format");
         ASSERT_EQ(tep_parse_event(tep, f.data(), f.size(), "ftrace"), 0) << n;
     }
+    // The thread may move between CPUs while it writes: a reader merges the CPUs' pages by
+    // time, as trace-cmd does, before it pairs entries with exits.
     long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-    std::vector<std::tuple<std::string, unsigned long long, unsigned long long>> seen;
-    std::map<std::string, unsigned long long> ts_of;
+    std::vector<std::pair<unsigned long long, std::string>> events; // (time, record bytes)
     for (long c = 0; c < ncpu; c++) {
         std::string raw = rd("per_cpu/cpu" + std::to_string(c) + "/trace_pipe_raw");
         ASSERT_EQ(raw.size() % 4096, 0u);
@@ -185,41 +187,50 @@ TEST_F(ftrace_readers, compact_records_in_trace_pipe_raw_decode_as_the_kernels)
             ASSERT_EQ(kbuffer_load_subbuffer(kb, &raw[off]), 0);
             unsigned long long ts;
             while (void *d = kbuffer_read_event(kb, &ts)) {
-                tep_record r{};
-                r.data = d;
-                r.size = kbuffer_event_size(kb);
-                r.ts = ts;
-                tep_event *ev = tep_find_event_by_record(tep, &r);
-                ASSERT_NE(ev, nullptr);
-                unsigned long long pid = 0, a = 0, b = 0;
-                tep_format_field *pf = tep_find_common_field(ev, "common_pid");
-                ASSERT_NE(pf, nullptr);
-                tep_read_number_field(pf, d, &pid);
-                EXPECT_EQ(int(pid), tid) << ev->name;
-                if (std::string(ev->name) == "function") {
-                    EXPECT_EQ(r.size, 24);
-                    tep_read_number_field(tep_find_field(ev, "ip"), d, &a);
-                    tep_read_number_field(tep_find_field(ev, "parent_ip"), d, &b);
-                } else if (std::string(ev->name) == "funcgraph_entry") {
-                    EXPECT_EQ(r.size, 24);
-                    tep_read_number_field(tep_find_field(ev, "func"), d, &a);
-                    tep_read_number_field(tep_find_field(ev, "depth"), d, &b);
-                    ts_of[std::to_string(a)] = ts;
-                } else {
-                    EXPECT_EQ(r.size, 48);
-                    tep_read_number_field(tep_find_field(ev, "func"), d, &a);
-                    unsigned long long call = 0, ret = 0;
-                    tep_read_number_field(tep_find_field(ev, "calltime"), d, &call);
-                    tep_read_number_field(tep_find_field(ev, "rettime"), d, &ret);
-                    EXPECT_EQ(call, ts_of[std::to_string(a)]) << "the entry's time";
-                    EXPECT_EQ(ret, ts);
-                    tep_read_number_field(tep_find_field(ev, "depth"), d, &b);
-                }
-                seen.emplace_back(ev->name, a, b);
+                events.emplace_back(
+                    ts, std::string(static_cast<const char *>(d), size_t(kbuffer_event_size(kb))));
                 kbuffer_next_event(kb, nullptr);
             }
         }
         kbuffer_free(kb);
+    }
+    std::stable_sort(events.begin(), events.end(),
+                     [](const auto &x, const auto &y) { return x.first < y.first; });
+    std::vector<std::tuple<std::string, unsigned long long, unsigned long long>> seen;
+    std::map<std::string, unsigned long long> ts_of;
+    for (auto &[ts, bytes] : events) {
+        void *d = bytes.data();
+        tep_record r{};
+        r.data = d;
+        r.size = int(bytes.size());
+        r.ts = ts;
+        tep_event *ev = tep_find_event_by_record(tep, &r);
+        ASSERT_NE(ev, nullptr);
+        unsigned long long pid = 0, a = 0, b = 0;
+        tep_format_field *pf = tep_find_common_field(ev, "common_pid");
+        ASSERT_NE(pf, nullptr);
+        tep_read_number_field(pf, d, &pid);
+        EXPECT_EQ(int(pid), tid) << ev->name;
+        if (std::string(ev->name) == "function") {
+            EXPECT_EQ(r.size, 24);
+            tep_read_number_field(tep_find_field(ev, "ip"), d, &a);
+            tep_read_number_field(tep_find_field(ev, "parent_ip"), d, &b);
+        } else if (std::string(ev->name) == "funcgraph_entry") {
+            EXPECT_EQ(r.size, 24);
+            tep_read_number_field(tep_find_field(ev, "func"), d, &a);
+            tep_read_number_field(tep_find_field(ev, "depth"), d, &b);
+            ts_of[std::to_string(a)] = ts;
+        } else {
+            EXPECT_EQ(r.size, 48);
+            tep_read_number_field(tep_find_field(ev, "func"), d, &a);
+            unsigned long long call = 0, ret = 0;
+            tep_read_number_field(tep_find_field(ev, "calltime"), d, &call);
+            tep_read_number_field(tep_find_field(ev, "rettime"), d, &ret);
+            EXPECT_EQ(call, ts_of[std::to_string(a)]) << "the entry's time";
+            EXPECT_EQ(ret, ts);
+            tep_read_number_field(tep_find_field(ev, "depth"), d, &b);
+        }
+        seen.emplace_back(ev->name, a, b);
     }
     tep_free(tep);
     using rec = std::tuple<std::string, unsigned long long, unsigned long long>;
