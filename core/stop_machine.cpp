@@ -1,6 +1,7 @@
 #include "core/stop_machine.h"
 
 #include "arch/x86_64/raw_syscall.h"
+#include "core/ring_buffer.h"
 
 #include <cerrno>
 #include <csignal>
@@ -197,8 +198,13 @@ int stop_machine(stop_machine_fn fn, void *arg)
     sigset_t all, old_mask;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+    // The child shares this thread's memory and thread pointer, so its thread-local state:
+    // muted here, it records nothing from probes of the code it runs (a kprobe on libc's
+    // strlen while ST.FN works), as an event from a thread the process does not have.
+    ring_buffer_thread_mute(true);
     pid_t child = dprobe_vfork_quiet();
     if (child == 0) child_main();
+    ring_buffer_thread_mute(false);
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     int err = 0;
     if (child < 0) {

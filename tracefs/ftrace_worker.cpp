@@ -2,6 +2,7 @@
 #include "tracefs/ftrace_worker.h"
 
 #include "core/compiler.h"
+#include "core/kthread.h"
 #include "core/ring_buffer.h"
 #include "tracefs/trace_array.h"
 #include "tracefs/trace_iter.h"
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace dprobe
@@ -25,9 +27,9 @@ std::atomic<unsigned> g_pending[TRACE_ARRAY_MAX];
 std::atomic<int> g_dump_cpu[TRACE_ARRAY_MAX];
 std::atomic<int> g_wake_fd{-1};
 std::mutex g_start_m;
-// Under g_start_m. Never destroyed (a joinable std::thread's destructor would end the
+// Under g_start_m. Never destroyed (a joinable kthread's destructor would end the
 // process at exit, where the worker still runs).
-std::thread *g_worker = nullptr;
+kthread *g_worker = nullptr;
 
 void write_all(int fd, const std::string &s)
 {
@@ -91,13 +93,15 @@ int ftrace_worker_start()
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
-    try {
-        g_worker = new std::thread(work_loop, fds[0]);
-    } catch (...) {
+    auto *t = new (std::nothrow) kthread;
+    const int rfd = fds[0];
+    if (!t || !kthread_run(*t, [rfd] { work_loop(rfd); })) {
+        delete t;
         close(fds[0]);
         close(fds[1]);
         return -EAGAIN;
     }
+    g_worker = t;
     g_wake_fd.store(fds[1]);
     return 0;
 }

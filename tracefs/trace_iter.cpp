@@ -89,12 +89,22 @@ std::string trace_iter::header()
 
 bool trace_iter::fill(size_t n)
 {
-    if (!reader_)
+    if (!reader_) {
         reader_ = std::make_unique<ring_buffer_reader>(
             consume_ ? ring_buffer_reader::CONSUME : ring_buffer_reader::PEEK, tb_);
+        until_ = trace_clock_now();
+    }
+    if (past_end_) return false;
     size_t got = 0;
     rb_record rec;
     while (got < n && reader_->next(rec)) {
+        // `trace` shows what the buffer held when the read began (the kernel pauses the
+        // buffer while `trace` is open): records written meanwhile are not followed, or a
+        // reader of a program writing faster than it prints would never reach the end.
+        if (!consume_ && rec.ts > until_) {
+            past_end_ = true;
+            break;
+        }
         // The agent's compact graph and function records read as the tracers' full ones
         // (every CPU's: an exit finds its entry's time on another).
         ftrace_full_record full;

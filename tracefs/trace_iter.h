@@ -67,6 +67,10 @@ class trace_iter
     int cpu_;
     bool in_ns_;
     bool exhausted_ = false;
+    // Not consuming: the clock's reading when the read began, and whether a record after it
+    // came (the end of the text).
+    uint64_t until_ = 0;
+    bool past_end_ = false;
     std::deque<entry> ahead_;
     comm_cache comms_;
     std::unique_ptr<graph_printer> graph_;

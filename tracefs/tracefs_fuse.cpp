@@ -6,6 +6,7 @@
 
 #include "tracefs/tracefs_fuse.h"
 
+#include "core/kthread.h"
 #include "core/own_fds.h"
 #include "core/ring_buffer.h"
 #include "tracefs/trace_events.h"
@@ -53,13 +54,13 @@ struct fuse_state {
     std::string mountpoint;
     bool created_dir = false;
     pid_t pid = 0;
-    std::thread loop;
+    kthread loop;
     std::atomic<bool> stopping{false};
     // poll(2) support: handles waiting for trace_pipe data.
     std::mutex poll_m;
     std::condition_variable poll_cv;
     std::vector<fuse_pollhandle *> pollers;
-    std::thread notifier;
+    kthread notifier;
     time_t start_time = 0;
     // Files open through the mount. The kernel sends a file's RELEASE after close() returns:
     // one still queued when the mount goes away never arrives, and the unmount frees what
@@ -380,7 +381,7 @@ struct fuse_workers {
     struct fuse_session *se;
     std::mutex m;
     unsigned count = 1, idle = 0;
-    std::vector<std::thread> started; // every worker but the first, joined at the end
+    std::vector<kthread> started; // every worker but the first, joined at the end
 };
 
 void serve(fuse_workers *w)
@@ -407,11 +408,11 @@ void serve(fuse_workers *w)
         if (r <= 0 || fuse_session_exited(w->se)) break;
         if (spawn) {
             std::lock_guard<std::mutex> g(w->m);
-            try {
-                w->started.emplace_back(serve, w);
-            } catch (...) {
+            kthread t;
+            if (kthread_run(t, [w] { serve(w); }))
+                w->started.push_back(std::move(t));
+            else
                 w->count--; // no thread: this one serves alone a while longer
-            }
         }
         fuse_session_process_buf(w->se, &buf);
     }
@@ -426,7 +427,7 @@ void loop_thread(struct fuse *f)
     // The others end as this one did (the session is unmounted); none starts any more once
     // the read has failed for every worker.
     for (;;) {
-        std::thread t;
+        kthread t;
         {
             std::lock_guard<std::mutex> g(w.m);
             if (w.started.empty()) break;
@@ -513,10 +514,27 @@ int tracefs_fuse_mount(const std::string &mountpoint)
     s.pid = getpid();
     sigset_t saved;
     block_async_signals(saved);
-    s.loop = std::thread(loop_thread, f);
-    s.notifier = std::thread(notifier_loop);
+    const bool notifying = kthread_run(s.notifier, notifier_loop);
+    const bool serving = notifying && kthread_run(s.loop, [f] { loop_thread(f); });
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-    return 0;
+    if (serving) return 0;
+    // No thread to serve the mount: it goes, as if it had never been made.
+    if (notifying) {
+        {
+            std::lock_guard<std::mutex> pg(s.poll_m);
+            s.stopping.store(true, std::memory_order_release);
+        }
+        s.poll_cv.notify_all();
+        s.notifier.join();
+    }
+    own_fd_remove(s.fuse_fd);
+    s.fuse_fd = -1;
+    fuse_unmount(f);
+    fuse_destroy(f);
+    s.f = nullptr;
+    if (created) rmdir(mp.c_str());
+    s.mountpoint.clear();
+    return -EAGAIN;
 }
 
 void tracefs_fuse_unmount()

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -36,10 +37,17 @@ struct server_state {
     std::condition_variable cv;
     int listen_fd = -1;
     std::string path;
-    std::thread acceptor;
+    kthread acceptor;
     std::atomic<bool> stop{false};
     unsigned active = 0; // connection threads running
-    pid_t pid = 0;       // the process serving (a forked child has no server threads)
+    // Every connection's thread, joined (its stack unmapped) once it has ended: by the
+    // acceptor as it goes, and by tracefs_socket_stop.
+    struct connection {
+        kthread thread;
+        bool done = false;
+    };
+    std::list<connection> connections;
+    pid_t pid = 0; // the process serving (a forked child has no server threads)
 };
 
 server_state &srv()
@@ -284,7 +292,7 @@ class conn
     }
 };
 
-void serve_connection(int fd)
+void serve_connection(int fd, server_state::connection *self)
 {
     {
         conn c(fd);
@@ -293,7 +301,30 @@ void serve_connection(int fd)
     server_state &s = srv();
     std::lock_guard<std::mutex> g(s.m);
     s.active--;
+    self->done = true;
     s.cv.notify_all();
+}
+
+// Joins the threads of the connections that have ended. At stop (ALL), a thread still
+// serving after the stop's wait is given up (its stack left mapped); its node stays in the
+// list, for the thread marks it done when it ends.
+void reap_connections(bool all)
+{
+    server_state &s = srv();
+    std::list<server_state::connection> ended;
+    {
+        std::lock_guard<std::mutex> g(s.m);
+        for (auto it = s.connections.begin(); it != s.connections.end();) {
+            auto next = std::next(it);
+            if (it->done)
+                ended.splice(ended.end(), s.connections, it);
+            else if (all)
+                it->thread.forget();
+            it = next;
+        }
+    }
+    for (auto &c : ended)
+        if (c.thread.joinable()) c.thread.join();
 }
 
 bool peer_allowed(int fd)
@@ -310,6 +341,7 @@ void accept_loop(int lfd)
     while (!s.stop.load(std::memory_order_acquire)) {
         pollfd p{lfd, POLLIN, 0};
         int r = ::poll(&p, 1, 100);
+        reap_connections(false);
         if (r <= 0) continue;
         int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) continue;
@@ -317,17 +349,23 @@ void accept_loop(int lfd)
             ::close(fd);
             continue;
         }
+        // The connection's node exists before its thread: the thread marks it done. Only this
+        // thread adds nodes or removes ones not done, so the node stays put meanwhile.
+        server_state::connection *c;
         {
             std::lock_guard<std::mutex> g(s.m);
             s.active++;
+            c = &s.connections.emplace_back();
         }
-        std::thread t;
-        if (kthread_run(t, [fd] { serve_connection(fd); })) {
-            t.detach();
+        kthread t;
+        const bool started = kthread_run(t, [fd, c] { serve_connection(fd, c); });
+        std::lock_guard<std::mutex> g(s.m);
+        if (started) {
+            c->thread = std::move(t);
         } else {
             ::close(fd);
-            std::lock_guard<std::mutex> g(s.m);
             s.active--;
+            s.connections.pop_back();
         }
     }
 }
@@ -378,7 +416,7 @@ int tracefs_socket_start(const std::string &path)
 void tracefs_socket_stop()
 {
     server_state &s = srv();
-    std::thread acceptor;
+    kthread acceptor;
     std::string path;
     int fd;
     {
@@ -389,7 +427,10 @@ void tracefs_socket_stop()
             // handle without pthread_detach: the thread does not exist here, and detaching
             // the parent's copied descriptor failed with EINVAL in shell children (detach()
             // threw, std::terminate) when bash ran under a libc-wide trace.
-            new (&s.acceptor) std::thread();
+            s.acceptor.forget();
+            for (auto &c : s.connections)
+                c.thread.forget();
+            s.connections.clear();
             ::close(s.listen_fd);
             s.listen_fd = -1;
             s.path.clear();
@@ -407,6 +448,9 @@ void tracefs_socket_stop()
     std::unique_lock<std::mutex> g(s.m);
     // Connection threads notice the stop within 100 ms.
     s.cv.wait_for(g, std::chrono::seconds(5), [&] { return s.active == 0; });
+    g.unlock();
+    reap_connections(true);
+    g.lock();
     ::close(fd);
     unlink(path.c_str());
     s.listen_fd = -1;

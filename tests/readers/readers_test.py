@@ -69,6 +69,13 @@ def children(pid):
         return []
 
 
+def runs_prog(pid):
+    try:
+        return os.path.realpath("/proc/%d/exe" % pid) == os.path.realpath(PROG)
+    except OSError:
+        return False
+
+
 def wait_served(pid, proc=None):
     """Until the process serves its tracefs tree (its socket answers)."""
     for _ in range(200):
@@ -89,8 +96,11 @@ class session:
             self.proc = subprocess.Popen([DPROBE, "record", "-q", "-o", dat] + list(opts) +
                                          ["--", PROG] + list(args), stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True)
+            # The program, once it runs PROG: record has other children (its sweeper of
+            # the runtime files of dead processes), and the program's first moments are
+            # dprobe record's own code until it execs.
             for _ in range(200):
-                kids = children(self.proc.pid)
+                kids = [k for k in children(self.proc.pid) if runs_prog(k)]
                 if kids:
                     break
                 time.sleep(0.02)

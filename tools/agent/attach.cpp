@@ -8,6 +8,7 @@
 // the command sends once it has given the borrowed thread back.
 #include "tools/agent/agent.h"
 
+#include "core/kthread.h"
 #include "core/ring_buffer.h"
 #include "tools/attach_protocol.h"
 
@@ -36,8 +37,9 @@ std::mutex g_attach_lock; // one attach or detach at a time
 bool g_pending = false;   // an attach thread started, its session not up yet
 int g_session_fd = -1;    // the attach command's connection, while it lasts
 // Every thread start_thread made and nobody joined yet (g_attach_lock): the unload joins
-// them, so that no thread of the agent is left when its code goes away.
-std::vector<pthread_t> g_threads;
+// them, so that no thread of the agent is left when its code goes away. Never destroyed: a
+// thread still running at the program's exit is no reason to terminate it.
+std::vector<kthread> &g_threads = *new std::vector<kthread>;
 constexpr int k_settings_wait_ms = 10000;
 
 int connect_to(const std::string &name)
@@ -197,9 +199,9 @@ void detach_main(std::string name)
     ::close(fd);
 }
 
-// Starts FN(NAME) on a detached thread named "dprobe-attach", with the asynchronous signals
-// blocked (they are the program's) and the synchronous ones open (probe traps and faults
-// must reach their handlers on any thread). Threads it creates inherit both.
+// Starts FN(NAME) on a thread named "dprobe-attach" (joined by join_agent_threads), with the
+// asynchronous signals blocked (they are the program's) and the synchronous ones open (probe traps
+// and faults must reach their handlers on any thread). Threads it creates inherit both.
 int start_thread(void (*fn)(std::string), const char *name)
 {
     size_t len = strnlen(name, 108);
@@ -215,9 +217,8 @@ int start_thread(void (*fn)(std::string), const char *name)
     for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS})
         sigdelset(&all, s);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int r = pthread_create(
-        &t, nullptr,
+    kthread t;
+    int r = t.start(
         [](void *p) -> void * {
             auto *a = static_cast<start *>(p);
             pthread_setname_np(pthread_self(), "dprobe-attach");
@@ -231,7 +232,7 @@ int start_thread(void (*fn)(std::string), const char *name)
         delete arg;
         return -r;
     }
-    g_threads.push_back(t);
+    g_threads.push_back(std::move(t));
     return 0;
 }
 
@@ -239,7 +240,7 @@ int start_thread(void (*fn)(std::string), const char *name)
 
 int join_agent_threads(std::string *why)
 {
-    std::vector<pthread_t> threads;
+    std::vector<kthread> threads;
     {
         std::lock_guard<std::mutex> g(g_attach_lock);
         if (state().active || g_pending) {
@@ -248,17 +249,18 @@ int join_agent_threads(std::string *why)
         }
         threads.swap(g_threads);
     }
-    std::vector<pthread_t> left;
-    for (pthread_t t : threads) {
+    std::vector<kthread> left;
+    for (kthread &t : threads) {
         struct timespec until {
         };
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 2;
-        if (pthread_timedjoin_np(t, nullptr, &until) != 0) left.push_back(t);
+        if (t.timed_join(until) != 0) left.push_back(std::move(t));
     }
     if (left.empty()) return 0;
     std::lock_guard<std::mutex> g(g_attach_lock);
-    g_threads.insert(g_threads.end(), left.begin(), left.end());
+    for (kthread &t : left)
+        g_threads.push_back(std::move(t));
     *why = std::to_string(left.size()) + " thread(s) of the dprobe agent did not end";
     return -EAGAIN;
 }

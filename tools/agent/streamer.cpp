@@ -37,7 +37,7 @@ namespace
 {
 
 struct streamer {
-    std::thread thread;
+    kthread thread;
     std::atomic<bool> stop{false};
     std::unique_ptr<tracefile::arena_drain> drain;
     std::mutex lock;                   // the drain: the thread, and the final copy at stop
@@ -103,8 +103,8 @@ void start_streamer()
 {
     streamer &s = the_streamer();
     agent_state &st = state();
-    // A forked child: the parent's thread is not here; forget its handle.
-    new (&s.thread) std::thread();
+    // A forked child: the parent's thread is not here; forget its handle (and its stack).
+    s.thread.forget();
     new (&s.lock) std::mutex();
     s.stop.store(false);
     s.last_counts = "0 0 0";
@@ -140,8 +140,8 @@ void stop_streamer(const std::string &end_kv)
     streamer &s = the_streamer();
     s.stop.store(true, std::memory_order_release);
     if (s.thread.joinable()) {
-        if (s.thread.get_id() == std::this_thread::get_id())
-            s.thread.detach();
+        if (s.thread.is_current())
+            s.thread.forget(); // its own stack: left mapped
         else
             s.thread.join();
     }

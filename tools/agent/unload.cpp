@@ -13,7 +13,9 @@
 #include "arch/x86_64/private_ns.h"
 #include "core/resident_pages.h"
 #include "core/signal_chain.h"
+#include "core/sym_cfi.h"
 #include "core/unload.h"
+#include "tracefs/btf_lookup.h"
 #include "tracefs/trace_task.h"
 
 #include <atomic>
@@ -73,6 +75,11 @@ extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64
     for (int sig : signal_chain_release())
         left += (left.empty() ? "" : ", ") + std::string(strsignal(sig));
     trace_task_release_all();
+    // The files the lookups opened (ELF, DWARF): a session's end closed them, but a session
+    // refused while it started, or a lookup of the tree after it, may have opened them again.
+    // libelf and libdw close them: before their namespace goes.
+    debuginfo_cache_release();
+    cfi_cache_release();
     unload_release();
     // libdw, libelf and Zydis: their namespace (and its C library and heap) unloaded.
     arch::private_ns_unbind();

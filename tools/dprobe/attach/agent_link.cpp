@@ -47,8 +47,14 @@ int64_t as_int(uint64_t rax)
 
 agent_link::~agent_link()
 {
+    close();
+}
+
+void agent_link::close()
+{
     if (conn_ >= 0) ::close(conn_);
     if (listen_ >= 0) ::close(listen_);
+    conn_ = listen_ = -1;
 }
 
 int agent_link::listen()

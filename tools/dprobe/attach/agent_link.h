@@ -30,6 +30,8 @@ class agent_link
     // The next message into MSG: 1, 0 on timeout, -1 when the agent closed the connection.
     int next(std::string &msg, int timeout_ms);
     int fd() const { return conn_; }
+    // Hangs up: the agent's end reads end-of-file.
+    void close();
 
   private:
     int listen_ = -1, conn_ = -1;

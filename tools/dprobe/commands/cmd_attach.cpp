@@ -379,10 +379,21 @@ int run_attach(const attach_opts &o)
     tools::agent_link link;
     plan.resident = resident_pages_note(o.pid);
     if (int r = load_agent(cmd, o, plan, link)) return r;
-    if (int r = send_settings(cmd, o, plan, link, out)) return r;
+    // A session that did not start (an event refused, a setting the process cannot take)
+    // leaves the process as it found it: the agent, which may have prepared its code and
+    // the loader's hook already, is taken out again as after a detach.
+    auto refused = [&](int r) {
+        link.close();
+        if (tools::process_alive(o.pid)) {
+            wait_agent_threads(o.pid);
+            unload(cmd, o.pid, {});
+        }
+        return r;
+    };
+    if (int r = send_settings(cmd, o, plan, link, out)) return refused(r);
     out.reset(); // the agent has its own copy
     agent_ready ready;
-    if (int r = wait_ready(cmd, o, link, ready)) return r;
+    if (int r = wait_ready(cmd, o, link, ready)) return refused(r);
     const std::string what = describe(o, plan, ready);
     // Whatever is killed next, the process or this command, the session leaves nothing behind.
     tools::session_watch w;
