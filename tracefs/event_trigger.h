@@ -225,9 +225,8 @@ size_t event_triggers_count();
 // The triggers of FILE, newest first.
 std::vector<event_trigger_data *> event_triggers_of(const trace_event_file &file);
 // A fresh trigger of CMD on FILE: count -1, no filter, PRIVATE_DATA as given.
-std::unique_ptr<event_trigger_data> event_trigger_alloc(const event_command &cmd,
-                                                        const trace_event_file &file,
-                                                        void *private_data);
+std::unique_ptr<event_trigger_data>
+event_trigger_alloc(const event_command &cmd, const trace_event_file &file, void *private_data);
 // The kernel's event_trigger_separate_filter: PARAM_AND_FILTER "[param] [if filter]" split
 // into *PARAM and *FILTER (the filter text still starts with "if"). A param is only taken
 // when PARAM_REQUIRED or it starts with a digit (":N"). -EINVAL when a required param is

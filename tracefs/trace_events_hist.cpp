@@ -337,9 +337,11 @@ int hist_trigger_data::parse_field(std::string_view field_str, uint32_t flags,
                 return -EINVAL;
             }
             flags |= HIST_FIELD_FL_BUCKET;
-        } else if (has_prefix(modifier, "percent") && !(flags & (HIST_FIELD_FL_VAR | HIST_FIELD_FL_KEY))) {
+        } else if (has_prefix(modifier, "percent") &&
+                   !(flags & (HIST_FIELD_FL_VAR | HIST_FIELD_FL_KEY))) {
             flags |= HIST_FIELD_FL_PERCENT;
-        } else if (has_prefix(modifier, "graph") && !(flags & (HIST_FIELD_FL_VAR | HIST_FIELD_FL_KEY))) {
+        } else if (has_prefix(modifier, "graph") &&
+                   !(flags & (HIST_FIELD_FL_VAR | HIST_FIELD_FL_KEY))) {
             flags |= HIST_FIELD_FL_GRAPH;
         } else {
             err = {EINVAL, hist_err::BAD_FIELD_MODIFIER, errpos(modifier)};
@@ -433,10 +435,10 @@ int hist_trigger_data::create_val_fields(std::span<const filter_field> fields, h
         if (field_str == "hitcount") continue;
         hist_field f;
         if (int r = parse_field(field_str, 0, fields, f, err)) return r;
-        constexpr uint32_t not_for_values =
-            HIST_FIELD_FL_GRAPH | HIST_FIELD_FL_PERCENT | HIST_FIELD_FL_BUCKET |
-            HIST_FIELD_FL_LOG2 | HIST_FIELD_FL_SYM | HIST_FIELD_FL_SYM_OFFSET |
-            HIST_FIELD_FL_SYSCALL | HIST_FIELD_FL_STACKTRACE;
+        // .percent and .graph are for values only (parse_field refuses them on keys).
+        constexpr uint32_t not_for_values = HIST_FIELD_FL_BUCKET | HIST_FIELD_FL_LOG2 |
+                                            HIST_FIELD_FL_SYM | HIST_FIELD_FL_SYM_OFFSET |
+                                            HIST_FIELD_FL_SYSCALL | HIST_FIELD_FL_STACKTRACE;
         if (f.flags & not_for_values) {
             err = {EINVAL, hist_err::BAD_FIELD_MODIFIER, errpos(field_str)};
             return -EINVAL;
@@ -621,8 +623,7 @@ bool hist_trigger_data::same_layout(const hist_trigger_data &o) const
         if (a.flags != b.flags || a.has_field != b.has_field || a.offset != b.offset ||
             a.size != b.size || a.is_signed != b.is_signed || a.buckets != b.buckets)
             return false;
-        if (a.has_field &&
-            (a.name != b.name || a.rec_size != b.rec_size || a.type != b.type))
+        if (a.has_field && (a.name != b.name || a.rec_size != b.rec_size || a.type != b.type))
             return false;
     }
     for (unsigned i = 0; i < n_sort_keys_; i++)
@@ -861,8 +862,7 @@ std::string hist_trigger_data::show() const
             if (stats[j].max < v) stats[j].max = v;
         }
     }
-    auto print_val = [&](unsigned idx, const char *name, uint32_t flags,
-                         const tracing_map_elt *e) {
+    auto print_val = [&](unsigned idx, const char *name, uint32_t flags, const tracing_map_elt *e) {
         uint64_t val = tracing_map::read_sum(e, idx);
         const auto ull = static_cast<unsigned long long>(val);
         if (flags & HIST_FIELD_FL_PERCENT) {

@@ -226,8 +226,8 @@ class hist_trigger_data
   private:
     hist_trigger_data() = default;
     int parse_attrs(std::string_view param, hist_error &err);
-    int parse_field(std::string_view field_str, uint32_t flags, std::span<const filter_field> fields,
-                    hist_field &out, hist_error &err);
+    int parse_field(std::string_view field_str, uint32_t flags,
+                    std::span<const filter_field> fields, hist_field &out, hist_error &err);
     int create_val_fields(std::span<const filter_field> fields, hist_error &err);
     int create_key_fields(std::span<const filter_field> fields, hist_error &err);
     int create_sort_keys(hist_error &err);
@@ -236,7 +236,7 @@ class hist_trigger_data
     void print_key(std::string &s, const uint8_t *key, const tracing_map_elt *elt) const;
 
     attrs attrs_;
-    std::string cmd_; // the kernel's last_cmd
+    std::string cmd_;                // the kernel's last_cmd
     std::vector<hist_field> fields_; // values (hitcount first), then keys
     unsigned n_vals_ = 0, n_keys_ = 0, key_size_ = 0;
     bool enable_timestamps_ = false;

@@ -98,7 +98,8 @@ int tracing_map::init()
     elts_ = static_cast<tracing_map_elt *>(std::calloc(max_elts_, sizeof(tracing_map_elt)));
     const size_t stride = align8(key_size_) + n_sums_ * sizeof(uint64_t) + align8(private_size_);
     elt_mem_size_ = stride * max_elts_;
-    elt_mem_ = static_cast<uint8_t *>(std::aligned_alloc(64, align8(elt_mem_size_ + 63) & ~size_t{63}));
+    elt_mem_ =
+        static_cast<uint8_t *>(std::aligned_alloc(64, align8(elt_mem_size_ + 63) & ~size_t{63}));
     if (!entries_ || !elts_ || !elt_mem_) return -ENOMEM;
     std::memset(elt_mem_, 0, elt_mem_size_);
     for (unsigned i = 0; i < max_elts_; i++) {

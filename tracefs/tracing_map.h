@@ -95,7 +95,8 @@ class tracing_map
 
     // Every element, sorted by KEYS (the first one, then the second among equals);
     // sort_entries() with hitcount ascending is the kernel's default.
-    std::vector<const tracing_map_elt *> sort_entries(std::span<const tracing_map_sort_key> keys) const;
+    std::vector<const tracing_map_elt *>
+    sort_entries(std::span<const tracing_map_sort_key> keys) const;
 
     uint64_t hits() const noexcept { return hits_.load(std::memory_order_relaxed); }
     uint64_t drops() const noexcept { return drops_.load(std::memory_order_relaxed); }
@@ -134,9 +135,9 @@ class tracing_map
     void (*elt_init_)(tracing_map_elt *) noexcept = nullptr;
     std::atomic<uint32_t> next_elt_{0};
     std::atomic<uint64_t> hits_{0}, drops_{0};
-    entry *entries_ = nullptr;           // map_size_ slots
-    tracing_map_elt *elts_ = nullptr;    // max_elts_ elements
-    uint8_t *elt_mem_ = nullptr;         // their keys, sums and private data
+    entry *entries_ = nullptr;        // map_size_ slots
+    tracing_map_elt *elts_ = nullptr; // max_elts_ elements
+    uint8_t *elt_mem_ = nullptr;      // their keys, sums and private data
     size_t elt_mem_size_ = 0;
 };
 
