@@ -48,7 +48,9 @@
 //    else in a scratch area: the kernel's temp_buffer), then each trigger whose filter
 //    passes runs with hit.rec/len set: at once, unless its command is POST_TRIGGER, in which
 //    case it runs after the event's own record is committed (traceoff, stacktrace: the
-//    record that turned tracing off is still in the trace, the stack follows its event).
+//    record that turned tracing off is still in the trace, the stack follows its event),
+//    without the record. Triggers run whatever the event's own filter and set_event_pid
+//    say, as in the kernel.
 // A trigger with a count (`:N`) runs through its command's count_func first (the kernel's
 // EVENT_TRIGGER_FL_COUNT): the simple commands use event_trigger_count(), which takes one
 // from data.count with a CAS (-1: unlimited) and says whether to fire.
@@ -63,6 +65,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -119,8 +122,8 @@ struct event_trigger_hit {
     trace_event *event = nullptr;
     // The record (common header first), as event_filter::match() and the format file see
     // it; nullptr (and len 0) in the unconditional call, when no trigger of the file needs
-    // it. For POST_TRIGGER commands it is the committed record's copy: read it, never keep
-    // the pointer.
+    // it, and for POST_TRIGGER commands (run after the commit, as the kernel's
+    // event_triggers_post_call passes no record). Valid during the call only.
     const uint8_t *rec = nullptr;
     size_t len = 0;
     // The registers of the probe hit (stack traces); nullptr when the event has none (an
@@ -201,21 +204,23 @@ std::mutex &event_trigger_lock();
 
 // ---- the trigger files ----
 
-// The file of GROUP/EVENT in ARRAY; nullopt (the kernel's -ENODEV / -ENOENT) when there is
-// no such event or array. Lock not needed.
-std::optional<trace_event_file> trace_event_file_get(unsigned array, std::string_view group,
-                                                     std::string_view event);
+// Runs FN(file) for GROUP/EVENT in TR with trace_types_lock() and event_trigger_lock() held
+// and the event pinned (it cannot be deleted meanwhile): the trigger file's write and read,
+// and hist's hist file. -ENODEV when there is no such event; else what FN returns.
+int with_trace_event_file(trace_array &tr, std::string_view group, std::string_view event,
+                          const std::function<int(const trace_event_file &)> &fn);
 // A write to the trigger file (strim'd, as the kernel's event_trigger_regex_write): 0 or
-// -errno. Takes the lock.
-int event_trigger_write(const trace_event_file &file, std::string_view text);
-// O_TRUNC of the trigger file: every command's unreg_all. Takes the lock.
-void event_trigger_truncate(const trace_event_file &file);
+// -errno (-EINVAL for an unknown command or a write of a page or more).
+int event_trigger_write(trace_array &tr, std::string_view group, std::string_view event,
+                        std::string_view text);
+// O_TRUNC of the trigger file: every command's unreg_all.
+int event_trigger_truncate(trace_array &tr, std::string_view group, std::string_view event);
 // The file's text: one print() per trigger, newest first (the kernel's list_add_rcu at the
-// head), or the "# Available triggers:" lines. Takes the lock.
-std::string event_trigger_show(const trace_event_file &file);
+// head), or the "# Available triggers:" lines.
+std::string event_trigger_show(trace_array &tr, std::string_view group, std::string_view event);
 
 // Every trigger of every event in ARRAY removed (the kernel's clear_event_triggers): reset
-// and instance rmdir. Takes the lock.
+// and instance rmdir. trace_types_lock() held by the caller; takes event_trigger_lock().
 void clear_event_triggers(unsigned array);
 // Number of triggers on all files (tests). Takes the lock.
 size_t event_triggers_count();
@@ -265,6 +270,23 @@ bool event_trigger_count(event_trigger_data &data, const event_trigger_hit &hit)
 // The kernel's event_trigger_print: "NAME:unlimited" or "NAME:count=N", " if FILTER", "\n".
 void event_trigger_print(std::string &out, const char *name, const event_trigger_data &data);
 
+// enable_event / disable_event (and hist's enable_hist / disable_hist, which share them, as
+// in the kernel): "CMD:SYSTEM:EVENT[:N] [if FILTER]" on another event of the same array,
+// which the trigger holds in soft mode. private_data is an enable_trigger_data.
+struct enable_trigger_data {
+    trace_event *target = nullptr; // held in soft mode in the trigger's array
+    std::string system, event;
+    bool enable = false;
+    bool hist = false; // enable_hist / disable_hist
+};
+// The kernel's event_enable_trigger_parse / _print / _free, and its register (-EEXIST for a
+// trigger of the same type on the same target) and unregister.
+int event_enable_trigger_parse(const event_command &cmd, const trace_event_file &file,
+                               std::string_view glob, std::string_view cmd_name,
+                               std::optional<std::string_view> param_and_filter);
+void event_enable_trigger_print(std::string &out, const event_trigger_data &data);
+void event_enable_trigger_free(event_trigger_data &data);
+
 // ---- the hot path (trace_probe_handlers.cpp, trace_eprobe.cpp) ----
 
 // The triggers of one event in one array, as a handler sees them (immutable once published).
@@ -272,5 +294,15 @@ struct event_trigger_list {
     bool cond = false; // some trigger has a filter, is POST_TRIGGER or NEEDS_REC
     std::vector<event_trigger_data *> triggers; // newest first
 };
+
+// The unconditional call (list.cond false): every trigger, HIT.rec nullptr.
+void event_triggers_call(const event_trigger_list &list, const event_trigger_hit &hit) noexcept;
+// The call on the record (list.cond true): each trigger whose filter passes HIT.rec runs,
+// except POST_TRIGGER ones, returned as a mask of their positions in the list (the first
+// 64) for event_triggers_post_call() once the event's record is committed.
+uint64_t event_triggers_call_rec(const event_trigger_list &list,
+                                 const event_trigger_hit &hit) noexcept;
+void event_triggers_post_call(const event_trigger_list &list, uint64_t post,
+                              const event_trigger_hit &hit) noexcept;
 
 } // namespace dprobe
