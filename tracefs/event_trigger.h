@@ -188,6 +188,9 @@ struct event_command {
 
 // Defined by trace_events_hist.cpp (see register_event_command).
 void register_trigger_hist_cmds();
+// The events/GROUP/EVENT/hist file of FILE (hist_debug with DEBUG): every hist trigger's
+// table, oldest first (trigger_hist.cpp). Lock held.
+std::string event_hist_show(const trace_event_file &file, bool debug);
 
 // Adds CMD (static storage) to the list: -EBUSY when a command of that name exists. The
 // built-in commands are registered on first use of the framework (the kernel's

@@ -33,12 +33,18 @@ namespace
 constexpr size_t REC = 36 + 64;
 using ft = filter_field::type;
 const std::vector<filter_field> fields = {
-    {"a", ft::number, 8, 4, false},         {"s", ft::number, 16, 8, true},
-    {"ip", ft::number, 24, 8, false},       {"name", ft::dyn_string, 32, 4, false},
-    {"CPU", ft::cpu, 0, 4, true},           {"cpu", ft::cpu, 0, 4, true},
-    {"COMM", ft::comm, 0, 16, false},       {"comm", ft::comm, 0, 16, false},
-    {"common_type", ft::number, 0, 2, false}, {"common_flags", ft::number, 2, 1, false},
-    {"common_preempt_count", ft::number, 3, 1, false}, {"common_pid", ft::number, 4, 4, true},
+    {"a", ft::number, 8, 4, false},
+    {"s", ft::number, 16, 8, true},
+    {"ip", ft::number, 24, 8, false},
+    {"name", ft::dyn_string, 32, 4, false},
+    {"CPU", ft::cpu, 0, 4, true},
+    {"cpu", ft::cpu, 0, 4, true},
+    {"COMM", ft::comm, 0, 16, false},
+    {"comm", ft::comm, 0, 16, false},
+    {"common_type", ft::number, 0, 2, false},
+    {"common_flags", ft::number, 2, 1, false},
+    {"common_preempt_count", ft::number, 3, 1, false},
+    {"common_pid", ft::number, 4, 4, true},
 };
 
 struct rec_t {
@@ -196,14 +202,15 @@ TEST(HistData, CompoundLog2KeyValuesAndSort)
     hit(*hd, rec(10, 6, 200)); // 5 and 6 both round up to 2^3
     hit(*hd, rec(10, 100, 1000));
     hit(*hd, rec(11, 1, 7));
-    EXPECT_EQ(hd->show(), "{ a: ~ 2^7 , common_pid:         10 } hitcount:          1  s:       1000\n"
-                          "{ a: ~ 2^3 , common_pid:         10 } hitcount:          2  s:        300\n"
-                          "{ a: ~ 2^0 , common_pid:         11 } hitcount:          1  s:          7\n"
-                          "\n"
-                          "Totals:\n"
-                          "    Hits: 4\n"
-                          "    Entries: 3\n"
-                          "    Dropped: 0\n");
+    EXPECT_EQ(hd->show(),
+              "{ a: ~ 2^7 , common_pid:         10 } hitcount:          1  s:       1000\n"
+              "{ a: ~ 2^3 , common_pid:         10 } hitcount:          2  s:        300\n"
+              "{ a: ~ 2^0 , common_pid:         11 } hitcount:          1  s:          7\n"
+              "\n"
+              "Totals:\n"
+              "    Hits: 4\n"
+              "    Entries: 3\n"
+              "    Dropped: 0\n");
 }
 
 TEST(HistData, BucketsHexStringAndSecondarySort)
@@ -211,7 +218,8 @@ TEST(HistData, BucketsHexStringAndSecondarySort)
     auto hd = make("keys=a.buckets=10:sort=a");
     ASSERT_TRUE(hd);
     // The sort key is printed as its field is (the kernel's hist_field_print).
-    EXPECT_EQ(hd->print_spec(""), "hist:keys=a.buckets=10:vals=hitcount:sort=a.buckets=10:size=2048");
+    EXPECT_EQ(hd->print_spec(""),
+              "hist:keys=a.buckets=10:vals=hitcount:sort=a.buckets=10:size=2048");
     hit(*hd, rec(1, 17));
     hit(*hd, rec(1, 12));
     hit(*hd, rec(1, 3));
@@ -227,7 +235,8 @@ TEST(HistData, BucketsHexStringAndSecondarySort)
 
     auto hs = make("keys=name,a:sort=name,a.descending");
     ASSERT_TRUE(hs);
-    EXPECT_EQ(hs->print_spec(""), "hist:keys=name,a:vals=hitcount:sort=name,a.descending:size=2048");
+    EXPECT_EQ(hs->print_spec(""),
+              "hist:keys=name,a:vals=hitcount:sort=name,a.descending:size=2048");
     hit(*hs, rec(1, 1, 0, 0, "foo"));
     hit(*hs, rec(1, 2, 0, 0, "foo"));
     hit(*hs, rec(1, 2, 0, 0, "bar"));
@@ -261,7 +270,8 @@ TEST(HistData, SymExecnameSyscallPercentGraph)
     // .execname: the comm of the thread that made the entry, then the pid.
     auto he = make("keys=common_pid.execname");
     ASSERT_TRUE(he);
-    EXPECT_EQ(he->print_spec(""), "hist:keys=common_pid.execname:vals=hitcount:sort=hitcount:size=2048");
+    EXPECT_EQ(he->print_spec(""),
+              "hist:keys=common_pid.execname:vals=hitcount:sort=hitcount:size=2048");
     std::thread([&] {
         prctl(PR_SET_NAME, "hist-worker", 0, 0, 0);
         hit(*he, rec(4242, 0), 2);
@@ -286,9 +296,10 @@ TEST(HistData, SymExecnameSyscallPercentGraph)
     EXPECT_EQ(hp->print_spec(""), "hist:keys=a:vals=hitcount,s.percent,s.graph:sort=a:size=2048");
     hit(*hp, rec(1, 1, 30));
     hit(*hp, rec(1, 2, 10));
-    EXPECT_EQ(hp->show(), "{ a:          1 } hitcount:          1  s (%):  75.00  s: ####################\n"
-                          "{ a:          2 } hitcount:          1  s (%):  25.00  s: ######              \n"
-                          "\nTotals:\n    Hits: 2\n    Entries: 2\n    Dropped: 0\n");
+    EXPECT_EQ(hp->show(),
+              "{ a:          1 } hitcount:          1  s (%):  75.00  s: ####################\n"
+              "{ a:          2 } hitcount:          1  s (%):  25.00  s: ######              \n"
+              "\nTotals:\n    Hits: 2\n    Entries: 2\n    Dropped: 0\n");
 }
 
 TEST(HistData, TimestampAndCpuKeys)
@@ -313,7 +324,8 @@ TEST(HistData, DropsWhenFull)
     for (uint32_t a = 0; a < 200; a++)
         hit(*hd, rec(1, a));
     std::string s = hd->show();
-    EXPECT_NE(s.find("\nTotals:\n    Hits: 128\n    Entries: 128\n    Dropped: 72\n"), std::string::npos)
+    EXPECT_NE(s.find("\nTotals:\n    Hits: 128\n    Entries: 128\n    Dropped: 72\n"),
+              std::string::npos)
         << s.substr(s.find("Totals"));
 }
 
