@@ -605,6 +605,8 @@ int hist_trigger_data::create(std::string_view param, std::string_view cmd,
         }
     }
     if (hd->has_execname_) m.set_elt_init(save_comm);
+    // Every element a hit gets has its hitcount incremented: Hits is their total.
+    m.set_count_hits(false);
     if (int r = m.init()) {
         err = {-r};
         return r;
@@ -888,8 +890,11 @@ std::string hist_trigger_data::show() const
         }
         s += '\n';
     }
+    uint64_t hits = 0;
+    for (const tracing_map_elt *e : entries)
+        hits += tracing_map::read_sum(e, HITCOUNT_IDX);
     appendf(s, "\nTotals:\n    Hits: %llu\n    Entries: %u\n    Dropped: %llu\n",
-            static_cast<unsigned long long>(map_->hits()), static_cast<unsigned>(entries.size()),
+            static_cast<unsigned long long>(hits), static_cast<unsigned>(entries.size()),
             static_cast<unsigned long long>(map_->drops()));
     return s;
 }

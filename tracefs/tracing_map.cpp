@@ -164,7 +164,7 @@ DPROBE_NOPROBE tracing_map_elt *tracing_map::insert(const void *key, bool *creat
         if (test_key && test_key == key_hash) {
             uint32_t v = e.val.load(std::memory_order_acquire);
             if (v && keys_match(key, &elts_[v - 1])) {
-                hits_.fetch_add(1, std::memory_order_relaxed);
+                if (count_hits_) hits_.fetch_add(1, std::memory_order_relaxed);
                 if (created) *created = false;
                 return &elts_[v - 1];
             }
@@ -191,7 +191,7 @@ DPROBE_NOPROBE tracing_map_elt *tracing_map::insert(const void *key, bool *creat
                 std::memcpy(elt->key, key, key_size_);
                 if (elt_init_) elt_init_(elt);
                 e.val.store(static_cast<uint32_t>(elt - elts_) + 1, std::memory_order_release);
-                hits_.fetch_add(1, std::memory_order_relaxed);
+                if (count_hits_) hits_.fetch_add(1, std::memory_order_relaxed);
                 if (created) *created = true;
                 return elt;
             }

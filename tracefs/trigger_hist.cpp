@@ -100,7 +100,7 @@ DPROBE_NOPROBE unsigned hist_file_hash(const trace_event *ev, unsigned array) no
 }
 
 DPROBE_NOPROBE const std::vector<event_trigger_data *> *hist_file_list(const trace_event *ev,
-                                                                      unsigned array) noexcept
+                                                                       unsigned array) noexcept
 {
     unsigned i = hist_file_hash(ev, array);
     for (unsigned n = 0; n < HIST_FILE_SLOTS; n++, i = (i + 1) % HIST_FILE_SLOTS) {
@@ -119,8 +119,8 @@ void hist_file_publish(const trace_event_file &file, const event_trigger_data *e
 void hist_log(const trace_event_file &file, const std::string &cmd, const hist_error &e)
 {
     if (!e.logged()) return;
-    trace_events::instance().errors().append_message(
-        "hist:" + file.system() + ":" + file.name(), hist_err_text(e.err), cmd, e.pos);
+    trace_events::instance().errors().append_message("hist:" + file.system() + ":" + file.name(),
+                                                     hist_err_text(e.err), cmd, e.pos);
 }
 
 void hist_file_publish(const trace_event_file &file, const event_trigger_data *except, bool none)
@@ -374,18 +374,30 @@ void hist_enable_unreg_all(const trace_event_file &file)
 }
 
 const event_command trigger_hist_enable_cmd = {
-    "enable_hist",         ETT_HIST_ENABLE,        0,
-    event_enable_trigger_parse, hist_enable_trigger, event_trigger_count,
-    event_enable_trigger_print, event_enable_trigger_free, hist_enable_unreg_all,
+    "enable_hist",
+    ETT_HIST_ENABLE,
+    0,
+    event_enable_trigger_parse,
+    hist_enable_trigger,
+    event_trigger_count,
+    event_enable_trigger_print,
+    event_enable_trigger_free,
+    hist_enable_unreg_all,
 };
 const event_command trigger_hist_disable_cmd = {
-    "disable_hist",        ETT_HIST_ENABLE,        0,
-    event_enable_trigger_parse, hist_enable_trigger, event_trigger_count,
-    event_enable_trigger_print, event_enable_trigger_free, hist_enable_unreg_all,
+    "disable_hist",
+    ETT_HIST_ENABLE,
+    0,
+    event_enable_trigger_parse,
+    hist_enable_trigger,
+    event_trigger_count,
+    event_enable_trigger_print,
+    event_enable_trigger_free,
+    hist_enable_unreg_all,
 };
 
 const event_command trigger_hist_cmd = {
-    "hist",      ETT_EVENT_HIST, EVENT_CMD_FL_NEEDS_REC, hist_parse, hist_trigger, nullptr,
+    "hist",     ETT_EVENT_HIST, EVENT_CMD_FL_NEEDS_REC, hist_parse, hist_trigger, nullptr,
     hist_print, hist_free,      hist_unreg_all,
 };
 
