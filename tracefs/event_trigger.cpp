@@ -335,9 +335,8 @@ std::vector<event_trigger_data *> event_triggers_of(const trace_event_file &file
     return v;
 }
 
-std::unique_ptr<event_trigger_data> event_trigger_alloc(const event_command &cmd,
-                                                        const trace_event_file &file,
-                                                        void *private_data)
+std::unique_ptr<event_trigger_data>
+event_trigger_alloc(const event_command &cmd, const trace_event_file &file, void *private_data)
 {
     auto d = std::make_unique<event_trigger_data>();
     d->cmd = &cmd;
@@ -354,8 +353,8 @@ int event_trigger_separate_filter(std::optional<std::string_view> param_and_filt
     filter->reset();
     if (!param_and_filter) return param_required ? -EINVAL : 0;
     // The only optional param is ":N"; anything else is a filter.
-    if (!param_required &&
-        (param_and_filter->empty() || !std::isdigit(static_cast<unsigned char>((*param_and_filter)[0])))) {
+    if (!param_required && (param_and_filter->empty() ||
+                            !std::isdigit(static_cast<unsigned char>((*param_and_filter)[0])))) {
         *filter = *param_and_filter;
         return 0;
     }
@@ -447,7 +446,7 @@ bool unregister_trigger(const trace_event_file &file, unsigned trigger_type)
 }
 
 int event_trigger_parse(const event_command &cmd, const trace_event_file &file,
-                        std::string_view glob, std::string_view, 
+                        std::string_view glob, std::string_view,
                         std::optional<std::string_view> param_and_filter)
 {
     const bool remove = !glob.empty() && glob[0] == '!';
@@ -463,7 +462,8 @@ int event_trigger_parse(const event_command &cmd, const trace_event_file &file,
     return register_trigger(std::move(data));
 }
 
-DPROBE_NOPROBE bool event_trigger_count(event_trigger_data &data, const event_trigger_hit &) noexcept
+DPROBE_NOPROBE bool event_trigger_count(event_trigger_data &data,
+                                        const event_trigger_hit &) noexcept
 {
     long c = data.count.load(std::memory_order_relaxed);
     for (;;) {
@@ -658,9 +658,8 @@ void stacktrace_print(std::string &out, const event_trigger_data &d)
     event_trigger_print(out, "stacktrace", d);
 }
 
-int stacktrace_parse(const event_command &cmd, const trace_event_file &file,
-                     std::string_view glob, std::string_view cmd_name,
-                     std::optional<std::string_view> param_and_filter)
+int stacktrace_parse(const event_command &cmd, const trace_event_file &file, std::string_view glob,
+                     std::string_view cmd_name, std::optional<std::string_view> param_and_filter)
 {
     trace_stack_init();
     return event_trigger_parse(cmd, file, glob, cmd_name, param_and_filter);
