@@ -35,13 +35,57 @@ namespace
 constexpr size_t k_trigger_scratch = 512;
 
 // One record of TP in array TR's buffer: build it in place, run the event probes on it
-// (EPROBES, once per hit), then TR's filter decides; OWN false: only the event probes (or
-// triggers) wanted it, and it is given back. TL: TR's triggers of the event (nullptr: none),
-// run around the record as event_trigger.h describes.
+// (EPROBES, once per hit), then TR's filter decides; OWN false: only the event probes
+// wanted it, and it is given back.
 DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_context &ctx,
                                           uintptr_t ip, uintptr_t ret_ip, trace_array &tr, bool own,
-                                          const eprobe_list *eprobes, bool slow,
-                                          const event_trigger_list *tl) noexcept
+                                          const eprobe_list *eprobes, bool slow) noexcept
+{
+    const probe_definition &def = tp.def;
+    size_t len = tp.fixed_size;
+    if (tp.has_dyn) len += trace_args_dynamic_size(def.args, ctx);
+    rb_stamp stamp;
+    void *ev = ring_buffer_reserve(tr.buffer, len, &stamp);
+    if (!ev) return;
+    auto *rec = static_cast<uint8_t *>(ev);
+    size_t used;
+    if (tp.fast) {
+        probe_record_init(rec, def, tp.id, trace_current_tid(), ip, ret_ip);
+        fetch_fast_run(tp.fast_args, ctx, rec);
+        used = len;
+    } else {
+        used = probe_record_store(rec, len, def, ctx, tp.id, trace_current_tid(), ip, ret_ip);
+    }
+    const auto cpu = static_cast<uint16_t>(stamp.cpu);
+    if (eprobes)
+        for (const trace_eprobe *ep : eprobes->probes)
+            eprobe_write(*ep, rec, used, cpu, ctx.regs);
+    if (!own) {
+        ring_buffer_discard(tr.buffer, ev);
+        return;
+    }
+    const event_filter *f = tp.event->filter[tr.id].load(std::memory_order_acquire);
+    if (f) {
+        event_filter::context fc;
+        fc.cpu = cpu;
+        if (!f->match(rec, used, fc)) {
+            ring_buffer_discard(tr.buffer, ev);
+            return;
+        }
+    }
+    ring_buffer_commit(tr.buffer, ev);
+    if (unlikely(slow) && tr.opt(OPT_STACKTRACE)) trace_stack_record_regs(tr, ctx.regs);
+}
+
+// trace_probe_write_one for an event with triggers: TL, TR's triggers of the event
+// (nullptr: none), run around the record as event_trigger.h describes; a record only they
+// need is built on the stack when it fits. Apart, so that the path without triggers keeps
+// its stack frame.
+__attribute__((noinline)) DPROBE_NOPROBE void
+trace_probe_write_one_triggered(const trace_probe &tp, const fetch_context &ctx, uintptr_t ip,
+                                uintptr_t ret_ip, trace_array &tr, bool own,
+                                const eprobe_list *eprobes, bool slow,
+                                const event_trigger_list *tl) noexcept
 {
     event_trigger_hit hit;
     if (unlikely(tl != nullptr)) {
@@ -129,12 +173,12 @@ DPROBE_NOPROBE void trace_probe_write_triggered(const trace_probe &tp, const fet
         bool own = (rmask >> id) & 1;
         if (own && unlikely(slow) && tr->event_ignore_this_task()) own = false;
         if (!own && !tl && !eprobes) continue;
-        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, own, eprobes, slow, tl);
+        trace_probe_write_one_triggered(tp, ctx, ip, ret_ip, *tr, own, eprobes, slow, tl);
         eprobes = nullptr;
     }
     if (unlikely(eprobes != nullptr))
         if (trace_array *top = trace_array_by_id(0))
-            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false, nullptr);
+            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false);
 }
 
 } // namespace
@@ -162,12 +206,12 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
         // One load when the array has no pid list and no stacktrace option.
         const bool slow = tr->event_slow();
         if (unlikely(slow) && tr->event_ignore_this_task()) continue;
-        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, true, eprobes, slow, nullptr);
+        trace_probe_write_one(tp, ctx, ip, ret_ip, *tr, true, eprobes, slow);
         eprobes = nullptr;
     }
     if (unlikely(eprobes != nullptr))
         if (trace_array *top = trace_array_by_id(0))
-            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false, nullptr);
+            trace_probe_write_one(tp, ctx, ip, ret_ip, *top, false, eprobes, false);
 }
 
 DPROBE_NOPROBE size_t trace_symbolize(char *buf, size_t len, uintptr_t addr)
