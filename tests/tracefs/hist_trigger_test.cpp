@@ -122,12 +122,12 @@ TEST_F(hist_trigger, execname_sort_filter_and_two_histograms)
     char pid[16];
     std::snprintf(pid, sizeof(pid), "%10ld", tid);
     // Hist triggers are listed oldest first, separated by a blank line pair.
-    EXPECT_EQ(rd(hist),
-              header(i1) + "{ common_pid: hist-thread     [" + pid +
-                  "], a:          2 } hitcount:          2\n" + "{ common_pid: hist-thread     [" +
-                  pid + "], a:          1 } hitcount:          1\n" + totals(3, 2, 0) + "\n\n" +
-                  header(i2) + "{ b: ~ 2^10 } hitcount:          1\n" +
-                  "{ b: ~ 2^3  } hitcount:          3\n" + totals(4, 2, 0));
+    EXPECT_EQ(rd(hist), header(i1) + "{ common_pid: hist-thread     [" + pid +
+                            "], a:          2 } hitcount:          2\n" +
+                            "{ common_pid: hist-thread     [" + pid +
+                            "], a:          1 } hitcount:          1\n" + totals(3, 2, 0) + "\n\n" +
+                            header(i2) + "{ b: ~ 2^10 } hitcount:          1\n" +
+                            "{ b: ~ 2^3  } hitcount:          3\n" + totals(4, 2, 0));
 }
 
 TEST_F(hist_trigger, pause_cont_clear)
@@ -155,7 +155,8 @@ TEST_F(hist_trigger, named_table_shared_between_events)
 {
     ASSERT_EQ(wr(trig, "hist:name=shared:keys=a"), 0) << rd("error_log");
     ASSERT_EQ(wr("events/hg/other/trigger", "hist:name=shared:keys=a"), 0) << rd("error_log");
-    const std::string info = "hist:name=shared:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]";
+    const std::string info =
+        "hist:name=shared:keys=a:vals=hitcount:sort=hitcount:size=2048 [active]";
     EXPECT_EQ(rd(trig), info + "\n");
     hist_work(5, 0);
     hist_other(5);
@@ -203,7 +204,8 @@ TEST_F(hist_trigger, enable_hist_and_disable_hist)
 TEST_F(hist_trigger, stacktrace_key)
 {
     ASSERT_EQ(wr(trig, "hist:keys=common_stacktrace"), 0) << rd("error_log");
-    EXPECT_EQ(rd(trig), "hist:keys=common_stacktrace:vals=hitcount:sort=hitcount:size=2048 [active]\n");
+    EXPECT_EQ(rd(trig),
+              "hist:keys=common_stacktrace:vals=hitcount:sort=hitcount:size=2048 [active]\n");
     static volatile int twice = 2; // a count the compiler cannot unroll: one call site
     for (int i = 0; i < twice; i++)
         hist_caller(1);
@@ -258,13 +260,15 @@ TEST_F(hist_trigger, errors_in_error_log_change_nothing)
     for (const auto &c : cases) {
         ASSERT_EQ(wr("error_log", "", true), 0);
         EXPECT_EQ(wr(trig, c.cmd), -c.err) << c.cmd;
-        const std::string want = std::string("hist:hg:work: error: ") + c.msg + "\n  Command: " +
-                                 c.cmd + "\n" + std::string(11 + c.caret, ' ') + "^\n";
+        const std::string want = std::string("hist:hg:work: error: ") + c.msg +
+                                 "\n  Command: " + c.cmd + "\n" + std::string(11 + c.caret, ' ') +
+                                 "^\n";
         EXPECT_TRUE(has(rd("error_log"), want)) << c.cmd << "\n" << rd("error_log");
         EXPECT_EQ(rd(trig), before) << c.cmd;
     }
     // Refused without a log entry, like the kernel: no keys, 4 keys, a bad size.
-    for (const char *c : {"hist:vals=a", "hist:keys=a,b,common_pid,common_cpu", "hist:keys=a:size=9"}) {
+    for (const char *c :
+         {"hist:vals=a", "hist:keys=a,b,common_pid,common_cpu", "hist:keys=a:size=9"}) {
         ASSERT_EQ(wr("error_log", "", true), 0);
         EXPECT_EQ(wr(trig, c), -EINVAL) << c;
         EXPECT_EQ(rd("error_log"), "") << c;
