@@ -172,11 +172,22 @@ TEST_F(hist_trigger, named_table_shared_between_events)
                     "trigger (includes variables)\n  Command: hist:name=shared:keys=a.hex\n"
                     "                ^\n"))
         << rd("error_log");
-    // Removing one leaves the other counting in the table.
+    // A third user of the name, then the first removed: the table lives on with the other
+    // two, and each of them can still be removed by its own '!'.
+    ASSERT_EQ(wr("dynamic_events", "f:hg/third hist_caller a=$arg1:u32"), 0);
+    ASSERT_EQ(wr("events/hg/third/trigger", "hist:name=shared:keys=a"), 0) << rd("error_log");
     ASSERT_EQ(wr(trig, "!hist:name=shared:keys=a"), 0);
-    hist_other(6);
-    EXPECT_TRUE(has(rd("events/hg/other/hist"), "{ a:          6 } hitcount:          2\n"));
     EXPECT_EQ(rd(hist), "");
+    hist_other(6);
+    hist_caller(6); // hg/third (hist_work's event no longer has a trigger)
+    EXPECT_TRUE(has(rd("events/hg/other/hist"), "{ a:          6 } hitcount:          3\n"))
+        << rd("events/hg/other/hist");
+    EXPECT_EQ(rd("events/hg/third/hist"), rd("events/hg/other/hist"));
+    ASSERT_EQ(wr("events/hg/third/trigger", "!hist:name=shared:keys=a"), 0);
+    EXPECT_EQ(rd("events/hg/third/hist"), "");
+    ASSERT_EQ(wr("events/hg/other/trigger", "!hist:name=shared:keys=a"), 0);
+    EXPECT_EQ(rd("events/hg/other/hist"), "");
+    ASSERT_EQ(wr("dynamic_events", "-:hg/third"), 0);
 }
 
 TEST_F(hist_trigger, enable_hist_and_disable_hist)
