@@ -342,6 +342,9 @@ void hist_print(std::string &out, const event_trigger_data &data)
 void hist_free(event_trigger_data &data)
 {
     del_named_trigger(&data);
+    // Triggers removed by the framework itself (clear_event_triggers: reset, rmdir) reach
+    // only here: enable_hist's list of the file must not keep this one.
+    hist_file_publish(data.file, &data);
     delete static_cast<hist_priv *>(data.private_data);
     data.private_data = nullptr;
 }

@@ -286,3 +286,29 @@ TEST_F(hist_trigger, errors_in_error_log_change_nothing)
     }
     EXPECT_EQ(rd(trig), before);
 }
+
+TEST_F(hist_trigger, instances_have_their_own_and_rmdir_or_reset_removes_them)
+{
+    ASSERT_EQ(T.mkdir("instances/hi"), 0);
+    const std::string itrig = "instances/hi/events/hg/work/trigger";
+    const std::string ihist = "instances/hi/events/hg/work/hist";
+    ASSERT_EQ(wr(itrig, "hist:keys=a"), 0) << rd("error_log");
+    ASSERT_EQ(wr(trig, "hist:keys=b"), 0);
+    // enable_hist in the instance sees only the instance's hist triggers.
+    ASSERT_EQ(wr("instances/hi/events/hg/other/trigger", "disable_hist:hg:work"), 0);
+    hist_work(3, 4);
+    EXPECT_TRUE(has(rd(ihist), "{ a:          3 } hitcount:          1\n")) << rd(ihist);
+    EXPECT_TRUE(has(rd(hist), "{ b:          4 } hitcount:          1\n")) << rd(hist);
+    EXPECT_FALSE(has(rd(hist), "{ a:")) << rd(hist);
+    hist_other(0);
+    EXPECT_TRUE(has(rd(itrig), "[paused]")) << rd(itrig);
+    EXPECT_TRUE(has(rd(trig), "[active]")) << rd(trig);
+    ASSERT_EQ(T.rmdir("instances/hi"), 0);
+    // The disable_hist of a new instance finds no hist trigger of the old one.
+    ASSERT_EQ(T.mkdir("instances/hi"), 0);
+    ASSERT_EQ(wr("instances/hi/events/hg/other/trigger", "disable_hist:hg:work"), 0);
+    hist_other(0);
+    EXPECT_EQ(rd(ihist), "");
+    EXPECT_TRUE(has(rd(trig), "[active]")) << rd(trig);
+    ASSERT_EQ(T.rmdir("instances/hi"), 0);
+}
