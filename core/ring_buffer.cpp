@@ -1156,6 +1156,11 @@ bool ring_buffer_try_swap(trace_buffer *a, trace_buffer *b) noexcept
 
 // ---- write side ---------------------------------------------------------------------------
 
+DPROBE_NOPROBE unsigned ring_buffer_current_cpu() noexcept
+{
+    return current_cpu();
+}
+
 DPROBE_NOPROBE void *ring_buffer_reserve(size_t len, rb_stamp *stamp) noexcept
 {
     return reserve_event(len, false, stamp);

@@ -108,6 +108,9 @@ void *ring_buffer_reserve(size_t len, rb_stamp *stamp = nullptr) noexcept;
 // The same for a small event: LEN a multiple of 4 up to rb::k_small_max (112); the payload
 // is 4 bytes past an 8-aligned address, so its bytes 4.. are 8-aligned. 4 bytes of header.
 void *ring_buffer_reserve_small(size_t len, rb_stamp *stamp = nullptr) noexcept;
+// The CPU the calling thread runs on (rseq's cpu_id, else getcpu): what a record reserved
+// now would carry. Hot path.
+unsigned ring_buffer_current_cpu() noexcept;
 // Publishes a reserved event (when the outermost write on this thread commits).
 void ring_buffer_commit(void *event) noexcept;
 // Gives a reserved event back (a filter rejected it). The space is reused when nothing was

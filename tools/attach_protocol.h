@@ -51,19 +51,20 @@ inline constexpr const char *thread_name_prefix = "dprobe-";
 inline constexpr size_t max_message = 1 << 16;
 
 struct settings {
-    std::vector<std::string> events;  // dynamic_events lines, applied and enabled
-    std::vector<std::string> graph;   // function-graph globs
-    bool graph_main = false;          // and the functions of the program's own executable
-    std::vector<std::string> notrace; // globs left out of the graph
-    bool follow_loads = false;        // the graph follows libraries loaded later
-    unsigned max_graph_depth = 0;     // calls nested deeper are left out (0: no limit)
-    bool function_tracer = false;     // calls only (the kernel's function tracer), no returns
-    size_t buffer_kb = 0;             // 0: the default
-    std::string clock;                // "": the default
-    bool tracefs = true;              // serve the tracefs tree (FUSE mount and socket)
-    bool nowait = false;              // a full buffer drops rather than waits for the streamer
-    bool detach_on_hangup = false;    // the command's end (even killed) ends the session
-    std::string resident;             // core/resident_pages.h: the note taken before the attach
+    std::vector<std::string> events;   // dynamic_events lines, applied and enabled
+    std::vector<std::string> triggers; // --trigger: "GROUP:EVENT:TRIGGER", after the events
+    std::vector<std::string> graph;    // function-graph globs
+    bool graph_main = false;           // and the functions of the program's own executable
+    std::vector<std::string> notrace;  // globs left out of the graph
+    bool follow_loads = false;         // the graph follows libraries loaded later
+    unsigned max_graph_depth = 0;      // calls nested deeper are left out (0: no limit)
+    bool function_tracer = false;      // calls only (the kernel's function tracer), no returns
+    size_t buffer_kb = 0;              // 0: the default
+    std::string clock;                 // "": the default
+    bool tracefs = true;               // serve the tracefs tree (FUSE mount and socket)
+    bool nowait = false;               // a full buffer drops rather than waits for the streamer
+    bool detach_on_hangup = false;     // the command's end (even killed) ends the session
+    std::string resident;              // core/resident_pages.h: the note taken before the attach
 };
 
 // One "key value" line each; values never hold a newline (dynamic_events lines are lines).
@@ -72,6 +73,8 @@ inline std::string encode(const settings &s)
     std::string out;
     for (const auto &e : s.events)
         out += "event " + e + "\n";
+    for (const auto &t : s.triggers)
+        out += "trigger " + t + "\n";
     for (const auto &g : s.graph)
         out += "graph " + g + "\n";
     for (const auto &n : s.notrace)
@@ -108,6 +111,8 @@ inline settings decode(const std::string &text)
         std::string val = sp == std::string::npos ? "" : line.substr(sp + 1);
         if (key == "event")
             s.events.push_back(val);
+        else if (key == "trigger")
+            s.triggers.push_back(val);
         else if (key == "graph")
             s.graph.push_back(val);
         else if (key == "notrace")

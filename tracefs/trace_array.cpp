@@ -3,6 +3,7 @@
 
 #include "core/ring_buffer.h"
 #include "core/task_ctx.h"
+#include "tracefs/event_trigger.h"
 #include "tracefs/ftrace_commands.h"
 #include "tracefs/stack_trace.h"
 #include "tracefs/trace_events.h"
@@ -226,6 +227,8 @@ int trace_array_destroy(std::string_view name)
     // freed once nothing can write to them.
     if (tr->current_trace && tr->current_trace->reset) tr->current_trace->reset(*tr);
     tr->current_trace = &nop_tracer;
+    // Triggers hold events in soft mode (theirs and enable_event's targets): gone first.
+    clear_event_triggers(tr->id);
     ftrace_probes_remove_array(*tr);
     trace_events::instance().remove_array(tr->id);
     tr->function_pids.clear();

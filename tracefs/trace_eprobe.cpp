@@ -20,6 +20,7 @@
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
 #include "tracefs/event_format.h"
+#include "tracefs/event_trigger.h"
 #include "tracefs/fetch_arg.h"
 #include "tracefs/ftrace_pid.h"
 #include "tracefs/trace_array.h"
@@ -44,35 +45,65 @@ namespace
 
 // An event probe's record in array TR from the attached event's record in CTX (the
 // kernel's __eprobe_trace_func()): its arguments from that record's fields, its filter in
-// TR on the result.
+// TR on the result. OWN false: only TR's triggers of the event (TL) want it, and it is built
+// on the stack.
 DPROBE_NOPROBE void eprobe_write_one(const trace_eprobe &ep, fetch_context &ctx, trace_array &tr,
-                                     uint16_t cpu) noexcept
+                                     uint16_t cpu, bool own, const event_trigger_list *tl,
+                                     const struct pt_regs *regs) noexcept
 {
     const trace_event &e = *ep.event;
+    event_trigger_hit hit;
+    if (unlikely(tl != nullptr)) {
+        hit.tr = &tr;
+        hit.event = ep.event;
+        hit.regs = regs;
+        hit.cpu = cpu;
+        if (!tl->cond) {
+            event_triggers_call(*tl, hit);
+            tl = nullptr;
+            if (!own) return;
+        }
+    }
     size_t len = ep.fixed_size;
     if (ep.has_dyn) len += trace_args_dynamic_size(ep.def.args, ctx);
     // Nested in the attached record's reservation: placed after it, published with it.
-    void *ev = ring_buffer_reserve(tr.buffer, len);
-    if (!ev) return;
-    auto *rec = static_cast<uint8_t *>(ev);
-    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, trace_current_tid(), 0, 0);
-    const event_filter *f = e.filter[tr.id].load(std::memory_order_acquire);
-    event_filter::context fc;
-    fc.cpu = cpu;
-    if (f && !f->match(rec, used, fc)) {
-        ring_buffer_discard(tr.buffer, ev);
+    void *ev = own ? ring_buffer_reserve(tr.buffer, len) : nullptr;
+    alignas(8) uint8_t scratch[512];
+    uint8_t *rec;
+    if (ev)
+        rec = static_cast<uint8_t *>(ev);
+    else if (tl && len <= sizeof scratch)
+        rec = scratch;
+    else
         return;
+    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, trace_current_tid(), 0, 0);
+    uint64_t post = 0;
+    if (unlikely(tl != nullptr)) {
+        hit.rec = rec;
+        hit.len = used;
+        post = event_triggers_call_rec(*tl, hit);
     }
-    ring_buffer_commit(tr.buffer, ev);
+    if (ev) {
+        const event_filter *f = e.filter[tr.id].load(std::memory_order_acquire);
+        event_filter::context fc;
+        fc.cpu = cpu;
+        if (f && !f->match(rec, used, fc))
+            ring_buffer_discard(tr.buffer, ev);
+        else
+            ring_buffer_commit(tr.buffer, ev);
+    }
+    if (unlikely(post != 0)) event_triggers_post_call(*tl, post, hit);
 }
 
 } // namespace
 
 DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, size_t src_len,
-                                 uint16_t cpu) noexcept
+                                 uint16_t cpu, const struct pt_regs *regs) noexcept
 {
     const trace_event &e = *ep.event;
-    uint64_t mask = e.record_mask.load(std::memory_order_acquire);
+    const uint64_t rmask = e.record_mask.load(std::memory_order_acquire);
+    const uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    uint64_t mask = rmask | tmask;
     if (!mask) return;
     event_filter::context fc;
     fc.cpu = cpu;
@@ -84,8 +115,12 @@ DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, siz
         const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
         mask &= mask - 1;
         trace_array *tr = trace_array_by_id(id);
-        if (unlikely(!tr) || (unlikely(tr->event_slow()) && tr->event_ignore_this_task())) continue;
-        eprobe_write_one(ep, ctx, *tr, cpu);
+        if (unlikely(!tr)) continue;
+        const event_trigger_list *tl =
+            (tmask >> id) & 1 ? e.triggers[id].load(std::memory_order_acquire) : nullptr;
+        bool own = (rmask >> id) & 1;
+        if (own && unlikely(tr->event_slow()) && tr->event_ignore_this_task()) own = false;
+        if (own || tl) eprobe_write_one(ep, ctx, *tr, cpu, own, tl, regs);
     }
 }
 

@@ -651,6 +651,20 @@ trace_event *trace_events::find_event(std::string_view group, std::string_view e
     return find(group, event);
 }
 
+trace_event *trace_events::pin_event(std::string_view group, std::string_view event)
+{
+    events_lock g(*this);
+    trace_event *ev = find(group, event);
+    if (ev) ev->pins++;
+    return ev;
+}
+
+void trace_events::unpin_event(trace_event *ev)
+{
+    events_lock g(*this);
+    ev->pins--;
+}
+
 DPROBE_NOPROBE void trace_events::soft_enable(trace_event *ev, unsigned array, bool on) noexcept
 {
     const uint64_t bit = uint64_t{1} << array;

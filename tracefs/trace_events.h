@@ -139,6 +139,10 @@ class trace_events
     // The event of GROUP/EVENT for soft_enable() (nullptr when there is none); valid while
     // soft mode holds it.
     trace_event *find_event(std::string_view group, std::string_view event) const;
+    // GROUP/EVENT kept from deletion (busy) until unpin_event(): what a trigger file's
+    // write or read works on (event_trigger.cpp). nullptr when there is no such event.
+    trace_event *pin_event(std::string_view group, std::string_view event);
+    void unpin_event(trace_event *ev);
     // Switches recording in ARRAY on or off for an event held in soft mode. Hot path.
     static void soft_enable(trace_event *ev, unsigned array, bool on) noexcept;
     static bool soft_enabled(const trace_event *ev, unsigned array) noexcept;

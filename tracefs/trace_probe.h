@@ -33,6 +33,7 @@ namespace dprobe
 class trace_events;
 struct trace_probe;
 struct trace_eprobe;
+struct event_trigger_list;
 
 // The event probes (e events) enabled on an event, as its handlers see them.
 struct eprobe_list {
@@ -78,8 +79,14 @@ struct trace_event {
     // command, or an event probe on it is enabled (the kernel's soft mode: triggers run, its
     // own records are not written).
     bool armed() const { return enabled_mask || soft_mask || soft > 0; }
+    // Event triggers (event_trigger.h), read by the handlers: the arrays where the event has
+    // some, and each array's published list (owned by event_trigger.cpp).
+    std::atomic<uint64_t> trigger_mask{0};
+    std::atomic<const event_trigger_list *> triggers[TRACE_ARRAY_MAX] = {};
+    // Trigger-file operations in progress (trace_events::pin_event): not deleted meanwhile.
+    int pins = 0;
     // Enabled or held somewhere: not deleted (EBUSY).
-    bool in_use() const { return enabled_mask || soft_mask; }
+    bool in_use() const { return enabled_mask || soft_mask || pins > 0; }
     // The event an event probe's event reads; nullptr for every other kind.
     const trace_event *reads() const;
 };
@@ -190,9 +197,10 @@ void trace_probe_write(const trace_probe &tp, const fetch_context &ctx, uintptr_
                        uintptr_t ret_ip) noexcept;
 
 // The event probes EP enabled on an event, on that event's record SRC (trace_eprobe.cpp): its
-// "if" filter on SRC, then one record in each array where EP records.
-void eprobe_write(const trace_eprobe &ep, const uint8_t *src, size_t src_len,
-                  uint16_t cpu) noexcept;
+// "if" filter on SRC, then one record in each array where EP records, and its triggers
+// (REGS: the registers of the source event's hit, for stacktrace triggers).
+void eprobe_write(const trace_eprobe &ep, const uint8_t *src, size_t src_len, uint16_t cpu,
+                  const struct pt_regs *regs) noexcept;
 
 // sprint_symbol() as the records' symbolizer.
 size_t trace_symbolize(char *buf, size_t len, uintptr_t addr);

@@ -8,6 +8,7 @@
 // and cannot leave a state the files would not show.
 #include "tracefs/tracefs_reset.h"
 
+#include "tracefs/event_trigger.h"
 #include "tracefs/ftrace_commands.h"
 #include "tracefs/trace_array.h"
 #include "tracefs/tracefs_tree.h"
@@ -176,6 +177,9 @@ std::vector<std::string> tracefs_reset()
         // filter is emptied, as rmdir removes an instance's.
         std::lock_guard<std::mutex> g(trace_types_lock());
         ftrace_probes_remove_array(trace_array_top());
+        // Event triggers the files could not remove (a write refused): the kernel's
+        // clear_event_triggers().
+        clear_event_triggers(trace_array_top().id);
     }
     r.write("events/enable", "0");
     for (const char *f : k_list_files)

@@ -6,6 +6,7 @@
 
 #include "core/ring_buffer.h"
 #include "core/trace_clock.h"
+#include "tracefs/event_trigger.h"
 #include "tracefs/ftrace_commands.h"
 #include "tracefs/ftrace_entries.h"
 #include "tracefs/raw_buffer.h"
@@ -334,9 +335,27 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
     const std::string &event = p[at + 1];
     if (!ev.has_event(group, event)) return std::nullopt;
     if (p.size() == at + 2)
-        return dir([] { return std::vector<std::string>{"enable", "filter", "format", "id"}; });
+        return dir([] {
+            return std::vector<std::string>{"enable",     "filter", "format", "hist",
+                                            "hist_debug", "id",     "trigger"};
+        });
     if (p.size() != at + 3) return std::nullopt;
     const std::string &f = p[at + 2];
+    if (f == "trigger")
+        return rw([tr, group, event] { return event_trigger_show(*tr, group, event); },
+                  [tr, group, event](std::string_view s) {
+                      return event_trigger_write(*tr, group, event, s);
+                  },
+                  [tr, group, event] { return event_trigger_truncate(*tr, group, event); });
+    if (f == "hist" || f == "hist_debug")
+        return ro([tr, group, event, debug = f == "hist_debug"] {
+            std::string s;
+            with_trace_event_file(*tr, group, event, [&](const trace_event_file &file) {
+                s = event_hist_show(file, debug);
+                return 0;
+            });
+            return s;
+        });
     if (f == "enable")
         return rw([&ev, group, event, id] { return ev.enable_text(group, event, id); },
                   [&ev, group, event, id](std::string_view s) {

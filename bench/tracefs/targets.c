@@ -30,6 +30,31 @@ __attribute__((noinline)) unsigned long tfs_bench_string(unsigned long x, unsign
     return x + y + 1;
 }
 
+/* Events with a trigger (tracefs/event_trigger.h): each on its own site. */
+__attribute__((noinline)) unsigned long tfs_bench_trig_on(unsigned long x, unsigned long y)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + y + 1;
+}
+
+__attribute__((noinline)) unsigned long tfs_bench_trig_off(unsigned long x, unsigned long y)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + y + 1;
+}
+
+__attribute__((noinline)) unsigned long tfs_bench_trig_filter(unsigned long x, unsigned long y)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + y + 1;
+}
+
+__attribute__((noinline)) unsigned long tfs_bench_trig_stack(unsigned long x, unsigned long y)
+{
+    __asm__ volatile("" ::: "memory");
+    return x + y + 1;
+}
+
 /* A parameter by name and members through a pointer, from DWARF (`it->len n`), against the
  * same fetch written out (`+8($arg1):u64 $arg2:u64`), one after the other on this site. */
 struct tfs_bench_item {

@@ -1,10 +1,15 @@
 // ns per hit of an `f` dynamic event with two fetch args, against the bare probe (the same
 // kind of fprobe with an empty handler) in the same run; plus the event with a filter that
-// passes, one that rejects, and a string argument. The ring buffer is in overwrite mode and
-// nobody reads it, as with a tracer that has fallen behind. At the end the differences to
-// the bare probe are printed (CPU time of the fastest repetition; use --benchmark_repetitions
-// on a busy machine): that is the cost of building, filtering and committing a record.
+// passes, one that rejects, and a string argument; and the event with a trigger (traceon,
+// which tracing already on leaves at nothing; traceoff:0, whose count is used up, on the
+// record; the same behind a filter that rejects; stacktrace, a stack record each hit). The ring
+// buffer is in overwrite mode and nobody reads it, as with a tracer that has fallen behind. At the
+// end the differences to the bare probe are printed (CPU time of the fastest repetition; use
+// --benchmark_repetitions on a busy machine): that is the cost of building, filtering and
+// committing a record.
 #include "core/ring_buffer.h"
+#include "tracefs/event_trigger.h"
+#include "tracefs/trace_array.h"
 #include "tracefs/trace_events.h"
 
 #include <dprobe/fprobe.h>
@@ -21,6 +26,10 @@ unsigned long tfs_bench_event(unsigned long, unsigned long);
 unsigned long tfs_bench_filtered(unsigned long, unsigned long);
 unsigned long tfs_bench_rejected(unsigned long, unsigned long);
 unsigned long tfs_bench_string(unsigned long, unsigned long);
+unsigned long tfs_bench_trig_on(unsigned long, unsigned long);
+unsigned long tfs_bench_trig_off(unsigned long, unsigned long);
+unsigned long tfs_bench_trig_filter(unsigned long, unsigned long);
+unsigned long tfs_bench_trig_stack(unsigned long, unsigned long);
 struct tfs_bench_item {
     const char *name;
     unsigned long len;
@@ -67,7 +76,7 @@ void BM_bare_fprobe(benchmark::State &state)
 }
 
 void run_event(benchmark::State &state, const char *func, const std::string &args,
-               const char *filter, fn f)
+               const char *filter, fn f, const char *trigger = nullptr)
 {
     auto &ev = trace_events::instance();
     std::string name = std::string("ev_") + func;
@@ -80,11 +89,19 @@ void run_event(benchmark::State &state, const char *func, const std::string &arg
         state.SkipWithError("bad filter");
         return;
     }
+    if (trigger && event_trigger_write(trace_array_top(), "bench", name, trigger)) {
+        state.SkipWithError("bad trigger");
+        return;
+    }
     ring_buffer_set_overwrite(true);
     ring_buffer_set_tracing_on(true);
     ev.set_enabled("bench", name, true);
     run_calls(state, f);
     ev.set_enabled("bench", name, false);
+    if (trigger) {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        clear_event_triggers(0);
+    }
     rb_stats st = ring_buffer_stats();
     state.counters["written"] = double(st.written);
     ev.write_commands("-:bench/" + name, ACCEPT_DYNAMIC);
@@ -110,6 +127,30 @@ void BM_event_2args_filter_reject(benchmark::State &state)
 void BM_event_comm_string(benchmark::State &state)
 {
     run_event(state, "tfs_bench_string", "x=$arg1:u64 c=$comm", nullptr, tfs_bench_string);
+}
+
+void BM_event_2args_trigger_traceon(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_trig_on", "x=$arg1:u64 y=$arg2:u32", nullptr, tfs_bench_trig_on,
+              "traceon");
+}
+
+void BM_event_2args_trigger_traceoff_0(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_trig_off", "x=$arg1:u64 y=$arg2:u32", nullptr, tfs_bench_trig_off,
+              "traceoff:0");
+}
+
+void BM_event_2args_trigger_filter_reject(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_trig_filter", "x=$arg1:u64 y=$arg2:u32", nullptr,
+              tfs_bench_trig_filter, "traceoff if y == 2");
+}
+
+void BM_event_2args_trigger_stacktrace(benchmark::State &state)
+{
+    run_event(state, "tfs_bench_trig_stack", "x=$arg1:u64 y=$arg2:u32", nullptr,
+              tfs_bench_trig_stack, "stacktrace");
 }
 
 // Arguments named from the function's DWARF (`it->len n`, the kernel's BTF syntax) against
@@ -156,6 +197,10 @@ BENCHMARK(BM_event_2args);
 BENCHMARK(BM_event_2args_filter_pass);
 BENCHMARK(BM_event_2args_filter_reject);
 BENCHMARK(BM_event_comm_string);
+BENCHMARK(BM_event_2args_trigger_traceon);
+BENCHMARK(BM_event_2args_trigger_traceoff_0);
+BENCHMARK(BM_event_2args_trigger_filter_reject);
+BENCHMARK(BM_event_2args_trigger_stacktrace);
 BENCHMARK(BM_untraced_item);
 BENCHMARK(BM_event_dwarf_names);
 BENCHMARK(BM_event_explicit_fetch);

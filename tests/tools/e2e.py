@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, many, pending, eprobe, libc, noloss, interposed, closefds,
+errors, funcs, probe, follow, many, pending, eprobe, trigger, libc, noloss, interposed, closefds,
 terminal, clash, messages.
 """
 import json
@@ -1089,6 +1089,32 @@ elif CASE == "eprobe":
     record(["-o", "e.dat", "-e", "f:fp/add add a=$arg1:s32 b=$arg2:s32",
             "-e", "e:ep/neg fp.add a=$a b=$b:s32 if b < 0", "--", prog("args")])
     compare(mask_text(run(["report", "-i", "e.dat"]).stdout), "eprobe.text")
+elif CASE == "trigger":
+    # Event triggers from the command line: traceoff with a filter stops the trace after the
+    # record that matched (a POST trigger: that record is kept); stacktrace with a count
+    # follows its event's record once; a rejected trigger fails the start, naming the
+    # option's text and showing the error_log entry with its caret.
+    ev = "f:fp/add add a=$arg1:s32 b=$arg2:s32"
+    record(["-o", "t.dat", "-e", ev, "--trigger", "fp:add:traceoff if a == 1", "--",
+            prog("args")])
+    text = run(["report", "-i", "t.dat"]).stdout
+    adds = re.findall(r"add: \(add\+0x0/0x[0-9a-f]+\) a=(-?\d+) b=", text)
+    check(adds == ["0", "1"], "traceoff if a == 1 keeps the calls up to a=1:\n" + text)
+    record(["-o", "s.dat", "-e", ev, "--trigger", "fp:add:stacktrace:1", "--", prog("args")])
+    text = run(["report", "-i", "s.dat"]).stdout
+    check(text.count("<stack trace>") == 1 and
+          re.search(r"a=0 b=0\n.*<stack trace>\n => add\n => main\n", text) is not None,
+          "stacktrace:1 once, after the first record:\n" + text)
+    p = record(["-o", "b.dat", "-e", ev, "--trigger", "fp:add:traceoff if nosuch == 1", "--",
+                prog("args")], ok=False)
+    check(p.returncode != 0 and
+          "--trigger 'fp:add:traceoff if nosuch == 1' rejected" in p.stderr and
+          "Field not found" in p.stderr and "Command: nosuch == 1" in p.stderr,
+          "a bad trigger fails the start with its error_log entry: %r" % p.stderr)
+    p = record(["-o", "b.dat", "-e", ev, "--trigger", "fp:nosuch:traceon", "--", prog("args")],
+               ok=False)
+    check(p.returncode != 0 and "no event fp/nosuch" in p.stderr,
+          "a trigger on a missing event fails the start: %r" % p.stderr)
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

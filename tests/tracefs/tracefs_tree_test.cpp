@@ -171,7 +171,8 @@ TEST_F(TraceFsTree, FprobeEventLifecycle)
     EXPECT_EQ(rd("events/mygrp/add/filter"), "none\n");
     std::vector<std::string> names;
     ASSERT_EQ(T.list("events/mygrp/add", names), 0);
-    EXPECT_EQ(names, (std::vector<std::string>{"enable", "filter", "format", "id"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"enable", "filter", "format", "hist", "hist_debug",
+                                               "id", "trigger"}));
 
     // Nothing is registered until the event is enabled.
     EXPECT_FALSE(contains(rd("enabled_functions"), "tfs_add ("));

@@ -16,6 +16,8 @@
 #include "core/resident_pages.h"
 #include "core/sym_cfi.h"
 #include "tracefs/btf_lookup.h"
+#include "tracefs/event_trigger.h"
+#include "tracefs/trace_array.h"
 #include "tracefs/ftrace_worker.h"
 #include "tracefs/probe_parse.h"
 #include "tracefs/trace_events.h"
@@ -179,9 +181,14 @@ std::string last_error_log(std::string *detail)
     return error_log::format_entry(entries.back());
 }
 
-// Every dynamic event of the process disabled and deleted.
+// Every dynamic event of the process disabled and deleted (its triggers first: they keep
+// events busy).
 void remove_all_events()
 {
+    {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        clear_event_triggers(trace_array_top().id);
+    }
     trace_events &te = trace_events::instance();
     te.set_group_enabled("", false);
     te.release_all(ACCEPT_DYNAMIC);
@@ -261,6 +268,33 @@ std::string apply_events(const std::vector<std::string> &lines, bool strict, std
         if (creates) batch.push_back({{cmd.def.group, cmd.def.event}});
     }
     return enable_created(batch);
+}
+
+// Writes each --trigger "GROUP:EVENT:TRIGGER" to events/GROUP/EVENT/trigger of the top
+// array; "" or what went wrong, naming the option's text (with the error_log entry when the
+// kernel logs one). Not STRICT: a trigger whose event this program lacks is left out with
+// a warning in *WARN.
+std::string apply_triggers(const std::vector<std::string> &triggers, bool strict, std::string *warn)
+{
+    for (const std::string &t : triggers) {
+        size_t a = t.find(':');
+        size_t b = a == std::string::npos ? a : t.find(':', a + 1);
+        if (b == std::string::npos) return "--trigger '" + t + "': not GROUP:EVENT:TRIGGER";
+        const std::string group = t.substr(0, a), event = t.substr(a + 1, b - a - 1);
+        trace_events::instance().errors().clear();
+        int r = event_trigger_write(trace_array_top(), group, event, t.substr(b + 1));
+        if (r == 0) continue;
+        std::string detail;
+        std::string log = last_error_log(&detail);
+        std::string why =
+            r == -ENODEV ? "no event " + group + "/" + event : std::string(std::strerror(-r));
+        if (!strict && r == -ENODEV) {
+            *warn += (warn->empty() ? "" : "; ") + ("--trigger '" + t + "' left out: " + why);
+            continue;
+        }
+        return "--trigger '" + t + "' rejected: " + why + (log.empty() ? "" : "\n" + log);
+    }
+    return "";
 }
 
 // Whether this object was preloaded (LD_PRELOAD names it), rather than loaded later by
@@ -348,6 +382,7 @@ __attribute__((constructor)) void dprobe_agent_init()
     for (std::string &l : file_lines("DPROBE_EVENTS_FILE", &ferr))
         c.events.push_back(std::move(l));
     if (!ferr.empty()) agent_fail(ferr);
+    c.triggers = env_lines("DPROBE_TRIGGERS");
     c.graph = env_lines("DPROBE_GRAPH");
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
     if (const char *m = env_get("DPROBE_GRAPH_MAIN")) c.graph_main = std::strcmp(m, "1") == 0;
@@ -431,6 +466,7 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     }
     std::string warn;
     std::string err = apply_events(c.events, strict, &warn);
+    if (err.empty()) err = apply_triggers(c.triggers, strict, &warn);
     if (!err.empty()) {
         remove_all_events();
         st.events.clear();

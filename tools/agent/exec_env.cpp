@@ -24,7 +24,8 @@ namespace
 constexpr const char *k_vars[] = {
     "DPROBE_OUTPUT",     "DPROBE_EVENTS",       "DPROBE_GRAPH",       "DPROBE_GRAPH_NOTRACE",
     "DPROBE_GRAPH_MAIN", "DPROBE_FOLLOW_LOADS", "DPROBE_BUFFER_KB",   "DPROBE_CLOCK",
-    "DPROBE_TRACEFS",    "DPROBE_NOWAIT",       "DPROBE_GRAPH_DEPTH", "DPROBE_TRACER"};
+    "DPROBE_TRACEFS",    "DPROBE_NOWAIT",       "DPROBE_GRAPH_DEPTH", "DPROBE_TRACER",
+    "DPROBE_TRIGGERS"};
 constexpr size_t k_nvars = sizeof k_vars / sizeof k_vars[0];
 static_assert(k_nvars + 4 <= k_exec_env_extra);
 

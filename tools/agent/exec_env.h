@@ -21,7 +21,7 @@ void exec_env_init(int status_fd, int wake_fd);
 
 // Entries exec_env_build may add to an environment, and bytes of text it may need beyond
 // the length of the environment's LD_PRELOAD.
-inline constexpr size_t k_exec_env_extra = 16;
+inline constexpr size_t k_exec_env_extra = 18;
 size_t exec_env_text_room(char *const envp[]);
 
 struct exec_env_fds {

@@ -227,6 +227,7 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
 {
     attach::settings s;
     s.events = plan.lines;
+    s.triggers = o.triggers;
     s.graph = plan.globs;
     s.graph_main = plan.graph_main;
     s.notrace = plan.notrace;

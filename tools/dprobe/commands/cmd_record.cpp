@@ -206,6 +206,10 @@ int run_record(const record_opts &o)
             setenv("DPROBE_EVENTS_FILE", events_file.path.c_str(), 1);
         else
             unsetenv("DPROBE_EVENTS_FILE");
+        if (!o.triggers.empty())
+            setenv("DPROBE_TRIGGERS", join_lines(o.triggers).c_str(), 1);
+        else
+            unsetenv("DPROBE_TRIGGERS");
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (graph_main) setenv("DPROBE_GRAPH_MAIN", "1", 1);

@@ -40,6 +40,21 @@ void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_n
                     "max_graph_depth; 1: only the outermost traced calls)")
         ->check(CLI::Range(1u, 0x7fffu))
         ->type_name("N");
+    sub->add_option("--trigger", o.triggers,
+                    "An event trigger, written to events/GROUP/EVENT/trigger once the events "
+                    "exist: traceon, traceoff, snapshot, stacktrace, enable_event:SYS:EVENT, "
+                    "disable_event:SYS:EVENT, with [:N] and [if FILTER] "
+                    "('fprobes:parse_entry:stacktrace:5 if len > 100')")
+        ->type_name("GROUP:EVENT:TRIGGER")
+        ->check(CLI::Validator(
+            [](std::string &s) -> std::string {
+                size_t a = s.find(':');
+                size_t b = a == std::string::npos ? a : s.find(':', a + 1);
+                if (a == 0 || b == std::string::npos || b == a + 1 || b + 1 == s.size())
+                    return "'" + s + "' is not GROUP:EVENT:TRIGGER";
+                return "";
+            },
+            "GROUP:EVENT:TRIGGER"));
     sub->add_option("-o,--output", o.output, "Trace file to write")
         ->capture_default_str()
         ->type_name("FILE");

@@ -17,6 +17,7 @@ namespace dprobe::cli
 
 struct trace_opts {
     std::vector<std::string> events;
+    std::vector<std::string> triggers; // --trigger GROUP:EVENT:TRIGGER
     std::vector<std::string> graph_globs;
     std::vector<std::string> notrace;
     bool graph = false;
@@ -31,9 +32,9 @@ struct trace_opts {
     bool no_wait = false; // drop events rather than wait for room
 };
 
-// -F, -N, -g, --follow-loads, the tracer, -D, -o, -b and --clock into O (each command adds
-// -e, -q and --no-tracefs with its own wording).
-// TRACER_NAMES: the option names of the tracer ("-p,--tracer"; attach's -p is the pid).
+// -F, -N, -g, --follow-loads, the tracer, -D, -o, -b, --clock and --trigger into O (each command
+// adds -e, -q and --no-tracefs with its own wording). TRACER_NAMES: the option names of the tracer
+// ("-p,--tracer"; attach's -p is the pid).
 void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_names);
 
 // The function-graph filter of O into GLOBS and NOTRACE. Like uftrace: without -F, and

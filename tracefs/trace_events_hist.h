@@ -1,0 +1,249 @@
+// hist triggers (the kernel's kernel/trace/trace_events_hist.c): the `hist:` event trigger
+// command that aggregates an event's records into a tracing_map where they happen, and the
+// text of its trigger listing and of the events/GROUP/EVENT/hist file.
+//
+//   hist:keys=K1[,K2,K3][:vals=V1[,V2]][:sort=S1[.descending][,S2]][:size=N][:name=NAME]
+//       [:clock=CLOCK][:pause|:cont|:clear] [if FILTER]
+//
+// Keys are the event's fields, common_pid, common_cpu (cpu, CPU), common_timestamp, comm, or
+// stacktrace / common_stacktrace; modifiers .hex .sym .sym-offset .execname (common_pid)
+// .syscall .log2 .buckets=N .usecs, and for values .hex .percent .graph. `hitcount` is
+// always the first value. Every limit and every error (name, caret) is the kernel's: at
+// most 3 keys, 2 values besides hitcount, 2 sort keys, a compound key of at most
+// HIST_KEY_SIZE_MAX bytes, size= between 128 and 131072 entries.
+//
+// Split in three:
+//  - hist_trigger_data (this file): one parsed trigger and its table. parse() is ordinary
+//    C++; hit() is the hot path (noexcept, no allocation, no lock: the key is built on the
+//    stack and the table is tracing_map).
+//  - its text: trigger_print() (the trigger file's line, "# trigger info:") and show()
+//    (the hist file's entries and Totals), as the kernel's event_hist_trigger_print and
+//    hist_trigger_show print them.
+//  - the registration with the event trigger framework (event_trigger.h): trigger_hist.cpp.
+#pragma once
+
+#include "tracefs/event_filter.h"
+#include "tracefs/tracing_map.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pt_regs;
+
+namespace dprobe
+{
+
+// The kernel's err_text[] of trace_events_hist.c, in its order.
+#define DPROBE_HIST_ERRORS                                                                         \
+    C(NONE, "No error")                                                                            \
+    C(DUPLICATE_VAR, "Variable already defined")                                                   \
+    C(VAR_NOT_UNIQUE,                                                                              \
+      "Variable name not unique, need to use fully qualified name (subsys.event.var) for "         \
+      "variable")                                                                                  \
+    C(TOO_MANY_VARS, "Too many variables defined")                                                 \
+    C(MALFORMED_ASSIGNMENT, "Malformed assignment")                                                \
+    C(NAMED_MISMATCH,                                                                              \
+      "Named hist trigger doesn't match existing named trigger (includes variables)")              \
+    C(TRIGGER_EEXIST, "Hist trigger already exists")                                               \
+    C(TRIGGER_ENOENT_CLEAR, "Can't clear or continue a nonexistent hist trigger")                  \
+    C(SET_CLOCK_FAIL, "Couldn't set trace_clock")                                                  \
+    C(BAD_FIELD_MODIFIER, "Invalid field modifier")                                                \
+    C(TOO_MANY_SUBEXPR, "Too many subexpressions (3 max)")                                         \
+    C(TIMESTAMP_MISMATCH, "Timestamp units in expression don't match")                             \
+    C(TOO_MANY_FIELD_VARS, "Too many field variables defined")                                     \
+    C(EVENT_FILE_NOT_FOUND, "Event file not found")                                                \
+    C(HIST_NOT_FOUND, "Matching event histogram not found")                                        \
+    C(HIST_CREATE_FAIL, "Couldn't create histogram for field")                                     \
+    C(SYNTH_VAR_NOT_FOUND, "Couldn't find synthetic variable")                                     \
+    C(SYNTH_EVENT_NOT_FOUND, "Couldn't find synthetic event")                                      \
+    C(SYNTH_TYPE_MISMATCH, "Param type doesn't match synthetic event field type")                  \
+    C(SYNTH_COUNT_MISMATCH, "Param count doesn't match synthetic event field count")               \
+    C(FIELD_VAR_PARSE_FAIL, "Couldn't parse field variable")                                       \
+    C(VAR_CREATE_FIND_FAIL, "Couldn't create or find variable")                                    \
+    C(ONX_NOT_VAR, "For onmax(x) or onchange(x), x must be a variable")                            \
+    C(ONX_VAR_NOT_FOUND, "Couldn't find onmax or onchange variable")                               \
+    C(ONX_VAR_CREATE_FAIL, "Couldn't create onmax or onchange variable")                           \
+    C(FIELD_VAR_CREATE_FAIL, "Couldn't create field variable")                                     \
+    C(TOO_MANY_PARAMS, "Too many action params")                                                   \
+    C(PARAM_NOT_FOUND, "Couldn't find param")                                                      \
+    C(INVALID_PARAM, "Invalid action param")                                                       \
+    C(ACTION_NOT_FOUND, "No action found")                                                         \
+    C(NO_SAVE_PARAMS, "No params found for save()")                                                \
+    C(TOO_MANY_SAVE_ACTIONS, "Can't have more than one save() action per hist")                    \
+    C(ACTION_MISMATCH, "Handler doesn't support action")                                           \
+    C(NO_CLOSING_PAREN, "No closing paren found")                                                  \
+    C(SUBSYS_NOT_FOUND, "Missing subsystem")                                                       \
+    C(INVALID_SUBSYS_EVENT, "Invalid subsystem or event name")                                     \
+    C(INVALID_REF_KEY, "Using variable references in keys not supported")                          \
+    C(VAR_NOT_FOUND, "Couldn't find variable")                                                     \
+    C(FIELD_NOT_FOUND, "Couldn't find field")                                                      \
+    C(EMPTY_ASSIGNMENT, "Empty assignment")                                                        \
+    C(INVALID_SORT_MODIFIER, "Invalid sort modifier")                                              \
+    C(EMPTY_SORT_FIELD, "Empty sort field")                                                        \
+    C(TOO_MANY_SORT_FIELDS, "Too many sort fields (Max = 2)")                                      \
+    C(INVALID_SORT_FIELD, "Sort field must be a key or a val")                                     \
+    C(INVALID_STR_OPERAND, "String type can not be an operand in expression")                      \
+    C(EXPECT_NUMBER, "Expecting numeric literal")                                                  \
+    C(UNARY_MINUS_SUBEXPR, "Unary minus not supported in sub-expressions")                         \
+    C(DIVISION_BY_ZERO, "Division by zero")
+
+#define C(name, text) name,
+enum class hist_err : uint8_t { DPROBE_HIST_ERRORS };
+#undef C
+
+const char *hist_err_name(hist_err e) noexcept;
+const char *hist_err_text(hist_err e) noexcept;
+
+// A failed parse: the errno, and when the kernel logs it, the error and the caret's column
+// inside the command "hist:" + param_and_filter (the kernel's last_cmd and errpos()).
+struct hist_error {
+    int errnum = 0; // positive
+    hist_err err = hist_err::NONE;
+    unsigned pos = 0;
+    bool logged() const noexcept { return err != hist_err::NONE; }
+};
+
+inline constexpr unsigned HIST_STACKTRACE_DEPTH = 16;
+inline constexpr unsigned HIST_STACKTRACE_SIZE = HIST_STACKTRACE_DEPTH * 8;
+inline constexpr unsigned HIST_KEY_SIZE_MAX = MAX_FILTER_STR_VAL + HIST_STACKTRACE_SIZE;
+inline constexpr unsigned HITCOUNT_IDX = 0;
+
+enum hist_field_flags : uint32_t {
+    HIST_FIELD_FL_HITCOUNT = 1u << 0,
+    HIST_FIELD_FL_KEY = 1u << 1,
+    HIST_FIELD_FL_STRING = 1u << 2,
+    HIST_FIELD_FL_HEX = 1u << 3,
+    HIST_FIELD_FL_SYM = 1u << 4,
+    HIST_FIELD_FL_SYM_OFFSET = 1u << 5,
+    HIST_FIELD_FL_EXECNAME = 1u << 6,
+    HIST_FIELD_FL_SYSCALL = 1u << 7,
+    HIST_FIELD_FL_STACKTRACE = 1u << 8,
+    HIST_FIELD_FL_LOG2 = 1u << 9,
+    HIST_FIELD_FL_TIMESTAMP = 1u << 10,
+    HIST_FIELD_FL_TIMESTAMP_USECS = 1u << 11,
+    HIST_FIELD_FL_VAR = 1u << 12,
+    HIST_FIELD_FL_EXPR = 1u << 13,
+    HIST_FIELD_FL_VAR_REF = 1u << 14,
+    HIST_FIELD_FL_CPU = 1u << 15,
+    HIST_FIELD_FL_ALIAS = 1u << 16,
+    HIST_FIELD_FL_BUCKET = 1u << 17,
+    HIST_FIELD_FL_CONST = 1u << 18,
+    HIST_FIELD_FL_PERCENT = 1u << 19,
+    HIST_FIELD_FL_GRAPH = 1u << 20,
+};
+
+// How a field's value is read from a record (the kernel's hist_field_fn).
+enum class hist_field_fn : uint8_t {
+    NOP,
+    COUNTER,
+    U8,
+    S8,
+    U16,
+    S16,
+    U32,
+    S32,
+    U64,
+    S64,
+    STRING,    // char name[N] in the record
+    DYNSTRING, // __data_loc char[]
+    COMM,      // the writing thread's name (comm, COMM)
+    TIMESTAMP,
+    CPU,
+    STACKTRACE,
+};
+
+struct hist_field {
+    uint32_t flags = 0;
+    hist_field_fn fn = hist_field_fn::NOP;
+    bool is_signed = false;
+    bool has_field = false;  // an event field (the kernel's hist_field->field)
+    uint16_t rec_offset = 0; // in the record
+    uint16_t rec_size = 0;
+    unsigned size = 0;   // keys: bytes in the compound key (8-aligned); values: 8
+    unsigned offset = 0; // keys: offset in the compound key
+    unsigned long buckets = 0;
+    std::string name; // the kernel's hist_field_name()
+    std::string type; // for hist_debug
+};
+
+// What a hit knows besides the record.
+struct hist_hit_ctx {
+    uint64_t ts = 0; // the record's timestamp in the trace clock's unit
+    unsigned cpu = 0;
+    const pt_regs *regs = nullptr; // for stacktrace keys; nullptr: no stack
+};
+
+// "sys_read" for a syscall number, nullptr when unknown (.syscall keys).
+const char *hist_syscall_name(uint64_t nr) noexcept;
+
+class hist_trigger_data
+{
+  public:
+    struct attrs {
+        std::string keys_str, vals_str, sort_key_str, name, clock;
+        bool pause = false, cont = false, clear = false, ts_in_usecs = false;
+        unsigned map_bits = 0;
+    };
+
+    // Parses PARAM (after "hist:", the filter already split off) against FIELDS (the
+    // event's, probe_filter_fields()) and creates the trigger with its table. CMD is the
+    // whole command "hist:" + param_and_filter the caret positions refer to. Returns 0 or
+    // -errno with ERR filled.
+    static int create(std::string_view param, std::string_view cmd,
+                      std::span<const filter_field> fields, std::unique_ptr<hist_trigger_data> &out,
+                      hist_error &err);
+
+    // One record. Hot path.
+    void hit(const uint8_t *rec, size_t len, const hist_hit_ctx &ctx) noexcept;
+
+    // The trigger's listing line without " if FILTER", " [active]" and the newline: the
+    // caller (which owns the filter and the paused state) appends them. NAME: the named
+    // trigger's "name=..." or empty.
+    std::string print_spec(std::string_view name) const;
+    // The hist file's body for this trigger: the sorted entries and the Totals block.
+    std::string show() const;
+    // hist_debug's body (the kernel's hist_trigger_debug_show after its header).
+    std::string debug_show() const;
+
+    // The kernel's hist_trigger_match on the parts a data holds (fields, sort keys).
+    bool same_layout(const hist_trigger_data &o) const;
+
+    const attrs &attr() const noexcept { return attrs_; }
+    tracing_map &map() noexcept { return *map_; }
+    const tracing_map &map() const noexcept { return *map_; }
+    bool enable_timestamps() const noexcept { return enable_timestamps_; }
+    unsigned n_vals() const noexcept { return n_vals_; }
+    unsigned n_keys() const noexcept { return n_keys_; }
+    unsigned key_size() const noexcept { return key_size_; }
+    const std::vector<hist_field> &fields() const noexcept { return fields_; }
+
+  private:
+    hist_trigger_data() = default;
+    int parse_attrs(std::string_view param, hist_error &err);
+    int parse_field(std::string_view field_str, uint32_t flags,
+                    std::span<const filter_field> fields, hist_field &out, hist_error &err);
+    int create_val_fields(std::span<const filter_field> fields, hist_error &err);
+    int create_key_fields(std::span<const filter_field> fields, hist_error &err);
+    int create_sort_keys(hist_error &err);
+    unsigned errpos(std::string_view s) const;
+    void print_field(std::string &s, const hist_field &f) const;
+    void print_key(std::string &s, const uint8_t *key, const tracing_map_elt *elt) const;
+
+    attrs attrs_;
+    std::string cmd_;                // the kernel's last_cmd
+    std::vector<hist_field> fields_; // values (hitcount first), then keys
+    unsigned n_vals_ = 0, n_keys_ = 0, key_size_ = 0;
+    bool enable_timestamps_ = false;
+    bool has_execname_ = false;
+    tracing_map_sort_key sort_keys_[TRACING_MAP_SORT_KEYS_MAX];
+    unsigned n_sort_keys_ = 0;
+    std::unique_ptr<tracing_map> map_;
+};
+
+} // namespace dprobe
