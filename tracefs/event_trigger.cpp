@@ -240,6 +240,8 @@ int with_trace_event_file(trace_array &tr, std::string_view group, std::string_v
     trace_events &te = trace_events::instance();
     std::lock_guard<std::mutex> g1(trace_types_lock());
     std::lock_guard<std::mutex> g2(event_trigger_lock());
+    // A file of a removed instance (still open): the kernel's -ENODEV, nothing changed.
+    if (trace_array_by_id(tr.id) != &tr) return -ENODEV;
     trace_event *ev = te.pin_event(group, event);
     if (!ev) return -ENODEV;
     trace_event_file file{ev, &tr, tr.id};

@@ -297,3 +297,32 @@ TEST_F(event_trigger, reset_removes_every_trigger)
     EXPECT_EQ(dprobe::event_triggers_count(), 0u);
     EXPECT_EQ(rd("dynamic_events"), "");
 }
+
+TEST_F(event_trigger, event_probe_triggers_run_on_its_records)
+{
+    // An event probe's event, not enabled, with a trigger: armed through its attached event,
+    // its trigger filtered on the event probe's own fields; a stack from the source's hit.
+    ASSERT_EQ(wr("dynamic_events", "e:tg/neg tg.leaf v=$a:s32 if a < 0"), 0);
+    ASSERT_EQ(wr("events/tg/neg/trigger", "traceoff if v == -3"), 0);
+    ASSERT_EQ(wr("events/tg/neg/trigger", "stacktrace:1"), 0);
+    EXPECT_EQ(rd("events/tg/neg/enable"), "0*\n");
+    EXPECT_EQ(rd("events/tg/leaf/enable"), "0\n");
+    tg_leaf(3);
+    EXPECT_EQ(rd("tracing_on"), "1\n");
+    EXPECT_EQ(count_of(records(), "<stack trace>"), 0u) << rd("trace");
+    tg_caller(-1);
+    EXPECT_EQ(rd("tracing_on"), "1\n");
+    auto r = records();
+    ASSERT_GE(r.size(), 3u) << rd("trace");
+    EXPECT_EQ(count_of(r, "<stack trace>"), 1u) << rd("trace");
+    EXPECT_EQ(count_of(r, "neg:"), 0u) << rd("trace"); // not enabled: no record of its own
+    EXPECT_TRUE(has(r[0], "<stack trace>")) << r[0];
+    EXPECT_EQ(r[1], " => tg_leaf") << rd("trace");
+    EXPECT_EQ(r[2], " => tg_caller") << rd("trace");
+    tg_leaf(-3);
+    EXPECT_EQ(rd("tracing_on"), "0\n");
+    EXPECT_EQ(rd("events/tg/neg/trigger"), "stacktrace:count=0\ntraceoff:unlimited if v == -3\n");
+    EXPECT_EQ(wr("dynamic_events", "-:tg/neg"), -EBUSY);
+    clear_triggers();
+    EXPECT_EQ(wr("dynamic_events", "-:tg/neg"), 0);
+}
