@@ -42,8 +42,8 @@ std::vector<const event_command *> &commands()
     return *v;
 }
 
-// One event file's triggers (writer side), newest first, and the lists published from it
-// that handlers may still hold.
+// One event file's triggers (writer side, owning them), newest first. What the handlers
+// see is the list publish() makes from it (current_lists()).
 struct file_state {
     std::vector<std::unique_ptr<event_trigger_data>> list;
 };
