@@ -30,9 +30,6 @@
 namespace dprobe
 {
 
-// Defined by trace_events_hist.cpp once it exists.
-void register_trigger_hist_cmds() __attribute__((weak));
-
 namespace
 {
 
@@ -45,8 +42,8 @@ std::vector<const event_command *> &commands()
     return *v;
 }
 
-// One event file's triggers (writer side), newest first, and the lists published from it
-// that handlers may still hold.
+// One event file's triggers (writer side, owning them), newest first. What the handlers
+// see is the list publish() makes from it (current_lists()).
 struct file_state {
     std::vector<std::unique_ptr<event_trigger_data>> list;
 };
@@ -210,12 +207,24 @@ const std::vector<filter_field> &trace_event_file::fields() const
 
 // ---- the command registry ----
 
-int register_event_command(const event_command &cmd)
+namespace
+{
+
+// register_event_command with event_trigger_lock() held; AT: where in the list.
+int add_command(const event_command &cmd, size_t at)
 {
     for (const event_command *p : commands())
         if (std::string_view(p->name) == cmd.name) return -EBUSY;
-    commands().push_back(&cmd);
+    commands().insert(commands().begin() + std::ptrdiff_t(std::min(at, commands().size())), &cmd);
     return 0;
+}
+
+} // namespace
+
+int register_event_command(const event_command &cmd)
+{
+    std::lock_guard<std::mutex> g(event_trigger_lock());
+    return add_command(cmd, commands().size());
 }
 
 std::vector<const event_command *> event_commands()
@@ -240,6 +249,8 @@ int with_trace_event_file(trace_array &tr, std::string_view group, std::string_v
     trace_events &te = trace_events::instance();
     std::lock_guard<std::mutex> g1(trace_types_lock());
     std::lock_guard<std::mutex> g2(event_trigger_lock());
+    // A file of a removed instance (still open): the kernel's -ENODEV, nothing changed.
+    if (trace_array_by_id(tr.id) != &tr) return -ENODEV;
     trace_event *ev = te.pin_event(group, event);
     if (!ev) return -ENODEV;
     trace_event_file file{ev, &tr, tr.id};
@@ -717,17 +728,16 @@ const event_command trigger_disable_cmd = {
     .unreg_all = nullptr,
 };
 
-// The kernel's register_trigger_cmds order.
+// The kernel's register_trigger_cmds order, ahead of commands other files registered
+// before the first use (hist's, from their static initializers).
 void register_builtin()
 {
     std::lock_guard<std::mutex> g(event_trigger_lock());
-    register_event_command(trigger_traceon_cmd);
-    register_event_command(trigger_traceoff_cmd);
-    register_event_command(trigger_snapshot_cmd);
-    register_event_command(trigger_stacktrace_cmd);
-    register_event_command(trigger_enable_cmd);
-    register_event_command(trigger_disable_cmd);
-    if (register_trigger_hist_cmds) register_trigger_hist_cmds();
+    size_t at = 0;
+    for (const event_command *c :
+         {&trigger_traceon_cmd, &trigger_traceoff_cmd, &trigger_snapshot_cmd,
+          &trigger_stacktrace_cmd, &trigger_enable_cmd, &trigger_disable_cmd})
+        if (add_command(*c, at) == 0) at++;
 }
 
 } // namespace

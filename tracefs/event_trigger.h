@@ -186,18 +186,17 @@ struct event_command {
 
 // ---- the command registry (the kernel's register_event_command) ----
 
-// Defined by trace_events_hist.cpp (see register_event_command).
-void register_trigger_hist_cmds();
 // The events/GROUP/EVENT/hist file of FILE (hist_debug with DEBUG): every hist trigger's
 // table, oldest first (trigger_hist.cpp). Lock held.
 std::string event_hist_show(const trace_event_file &file, bool debug);
 
-// Adds CMD (static storage) to the list: -EBUSY when a command of that name exists. The
-// built-in commands are registered on first use of the framework (the kernel's
-// register_trigger_cmds), in the kernel's order; hist's commands are registered then too:
-// trace_events_hist.cpp defines register_trigger_hist_cmds(), which calls this for
-// enable_hist, disable_hist and hist (in that order), and event_trigger.cpp calls it right
-// after its own (through a weak reference until that file exists).
+// Adds CMD (static storage) to the list: -EBUSY when a command of that name exists. Takes
+// event_trigger_lock(). The built-in commands (the kernel's register_trigger_cmds) are
+// registered on first use of the framework and always come first, in the kernel's order;
+// another file's commands (hist: enable_hist, disable_hist, hist, in that order) register
+// from a static initializer of that file, or at any time before their first use: they
+// follow the built-ins in the order they registered. (No weak symbol: the agent must not
+// import anything from the program's scope.)
 int register_event_command(const event_command &cmd);
 // The commands in registration order.
 std::vector<const event_command *> event_commands();

@@ -406,14 +406,17 @@ const event_command trigger_hist_cmd = {
     hist_print, hist_free,      hist_unreg_all,
 };
 
-} // namespace
-
-void register_trigger_hist_cmds()
-{
+// hist's commands follow the built-ins, registered as this file is initialized (the
+// kernel's register_trigger_hist_cmds, called from its trace_event_init): this file is
+// always linked in, for event_hist_show serves the events' hist files.
+[[maybe_unused]] const bool k_hist_cmds_registered = [] {
     register_event_command(trigger_hist_enable_cmd);
     register_event_command(trigger_hist_disable_cmd);
     register_event_command(trigger_hist_cmd);
-}
+    return true;
+}();
+
+} // namespace
 
 std::string event_hist_show(const trace_event_file &file, bool debug)
 {
