@@ -595,7 +595,7 @@ const char *tracefs_tree::readme()
   max_graph_depth	- Trace a limited depth of nested calls (0 is unlimited)
   tracing_thresh	- function_graph: record only calls that took this long (usecs)
   function_profile_enabled - 1: count and time every traced function (trace_stat/)
-  trace_stat/		- function: all threads, function<tid>: one thread
+  trace_stat/		- function<cpu>: the calls that entered on that CPU
   stack_tracer_enabled	- 1: record the deepest stack of the traced functions
   stack_trace		- Shows the max stack trace when active
   stack_max_size	- Shows current max stack size that was traced
