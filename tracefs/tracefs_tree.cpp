@@ -62,7 +62,7 @@ std::vector<std::string> split_path(std::string_view p)
 node dynevent_file(unsigned accept)
 {
     auto &ev = trace_events::instance();
-    return rw([&ev, accept] { return ev.listing(accept, true); },
+    return rw([&ev, accept] { return ev.listing(accept); },
               [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
               [&ev, accept] { return ev.release_all(accept); });
 }
@@ -661,7 +661,8 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	    efield: For event probes ('e' types), the field is on of the fields
 	            of the <attached-group>/<attached-event>.
 	  <module> is a loaded object ("libc.so.6:malloc"); <place> of an f event may be a glob.
-	  A place in a library not loaded yet (or a file not mapped) waits for it: " # [GONE]".
+	  A place in a library not loaded yet (or a file not mapped) waits for it
+	  (kprobes/list shows it [GONE]).
 	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
 	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
 )";
