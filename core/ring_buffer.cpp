@@ -254,6 +254,16 @@ DPROBE_NOPROBE inline uint32_t current_cpu() noexcept
     return c;
 }
 
+} // namespace
+
+DPROBE_NOPROBE uint32_t raw_smp_processor_id() noexcept
+{
+    return current_cpu();
+}
+
+namespace
+{
+
 DPROBE_NOPROBE inline int32_t raw_gettid() noexcept
 {
     return static_cast<int32_t>(arch::raw_syscall(SYS_gettid));

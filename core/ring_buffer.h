@@ -141,6 +141,10 @@ void ring_buffer_mute_threads_named(const char *prefix) noexcept;
 // async-signal-safe with respect to mute calls of the same thread.
 void ring_buffer_thread_speak(bool on) noexcept;
 
+// The CPU the calling thread runs on now (rseq's cpu_id, one load; else getcpu): the one a
+// record it writes now is stamped with. The thread may move right after.
+uint32_t raw_smp_processor_id() noexcept;
+
 // ---- control ------------------------------------------------------------------------------
 
 // Each takes the trace buffer, or works on the global one without it.

@@ -505,11 +505,21 @@ std::vector<std::pair<std::string_view, std::string_view>> split_globs(std::stri
     return out;
 }
 
+// Whether one of GLOBS selects the function of O that has the alias NAME. One address, one
+// name (the kernel's: ftrace_match_record() matches the one name kallsyms_lookup() gives an
+// ip): a pattern is matched against the function's preferred name only (CANONICAL: NAME is
+// that name), so "*lock*" never selects fileno through its alias fileno_unlocked, and every
+// file lists what a glob selected under the name the glob saw. A plain name (no
+// metacharacter) also selects the function it is an alias of, as kallsyms_lookup_name()
+// does for a kprobe's symbol: it names one function without doubt.
 bool any_glob_matches(const std::vector<std::pair<std::string_view, std::string_view>> &globs,
-                      const loaded_object &o, std::string_view name)
+                      const loaded_object &o, std::string_view name, bool canonical)
 {
-    for (const auto &[lib, pattern] : globs)
-        if (!pattern.empty() && object_matches(o, lib) && glob_match(pattern, name)) return true;
+    for (const auto &[lib, pattern] : globs) {
+        if (pattern.empty() || !object_matches(o, lib)) continue;
+        if (glob_is_pattern(pattern) ? canonical && glob_match(pattern, name) : pattern == name)
+            return true;
+    }
     return false;
 }
 
@@ -522,14 +532,20 @@ void match_in(std::span<const object_ptr> objs, std::string_view filter, std::st
             return !g.second.empty() && object_matches(*o, g.first);
         };
         if (std::none_of(want.begin(), want.end(), in_object)) continue;
-        uintptr_t last = 0;
-        bool have_last = false;
-        for (const ksym &k : o->funcs) {
-            if (have_last && k.addr == last) continue; // this address already has its name
-            if (!any_glob_matches(want, *o, k.name) || any_glob_matches(skip, *o, k.name)) continue;
-            out.push_back({o, &k});
-            last = k.addr;
-            have_last = true;
+        const std::vector<ksym> &f = o->funcs;
+        // One address at a time: its aliases are adjacent, the preferred name first.
+        for (size_t i = 0, j; i < f.size(); i = j) {
+            j = i + 1;
+            while (j < f.size() && f[j].addr == f[i].addr)
+                ++j;
+            auto selected = [&](const auto &globs) {
+                for (size_t k = i; k < j; ++k)
+                    if (any_glob_matches(globs, *o, f[k].name, k == i)) return true;
+                return false;
+            };
+            // The hit carries the preferred name whichever alias matched: a site made from it
+            // is named so in every file.
+            if (selected(want) && !selected(skip)) out.push_back({o, &f[i]});
         }
     }
 }

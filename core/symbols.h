@@ -134,8 +134,10 @@ class kallsyms
     std::optional<sym_hit> lookup_addr(uintptr_t addr) const;
     // Functions whose name glob-matches filter and not notfilter (empty: exclude nothing).
     // Each may list several globs separated by white space (as set_ftrace_filter takes
-    // them), each glob with an optional "lib:" prefix like lookup_func. One hit per address:
-    // aliases collapse to the preferred name, since a site is an address.
+    // them), each glob with an optional "lib:" prefix like lookup_func. One hit per address,
+    // under its preferred name (funcs' first alias, the name func_at() and every tracefs file
+    // give it): a pattern matches that name only, as the kernel matches the one name
+    // kallsyms has for an ip; a plain name also matches any alias of the function.
     std::vector<sym_hit> match_funcs(std::string_view filter, std::string_view notfilter) const;
     // The same, in OBJS only.
     std::vector<sym_hit> match_funcs_in(std::span<const object_ptr> objs, std::string_view filter,

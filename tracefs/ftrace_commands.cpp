@@ -4,6 +4,7 @@
 
 #include "core/compiler.h"
 #include "core/ftrace.h"
+#include "core/glob.h"
 #include "core/ring_buffer.h"
 #include "tracefs/fetch_arg.h"
 #include "tracefs/ftrace_entries.h"
@@ -72,6 +73,10 @@ struct ip_entry {
 struct func_probe {
     trace_array *tr = nullptr;
     cmd_kind kind{};
+    // Made with a count ("traceoff:3"): the kernel's *_count_probe_ops, a probe apart from
+    // the uncounted one of the same command. "!glob:traceoff" removes only uncounted ones,
+    // "!glob:traceoff:0" (any parameter) only counted ones.
+    bool counted = false;
     std::string sys, event; // enable_event / disable_event
     trace_event *ev = nullptr;
     bool active = false;
@@ -158,11 +163,12 @@ DPROBE_NOPROBE int probe_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
     return 1;
 }
 
-func_probe *find_probe(trace_array &tr, cmd_kind k, const std::string &sys,
+func_probe *find_probe(trace_array &tr, cmd_kind k, bool counted, const std::string &sys,
                        const std::string &event, bool create)
 {
     for (func_probe *p : g_probes)
-        if (p->tr == &tr && p->kind == k && p->sys == sys && p->event == event && p->active)
+        if (p->tr == &tr && p->kind == k && p->counted == counted && p->sys == sys &&
+            p->event == event && p->active)
             return p;
     if (!create) return nullptr;
     func_probe *p = nullptr;
@@ -177,6 +183,7 @@ func_probe *find_probe(trace_array &tr, cmd_kind k, const std::string &sys,
     }
     p->tr = &tr;
     p->kind = k;
+    p->counted = counted;
     p->sys = sys;
     p->event = event;
     p->ev = nullptr;
@@ -195,6 +202,49 @@ void stop_probe(func_probe *p)
     p->active = false;
 }
 
+// Whether GLOB selects the function of E for a removal: the kernel's
+// unregister_ftrace_function_probe_func() matches the glob against the one name of each ip
+// the probe holds ("" and "*" take them all), not against the functions a glob would select
+// now (which may have gone, or not be made yet). A plain name also names the function it is
+// an alias of (see kallsyms::match_funcs).
+bool removal_matches(const ip_entry *e, std::string_view glob)
+{
+    if (glob.empty() || glob == "*") return true;
+    const ftrace_site *s = e->site;
+    if (glob_is_pattern(glob)) return s->sym && glob_match(glob, s->sym->name);
+    if (s->sym && s->sym->name == glob) return true;
+    for (const sym_hit &h : kallsyms::instance().lookup_func(glob))
+        if (h.sym->addr == s->func) return true;
+    return false;
+}
+
+// "!GLOB:COMMAND[...]": every function of TR's probes of kind K (counted or not, as the
+// kernel's probe_ops tell them apart) whose name GLOB matches loses the command. The event
+// commands name an event, but the kernel's probe_ops are the same for every event: such a
+// removal takes the command off the matching functions whichever event it switches.
+// -ENODEV when TR has no such probe, -EINVAL when none of its functions matches (the
+// kernel's answers); otherwise 0.
+int unregister_probes(trace_array &tr, cmd_kind k, bool counted, std::string_view glob)
+{
+    std::vector<func_probe *> probes;
+    for (func_probe *p : g_probes)
+        if (p->active && p->tr == &tr && p->kind == k && p->counted == counted) probes.push_back(p);
+    if (probes.empty()) return -ENODEV;
+    size_t removed = 0;
+    int err = 0;
+    for (func_probe *p : probes) {
+        removed += std::erase_if(p->entries, [&](ip_entry *e) { return removal_matches(e, glob); });
+        if (p->entries.empty()) {
+            stop_probe(p);
+            continue;
+        }
+        p->publish();
+        if (int e = p->fops.update(); e && !err) err = e;
+    }
+    if (!removed) return -EINVAL;
+    return err;
+}
+
 int parse_count(std::string_view s, long &count)
 {
     unsigned long long v;
@@ -205,6 +255,12 @@ int parse_count(std::string_view s, long &count)
 
 } // namespace
 
+bool ftrace_command_exists(std::string_view name)
+{
+    return std::any_of(std::begin(k_cmds), std::end(k_cmds),
+                       [&](const cmd_name &c) { return name == c.name; });
+}
+
 int ftrace_run_command(trace_array &tr, const ftrace_command_request &req)
 {
     const cmd_name *c = nullptr;
@@ -214,6 +270,7 @@ int ftrace_run_command(trace_array &tr, const ftrace_command_request &req)
     std::string sys, event;
     long count = -1;
     std::string_view param = req.param;
+    bool param_given = false;
     if (c->kind == cmd_kind::enable_event || c->kind == cmd_kind::disable_event) {
         // SYSTEM:EVENT[:COUNT]
         size_t a = param.find(':');
@@ -222,31 +279,26 @@ int ftrace_run_command(trace_array &tr, const ftrace_command_request &req)
         std::string_view rest = param.substr(a + 1);
         size_t b = rest.find(':');
         event = std::string(rest.substr(0, b));
-        if (b != std::string_view::npos && !req.neg && parse_count(rest.substr(b + 1), count))
-            return -EINVAL;
+        param_given = b != std::string_view::npos;
+        if (param_given && !req.neg && parse_count(rest.substr(b + 1), count)) return -EINVAL;
         if (sys.empty() || event.empty()) return -EINVAL;
-    } else if (!param.empty() && !req.neg) {
-        if (!has_count(c->kind) || parse_count(param, count)) return -EINVAL;
+        // event_enable_func() looks the event up before it adds or removes anything.
+        if (req.neg && !trace_events::instance().find_event(sys, event)) return -EINVAL;
+    } else if (!param.empty()) {
+        param_given = true;
+        // "!glob:traceoff:count=3" (a line read back) is fine: a removal reads no count.
+        if (!req.neg && (!has_count(c->kind) || parse_count(param, count))) return -EINVAL;
     }
+
+    // The kernel picks the counted probe_ops when a parameter follows the command (after
+    // SYSTEM:EVENT for the event commands), whatever it says.
+    const bool counted = has_count(c->kind) && param_given;
+    if (req.neg) return unregister_probes(tr, c->kind, counted, req.glob);
 
     std::vector<ftrace_site *> sites = func_ops_usable(ftrace_match_sites(req.glob, ""));
     if (sites.empty()) return -EINVAL;
 
-    if (req.neg) {
-        func_probe *p = find_probe(tr, c->kind, sys, event, false);
-        if (!p) return -EINVAL;
-        std::erase_if(p->entries, [&](ip_entry *e) {
-            return std::binary_search(sites.begin(), sites.end(), e->site);
-        });
-        if (p->entries.empty()) {
-            stop_probe(p);
-            return 0;
-        }
-        p->publish();
-        return p->fops.update();
-    }
-
-    func_probe *p = find_probe(tr, c->kind, sys, event, true);
+    func_probe *p = find_probe(tr, c->kind, counted, sys, event, true);
     const bool fresh = !p->active;
     if (fresh) {
         if (c->kind == cmd_kind::enable_event || c->kind == cmd_kind::disable_event) {

@@ -13,7 +13,10 @@
 //                   console), after turning tracing off as the kernel's ftrace_dump does
 //   cpudump         the same, only the records of the calling thread's CPU
 //
-// "!GLOB:COMMAND[:...]" removes the command from the matching functions. They read back
+// "!GLOB:COMMAND[:...]" removes the command from the functions it holds whose name GLOB
+// matches ("*": all), as the kernel's unregister_ftrace_function_probe_func(); a command
+// made with a count is removed only by a removal with a parameter ("!f:traceoff:0"), one
+// without only by one without (the kernel's separate *_count_probe_ops). They read back
 // after the filter's functions as "func:traceon:unlimited", "func:traceoff:count=3",
 // "func:enable_event:grp:ev:unlimited", "func:dump".
 #pragma once

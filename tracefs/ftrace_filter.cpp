@@ -228,8 +228,10 @@ int ftrace_filter_token(ftrace_hash &hash, std::string_view token,
         if (param.empty()) return -EINVAL;
         return hash.match(func, param, neg, true) < 0 ? -EINVAL : 0;
     }
-    // LIB:GLOB (the fprobe spelling) when LIB is a loaded object.
-    if (c2 == std::string_view::npos && !cmd.empty() && object_loaded(func))
+    // LIB:GLOB (the fprobe spelling) when LIB is a loaded object and GLOB no command: a
+    // command's name is one, as in the kernel ("*:traceoff" is no glob in every object).
+    if (c2 == std::string_view::npos && !cmd.empty() && !ftrace_command_exists(cmd) &&
+        object_loaded(func))
         return hash.match(cmd, func, neg, false) < 0 ? -EINVAL : 0;
     if (!commands) return -EINVAL;
     ftrace_command_request r;

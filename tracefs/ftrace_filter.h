@@ -87,6 +87,8 @@ struct ftrace_command_request {
     std::string glob, command, param;
     bool neg = false;
 };
+// Whether NAME is a function command (traceon, traceoff, ..., see ftrace_commands.h).
+bool ftrace_command_exists(std::string_view name);
 // Runs one command; 0 or -errno.
 using ftrace_command_fn = std::function<int(const ftrace_command_request &)>;
 

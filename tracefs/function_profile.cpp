@@ -1,12 +1,14 @@
 // The function profiler (see function_profile.h).
 //
-// A thread's table is an open-addressing hash of functions, mapped on the thread's first
-// profiled call and linked into a global list that outlives the thread. Only its thread
-// writes it, with relaxed atomic stores; readers sum relaxed loads. A table that is full
-// counts the calls it could not place (the kernel's "profile records exhausted").
+// A thread's table is an open-addressing hash of (function, CPU) pairs, mapped on the
+// thread's first profiled call and linked into a global list that outlives the thread. Only
+// its thread writes it, with relaxed atomic stores; readers sum relaxed loads, one CPU's
+// records of every table for trace_stat/function<CPU>. A table that is full counts the
+// calls it could not place (the kernel's "profile records exhausted").
 #include "tracefs/function_profile.h"
 
 #include "core/compiler.h"
+#include "core/ring_buffer.h" // raw_smp_processor_id()
 #include "core/trace_clock.h"
 #include "tracefs/ftrace_entries.h"
 #include "tracefs/func_ops.h"
@@ -18,6 +20,7 @@
 #include "tracefs/tracer_graph.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,11 +32,12 @@ namespace dprobe
 namespace
 {
 
-constexpr size_t k_slots = 8192;      // functions a thread can hold
+constexpr size_t k_slots = 8192;      // (function, CPU) pairs a thread can hold
 constexpr unsigned k_max_depth = 512; // nesting tracked for graph-time off
 
 struct prof_rec {
-    std::atomic<uint64_t> ip;
+    std::atomic<uint64_t> ip; // stored last (release): cpu is set when a reader sees it
+    std::atomic<uint32_t> cpu;
     std::atomic<uint64_t> hits;
     std::atomic<uint64_t> time;
     std::atomic<uint64_t> time_sq; // sum of squares, for s^2
@@ -57,7 +61,7 @@ func_ops *const g_ops = new func_ops;
 struct prof_data {
     uint64_t calltime;
     uint32_t depth;
-    uint32_t pad;
+    uint32_t cpu; // where the call entered: its time goes with its hit
 };
 
 DPROBE_NOPROBE prof_table *my_table() noexcept
@@ -92,14 +96,15 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     return pt;
 }
 
-DPROBE_NOPROBE prof_rec *find_rec(prof_table *pt, uint64_t ip) noexcept
+DPROBE_NOPROBE prof_rec *find_rec(prof_table *pt, uint64_t ip, uint32_t cpu) noexcept
 {
-    size_t h = (ip * 0x9e3779b97f4a7c15ull) >> 51; // 13 bits
+    size_t h = ((ip + cpu) * 0x9e3779b97f4a7c15ull) >> 51; // 13 bits
     for (size_t i = 0; i < k_slots; i++) {
         prof_rec &r = pt->recs[(h + i) & (k_slots - 1)];
         uint64_t cur = r.ip.load(std::memory_order_relaxed);
-        if (cur == ip) return &r;
+        if (cur == ip && r.cpu.load(std::memory_order_relaxed) == cpu) return &r;
         if (cur == 0) {
+            r.cpu.store(cpu, std::memory_order_relaxed);
             r.ip.store(ip, std::memory_order_release);
             return &r;
         }
@@ -118,8 +123,11 @@ DPROBE_NOPROBE int prof_entry(ftrace_ops *, unsigned long ip, unsigned long, str
 {
     prof_table *pt = my_table();
     if (!pt) return 1;
-    if (prof_rec *r = find_rec(pt, ip)) add(r->hits, 1);
+    // The kernel's function_profile_call() counts in this CPU's table.
+    const uint32_t cpu = raw_smp_processor_id();
+    if (prof_rec *r = find_rec(pt, ip, cpu)) add(r->hits, 1);
     auto *d = static_cast<prof_data *>(data);
+    d->cpu = cpu;
     d->depth = pt->depth;
     if (pt->depth < k_max_depth) pt->sub[pt->depth] = 0;
     pt->depth++;
@@ -140,7 +148,10 @@ DPROBE_NOPROBE void prof_exit(ftrace_ops *, unsigned long ip, unsigned long, str
         pt->sub[d->depth - 1] += t; // the caller's callee time
     if (!trace_array_top().opt(OPT_GRAPH_TIME) && d->depth < k_max_depth)
         t = t > pt->sub[d->depth] ? t - pt->sub[d->depth] : 0;
-    if (prof_rec *r = find_rec(pt, ip)) {
+    // The kernel adds the time in the table of the CPU the function returns on; a thread
+    // here moves between CPUs at any instruction, so the call's time goes where its hit
+    // went and each file's Avg stays its own calls' time over their count.
+    if (prof_rec *r = find_rec(pt, ip, d->cpu)) {
         add(r->time, t);
         add(r->time_sq, t * t);
     }
@@ -155,11 +166,12 @@ struct sum {
     uint64_t hits = 0, time = 0, time_sq = 0;
 };
 
-void collect(prof_table *pt, std::map<uint64_t, sum> &out)
+// The records of PT made on CPU, added into OUT by function.
+void collect(prof_table *pt, long cpu, std::map<uint64_t, sum> &out)
 {
     for (const prof_rec &r : pt->recs) {
         uint64_t ip = r.ip.load(std::memory_order_acquire);
-        if (!ip) continue;
+        if (!ip || r.cpu.load(std::memory_order_relaxed) != uint32_t(cpu)) continue;
         sum &s = out[ip];
         s.hits += r.hits.load(std::memory_order_relaxed);
         s.time += r.time.load(std::memory_order_relaxed);
@@ -220,40 +232,56 @@ void function_profile_update()
     if (g_enabled) g_ops->update();
 }
 
+namespace
+{
+
+// The CPUs with a file: every possible one (function0 .. function<N-1>, as the kernel makes
+// one per possible CPU, used or not), and any higher one a record names.
+std::vector<long> stat_cpus()
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    if (n < 1) n = 1;
+    std::vector<long> v;
+    for (long c = 0; c < n; c++)
+        v.push_back(c);
+    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
+        if (pt->gen != gen) continue;
+        for (const prof_rec &r : pt->recs)
+            if (r.ip.load(std::memory_order_acquire) &&
+                long(r.cpu.load(std::memory_order_relaxed)) >= n)
+                v.push_back(long(r.cpu.load(std::memory_order_relaxed)));
+    }
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+}
+
+} // namespace
+
 std::vector<std::string> trace_stat_files()
 {
-    std::vector<std::string> v{"function"};
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
-    std::vector<int32_t> tids;
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
-        if (pt->gen == gen) tids.push_back(pt->tid);
-    std::sort(tids.begin(), tids.end());
-    tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
-    for (int32_t t : tids)
-        v.push_back("function" + std::to_string(t));
+    std::vector<std::string> v;
+    for (long c : stat_cpus())
+        v.push_back("function" + std::to_string(c));
     return v;
 }
 
 std::string trace_stat_text(const std::string &name)
 {
-    if (!name.starts_with("function")) return "";
-    std::string rest = name.substr(8);
-    int32_t tid = 0;
-    if (!rest.empty()) {
-        char *end;
-        long v = std::strtol(rest.c_str(), &end, 10);
-        if (*end || v <= 0) return "";
-        tid = int32_t(v);
-    }
+    if (!name.starts_with("function") || name.size() == 8) return "";
+    const std::string rest = name.substr(8);
+    if (rest.size() > 1 && rest[0] == '0') return ""; // "function01" is no file
+    char *end;
+    const long cpu = std::strtol(rest.c_str(), &end, 10);
+    if (*end || cpu < 0) return "";
+    auto cpus = stat_cpus();
+    if (!std::binary_search(cpus.begin(), cpus.end(), cpu)) return "";
     const uint32_t gen = g_gen.load(std::memory_order_relaxed);
     std::map<uint64_t, sum> m;
-    bool found = tid == 0;
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
-        if (pt->gen != gen || (tid && pt->tid != tid)) continue;
-        found = true;
-        collect(pt, m);
-    }
-    return found ? format(m) : "";
+    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
+        if (pt->gen == gen) collect(pt, cpu, m);
+    return format(m);
 }
 
 } // namespace dprobe

@@ -189,7 +189,7 @@ int trace_eprobe_create(trace_events &te, trace_probe &tp, bool, probe_error &er
     return 0;
 }
 
-std::string trace_eprobe_show(const trace_probe &tp, bool)
+std::string trace_eprobe_show(const trace_probe &tp)
 {
     return tp.def.listing();
 }

@@ -280,12 +280,12 @@ int trace_events::release_all(unsigned accept)
     return remove(all, accept);
 }
 
-std::string trace_events::listing(unsigned accept, bool with_state) const
+std::string trace_events::listing(unsigned accept) const
 {
     events_lock g(*this);
     std::string s;
     for (const trace_probe *p : probes_)
-        if (accepts(accept, p)) s += p->ops->show(*p, with_state) + "\n";
+        if (accepts(accept, p)) s += p->ops->show(*p) + "\n";
     return s;
 }
 
@@ -293,7 +293,7 @@ std::string trace_events::listing_of(std::string_view group, std::string_view ev
 {
     events_lock g(*this);
     const trace_event *ev = find(group, event);
-    return ev ? ev->probes.front()->ops->show(*ev->probes.front(), false) : std::string();
+    return ev ? ev->probes.front()->ops->show(*ev->probes.front()) : std::string();
 }
 
 std::string trace_events::pending_kprobes_list() const

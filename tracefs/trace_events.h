@@ -81,10 +81,10 @@ class trace_events
     // O_TRUNC on those files: deletes every event of the kinds ACCEPT names; -EBUSY (and
     // nothing deleted) when one of them is enabled.
     int release_all(unsigned accept);
-    // Their text: one listing line per probe, in creation order. WITH_STATE (the files)
-    // marks a p/r event whose code is not mapped with a trailing comment, " # [GONE]",
-    // which a write of the same text drops like any comment.
-    std::string listing(unsigned accept, bool with_state = false) const;
+    // Their text: one listing line per probe, in creation order, the definition only (a
+    // pending probe too: the kernel's lines carry no state, and tools such as perf probe -l
+    // split them into words).
+    std::string listing(unsigned accept) const;
     // The listing line of the first probe of GROUP/EVENT ("" when there is no such event):
     // what a command became once its names and $arg* were resolved.
     std::string listing_of(std::string_view group, std::string_view event) const;

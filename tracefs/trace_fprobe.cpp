@@ -188,7 +188,7 @@ int trace_fprobe_create(trace_events &, trace_probe &tp, bool armed, probe_error
     return 0;
 }
 
-std::string trace_fprobe_show(const trace_probe &tp, bool)
+std::string trace_fprobe_show(const trace_probe &tp)
 {
     return tp.def.listing();
 }

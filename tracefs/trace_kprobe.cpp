@@ -13,8 +13,8 @@
 //    constructors run; the registry's loader notifier, trace_events_notify.cpp); a probe
 //    whose object is unloaded keeps its kprobe marked [GONE], as the kernel keeps one in an
 //    unloaded module, and gets a new one when the object is loaded again;
-//  - both show " # [GONE]" after their line in the *_events files and a [GONE] line in
-//    kprobes/list.
+//  - both have a [GONE] line in kprobes/list; their *_events lines are the definition alone,
+//    as the kernel's (no state: perf probe -l parses them).
 // The handlers (kprobe_trace_func / kretprobe_trace_func) are hot path: noexcept,
 // allocation-free, lock-free, DPROBE_NOPROBE.
 #include "tracefs/trace_kprobe.h"
@@ -291,11 +291,11 @@ int trace_kprobe_create(trace_events &, trace_probe &tp, bool armed, probe_error
     return register_trace_kprobe(static_cast<trace_kprobe &>(tp), armed, err);
 }
 
-std::string trace_kprobe_show(const trace_probe &tp, bool with_state)
+// The definition alone, pending or not: the kernel's *_events lines carry no state (perf
+// probe -l splits them into words); kprobes/list shows a pending probe [GONE].
+std::string trace_kprobe_show(const trace_probe &tp)
 {
-    std::string s = tp.def.listing();
-    if (with_state && trace_kprobe_gone(static_cast<const trace_kprobe &>(tp))) s += " # [GONE]";
-    return s;
+    return tp.def.listing();
 }
 
 // Arms (or disarms) the kprobes and kretprobes of TPS in one batch: one text patch and one

@@ -64,7 +64,7 @@ int register_trace_kprobe(trace_kprobe &tk, bool armed, probe_error &err);
 // Table entries both kprobe-served kinds use (trace_kprobe.cpp); their arm and unregister
 // are the same functions, so a batch mixes them.
 int trace_kprobe_create(trace_events &te, trace_probe &tp, bool armed, probe_error &err);
-std::string trace_kprobe_show(const trace_probe &tp, bool with_state);
+std::string trace_kprobe_show(const trace_probe &tp);
 int trace_kprobe_arm(trace_events &te, std::span<trace_probe *const> tps, bool on);
 void trace_kprobe_unregister(std::span<trace_probe *const> tps);
 bool trace_kprobe_waits_for_objects(const trace_probe &tp);

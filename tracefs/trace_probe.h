@@ -108,9 +108,9 @@ struct dyn_event_operations {
     // the kernel logs the failure (its caller logs it; other messages the kind logs itself
     // in TE's error_log).
     int (*create)(trace_events &te, trace_probe &tp, bool armed, probe_error &err);
-    // The dynamic_events line of TP (no newline); WITH_STATE adds " # [GONE]" to a probe
-    // whose code is not mapped.
-    std::string (*show)(const trace_probe &tp, bool with_state);
+    // The dynamic_events line of TP (no newline): its definition only, as the kernel's
+    // (a pending probe's state is in kprobes/list).
+    std::string (*show)(const trace_probe &tp);
     // Enabled (or held): not deleted.
     bool (*is_busy)(const trace_probe &tp);
     // Whether a "-:..." request selects TP.

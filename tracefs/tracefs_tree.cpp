@@ -62,7 +62,7 @@ std::vector<std::string> split_path(std::string_view p)
 node dynevent_file(unsigned accept)
 {
     auto &ev = trace_events::instance();
-    return rw([&ev, accept] { return ev.listing(accept, true); },
+    return rw([&ev, accept] { return ev.listing(accept); },
               [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
               [&ev, accept] { return ev.release_all(accept); });
 }
@@ -595,7 +595,7 @@ const char *tracefs_tree::readme()
   max_graph_depth	- Trace a limited depth of nested calls (0 is unlimited)
   tracing_thresh	- function_graph: record only calls that took this long (usecs)
   function_profile_enabled - 1: count and time every traced function (trace_stat/)
-  trace_stat/		- function: all threads, function<tid>: one thread
+  trace_stat/		- function<cpu>: the calls that entered on that CPU
   stack_tracer_enabled	- 1: record the deepest stack of the traced functions
   stack_trace		- Shows the max stack trace when active
   stack_max_size	- Shows current max stack size that was traced
@@ -661,7 +661,8 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	    efield: For event probes ('e' types), the field is on of the fields
 	            of the <attached-group>/<attached-event>.
 	  <module> is a loaded object ("libc.so.6:malloc"); <place> of an f event may be a glob.
-	  A place in a library not loaded yet (or a file not mapped) waits for it: " # [GONE]".
+	  A place in a library not loaded yet (or a file not mapped) waits for it
+	  (kprobes/list shows it [GONE]).
 	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
 	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
 )";

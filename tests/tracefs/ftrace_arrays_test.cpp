@@ -12,6 +12,7 @@
 #include <dprobe/tracefs.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -262,39 +263,73 @@ TEST_F(ftrace_arrays, function_profile)
 {
     ASSERT_EQ(wr("set_ftrace_filter", "ta_leaf ta_deep", true), 0);
     EXPECT_EQ(rd("function_profile_enabled"), "0\n");
+    // One file per possible CPU, as the kernel's (func_profile_stat.tc reads function0).
+    const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+    std::vector<std::string> files;
+    ASSERT_EQ(T.list("trace_stat", files), 0);
+    ASSERT_EQ(long(files.size()), ncpu);
+    for (long c = 0; c < ncpu; c++)
+        EXPECT_EQ(files[size_t(c)], "function" + std::to_string(c));
+    dprobe::tracefs_stat st;
+    EXPECT_EQ(T.stat("trace_stat/function", st), -ENOENT); // no per-process sum
+
     ASSERT_EQ(wr("function_profile_enabled", "1"), 0);
+    // Pinned: the calls land in the file of the CPU they ran on.
+    cpu_set_t old_set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof old_set, &old_set), 0);
+    int first = -1, second = -1; // two CPUs this thread may run on (one on a 1-CPU machine)
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &old_set)) continue;
+        if (first < 0)
+            first = c;
+        else if (second < 0)
+            second = c;
+    }
+    ASSERT_GE(first, 0);
+    auto pin = [](int c) {
+        cpu_set_t s;
+        CPU_ZERO(&s);
+        CPU_SET(c, &s);
+        return sched_setaffinity(0, sizeof s, &s);
+    };
+    ASSERT_EQ(pin(first), 0);
     for (int i = 0; i < 5; i++)
         ta_leaf(i);
     ta_deep(3); // 4 calls of ta_deep, 1 of ta_leaf
-    std::thread([] { ta_leaf(0); }).join();
-    std::vector<std::string> files;
-    ASSERT_EQ(T.list("trace_stat", files), 0);
-    ASSERT_EQ(files.size(), 3u); // function, and one per thread
-    EXPECT_EQ(files[0], "function");
-    std::string all = rd("trace_stat/function");
-    auto l = lines(all);
-    ASSERT_EQ(l.size(), 4u) << all;
+    if (second >= 0) {
+        ASSERT_EQ(pin(second), 0);
+        ta_leaf(0);
+        std::thread([] { ta_leaf(0); }).join(); // a new thread inherits the affinity
+    }
+    ASSERT_EQ(sched_setaffinity(0, sizeof old_set, &old_set), 0);
+
+    auto hits = [](const std::string &text, const std::string &fn) {
+        std::vector<std::string> g;
+        for (const std::string &l : lines(text))
+            if (matches(l, "^  ([a-z_]+) +([0-9]+)    [0-9.]+ us +[0-9.]+ us +[0-9.]+ us +$", &g) &&
+                g[1] == fn)
+                return std::stoi(g[2]);
+        return 0;
+    };
+    std::string one = rd("trace_stat/function" + std::to_string(first));
+    auto l = lines(one);
+    ASSERT_EQ(l.size(), 4u) << one;
     EXPECT_EQ(l[0], "  Function                               Hit    Time            Avg"
                     "             s^2");
     EXPECT_EQ(l[1], "  --------                               ---    ----            ---"
                     "             ---");
-    std::vector<std::string> g;
-    bool leaf = false, deep = false;
-    for (size_t i = 2; i < l.size(); i++) {
-        ASSERT_TRUE(
-            matches(l[i], "^  ([a-z_]+) +([0-9]+)    [0-9.]+ us +[0-9.]+ us +[0-9.]+ us +$", &g))
-            << l[i];
-        if (g[1] == "ta_leaf") leaf = g[2] == "7";
-        if (g[1] == "ta_deep") deep = g[2] == "4";
+    EXPECT_EQ(hits(one, "ta_leaf"), 6) << one;
+    EXPECT_EQ(hits(one, "ta_deep"), 4) << one;
+    if (second >= 0) {
+        std::string two = rd("trace_stat/function" + std::to_string(second));
+        EXPECT_EQ(hits(two, "ta_leaf"), 2) << two;
+        EXPECT_EQ(hits(two, "ta_deep"), 0) << two;
     }
-    EXPECT_TRUE(leaf && deep) << all;
-    std::string mine = rd("trace_stat/function" + std::to_string(gettid_()));
-    EXPECT_TRUE(matches(mine, "\n  ta_leaf +6 ")) << mine; // this thread: 5 + 1
     // graph-time 0: a function's own time only.
     ASSERT_EQ(wr("options/graph-time", "0"), 0);
     ASSERT_EQ(wr("function_profile_enabled", "0"), 0);
     ASSERT_EQ(wr("function_profile_enabled", "1"), 0); // starts from zero
-    EXPECT_EQ(lines(rd("trace_stat/function")).size(), 2u);
+    EXPECT_EQ(lines(rd("trace_stat/function" + std::to_string(first))).size(), 2u);
     ASSERT_EQ(wr("function_profile_enabled", "2"), -EINVAL);
 }
 

@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <set>
 
 #define TARGET extern "C" __attribute__((noipa, used, patchable_function_entry(5, 0)))
 
@@ -31,6 +33,12 @@ TARGET int ff_gamma(int a)
 {
     return ff_alpha(a) + ff_beta(a);
 }
+TARGET int ff_delta(int a)
+{
+    return a + 4;
+}
+// One function, two names (as glibc's fileno and fileno_unlocked): ff_delta is the one name.
+extern "C" int ff_delta_alias(int) noexcept __attribute__((alias("ff_delta")));
 
 using namespace ftt;
 
@@ -174,8 +182,11 @@ TEST_F(ftrace_filter, commands_read_back_as_the_kernel_prints_them)
     EXPECT_EQ(wr("set_ftrace_filter", "ff_beta_two", true), 0);
     EXPECT_TRUE(has(rd("set_ftrace_filter"), "ff_beta_two\nff_alpha:traceoff:unlimited\n"));
     EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:traceoff"), 0);
-    EXPECT_EQ(wr("set_ftrace_filter", "!ff_beta:traceon"), 0);
-    EXPECT_EQ(wr("set_ftrace_filter", "!ff_gamma:stacktrace"), 0);
+    // A counted command is a probe of its own (the kernel's *_count_probe_ops): removed with
+    // a parameter, whatever it says (reset_ftrace_filter writes the "count=5" it read).
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_beta:traceon"), -ENODEV);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_beta:traceon:count=5"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_gamma:stacktrace:0"), 0);
     EXPECT_EQ(wr("set_ftrace_filter", "!ff_gamma:dump"), 0);
     EXPECT_EQ(rd("set_ftrace_filter"), "ff_beta_two\n");
     // Rejected: unknown command, bad count, nothing matching, commands in notrace.
@@ -184,8 +195,101 @@ TEST_F(ftrace_filter, commands_read_back_as_the_kernel_prints_them)
     EXPECT_EQ(wr("set_ftrace_filter", "ff_nosuch:traceon"), -EINVAL);
     EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:dump:3"), -EINVAL);
     EXPECT_EQ(wr("set_ftrace_notrace", "ff_alpha:traceon"), -EINVAL);
-    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:traceon"), -EINVAL); // no such command
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:traceon"), -ENODEV); // no such command
     EXPECT_EQ(rd("set_ftrace_filter"), "ff_beta_two\n");
+}
+
+TEST_F(ftrace_filter, removal_globs_match_the_names_of_the_commands_functions)
+{
+    // The kernel's unregister_ftrace_function_probe_func(): "!GLOB:CMD" matches GLOB against
+    // the functions the command holds, "*" takes them all (func_set_ftrace_file.tc ends with
+    // echo '!*:traceoff'), counted and uncounted commands apart.
+    ASSERT_EQ(wr("dynamic_events", "f:ffr/eva ff_beta"), 0);
+    ASSERT_EQ(wr("dynamic_events", "f:ffr/evb ff_beta"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:traceoff"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_beta*:traceoff"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_gamma:traceoff:3"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:traceon"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_beta:stacktrace"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_gamma:snapshot"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:dump"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_beta:cpudump"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:enable_event:ffr:eva"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_gamma:enable_event:ffr:evb"), 0);
+    EXPECT_EQ(rd("events/ffr/eva/enable"), "0*\n");
+
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:traceoff"), 0);
+    std::string s = rd("set_ftrace_filter");
+    EXPECT_FALSE(has(s, ":traceoff:unlimited")) << s;
+    EXPECT_TRUE(has(s, "ff_gamma:traceoff:count=3\n")) << s; // counted: another probe
+    EXPECT_TRUE(has(s, "ff_alpha:traceon:unlimited\n")) << s;
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:traceoff"), -ENODEV); // none left
+    // A glob that matches none of the command's functions: EINVAL, the command stays.
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_beta*:traceoff:0"), -EINVAL);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_g?mma:traceoff:0"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_nosuch:traceon"), -EINVAL);
+    EXPECT_TRUE(has(rd("set_ftrace_filter"), "ff_alpha:traceon:unlimited\n"));
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:traceon"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:stacktrace"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:snapshot"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:dump"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:cpudump"), 0);
+    // The event commands: the event must exist, but the kernel's probe_ops are one for every
+    // event, so the removal takes the command off whichever event it switches.
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:enable_event:ffr:nosuch"), -EINVAL);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_*:enable_event:ffr:eva"), 0);
+    EXPECT_EQ(rd("events/ffr/eva/enable"), "0\n");
+    EXPECT_EQ(rd("events/ffr/evb/enable"), "0\n");
+    EXPECT_EQ(rd("set_ftrace_filter"), "#### all functions enabled ####\n");
+    ff_alpha(1); // nothing left to run: tracing stays on
+    ff_gamma(1);
+    EXPECT_EQ(rd("tracing_on"), "1\n");
+}
+
+TEST_F(ftrace_filter, one_name_per_function_in_every_file)
+{
+    // An address has one name (the kernel's kallsyms gives one): the one
+    // available_filter_functions lists, the one a glob is matched against, the one
+    // set_ftrace_filter, enabled_functions and the trace print.
+    auto avail = lines(rd("available_filter_functions"));
+    auto listed = [&](const std::string &n) {
+        return std::find(avail.begin(), avail.end(), n) != avail.end();
+    };
+    EXPECT_TRUE(listed("ff_delta"));
+    EXPECT_FALSE(listed("ff_delta_alias"));
+    EXPECT_TRUE(listed("fileno [libc.so.6]"));
+    EXPECT_FALSE(listed("fileno_unlocked [libc.so.6]"));
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_delta_al*", true), -EINVAL); // not its name
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_*delta*", true), 0);
+    EXPECT_EQ(rd("set_ftrace_filter"), "ff_delta\n");
+    // A plain name selects the function it names, listed under its one name.
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_delta_alias", true), 0);
+    EXPECT_EQ(rd("set_ftrace_filter"), "ff_delta\n");
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_delta_alias", true), 0);
+    EXPECT_EQ(wr("current_tracer", "function"), 0);
+    int (*volatile call)(int) = ff_delta_alias; // a call through the alias is not elided
+    EXPECT_EQ(call(1), 5);
+    std::string en = rd("enabled_functions");
+    auto b = body(rd("trace"));
+    EXPECT_EQ(wr("current_tracer", "nop"), 0);
+    EXPECT_TRUE(en.starts_with("ff_delta ") && !has(en, "alias")) << en;
+    ASSERT_EQ(b.size(), 1u) << rd("trace");
+    EXPECT_TRUE(has(b[0], ": ff_delta <-")) << b[0];
+
+    // func_set_ftrace_file.tc: a command on *unlock* covers exactly the functions whose
+    // available_filter_functions name holds "unlock" (not fileno, whose alias does).
+    EXPECT_EQ(wr("set_ftrace_filter", "", true), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "*unlock*:traceoff"), 0);
+    std::set<std::string> want, got;
+    for (const std::string &l : lines(rd("available_filter_functions")))
+        if (has(l.substr(0, l.find(' ')), "unlock")) want.insert(l.substr(0, l.find(' ')));
+    for (const std::string &l : lines(rd("set_ftrace_filter")))
+        if (has(l, ":traceoff:")) got.insert(l.substr(0, l.find(':')));
+    EXPECT_FALSE(got.count("fileno"));
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(wr("set_ftrace_filter", "!*:traceoff"), 0);
+    EXPECT_EQ(rd("set_ftrace_filter"), "#### all functions enabled ####\n");
 }
 
 TEST_F(ftrace_filter, traceoff_and_traceon_commands_count_state_changes)
@@ -226,7 +330,7 @@ TEST_F(ftrace_filter, event_commands_hold_the_event_in_soft_mode)
     EXPECT_TRUE(has(b[0], " evb: (ff_beta+0x0/") && has(b[0], ") a=11")) << b[0];
     // In soft mode the event cannot be deleted (it is in use).
     EXPECT_EQ(wr("dynamic_events", "-:ffg/evb"), -EBUSY);
-    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:enable_event:ffg:evb"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:enable_event:ffg:evb:0"), 0); // counted
     EXPECT_EQ(wr("set_ftrace_filter", "!ff_gamma:disable_event:ffg:evb"), 0);
     EXPECT_EQ(rd("events/ffg/evb/enable"), "0\n");
     EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:enable_event:ffg:nosuch"), -EINVAL);

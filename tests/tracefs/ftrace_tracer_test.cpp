@@ -37,6 +37,16 @@ TARGET int tt_outer(int us)
 {
     return tt_slow(us) + tt_leaf(0);
 }
+// Error returns, as fgraph-retval.tc's proc_reg_write (-EIO as a long) and an int one.
+TARGET long tt_err_leaf(int a)
+{
+    asm volatile("" ::: "memory");
+    return a - 6;
+}
+TARGET int tt_err_mid(int a)
+{
+    return int(tt_err_leaf(a)) * 4 - 2;
+}
 
 using namespace ftt;
 
@@ -186,6 +196,32 @@ TEST_F(ftrace_tracer, graph_layout_leaves_nesting_and_columns)
     b = body(rd("trace"));
     EXPECT_EQ(b[0], "tt_top() {");
     EXPECT_EQ(b[2], "    tt_leaf(); /* ret=0x4 */");
+}
+
+TEST_F(ftrace_tracer, graph_retval_error_values_as_the_kernel_prints_them)
+{
+    // The kernel's print_graph_retval() (v6.13 on, the form fgraph-retval.tc greps: '=-5',
+    // 'fffffffb'): " ret=" after the call, an error value (IS_ERR_VALUE, an int's sign taken
+    // from bit 31) in decimal unless funcgraph-retval-hex, anything else in hex.
+    ASSERT_EQ(wr("set_ftrace_filter", "tt_err_*", true), 0);
+    ASSERT_EQ(wr("current_tracer", "function_graph"), 0);
+    ASSERT_EQ(wr("options/funcgraph-retval", "1"), 0);
+    EXPECT_EQ(tt_err_mid(1), -22); // tt_err_leaf(1) == -5
+    EXPECT_EQ(tt_err_leaf(7), 1);
+    auto b = body(rd("trace"));
+    ASSERT_EQ(b.size(), 4u) << rd("trace");
+    EXPECT_EQ(call_of(b[0]), "  tt_err_mid() {") << b[0];
+    EXPECT_EQ(call_of(b[1]), "    tt_err_leaf(); /* ret=-5 */") << b[1];
+    EXPECT_EQ(call_of(b[2]), "  } /* tt_err_mid ret=-22 */") << b[2];
+    EXPECT_EQ(call_of(b[3]), "  tt_err_leaf(); /* ret=0x1 */") << b[3];
+    ASSERT_EQ(wr("options/funcgraph-retval-hex", "1"), 0);
+    b = body(rd("trace"));
+    ASSERT_EQ(b.size(), 4u);
+    EXPECT_EQ(call_of(b[1]), "    tt_err_leaf(); /* ret=0xfffffffffffffffb */") << b[1];
+    // An int leaves the upper half of %rax as it was: -22 as 32 bits, maybe extended.
+    EXPECT_TRUE(matches(call_of(b[2]), "^  \\} /\\* tt_err_mid ret=0x(ffffffff)?ffffffea \\*/$"))
+        << b[2];
+    EXPECT_EQ(call_of(b[3]), "  tt_err_leaf(); /* ret=0x1 */") << b[3];
 }
 
 TEST_F(ftrace_tracer, graph_overhead_markers_and_comments)

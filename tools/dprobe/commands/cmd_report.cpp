@@ -127,7 +127,7 @@ void setup_report(CLI::App &app)
         "   text    like the kernel's trace file: one line per event\n"
         "   graph   like ftrace's function_graph tracer: nested calls with durations,\n"
         "           one block per thread (needs a recording made with -F or --graph)\n"
-        "   profile like the kernel's function profiler (trace_stat/function): calls, time,\n"
+        "   profile like the kernel's function profiler (trace_stat/function0): calls, time,\n"
         "           average and s^2 per function, largest time first\n"
         "   chrome  Chrome trace-event JSON: open it in https://ui.perfetto.dev or\n"
         "           chrome://tracing\n"

@@ -1,5 +1,5 @@
-// dprobe report --format profile: the kernel's function profiler (trace_stat/function, see
-// tracefs/function_stat.h) computed from a recorded function graph: per function, its calls,
+// dprobe report --format profile: the kernel's function profiler (trace_stat/function<CPU>'s text,
+// see tracefs/function_stat.h) computed from a recorded function graph: per function, its calls,
 // the time they took, the average and s^2, over every thread shown (--tid to pick some).
 // As with the kernel's options/graph-time, a call's time includes its callees' unless
 // --no-graph-time is given (then it is the function's own time, what uftrace report calls
