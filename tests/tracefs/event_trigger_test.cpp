@@ -101,10 +101,13 @@ const int sum_registered = dprobe::register_event_command(sum_cmd);
 namespace
 {
 
-// The built-ins first, in the kernel's order, then the commands other files registered.
+// The built-ins first, in the kernel's order, then the commands other files registered, in
+// the order their files were initialized: this test's (its object comes first on the link
+// line) before hist's (trigger_hist.cpp, in the library).
 const std::string k_available =
     "# Available triggers:\n"
-    "# traceon traceoff snapshot stacktrace enable_event disable_event test_sum\n";
+    "# traceon traceoff snapshot stacktrace enable_event disable_event test_sum enable_hist "
+    "disable_hist hist\n";
 
 void clear_triggers()
 {
