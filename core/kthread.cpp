@@ -1,10 +1,13 @@
 // kthread: a helper thread on a stack dprobe maps and unmaps itself (core/kthread.h says why).
 #include "core/kthread.h"
 
+#include "core/ring_buffer.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <new>
 
 namespace dprobe
 {
@@ -25,6 +28,23 @@ size_t default_stack_size() noexcept
     }
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     return (size + page - 1) & ~(page - 1);
+}
+
+// What the new thread runs first: it records nothing from its first instruction on. (The
+// ring buffer mutes threads named "dprobe-*" too, but only once named: the libc functions
+// a thread calls before, pthread_setname_np's own strlen among them, were recorded as a
+// thread of the program that came and went.)
+struct start_args {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+void *start_muted(void *p)
+{
+    ring_buffer_thread_mute(true);
+    const start_args a = *static_cast<start_args *>(p);
+    delete static_cast<start_args *>(p);
+    return a.fn(a.arg);
 }
 
 } // namespace
@@ -86,14 +106,20 @@ int kthread::start(void *(*fn)(void *), void *arg) noexcept
         munmap(m, len);
         return e;
     }
+    auto *args = new (std::nothrow) start_args{fn, arg};
+    if (!args) {
+        munmap(m, len);
+        return EAGAIN;
+    }
     pthread_attr_t a;
     int r = pthread_attr_init(&a);
     if (r == 0) {
         r = pthread_attr_setstack(&a, static_cast<char *>(m) + page, size);
-        if (r == 0) r = pthread_create(&thread_, &a, fn, arg);
+        if (r == 0) r = pthread_create(&thread_, &a, start_muted, args);
         pthread_attr_destroy(&a);
     }
     if (r != 0) {
+        delete args;
         munmap(m, len);
         return r;
     }
