@@ -440,8 +440,18 @@ int run_detach(pid_t pid)
         return fail(cmd, std::string("cannot create a socket: ") + std::strerror(-e));
     tools::agent_call c = tools::call_agent(pid, agent, false, attach::detach_symbol, link.name());
     if (!c.error.empty()) return fail(cmd, c.error_code == -ESRCH ? who(pid) + " exited" : c.error);
-    if (c.result == -ENOENT)
-        return fail(cmd, who(pid) + " is not attached (its dprobe runtime is idle)");
+    if (c.result == -ENOENT) {
+        // No session, yet the runtime is there: the detach that ended the last session did not
+        // get to unload it (killed, or a thread was in dprobe's code until it gave up). Taken
+        // out now, the process is as before that session.
+        link.close();
+        const int r = unload(cmd, pid, {});
+        if (r == 0)
+            std::printf("dprobe detach: %s had no session; the dprobe runtime left by the last "
+                        "one is unloaded\n",
+                        who(pid).c_str());
+        return r;
+    }
     if (c.result == -EEXIST)
         return fail(cmd, who(pid) + " is being recorded by 'dprobe record': its session ends "
                                     "with the process");
