@@ -663,7 +663,10 @@ def case_errors():
         p = dprobe("detach", "-p", t.pid, ok=False)
         check(p.returncode == 1 and "is not attached (no dprobe runtime is loaded in it)"
               in p.stderr, "detach never attached: %r" % p.stderr)
-        # Rejected by the process's tracefs: the error_log entry, nothing left applied.
+        # Rejected by the process's tracefs: the error_log entry, nothing left applied, and
+        # the process as it was (the runtime had prepared its code and the loader's hook:
+        # taken out again as after a detach).
+        before = Snapshot(t.pid)
         p = dprobe("attach", "-p", t.pid, "-e", FPROBE, "-e", "f:nope libc.so.6:no_such_fn",
                    "-o", "err.dat", ok=False)
         check(p.returncode == 1 and "event 'f:nope libc.so.6:no_such_fn' rejected" in p.stderr
@@ -674,6 +677,7 @@ def case_errors():
         comms = task_comms(t.pid)
         check(not any(c.startswith("dprobe-") for c in comms),
               "agent threads after a failed attach: %s" % comms)
+        check_untouched(t.pid, before, "after an attach refused by the process's tracefs")
         p = dprobe("attach", "-p", t.pid, "-o", "/nonexistent/x.dat", ok=False)
         check(p.returncode == 1 and "cannot write '/nonexistent/x.dat'" in p.stderr,
               "unwritable output: %r" % p.stderr)
