@@ -303,14 +303,15 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
     }
     if (a.pause) data->paused.store(true);
     data->name = a.name;
+    const bool is_named = !a.name.empty();
     if (named) {
-        // Share the named table; the one just parsed is dropped.
+        // Share the named table; the one just parsed is dropped (and A with it).
         priv->owner = static_cast<hist_priv *>(named->private_data)->owner;
         priv->hd = priv->owner.get();
         data->named_data = named;
     }
     event_trigger_data *raw = data.get();
-    if (!a.name.empty()) named_triggers().push_back(raw);
+    if (is_named) named_triggers().push_back(raw);
     if (int r = event_trigger_add(std::move(data))) {
         del_named_trigger(raw);
         return r;
