@@ -9,6 +9,9 @@
 #include "tracefs/fetch_arg.h"
 #include "tracefs/fetch_fast.h"
 
+#include <dlfcn.h>
+#include <climits>
+#include <cstdlib>
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -99,9 +102,35 @@ void trace_probe_compile(trace_probe &tp)
               fetch_fast_compile(tp.def.args, probe_layout(tp.def).args_off, tp.fast_args);
 }
 
+namespace
+{
+
+// Whether OBJ is the object this code is in (the agent's libdprobe-preload.so, which links
+// its own copies of the C++ runtime's functions, malloc among their local names): never a
+// place a user's name means.
+bool is_own_object(const sym_hit &h)
+{
+    static const std::string own = [] {
+        Dl_info info{};
+        char buf[PATH_MAX];
+        if (!dladdr(reinterpret_cast<void *>(&is_own_object), &info) || !info.dli_fname ||
+            !realpath(info.dli_fname, buf))
+            return std::string();
+        // Only the agent: a program or test linked with the runtime probes its own code.
+        const std::string path(buf);
+        return path.find("/libdprobe-preload.so") != std::string::npos ? path : std::string();
+    }();
+    if (own.empty() || h.obj->path.empty()) return false;
+    char buf[PATH_MAX];
+    return realpath(h.obj->path.c_str(), buf) && own == buf;
+}
+
+} // namespace
+
 std::vector<sym_hit> trace_probe_func_places(const std::string &spec, probe_error *err)
 {
     std::vector<sym_hit> hits = bindable_funcs(kallsyms::instance().lookup_func(spec));
+    std::erase_if(hits, is_own_object);
     std::vector<sym_hit> funcs; // one per address
     for (const sym_hit &h : hits)
         if (std::none_of(funcs.begin(), funcs.end(),
