@@ -370,8 +370,9 @@ void set_enable_bit(trace_event &ev, uint64_t bit, bool on)
         return;
     }
     ev.enabled_mask &= ~bit;
-    // A soft-mode command keeps what it switched.
-    if (!(ev.soft_mask & bit)) ev.record_mask.fetch_and(~bit, std::memory_order_release);
+    // Off is off, soft mode or not: in soft mode the kernel sets SOFT_DISABLED (the event
+    // stays armed for its triggers and reads "0*"; an enable_event trigger turns it on again).
+    ev.record_mask.fetch_and(~bit, std::memory_order_release);
 }
 
 // Whether EV stays armed once it is disabled in the array of BIT.

@@ -40,6 +40,10 @@ const char *op_word(tracefs_op op)
         return "LIST";
     case tracefs_op::poll:
         return "POLL";
+    case tracefs_op::mkdir:
+        return "MKDIR";
+    case tracefs_op::rmdir:
+        return "RMDIR";
     }
     return "READ";
 }

@@ -33,6 +33,8 @@ enum class tracefs_op {
     trunc,       // TRUNC: O_TRUNC only, like `> file` (clears trace, deletes all events)
     list,        // LIST: directory entries, one per line, '/' after directories
     poll,        // POLL: waits up to timeout_ms for the file to be readable; data "1" or "0"
+    mkdir,       // MKDIR: a directory (instances/NAME: a new trace array)
+    rmdir,       // RMDIR: instances/NAME removed
 };
 
 struct tracefs_reply {

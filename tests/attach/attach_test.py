@@ -25,12 +25,18 @@ CASE:
   errors      no such process, kernel thread, bad event (process untouched), not attached
   notx86      a 32-bit x86 program (a tiny i386 ELF made here): refused, naming its machine
               (exit 77, skipped, where the kernel cannot run i386 programs)
+  midcall     attach and detach killed at random moments while they hold a thread inside a
+              call, with the thread parked in read, in nanosleep and running: the program
+              carries on unharmed, and a detach afterwards leaves it as it was
+  lifecycle   sessions of attach, random steps in the tracefs tree and detach, with the
+              invariants checked after each step (attach_lifecycle.py)
   noloss      a busy program with tiny buffers, a SIGALRM handler and forks traced: by
               default nothing is lost (a full buffer waits for the agent's streamer), detach
               ends at once and the program and its children are unharmed; --no-wait drops
 """
 import os
 import errno
+import random
 import re
 import shutil
 import signal
@@ -773,11 +779,81 @@ def case_notx86():
         p.wait()
 
 
+def case_midcall():
+    """The command killed (SIGKILL) at random moments of attach and detach, while it holds a
+    thread of the process inside a call (mmap, dlopen, the runtime's start or unload): the
+    thread returns through its signal frame, and the program carries on unharmed; a detach
+    afterwards takes out whatever runtime is left. In each way a thread can be parked: in
+    read (restarted), in nanosleep (slept again, never early), running."""
+    seed = int(os.environ.get("DPROBE_MIDCALL_SEED", random.randrange(1 << 30)))
+    print("seed: %d" % seed)
+    rng = random.Random(seed)
+    for mode, how, expected in ((None, "stdin", EXPECTED), ("sleepers", "usr1", EXPECTED_QUIET),
+                                ("busy", "usr1", EXPECTED_QUIET)):
+        t = Target(mode)
+        try:
+            before = Snapshot(t.pid)
+            # How long a whole attach and a whole detach take here: the kills fall inside.
+            t0 = time.time()
+            dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-o",
+                   os.path.join(WORK, "midcall.dat"))
+            t_attach = time.time() - t0
+            t0 = time.time()
+            dprobe("detach", "-p", t.pid)
+            t_detach = time.time() - t0
+            for i in range(6):
+                for args, span in ((["attach", "-B", "-p", str(t.pid), "-e", FPROBE, "-o",
+                                     os.path.join(WORK, "midcall%d.dat" % i)], t_attach),
+                                   (["detach", "-p", str(t.pid)], t_detach)):
+                    a = subprocess.Popen([DPROBE] + args, cwd=WORK, env=ENV,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(rng.uniform(0.0, span))
+                    a.kill()
+                    a.wait()
+                    check(t.p.poll() is None, "%s: the program died (status %s) after `dprobe "
+                          "%s` was killed" % (mode or "default", t.p.poll(), args[0]))
+                    if t.p.poll() is not None:
+                        return
+            # What the killed commands left: a runtime (started or not), taken out now.
+            said = []
+            for _ in range(3):
+                d = dprobe("detach", "-p", t.pid, ok=False)
+                said.append("%d %s%s" % (d.returncode, d.stdout.strip(), d.stderr.strip()))
+                if d.returncode != 0:
+                    break
+
+            def gone():
+                now = Snapshot(t.pid)
+                return not now.dprobe_mappings() and not any(
+                    c.startswith("dprobe-") for c in task_comms(t.pid))
+            check(wait_until(gone, 20), "%s: the runtime is still in the process after the "
+                  "killed commands and a detach: %s" % (mode or "default", said))
+            now = Snapshot(t.pid)
+            check(not now.text_diffs, "code left changed: %s" % now.text_diffs)
+            check(now.fds == before.fds, "descriptors %s, before %s" %
+                  (sorted(now.fds), sorted(before.fds)))
+            with open("/proc/%d/status" % t.pid) as f:
+                check("TracerPid:\t0\n" in f.read(), "the process is left traced")
+            out, rc = t.finish(how)
+            check(out == expected, "%s: program output: %r" % (mode or "default", out))
+            check(rc == 7, "program exit status %d" % rc)
+        finally:
+            t.kill()
+
+
+def case_lifecycle():
+    import attach_lifecycle
+    seed = int(os.environ.get("DPROBE_LIFECYCLE_SEED", random.randrange(1 << 30)))
+    attach_lifecycle.run(sys.modules[__name__], seed,
+                         int(os.environ.get("DPROBE_LIFECYCLE_STEPS", "120")))
+
+
 CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
          "sleepers": case_sleepers, "twice": case_twice, "noperm": case_noperm,
          "cycles": case_cycles, "killed": case_killed,
          "exits": case_exits, "errors": case_errors, "notx86": case_notx86,
-         "noloss": case_noloss}
+         "noloss": case_noloss, "midcall": case_midcall,
+         "lifecycle": case_lifecycle}
 CASES[CASE]()
 if failures:
     sys.exit("%d failure(s) in case %s (work dir %s)" % (len(failures), CASE, WORK))

@@ -52,15 +52,14 @@ using namespace dprobe::agent;
 // IP and SP: where the calling thread was when the command borrowed it (it returns there).
 // WHY (LEN bytes): what keeps the agent in, when the result is not 0. Returns 0, -EAGAIN (a
 // thread is inside dprobe's code or the agent's threads are still ending: try again),
-// -EBUSY (a session is still running) or another -errno.
+// -EBUSY (a session is still running) or another -errno. 0 again once unloaded.
 extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64_t ip, uint64_t sp,
                                                                           char *why, size_t len)
 {
     std::string msg;
-    if (g_unloading.load()) {
-        copy_out("the dprobe agent is already being unloaded", why, len);
-        return -EALREADY;
-    }
+    // Unloaded already, by a detach killed before its dlclose: nothing of dprobe runs any more,
+    // and this detach's dlclose finishes the job.
+    if (g_unloading.load()) return 0;
     if (int r = join_agent_threads(&msg)) {
         copy_out(msg, why, len);
         return r;

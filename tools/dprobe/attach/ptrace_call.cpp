@@ -13,7 +13,10 @@
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <elf.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,7 +216,9 @@ int thread_borrow::release(int sig)
 int thread_borrow::seize(pid_t tid, int *pending)
 {
     tid_ = tid;
-    if (pt(PTRACE_SEIZE, tid) != 0) return -errno;
+    // System-call stops tell themselves apart from a SIGTRAP (the end of a call is one).
+    if (pt(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void *>(PTRACE_O_TRACESYSGOOD)) != 0)
+        return -errno;
     held_ = true;
     if (pt(PTRACE_INTERRUPT, tid) != 0) {
         int e = errno;
@@ -286,11 +291,11 @@ int thread_borrow::borrow()
                 release(pending); // a signal on its way: let it through, take another
                 continue;
             }
-            if (pt(PTRACE_GETREGS, tid_, nullptr, &saved_) != 0) {
+            if (pt(PTRACE_GETREGS, tid_, nullptr, &saved_.regs) != 0) {
                 release(0);
                 continue;
             }
-            long nr = static_cast<long>(saved_.orig_rax);
+            long nr = static_cast<long>(saved_.regs.orig_rax);
             if (nr >= 0) {
                 if (fails_with_eintr(nr) && round < k_rounds / 2) {
                     release(0); // it came to that syscall since it was listed
@@ -299,11 +304,11 @@ int thread_borrow::borrow()
                 parked_ = "blocked in system call " + std::to_string(nr);
                 for (const auto &[n, name] : k_syscall_names)
                     if (n == nr) parked_ = std::string("blocked in ") + name;
-                return 0; // parked at a system call: the kernel restarts it on give_back
+                return save_state(); // parked at a system call: restarted on give_back
             }
             // Running code: not inside the C library or the loader, and not inside a sled.
             auto maps = read_proc_maps(pid_);
-            if (addr_in_object(maps, saved_.rip, k_runtime_libs)) {
+            if (addr_in_object(maps, saved_.regs.rip, k_runtime_libs)) {
                 release(0);
                 continue;
             }
@@ -311,14 +316,14 @@ int thread_borrow::borrow()
             parked_ = "running";
             for (int step = 0; step < 16 && ok; step++) {
                 uint8_t b = 0;
-                if (read_memory(saved_.rip, &b, 1) != 0 || !arch::is_nop(&b, 1)) break;
+                if (read_memory(saved_.regs.rip, &b, 1) != 0 || !arch::is_nop(&b, 1)) break;
                 int status = 0;
                 ok = pt(PTRACE_SINGLESTEP, tid_) == 0 && wait_stop(&status) == 0 &&
                      WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
-                     pt(PTRACE_GETREGS, tid_, nullptr, &saved_) == 0;
+                     pt(PTRACE_GETREGS, tid_, nullptr, &saved_.regs) == 0;
                 parked_ = "running (stepped out of a NOP sled)";
             }
-            if (ok) return 0;
+            if (ok) return save_state();
             if (held_) release(0);
         }
     }
@@ -343,37 +348,99 @@ int thread_borrow::read_memory(uint64_t addr, void *buf, size_t len)
     return n == static_cast<ssize_t>(len) ? 0 : -(errno ? errno : EIO);
 }
 
-int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint64_t stack,
-                        uint64_t *ret)
+// The vector state and the signal mask, beside the registers borrow() read.
+int thread_borrow::save_state()
 {
-    if (!held_) return fail(-ESRCH, "no thread borrowed");
-    struct user_regs_struct r = saved_;
-    unsigned long long *argreg[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
-    size_t i = 0;
-    for (uint64_t a : args)
-        if (i < 6) *argreg[i++] = a;
-    uint64_t sp = stack ? stack : saved_.rsp - 128 - 256; // below the red zone
-    sp &= ~15ull;
-    sp -= 8; // as if a call had pushed the return address: rsp+8 is 16-byte aligned
-    uint64_t zero = 0;
-    if (int e = write_memory(sp, &zero, sizeof zero))
+    at_syscall_ = false;
+    saved_.fpu.assign(64 * 1024, 0);
+    struct iovec iov = {saved_.fpu.data(), saved_.fpu.size()};
+    saved_.xsave = pt(PTRACE_GETREGSET, tid_, reinterpret_cast<void *>(NT_X86_XSTATE), &iov) == 0;
+    if (!saved_.xsave &&
+        (iov = {saved_.fpu.data(), saved_.fpu.size()},
+         pt(PTRACE_GETREGSET, tid_, reinterpret_cast<void *>(NT_PRFPREG), &iov) != 0)) {
+        int e = errno;
+        release(0);
+        return fail(-e, "cannot read the floating-point state of thread " + std::to_string(tid_) +
+                            ": " + std::strerror(e));
+    }
+    saved_.fpu.resize(iov.iov_len);
+    if (pt(PTRACE_GETSIGMASK, tid_, reinterpret_cast<void *>(sizeof saved_.sigmask),
+           &saved_.sigmask) != 0) {
+        int e = errno;
+        release(0);
+        return fail(-e, "cannot read the signal mask of thread " + std::to_string(tid_) + ": " +
+                            std::strerror(e));
+    }
+    return 0;
+}
+
+// The C library's `mov $15,%rax; syscall` (__restore_rt) and a `syscall; ret`, in the
+// program's own copy of it (not that of dprobe's private namespace, which an unload takes
+// away), else in the dynamic loader.
+int thread_borrow::find_gadgets()
+{
+    auto maps = read_proc_maps(pid_);
+    for (const std::vector<std::string> &names :
+         {std::vector<std::string>{"libc.so.6", "libc-2."},
+          std::vector<std::string>{"ld-linux-x86-64.so", "ld-2."}}) {
+        auto o = find_remote_object(pid_, maps, names);
+        if (!o) continue;
+        const uint64_t lo = o->bias + o->syms->segments.front().start,
+                       hi = o->bias + o->syms->segments.back().end;
+        std::vector<uint8_t> text;
+        for (const proc_map &m : maps) {
+            if (!m.executable() || m.path != o->path || m.start < lo || m.end > hi) continue;
+            text.resize(m.end - m.start);
+            if (read_memory(m.start, text.data(), text.size()) != 0) continue;
+            long r = restore_rt_ ? -1 : arch::find_insns(text, arch::RESTORE_RT_INSNS);
+            long s = syscall_ret_ ? -1 : arch::find_insns(text, arch::SYSCALL_RET_INSNS);
+            if (r >= 0) restore_rt_ = m.start + static_cast<uint64_t>(r);
+            if (s >= 0) syscall_ret_ = m.start + static_cast<uint64_t>(s);
+            if (restore_rt_ && syscall_ret_) return 0;
+        }
+    }
+    return fail(-ENOEXEC, "process " + std::to_string(pid_) +
+                              ": no signal-return code (glibc's __restore_rt) found in its C "
+                              "library; calls into it would not be safe");
+}
+
+// Writes the frame that returns the thread to the state borrow() saved, below TOP, and sets
+// *SP to its return-address slot.
+int thread_borrow::put_frame(uint64_t top, uint64_t restorer, uint64_t *sp)
+{
+    arch::sigframe_image f = arch::build_rt_sigframe(saved_, top, restorer);
+    if (int e = write_memory(f.sp, f.bytes.data(), f.bytes.size()))
         return fail(e, std::string("cannot write the stack of thread ") + std::to_string(tid_) +
                            ": " + std::strerror(-e));
-    r.rsp = sp;
-    r.rip = fn;
-    r.rax = 0;
-    r.orig_rax = ~0ull; // not in a system call: no restart into the middle of FN
-    r.eflags &= ~(k_tf | k_df);
-    if (pt(PTRACE_SETREGS, tid_, nullptr, &r) != 0 || pt(PTRACE_CONT, tid_, nullptr, nullptr) != 0)
+    *sp = f.sp;
+    return 0;
+}
+
+// Sets R, resumes the thread and runs it until the system call WANT_NR at WANT_IP: its exit
+// (*RET = rax) when WANT_NR is not rt_sigreturn, else its entry (*RET = rdx, the value the
+// return trampoline saved). Faults are delivered, asynchronous signals held back.
+int thread_borrow::resume(const struct user_regs_struct &r, long want_nr, uint64_t want_ip,
+                          uint64_t *ret)
+{
+    if (pt(PTRACE_SETREGS, tid_, nullptr, const_cast<user_regs_struct *>(&r)) != 0)
         return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
+    at_syscall_ = true; // from here on the thread returns through the frame
+    long deliver = 0;
+    bool in_wanted = false;
     struct timespec start {
     };
     clock_gettime(CLOCK_MONOTONIC, &start);
     bool told = false;
     for (;;) {
+        if (pt(PTRACE_SYSCALL, tid_, nullptr, reinterpret_cast<void *>(deliver)) != 0 &&
+            errno == ESRCH) {
+            held_ = false;
+            return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
+        }
+        deliver = 0;
         int status = 0;
-        pid_t w = waitpid(tid_, &status, __WALL | WNOHANG);
-        if (w == 0) {
+        pid_t w;
+        while ((w = waitpid(tid_, &status, __WALL | WNOHANG)) == 0) {
             struct timespec now {
             };
             clock_gettime(CLOCK_MONOTONIC, &now);
@@ -388,7 +455,6 @@ int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint6
                 0, 200 * 1000
             };
             nanosleep(&ts, nullptr);
-            continue;
         }
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -405,29 +471,138 @@ int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint6
         }
         if (!WIFSTOPPED(status)) continue;
         int sig = WSTOPSIG(status), event = status >> 16;
-        long deliver = 0;
-        if (event == 0 && sig == SIGSEGV) {
+        if (sig == (SIGTRAP | 0x80)) {
+            struct __ptrace_syscall_info info {
+            };
             struct user_regs_struct now {
             };
-            if (pt(PTRACE_GETREGS, tid_, nullptr, &now) == 0 && now.rip == 0) {
-                *ret = now.rax; // back at our return address
+            if (pt(PTRACE_GET_SYSCALL_INFO, tid_, reinterpret_cast<void *>(sizeof info), &info) <=
+                    0 ||
+                pt(PTRACE_GETREGS, tid_, nullptr, &now) != 0)
+                continue;
+            bool here = now.rip == want_ip;
+            if (info.op == PTRACE_SYSCALL_INFO_ENTRY && here &&
+                static_cast<long>(info.entry.nr) == want_nr) {
+                if (want_nr == arch::NR_RT_SIGRETURN) {
+                    *ret = now.rdx;
+                    return 0;
+                }
+                in_wanted = true;
+            } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && here && in_wanted) {
+                *ret = now.rax;
                 return 0;
             }
+            continue;
+        }
+        if (event == 0 && (sig == SIGSEGV || sig == SIGTRAP || sig == SIGBUS || sig == SIGILL ||
+                           sig == SIGFPE || sig == SIGSYS)) {
             deliver = sig; // a fault inside the call: its handler (or the default) decides
-        } else if (event == 0 && (sig == SIGTRAP || sig == SIGBUS || sig == SIGILL ||
-                                  sig == SIGFPE || sig == SIGSYS)) {
-            deliver = sig;
         } else if (event == 0) {
             // An asynchronous signal: its handler must not run on top of the call. It is
             // delivered when the thread is given back.
             if (std::find(deferred_.begin(), deferred_.end(), sig) == deferred_.end())
                 deferred_.push_back(sig);
         }
-        if (pt(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void *>(deliver)) != 0 &&
-            errno == ESRCH) {
-            held_ = false;
-            return fail(-ESRCH, "process " + std::to_string(pid_) + " exited");
+    }
+}
+
+// The registers for running something on the thread, from those borrow() saved.
+static struct user_regs_struct call_regs(const struct user_regs_struct &saved, uint64_t ip,
+                                         uint64_t sp)
+{
+    struct user_regs_struct r = saved;
+    r.rsp = sp;
+    r.rip = ip;
+    r.rax = 0;
+    r.orig_rax = ~0ull; // no system call to restart (and the rt_sigreturn stopped at is skipped)
+    r.eflags &= ~(k_tf | k_df);
+    return r;
+}
+
+// System call NR with ARGS, run by the `syscall; ret` of the C library with the frame as its
+// return: used before the return trampoline exists, and to unmap it.
+int thread_borrow::syscall_raw(long nr, std::initializer_list<uint64_t> args, uint64_t *ret)
+{
+    uint64_t sp = 0;
+    if (int e = put_frame(saved_.regs.rsp - 128 - 256, restore_rt_, &sp)) return e;
+    struct user_regs_struct r = call_regs(saved_.regs, syscall_ret_, sp);
+    unsigned long long *argreg[] = {&r.rdi, &r.rsi, &r.rdx, &r.r10, &r.r8, &r.r9};
+    size_t i = 0;
+    for (uint64_t a : args)
+        if (i < 6) *argreg[i++] = a;
+    r.rax = static_cast<uint64_t>(nr);
+    return resume(r, nr, syscall_ret_ + arch::SYSCALL_INSN_SIZE, ret);
+}
+
+// Maps the page of the return trampoline: once, before the first call.
+int thread_borrow::arm()
+{
+    if (tramp_) return 0;
+    if (!restore_rt_ || !syscall_ret_)
+        if (int e = find_gadgets()) return e;
+    uint64_t page = 0;
+    if (int e = syscall_raw(SYS_mmap,
+                            {0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, ~0ull, 0},
+                            &page))
+        return e;
+    if (page >= ~4095ull)
+        return fail(-ENOMEM, "process " + std::to_string(pid_) + ": mmap of a page failed: " +
+                                 std::strerror(static_cast<int>(-static_cast<int64_t>(page))));
+    tramp_ = page; // unmapped by give_back, whatever happens next
+    if (int e = write_memory(page, arch::RETURN_TRAMPOLINE, sizeof arch::RETURN_TRAMPOLINE))
+        return fail(e, std::string("cannot write the call's return code: ") + std::strerror(-e));
+    return 0;
+}
+
+int thread_borrow::call(uint64_t fn, std::initializer_list<uint64_t> args, uint64_t stack,
+                        uint64_t *ret)
+{
+    if (!held_) return fail(-ESRCH, "no thread borrowed");
+    if (int e = arm()) return e;
+    uint64_t sp = 0;
+    if (int e = put_frame(stack ? stack : saved_.regs.rsp - 128 - 256, tramp_, &sp)) return e;
+    struct user_regs_struct r = call_regs(saved_.regs, fn, sp);
+    unsigned long long *argreg[] = {&r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9};
+    size_t i = 0;
+    for (uint64_t a : args)
+        if (i < 6) *argreg[i++] = a;
+    int e = resume(r, arch::NR_RT_SIGRETURN, tramp_ + sizeof arch::RETURN_TRAMPOLINE, ret);
+    // A thread borrowed inside sigsuspend or ppoll had their temporary mask: the first return
+    // to user space put its own back, the one the frame must restore.
+    if (!e)
+        pt(PTRACE_GETSIGMASK, tid_, reinterpret_cast<void *>(sizeof saved_.sigmask),
+           &saved_.sigmask);
+    return e;
+}
+
+// From a system-call stop to the kind of stop borrow() made (PTRACE_EVENT_STOP), where the
+// kernel restarts the interrupted system call when the thread goes on. The thread is at a
+// point from which it returns through the frame.
+int thread_borrow::to_interrupt_stop()
+{
+    struct user_regs_struct r {
+    };
+    if (pt(PTRACE_GETREGS, tid_, nullptr, &r) != 0) return -ESRCH;
+    if (r.rip == tramp_ + sizeof arch::RETURN_TRAMPOLINE) {
+        r.rip = tramp_; // run the trampoline again rather than fall off its end
+        r.orig_rax = ~0ull;
+        if (pt(PTRACE_SETREGS, tid_, nullptr, &r) != 0) return -ESRCH;
+    }
+    if (pt(PTRACE_INTERRUPT, tid_) != 0) return -ESRCH;
+    long deliver = 0;
+    for (;;) {
+        if (pt(PTRACE_CONT, tid_, nullptr, reinterpret_cast<void *>(deliver)) != 0) return -ESRCH;
+        deliver = 0;
+        int status = 0;
+        if (wait_stop(&status) != 0 || !WIFSTOPPED(status)) return -ESRCH;
+        int sig = WSTOPSIG(status), event = status >> 16;
+        if (event == PTRACE_EVENT_STOP) {
+            at_syscall_ = false;
+            return 0;
         }
+        if (event == 0 && sig != (SIGTRAP | 0x80) &&
+            std::find(deferred_.begin(), deferred_.end(), sig) == deferred_.end())
+            deferred_.push_back(sig);
     }
 }
 
@@ -435,18 +610,29 @@ int thread_borrow::give_back()
 {
     if (!held_) return 0;
     int err = 0;
-    if (pt(PTRACE_SETREGS, tid_, nullptr, &saved_) != 0) err = -errno;
-    // Signals held back during the calls: one is delivered by the detach itself (as if it
-    // had just arrived), any other is sent again to the thread.
-    if (!deferred_.empty()) {
-        int first = deferred_.front();
-        for (size_t i = 1; i < deferred_.size(); i++)
-            syscall(SYS_tgkill, pid_, tid_, deferred_[i]);
-        pt(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void *>(static_cast<long>(first)));
-        deferred_.clear();
-    } else {
-        pt(PTRACE_DETACH, tid_, nullptr, nullptr);
+    if (tramp_) {
+        uint64_t r = 0;
+        syscall_raw(SYS_munmap, {tramp_, 4096}, &r);
+        tramp_ = 0;
     }
+    if (held_ && at_syscall_ && to_interrupt_stop() != 0) {
+        // Gone, or not stoppable: left to return through the frame by itself.
+        held_ = false;
+        return -ESRCH;
+    }
+    if (!held_) return -ESRCH;
+    if (pt(PTRACE_SETREGS, tid_, nullptr, &saved_.regs) != 0) err = -errno;
+    struct iovec iov = {saved_.fpu.data(), saved_.fpu.size()};
+    if (!saved_.fpu.empty() &&
+        pt(PTRACE_SETREGSET, tid_,
+           reinterpret_cast<void *>(saved_.xsave ? NT_X86_XSTATE : NT_PRFPREG), &iov) != 0 &&
+        !err)
+        err = -errno;
+    // Signals held back during the calls: sent again, delivered once it runs untraced.
+    for (int sig : deferred_)
+        syscall(SYS_tgkill, pid_, tid_, sig);
+    deferred_.clear();
+    pt(PTRACE_DETACH, tid_, nullptr, nullptr);
     held_ = false;
     return err;
 }

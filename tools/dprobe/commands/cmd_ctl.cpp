@@ -87,6 +87,10 @@ int run_ctl(const ctl_opts &o)
         rep = tracefs_socket_request(o.target, tracefs_op::read, file);
     } else if (o.op == "ls") {
         rep = tracefs_socket_request(o.target, tracefs_op::list, file);
+    } else if (o.op == "mkdir" || o.op == "rmdir") {
+        // Instances: `mkdir instances/foo` in the kernel's tree.
+        rep = tracefs_socket_request(o.target,
+                                     o.op == "mkdir" ? tracefs_op::mkdir : tracefs_op::rmdir, file);
     } else if (o.op == "write") {
         if (o.text.empty())
             rep = tracefs_socket_request(o.target, tracefs_op::trunc, file);
@@ -95,7 +99,7 @@ int run_ctl(const ctl_opts &o)
                                          o.append ? tracefs_op::write : tracefs_op::write_trunc,
                                          file, text + "\n");
     } else {
-        return fail("ctl", "unknown operation '" + o.op + "' (read, cat, write, ls)");
+        return fail("ctl", "unknown operation '" + o.op + "' (read, cat, write, ls, mkdir, rmdir)");
     }
     if (rep.err) {
         const bool write = o.op == "write";
@@ -145,7 +149,8 @@ void setup_ctl(CLI::App &app)
     CLI::App *sub = app.add_subcommand("ctl", "Read and write a traced process's tracefs");
     set_usage(sub, "dprobe ctl -p PID read|cat FILE\n"
                    "dprobe ctl -p PID write [-a] FILE [TEXT...]\n"
-                   "dprobe ctl -p PID ls [DIR]");
+                   "dprobe ctl -p PID ls [DIR]\n"
+                   "dprobe ctl -p PID mkdir|rmdir instances/NAME");
     sub->description("Talks to the tracefs socket the process serves (dprobe record starts it; "
                      "a program linked with libdprobe calls dprobe_tracefs_start()).");
     sub->add_option("-p,--pid", o->target, "The traced process")->type_name("PID");
@@ -155,7 +160,9 @@ void setup_ctl(CLI::App &app)
     sub->add_option("-t,--timeout", o->timeout_ms,
                     "cat trace_pipe: stop after MS milliseconds without data")
         ->type_name("MS");
-    sub->add_option("op", o->op, "read (= cat), write, or ls")->required()->type_name("OP");
+    sub->add_option("op", o->op, "read (= cat), write, ls, mkdir or rmdir")
+        ->required()
+        ->type_name("OP");
     sub->add_option("file", o->file, "A path inside the tracefs tree")->type_name("FILE");
     sub->add_option("text", o->text, "write: the text (words are joined, a newline added)")
         ->type_name("TEXT");
@@ -166,6 +173,7 @@ void setup_ctl(CLI::App &app)
         "   dprobe ctl -p 4242 write events/fprobes/myev/enable 1\n"
         "   dprobe ctl -p 4242 cat trace_pipe          (streams until Ctrl-C)\n"
         "   dprobe ctl -p 4242 write trace              (empties the buffer, like > trace)\n"
+        "   dprobe ctl -p 4242 mkdir instances/foo      (a trace array of its own)\n"
         "\n"
         "Note: while 'dprobe record' runs, its agent consumes the buffer too: trace_pipe\n"
         "readers share the events with the trace file.");
