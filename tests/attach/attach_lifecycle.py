@@ -8,6 +8,8 @@ clears) and detach, on one program, with the invariants checked after every step
   - a rejected dynamic_events line is refused and adds an error_log entry with a caret;
   - a new session starts from the boot state the first one found (no event, filter,
     tracer, option, instance or record of the last session);
+  - after every detach, the session's file is read whole by `dprobe report` (two formats
+    at random) and, converted to trace.dat, by `trace-cmd report`;
   - after every detach the process is as it was before the first attach: code byte for
     byte its files, the same descriptors, no dprobe mapping, thread, mount or socket, its
     memory within the bound.
@@ -18,6 +20,8 @@ The seed is printed first: DPROBE_LIFECYCLE_SEED replays a run.
 import os
 import random
 import re
+import shutil
+import subprocess
 
 # Events a session may add: (group/name stem, definition after the name, fields).
 EVENT_KINDS = [
@@ -25,7 +29,7 @@ EVENT_KINDS = [
     ("fprobes/lx", "fib%return r=$retval:s32"),
     ("kprobes/lk", "take_string s=+0(%di):string n=%si:s32"),
     ("kprobes/lr", "take_string%return r=$retval:s32"),
-    ("kprobes/ls", "spin_step x=%di:s64"),
+    ("kprobes/ls", "sleep_ns ns=%di:s64"),
     ("fprobes/lw", "libc.so.6:write fd=$arg1:s32 n=$arg3:u64"),
 ]
 KIND_CHAR = {"fprobes": "f", "kprobes": "p"}
@@ -41,9 +45,9 @@ BAD_LINES = [
     ("p:kprobes/1bad take_string", "Event name must follow the same rules as C identifiers"),
 ]
 
-FILTERS = ["fib", "take_string", "fib take_string", "*spin*", "", "fib:traceoff",
+FILTERS = ["fib", "take_string", "fib take_string", "*_str*", "", "fib:traceoff",
            "fib:traceon:3", "take_string:stacktrace", "!fib:traceoff", "!fib:traceon",
-           "spin_step:stacktrace:1"]
+           "spin_step:stacktrace:1", "sleep_ns"]
 TRIGGERS = ["traceoff", "traceon", "stacktrace:2", "hist:keys=common_pid",
             "hist:keys=common_pid:vals=hitcount:sort=hitcount.descending", "snapshot:1"]
 # Marks of a record that its reader could not decode.
@@ -79,9 +83,11 @@ class Session:
         self.serial += 1
         args = ["attach", "-B", "-p", self.t.pid, "-o",
                 os.path.join(self.lib.WORK, "life%d.dat" % self.serial)]
-        if self.rng.random() < 0.5:
+        # With neither, attach records the graph of every function (spin_step's loop: GBs).
+        e, graph = self.rng.choice([(True, False), (True, True), (False, True)])
+        if e:
             args += ["-e", "f:fprobes/seed fib n=$arg1:s32"]
-        if self.rng.random() < 0.3:
+        if graph:
             args += ["-F", "take_string"]
         self.log.append("attach %s" % args[5:])
         p = self.lib.dprobe(*args, ok=False)
@@ -105,6 +111,9 @@ class Session:
         trace = self.ctl("cat", "trace").stdout
         self.check(not re.search(r"mark-\d+-", trace), "session %d's trace starts with an "
                    "earlier session's markers: %r" % (self.serial, trace[-300:]))
+        # The spinner calls spin_step without pause: traced by the function tracers, it
+        # would write hundreds of MB a session (what a user does too: keep hot leaves out).
+        self.ctl("write", "set_ftrace_notrace", "spin_step")
 
     def detach(self):
         self.log.append("detach")
@@ -112,6 +121,25 @@ class Session:
         self.check(p.returncode == 0, "detach: %d %r" % (p.returncode, p.stderr))
         self.attached = False
         self.lib.check_detached(self.t, self.mount, self.before, "detach of session %d" % self.serial)
+        # Every record the session wrote is readable by every reader of the file.
+        dat = os.path.join(self.lib.WORK, "life%d.dat" % self.serial)
+        for fmt in self.rng.sample(["text", "graph", "chrome", "profile"], 2):
+            r = self.lib.dprobe("report", "-i", dat, "--format", fmt, ok=False)
+            bad = [m for m in UNDECODABLE if m in r.stdout]
+            self.check(r.returncode == 0 and not bad and "warning" not in r.stderr,
+                       "report --format %s of session %d: %d %s %r" %
+                       (fmt, self.serial, r.returncode, bad, r.stderr[-300:]))
+        if shutil.which("trace-cmd") and self.rng.random() < 0.5:
+            td = os.path.join(self.lib.WORK, "life%d.trace.dat" % self.serial)
+            r = self.lib.dprobe("report", "-i", dat, "--format", "trace-dat", "-o", td, ok=False)
+            if self.check(r.returncode == 0, "trace-dat of session %d: %r" %
+                          (self.serial, r.stderr[-300:])):
+                tc = subprocess.run(["trace-cmd", "report", "-i", td], capture_output=True,
+                                    text=True)
+                bad = [m for m in UNDECODABLE if m in tc.stdout]
+                self.check(tc.returncode == 0 and not bad,
+                           "trace-cmd report of session %d: %d %s %r" %
+                           (self.serial, tc.returncode, bad, tc.stderr[-300:]))
 
     # ---- the afternoon in the tree
     def add_event(self):

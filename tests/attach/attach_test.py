@@ -845,7 +845,7 @@ def case_lifecycle():
     import attach_lifecycle
     seed = int(os.environ.get("DPROBE_LIFECYCLE_SEED", random.randrange(1 << 30)))
     attach_lifecycle.run(sys.modules[__name__], seed,
-                         int(os.environ.get("DPROBE_LIFECYCLE_STEPS", "120")))
+                         int(os.environ.get("DPROBE_LIFECYCLE_STEPS", "200")))
 
 
 CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
