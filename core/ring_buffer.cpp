@@ -216,16 +216,23 @@ void fork_child() noexcept;
 // its locks) before any child handler runs; traced, that code would write through the
 // parent's buffer state into the parent's shared arena, as a second writer of the parent's
 // buffer (its pages taken, its events lost).
+//
+// Once ring_buffer_release_all has run (an attach session's unload), the handlers stay
+// registered until dlclose, but the buffers are gone and the other threads' pointers to them
+// (tls_node, tls_rbt) dangle: a fork in that window must not follow them (its child
+// crashed in fork_child). Nothing is written any more: the handlers do nothing.
+std::atomic<bool> g_released{false};
 void fork_prepare() noexcept
 {
-    ring_buffer_thread_mute(true);
+    if (!g_released.load(std::memory_order_acquire)) ring_buffer_thread_mute(true);
 }
 void fork_parent() noexcept
 {
-    ring_buffer_thread_mute(false);
+    if (!g_released.load(std::memory_order_acquire)) ring_buffer_thread_mute(false);
 }
 void fork_child_unmute() noexcept
 {
+    if (g_released.load(std::memory_order_acquire)) return;
     fork_child();
     ring_buffer_thread_mute(false);
 }
@@ -1400,6 +1407,7 @@ void ring_buffer_unexport()
 
 void ring_buffer_release_all() noexcept
 {
+    g_released.store(true, std::memory_order_release);
     ring_buffer_unexport();
     if (g_exit_key_ok) pthread_key_delete(g_exit_key);
     g_exit_key_ok = false;
