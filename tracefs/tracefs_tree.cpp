@@ -166,6 +166,7 @@ const std::vector<std::string> &top_entries()
         "stack_trace",
         "stack_trace_filter",
         "stack_tracer_enabled",
+        "synthetic_events",
         "trace_stat",
         "tracing_thresh",
         "uprobe_events",
@@ -247,6 +248,18 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
     if (top == "dynamic_events") return dynevent_file(ACCEPT_DYNAMIC);
     if (top == "kprobe_events") return dynevent_file(ACCEPT_KPROBE);
     if (top == "uprobe_events") return dynevent_file(ACCEPT_UPROBE);
+    if (top == "synthetic_events")
+        return rw([&ev] { return ev.synth_listing(); },
+                  [&ev](std::string_view s) {
+                      return trace_parse_run_command(s, [&ev](std::span<const std::string> argv) {
+                          // The kernel's parser takes each raw line; fields split on ';'.
+                          std::string raw;
+                          for (const std::string &a : argv)
+                              raw += (raw.empty() ? "" : " ") + a;
+                          return ev.run_synth_command(raw, false);
+                      });
+                  },
+                  [&ev] { return ev.release_all(ACCEPT_SYNTH); });
     if (top == "error_log")
         // Writes other than O_TRUNC are ignored, as in the kernel.
         return rw([&ev] { return ev.errors().read(); }, [](std::string_view) { return 0; },
