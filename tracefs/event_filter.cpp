@@ -3,6 +3,8 @@
 // expressions, error names and error positions match.
 #include "tracefs/event_filter.h"
 
+#include "tracefs/trace_synth_format.h"
+
 #include "core/compiler.h"
 #include "core/glob.h"
 #include "tracefs/event_format.h"
@@ -404,6 +406,7 @@ const char *filter_err_text(filter_err e) noexcept
 
 std::vector<filter_field> probe_filter_fields(const probe_definition &def)
 {
+    if (def.kind == probe_kind::synth) return synth_filter_fields(def);
     using t = filter_field::type;
     std::vector<filter_field> f;
     probe_event_layout l = probe_layout(def);

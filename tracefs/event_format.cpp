@@ -1,6 +1,7 @@
 #include "tracefs/event_format.h"
 
 #include "core/compiler.h"
+#include "tracefs/trace_synth_format.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -65,7 +66,7 @@ probe_event_layout probe_layout(const probe_definition &def)
 {
     probe_event_layout l{};
     l.ip_off = TRACE_ENTRY_HEADER_SIZE;
-    if (def.kind == probe_kind::eprobe) {
+    if (def.kind == probe_kind::eprobe || def.kind == probe_kind::synth) {
         // No probe address: the arguments follow the common header.
         l.ip_off = 0;
         l.ret_ip_off = 0;
@@ -83,6 +84,7 @@ probe_event_layout probe_layout(const probe_definition &def)
 
 std::string probe_print_fmt(const probe_definition &def)
 {
+    if (def.kind == probe_kind::synth) return synth_print_fmt(def);
     std::string s = "\"";
     if (def.kind != probe_kind::eprobe) // PROBE_PRINT_EVENT: the arguments only
         s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
@@ -118,6 +120,7 @@ std::string probe_print_fmt(const probe_definition &def)
 
 std::string probe_format_file(const probe_definition &def, int id)
 {
+    if (def.kind == probe_kind::synth) return synth_format_file(def, id);
     probe_event_layout l = probe_layout(def);
     std::string s = "name: " + def.event + "\nID: " + std::to_string(id) + "\nformat:\n";
     field_line(s, "unsigned short", "common_type", 0, 2, false);
@@ -251,6 +254,7 @@ bool probe_args_from_format(probe_definition &def, std::string_view format)
 std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,
                                 symbolize_fn sym)
 {
+    if (def.kind == probe_kind::synth) return synth_format_record(def, record, size);
     probe_event_layout l = probe_layout(def);
     std::string s = def.event + ": ";
     if (size < l.fixed_size) return s + "(truncated record)";

@@ -2,6 +2,8 @@
 // uprobe-style (p/r on path:offset) lines, deletion requests, listing and append rules.
 #include "tracefs/probe_parse.h"
 
+#include "tracefs/trace_synth_format.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
@@ -546,6 +548,8 @@ const char *loc_of(probe_kind k)
         return "trace_uprobe";
     case probe_kind::eprobe:
         return "event_probe";
+    case probe_kind::synth:
+        return "synthetic_events";
     }
     return "trace_kprobe";
 }
@@ -589,6 +593,7 @@ char probe_definition::type_char() const
 {
     if (kind == probe_kind::fprobe) return 'f';
     if (kind == probe_kind::eprobe) return 'e';
+    if (kind == probe_kind::synth) return 's';
     return is_return ? 'r' : 'p';
 }
 
@@ -606,6 +611,7 @@ bool probe_definition::has_dynamic_args() const
 
 std::string probe_definition::listing() const
 {
+    if (kind == probe_kind::synth) return "s:" + group + "/" + synth_show(*this);
     std::string s(1, type_char());
     if (kind == probe_kind::kprobe && is_return && maxactive) s += std::to_string(maxactive);
     s += ":" + group + "/" + event + " ";
@@ -624,7 +630,7 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
 {
     if (!req.event.empty() && req.event != def.event) return false;
     if (req.group && *req.group != def.group) return false;
-    if (req.head.empty()) return true;
+    if (req.head.empty() || def.kind == probe_kind::synth) return true; // synth_event_match
     if (def.kind == probe_kind::eprobe) {
         // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
         if (req.head[0] != def.place.object + "." + def.place.symbol &&

@@ -29,6 +29,7 @@ enum class probe_kind : uint8_t {
     fprobe, // f on a function entry / exit
     uprobe, // p / r on /path/to/file:0xoffset
     eprobe, // e on another event (place.object: its group, place.symbol: its event)
+    synth,  // s: a synthetic event (trace_synth_format.h): its fields are the args
 };
 
 struct probe_place {
@@ -86,7 +87,8 @@ enum : unsigned {
     ACCEPT_UPROBE = 1u << 1,
     ACCEPT_FPROBE = 1u << 2,
     ACCEPT_EPROBE = 1u << 3,
-    ACCEPT_DYNAMIC = ACCEPT_KPROBE | ACCEPT_UPROBE | ACCEPT_FPROBE | ACCEPT_EPROBE,
+    ACCEPT_SYNTH = 1u << 4, // s: lines and the synthetic_events file
+    ACCEPT_DYNAMIC = ACCEPT_KPROBE | ACCEPT_UPROBE | ACCEPT_FPROBE | ACCEPT_EPROBE | ACCEPT_SYNTH,
 };
 
 struct parse_options {

@@ -135,6 +135,13 @@ int trace_events::write_commands(std::string_view buf, unsigned accept)
 int trace_events::run_command(std::span<const std::string> argv, unsigned accept)
 {
     if (argv.empty()) return 0;
+    if ((accept & ACCEPT_SYNTH) && argv[0].starts_with("s:")) {
+        // The kernel's synthetic parser takes the raw line (its fields are ';'-separated).
+        std::string raw;
+        for (const std::string &a : argv)
+            raw += (raw.empty() ? "" : " ") + a;
+        return run_synth_command(raw, true);
+    }
     parse_options opts;
     opts.accept = accept;
     opts.is_func_entry = trace_kprobe_on_func_entry;

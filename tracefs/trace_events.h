@@ -78,6 +78,12 @@ class trace_events
     static void use_fast_stores(bool on);
     // One command, already split (argv_split).
     int run_command(std::span<const std::string> argv, unsigned accept);
+    // A synthetic event command (trace_events_synth.cpp): a line of the synthetic_events file
+    // ("NAME fields", "!NAME"), or with DYNEVENT an `s:` line of dynamic_events. Errors are
+    // logged as the kernel's "synthetic_events" entries. 0 or -errno.
+    int run_synth_command(std::string_view raw, bool dynevent);
+    // The synthetic_events file's text: one "NAME\tTYPE FIELD; ..." line per synthetic event.
+    std::string synth_listing() const;
     // O_TRUNC on those files: deletes every event of the kinds ACCEPT names; -EBUSY (and
     // nothing deleted) when one of them is enabled.
     int release_all(unsigned accept);

@@ -3,8 +3,8 @@
 // parse_field, create_val_fields, create_key_field, create_sort_keys, event_hist_trigger,
 // hist_trigger_print_key, hist_trigger_entry_print, event_hist_trigger_print) so that the
 // accepted syntax, the limits, the error names and their carets and the printed text are
-// the kernel's. Not here yet: variables, expressions, actions (onmatch/onmax/onchange) and
-// synthetic events; a trigger using them is refused with EINVAL.
+// the kernel's. Variables and expressions are parsed in hist_vars.cpp, actions in
+// hist_actions.cpp.
 #include "tracefs/trace_events_hist.h"
 
 #include "dprobe/ptrace.h"
@@ -15,6 +15,9 @@
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
 #include "tracefs/stack_trace.h"
+#include "tracefs/trace_synth_format.h"
+
+#include <algorithm>
 
 #include <cerrno>
 #include <climits>
@@ -268,9 +271,12 @@ int hist_trigger_data::parse_attrs(std::string_view param, hist_error &err)
                 }
                 attrs_.map_bits = bits;
             } else {
-                // A variable (ts0=common_timestamp): not supported yet.
-                err = {EINVAL};
-                return -EINVAL;
+                // A variable assignment (ts0=common_timestamp), parsed by parse_var_defs.
+                if (assignments_.size() == TRACING_MAP_VARS_MAX) {
+                    err = {EINVAL, hist_err::TOO_MANY_VARS, errpos(str)};
+                    return -EINVAL;
+                }
+                assignments_.emplace_back(str);
             }
         } else if (str == "pause") {
             attrs_.pause = true;
@@ -278,8 +284,11 @@ int hist_trigger_data::parse_attrs(std::string_view param, hist_error &err)
             attrs_.cont = true;
         } else if (str == "clear") {
             attrs_.clear = true;
+        } else if (action_strs_.size() < HIST_ACTIONS_MAX &&
+                   (has_prefix(str, "onmatch(") || has_prefix(str, "onmax(") ||
+                    has_prefix(str, "onchange("))) {
+            action_strs_.emplace_back(str);
         } else {
-            // onmatch(), onmax(), onchange(): not supported yet; anything else is invalid.
             err = {EINVAL};
             return -EINVAL;
         }
@@ -296,14 +305,9 @@ int hist_trigger_data::parse_field(std::string_view field_str, uint32_t flags,
                                    std::span<const filter_field> fields, hist_field &out,
                                    hist_error &err)
 {
-    // Expressions, constants and variable references are the next step.
-    if (!field_str.empty() && field_str[0] == '$') {
-        err = {EINVAL, hist_err::VAR_NOT_FOUND, errpos(field_str.substr(1))};
-        return -EINVAL;
-    }
-    if (field_str.find_first_of("+-*/") != std::string_view::npos || field_str.empty() ||
-        (field_str[0] >= '0' && field_str[0] <= '9')) {
-        err = {EINVAL};
+    // An atom (parse_atom has taken constants and references): a field and its modifier.
+    if (field_str.empty()) {
+        err = {EINVAL, hist_err::FIELD_NOT_FOUND, 0};
         return -EINVAL;
     }
     std::string_view field_name = field_str, modifier;
@@ -434,7 +438,8 @@ int hist_trigger_data::create_val_fields(std::span<const filter_field> fields, h
         if (!sv.next(',', field_str)) break;
         if (field_str == "hitcount") continue;
         hist_field f;
-        if (int r = parse_field(field_str, 0, fields, f, err)) return r;
+        unsigned n_subexprs = 0;
+        if (int r = parse_expr(field_str, 0, {}, n_subexprs, fields, f, err)) return r;
         // .percent and .graph are for values only (parse_field refuses them on keys).
         constexpr uint32_t not_for_values = HIST_FIELD_FL_BUCKET | HIST_FIELD_FL_LOG2 |
                                             HIST_FIELD_FL_SYM | HIST_FIELD_FL_SYM_OFFSET |
@@ -475,7 +480,13 @@ int hist_trigger_data::create_key_fields(std::span<const filter_field> fields, h
             f.type = "unsigned long[]";
             key_size = HIST_STACKTRACE_SIZE;
         } else {
-            if (int r = parse_field(field_str, HIST_FIELD_FL_KEY, fields, f, err)) return r;
+            unsigned n_subexprs = 0;
+            if (int r = parse_expr(field_str, HIST_FIELD_FL_KEY, {}, n_subexprs, fields, f, err))
+                return r;
+            if (has_var_ref(f)) {
+                err = {EINVAL, hist_err::INVALID_REF_KEY, errpos(field_str)};
+                return -EINVAL;
+            }
             key_size = f.size;
         }
         key_size = (key_size + 7) & ~7u;
@@ -562,23 +573,33 @@ int hist_trigger_data::create_sort_keys(hist_error &err)
 
 int hist_trigger_data::create(std::string_view param, std::string_view cmd,
                               std::span<const filter_field> fields,
-                              std::unique_ptr<hist_trigger_data> &out, hist_error &err)
+                              std::unique_ptr<hist_trigger_data> &out, hist_error &err,
+                              const hist_event_ctx *ev)
 {
     err = {};
     std::unique_ptr<hist_trigger_data> hd(new hist_trigger_data);
     hd->cmd_ = std::string(cmd);
+    if (ev) hd->ev_ = *ev;
     // '.sym-offset' becomes '.symXoffset' (the kernel does it to parse expressions).
     std::string p(param);
     for (size_t at = p.find(".sym-offset"); at != std::string::npos;
          at = p.find(".sym-offset", at + 11))
         p[at + 4] = 'X';
+    // create_hist_data(): actions parsed, fields (values, variables, keys), sort keys; then
+    // the actions are created (their variables and references) before the map is sized.
     if (int r = hd->parse_attrs(p, err)) return r;
+    if (int r = hd->parse_actions(err)) return r;
+    if (int r = hd->parse_var_defs(err)) return r;
     if (int r = hd->create_val_fields(fields, err)) return r;
+    if (int r = hd->create_var_fields(fields, err)) return r;
     if (int r = hd->create_key_fields(fields, err)) return r;
     if (int r = hd->create_sort_keys(err)) return r;
+    if (!hd->ev_.remove)
+        if (int r = hd->create_actions(fields, err)) return r;
 
     unsigned bits = hd->attrs_.map_bits ? hd->attrs_.map_bits : TRACING_MAP_BITS_DEFAULT;
-    if (int r = tracing_map::create(bits, hd->key_size_, comm_len, hd->map_)) {
+    const size_t private_size = comm_len + size_t{hd->n_str_} * STR_VAR_LEN_MAX;
+    if (int r = tracing_map::create(bits, hd->key_size_, private_size, hd->map_)) {
         err = {-r};
         return r;
     }
@@ -604,6 +625,11 @@ int hist_trigger_data::create(std::string_view param, std::string_view cmd,
             return idx;
         }
     }
+    for (unsigned i = 0; i < hd->n_map_vars_; i++)
+        if (int r = m.add_var(); r < 0) {
+            err = {EINVAL};
+            return r;
+        }
     if (hd->has_execname_) m.set_elt_init(save_comm);
     // Every element a hit gets has its hitcount incremented: Hits is their total.
     m.set_count_hits(false);
@@ -611,6 +637,12 @@ int hist_trigger_data::create(std::string_view param, std::string_view cmd,
         err = {-r};
         return r;
     }
+    // A reference is looked up with this trigger's key in the owner's map: the key buffer
+    // is cleared as far as the widest of them reads.
+    hd->lookup_key_size_ = hd->key_size_;
+    for (const hist_var_ref &r : hd->var_refs_)
+        if (r.var_data && r.var_data != hd.get())
+            hd->lookup_key_size_ = std::max(hd->lookup_key_size_, r.var_data->key_size_);
     out = std::move(hd);
     return 0;
 }
@@ -632,18 +664,67 @@ bool hist_trigger_data::same_layout(const hist_trigger_data &o) const
         if (sort_keys_[i].field_idx != o.sort_keys_[i].field_idx ||
             sort_keys_[i].descending != o.sort_keys_[i].descending)
             return false;
-    return true;
+    // Variables by name (the kernel compares var.name of every field) and the actions.
+    if (vars_.size() != o.vars_.size()) return false;
+    for (size_t i = 0; i < vars_.size(); i++)
+        if (vars_[i].var_name != o.vars_[i].var_name || vars_[i].flags != o.vars_[i].flags)
+            return false;
+    return actions_match(o);
 }
 
 // ---- the hit (event_hist_trigger) ----
+
+// hist_fn_call(): a field's value; a string's is the address of its bytes. ELT (may be null)
+// is the element being updated (execname). Hot path.
+DPROBE_NOPROBE uint64_t hist_trigger_data::value(const hist_field &f, const uint8_t *rec,
+                                                 size_t len, const hist_hit_ctx &ctx,
+                                                 const uint64_t *refs,
+                                                 tracing_map_elt *elt) const noexcept
+{
+    auto operand = [&](int i) -> uint64_t {
+        return value(nodes_[static_cast<size_t>(f.operands[i])], rec, len, ctx, refs, elt);
+    };
+    switch (f.fn) {
+    case hist_field_fn::CONST:
+        return f.constant;
+    case hist_field_fn::VAR_REF:
+        return refs ? refs[f.var_ref_idx] : 0;
+    case hist_field_fn::UMINUS:
+        return static_cast<uint64_t>(-static_cast<int64_t>(operand(0)));
+    case hist_field_fn::MINUS:
+        return operand(0) - operand(1);
+    case hist_field_fn::PLUS:
+        return operand(0) + operand(1);
+    case hist_field_fn::MULT:
+        return operand(0) * operand(1);
+    case hist_field_fn::DIV: {
+        uint64_t a = operand(0), b = operand(1);
+        return b ? a / b : UINT64_MAX;
+    }
+    case hist_field_fn::STRING:
+        return size_t{f.rec_offset} + f.rec_size <= len
+                   ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rec + f.rec_offset))
+                   : 0;
+    case hist_field_fn::DYNSTRING: {
+        if (size_t{f.rec_offset} + 4 > len) return 0;
+        uint32_t dl;
+        std::memcpy(&dl, rec + f.rec_offset, 4);
+        uint32_t off = data_loc_offset(dl);
+        return off < len ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rec + off)) : 0;
+    }
+    case hist_field_fn::COMM:
+        return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(fetch_current_comm()));
+    default:
+        return field_value(f, rec, len, ctx, attrs_.ts_in_usecs);
+    }
+}
 
 DPROBE_NOPROBE void hist_trigger_data::hit(const uint8_t *rec, size_t len,
                                            const hist_hit_ctx &ctx) noexcept
 {
     alignas(8) uint8_t key[HIST_KEY_SIZE_MAX];
-    std::memset(key, 0, key_size_);
+    std::memset(key, 0, lookup_key_size_ > key_size_ ? lookup_key_size_ : key_size_);
     const hist_field *f = fields_.data();
-    const bool usecs = attrs_.ts_in_usecs;
     for (unsigned i = n_vals_; i < n_vals_ + n_keys_; i++) {
         const hist_field &k = f[i];
         uint8_t *dst = key + k.offset;
@@ -675,16 +756,24 @@ DPROBE_NOPROBE void hist_trigger_data::hit(const uint8_t *rec, size_t len,
             copy_str(dst, k.size, fetch_current_comm(), comm_len);
             break;
         default: {
-            uint64_t v = field_value(k, rec, len, ctx, usecs);
+            uint64_t v = value(k, rec, len, ctx, nullptr, nullptr);
             std::memcpy(dst, &v, sizeof(v));
         }
         }
     }
+    // References to other events' variables: all set for this key, or no hit at all.
+    uint64_t refs[TRACING_MAP_VARS_MAX];
+    const bool has_refs = !var_refs_.empty();
+    if (has_refs && !resolve_var_refs(key, refs, false)) return;
     tracing_map_elt *elt = map_->insert(key);
     if (unlikely(!elt)) return;
     tracing_map::update_sum(elt, HITCOUNT_IDX, 1);
     for (unsigned i = 1; i < n_vals_; i++)
-        tracing_map::update_sum(elt, i, field_value(f[i], rec, len, ctx, usecs));
+        tracing_map::update_sum(elt, i, value(f[i], rec, len, ctx, refs, elt));
+    if (!vars_.empty()) update_vars(elt, rec, len, ctx, refs, vars_);
+    if (!field_vars_.empty()) update_vars(elt, rec, len, ctx, refs, field_vars_);
+    if (!actions_.empty() && (!has_refs || resolve_var_refs(key, refs, true, elt)))
+        run_actions(elt, key, rec, len, ctx, refs);
 }
 
 // ---- text ----
@@ -742,17 +831,31 @@ std::string fill_bar(int size, uint64_t val, uint64_t max)
 
 } // namespace
 
+// hist_field_print()
 void hist_trigger_data::print_field(std::string &s, const hist_field &f) const
 {
-    if (f.flags & HIST_FIELD_FL_CPU)
+    if (!f.var_name.empty()) s += f.var_name + "=";
+    if (f.flags & HIST_FIELD_FL_CPU) {
         s += "common_cpu";
-    else
+    } else if (f.flags & HIST_FIELD_FL_CONST) {
+        s += std::to_string(f.constant);
+    } else {
+        if (f.flags & (HIST_FIELD_FL_VAR_REF | HIST_FIELD_FL_ALIAS)) s += '$';
+        if ((f.flags & HIST_FIELD_FL_VAR_REF) && !f.system.empty())
+            s += f.system + "." + f.event_name + ".";
         s += f.name;
-    if (const char *fl = get_hist_field_flags(f.flags)) {
-        s += '.';
-        s += fl;
     }
+    if (!(f.flags & (HIST_FIELD_FL_VAR_REF | HIST_FIELD_FL_EXPR)))
+        if (const char *fl = get_hist_field_flags(f.flags)) {
+            s += '.';
+            s += fl;
+        }
     if (f.buckets) appendf(s, "=%ld", static_cast<long>(f.buckets));
+}
+
+void hist_trigger_data::field_text(std::string &s, const hist_field &f) const
+{
+    print_field(s, f);
 }
 
 std::string hist_trigger_data::print_spec(std::string_view name) const
@@ -779,6 +882,11 @@ std::string hist_trigger_data::print_spec(std::string_view name) const
             print_field(s, fields_[i]);
         }
     }
+    // The variables, after the values (the kernel keeps them among the val fields).
+    for (size_t i = 0; i < vars_.size(); i++) {
+        s += i ? "," : ":";
+        print_field(s, vars_[i]);
+    }
     s += ":sort=";
     for (unsigned i = 0; i < n_sort_keys_; i++) {
         if (i > 0) s += ',';
@@ -791,6 +899,7 @@ std::string hist_trigger_data::print_spec(std::string_view name) const
     }
     appendf(s, ":size=%u", 1u << map_->map_bits());
     if (enable_timestamps_) s += ":clock=" + attrs_.clock;
+    print_actions_spec(s);
     return s;
 }
 
@@ -885,11 +994,14 @@ std::string hist_trigger_data::show() const
         print_key(s, e->key, e);
         print_val(HITCOUNT_IDX, "hitcount", 0, e);
         for (unsigned i = 1; i < n_vals_; i++) {
+            if (fields_[i].flags & HIST_FIELD_FL_EXPR) continue; // not printed, as the kernel
             s += ' ';
             print_val(i, fields_[i].name.c_str(), fields_[i].flags, e);
         }
+        print_actions(s, e);
         s += '\n';
     }
+    print_snapshot(s);
     uint64_t hits = 0;
     for (const tracing_map_elt *e : entries)
         hits += tracing_map::read_sum(e, HITCOUNT_IDX);
@@ -899,38 +1011,111 @@ std::string hist_trigger_data::show() const
     return s;
 }
 
+void hist_trigger_data::debug_field(std::string &s, const hist_field &f) const
+{
+    s += "      flags:\n";
+    if (f.flags & HIST_FIELD_FL_KEY)
+        s += "        HIST_FIELD_FL_KEY\n";
+    else if (f.flags & HIST_FIELD_FL_HITCOUNT)
+        s += "        VAL: HIST_FIELD_FL_HITCOUNT\n";
+    else if (f.flags & HIST_FIELD_FL_VAR)
+        s += "        HIST_FIELD_FL_VAR\n";
+    else if (f.flags & HIST_FIELD_FL_VAR_REF)
+        s += "        HIST_FIELD_FL_VAR_REF\n";
+    else
+        s += "        VAL: normal u64 value\n";
+    if (f.flags & HIST_FIELD_FL_ALIAS)
+        s += "        HIST_FIELD_FL_ALIAS\n";
+    else if (f.flags & HIST_FIELD_FL_CONST)
+        s += "        HIST_FIELD_FL_CONST\n";
+    if (f.has_field) appendf(s, "      ftrace_event_field name: %s\n", f.name.c_str());
+    if (f.flags & HIST_FIELD_FL_VAR) {
+        appendf(s, "      var.name: %s\n", f.var_name.c_str());
+        appendf(s, "      var.idx (into tracing_map_elt.vars[]): %d\n", f.var_idx);
+    }
+    if (f.flags & HIST_FIELD_FL_CONST)
+        appendf(s, "      constant: %llu\n", static_cast<unsigned long long>(f.constant));
+    if (f.flags & HIST_FIELD_FL_VAR_REF) {
+        const hist_var_ref &r = var_refs_[f.var_ref_idx];
+        appendf(s, "      name: %s\n", f.name.c_str());
+        appendf(s, "      var.idx (into tracing_map_elt.vars[]): %u\n", r.var_idx);
+        appendf(s, "      var.hist_data: %p\n", static_cast<const void *>(r.var_data));
+        appendf(s, "      var_ref_idx (into hist_data->var_refs[]): %u\n", f.var_ref_idx);
+        if (!f.system.empty()) appendf(s, "      system: %s\n", f.system.c_str());
+        if (!f.event_name.empty()) appendf(s, "      event_name: %s\n", f.event_name.c_str());
+    }
+    appendf(s, "      type: %s\n", f.type.c_str());
+    appendf(s, "      size: %u\n", f.size);
+    appendf(s, "      is_signed: %u\n", f.is_signed ? 1u : 0u);
+}
+
 std::string hist_trigger_data::debug_show() const
 {
     std::string s;
+    const unsigned n_vals = n_vals_ + static_cast<unsigned>(vars_.size());
     appendf(s, "hist_data: %p\n\n", static_cast<const void *>(this));
-    appendf(s, "  n_vals: %u\n", n_vals_);
+    appendf(s, "  n_vals: %u\n", n_vals);
     appendf(s, "  n_keys: %u\n", n_keys_);
-    appendf(s, "  n_fields: %u\n", static_cast<unsigned>(fields_.size()));
-    auto field = [&](const hist_field &f) {
-        s += "      flags:\n";
-        if (f.flags & HIST_FIELD_FL_KEY)
-            s += "        HIST_FIELD_FL_KEY\n";
-        else if (f.flags & HIST_FIELD_FL_HITCOUNT)
-            s += "        VAL: HIST_FIELD_FL_HITCOUNT\n";
-        else
-            s += "        VAL: normal u64 value\n";
-        if (f.has_field) appendf(s, "      ftrace_event_field name: %s\n", f.name.c_str());
-        appendf(s, "      type: %s\n", f.type.c_str());
-        appendf(s, "      size: %u\n", f.size);
-        appendf(s, "      is_signed: %u\n", f.is_signed ? 1u : 0u);
-    };
+    appendf(s, "  n_fields: %u\n", n_vals + n_keys_);
+    auto field = [&](const hist_field &f) { debug_field(s, f); };
     s += "\n  val fields:\n\n";
     s += "    hist_data->fields[0]:\n";
     field(fields_[0]);
+    unsigned idx = 1;
     for (unsigned i = 1; i < n_vals_; i++) {
-        appendf(s, "\n    hist_data->fields[%u]:\n", i);
+        appendf(s, "\n    hist_data->fields[%u]:\n", idx++);
         field(fields_[i]);
+    }
+    for (const hist_field &v : vars_) {
+        appendf(s, "\n    hist_data->fields[%u]:\n", idx++);
+        field(v);
     }
     s += "\n  key fields:\n";
     for (unsigned i = n_vals_; i < fields_.size(); i++) {
-        appendf(s, "\n    hist_data->fields[%u]:\n", i);
+        appendf(s, "\n    hist_data->fields[%u]:\n", idx++);
         field(fields_[i]);
     }
+    if (!var_refs_.empty()) s += "\n  variable reference fields:\n";
+    for (size_t i = 0; i < var_refs_.size(); i++) {
+        appendf(s, "\n    hist_data->var_refs[%zu]:\n", i);
+        field(var_refs_[i].field);
+    }
+    // field_var_debug_show()
+    auto field_var = [&](const hist_field &v, size_t i, const char *what) {
+        appendf(s, "\n    hist_data->%s[%zu]:\n", what, i);
+        appendf(s, "\n      %s[%zu].var:\n", what, i);
+        s += "      flags:\n        HIST_FIELD_FL_VAR\n";
+        appendf(s, "      var.name: %s\n", v.var_name.c_str());
+        appendf(s, "      var.idx (into tracing_map_elt.vars[]): %d\n", v.var_idx);
+        appendf(s, "\n      %s[%zu].val:\n", what, i);
+        appendf(s, "      ftrace_event_field name: %s\n", v.name.c_str());
+        appendf(s, "      type: %s\n", v.type.c_str());
+        appendf(s, "      size: %u\n", v.size);
+        appendf(s, "      is_signed: %u\n", v.is_signed ? 1u : 0u);
+    };
+    if (!field_vars_.empty()) s += "\n  field variables:\n";
+    for (size_t i = 0; i < field_vars_.size(); i++)
+        field_var(field_vars_[i], i, "field_vars");
+    // hist_actions_debug_show()
+    if (!actions_.empty())
+        s += "\n  action tracking variables (for onmax()/onchange()/onmatch()):\n";
+    for (size_t i = 0; i < actions_.size(); i++) {
+        const hist_action &a = actions_[i];
+        if (a.handler == hist_action::handler_id::ONMATCH) {
+            appendf(s, "\n    hist_data->actions[%zu].match_data.event_system: %s\n", i,
+                    a.match_system.c_str());
+            appendf(s, "    hist_data->actions[%zu].match_data.event: %s\n", i,
+                    a.match_event.c_str());
+            continue;
+        }
+        appendf(s, "\n    hist_data->actions[%zu].track_data.var_ref:\n", i);
+        field(var_refs_[a.track_ref].field);
+        appendf(s, "\n    hist_data->actions[%zu].track_data.track_var:\n", i);
+        field(a.track_var);
+    }
+    if (!save_vars_.empty()) s += "\n  save action variables (save() params):\n";
+    for (size_t i = 0; i < save_vars_.size(); i++)
+        field_var(save_vars_[i], i, "save_vars");
     return s;
 }
 

@@ -12,6 +12,16 @@
 // most 3 keys, 2 values besides hitcount, 2 sort keys, a compound key of at most
 // HIST_KEY_SIZE_MAX bytes, size= between 128 and 131072 entries.
 //
+// Variables, expressions and actions (the kernel's inter-event hist triggers):
+//   hist:keys=K:VAR=EXPR[,VAR=EXPR]...:onmatch(SYS.EVENT).trace(SYNTH,$VAR,FIELD,...)
+//   ...:onmatch(SYS.EVENT).SYNTH(PARAMS)  onmax($VAR).save(F,...)|.snapshot()|.trace(...)
+//   onchange($VAR).save(...)|.snapshot()|.trace(...)
+// EXPR is a field, common_timestamp[.usecs], a constant, $VAR (a variable of this or another
+// event's hist, matched by key: the kernel's inter-event reference, read once) or a binary
+// expression of those (+ - * /, at most 3 subexpressions) or -(EXPR). Those parts are in
+// hist_vars.cpp (parsing, references across events) and hist_actions.cpp (the actions);
+// synthetic events in trace_events_synth.h.
+//
 // Split in three:
 //  - hist_trigger_data (this file): one parsed trigger and its table. parse() is ordinary
 //    C++; hit() is the hot path (noexcept, no allocation, no lock: the key is built on the
@@ -106,6 +116,10 @@ struct hist_error {
     int errnum = 0; // positive
     hist_err err = hist_err::NONE;
     unsigned pos = 0;
+    // Where the kernel logs two entries for one failure (an unknown $var is also tried as a
+    // field; a param's field that cannot be parsed), the first one, logged before ERR.
+    hist_err prev_err = hist_err::NONE;
+    unsigned prev_pos = 0;
     bool logged() const noexcept { return err != hist_err::NONE; }
 };
 
@@ -113,6 +127,7 @@ inline constexpr unsigned HIST_STACKTRACE_DEPTH = 16;
 inline constexpr unsigned HIST_STACKTRACE_SIZE = HIST_STACKTRACE_DEPTH * 8;
 inline constexpr unsigned HIST_KEY_SIZE_MAX = MAX_FILTER_STR_VAL + HIST_STACKTRACE_SIZE;
 inline constexpr unsigned HITCOUNT_IDX = 0;
+inline constexpr unsigned HIST_ACTIONS_MAX = 8;
 
 enum hist_field_flags : uint32_t {
     HIST_FIELD_FL_HITCOUNT = 1u << 0,
@@ -156,7 +171,17 @@ enum class hist_field_fn : uint8_t {
     TIMESTAMP,
     CPU,
     STACKTRACE,
+    CONST,   // constant
+    VAR_REF, // the hit's value of var_refs_[var_ref_idx]
+    UMINUS,  // -(operand 0)
+    MINUS,   // operand 0 - operand 1
+    PLUS,
+    DIV, // 0 divisor: -1, as the kernel
+    MULT,
 };
+
+// The kernel's enum field_op_id.
+enum class hist_field_op : uint8_t { NONE, PLUS, MINUS, UNARY_MINUS, DIV, MULT };
 
 struct hist_field {
     uint32_t flags = 0;
@@ -168,8 +193,75 @@ struct hist_field {
     unsigned size = 0;   // keys: bytes in the compound key (8-aligned); values: 8
     unsigned offset = 0; // keys: offset in the compound key
     unsigned long buckets = 0;
-    std::string name; // the kernel's hist_field_name()
+    std::string name; // the kernel's hist_field_name(); an expression's text
     std::string type; // for hist_debug
+    // Expressions: operands (indexes in the trigger's node pool) and operator; constants.
+    int16_t operands[2] = {-1, -1};
+    hist_field_op op = hist_field_op::NONE;
+    uint64_t constant = 0;
+    // A variable (flag VAR): its name and slot in the map's elements; a string variable's
+    // copy lives in the element's private area, slot str_idx.
+    std::string var_name;
+    int var_idx = -1;
+    int str_idx = -1;
+    // A reference (VAR_REF): its index in the trigger's references, and the qualified form
+    // ("sys.event.$var") when written so.
+    unsigned var_ref_idx = 0;
+    std::string system, event_name;
+};
+
+class hist_trigger_data;
+struct trace_synth;
+class trace_array;
+
+// A reference to a variable (the kernel's var_refs[] entries): the trigger that owns the
+// variable, its slot, and whether a read consumes it (read_once: references in another
+// event's expressions; self references and action params keep it).
+struct hist_var_ref {
+    hist_trigger_data *var_data = nullptr;
+    unsigned var_idx = 0;
+    bool read_once = false;
+    hist_field field; // the VAR_REF field (name, type, size, flags)
+};
+
+// A hist action (the kernel's struct action_data).
+struct hist_action {
+    enum class handler_id : uint8_t { ONMATCH = 1, ONMAX, ONCHANGE };
+    enum class action_id : uint8_t { SAVE = 1, TRACE, SNAPSHOT };
+    handler_id handler = handler_id::ONMATCH;
+    action_id action = action_id::TRACE;
+    std::string action_name, synth_event_name;
+    bool use_trace_keyword = false;
+    std::vector<std::string> params;
+    std::string match_system, match_event; // onmatch
+    std::string var_str;                   // onmax / onchange: "$var"
+    // Created: the synthetic event (a reference held), the references its params read,
+    // the tracked variable's reference and the tracking variable (__max, __change).
+    trace_synth *synth = nullptr;
+    std::vector<unsigned> param_refs;
+    unsigned track_ref = 0;
+    hist_field track_var; // its var_idx is the tracking slot
+    // snapshot(): the triggering value and key (the kernel's cond snapshot track_data).
+    struct snapshot_state {
+        std::atomic<uint64_t> track_val{0};
+        std::atomic<bool> updated{false};
+        std::atomic_flag busy = ATOMIC_FLAG_INIT;
+        uint8_t key[HIST_KEY_SIZE_MAX] = {};
+        char comm[16] = {};
+    };
+    std::unique_ptr<snapshot_state> snap;
+};
+
+// Where a trigger is created: its event and array, and what it may reference there.
+struct hist_event_ctx {
+    std::string system, event;
+    unsigned array = 0;
+    trace_array *tr = nullptr;
+    // Whether GROUP/EVENT exists (onmatch's event); nullptr: every event exists.
+    bool (*event_exists)(std::string_view group, std::string_view event) = nullptr;
+    // A '!hist:' removal: parsed to be matched only (no duplicate-variable check, the
+    // actions parsed but not created), as the kernel's hist_data->remove.
+    bool remove = false;
 };
 
 // What a hit knows besides the record.
@@ -177,6 +269,7 @@ struct hist_hit_ctx {
     uint64_t ts = 0; // the record's timestamp in the trace clock's unit
     unsigned cpu = 0;
     const pt_regs *regs = nullptr; // for stacktrace keys; nullptr: no stack
+    trace_array *tr = nullptr;     // the trigger's array (snapshot actions)
 };
 
 // "sys_read" for a syscall number, nullptr when unknown (.syscall keys).
@@ -195,9 +288,20 @@ class hist_trigger_data
     // event's, probe_filter_fields()) and creates the trigger with its table. CMD is the
     // whole command "hist:" + param_and_filter the caret positions refer to. Returns 0 or
     // -errno with ERR filled.
+    // EV (optional) is where the trigger goes: variables of other events' hist triggers in
+    // the same array are found through the registry below.
     static int create(std::string_view param, std::string_view cmd,
                       std::span<const filter_field> fields, std::unique_ptr<hist_trigger_data> &out,
-                      hist_error &err);
+                      hist_error &err, const hist_event_ctx *ev = nullptr);
+    ~hist_trigger_data();
+
+    // The registry of triggers with variables or references (the kernel's tr->hist_vars),
+    // event_trigger_lock() held: a trigger joins it once registered and leaves it when
+    // freed; references_vars_of() says whether another trigger references one of its
+    // variables (it may not be removed then: EBUSY).
+    void save_hist_vars();
+    void remove_hist_vars();
+    bool vars_referenced() const;
 
     // One record. Hot path.
     void hit(const uint8_t *rec, size_t len, const hist_hit_ctx &ctx) noexcept;
@@ -222,8 +326,54 @@ class hist_trigger_data
     unsigned n_keys() const noexcept { return n_keys_; }
     unsigned key_size() const noexcept { return key_size_; }
     const std::vector<hist_field> &fields() const noexcept { return fields_; }
+    const std::vector<hist_field> &vars() const noexcept { return vars_; }
+    const hist_event_ctx &event() const noexcept { return ev_; }
+    // The variable NAME of this trigger, nullptr when it has none (find_var_field).
+    const hist_field *find_var_field(std::string_view name) const;
 
   private:
+    friend struct hist_parser;
+    // ---- hist_vars.cpp ----
+    int parse_var_defs(hist_error &err);
+    int create_var_fields(std::span<const filter_field> fields, hist_error &err);
+    // The kernel's parse_expr / parse_atom: F is filled, its operands go to nodes_.
+    int parse_expr(std::string_view str, uint32_t flags, std::string_view var_name,
+                   unsigned &n_subexprs, std::span<const filter_field> fields, hist_field &f,
+                   hist_error &err);
+    int parse_atom(std::string_view str, uint32_t flags, std::string_view var_name,
+                   std::span<const filter_field> fields, hist_field &f, hist_error &err);
+    // A reference to VAR (of OWNER) in var_refs_: its index (create_var_ref).
+    unsigned create_var_ref(hist_trigger_data *owner, const hist_field &var,
+                            std::string_view system, std::string_view event);
+    // find_event_var(): the variable NAME of SYSTEM.EVENT (any event when empty).
+    const hist_field *find_event_var(std::string_view system, std::string_view event,
+                                     std::string_view name, hist_trigger_data **owner,
+                                     hist_error &err);
+    // A variable of this trigger holding FIELD_NAME's value (create_field_var).
+    int create_field_var(std::string_view field_name, std::span<const filter_field> fields,
+                         bool save, const hist_field **var, hist_error &err);
+    // SELF: this trigger's own variables, read from ELT (the hit's element).
+    bool resolve_var_refs(const uint8_t *key, uint64_t *vals, bool self,
+                          tracing_map_elt *elt = nullptr) const noexcept;
+    void update_vars(tracing_map_elt *elt, const uint8_t *rec, size_t len, const hist_hit_ctx &ctx,
+                     const uint64_t *refs, std::span<const hist_field> vars) const noexcept;
+    std::string expr_str(const hist_field &f, unsigned level) const;
+    bool has_var_ref(const hist_field &f, unsigned level = 0) const; // field_has_hist_vars
+    // ---- hist_actions.cpp ----
+    int parse_actions(hist_error &err);
+    int create_actions(std::span<const filter_field> fields, hist_error &err);
+    void run_actions(tracing_map_elt *elt, const uint8_t *key, const uint8_t *rec, size_t len,
+                     const hist_hit_ctx &ctx, const uint64_t *refs) const noexcept;
+    void print_actions_spec(std::string &s) const;
+    void print_actions(std::string &s, const tracing_map_elt *elt) const;
+    void print_snapshot(std::string &s) const;
+    void debug_field(std::string &s, const hist_field &f) const; // hist_field_debug_show
+    bool actions_match(const hist_trigger_data &o) const;
+    // ---- trace_events_hist.cpp ----
+    uint64_t value(const hist_field &f, const uint8_t *rec, size_t len, const hist_hit_ctx &ctx,
+                   const uint64_t *refs, tracing_map_elt *elt) const noexcept;
+    void field_text(std::string &s, const hist_field &f) const; // hist_field_print
+
     hist_trigger_data() = default;
     int parse_attrs(std::string_view param, hist_error &err);
     int parse_field(std::string_view field_str, uint32_t flags,
@@ -236,6 +386,17 @@ class hist_trigger_data
     void print_key(std::string &s, const uint8_t *key, const tracing_map_elt *elt) const;
 
     attrs attrs_;
+    std::vector<std::string> assignments_, action_strs_;
+    std::vector<std::pair<std::string, std::string>> var_defs_; // name, expression
+    hist_event_ctx ev_;
+    std::vector<hist_field> nodes_;      // expression operands
+    std::vector<hist_field> vars_;       // variables (the kernel's VAR val fields)
+    std::vector<hist_field> field_vars_; // variables made for action params (name: field)
+    std::vector<hist_field> save_vars_;  // save() params
+    std::vector<hist_var_ref> var_refs_;
+    std::vector<hist_action> actions_;
+    unsigned n_map_vars_ = 0, n_str_ = 0, lookup_key_size_ = 0;
+    bool registered_ = false;
     std::string cmd_;                // the kernel's last_cmd
     std::vector<hist_field> fields_; // values (hitcount first), then keys
     unsigned n_vals_ = 0, n_keys_ = 0, key_size_ = 0;

@@ -6,6 +6,7 @@
 //   trace_uprobe.cpp   p/r on PATH:OFFSET[(REF)], served by a kprobe (trace_uprobe_ops)
 //   trace_fprobe.cpp   f on function entries and exits (trace_fprobe_ops)
 //   trace_eprobe.cpp   e on another event's records (trace_eprobe_ops)
+//   trace_events_synth.cpp  s: synthetic events, fired by hist actions (trace_synth_ops)
 // The registry (trace_events.cpp) parses a command (probe_parse.h), picks the table of the
 // definition's kind (dyn_event_ops_of) and goes through it for everything kind-specific.
 // Invariant: everything here is guarded by trace_events' mutex, except what the handlers
@@ -138,6 +139,7 @@ extern const dyn_event_operations trace_eprobe_ops;
 extern const dyn_event_operations trace_fprobe_ops;
 extern const dyn_event_operations trace_kprobe_ops;
 extern const dyn_event_operations trace_uprobe_ops;
+extern const dyn_event_operations trace_synth_ops; // trace_events_synth.cpp
 std::span<const dyn_event_operations *const> dyn_event_ops_list();
 // The table of KIND.
 const dyn_event_operations &dyn_event_ops_of(probe_kind kind);

@@ -166,6 +166,7 @@ const std::vector<std::string> &top_entries()
         "stack_trace",
         "stack_trace_filter",
         "stack_tracer_enabled",
+        "synthetic_events",
         "trace_stat",
         "tracing_thresh",
         "uprobe_events",
@@ -247,6 +248,18 @@ std::optional<node> resolve_top(const std::vector<std::string> &p)
     if (top == "dynamic_events") return dynevent_file(ACCEPT_DYNAMIC);
     if (top == "kprobe_events") return dynevent_file(ACCEPT_KPROBE);
     if (top == "uprobe_events") return dynevent_file(ACCEPT_UPROBE);
+    if (top == "synthetic_events")
+        return rw([&ev] { return ev.synth_listing(); },
+                  [&ev](std::string_view s) {
+                      return trace_parse_run_command(s, [&ev](std::span<const std::string> argv) {
+                          // The kernel's parser takes each raw line; fields split on ';'.
+                          std::string raw;
+                          for (const std::string &a : argv)
+                              raw += (raw.empty() ? "" : " ") + a;
+                          return ev.run_synth_command(raw, false);
+                      });
+                  },
+                  [&ev] { return ev.release_all(ACCEPT_SYNTH); });
     if (top == "error_log")
         // Writes other than O_TRUNC are ignored, as in the kernel.
         return rw([&ev] { return ev.errors().read(); }, [](std::string_view) { return 0; },
@@ -645,6 +658,7 @@ const char *tracefs_tree::readme()
 	           r[maxactive][:[<group>/][<event>]] <place> [<args>]
 	           f[:[<group>/][<event>]] <func-name>[%return] [<args>]
 	           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]
+	           s:[synthetic/]<event> <field> [<field>]
 	           -:[<group>/][<event>]
 	    place: [<module>:]<symbol>[+<offset>]|<memaddr>
 place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
@@ -665,6 +679,20 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	  (kprobes/list shows it [GONE]).
 	  <argname>, $arg* and the type of $retval come from the function's DWARF (its
 	  object's -g debug info, or a separate debug file by build id or .gnu_debuglink).
+	    field: <stype> <name>;
+	    stype: u8/u16/u32/u64, s8/s16/s32/s64, pid_t,
+	           [unsigned] char/int/long
+  synthetic_events	- Create/append/remove/show synthetic events
+			  Write into this file to define/undefine new synthetic events.
+			     example: echo 'myevent u64 lat; char name[]' >> synthetic_events
+  events/name/event/trigger	- hist:keys=<field1[,field2,...]>[:<var1>=<field|var_ref|numeric_literal>[,...]]
+			[:vals=<field1[,field2,...]>][:sort=<field1[,field2,...]>][:size=#entries]
+			[:clock=<clock>][:pause][:continue][:clear][:name=histname1]
+			[:<handler>.<action>] [if <filter>]
+	    handler.action: onmatch(matching.event).trace(<synthetic_event>,param list)
+	                    onmatch(matching.event).<synthetic_event>(param list)
+	                    onmax(var).save(field,...) | onmax(var).snapshot() | onmax(var).trace(...)
+	                    onchange(var).save(field,...) | onchange(var).snapshot()
 )";
 }
 

@@ -92,11 +92,18 @@ int tracing_map::add_key_field(unsigned offset, tracing_map_cmp_fn cmp)
     return static_cast<int>(n_fields_++);
 }
 
+int tracing_map::add_var()
+{
+    if (n_vars_ >= TRACING_MAP_VARS_MAX) return -EINVAL;
+    return static_cast<int>(n_vars_++);
+}
+
 int tracing_map::init()
 {
     entries_ = static_cast<entry *>(std::calloc(map_size_, sizeof(entry)));
     elts_ = static_cast<tracing_map_elt *>(std::calloc(max_elts_, sizeof(tracing_map_elt)));
-    const size_t stride = align8(key_size_) + n_sums_ * sizeof(uint64_t) + align8(private_size_);
+    const size_t vars_off = align8(key_size_) + n_sums_ * sizeof(uint64_t) + align8(private_size_);
+    const size_t stride = vars_off + n_vars_ * sizeof(uint64_t) + align8(n_vars_);
     elt_mem_size_ = stride * max_elts_;
     elt_mem_ =
         static_cast<uint8_t *>(std::aligned_alloc(64, align8(elt_mem_size_ + 63) & ~size_t{63}));
@@ -109,6 +116,8 @@ int tracing_map::init()
         e.key = p;
         e.sums = reinterpret_cast<std::atomic<uint64_t> *>(p + align8(key_size_));
         e.private_data = p + align8(key_size_) + n_sums_ * sizeof(uint64_t);
+        e.vars = reinterpret_cast<std::atomic<uint64_t> *>(p + vars_off);
+        e.var_set = reinterpret_cast<std::atomic<uint8_t> *>(p + vars_off + n_vars_ * 8);
     }
     return 0;
 }

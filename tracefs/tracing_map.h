@@ -55,6 +55,9 @@ struct tracing_map_elt {
     uint8_t *key;
     std::atomic<uint64_t> *sums;
     uint8_t *private_data;
+    // Hist variables (the kernel's elt->vars and var_set): a value and whether it is set.
+    std::atomic<uint64_t> *vars;
+    std::atomic<uint8_t> *var_set;
 };
 
 class tracing_map
@@ -68,6 +71,9 @@ class tracing_map
     // Fields, before init(): each returns its field index or -EINVAL when full.
     int add_sum_field();
     int add_key_field(unsigned offset, tracing_map_cmp_fn cmp);
+    // A variable slot in every element (tracing_map_add_var): its index or -EINVAL when
+    // TRACING_MAP_VARS_MAX are taken.
+    int add_var();
     // Allocates the elements (all the memory the map will use). 0 or -ENOMEM.
     int init();
     // Called on a new element before it is published (the kernel's ops->elt_init): the hist
@@ -92,6 +98,27 @@ class tracing_map
     static uint64_t read_sum(const tracing_map_elt *elt, unsigned i) noexcept
     {
         return elt->sums[i].load(std::memory_order_relaxed);
+    }
+    // Variables (hot path): set, read, and read-once, which takes the value and unsets it
+    // (an inter-event reference consumes the value its event saved: one latency per entry).
+    static void set_var(tracing_map_elt *elt, unsigned i, uint64_t n) noexcept
+    {
+        elt->vars[i].store(n, std::memory_order_relaxed);
+        elt->var_set[i].store(1, std::memory_order_release);
+    }
+    static bool var_set(const tracing_map_elt *elt, unsigned i) noexcept
+    {
+        return elt->var_set[i].load(std::memory_order_acquire) != 0;
+    }
+    static uint64_t read_var(const tracing_map_elt *elt, unsigned i) noexcept
+    {
+        return elt->vars[i].load(std::memory_order_relaxed);
+    }
+    static bool read_var_once(tracing_map_elt *elt, unsigned i, uint64_t &out) noexcept
+    {
+        if (!elt->var_set[i].exchange(0, std::memory_order_acq_rel)) return false;
+        out = elt->vars[i].load(std::memory_order_relaxed);
+        return true;
     }
 
     // Forgets every element, zeroes hits and drops (tracing_map_clear()).
@@ -133,7 +160,7 @@ class tracing_map
 
     unsigned map_bits_ = 0, max_elts_ = 0, map_size_ = 0, key_size_ = 0;
     size_t private_size_ = 0;
-    unsigned n_fields_ = 0, n_sums_ = 0, n_keys_ = 0;
+    unsigned n_fields_ = 0, n_sums_ = 0, n_keys_ = 0, n_vars_ = 0;
     field fields_[TRACING_MAP_FIELDS_MAX];
 
     void (*elt_init_)(tracing_map_elt *) noexcept = nullptr;

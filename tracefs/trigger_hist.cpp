@@ -121,8 +121,11 @@ void hist_file_publish(const trace_event_file &file, const event_trigger_data *e
 void hist_log(const trace_event_file &file, const std::string &cmd, const hist_error &e)
 {
     if (!e.logged()) return;
-    trace_events::instance().errors().append_message("hist:" + file.system() + ":" + file.name(),
-                                                     hist_err_text(e.err), cmd, e.pos);
+    const std::string loc = "hist:" + file.system() + ":" + file.name();
+    if (e.prev_err != hist_err::NONE)
+        trace_events::instance().errors().append_message(loc, hist_err_text(e.prev_err), cmd,
+                                                         e.prev_pos);
+    trace_events::instance().errors().append_message(loc, hist_err_text(e.err), cmd, e.pos);
 }
 
 void hist_file_publish(const trace_event_file &file, const event_trigger_data *except, bool none)
@@ -241,7 +244,16 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
 
     std::unique_ptr<hist_trigger_data> created;
     hist_error err;
-    if (int r = hist_trigger_data::create(param, last_cmd, file.fields(), created, err)) {
+    hist_event_ctx ev;
+    ev.system = file.system();
+    ev.event = file.name();
+    ev.array = file.array;
+    ev.tr = file.tr;
+    ev.remove = remove;
+    ev.event_exists = [](std::string_view sys, std::string_view name) {
+        return trace_events::instance().has_event(sys, name);
+    };
+    if (int r = hist_trigger_data::create(param, last_cmd, file.fields(), created, err, &ev)) {
         hist_log(file, last_cmd, err);
         return r;
     }
@@ -260,6 +272,8 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
         event_trigger_data *named = a.name.empty() ? nullptr : find_named_trigger(a.name);
         for (event_trigger_data *test : hist_triggers_of(file)) {
             if (!hist_trigger_match(*data, *test, named, false)) continue;
+            // hist_trigger_check_refs(): its variables are read by another trigger.
+            if (hd_of(*test).vars_referenced()) return drop(-EBUSY);
             del_named_trigger(test);
             hist_file_publish(file, test);
             event_trigger_del(test);
@@ -317,6 +331,8 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
         return r;
     }
     hist_file_publish(file, nullptr);
+    // Its variables can be referenced from now on (save_hist_vars).
+    static_cast<hist_priv *>(raw->private_data)->hd->save_hist_vars();
     return 0;
 }
 
@@ -329,6 +345,7 @@ DPROBE_NOPROBE void hist_trigger(event_trigger_data &data, const event_trigger_h
     if (hd->enable_timestamps()) ctx.ts = trace_clock_now();
     ctx.cpu = hit.cpu;
     ctx.regs = hit.regs;
+    ctx.tr = hit.tr;
     hd->hit(hit.rec, hit.len, ctx);
 }
 
@@ -354,6 +371,9 @@ void hist_unreg_all(const trace_event_file &file)
 {
     std::vector<event_trigger_data *> all = hist_triggers_of(file);
     if (all.empty()) return;
+    // hist_file_check_refs(): nothing goes while another trigger reads a variable here.
+    for (event_trigger_data *d : all)
+        if (hd_of(*d).vars_referenced()) return;
     for (event_trigger_data *d : all)
         del_named_trigger(d);
     hist_file_publish(file, nullptr, true);

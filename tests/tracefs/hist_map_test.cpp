@@ -349,7 +349,9 @@ TEST(HistData, ErrorsWithTheKernelsNamesAndCarets)
         {"hist:keys=a.^buckets=0", hist_err::BAD_FIELD_MODIFIER},
         {"hist:keys=common_pid:vals=^a.log2", hist_err::BAD_FIELD_MODIFIER},
         {"hist:keys=common_pid:vals=^s.sym", hist_err::BAD_FIELD_MODIFIER},
-        {"hist:keys=common_pid:vals=$^lat", hist_err::VAR_NOT_FOUND},
+        // An unknown $var: the kernel logs "Couldn't find variable" under its name, then
+        // tries it as a field (checked below).
+        {"hist:keys=common_pid:vals=^$lat", hist_err::FIELD_NOT_FOUND},
     };
     for (const auto &c : cases) {
         auto [cmd, pos] = caret(c.cmd);
@@ -358,6 +360,9 @@ TEST(HistData, ErrorsWithTheKernelsNamesAndCarets)
         EXPECT_EQ(hist_err_name(e.err), std::string(hist_err_name(c.err))) << cmd;
         EXPECT_EQ(e.pos, pos) << cmd;
     }
+    hist_error v = fail("keys=common_pid:vals=$lat");
+    EXPECT_EQ(v.prev_err, hist_err::VAR_NOT_FOUND);
+    EXPECT_EQ(v.prev_pos, 27u);
     EXPECT_STREQ(hist_err_text(hist_err::FIELD_NOT_FOUND), "Couldn't find field");
     EXPECT_STREQ(hist_err_text(hist_err::BAD_FIELD_MODIFIER), "Invalid field modifier");
     // What the kernel refuses without an error_log entry: no keys, too many keys or values,
