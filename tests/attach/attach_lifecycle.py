@@ -1,7 +1,7 @@
 """The randomized lifecycle case of attach_test.py: sessions of attach, an afternoon in the
 tracefs tree chosen at random (events added, enabled, deleted, bad lines, function filters
 and their commands, tracers, options, event triggers and hist, instances, markers, reads,
-clears) and detach, on one program, with the invariants checked after every step:
+clears, synthetic events and the latency recipe) and detach, on one program, with the invariants checked after every step:
 
   - the program is alive, and every read of trace and hist is decodable (no record the
     reader cannot name);
@@ -62,6 +62,7 @@ class Session:
         self.events = {}  # "group/name" -> enabled
         self.triggers = {}  # "group/name" -> [trigger, ...] set on it
         self.instances = []
+        self.synths = set()
         self.serial = 0
         self.boot = {}
         self.before = lib.Snapshot(t.pid)
@@ -96,7 +97,7 @@ class Session:
         self.attached = True
         self.mount = self.lib.mountpoint(p.stdout)
         self.events = {"fprobes/seed": True} if "-e" in args else {}
-        self.triggers, self.instances = {}, []
+        self.triggers, self.instances, self.synths = {}, [], set()
         # What the command line itself sets (set_event for -e, the graph for -F) is compared
         # with the first session started the same way.
         state = self.lib.boot_state(self.t.pid)
@@ -214,6 +215,35 @@ class Session:
             listed = self.ctl("cat", "events/%s/trigger" % name).stdout
             self.check(trig.split(":")[0] in listed, "trigger %s not listed: %r" % (trig, listed))
 
+    def synth(self):
+        """A synthetic event, and the latency recipe between fib's entry and exit when both
+        events exist: ts0 saved on entry, onmatch() on exit generating it."""
+        name = "syn%d" % self.rng.randrange(2)
+        if name in self.synths and self.rng.random() < 0.5:
+            self.log.append("delete synth %s" % name)
+            p = self.ctl("write", "-a", "dynamic_events", "-:synthetic/%s" % name)
+            if p.returncode == 0:
+                self.synths.discard(name)
+            return
+        self.log.append("synth %s" % name)
+        p = self.ctl("write", "-a", "dynamic_events", "s:%s u64 lat; pid_t pid" % name)
+        if name in self.synths:
+            self.check(p.returncode != 0, "a second synthetic %s was accepted" % name)
+            return
+        if not self.check(p.returncode == 0, "s:%s refused: %r" % (name, p.stderr)):
+            return
+        self.synths.add(name)
+        entry = [e for e in self.events if e.startswith("fprobes/lf")]
+        exit_ = [e for e in self.events if e.startswith("fprobes/lx")]
+        if entry and exit_:
+            en, ex = entry[0], exit_[0]
+            self.ctl("write", "-a", "events/%s/trigger" % en,
+                     "hist:keys=common_pid:ts0=common_timestamp.usecs")
+            self.ctl("write", "-a", "events/%s/trigger" % ex,
+                     "hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(%s)."
+                     "trace(%s,$lat,common_pid)" % (en.replace("/", "."), name))
+            self.ctl("write", "-a", "events/synthetic/%s/trigger" % name, "hist:keys=lat")
+
     def filter(self):
         f = self.rng.choice(FILTERS)
         append = self.rng.random() < 0.5
@@ -304,7 +334,7 @@ class Session:
         acts = [(self.add_event, 14), (self.delete_event, 6), (self.bad_line, 3),
                 (self.enable, 12), (self.trigger, 8), (self.filter, 7), (self.tracer, 6),
                 (self.option, 7), (self.instance, 5), (self.marker, 5), (self.clear, 2),
-                (self.read, 12), (self.detach, 4)]
+                (self.read, 12), (self.synth, 3), (self.detach, 4)]
         fn = self.rng.choices([a for a, _ in acts], weights=[w for _, w in acts])[0]
         fn()
         self.alive()
