@@ -464,6 +464,9 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
                                     "stop the threads: ") +
                         std::strerror(-n));
     }
+    // The USDT probes of the process as static events (tracepoints), which -e t: lines
+    // and --trigger may name.
+    trace_events::instance().usdt_start();
     std::string warn;
     std::string err = apply_events(c.events, strict, &warn);
     if (err.empty()) err = apply_triggers(c.triggers, strict, &warn);
