@@ -177,6 +177,9 @@ class trace_events
     // those loaded from now on (the loader notifier stays installed). Serving the tree
     // (dprobe_tracefs_start) calls it; an in-process tree without it has no tracepoints.
     void usdt_start();
+    // The uprobe-style line of each static event's first probe, as listing() writes lines:
+    // what a recording needs to describe their records.
+    std::string usdt_listing() const;
 
     // kprobes/list lines of the p/r events whose object is not mapped (no kprobe yet, or
     // its kprobe's code unloaded), as the kernel lists a probe whose code is gone.

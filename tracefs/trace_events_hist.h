@@ -179,6 +179,19 @@ struct hist_hit_ctx {
     const pt_regs *regs = nullptr; // for stacktrace keys; nullptr: no stack
 };
 
+// What a hist needs of the process it counts in, besides the records: the traced process's
+// runtime fills it in (trigger_hist.cpp); a reader of recordings (dprobe report --format
+// hist) puts the recording's in its place. nullptr: clock_in_ns false (timestamps are not
+// nanoseconds), no stack (stacktrace keys stay empty), this process's symbols
+// (sprint_symbol) and its thread's name (fetch_current_comm). Set before any hist exists.
+struct hist_env {
+    bool (*clock_in_ns)() noexcept = nullptr;
+    size_t (*stack_save)(const pt_regs *regs, uint64_t *ips, size_t max) noexcept = nullptr;
+    void (*symbolize)(char *buf, size_t len, uintptr_t addr) = nullptr;
+    const char *(*current_comm)() noexcept = nullptr;
+};
+extern hist_env hist_environment;
+
 // "sys_read" for a syscall number, nullptr when unknown (.syscall keys).
 const char *hist_syscall_name(uint64_t nr) noexcept;
 

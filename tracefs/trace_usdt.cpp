@@ -152,6 +152,15 @@ void trace_events::usdt_start()
     update_dl_notifier();
 }
 
+std::string trace_events::usdt_listing() const
+{
+    events_lock g(*this);
+    std::string s;
+    for (const trace_event *ev : events_)
+        if (is_usdt_event(ev)) s += ev->probes.front()->ops->show(*ev->probes.front()) + "\n";
+    return s;
+}
+
 bool trace_events::usdt_tracepoint_locked(std::string_view name, std::string &group,
                                           std::vector<filter_field> &fields) const
 {

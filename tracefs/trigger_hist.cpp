@@ -15,6 +15,7 @@
 #include "core/task_ctx.h"
 #include "core/trace_clock.h"
 #include "tracefs/event_trigger.h"
+#include "tracefs/stack_trace.h"
 #include "tracefs/trace_events.h"
 
 #include <cerrno>
@@ -22,6 +23,29 @@
 
 namespace dprobe
 {
+
+namespace
+{
+
+// The traced process's side of hist_env: its trace clock and its unwinder.
+bool hist_clock_in_ns() noexcept
+{
+    return trace_clock_in_ns(trace_clock_current());
+}
+
+size_t hist_stack_save(const pt_regs *regs, uint64_t *ips, size_t max) noexcept
+{
+    return trace_stack_save(regs, ips, nullptr, max);
+}
+
+[[maybe_unused]] const bool hist_env_set = [] {
+    hist_environment.clock_in_ns = hist_clock_in_ns;
+    hist_environment.stack_save = hist_stack_save;
+    return true;
+}();
+
+} // namespace
+
 namespace
 {
 

@@ -572,6 +572,7 @@ std::vector<std::string> agent_stop(const char *reason)
     std::vector<std::string> failed;
     // Nothing new is recorded; the streamer copies the last pages and writes STATS and END.
     ring_buffer_set_tracing_on(false);
+    write_session_hists(); // before END: a reader has them when the session is over
     std::string end;
     tracefile::append_kv(end, "reason", reason);
     stop_streamer(end);

@@ -364,6 +364,7 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
     // The command that ended the session takes the runtime out ('dprobe detach' when it did).
     int status = detached && !by_other ? unload(cmd, o.pid, left) : 0;
     tools::print_record_summary(o.output, cmd);
+    tools::print_session_hists(o.output, stdout); // --trigger hist:... as the session left them
     return status;
 }
 
