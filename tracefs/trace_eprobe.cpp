@@ -108,7 +108,8 @@ DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, siz
 {
     const trace_event &e = *ep.event;
     const uint64_t rmask = e.record_mask.load(std::memory_order_acquire);
-    const uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    if (unlikely(tmask != 0) && ring_buffer_thread_muted()) tmask = 0; // dprobe's own work
     uint64_t mask = rmask | tmask;
     if (!mask) return;
     event_filter::context fc;

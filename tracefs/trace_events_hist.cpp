@@ -171,7 +171,7 @@ DPROBE_NOPROBE inline uint64_t field_value(const hist_field &f, const uint8_t *r
         return 1;
     case hist_field_fn::TIMESTAMP:
         v = ctx.ts;
-        if (usecs && hist_environment.clock_in_ns && hist_environment.clock_in_ns()) v /= 1000;
+        if (usecs && (!hist_environment.clock_in_ns || hist_environment.clock_in_ns())) v /= 1000;
         break;
     case hist_field_fn::CPU:
         v = ctx.cpu;

@@ -181,8 +181,8 @@ struct hist_hit_ctx {
 
 // What a hist needs of the process it counts in, besides the records: the traced process's
 // runtime fills it in (trigger_hist.cpp); a reader of recordings (dprobe report --format
-// hist) puts the recording's in its place. nullptr: clock_in_ns false (timestamps are not
-// nanoseconds), no stack (stacktrace keys stay empty), this process's symbols
+// hist) puts the recording's in its place. nullptr: timestamps in nanoseconds (the default
+// clocks'), no stack (stacktrace keys stay empty), this process's symbols
 // (sprint_symbol) and its thread's name (fetch_current_comm). Set before any hist exists.
 struct hist_env {
     bool (*clock_in_ns)() noexcept = nullptr;
