@@ -486,6 +486,7 @@ int run_detach(pid_t pid)
     std::printf("dprobe detach: %s detached: %llu events (%llu lost), %.3f MB written%s%s\n",
                 who(pid).c_str(), recs, lost, bytes / 1048576.0, n == 4 ? " to " : "",
                 n == 4 ? path : "");
+    if (n == 4) tools::print_session_hists(path, stdout, pid); // --trigger hist:... tables
     std::fflush(stdout);
     return unload(cmd, pid, left);
 }
