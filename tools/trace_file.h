@@ -30,6 +30,8 @@
 //   STATS    text lines "tid=<tid> written=<n> dropped=<n> lost=<n>" per thread buffer,
 //            then "total written=<n> dropped=<n> lost=<n> orphans=<n>"
 //   END      text "reason=exit|signal|exec|killed|detach" lines, "status=" / "signal="
+//   HIST     text: "group/event" on the first line, then that event's `hist` file as the
+//            session left it (the --trigger hist:... histograms, written at its end)
 //
 // Crash safety: a chunk is written with one write() once complete; a torn last chunk fails
 // its length or CRC check and is dropped by the reader with a warning.
@@ -62,6 +64,7 @@ enum chunk_type : uint32_t {
     CHUNK_STATS = 6,
     CHUNK_END = 7,
     CHUNK_PAGES = 8,
+    CHUNK_HIST = 9,
 };
 
 struct chunk_header {

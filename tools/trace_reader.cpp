@@ -113,6 +113,12 @@ bool parse_meta_chunk(session &s, uint32_t type, std::string_view p)
             }
         });
         return true;
+    case CHUNK_HIST: {
+        size_t nl = p.find('\n');
+        if (nl == std::string_view::npos) return false;
+        s.hists.emplace_back(std::string(p.substr(0, nl)), std::string(p.substr(nl + 1)));
+        return true;
+    }
     case CHUNK_END:
         s.end = parse_kv(p);
         if (s.end.empty()) s.end["reason"] = "unknown";

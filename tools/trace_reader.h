@@ -42,6 +42,8 @@ struct session {
     bool has_total = false;
     thread_stats total;
     std::map<std::string, std::string> end; // END keys; empty: the process did not finish
+    // HIST chunks: "group/event" and its hist file at the session's end, in file order.
+    std::vector<std::pair<std::string, std::string>> hists;
     std::string get(const std::string &key, const std::string &dflt = "") const;
     int32_t pid() const { return static_cast<int32_t>(id >> 32); }
 };

@@ -17,7 +17,6 @@
 #include "tracefs/trace_events_hist.h"
 
 #include "core/compiler.h"
-#include "tracefs/snapshot.h"
 #include "tracefs/trace_events_synth.h"
 
 #include <cerrno>
@@ -52,7 +51,7 @@ hist_trigger_data::~hist_trigger_data()
 {
     remove_hist_vars();
     for (hist_action &a : actions_)
-        if (a.synth) synth_event_put(a.synth);
+        if (a.synth && hist_environment.synth_put) hist_environment.synth_put(a.synth);
 }
 
 // ---- parsing ----
@@ -206,8 +205,8 @@ int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist
         }
         // action_create()
         if (a.action == hist_action::action_id::SNAPSHOT) {
-            if (!ev_.tr) return p.fail(hist_err::NONE, 0);
-            if (int r = snapshot_alloc(*ev_.tr)) {
+            if (!ev_.tr || !hist_environment.snapshot_alloc) return p.fail(hist_err::NONE, 0);
+            if (int r = hist_environment.snapshot_alloc(*ev_.tr)) {
                 err = {-r};
                 return r;
             }
@@ -230,7 +229,7 @@ int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist
         }
         // trace_action_create()
         const std::string &synth_name = a.use_trace_keyword ? a.synth_event_name : a.action_name;
-        a.synth = synth_event_get(synth_name);
+        a.synth = hist_environment.synth_get ? hist_environment.synth_get(synth_name) : nullptr;
         if (!a.synth) return p.fail_at(hist_err::SYNTH_EVENT_NOT_FOUND, synth_name);
         unsigned field_pos = 0;
         for (const std::string &param : a.params) {
@@ -317,7 +316,7 @@ DPROBE_NOPROBE void hist_trigger_data::run_actions(tracing_map_elt *elt, const u
                 std::memcpy(st.comm, elt->private_data, sizeof st.comm);
                 st.updated.store(true, std::memory_order_release);
                 st.busy.clear(std::memory_order_release);
-                snapshot_from_probe(*ctx.tr);
+                if (hist_environment.snapshot_take) hist_environment.snapshot_take(*ctx.tr);
                 continue;
             }
         }
@@ -325,7 +324,7 @@ DPROBE_NOPROBE void hist_trigger_data::run_actions(tracing_map_elt *elt, const u
         uint64_t vals[SYNTH_FIELDS_MAX];
         for (size_t i = 0; i < a.param_refs.size(); i++)
             vals[i] = refs[a.param_refs[i]];
-        synth_event_trace(*a.synth, vals, ctx.regs);
+        hist_environment.synth_trace(*a.synth, vals, ctx.regs); // set with synth_get
     }
 }
 

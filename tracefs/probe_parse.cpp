@@ -3,6 +3,7 @@
 #include "tracefs/probe_parse.h"
 
 #include "tracefs/trace_synth_format.h"
+#include "tracefs/event_filter.h"
 
 #include <cctype>
 #include <cerrno>
@@ -430,6 +431,161 @@ probe_error parse_fprobe(std::span<const std::string> argv, const parse_options 
     return {};
 }
 
+// ---- tprobe: t[:[GRP/][EV]] TRACEPOINT -----------------------------------------------------
+// The tracepoints of a process are its USDT probes (trace_usdt.cpp), whose fields are
+// arg1..argN: an argument names one as the kernel's t events name a tracepoint's parameters,
+// by name (arg2, +8(arg2)) or by position ($arg2, $arg*). Both read the field of the
+// tracepoint's record (TP_ARG); a bare $argN or argN gets the field's type.
+
+// Bare names argK in BODY (at its start or right after a '(') become $argK; where a '$' went
+// in, for carets.
+std::string tprobe_dollar_names(std::string_view body, std::vector<size_t> &inserted)
+{
+    std::string out;
+    for (size_t i = 0; i < body.size(); i++) {
+        const bool starts = i == 0 || body[i - 1] == '(';
+        if (starts && body.substr(i).starts_with("arg") && i + 3 < body.size() &&
+            is_digit(body[i + 3])) {
+            size_t end = i + 3;
+            while (end < body.size() && is_digit(body[end]))
+                end++;
+            if (end == body.size() || body[end] == ':' || body[end] == ')' || body[end] == '-' ||
+                body[end] == '.') {
+                inserted.push_back(i);
+                out += '$';
+            }
+        }
+        out += body[i];
+    }
+    return out;
+}
+
+// "argK" when TEXT is $argK or argK, else "".
+std::string tprobe_arg_ref(std::string_view text)
+{
+    if (text.starts_with("$")) text.remove_prefix(1);
+    if (!text.starts_with("arg") || text.size() < 4) return "";
+    for (char c : text.substr(3))
+        if (!is_digit(c)) return "";
+    return std::string(text);
+}
+
+std::string field_type(const filter_field &f)
+{
+    return (f.is_signed ? "s" : "u") + std::to_string(f.size * 8);
+}
+
+const filter_field *field_named(const std::vector<filter_field> &fields, std::string_view n)
+{
+    for (const filter_field &f : fields)
+        if (f.name == n) return &f;
+    return nullptr;
+}
+
+probe_error parse_tprobe(std::span<const std::string> argv, const parse_options &opts,
+                         probe_definition &def)
+{
+    const std::string &a0 = argv[0];
+    if (argv.size() < 2 || a0[0] != 't') return not_mine();
+    def = probe_definition{};
+    def.kind = probe_kind::tprobe;
+    if (a0.size() > 1 && a0[1] != ':') return perr(probe_err::BAD_MAXACT, 0, 1);
+    const std::string &tp = argv[1];
+    for (size_t i = 0; i < tp.size(); i++) {
+        if (tp[i] == '%') return perr(probe_err::BAD_ADDR_SUFFIX, 1, static_cast<int>(i));
+        if (!is_alnum(tp[i]) && tp[i] != '_')
+            return perr(probe_err::BAD_TP_NAME, 1, static_cast<int>(i));
+    }
+    size_t colon = a0.find(':');
+    if (colon != std::string::npos)
+        if (probe_error e = parse_event_name(std::string_view(a0).substr(colon + 1),
+                                             static_cast<int>(colon + 1), def.group, def.event))
+            return e;
+    if (def.group.empty()) def.group = "tracepoints";
+    if (def.event.empty()) def.event = sanitize_event_name(truncate_name(tp));
+    def.place.kind = probe_place::form::symbol;
+    def.place.symbol = tp;
+    def.at_func_entry = true;
+
+    std::vector<filter_field> fields;
+    const bool known = static_cast<bool>(opts.tracepoint);
+    if (known && !opts.tracepoint(tp, def.place.object, fields))
+        return perr(probe_err::NO_TRACEPOINT, 1, 0);
+    size_t nargs = 0;
+    while (field_named(fields, "arg" + std::to_string(nargs + 1)))
+        nargs++;
+
+    // The arguments as the fetch-arg parser takes them: $arg* expanded, names made $argK,
+    // bare ones typed by their field.
+    struct token {
+        std::string user_body; // as written, for the listing
+        bool named;            // NAME= given
+        std::vector<size_t> inserted;
+        size_t prefix = 0; // length of NAME= in the original
+    };
+    std::vector<std::string> rewritten(argv.begin(), argv.begin() + 2);
+    std::vector<token> toks;
+    for (size_t i = 2; i < argv.size(); i++) {
+        const std::string &t = argv[i];
+        if (t == "$arg*" && known) {
+            for (size_t k = 1; k <= nargs; k++) {
+                const filter_field *f = field_named(fields, "arg" + std::to_string(k));
+                rewritten.push_back("$arg" + std::to_string(k) + ":" + field_type(*f));
+                toks.push_back({"arg" + std::to_string(k), false, {}, 0});
+            }
+            continue;
+        }
+        token tk;
+        size_t eq = t.find('=');
+        tk.named = eq != std::string::npos;
+        tk.prefix = tk.named ? eq + 1 : 0;
+        std::string_view body = std::string_view(t).substr(tk.prefix);
+        tk.user_body = std::string(body);
+        std::string nb = tprobe_dollar_names(body, tk.inserted);
+        const size_t tcolon = nb.find(':');
+        const std::string ref = tprobe_arg_ref(std::string_view(nb).substr(0, tcolon));
+        if (tcolon == std::string::npos && !ref.empty())
+            if (const filter_field *f = field_named(fields, ref)) nb += ":" + field_type(*f);
+        rewritten.push_back(t.substr(0, tk.prefix) + nb);
+        toks.push_back(std::move(tk));
+    }
+    parse_options o; // no function types: a tracepoint's are its fields
+    o.accept = opts.accept;
+    const unsigned flags = TPARG_FL_KERNEL | TPARG_FL_FPROBE | TPARG_FL_FENTRY;
+    if (probe_error e = parse_args(rewritten, flags, def, o)) {
+        // Carets into the text as written.
+        if (e.index >= 2 && static_cast<size_t>(e.index) < argv.size() &&
+            static_cast<size_t>(e.index - 2) < toks.size() && rewritten[e.index] != argv[e.index]) {
+            const token &tk = toks[e.index - 2];
+            int shift = 0;
+            for (size_t p : tk.inserted)
+                if (e.offset > static_cast<int>(tk.prefix + p)) shift++;
+            e.offset -= shift;
+        }
+        return e;
+    }
+    for (size_t i = 0; i < def.args.size() && i < toks.size(); i++) {
+        probe_arg &a = def.args[i];
+        if (!toks[i].named) {
+            std::string ref =
+                tprobe_arg_ref(toks[i].user_body.substr(0, toks[i].user_body.find(':')));
+            if (!ref.empty()) a.name = ref;
+        }
+        a.comm = toks[i].user_body;
+        // $argK: the field argK of the tracepoint's record.
+        for (fetch_insn &in : a.prog.code) {
+            if (in.op != fetch_op::ARG || !known) continue;
+            const filter_field *f = field_named(fields, "arg" + std::to_string(in.param + 1));
+            if (!f) return perr(probe_err::NO_BTFARG, static_cast<int>(i + 2), 0, ENOENT);
+            in.op = fetch_op::TP_ARG;
+            in.offset = f->offset;
+            in.size = static_cast<uint8_t>(f->size);
+            in.param = f->is_signed ? 1 : 0;
+        }
+    }
+    return {};
+}
+
 // ---- uprobe: p|r[:[GRP/][EV]] PATH:OFFSET[%return][(REF)] --------------------------------
 
 probe_error parse_uprobe(std::span<const std::string> argv, const parse_options &opts,
@@ -550,6 +706,8 @@ const char *loc_of(probe_kind k)
         return "event_probe";
     case probe_kind::synth:
         return "synthetic_events";
+    case probe_kind::tprobe:
+        return "trace_fprobe";
     }
     return "trace_kprobe";
 }
@@ -594,6 +752,7 @@ char probe_definition::type_char() const
     if (kind == probe_kind::fprobe) return 'f';
     if (kind == probe_kind::eprobe) return 'e';
     if (kind == probe_kind::synth) return 's';
+    if (kind == probe_kind::tprobe) return 't';
     return is_return ? 'r' : 'p';
 }
 
@@ -617,6 +776,8 @@ std::string probe_definition::listing() const
     s += ":" + group + "/" + event + " ";
     if (kind == probe_kind::fprobe)
         s += place.qualified_symbol() + (is_return ? "%return" : "");
+    else if (kind == probe_kind::tprobe)
+        s += place.symbol;
     else if (kind == probe_kind::eprobe)
         s += place.object + "." + place.symbol; // the kernel does not list the filter
     else
@@ -638,8 +799,9 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
             return false;
         return args_match(std::span<const std::string>(req.head).subspan(1), def);
     }
-    std::string place =
-        def.kind == probe_kind::fprobe ? def.place.qualified_symbol() : def.place.text();
+    std::string place = def.kind == probe_kind::fprobe   ? def.place.qualified_symbol()
+                        : def.kind == probe_kind::tprobe ? def.place.symbol
+                                                         : def.place.text();
     if (req.head[0] != place) return false;
     return args_match(std::span<const std::string>(req.head).subspan(1), def);
 }
@@ -659,6 +821,10 @@ probe_error parse_probe_definition(std::span<const std::string> argv, const pars
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
         e = parse_fprobe(argv, opts, out);
+        if (loc) *loc = "trace_fprobe";
+    }
+    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
+        e = parse_tprobe(argv, opts, out); // dynamic_events only, as f lines
         if (loc) *loc = "trace_fprobe";
     }
     if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_EPROBE)) {
@@ -714,6 +880,12 @@ probe_error check_append(std::span<const probe_definition *const> existing,
 {
     if (existing.empty()) return {};
     const probe_definition &to = *existing[0];
+    // f and t lines are both the kernel's trace_fprobe: one kind of the other's name.
+    auto fprobe_like = [](probe_kind k) {
+        return k == probe_kind::fprobe || k == probe_kind::tprobe;
+    };
+    if (to.kind != newdef.kind && fprobe_like(to.kind) && fprobe_like(newdef.kind))
+        return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
     // An event probe is one probe: nothing appends to it, it appends to nothing.
     if (to.kind != newdef.kind || newdef.kind == probe_kind::eprobe)
         return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);

@@ -30,6 +30,8 @@ enum class probe_kind : uint8_t {
     uprobe, // p / r on /path/to/file:0xoffset
     eprobe, // e on another event (place.object: its group, place.symbol: its event)
     synth,  // s: a synthetic event (trace_synth_format.h): its fields are the args
+    tprobe, // t on a static (USDT) event (place.symbol: the tracepoint's name, place.object:
+            // its group once known)
 };
 
 struct probe_place {
@@ -61,7 +63,7 @@ struct probe_definition {
     entry_arg_table entry_args; // function args a return probe saves at entry
     std::string filter;         // e: the "if FILTER" on the attached event's records
 
-    // 'p', 'r', 'f' or 'e'.
+    // 'p', 'r', 'f', 't' or 'e'.
     char type_char() const;
     // "trace_kprobe", "trace_fprobe", "trace_uprobe" or "event_probe": the error_log location.
     const char *error_loc() const;
@@ -111,6 +113,12 @@ struct parse_options {
     // when there is no such event (BAD_ATTACH_EVENT). Unset: fields are not checked.
     std::function<const std::vector<filter_field> *(std::string_view group, std::string_view event)>
         event_fields;
+    // t events: the static event (a USDT probe's, trace_usdt.cpp) named TRACEPOINT: its
+    // group and its fields (arg1..argN, in *FIELDS); false when there is none
+    // (NO_TRACEPOINT). Unset: not checked, and $argN stays unresolved (an offline check).
+    std::function<bool(std::string_view tracepoint, std::string &group,
+                       std::vector<filter_field> &fields)>
+        tracepoint;
 };
 
 struct dynevent_command {

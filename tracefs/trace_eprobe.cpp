@@ -1,5 +1,8 @@
 // Event probes, `e[:[EGRP/][EEVENT]] GRP.EVENT [FETCHARGS] [if FILTER]` (the kernel's
-// trace_eprobe.c): an event made of another event's records. When the attached event
+// trace_eprobe.c): an event made of another event's records. Tracepoint probes,
+// `t[:[GRP/][EVENT]] TRACEPOINT [FETCHARGS]` on a USDT static event (trace_usdt.cpp), are
+// the same machinery with the kernel's tprobe syntax (probe_parse.cpp, parse_tprobe) and the
+// probe's address in their records. When the attached event
 // fires, each event probe enabled on it that passes its "if" filter (a filter on the
 // attached record) writes its own record, its arguments fetched from the attached record's
 // fields ($FIELD) or through them (+8($ptr):string).
@@ -36,6 +39,9 @@ namespace dprobe
 struct trace_eprobe : trace_probe {
     trace_event *attached = nullptr;             // the event it reads
     std::unique_ptr<event_filter> attach_filter; // its "if FILTER" on that event's records
+    // t events: where the attached record keeps its probe's address (__probe_ip), which
+    // their own records carry as the kernel's tprobes carry the tracepoint's stub; 0: none.
+    size_t src_ip_off = 0;
 };
 
 namespace
@@ -49,7 +55,7 @@ namespace
 // on the stack.
 DPROBE_NOPROBE void eprobe_write_one(const trace_eprobe &ep, fetch_context &ctx, trace_array &tr,
                                      uint16_t cpu, bool own, const event_trigger_list *tl,
-                                     const struct pt_regs *regs) noexcept
+                                     const struct pt_regs *regs, uintptr_t ip) noexcept
 {
     const trace_event &e = *ep.event;
     event_trigger_hit hit;
@@ -76,7 +82,7 @@ DPROBE_NOPROBE void eprobe_write_one(const trace_eprobe &ep, fetch_context &ctx,
         rec = scratch;
     else
         return;
-    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, trace_current_tid(), 0, 0);
+    size_t used = probe_record_store(rec, len, ep.def, ctx, ep.id, trace_current_tid(), ip, 0);
     uint64_t post = 0;
     if (unlikely(tl != nullptr)) {
         hit.rec = rec;
@@ -102,7 +108,8 @@ DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, siz
 {
     const trace_event &e = *ep.event;
     const uint64_t rmask = e.record_mask.load(std::memory_order_acquire);
-    const uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    if (unlikely(tmask != 0) && ring_buffer_thread_muted()) tmask = 0; // dprobe's own work
     uint64_t mask = rmask | tmask;
     if (!mask) return;
     event_filter::context fc;
@@ -110,7 +117,14 @@ DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, siz
     if (ep.attach_filter && !ep.attach_filter->match(src, src_len, fc)) return;
     fetch_context ctx;
     ctx.event_rec = src;
+    ctx.regs = regs; // t events: $stack, $stackN
     ctx.symbolize = trace_symbolize;
+    uintptr_t ip = 0;
+    if (ep.src_ip_off && ep.src_ip_off + sizeof(unsigned long) <= src_len) {
+        unsigned long v;
+        __builtin_memcpy(&v, src + ep.src_ip_off, sizeof v);
+        ip = v;
+    }
     while (mask) {
         const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
         mask &= mask - 1;
@@ -120,7 +134,7 @@ DPROBE_NOPROBE void eprobe_write(const trace_eprobe &ep, const uint8_t *src, siz
             (tmask >> id) & 1 ? e.triggers[id].load(std::memory_order_acquire) : nullptr;
         bool own = (rmask >> id) & 1;
         if (own && unlikely(tr->event_slow()) && tr->event_ignore_this_task()) own = false;
-        if (own || tl) eprobe_write_one(ep, ctx, *tr, cpu, own, tl, regs);
+        if (own || tl) eprobe_write_one(ep, ctx, *tr, cpu, own, tl, regs, ip);
     }
 }
 
@@ -227,6 +241,21 @@ const trace_event *trace_eprobe_reads(const trace_probe &tp)
     return static_cast<const trace_eprobe &>(tp).attached;
 }
 
+// A t event: an event probe on the USDT static event its tracepoint names (the parser found
+// its group, trace_usdt.cpp made it), its $argK fields of that event's records.
+int trace_tprobe_create(trace_events &te, trace_probe &tp, bool armed, probe_error &err)
+{
+    auto &ep = static_cast<trace_eprobe &>(tp);
+    const trace_event *a = te.find_locked(ep.def.place.object, ep.def.place.symbol);
+    if (!a || a->probes.front()->ops != &trace_usdt_ops) {
+        err = probe_error::make(probe_err::NO_TRACEPOINT, 1, 0, EINVAL);
+        return -EINVAL;
+    }
+    if (int r = trace_eprobe_create(te, tp, armed, err)) return r;
+    ep.src_ip_off = probe_layout(a->probes.front()->def).ip_off;
+    return 0;
+}
+
 } // namespace
 
 const dyn_event_operations trace_eprobe_ops = {
@@ -235,6 +264,23 @@ const dyn_event_operations trace_eprobe_ops = {
     .alloc = trace_eprobe_alloc,
     .free = trace_eprobe_free,
     .create = trace_eprobe_create,
+    .show = trace_eprobe_show,
+    .is_busy = trace_probe_is_busy,
+    .match = trace_probe_match,
+    .arm = trace_eprobe_arm,
+    .unregister = trace_eprobe_unregister,
+    .waits_for_objects = nullptr,
+    .rescan = nullptr,
+    .list_line = nullptr,
+    .reads = trace_eprobe_reads,
+};
+
+const dyn_event_operations trace_tprobe_ops = {
+    .kind = probe_kind::tprobe,
+    .accept = ACCEPT_FPROBE, // dynamic_events only
+    .alloc = trace_eprobe_alloc,
+    .free = trace_eprobe_free,
+    .create = trace_tprobe_create,
     .show = trace_eprobe_show,
     .is_busy = trace_probe_is_busy,
     .match = trace_probe_match,

@@ -151,6 +151,10 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
         const trace_event *ev = find(group, event);
         return ev && !ev->reads() ? &ev->fields : nullptr; // no event probe on an event probe
     };
+    opts.tracepoint = [this](std::string_view name, std::string &group,
+                             std::vector<filter_field> &fields) {
+        return usdt_tracepoint_locked(name, group, fields);
+    };
     dynevent_command cmd;
     const char *loc = nullptr;
     events_lock g(*this);
@@ -164,10 +168,10 @@ int trace_events::run_command(std::span<const std::string> argv, unsigned accept
 }
 
 int trace_events::create(const probe_definition &def, std::span<const std::string> argv,
-                         const char *loc)
+                         const char *loc, const dyn_event_operations *kind_ops)
 {
     auto fail = [&](probe_error e) {
-        errors_.append(loc, argv, e);
+        if (loc) errors_.append(loc, argv, e);
         return -e.errnum;
     };
 
@@ -182,7 +186,7 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
     // Everything a handler reads is set before the kind can register anything: the probe,
     // and a new event (published only when the kind has accepted the probe, so a failed
     // command takes no id).
-    const dyn_event_operations &ops = dyn_event_ops_of(def.kind);
+    const dyn_event_operations &ops = kind_ops ? *kind_ops : dyn_event_ops_of(def.kind);
     probe_ptr tp(ops.alloc(), trace_probe_free);
     tp->ops = &ops;
     tp->def = def;

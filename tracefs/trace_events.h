@@ -45,12 +45,14 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace dprobe
 {
 
 struct dl_notifier;
+struct dyn_event_operations;
 struct trace_event;
 struct trace_probe;
 
@@ -176,6 +178,15 @@ class trace_events
     // Number of events / probes (tests).
     size_t nr_events() const;
 
+    // ---- tracepoints: the process's USDT probes as static events (trace_usdt.cpp) ----
+    // Makes a static event PROVIDER/NAME of every USDT note of the loaded objects, and of
+    // those loaded from now on (the loader notifier stays installed). Serving the tree
+    // (dprobe_tracefs_start) calls it; an in-process tree without it has no tracepoints.
+    void usdt_start();
+    // The uprobe-style line of each static event's first probe, as listing() writes lines:
+    // what a recording needs to describe their records.
+    std::string usdt_listing() const;
+
     // kprobes/list lines of the p/r events whose object is not mapped (no kprobe yet, or
     // its kprobe's code unloaded), as the kernel lists a probe whose code is gone.
     std::string pending_kprobes_list() const;
@@ -216,7 +227,18 @@ class trace_events
     friend class events_lock;
     void unlock_and_rescan();
 
-    int create(const probe_definition &def, std::span<const std::string> argv, const char *loc);
+    // OPS: the kind's table when not def.kind's (USDT static events); LOC nullptr: a failure
+    // is not logged.
+    int create(const probe_definition &def, std::span<const std::string> argv, const char *loc,
+               const dyn_event_operations *ops = nullptr);
+    // ---- USDT static events (trace_usdt.cpp) ----
+    // Events for the notes of the objects not scanned yet (rescan_locked calls it).
+    void usdt_scan_locked();
+    // The static event of tracepoint NAME (the parser's parse_options::tracepoint).
+    bool usdt_tracepoint_locked(std::string_view name, std::string &group,
+                                std::vector<filter_field> &fields) const;
+    bool usdt_on_ = false;
+    std::unordered_set<uint64_t> usdt_scanned_; // loaded_object::id
     // ---- probes on objects the process loads (trace_events_notify.cpp) ----
     // Probes whose object is now mapped get their kprobe; probes whose object was
     // unloaded and is mapped again get a new one (the kernel's module notifier).

@@ -11,7 +11,6 @@
 
 #include "core/compiler.h"
 #include "core/symbols.h"
-#include "core/trace_clock.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
 #include "tracefs/stack_trace.h"
@@ -176,7 +175,7 @@ DPROBE_NOPROBE inline uint64_t field_value(const hist_field &f, const uint8_t *r
         return 1;
     case hist_field_fn::TIMESTAMP:
         v = ctx.ts;
-        if (usecs && trace_clock_in_ns(trace_clock_current())) v /= 1000;
+        if (usecs && (!hist_environment.clock_in_ns || hist_environment.clock_in_ns())) v /= 1000;
         break;
     case hist_field_fn::CPU:
         v = ctx.cpu;
@@ -202,13 +201,20 @@ DPROBE_NOPROBE inline void copy_str(uint8_t *dst, unsigned size, const char *s,
     }
 }
 
+DPROBE_NOPROBE const char *current_comm() noexcept
+{
+    return hist_environment.current_comm ? hist_environment.current_comm() : fetch_current_comm();
+}
+
 DPROBE_NOPROBE void save_comm(tracing_map_elt *elt) noexcept
 {
-    std::memcpy(elt->private_data, fetch_current_comm(), comm_len);
+    std::memcpy(elt->private_data, current_comm(), comm_len);
     elt->private_data[comm_len - 1] = 0;
 }
 
 } // namespace
+
+constinit hist_env hist_environment;
 
 const char *hist_err_name(hist_err e) noexcept
 {
@@ -730,10 +736,11 @@ DPROBE_NOPROBE void hist_trigger_data::hit(const uint8_t *rec, size_t len,
         uint8_t *dst = key + k.offset;
         switch (k.fn) {
         case hist_field_fn::STACKTRACE: {
-            if (!ctx.regs) break;
+            if (!ctx.regs || !hist_environment.stack_save) break;
             uint64_t ips[HIST_STACKTRACE_DEPTH];
             ips[0] = ctx.regs->ip;
-            size_t n = 1 + trace_stack_save(ctx.regs, ips + 1, nullptr, HIST_STACKTRACE_DEPTH - 1);
+            size_t n =
+                1 + hist_environment.stack_save(ctx.regs, ips + 1, HIST_STACKTRACE_DEPTH - 1);
             std::memcpy(dst, ips, n * sizeof(uint64_t));
             break;
         }
@@ -753,7 +760,7 @@ DPROBE_NOPROBE void hist_trigger_data::hit(const uint8_t *rec, size_t len,
             break;
         }
         case hist_field_fn::COMM:
-            copy_str(dst, k.size, fetch_current_comm(), comm_len);
+            copy_str(dst, k.size, current_comm(), comm_len);
             break;
         default: {
             uint64_t v = value(k, rec, len, ctx, nullptr, nullptr);
@@ -796,7 +803,10 @@ void appendf(std::string &s, const char *fmt, ...)
 std::string sym_text(uint64_t addr, bool offset)
 {
     char buf[256];
-    sprint_symbol(buf, sizeof(buf), static_cast<uintptr_t>(addr), false);
+    if (hist_environment.symbolize)
+        hist_environment.symbolize(buf, sizeof(buf), static_cast<uintptr_t>(addr));
+    else
+        sprint_symbol(buf, sizeof(buf), static_cast<uintptr_t>(addr), false);
     std::string s = buf;
     if (!offset && s.compare(0, 2, "0x") != 0) {
         size_t plus = s.find('+');

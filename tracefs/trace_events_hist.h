@@ -272,6 +272,27 @@ struct hist_hit_ctx {
     trace_array *tr = nullptr;     // the trigger's array (snapshot actions)
 };
 
+// What a hist needs of the process it counts in, besides the records: the traced process's
+// runtime fills it in (trigger_hist.cpp); a reader of recordings (dprobe report --format
+// hist) puts the recording's in its place. nullptr: timestamps in nanoseconds (the default
+// clocks'), no stack (stacktrace keys stay empty), this process's symbols
+// (sprint_symbol) and its thread's name (fetch_current_comm). Set before any hist exists.
+struct hist_env {
+    bool (*clock_in_ns)() noexcept = nullptr;
+    size_t (*stack_save)(const pt_regs *regs, uint64_t *ips, size_t max) noexcept = nullptr;
+    void (*symbolize)(char *buf, size_t len, uintptr_t addr) = nullptr;
+    const char *(*current_comm)() noexcept = nullptr;
+    // The actions' side effects, the traced process's (trace_events_synth.h, snapshot.h):
+    // nullptr in a reader of recordings, where .snapshot() and trace actions are refused.
+    int (*snapshot_alloc)(trace_array &tr) = nullptr;
+    void (*snapshot_take)(trace_array &tr) noexcept = nullptr;
+    trace_synth *(*synth_get)(std::string_view name) = nullptr;
+    void (*synth_put)(trace_synth *se) = nullptr;
+    void (*synth_trace)(const trace_synth &se, const uint64_t *vals,
+                        const pt_regs *regs) noexcept = nullptr;
+};
+extern hist_env hist_environment;
+
 // "sys_read" for a syscall number, nullptr when unknown (.syscall keys).
 const char *hist_syscall_name(uint64_t nr) noexcept;
 

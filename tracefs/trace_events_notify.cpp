@@ -20,6 +20,7 @@ namespace dprobe
 
 void trace_events::rescan_locked()
 {
+    usdt_scan_locked(); // tracepoints of the new objects first: t events may wait for them
     for (trace_probe *p : probes_)
         if (p->ops->rescan) p->ops->rescan(*this, *p);
 }
@@ -59,9 +60,10 @@ const dl_notifier &trace_events::events_notifier()
 
 void trace_events::update_dl_notifier()
 {
-    const bool need = std::any_of(probes_.begin(), probes_.end(), [](const trace_probe *p) {
-        return p->ops->waits_for_objects && p->ops->waits_for_objects(*p);
-    });
+    const bool need =
+        usdt_on_ || std::any_of(probes_.begin(), probes_.end(), [](const trace_probe *p) {
+            return p->ops->waits_for_objects && p->ops->waits_for_objects(*p);
+        });
     if (need == notifier_on_) return;
     if (need) {
         // Without the hook (a debugger's breakpoint on the loader's), pending probes are

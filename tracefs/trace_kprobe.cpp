@@ -193,7 +193,8 @@ const dyn_event_operations trace_kprobe_ops = {
 
 trace_kprobe *as_trace_kprobe(trace_probe *tp)
 {
-    return tp->ops == &trace_kprobe_ops || tp->ops == &trace_uprobe_ops
+    return tp->ops == &trace_kprobe_ops || tp->ops == &trace_uprobe_ops ||
+                   tp->ops == &trace_usdt_ops
                ? static_cast<trace_kprobe *>(tp)
                : nullptr;
 }

@@ -25,8 +25,9 @@ namespace dprobe
 namespace
 {
 
-const dyn_event_operations *const ops_list[] = {
-    &trace_eprobe_ops, &trace_fprobe_ops, &trace_kprobe_ops, &trace_uprobe_ops, &trace_synth_ops};
+const dyn_event_operations *const ops_list[] = {&trace_eprobe_ops, &trace_tprobe_ops,
+                                                &trace_fprobe_ops, &trace_kprobe_ops,
+                                                &trace_uprobe_ops, &trace_synth_ops};
 
 std::atomic<bool> fast_stores{true};
 

@@ -5,7 +5,9 @@
 //   trace_kprobe.cpp   p/r on SYM[+OFF], lib:SYM[+OFF] and addresses (trace_kprobe_ops)
 //   trace_uprobe.cpp   p/r on PATH:OFFSET[(REF)], served by a kprobe (trace_uprobe_ops)
 //   trace_fprobe.cpp   f on function entries and exits (trace_fprobe_ops)
-//   trace_eprobe.cpp   e on another event's records (trace_eprobe_ops)
+//   trace_eprobe.cpp   e on another event's records (trace_eprobe_ops), t on a USDT
+//                      static event's (trace_tprobe_ops)
+//   trace_usdt.cpp     the USDT static events themselves (trace_usdt_ops)
 //   trace_events_synth.cpp  s: synthetic events, fired by hist actions (trace_synth_ops)
 // The registry (trace_events.cpp) parses a command (probe_parse.h), picks the table of the
 // definition's kind (dyn_event_ops_of) and goes through it for everything kind-specific.
@@ -136,6 +138,9 @@ struct dyn_event_operations {
 // The kinds, in the order the registry goes through them: event probes are freed before the
 // events they read, fprobes armed before kprobes (each kind's file defines its table).
 extern const dyn_event_operations trace_eprobe_ops;
+extern const dyn_event_operations trace_tprobe_ops; // t events (trace_eprobe.cpp)
+// USDT static events (trace_usdt.cpp): made by the registry, in no dynamic_events file.
+extern const dyn_event_operations trace_usdt_ops;
 extern const dyn_event_operations trace_fprobe_ops;
 extern const dyn_event_operations trace_kprobe_ops;
 extern const dyn_event_operations trace_uprobe_ops;

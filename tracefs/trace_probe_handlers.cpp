@@ -193,7 +193,9 @@ DPROBE_NOPROBE void trace_probe_write(const trace_probe &tp, const fetch_context
     // One load when the event has no triggers.
     if (const uint64_t tmask = event.trigger_mask.load(std::memory_order_acquire);
         unlikely(tmask != 0)) {
-        trace_probe_write_triggered(tp, ctx, ip, ret_ip, tmask);
+        // A muted thread is doing dprobe's own work (a session's start, its end): it
+        // records nothing, and fires no trigger either (a hist would count dprobe's calls).
+        if (!ring_buffer_thread_muted()) trace_probe_write_triggered(tp, ctx, ip, ret_ip, tmask);
         return;
     }
     const eprobe_list *eprobes = event.eprobes.load(std::memory_order_acquire);

@@ -606,7 +606,7 @@ extern "C" int dprobe_tracefs_start(const char *mountpoint)
     using namespace dprobe;
     std::lock_guard<std::mutex> g(start_mutex);
     if (started) return 0;
-    trace_events::instance(); // clock calibration, registry
+    trace_events::instance().usdt_start(); // clock calibration, registry, tracepoints
     tracefs_tree::instance().resume();
     std::string runtime = tracefs_runtime_dir();
     int rt = tracefs_make_private_dir(runtime);

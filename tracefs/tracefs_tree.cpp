@@ -657,6 +657,7 @@ const char *tracefs_tree::readme()
 	   Format: p[:[<group>/][<event>]] <place> [<args>]
 	           r[maxactive][:[<group>/][<event>]] <place> [<args>]
 	           f[:[<group>/][<event>]] <func-name>[%return] [<args>]
+	           t[:[<group>/][<event>]] <tracepoint> [<args>]
 	           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]
 	           s:[synthetic/]<event> <field> [<field>]
 	           -:[<group>/][<event>]

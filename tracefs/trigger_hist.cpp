@@ -15,13 +15,44 @@
 #include "core/task_ctx.h"
 #include "core/trace_clock.h"
 #include "tracefs/event_trigger.h"
+#include "tracefs/snapshot.h"
+#include "tracefs/stack_trace.h"
 #include "tracefs/trace_events.h"
+#include "tracefs/trace_events_synth.h"
 
 #include <cerrno>
 #include <cstring>
 
 namespace dprobe
 {
+
+namespace
+{
+
+// The traced process's side of hist_env: its trace clock and its unwinder.
+bool hist_clock_in_ns() noexcept
+{
+    return trace_clock_in_ns(trace_clock_current());
+}
+
+size_t hist_stack_save(const pt_regs *regs, uint64_t *ips, size_t max) noexcept
+{
+    return trace_stack_save(regs, ips, nullptr, max);
+}
+
+[[maybe_unused]] const bool hist_env_set = [] {
+    hist_environment.clock_in_ns = hist_clock_in_ns;
+    hist_environment.stack_save = hist_stack_save;
+    hist_environment.snapshot_alloc = snapshot_alloc;
+    hist_environment.snapshot_take = snapshot_from_probe;
+    hist_environment.synth_get = synth_event_get;
+    hist_environment.synth_put = synth_event_put;
+    hist_environment.synth_trace = synth_event_trace;
+    return true;
+}();
+
+} // namespace
+
 namespace
 {
 

@@ -16,6 +16,13 @@
  *   kst_sys_open(dfd, filename, flags, mode), kst_sys_openat2(dfd, filename, how)
  *                               do_sys_open / do_sys_openat2: open (and close) /dev/null for
  *                               real, the file the kernel's `echo > /dev/null` opens
+ * Tracepoints (USDT probes, static events kst:NAME of the tracefs) for the t: cases, named
+ * as the stand-ins of the kernel's tracepoints they replace (`-s kfree=kst_free
+ * -s sched_switch=kst_schedule -s kmem_cache_alloc=kst_cache_alloc
+ * -s kmem_cache_free=kst_cache_free`):
+ *   kst:kst_free(object)        in kst_free
+ *   kst:kst_schedule()          in kst_schedule
+ *   kst:kst_cache_alloc(ptr, size), kst:kst_cache_free(ptr)   in kst_clone, around its buffer
  * Built with -pg -mfentry -g: every function has a patch site and debug info for names.
  */
 #define _GNU_SOURCE
@@ -26,6 +33,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sdt.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +48,7 @@ static volatile long sink;
 
 __attribute__((noinline)) void kst_free(const void *object)
 {
+    STAP_PROBE1(kst, kst_free, object);
     sink += object != NULL;
 }
 
@@ -62,6 +71,7 @@ __attribute__((noinline)) ssize_t kst_read(struct kst_file *file, char *buf, siz
 
 __attribute__((noinline)) void kst_schedule(void)
 {
+    STAP_PROBE(kst, kst_schedule);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -111,12 +121,14 @@ __attribute__((noinline)) long kst_clone(unsigned long flags)
     struct kst_file f = {"kst!", 64, (int)flags};
     char buf[16];
     long pos = 0;
+    STAP_PROBE2(kst, kst_cache_alloc, buf, sizeof buf);
     struct kst_path path = {&f, buf};
     long got = kst_read(&f, buf, sizeof buf, &pos);
     kst_create_dir("test", &f);
     kst_open(&path, &f);
     if (kst_sys_open(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0) < 0) return -1;
     kst_free(buf);
+    STAP_PROBE1(kst, kst_cache_free, buf);
     kst_exit(0);
     return got + (long)flags;
 }

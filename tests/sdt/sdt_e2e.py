@@ -115,6 +115,31 @@ plain = subprocess.run([PROG, "2"], capture_output=True, text=True).stdout
 check("probe:work" not in plain and "work_sem=0 global_sem=0" in plain,
       "untraced, the semaphores are 0: %r" % plain)
 
+# ---- tracepoints: the notes as static events, t: events on them (tracefs.md) --------------
+# Arguments by name and by position, typed by the notes; the semaphore counted while the t
+# event (which arms its tracepoint) is enabled; a hist on the t event printed at the end.
+p = dprobe(["record", "-q", "-o", "t.dat", "-e", "t:tp/work work k=arg1 $arg2",
+            "-e", "t:tp/members members id=arg1 tiny=$arg3", "--trigger",
+            "tp:work:hist:keys=k", "--", PROG, "3"])
+printed = [(l.split(" ", 1)[0][6:], values(l)) for l in p.stdout.splitlines()
+           if l.startswith("probe:work") or l.startswith("probe:members")]
+got = events("t.dat")
+check([e for e, _ in got] == [e for e, _ in printed],
+      "one t event per printed work/members line, in order:\n%s\n%s" % (got, printed))
+for (ev, g), (_, w) in zip(got, printed):
+    if ev == "work":
+        check(w["sem"] == "1", "work's semaphore is set by the t event: %s" % w)
+        check(g == {"k": w["k"], "arg2": w["neg"]}, "t:tp/work %s, printed %s" % (g, w))
+    else:
+        check(num(g["id"]) == num(w["id"]) and num(g["tiny"]) == num(w["tiny"]),
+              "t:tp/members %s, printed %s" % (g, w))
+hist = p.stdout[p.stdout.find("# events/tp/work/hist"):]
+check(all(re.search(r"\{ k: +%d \} hitcount: +1\n" % k, hist) for k in (1, 2, 3)) and
+      "    Hits: 3\n" in hist, "the t event's hist at the end:\n" + p.stdout)
+p = dprobe(["record", "-q", "-o", "b.dat", "-e", "t nosuch", "--", PROG, "1"], ok=False)
+check(p.returncode != 0 and "Tracepoint is not found" in p.stderr,
+      "a t event on no tracepoint: %r" % p.stderr)
+
 # ---- libstdc++: throw, rethrow, catch ----------------------------------------------------
 p = dprobe(["record", "-q", "-o", "x.dat", "-e", "sdt_libstdcxx:throw", "-e",
             "sdt_libstdcxx:catch", "-e", "sdt_libstdcxx:rethrow", "--", CXX, "4"])

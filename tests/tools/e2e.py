@@ -7,7 +7,7 @@ durations, thread and process ids, CPUs, addresses, offsets that depend on the f
 
 CASE is one of: graph, nonlocal, exceptions, ending, exec, alloc, ifunc, int3, stripped, own,
 reload, cxx, text, chrome, crash, interrupt, ctl, forkexec,
-errors, funcs, probe, follow, many, pending, eprobe, trigger, libc, noloss, interposed, closefds,
+errors, funcs, probe, follow, many, pending, eprobe, trigger, hist, libc, noloss, interposed, closefds,
 terminal, clash, messages.
 """
 import json
@@ -1115,6 +1115,41 @@ elif CASE == "trigger":
                ok=False)
     check(p.returncode != 0 and "no event fp/nosuch" in p.stderr,
           "a trigger on a missing event fails the start: %r" % p.stderr)
+elif CASE == "hist":
+    # A hist trigger from the command line is printed when the program ends, kept in the
+    # recording (report --format hist prints it again), and report --hist computes the same
+    # table from the recorded records with the same code: the two agree line for line.
+    ev = "f:fp/add add a=$arg1:s32 b=$arg2:s32"
+    p = record(["-o", "h.dat", "-e", ev, "--trigger", "fp:add:hist:keys=a:vals=b", "--",
+                prog("args")])
+    live = p.stdout[p.stdout.find("# events/fp/add/hist"):]
+    check(re.search(r"^# events/fp/add/hist of \d+ \(args\)\n# event histogram\n", live, re.M)
+          is not None and "# trigger info: hist:keys=a:vals=hitcount,b:sort=hitcount:size=2048"
+          " [active]" in live, "the live hist printed at the end:\n" + p.stdout)
+    for a, b in ((0, 0), (1, -10), (2, -20)):
+        check(re.search(r"\{ a: +%d \} hitcount: +1  b: +%d\n" % (a, b & (2**64 - 1)), live)
+              is not None, "a=%d b=%d counted:\n%s" % (a, b, live))
+    check("    Hits: 3\n    Entries: 3\n    Dropped: 0\n" in live, "its totals:\n" + live)
+    kept = run(["report", "-i", "h.dat", "--format", "hist"]).stdout
+    check(kept == live, "report --format hist prints the recorded hist:\n%s\nvs\n%s" % (kept, live))
+    computed = run(["report", "-i", "h.dat", "--format", "hist", "--hist",
+                    "fp:add:keys=a:vals=b"]).stdout
+    check(computed == live, "report --hist computes the same table from the records:\n%s\n"
+          "vs\n%s" % (computed, live))
+    filtered = run(["report", "-i", "h.dat", "--format", "hist", "--hist",
+                    "fp:add:keys=b.hex:sort=b.descending if a > 0"]).stdout
+    check("# trigger info: hist:keys=b.hex:vals=hitcount:sort=b.hex.descending:size=2048 if "
+          "a > 0 [active]" in filtered and "Entries: 2\n" in filtered and
+          0 <= filtered.find("{ b: fffffffffffffff6 }") < filtered.find("{ b: ffffffffffffffec }"),
+          "a filter and a sort key:\n" + filtered)
+    bad = run(["report", "-i", "h.dat", "--format", "hist", "--hist", "fp:add:keys=nosuch"],
+              ok=False)
+    check(bad.returncode != 0 and "Couldn't find field" in bad.stderr,
+          "a bad --hist fails with the kernel's message: %r" % bad.stderr)
+    nohist = run(["report", "-i", "h.dat", "--format", "hist", "--hist", "fp:nosuch:keys=a"],
+                 ok=False)
+    check(nohist.returncode != 0 and "no event fp/nosuch" in nohist.stderr,
+          "--hist on an event the recording lacks: %r" % nohist.stderr)
 elif CASE == "libc":
     # Every function of libc in a shell that forks subshells, command substitutions and
     # pipelines, and in a two-threaded program: same output and status as untraced, and

@@ -464,6 +464,9 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
                                     "stop the threads: ") +
                         std::strerror(-n));
     }
+    // The USDT probes of the process as static events (tracepoints), which -e t: lines
+    // and --trigger may name.
+    trace_events::instance().usdt_start();
     std::string warn;
     std::string err = apply_events(c.events, strict, &warn);
     if (err.empty()) err = apply_triggers(c.triggers, strict, &warn);
@@ -569,6 +572,7 @@ std::vector<std::string> agent_stop(const char *reason)
     std::vector<std::string> failed;
     // Nothing new is recorded; the streamer copies the last pages and writes STATS and END.
     ring_buffer_set_tracing_on(false);
+    write_session_hists(); // before END: a reader has them when the session is over
     std::string end;
     tracefile::append_kv(end, "reason", reason);
     stop_streamer(end);

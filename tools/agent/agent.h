@@ -149,6 +149,9 @@ std::string agent_start(const agent_config &config, const char *reason, bool str
 // and signal handlers of the session closed. The process keeps running untraced; unloading
 // the runtime is the next step (unload.cpp). Returns what could not be undone (empty).
 std::vector<std::string> agent_stop(const char *reason);
+// The hist files of the events the session's --trigger hist:... triggers are on, as HIST
+// chunks of the trace file (session_hist.cpp); at the session's end, triggers still there.
+void write_session_hists();
 void tracefs_up();
 void tracefs_down();
 

@@ -51,6 +51,7 @@ void on_process_exit(int status, void *)
     quiet_section q;
     if (!owns_session()) return;
     cpu_timers_paused cpu;
+    write_session_hists(); // the histograms as the program leaves them
     ring_buffer_export_state(rb::ARENA_EXITED, status);
     if (state().attached) {
         std::string end;

@@ -97,7 +97,9 @@ void describe_new_events()
 {
     agent_state &st = state();
     trace_events &te = trace_events::instance();
-    std::string listing = te.listing(ACCEPT_DYNAMIC);
+    // The tracepoints (USDT static events) too: enabled through their files, or read by t
+    // events, their records are in the trace.
+    std::string listing = te.listing(ACCEPT_DYNAMIC) + te.usdt_listing();
     size_t pos = 0;
     while (pos < listing.size()) {
         size_t nl = listing.find('\n', pos);

@@ -364,6 +364,7 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
     // The command that ended the session takes the runtime out ('dprobe detach' when it did).
     int status = detached && !by_other ? unload(cmd, o.pid, left) : 0;
     tools::print_record_summary(o.output, cmd);
+    tools::print_session_hists(o.output, stdout); // --trigger hist:... as the session left them
     return status;
 }
 
@@ -485,6 +486,7 @@ int run_detach(pid_t pid)
     std::printf("dprobe detach: %s detached: %llu events (%llu lost), %.3f MB written%s%s\n",
                 who(pid).c_str(), recs, lost, bytes / 1048576.0, n == 4 ? " to " : "",
                 n == 4 ? path : "");
+    if (n == 4) tools::print_session_hists(path, stdout, pid); // --trigger hist:... tables
     std::fflush(stdout);
     return unload(cmd, pid, left);
 }

@@ -318,6 +318,7 @@ int run_record(const record_opts &o)
                  (t.bytes + tracefile::k_file_header_size) / 1048576.0, o.output.c_str());
     for (const std::string &l : rec.loss_report())
         std::fprintf(stderr, "dprobe record: %s\n", l.c_str());
+    tools::print_session_hists(o.output, stdout); // --trigger hist:... as the program left them
     // Nothing seen: the default graph (the program's own functions) had nothing to trace.
     if (t.events == 0 && !rec.default_graphs.empty()) {
         unsigned long syms = 0, traced = 0;

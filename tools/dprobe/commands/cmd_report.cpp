@@ -1,5 +1,6 @@
 // dprobe report: a recorded trace as the kernel's `trace` file (text), as ftrace's
-// function_graph output (graph), or as Chrome trace-event JSON for Perfetto (chrome).
+// function_graph output (graph), as the kernel's `hist` files (hist), or as Chrome
+// trace-event JSON for Perfetto (chrome).
 #include "tools/dprobe/commands/cli.h"
 #include "tools/dprobe/report/report.h"
 #include "tools/dprobe/report/trace_dat.h"
@@ -64,11 +65,18 @@ int run_report(const report::report_opts &o)
         rc = report::format_graph(m, o, out);
     else if (o.format == "profile")
         rc = report::format_profile(m, o, out);
+    else if (o.format == "hist")
+        rc = report::format_hist(m, o, out);
     else
         rc = report::format_chrome(m, o, out);
     bool ok = std::fflush(out) == 0 && !std::ferror(out);
     long size = to_file ? std::ftell(out) : 0;
     if (to_file) ok &= std::fclose(out) == 0;
+    if (o.format == "hist" && !rc.errors.empty()) {
+        for (const std::string &e : rc.errors)
+            fail("report", e);
+        return 1;
+    }
     for (const std::string &e : rc.errors)
         std::fprintf(stderr, "dprobe report: warning: %s\n", e.c_str());
     if (rc.unwound)
@@ -93,12 +101,17 @@ void setup_report(CLI::App &app)
     sub->add_option("-i,--input", o->input, "Trace file to read")
         ->capture_default_str()
         ->type_name("FILE");
-    sub->add_option("-f,--format", o->format, "Output: text, graph, profile, chrome or trace-dat")
+    sub->add_option("-f,--format", o->format,
+                    "Output: text, graph, profile, hist, chrome or trace-dat")
         ->capture_default_str()
-        ->check(CLI::IsMember({"text", "graph", "profile", "chrome", "trace-dat"}))
+        ->check(CLI::IsMember({"text", "graph", "profile", "hist", "chrome", "trace-dat"}))
         ->type_name("FORMAT");
     sub->add_option("-o,--output", o->output, "Write to FILE instead of stdout")->type_name("FILE");
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
+    sub->add_option("--hist", o->hists,
+                    "hist: compute this histogram from the recorded records of EVENT, with the "
+                    "syntax of a hist trigger ('fp:read:keys=len.log2:vals=hitcount if len > 0')")
+        ->type_name("GROUP:EVENT:SPEC");
     sub->add_flag("--no-header", o->no_header, "Leave out the header block (text, graph)");
     sub->add_flag("--no-events", o->no_events, "graph: leave out probe events between calls");
     sub->add_flag(
@@ -129,6 +142,8 @@ void setup_report(CLI::App &app)
         "           one block per thread (needs a recording made with -F or --graph)\n"
         "   profile like the kernel's function profiler (trace_stat/function0): calls, time,\n"
         "           average and s^2 per function, largest time first\n"
+        "   hist    the kernel's hist file: the histograms the session left (--trigger\n"
+        "           GROUP:EVENT:hist:...), or those --hist computes from the records\n"
         "   chrome  Chrome trace-event JSON: open it in https://ui.perfetto.dev or\n"
         "           chrome://tracing\n"
         "   trace-dat  trace-cmd's trace.dat (needs -o): `trace-cmd report FILE`, KernelShark\n"
@@ -137,6 +152,7 @@ void setup_report(CLI::App &app)
         "   dprobe report                          the events in dprobe.dat\n"
         "   dprobe report -i app.dat --format graph\n"
         "   dprobe report --format profile --no-graph-time   where the time goes\n"
+        "   dprobe report --format hist --hist 'fp:read:keys=common_pid:vals=len'\n"
         "   dprobe report --format chrome -o trace.json\n"
         "   dprobe report --format trace-dat -o trace.dat && trace-cmd report trace.dat");
     sub->callback([o] { exit_status = run_report(*o); });

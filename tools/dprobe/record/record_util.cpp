@@ -232,6 +232,23 @@ void print_record_summary(const std::string &file, const char *cmd)
                      cmd);
 }
 
+size_t print_session_hists(const std::string &file, std::FILE *out, pid_t pid)
+{
+    tracefile::trace_reader r;
+    std::string err;
+    if (!r.open(file, &err)) return 0;
+    size_t n = 0;
+    for (const auto &s : r.sessions)
+        for (const auto &[event, text] : s.hists) {
+            if (pid && s.pid() != pid) continue;
+            std::fprintf(out, "# events/%s/hist of %d (%s)\n%s", event.c_str(), s.pid(),
+                         s.get("comm").c_str(), text.c_str());
+            n++;
+        }
+    std::fflush(out);
+    return n;
+}
+
 std::vector<std::string> libraries_never_loaded(const std::string &file,
                                                 const std::vector<std::string> &globs)
 {

@@ -2,6 +2,7 @@
 // and the last-resort cleanup of a tracefs mount the program could not remove.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -30,6 +31,10 @@ bool unmount_if_mounted(const std::string &mountpoint);
 void remove_runtime_leftovers(const std::string &mountpoint);
 // "[ dprobe CMD: N events (M lost) ... ]" from the trace file.
 void print_record_summary(const std::string &file, const char *cmd = "record");
+// The histograms FILE's sessions left (HIST chunks: the --trigger hist:... ones), each after
+// a "# events/GROUP/EVENT/hist of PID (COMM)" line, on OUT; only PID's sessions when PID is
+// not 0. Returns how many.
+size_t print_session_hists(const std::string &file, std::FILE *out, pid_t pid = 0);
 // The libraries -F globs name ("libplugin.so:*") that no process of the recording in FILE
 // ever loaded (the objects of its sessions): with --follow-loads such a glob waits for a load
 // that never came. Each as "GLOB LIB". Reads the whole file: for a recording with no event.

@@ -44,7 +44,9 @@ void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_n
                     "An event trigger, written to events/GROUP/EVENT/trigger once the events "
                     "exist: traceon, traceoff, snapshot, stacktrace, enable_event:SYS:EVENT, "
                     "disable_event:SYS:EVENT, with [:N] and [if FILTER] "
-                    "('fprobes:parse_entry:stacktrace:5 if len > 100')")
+                    "('fprobes:parse_entry:stacktrace:5 if len > 100'); hist:keys=..., whose "
+                    "histogram is printed when the session ends "
+                    "('fprobes:parse_entry:hist:keys=len.log2')")
         ->type_name("GROUP:EVENT:TRIGGER")
         ->check(CLI::Validator(
             [](std::string &s) -> std::string {

@@ -18,8 +18,9 @@ struct report_opts {
     bool no_header = false;
     bool no_events = false;
     demangle_mode demangle = demangle_mode::simple;
-    bool graph_time = true; // profile: a call's time includes its callees'
-    uint64_t thresh_ns = 0; // graph: shorter calls left out; profile: functions by average
+    bool graph_time = true;         // profile: a call's time includes its callees'
+    uint64_t thresh_ns = 0;         // graph: shorter calls left out; profile: functions by average
+    std::vector<std::string> hists; // hist: "GROUP:EVENT:keys=..." to compute
     bool wants(int32_t tid) const;
 };
 
@@ -33,5 +34,8 @@ report_counts format_text(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_graph(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_profile(const model &m, const report_opts &o, std::FILE *out);
+// The histograms the recording holds, or those o.hists asks for, computed from its records
+// (report_hist.cpp). Its errors make the command fail.
+report_counts format_hist(const model &m, const report_opts &o, std::FILE *out);
 
 } // namespace dprobe::report
