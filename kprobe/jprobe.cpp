@@ -12,6 +12,7 @@
 // argument registers on a copy of its stack arguments, and comes back through
 // jprobe_return() or by returning.
 #include "arch/x86_64/jprobes_arch.h"
+#include "arch/x86_64/uaccess.h"
 #include "core/compiler.h"
 #include "kprobe/kprobe_internal.h"
 
@@ -19,18 +20,11 @@
 #include <mutex>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
-
 namespace dprobe::kp
 {
 
 namespace
 {
-
-// The frame of the jprobe handler running on this thread (dprobe_jprobe_call's), or null.
-__thread void *tls_jprobe_frame __attribute__((tls_model("initial-exec")));
 
 static_assert(arch::JPROBE_STACK_MAX == JPROBE_MAX_STACK_SIZE);
 
@@ -46,9 +40,21 @@ DPROBE_NOPROBE void jprobe_run(struct kprobe *p, const struct pt_regs *regs, con
     c.vec = vec;
     c.vec_size = vec_size;
     c.wide = wide;
-    c.stack = arch::jprobe_stack_args(regs);
-    c.stack_len = JPROBE_MAX_STACK_SIZE;
-    c.frame_slot = &tls_jprobe_frame;
+    // Read without trusting the stack to extend that far (a function entered at the top of a
+    // makecontext() stack has little above it): what cannot be read is zero.
+    alignas(16) unsigned char args[JPROBE_MAX_STACK_SIZE];
+    c.stack = args;
+    c.stack_len = p->ainsn.stack_len;
+    if (c.stack_len &&
+        copy_from_user_nofault(args, arch::jprobe_stack_args(regs), c.stack_len) != 0) {
+        for (unsigned long i = 0; i < c.stack_len; ++i)
+            args[i] = 0;
+        for (unsigned long i = 0; i < c.stack_len; i += 8)
+            if (copy_from_user_nofault(
+                    args + i, static_cast<const char *>(arch::jprobe_stack_args(regs)) + i, 8))
+                break;
+    }
+    c.frame_slot = &dprobe_jprobe_frame;
     if (dprobe_jprobe_call(&c)) __atomic_add_fetch(&jp->nreturned, 1, __ATOMIC_RELAXED);
 }
 
@@ -102,15 +108,6 @@ void unregister_jprobes(struct jprobe **jps, int num)
     unregister_kprobes_locked(kps.data(), static_cast<int>(kps.size()));
 }
 
-DPROBE_NOPROBE void jprobe_return(void)
-{
-    void *frame = tls_jprobe_frame;
-    if (!frame) return; // not in a jprobe handler
-#if defined(__SANITIZE_ADDRESS__)
-    // The handler's frames are left without returning, as by longjmp: their redzones go.
-    __asan_handle_no_return();
-#endif
-    dprobe_jprobe_longjmp(frame);
-}
+// jprobe_return() is arch's (arch/x86_64/jprobe_tramp.S), as it was in the kernel.
 
 } // extern "C"

@@ -1,7 +1,8 @@
 // How many bytes of stack-passed arguments a function takes, from its object's DWARF, so that
 // register_jprobe() refuses (-E2BIG) a function whose arguments a jprobe handler would not
-// see whole: the handler gets a copy of JPROBE_MAX_STACK_SIZE bytes (the kernel's
-// MAX_STACK_SIZE), and reading past it would read the caller's locals as parameters.
+// see whole (the handler gets a copy of at most JPROBE_MAX_STACK_SIZE bytes, the kernel's
+// MAX_STACK_SIZE, and reading past it would read the caller's locals as parameters), and
+// copies no more than the function has (none for most functions).
 //
 // The parameters are placed as the System V x86-64 ABI does: each one is classified by
 // eightbytes (INTEGER or SSE, from its scalar leaves), takes registers while six integer and
@@ -229,12 +230,12 @@ bool find_subprogram(Dwarf_Die *die, Dwarf_Addr vaddr, Dwarf_Die *out, int depth
 
 } // namespace
 
-int jprobe_check_args(const loaded_object &obj, uintptr_t func)
+long jprobe_stack_bytes(const loaded_object &obj, uintptr_t func)
 {
-    if (obj.path.empty() || obj.is_vdso) return 0;
+    if (obj.path.empty() || obj.is_vdso) return -1;
     const int fd = ::open(obj.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    int err = 0;
+    if (fd < 0) return -1;
+    long bytes = -1;
     if (Dwarf *dw = dwarf_begin(fd, DWARF_C_READ)) {
         const Dwarf_Addr vaddr = func - obj.load_bias;
         Dwarf_Die cu, fn;
@@ -247,11 +248,11 @@ int jprobe_check_args(const loaded_object &obj, uintptr_t func)
                 found = find_subprogram(&cu, vaddr, &fn, 0);
             off = next;
         }
-        if (found && stack_bytes(&fn) > JPROBE_MAX_STACK_SIZE) err = -E2BIG;
+        if (found) bytes = stack_bytes(&fn);
         dwarf_end(dw);
     }
     ::close(fd);
-    return err;
+    return bytes;
 }
 
 } // namespace dprobe::kp

@@ -267,9 +267,9 @@ inline struct jprobe *container_of_jprobe(struct kprobe *p) noexcept
 // the stack arguments; returns when it called jprobe_return() or returned.
 void jprobe_run(struct kprobe *p, const struct pt_regs *regs, const void *vec,
                 unsigned long vec_size, bool wide) noexcept;
-// -E2BIG when the DWARF of OBJ says the function at FUNC takes more stack-passed arguments
-// than a jprobe copies (jprobe_args.cpp); 0 otherwise, or when nothing is known.
-int jprobe_check_args(const loaded_object &obj, uintptr_t func);
+// Bytes of stack-passed arguments of the function at FUNC, from the DWARF of OBJ
+// (jprobe_args.cpp), or -1 when unknown (no DWARF for it, a type not understood).
+long jprobe_stack_bytes(const loaded_object &obj, uintptr_t func);
 
 // kretprobe registration steps (kretprobe.cpp), under kprobe_mutex().
 int kretprobe_prepare(struct kretprobe *rp); // checks, ctl allocation

@@ -547,8 +547,12 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     if (r.on_entry) p->flags |= KPROBE_FLAG_ON_FUNC_ENTRY;
     if (!r.obj->is_text(r.addr)) return -EINVAL;
     if (in_blacklist(r.addr)) return -EINVAL;
-    if (kind == kind_jprobe)
-        if (int err = jprobe_check_args(*r.obj, r.func)) return err;
+    long jp_stack = JPROBE_MAX_STACK_SIZE; // unknown: the most a handler may see
+    if (kind == kind_jprobe) {
+        const long n = jprobe_stack_bytes(*r.obj, r.func);
+        if (n > JPROBE_MAX_STACK_SIZE) return -E2BIG;
+        if (n >= 0) jp_stack = (n + 15) / 16 * 16;
+    }
     kp_record *rec = find_live_record(r.addr);
     if (rec && rec->mode == kp_mode::int3)
         if (int err = int3_clear_of_jump_sites(r)) return err; // made when none was in use
@@ -559,6 +563,7 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     p->ainsn.rec = rec;
     p->ainsn.kind = kind;
     p->ainsn.boostable = rec->boostable && !rec->emulate;
+    p->ainsn.stack_len = kind == kind_jprobe ? static_cast<unsigned>(jp_stack) : 0;
     if (rec->mode == kp_mode::ftrace) p->flags |= KPROBE_FLAG_FTRACE;
     p->nmissed = 0;
     kp_children *old = rec->children.load(std::memory_order_relaxed);

@@ -19,11 +19,17 @@
 #define JC_STACK_LEN 48
 #define JC_FRAME_SLOT 56
 
-/* The frame, from %rbp: the callee-saved registers, then the frame slot's address, the
- * MXCSR at the call, and the slot's previous value (where the frame's %rsp points). */
+/* The frame, from %rbp: the callee-saved registers, then the frame slot's address, how the
+ * handler came back (0: it returned; 1, then 2: through jprobe_return), where the call of the
+ * handler put its return address, a pad, and the slot's previous value (where the frame's
+ * %rsp points, JF_SIZE below %rbp). MXCSR is not saved, as in the ftrace trampolines
+ * (ftrace_tramp.S): a handler keeps its control bits (callee-saved) and may raise sticky
+ * exception flags, as any called function may. */
 #define JF_SLOT -48
-#define JF_MXCSR -56
-#define JF_PREV -64
+#define JF_HOW -56
+#define JF_RETSLOT -64
+#define JF_PREV -80
+#define JF_SIZE 80
 
 /* int dprobe_jprobe_call(const struct jprobe_call *c) */
 	.globl dprobe_jprobe_call
@@ -46,8 +52,8 @@ dprobe_jprobe_call:
 	.cfi_offset r14, -48
 	push %r15
 	.cfi_offset r15, -56
-	sub $24, %rsp
-	stmxcsr JF_MXCSR(%rbp)
+	sub $40, %rsp
+	movq $0, JF_HOW(%rbp)
 	mov JC_FRAME_SLOT(%rdi), %rax
 	mov %rax, JF_SLOT(%rbp)
 	mov (%rax), %rcx
@@ -55,17 +61,22 @@ dprobe_jprobe_call:
 	mov %rsp, (%rax)		/* where jprobe_return() comes back to */
 	mov %rdi, %rbx
 
-	/* The stack arguments' copy, 16-byte aligned, then our return address. */
+	/* The stack arguments' copy (JC_STACK_LEN bytes, a multiple of 16, copied 16 at a time
+	 * with general registers: rep movsb's start-up costs more), 16-byte aligned; the call
+	 * below pushes our return address under it. */
 	mov JC_STACK_LEN(%rbx), %rcx
-	add $15, %rcx
-	and $-16, %rcx
-	sub %rcx, %rsp
-	mov %rsp, %rdi
 	mov JC_STACK(%rbx), %rsi
-	cld
-	rep movsb
-	lea .Ljprobe_returned(%rip), %rax
-	push %rax
+	sub %rcx, %rsp
+1:	sub $16, %rcx
+	jb 2f
+	mov (%rsi,%rcx), %rax
+	mov 8(%rsi,%rcx), %rdx
+	mov %rax, (%rsp,%rcx)
+	mov %rdx, 8(%rsp,%rcx)
+	jmp 1b
+2:
+	lea -8(%rsp), %rax
+	mov %rax, JF_RETSLOT(%rbp)	/* where the call below puts its return address */
 
 	/* xmm0-7 (or ymm/zmm when their upper halves were live at the entry). */
 	mov JC_VEC(%rbx), %rsi
@@ -73,13 +84,13 @@ dprobe_jprobe_call:
 	jz 4f
 	mov JC_VEC_SIZE(%rbx), %rdx
 	cmpq $0, JC_WIDE(%rbx)
-	jne 2f
+	jne 5f
 	.irp r, 0, 1, 2, 3, 4, 5, 6, 7
 	movdqu (%rsi), %xmm\r
 	add %rdx, %rsi
 	.endr
 	jmp 4f
-2:	cmp $64, %rdx
+5:	cmp $64, %rdx
 	je 3f
 	.irp r, 0, 1, 2, 3, 4, 5, 6, 7
 	vmovdqu (%rsi), %ymm\r
@@ -103,17 +114,26 @@ dprobe_jprobe_call:
 	mov PTR_R10(%r11), %r10
 	mov PTR_AX(%r11), %rax
 	mov JC_ENTRY(%rbx), %r11
-	jmp *%r11
-
-	/* The handler returned instead of calling jprobe_return(): the same way back. */
-.Ljprobe_returned:
-	mov $1, %eax
-.Ljprobe_resume:
+	/* A call, so that returns stay paired with calls for the return-stack predictor. */
+	call *%r11
+.Ljprobe_landing:
+	/* The handler returned, or jprobe_return() returned here in its place (JF_HOW 1): the
+	 * predictor still holds the address of this call's return, which a ret to this very
+	 * place consumes (predicted), so the returns below are predicted again. */
+	cmpq $1, JF_HOW(%rbp)
+	jne 7f
+	movq $2, JF_HOW(%rbp)
+	lea .Ljprobe_landing(%rip), %rax
+	push %rax
+	ret
+7:	cmpq $0, JF_HOW(%rbp)
+	sete %al
+	movzbl %al, %eax	/* 1: the handler returned */
 	lea JF_PREV(%rbp), %rsp
 	cmpb $0, dprobe_have_avx(%rip)
-	je 5f
+	je 6f
 	vzeroupper			/* what the handler may have left */
-5:	ldmxcsr JF_MXCSR(%rbp)
+6:
 	mov JF_SLOT(%rbp), %rcx
 	mov JF_PREV(%rbp), %rdx
 	mov %rdx, (%rcx)
@@ -128,17 +148,28 @@ dprobe_jprobe_call:
 	.cfi_endproc
 	.size dprobe_jprobe_call, . - dprobe_jprobe_call
 
-/* void dprobe_jprobe_longjmp(void *frame): FRAME is %rsp of dprobe_jprobe_call's frame. */
-	.globl dprobe_jprobe_longjmp
-	.hidden dprobe_jprobe_longjmp
-	.type dprobe_jprobe_longjmp, @function
-dprobe_jprobe_longjmp:
+/* void jprobe_return(void) (the kernel's was arch code too): back to the hit from the jprobe
+ * handler running on this thread, whose frame dprobe_jprobe_frame holds; returns (doing
+ * nothing) outside one. Its ret goes to where the handler's call would have returned. */
+	.globl jprobe_return
+	.type jprobe_return, @function
+jprobe_return:
 	.cfi_startproc
-	mov %rdi, %rsp
-	lea 64(%rsp), %rbp	/* -JF_PREV */
-	xor %eax, %eax
-	jmp .Ljprobe_resume
+	mov dprobe_jprobe_frame@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rdi
+	test %rdi, %rdi
+	jz 1f
+	push %rdi
+	.cfi_adjust_cfa_offset 8
+	call dprobe_jprobe_no_return	/* ASan: the handler's frames go */
+	pop %rdi
+	.cfi_adjust_cfa_offset -8
+	lea JF_SIZE(%rdi), %rbp
+	movq $1, JF_HOW(%rbp)
+	mov JF_RETSLOT(%rbp), %rsp
+	ret
+1:	ret
 	.cfi_endproc
-	.size dprobe_jprobe_longjmp, . - dprobe_jprobe_longjmp
+	.size jprobe_return, . - jprobe_return
 
 	.section .note.GNU-stack, "", @progbits

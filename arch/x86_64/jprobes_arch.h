@@ -6,8 +6,8 @@
 // SIGTRAP hook) with the registers saved at the function's entry. On its own stack, below the
 // caller, it copies the stack-passed arguments, pushes a return address of its own, loads the
 // argument registers (rdi rsi rdx rcx r8 r9 rax r10, xmm0-7) and jumps to the handler. The
-// handler leaves through dprobe_jprobe_longjmp() (jprobe_return()) or by returning; either
-// way the stack is cut back to the frame, MXCSR and the callee-saved registers restored, the
+// handler leaves through jprobe_return() (defined in jprobe_tramp.S) or by returning; either
+// way the stack is cut back to the frame, the callee-saved registers restored, the
 // upper vector state cleared (vzeroupper), and the call returns to the hit, whose trampoline
 // or sigreturn restores the function's own registers. Nothing the handler does reaches the
 // function: its registers were never handed over and its stack arguments are a copy.
@@ -50,6 +50,8 @@ bool fregs_vec_wide(const struct ftrace_regs *fregs) noexcept;
 extern "C" {
 // 0 when the handler called jprobe_return(), 1 when it returned.
 int dprobe_jprobe_call(const dprobe::arch::jprobe_call *c);
-// Back to the frame FRAME (the value dprobe_jprobe_call stored in its frame slot).
-[[noreturn]] void dprobe_jprobe_longjmp(void *frame);
+// The frame of the jprobe handler running on this thread (dprobe_jprobe_call's), or null.
+extern __thread void *dprobe_jprobe_frame __attribute__((tls_model("initial-exec")));
+// Called by jprobe_return() before it leaves the handler's frames (ASan forgets them).
+void dprobe_jprobe_no_return();
 }

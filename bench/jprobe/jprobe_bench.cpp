@@ -39,6 +39,13 @@ unsigned long j_handler(unsigned long x)
     return 0;
 }
 
+// The same without jprobe_return(): the handler returns into dprobe (counted in nreturned).
+unsigned long j_handler_returns(unsigned long x)
+{
+    sink = sink + x;
+    return 0;
+}
+
 void BM_unprobed(benchmark::State &s)
 {
     run_calls(s, site_fn);
@@ -53,15 +60,15 @@ void fprobe_entry(benchmark::State &s, const char *sym, fn f)
     unregister_fprobe(&fp);
 }
 
-void jprobe_hit(benchmark::State &s, const char *sym, fn f)
+void jprobe_hit(benchmark::State &s, const char *sym, fn f, bool returns = false)
 {
     struct jprobe jp = {};
     jp.kp.symbol_name = sym;
-    jp.entry = JPROBE_ENTRY(j_handler);
+    jp.entry = returns ? JPROBE_ENTRY(j_handler_returns) : JPROBE_ENTRY(j_handler);
     if (register_jprobe(&jp)) return s.SkipWithError("register_jprobe");
     run_calls(s, f);
     unregister_jprobe(&jp);
-    if (jp.kp.nmissed || jp.nreturned) s.SkipWithError("missed or returned");
+    if (jp.kp.nmissed || (jp.nreturned != 0) != returns) s.SkipWithError("missed or returned");
 }
 
 void typed_fprobe_entry(benchmark::State &s, fn f)
@@ -77,6 +84,29 @@ void BM_site_fprobe_entry(benchmark::State &s)
 void BM_site_jprobe(benchmark::State &s)
 {
     jprobe_hit(s, "jpb_site", site_fn);
+}
+void BM_site_jprobe_handler_returns(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_site", site_fn, true);
+}
+// (Reference) a kprobe pre handler on the same entry: the kprobe path a jprobe shares.
+int k_pre(struct kprobe *, struct pt_regs *regs)
+{
+    sink = sink + regs->di;
+    return 0;
+}
+void kprobe_hit(benchmark::State &s, const char *sym, fn f)
+{
+    struct kprobe kp = {};
+    kp.symbol_name = sym;
+    kp.pre_handler = k_pre;
+    if (register_kprobe(&kp)) return s.SkipWithError("register_kprobe");
+    run_calls(s, f);
+    unregister_kprobe(&kp);
+}
+void BM_site_kprobe(benchmark::State &s)
+{
+    kprobe_hit(s, "jpb_site", site_fn);
 }
 void BM_jump_fprobe_entry(benchmark::State &s)
 {
@@ -100,7 +130,9 @@ void BM_jump_typed_fprobe_entry(benchmark::State &s)
 BENCHMARK(BM_unprobed);
 BENCHMARK(BM_site_fprobe_entry);
 BENCHMARK(BM_site_typed_fprobe_entry);
+BENCHMARK(BM_site_kprobe);
 BENCHMARK(BM_site_jprobe);
+BENCHMARK(BM_site_jprobe_handler_returns);
 BENCHMARK(BM_jump_fprobe_entry);
 BENCHMARK(BM_jump_typed_fprobe_entry);
 BENCHMARK(BM_jump_jprobe);

@@ -62,6 +62,7 @@ struct arch_specific_insn {
     void *rec DPROBE_DFLT;         /* the probed address' record */
     unsigned int kind DPROBE_DFLT; /* plain kprobe or the entry probe of a kretprobe */
     unsigned int boostable DPROBE_DFLT;
+    unsigned int stack_len DPROBE_DFLT; /* jprobe: bytes of stack arguments its handler gets */
 };
 
 struct kprobe {
@@ -194,11 +195,12 @@ static inline int enable_kretprobe(struct kretprobe *rp)
  * r9, rax (al: vector registers used by a variadic call), r10, xmm0-7 (at full width when
  * their upper halves were in use) and a copy of the first JPROBE_MAX_STACK_SIZE bytes of
  * stack-passed arguments, so a handler that writes its parameters changes a copy. When it is
- * done it calls jprobe_return(), which resumes the function with every register, flag, MXCSR
- * and stack byte as at its entry. A handler that returns instead is resumed the same way and
- * counted in jp->nreturned (dprobe's; the kernel's would crash). The handler must not throw
- * or longjmp out. It runs as a kprobe pre handler: a probe hit meanwhile on the same thread
- * counts in its nmissed, and unregister_jprobe() returns once no handler of it runs.
+ * done it calls jprobe_return(), which resumes the function with every register, flag and
+ * stack byte as at its entry (MXCSR's sticky exception flags excepted, as for every handler). A
+ * handler that returns instead is resumed the same way and counted in jp->nreturned (dprobe's; the
+ * kernel's would crash). The handler must not throw or longjmp out. It runs as a kprobe pre
+ * handler: a probe hit meanwhile on the same thread counts in its nmissed, and unregister_jprobe()
+ * returns once no handler of it runs.
  */
 struct jprobe {
     struct kprobe kp DPROBE_DFLT; /* a function entry: addr, or symbol_name (offset 0) */
