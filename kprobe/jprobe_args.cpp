@@ -173,7 +173,8 @@ uint64_t round_up(uint64_t v, uint64_t to)
     return (v + to - 1) / to * to;
 }
 
-// Bytes of stack arguments of the subprogram FN, or -1 when a type is not understood.
+// Bytes of stack arguments of the subprogram FN, or -1 when a type is not understood or the
+// function is variadic.
 long stack_bytes(Dwarf_Die *fn)
 {
     int ints = 6, sses = 8;
@@ -186,7 +187,9 @@ long stack_bytes(Dwarf_Die *fn)
     uint64_t stack = 0;
     Dwarf_Die p;
     if (dwarf_child(fn, &p) != 0) return 0;
+    bool variadic = false;
     do {
+        variadic |= dwarf_tag(&p) == DW_TAG_unspecified_parameters;
         if (dwarf_tag(&p) != DW_TAG_formal_parameter) continue;
         Dwarf_Die pt;
         if (!type_of(&p, &pt)) return -1;
@@ -204,6 +207,8 @@ long stack_bytes(Dwarf_Die *fn)
         }
         stack = round_up(stack, a.align) + round_up(a.size ? a.size : 8, 8);
     } while (dwarf_siblingof(&p, &p) == 0);
+    // A variadic call may pass more on the stack: unknown, unless the fixed ones are too many.
+    if (variadic && stack <= JPROBE_MAX_STACK_SIZE) return -1;
     return static_cast<long>(stack);
 }
 
