@@ -193,8 +193,9 @@ static inline int enable_kretprobe(struct kretprobe *rp)
  *
  * The handler is entered with the argument state of the function's entry: rdi rsi rdx rcx r8
  * r9, rax (al: vector registers used by a variadic call), r10, xmm0-7 (at full width when
- * their upper halves were in use) and a copy of the first JPROBE_MAX_STACK_SIZE bytes of
- * stack-passed arguments, so a handler that writes its parameters changes a copy. When it is
+ * their upper halves were in use) and a copy of the stack-passed arguments (as many bytes as
+ * DWARF says; without DWARF the first JPROBE_MAX_STACK_SIZE), so a handler that writes its
+ * parameters changes a copy. When it is
  * done it calls jprobe_return(), which resumes the function with every register, flag and
  * stack byte as at its entry (MXCSR's sticky exception flags excepted, as for every handler). A
  * handler that returns instead is resumed the same way and counted in jp->nreturned (dprobe's; the

@@ -12,6 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
 #include <chrono>
 #include <cpuid.h>
 #include <cstring>
@@ -222,6 +225,7 @@ TEST_P(jprobe_flavour, integer_arguments)
 {
     probe_guard g("jp_int6", h_int6);
     ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, 0u) << "DWARF: all in registers, nothing to copy";
     expect_mechanism(g.jp);
     EXPECT_EQ(jp_int6(1, -2, 3, 1L << 40, 5, -6), 1 - 4 + 9 + 4 * (1L << 40) + 25 - 36);
     ASSERT_TRUE(seen);
@@ -234,6 +238,7 @@ TEST_P(jprobe_flavour, stack_passed_integers)
 {
     probe_guard g("jp_int8", h_int8);
     ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, 16u) << "DWARF: g and h on the stack";
     EXPECT_EQ(jp_int8(1, 2, 3, 4, 5, 6, 70, 80), 1 + 4 + 9 + 16 + 25 + 36 + 490 + 640);
     ASSERT_TRUE(seen);
     const long want[] = {1, 2, 3, 4, 5, 6, 70, 80};
@@ -245,6 +250,7 @@ TEST_P(jprobe_flavour, floating_point_and_stack_passed_doubles)
 {
     probe_guard g("jp_dbl10", h_dbl10);
     ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, 16u) << "DWARF: i and j on the stack";
     double want = 0;
     for (int i = 1; i <= 10; ++i)
         want += i * (i + 0.5);
@@ -273,6 +279,7 @@ TEST_P(jprobe_flavour, struct_by_value_and_pointer)
 {
     probe_guard g("jp_struct", h_struct);
     ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, 32u) << "DWARF: the 32-byte struct in memory";
     const int seven = 7;
     EXPECT_EQ(jp_struct({10, 20, 30, 40}, {50, 2.5}, &seven), 10 + 40 + 90 + 160 + 250 + 15 + 49);
     ASSERT_TRUE(seen);
@@ -286,6 +293,7 @@ TEST_P(jprobe_flavour, variadic_arguments)
 {
     probe_guard g("jp_varargs", h_varargs);
     ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, unsigned{JPROBE_MAX_STACK_SIZE}) << "variadic";
     // Five in registers, two on the stack.
     EXPECT_EQ(jp_varargs(7, 1L, 2L, 3L, 4L, 5L, 6L, 7L), 1 + 4 + 9 + 16 + 25 + 36 + 49);
     ASSERT_TRUE(seen);
@@ -509,6 +517,43 @@ TEST_P(jprobe_flavour, vector_state_left_clean)
     EXPECT_TRUE(seen);
     EXPECT_EQ(before & 4, 0u);
     EXPECT_EQ(after & 4, 0u) << "the upper vector state was left in use";
+}
+
+// A function without parameter DWARF entered at the very top of a stack (makecontext's):
+// the 64 bytes the handler would see run into a guard page, which is read as zeros.
+extern "C" long jp_asm_target(long);
+std::atomic<long> asm_seen;
+long h_asm(long x)
+{
+    asm_seen = x;
+    jprobe_return();
+    return 0;
+}
+ucontext_t main_uc, fn_uc;
+void call_asm_target_on_stack_top()
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    void *m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    ASSERT_EQ(mprotect(static_cast<char *>(m) + page, page, PROT_NONE), 0);
+    ASSERT_EQ(getcontext(&fn_uc), 0);
+    fn_uc.uc_stack.ss_sp = m;
+    fn_uc.uc_stack.ss_size = page;
+    fn_uc.uc_link = &main_uc;
+    makecontext(&fn_uc, reinterpret_cast<void (*)()>(jp_asm_target), 1, 41L);
+    ASSERT_EQ(swapcontext(&main_uc, &fn_uc), 0);
+    munmap(m, 2 * page);
+}
+
+TEST_P(jprobe_flavour, unknown_arguments_at_the_top_of_a_stack)
+{
+    probe_guard g("jp_asm_target", h_asm);
+    ASSERT_EQ(g.err, 0);
+    EXPECT_EQ(g.jp.kp.ainsn.stack_len, unsigned{JPROBE_MAX_STACK_SIZE}) << "no DWARF: all of it";
+    asm_seen = 0;
+    call_asm_target_on_stack_top();
+    EXPECT_EQ(asm_seen, 41);
+    EXPECT_EQ(jp_asm_target(1), 2);
 }
 
 #ifdef JPROBE_TEST_SITES
