@@ -75,10 +75,12 @@ bool live(const kp_record *rec)
     return !registry().all_disarmed && !rec->gone.load();
 }
 
-// Whether the int3 record's byte should be an int3 (some kprobe or kretprobe entry enabled).
+// Whether the int3 record's byte should be an int3 (some kprobe, kretprobe entry or jprobe
+// enabled).
 bool wants_int3(const kp_record *rec)
 {
-    return live(rec) && (any_enabled(rec, kind_kprobe) || any_enabled(rec, kind_kretprobe));
+    return live(rec) && (any_enabled(rec, kind_kprobe) || any_enabled(rec, kind_kretprobe) ||
+                         any_enabled(rec, kind_jprobe));
 }
 
 // The bytes [a, a + len) hold an armed int3 of another record (the kernel's -EEXIST).
@@ -376,7 +378,8 @@ int arm_batch::commit()
     };
     for (kp_record *r : recs_) {
         if (r->mode != kp_mode::ftrace) continue;
-        const bool want = live(r) && any_enabled(r, kind_kprobe);
+        // The record's ops serves its kprobes and jprobes (kretprobes have their own).
+        const bool want = live(r) && (any_enabled(r, kind_kprobe) || any_enabled(r, kind_jprobe));
         if (want && !r->armed.load()) {
             attach.push_back({&r->ops, r->site});
             attaching.push_back(r);

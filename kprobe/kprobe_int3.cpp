@@ -13,6 +13,7 @@
 // probe on a libc function that this code used cannot recurse.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/insn.h"
+#include "arch/x86_64/jprobes_arch.h"
 #include "arch/x86_64/text_patching.h"
 #include "arch/x86_64/uaccess.h"
 #include "arch/x86_64/uctx.h"
@@ -317,6 +318,10 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         if (p->ainsn.kind == kind_kretprobe) {
             kretprobe_int3_entry(container_of_kretprobe(p), &regs, uc);
             regs.ip = at + 1;
+        } else if (p->ainsn.kind == kind_jprobe) {
+            // On the signal stack; the kernel saved the whole state, sigreturn restores it.
+            const void *vec = uc->uc_mcontext.fpregs ? &uc->uc_mcontext.fpregs->_xmm[0] : nullptr;
+            jprobe_run(p, &regs, vec, 16, false);
         } else if (p->pre_handler && p->pre_handler(p, &regs)) {
             skip = true; // the handler moved regs->ip: no step, no post handler
         }
@@ -467,7 +472,7 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     if (!cl || !t) return 1;
     if (kprobe_busy_on(t)) {
         for (uint32_t i = 0; i < cl->n; ++i)
-            if (cl->kp[i]->ainsn.kind == kind_kprobe)
+            if (cl->kp[i]->ainsn.kind != kind_kretprobe)
                 __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
         return 1;
     }
@@ -480,6 +485,12 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
+        if (p->ainsn.kind == kind_jprobe && child_enabled(p)) {
+            // Entry registers as the trampoline saved them (ip and flags are not read).
+            t->current_kprobe = p;
+            jprobe_run(p, regs, fregs->vec, fregs->vec_size, arch::fregs_vec_wide(fregs));
+            continue;
+        }
         if (p->ainsn.kind != kind_kprobe || !child_enabled(p)) continue;
         t->current_kprobe = p;
         if (p->post_handler) post.add(p);
@@ -505,7 +516,7 @@ DPROBE_NOPROBE void kprobe_ftrace_missed(ftrace_ops *ops)
     auto *rec = static_cast<kp_record *>(ops->priv);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     for (uint32_t i = 0; cl && i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind == kind_kprobe)
+        if (cl->kp[i]->ainsn.kind != kind_kretprobe)
             __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
 }
 

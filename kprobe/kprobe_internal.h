@@ -29,6 +29,7 @@
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
 #include "core/optprobe.h"
+#include "core/symbols.h"
 #include "core/task_ctx.h"
 
 #include <dprobe/kprobes.h>
@@ -47,7 +48,7 @@
 namespace dprobe::kp
 {
 
-enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1 };
+enum child_kind : unsigned { kind_kprobe = 0, kind_kretprobe = 1, kind_jprobe = 2 };
 
 // Immutable list of the probes registered at one address, in registration order.
 struct kp_children {
@@ -254,6 +255,21 @@ inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) no
 {
     fregs->regs.flags = snap;
 }
+
+// jprobe glue (jprobe.cpp).
+inline struct jprobe *container_of_jprobe(struct kprobe *p) noexcept
+{
+    static_assert(offsetof(struct jprobe, kp) == 0);
+    return reinterpret_cast<struct jprobe *>(p);
+}
+// A hit of the jprobe P: its handler runs with REGS (the function's entry registers) and the
+// vector registers VEC (VEC_SIZE bytes apart, at full width when WIDE) loaded, on a copy of
+// the stack arguments; returns when it called jprobe_return() or returned.
+void jprobe_run(struct kprobe *p, const struct pt_regs *regs, const void *vec,
+                unsigned long vec_size, bool wide) noexcept;
+// Bytes of stack-passed arguments of the function at FUNC, from the DWARF of OBJ
+// (jprobe_args.cpp), or -1 when unknown (no DWARF for it, a type not understood).
+long jprobe_stack_bytes(const loaded_object &obj, uintptr_t func);
 
 // kretprobe registration steps (kretprobe.cpp), under kprobe_mutex().
 int kretprobe_prepare(struct kretprobe *rp); // checks, ctl allocation

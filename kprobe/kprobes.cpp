@@ -108,6 +108,7 @@ kp_children *make_children(const kp_children *old, struct kprobe *add, const str
         cl->any_post |= p->ainsn.kind == kind_kprobe && p->post_handler;
         if (p->ainsn.kind == kind_kprobe && p->pre_handler)
             cl->all_ext_clean &= arch::ext_state_clean(reinterpret_cast<uintptr_t>(p->pre_handler));
+        if (p->ainsn.kind == kind_jprobe) cl->all_ext_clean = false; // loads xmm0-7
         cl->all_vec_clean &=
             p->ainsn.kind == kind_kprobe && vec_clean(p->pre_handler) && vec_clean(p->post_handler);
     }
@@ -340,8 +341,8 @@ int create_record(const resolved &r, child_kind kind, kp_record **out)
     rec->fsize = r.fsize;
     ftrace_site *s = ftrace_location(r.func);
     if (!s) s = ftrace_location(r.addr);
-    if (!s && kind == kind_kretprobe && registry().optimization_on && r.on_entry &&
-        !int3_probe_near(r.addr)) {
+    if (!s && (kind == kind_kretprobe || kind == kind_jprobe) && registry().optimization_on &&
+        r.on_entry && !int3_probe_near(r.addr)) {
         // A function without a compiled-in site: ride on a jump site (no trap) when its entry
         // allows one (with optimization on: the jump site is the optimized entry probe);
         // else the int3 entry below. (Not over int3 probes: the jump site's
@@ -546,6 +547,12 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     if (r.on_entry) p->flags |= KPROBE_FLAG_ON_FUNC_ENTRY;
     if (!r.obj->is_text(r.addr)) return -EINVAL;
     if (in_blacklist(r.addr)) return -EINVAL;
+    long jp_stack = JPROBE_MAX_STACK_SIZE; // unknown: the most a handler may see
+    if (kind == kind_jprobe) {
+        const long n = jprobe_stack_bytes(*r.obj, r.func);
+        if (n > JPROBE_MAX_STACK_SIZE) return -E2BIG;
+        if (n >= 0) jp_stack = (n + 15) / 16 * 16;
+    }
     kp_record *rec = find_live_record(r.addr);
     if (rec && rec->mode == kp_mode::int3)
         if (int err = int3_clear_of_jump_sites(r)) return err; // made when none was in use
@@ -556,6 +563,7 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     p->ainsn.rec = rec;
     p->ainsn.kind = kind;
     p->ainsn.boostable = rec->boostable && !rec->emulate;
+    p->ainsn.stack_len = kind == kind_jprobe ? static_cast<unsigned>(jp_stack) : 0;
     if (rec->mode == kp_mode::ftrace) p->flags |= KPROBE_FLAG_FTRACE;
     p->nmissed = 0;
     kp_children *old = rec->children.load(std::memory_order_relaxed);
@@ -848,7 +856,9 @@ std::string kprobes_list_text()
         const kp_children *cl = r->children.load();
         for (uint32_t i = 0; i < cl->n; ++i) {
             struct kprobe *p = cl->kp[i];
-            const char *type = p->ainsn.kind == kind_kretprobe ? "r" : "k";
+            const char *type = p->ainsn.kind == kind_kretprobe ? "r"
+                               : p->ainsn.kind == kind_jprobe  ? "j"
+                                                               : "k";
             const auto addr = reinterpret_cast<uintptr_t>(p->addr);
             int n;
             if (!info.sym.empty())

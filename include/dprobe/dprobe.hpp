@@ -9,6 +9,7 @@
 #pragma once
 
 #include <dprobe/fprobe.h>
+#include <dprobe/kprobes.h>
 
 #include <cstddef>
 #include <type_traits>
@@ -21,7 +22,7 @@ namespace dprobe
 class fprobe_registration
 {
   public:
-    fprobe_registration(struct fprobe &fp, const char *filter,
+    fprobe_registration(struct ::fprobe &fp, const char *filter,
                         const char *notfilter = nullptr) noexcept
         : fp_(&fp), err_(register_fprobe(&fp, filter, notfilter))
     {
@@ -44,7 +45,7 @@ class fprobe_registration
     explicit operator bool() const noexcept { return fp_ && err_ == 0; }
 
   private:
-    struct fprobe *fp_;
+    struct ::fprobe *fp_;
     int err_;
 };
 
@@ -81,18 +82,21 @@ template <typename OnEntry, typename OnExit = std::nullptr_t> class function_pro
 
   private:
     struct holder {
-        struct fprobe fp; // first member: a handler's fprobe pointer is the holder's address
+        struct ::fprobe fp; // first member: a handler's fprobe pointer is the holder's address
         function_probe *self;
     };
     static_assert(std::is_standard_layout_v<holder>);
 
-    static function_probe *from(struct fprobe *fp) { return reinterpret_cast<holder *>(fp)->self; }
-    static int entry_thunk(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+    static function_probe *from(struct ::fprobe *fp)
+    {
+        return reinterpret_cast<holder *>(fp)->self;
+    }
+    static int entry_thunk(struct ::fprobe *fp, unsigned long ip, unsigned long ret_ip,
                            struct ftrace_regs *regs, void *)
     {
         return from(fp)->entry_(ip, ret_ip, regs);
     }
-    static void exit_thunk(struct fprobe *fp, unsigned long ip, unsigned long ret_ip,
+    static void exit_thunk(struct ::fprobe *fp, unsigned long ip, unsigned long ret_ip,
                            struct ftrace_regs *regs, void *)
     {
         if constexpr (!std::is_same_v<OnExit, std::nullptr_t>) from(fp)->exit_(ip, ret_ip, regs);
@@ -105,3 +109,5 @@ template <typename OnEntry, typename OnExit = std::nullptr_t> class function_pro
 };
 
 } // namespace dprobe
+
+#include <dprobe/typed_probes.hpp>

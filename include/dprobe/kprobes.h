@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kprobes and kretprobes for a user-space process, as in Linux 6.18 (include/linux/kprobes.h).
+ * kprobes, kretprobes and jprobes for a user-space process, as in Linux 6.18
+ * (include/linux/kprobes.h).
  *
  *   static int pre(struct kprobe *p, struct pt_regs *regs)
  *   { printf("hit %p ip=%lx\n", p->addr, regs->ip); return 0; }
@@ -61,6 +62,7 @@ struct arch_specific_insn {
     void *rec DPROBE_DFLT;         /* the probed address' record */
     unsigned int kind DPROBE_DFLT; /* plain kprobe or the entry probe of a kretprobe */
     unsigned int boostable DPROBE_DFLT;
+    unsigned int stack_len DPROBE_DFLT; /* jprobe: bytes of stack arguments its handler gets */
 };
 
 struct kprobe {
@@ -177,6 +179,60 @@ static inline int disable_kretprobe(struct kretprobe *rp)
 static inline int enable_kretprobe(struct kretprobe *rp)
 {
     return enable_kprobe(&rp->kp);
+}
+
+/*
+ * jprobes (the kernel's, removed from Linux in 4.15; dprobe keeps them): a probe on a function
+ * entry whose handler has the probed function's prototype and reads its arguments as
+ * parameters.
+ *
+ *   static long my_parse(const char *buf, size_t len)
+ *   { printf("parse(%.*s)\n", (int)len, buf); jprobe_return(); return 0; }
+ *   static struct jprobe jp = { .kp.symbol_name = "parse", .entry = JPROBE_ENTRY(my_parse) };
+ *   register_jprobe(&jp);      ... unregister_jprobe(&jp);
+ *
+ * The handler is entered with the argument state of the function's entry: rdi rsi rdx rcx r8
+ * r9, rax (al: vector registers used by a variadic call), r10, xmm0-7 (at full width when
+ * their upper halves were in use) and a copy of the stack-passed arguments (as many bytes as
+ * DWARF says; without DWARF the first JPROBE_MAX_STACK_SIZE), so a handler that writes its
+ * parameters changes a copy. When it is
+ * done it calls jprobe_return(), which resumes the function with every register, flag and
+ * stack byte as at its entry (MXCSR's sticky exception flags excepted, as for every handler). A
+ * handler that returns instead is resumed the same way and counted in jp->nreturned (dprobe's; the
+ * kernel's would crash). The handler must not throw or longjmp out. It runs as a kprobe pre
+ * handler: a probe hit meanwhile on the same thread counts in its nmissed, and unregister_jprobe()
+ * returns once no handler of it runs.
+ */
+struct jprobe {
+    struct kprobe kp DPROBE_DFLT; /* a function entry: addr, or symbol_name (offset 0) */
+    void *entry DPROBE_DFLT;      /* the handler: same prototype as the probed function */
+    /* dprobe's: hits whose handler returned without calling jprobe_return(). */
+    unsigned long nreturned DPROBE_DFLT;
+};
+
+/* Bytes of stack-passed arguments the handler sees (the kernel's MAX_STACK_SIZE on x86):
+ * with more, register_jprobe() says -E2BIG when the function's DWARF tells its parameters. */
+#define JPROBE_MAX_STACK_SIZE 64
+#define JPROBE_ENTRY(pentry) ((void *)(pentry))
+
+/* 0 or a negative errno: those of register_kprobe(), and -EINVAL for a place that is not a
+ * function entry or no entry handler, -E2BIG for a function whose stack-passed arguments
+ * exceed JPROBE_MAX_STACK_SIZE bytes (DWARF of the object, when it has some). */
+DPROBE_API int register_jprobe(struct jprobe *jp);
+DPROBE_API void unregister_jprobe(struct jprobe *jp);
+/* In order, armed in one batch; on the first failure none stays registered. */
+DPROBE_API int register_jprobes(struct jprobe **jps, int num);
+DPROBE_API void unregister_jprobes(struct jprobe **jps, int num);
+/* Ends the jprobe handler running on this thread: the probed function runs on with its
+ * entry state. Does nothing (returns) outside a jprobe handler. */
+DPROBE_API void jprobe_return(void);
+static inline int disable_jprobe(struct jprobe *jp)
+{
+    return disable_kprobe(&jp->kp);
+}
+static inline int enable_jprobe(struct jprobe *jp)
+{
+    return enable_kprobe(&jp->kp);
 }
 
 /* The first registered probe at ADDR (for an aggregated address, the first in order). */

@@ -128,6 +128,8 @@ def case_preload():
         "kprobe_on_func_entry", "kprobe_running", "kprobes_enabled", "kprobes_optimization",
         "kprobes_set_enabled", "kprobes_set_optimization", "dump_kprobe",
         "within_kprobe_blacklist", "regs_query_register_name", "regs_query_register_offset",
+        "register_jprobe", "register_jprobes", "unregister_jprobe", "unregister_jprobes",
+        "jprobe_return",
     }
     extra = {n for n in defined - want if not n.startswith("dprobe_")}
     check(not extra, "exported beyond the interposers and the C API: %s" % sorted(extra))

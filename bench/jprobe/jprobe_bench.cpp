@@ -1,0 +1,139 @@
+// ns per call of a tiny function: unprobed, with an fprobe entry handler, with a jprobe, on a
+// patch site (-pg -mfentry) and on a jump site (plain code); and a typed dprobe::fprobe
+// beside the C fprobe doing the same work. Each handler adds the argument to a sink. All rows
+// run in one process: compare them with each other, not with another run.
+#include <dprobe/dprobe.hpp>
+
+#include <benchmark/benchmark.h>
+
+extern "C" unsigned long jpb_site(unsigned long);
+extern "C" unsigned long jpb_plain(unsigned long);
+
+namespace
+{
+
+using fn = unsigned long (*)(unsigned long);
+fn volatile site_fn = jpb_site;
+fn volatile plain_fn = jpb_plain;
+volatile unsigned long sink;
+
+void run_calls(benchmark::State &state, fn f)
+{
+    unsigned long x = 0;
+    for (auto _ : state) {
+        x = f(x);
+        benchmark::DoNotOptimize(x);
+    }
+}
+
+int c_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *fregs, void *)
+{
+    sink = sink + ftrace_regs_get_argument(fregs, 0);
+    return 0;
+}
+
+unsigned long j_handler(unsigned long x)
+{
+    sink = sink + x;
+    jprobe_return();
+    return 0;
+}
+
+// The same without jprobe_return(): the handler returns into dprobe (counted in nreturned).
+unsigned long j_handler_returns(unsigned long x)
+{
+    sink = sink + x;
+    return 0;
+}
+
+void BM_unprobed(benchmark::State &s)
+{
+    run_calls(s, site_fn);
+}
+
+void fprobe_entry(benchmark::State &s, const char *sym, fn f)
+{
+    struct fprobe fp = {};
+    fp.entry_handler = c_entry;
+    if (register_fprobe(&fp, sym, nullptr)) return s.SkipWithError("register_fprobe");
+    run_calls(s, f);
+    unregister_fprobe(&fp);
+}
+
+void jprobe_hit(benchmark::State &s, const char *sym, fn f, bool returns = false)
+{
+    struct jprobe jp = {};
+    jp.kp.symbol_name = sym;
+    jp.entry = returns ? JPROBE_ENTRY(j_handler_returns) : JPROBE_ENTRY(j_handler);
+    if (register_jprobe(&jp)) return s.SkipWithError("register_jprobe");
+    run_calls(s, f);
+    unregister_jprobe(&jp);
+    if (jp.kp.nmissed || (jp.nreturned != 0) != returns) s.SkipWithError("missed or returned");
+}
+
+void typed_fprobe_entry(benchmark::State &s, fn f)
+{
+    dprobe::fprobe p{f, [](unsigned long x) { sink = sink + x; }};
+    run_calls(s, f);
+}
+
+void BM_site_fprobe_entry(benchmark::State &s)
+{
+    fprobe_entry(s, "jpb_site", site_fn);
+}
+void BM_site_jprobe(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_site", site_fn);
+}
+void BM_site_jprobe_handler_returns(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_site", site_fn, true);
+}
+// (Reference) a kprobe pre handler on the same entry: the kprobe path a jprobe shares.
+int k_pre(struct kprobe *, struct pt_regs *regs)
+{
+    sink = sink + regs->di;
+    return 0;
+}
+void kprobe_hit(benchmark::State &s, const char *sym, fn f)
+{
+    struct kprobe kp = {};
+    kp.symbol_name = sym;
+    kp.pre_handler = k_pre;
+    if (register_kprobe(&kp)) return s.SkipWithError("register_kprobe");
+    run_calls(s, f);
+    unregister_kprobe(&kp);
+}
+void BM_site_kprobe(benchmark::State &s)
+{
+    kprobe_hit(s, "jpb_site", site_fn);
+}
+void BM_jump_fprobe_entry(benchmark::State &s)
+{
+    fprobe_entry(s, "jpb_plain", plain_fn);
+}
+void BM_jump_jprobe(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_plain", plain_fn);
+}
+void BM_site_typed_fprobe_entry(benchmark::State &s)
+{
+    typed_fprobe_entry(s, site_fn);
+}
+void BM_jump_typed_fprobe_entry(benchmark::State &s)
+{
+    typed_fprobe_entry(s, plain_fn);
+}
+
+} // namespace
+
+BENCHMARK(BM_unprobed);
+BENCHMARK(BM_site_fprobe_entry);
+BENCHMARK(BM_site_typed_fprobe_entry);
+BENCHMARK(BM_site_kprobe);
+BENCHMARK(BM_site_jprobe);
+BENCHMARK(BM_site_jprobe_handler_returns);
+BENCHMARK(BM_jump_fprobe_entry);
+BENCHMARK(BM_jump_typed_fprobe_entry);
+BENCHMARK(BM_jump_jprobe);
+BENCHMARK_MAIN();
