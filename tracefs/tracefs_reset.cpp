@@ -100,34 +100,43 @@ class resetter
                 failed.push_back("rmdir instances/" + name + ": " + std::strerror(-r));
     }
 
-    // Each trigger line, removed as "!" and the line without its count and annotations
-    // (test.d/functions, reset_trigger_file): actions (onmatch, onmax, ...) first, since
-    // the others may be theirs to use.
-    void remove_triggers(const std::string &file)
+    // Each trigger line of FILE, removed as "!" and the line without its count and
+    // annotations (test.d/functions, reset_trigger_file): actions (onmatch, onmax, ...) in
+    // pass 0, the others in pass 1. Returns how many lines were left in place; a refusal is
+    // noted only when NOTE (the last round).
+    size_t remove_triggers(const std::string &file, int pass, bool note)
     {
-        for (int pass = 0; pass < 2; pass++) {
-            std::string text = read(file);
-            size_t pos = 0;
-            while (pos < text.size()) {
-                size_t nl = text.find('\n', pos);
-                std::string line = text.substr(pos, nl == std::string::npos ? nl : nl - pos);
-                pos = nl == std::string::npos ? text.size() : nl + 1;
-                if (line.empty() || line[0] == '#') continue;
-                const bool action =
-                    line.find(":on") != std::string::npos && line.find('(') != std::string::npos;
-                if ((pass == 0) != action) continue;
-                std::string cmd = line.substr(0, line.find(" ["));
-                if (size_t c = cmd.find(":count="); c != std::string::npos) cmd.erase(c);
-                if (cmd.size() > 10 && cmd.compare(cmd.size() - 10, 10, ":unlimited") == 0)
-                    cmd.erase(cmd.size() - 10);
-                write(file, "!" + cmd);
+        size_t left = 0;
+        std::string text = read(file);
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t nl = text.find('\n', pos);
+            std::string line = text.substr(pos, nl == std::string::npos ? nl : nl - pos);
+            pos = nl == std::string::npos ? text.size() : nl + 1;
+            if (line.empty() || line[0] == '#') continue;
+            const bool action =
+                line.find(":on") != std::string::npos && line.find('(') != std::string::npos;
+            if ((pass == 0) != action) continue;
+            std::string cmd = line.substr(0, line.find(" ["));
+            if (size_t c = cmd.find(":count="); c != std::string::npos) cmd.erase(c);
+            if (cmd.size() > 10 && cmd.compare(cmd.size() - 10, 10, ":unlimited") == 0)
+                cmd.erase(cmd.size() - 10);
+            if (int r = tree().write_file(file, "!" + cmd, false)) {
+                left++;
+                if (note)
+                    failed.push_back("write '!" + cmd + "' to " + file + ": " + std::strerror(-r));
             }
         }
+        return left;
     }
 
-    // Every event's trigger and filter, and the groups' filters.
+    // Every event's triggers, then its filter, and the groups' filters. A trigger may use
+    // another event's (a $var another hist defines, an onmatch() on it, a synthetic event an
+    // action generates): the actions of every event go first, then the rest, and a round
+    // that leaves some (refused while still used) is followed by another.
     void reset_events()
     {
+        std::vector<std::string> triggers, filters;
         for (const std::string &group : list("events")) {
             const std::string g = "events/" + group;
             tracefs_stat st;
@@ -135,11 +144,21 @@ class resetter
             for (const std::string &ev : list(g)) {
                 const std::string e = g + "/" + ev;
                 if (tree().stat(e, st) || !st.is_dir) continue;
-                if (exists(e + "/trigger")) remove_triggers(e + "/trigger");
-                if (exists(e + "/filter")) write(e + "/filter", "0");
+                if (exists(e + "/trigger")) triggers.push_back(e + "/trigger");
+                if (exists(e + "/filter")) filters.push_back(e + "/filter");
             }
-            if (exists(g + "/filter")) write(g + "/filter", "0");
+            if (exists(g + "/filter")) filters.push_back(g + "/filter");
         }
+        constexpr int k_rounds = 4;
+        for (int round = 0; round < k_rounds; round++) {
+            size_t left = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (const std::string &t : triggers)
+                    left += remove_triggers(t, pass, round == k_rounds - 1);
+            if (!left) break;
+        }
+        for (const std::string &f : filters)
+            write(f, "0");
     }
 
   private:

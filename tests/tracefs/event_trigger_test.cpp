@@ -369,6 +369,22 @@ TEST_F(event_trigger, reset_removes_every_trigger)
     EXPECT_EQ(rd("dynamic_events"), "");
 }
 
+// A hist that reads another event's variable keeps that event's hist from being removed
+// (EBUSY) until it goes itself: the reset goes round again rather than give up (found by the
+// randomized lifecycle test: detach failed with "could not undo ... Device or resource busy").
+TEST_F(event_trigger, reset_removes_triggers_that_use_another_events_variables)
+{
+    ASSERT_EQ(wr("events/tg/leaf/trigger", "hist:keys=common_pid:ts0=common_timestamp.usecs"), 0);
+    ASSERT_EQ(wr("events/tg/other/trigger", "hist:keys=common_pid:lat=common_timestamp.usecs-$ts0"),
+              0);
+    EXPECT_EQ(wr("events/tg/leaf/trigger", "!hist:keys=common_pid:ts0=common_timestamp.usecs"),
+              -EBUSY);
+    auto failed = dprobe::tracefs_reset();
+    EXPECT_TRUE(failed.empty()) << failed.front();
+    EXPECT_EQ(dprobe::event_triggers_count(), 0u);
+    EXPECT_EQ(rd("dynamic_events"), "");
+}
+
 TEST_F(event_trigger, event_probe_triggers_run_on_its_records)
 {
     // An event probe's event, not enabled, with a trigger: armed through its attached event,
