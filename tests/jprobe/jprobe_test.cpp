@@ -532,17 +532,20 @@ long h_asm(long x)
 ucontext_t main_uc, fn_uc;
 void call_asm_target_on_stack_top()
 {
-    const long page = sysconf(_SC_PAGESIZE);
-    void *m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Eight pages (a signal handler may run on it: under ASan its frames are large), the
+    // guard page right above the top.
+    const long page = sysconf(_SC_PAGESIZE), pages = 8;
+    void *m = mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     ASSERT_NE(m, MAP_FAILED);
-    ASSERT_EQ(mprotect(static_cast<char *>(m) + page, page, PROT_NONE), 0);
+    ASSERT_EQ(mprotect(static_cast<char *>(m) + pages * page, page, PROT_NONE), 0);
     ASSERT_EQ(getcontext(&fn_uc), 0);
     fn_uc.uc_stack.ss_sp = m;
-    fn_uc.uc_stack.ss_size = page;
+    fn_uc.uc_stack.ss_size = pages * page;
     fn_uc.uc_link = &main_uc;
     makecontext(&fn_uc, reinterpret_cast<void (*)()>(jp_asm_target), 1, 41L);
     ASSERT_EQ(swapcontext(&main_uc, &fn_uc), 0);
-    munmap(m, 2 * page);
+    munmap(m, (pages + 1) * page);
 }
 
 TEST_P(jprobe_flavour, unknown_arguments_at_the_top_of_a_stack)

@@ -78,10 +78,10 @@ TEST_F(synth_event, create_list_format_and_remove)
                     "s:synthetic/wakeup_latency\tu64 lat; pid_t pid; char[16] comm\n"))
         << rd("dynamic_events");
     EXPECT_TRUE(has(rd("available_events"), "synthetic:wakeup_latency\n"));
-    for (const char *f : {"enable", "filter", "format", "id", "trigger"})
-        EXPECT_EQ(
-            T.read_file(std::string("events/synthetic/wakeup_latency/") + f, *new std::string), 0)
-            << f;
+    for (const char *f : {"enable", "filter", "format", "id", "trigger"}) {
+        std::string text;
+        EXPECT_EQ(T.read_file(std::string("events/synthetic/wakeup_latency/") + f, text), 0) << f;
+    }
     const std::string fmt = rd("events/synthetic/wakeup_latency/format");
     const std::string id = rd("events/synthetic/wakeup_latency/id");
     EXPECT_EQ(fmt,
