@@ -613,13 +613,15 @@ int thread_borrow::give_back()
     if (tramp_) {
         uint64_t r = 0;
         syscall_raw(SYS_munmap, {tramp_, 4096}, &r);
-        tramp_ = 0;
     }
+    // (tramp_ still set: a thread the munmap could not run on is still at its end.)
     if (held_ && at_syscall_ && to_interrupt_stop() != 0) {
         // Gone, or not stoppable: left to return through the frame by itself.
         held_ = false;
+        tramp_ = 0;
         return -ESRCH;
     }
+    tramp_ = 0;
     if (!held_) return -ESRCH;
     if (pt(PTRACE_SETREGS, tid_, nullptr, &saved_.regs) != 0) err = -errno;
     struct iovec iov = {saved_.fpu.data(), saved_.fpu.size()};
