@@ -64,19 +64,6 @@ op_pos contains_operator(std::string_view s)
     return {};
 }
 
-const char *flags_text(uint32_t flags)
-{
-    if (flags & HIST_FIELD_FL_HEX) return "hex";
-    if (flags & HIST_FIELD_FL_SYM) return "sym";
-    if (flags & HIST_FIELD_FL_SYM_OFFSET) return "sym-offset";
-    if (flags & HIST_FIELD_FL_EXECNAME) return "execname";
-    if (flags & HIST_FIELD_FL_SYSCALL) return "syscall";
-    if (flags & HIST_FIELD_FL_LOG2) return "log2";
-    if (flags & HIST_FIELD_FL_BUCKET) return "buckets";
-    if (flags & HIST_FIELD_FL_TIMESTAMP_USECS) return "usecs";
-    return nullptr;
-}
-
 // hist_field_name()
 std::string field_name(const hist_field &f)
 {
@@ -97,7 +84,7 @@ std::string expr_field_str(const hist_field &f)
         s += std::to_string(f.constant);
     s += field_name(f);
     if (f.flags && !(f.flags & HIST_FIELD_FL_VAR_REF))
-        if (const char *fl = flags_text(f.flags)) s += std::string(".") + fl;
+        if (const char *fl = get_hist_field_flags(f.flags)) s += std::string(".") + fl;
     return s;
 }
 

@@ -22,6 +22,7 @@
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
+#include "tracefs/event_commit.h"
 #include "tracefs/event_format.h"
 #include "tracefs/event_trigger.h"
 #include "tracefs/fetch_arg.h"
@@ -89,15 +90,7 @@ DPROBE_NOPROBE void eprobe_write_one(const trace_eprobe &ep, fetch_context &ctx,
         hit.len = used;
         post = event_triggers_call_rec(*tl, hit);
     }
-    if (ev) {
-        const event_filter *f = e.filter[tr.id].load(std::memory_order_acquire);
-        event_filter::context fc;
-        fc.cpu = cpu;
-        if (f && !f->match(rec, used, fc))
-            ring_buffer_discard(tr.buffer, ev);
-        else
-            ring_buffer_commit(tr.buffer, ev);
-    }
+    if (ev) event_filter_commit(tr, e, ev, rec, used, cpu);
     if (unlikely(post != 0)) event_triggers_post_call(*tl, post, hit);
 }
 

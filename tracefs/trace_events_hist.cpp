@@ -107,21 +107,6 @@ std::string num_type(unsigned size, bool is_signed)
     return std::string(is_signed ? "s" : "u") + std::to_string(size * 8);
 }
 
-const char *get_hist_field_flags(uint32_t flags)
-{
-    if (flags & HIST_FIELD_FL_HEX) return "hex";
-    if (flags & HIST_FIELD_FL_SYM) return "sym";
-    if (flags & HIST_FIELD_FL_SYM_OFFSET) return "sym-offset";
-    if (flags & HIST_FIELD_FL_EXECNAME) return "execname";
-    if (flags & HIST_FIELD_FL_SYSCALL) return "syscall";
-    if (flags & HIST_FIELD_FL_LOG2) return "log2";
-    if (flags & HIST_FIELD_FL_BUCKET) return "buckets";
-    if (flags & HIST_FIELD_FL_TIMESTAMP_USECS) return "usecs";
-    if (flags & HIST_FIELD_FL_PERCENT) return "percent";
-    if (flags & HIST_FIELD_FL_GRAPH) return "graph";
-    return nullptr;
-}
-
 // ---- hot path ----
 
 DPROBE_NOPROBE inline uint64_t load_field(const uint8_t *rec, size_t len,
@@ -213,6 +198,21 @@ DPROBE_NOPROBE void save_comm(tracing_map_elt *elt) noexcept
 }
 
 } // namespace
+
+const char *get_hist_field_flags(uint32_t flags)
+{
+    if (flags & HIST_FIELD_FL_HEX) return "hex";
+    if (flags & HIST_FIELD_FL_SYM) return "sym";
+    if (flags & HIST_FIELD_FL_SYM_OFFSET) return "sym-offset";
+    if (flags & HIST_FIELD_FL_EXECNAME) return "execname";
+    if (flags & HIST_FIELD_FL_SYSCALL) return "syscall";
+    if (flags & HIST_FIELD_FL_LOG2) return "log2";
+    if (flags & HIST_FIELD_FL_BUCKET) return "buckets";
+    if (flags & HIST_FIELD_FL_TIMESTAMP_USECS) return "usecs";
+    if (flags & HIST_FIELD_FL_PERCENT) return "percent";
+    if (flags & HIST_FIELD_FL_GRAPH) return "graph";
+    return nullptr;
+}
 
 constinit hist_env hist_environment;
 

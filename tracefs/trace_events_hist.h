@@ -293,6 +293,10 @@ struct hist_env {
 };
 extern hist_env hist_environment;
 
+// A field's modifier as the hist file prints it ("hex", "log2", ...), nullptr for none (the
+// kernel's get_hist_field_flags).
+const char *get_hist_field_flags(uint32_t flags);
+
 // "sys_read" for a syscall number, nullptr when unknown (.syscall keys).
 const char *hist_syscall_name(uint64_t nr) noexcept;
 

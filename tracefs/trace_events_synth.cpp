@@ -6,6 +6,7 @@
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
+#include "tracefs/event_commit.h"
 #include "tracefs/event_format.h"
 #include "tracefs/event_trigger.h"
 #include "tracefs/ftrace_pid.h"
@@ -163,15 +164,7 @@ DPROBE_NOPROBE void synth_write_one(const trace_synth &se, const uint64_t *vals,
         hit.cpu = cpu;
         post = event_triggers_call_rec(*tl, hit);
     }
-    if (ev) {
-        const event_filter *f = se.event->filter[tr.id].load(std::memory_order_acquire);
-        event_filter::context fc;
-        fc.cpu = cpu;
-        if (f && !f->match(rec, len, fc))
-            ring_buffer_discard(tr.buffer, ev);
-        else
-            ring_buffer_commit(tr.buffer, ev);
-    }
+    if (ev) event_filter_commit(tr, *se.event, ev, rec, len, cpu);
     if (unlikely(post != 0)) event_triggers_post_call(*tl, post, hit);
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
+#include "tracefs/event_commit.h"
 #include "tracefs/event_format.h"
 #include "tracefs/event_trigger.h"
 #include "tracefs/fetch_arg.h"
@@ -64,16 +65,7 @@ DPROBE_NOPROBE void trace_probe_write_one(const trace_probe &tp, const fetch_con
         ring_buffer_discard(tr.buffer, ev);
         return;
     }
-    const event_filter *f = tp.event->filter[tr.id].load(std::memory_order_acquire);
-    if (f) {
-        event_filter::context fc;
-        fc.cpu = cpu;
-        if (!f->match(rec, used, fc)) {
-            ring_buffer_discard(tr.buffer, ev);
-            return;
-        }
-    }
-    ring_buffer_commit(tr.buffer, ev);
+    if (!event_filter_commit(tr, *tp.event, ev, rec, used, cpu)) return;
     if (unlikely(slow) && tr.opt(OPT_STACKTRACE)) trace_stack_record_regs(tr, ctx.regs);
 }
 
@@ -136,16 +128,10 @@ trace_probe_write_one_triggered(const trace_probe &tp, const fetch_context &ctx,
     }
     bool committed = false;
     if (ev) {
-        const event_filter *f =
-            own ? tp.event->filter[tr.id].load(std::memory_order_acquire) : nullptr;
-        event_filter::context fc;
-        fc.cpu = cpu;
-        if (!own || (f && !f->match(rec, used, fc))) {
+        if (own)
+            committed = event_filter_commit(tr, *tp.event, ev, rec, used, cpu);
+        else
             ring_buffer_discard(tr.buffer, ev);
-        } else {
-            ring_buffer_commit(tr.buffer, ev);
-            committed = true;
-        }
     }
     if (committed && unlikely(slow) && tr.opt(OPT_STACKTRACE))
         trace_stack_record_regs(tr, ctx.regs);
