@@ -1,10 +1,18 @@
 """The randomized lifecycle case of attach_test.py: sessions of attach, an afternoon in the
-tracefs tree chosen at random (events added, enabled, deleted, bad lines, function filters
-and their commands, tracers, options, event triggers and hist, instances, markers, reads,
-clears, synthetic events and the latency recipe) and detach, on one program, with the invariants checked after every step:
+tracefs tree chosen at random (events of every kind added through dynamic_events,
+kprobe_events or uprobe_events, enabled, filtered, deleted, bad lines, function filters and
+their commands, tracers, options, clocks, pid filters, the profiler and the stack tracer,
+event triggers and hist at the top level and in instances, eprobes, instances, markers,
+snapshots, reads and live trace_pipe reads, clears, synthetic events and the latency
+recipe) and detach, on one program, with the invariants checked after every step:
 
-  - the program is alive, and every read of trace and hist is decodable (no record the
-    reader cannot name);
+  - the program is alive, and every read of trace, trace_pipe (live) and snapshot is
+    decodable (no record the reader cannot name);
+  - every record of a session's event carries a value the program really passed (fib's
+    argument and result, take_string's word and index...), after any re-attach, filter,
+    trigger or eprobe; a filtered event writes only the records its filter keeps;
+  - every hist table adds up (hitcounts to Hits, lines to Entries, nothing dropped) and
+    its keys are values the program passed, at the top level and in instances;
   - a rejected dynamic_events line is refused and adds an error_log entry with a caret;
   - a new session starts from the boot state the first one found (no event, filter,
     tracer, option, instance or record of the last session);
@@ -56,7 +64,7 @@ CONTENT = [
     (r"lw\d", r"\(write\+0x0/0x[0-9a-f]+\) fd=" + NUM + " n=" + NUM + "$",
      lambda m: int(m[1], 0) >= 0 and int(m[2], 0) > 0),
     (r"lu\d", r"\(0x[0-9a-f]+\) n=" + NUM + "$", lambda m: int(m[1], 0) in FIB),
-    (r"ep\d", r"\(fprobes\.lf\d\) nn=" + NUM + "$", lambda m: int(m[1], 0) in FIB),
+    (r"ep\d", r"\(fprobes\.(?:lf\d|seed)\) nn=" + NUM + "$", lambda m: int(m[1], 0) in FIB),
     (r"syn\d", r"lat=" + NUM + " pid=" + NUM + "$",
      lambda m: 0 <= int(m[1], 0) < 10**7 and int(m[2], 0) > 0),
 ]
@@ -122,6 +130,7 @@ class Session:
         self.mount = ""
         self.events = {}  # "group/name" -> enabled
         self.triggers = {}  # "group/name" -> [trigger, ...] set on it
+        self.itriggers = {}  # (instance, "group/name") -> [trigger, ...]
         self.instances = []
         self.synths = set()
         self.eprobes = {}  # "eprobes/epN" -> the event it is on
@@ -161,6 +170,7 @@ class Session:
         self.mount = self.lib.mountpoint(p.stdout)
         self.events = {"fprobes/seed": True} if "-e" in args else {}
         self.triggers, self.instances, self.synths, self.eprobes = {}, [], set(), {}
+        self.itriggers = {}
         # What the command line itself sets (set_event for -e, the graph for -F) is compared
         # with the first session started the same way.
         state = self.lib.boot_state(self.t.pid)
@@ -238,6 +248,7 @@ class Session:
             self.check(not present, "%s deleted yet still listed" % name)
             self.events.pop(name)
             self.triggers.pop(name, None)
+            self.itriggers = {k: v for k, v in self.itriggers.items() if k[1] != name}
         else:
             # Refused as the kernel refuses it: enabled, or used by a trigger.
             self.check(present, "deleting %s failed and it is gone: %r" % (name, p.stderr))
@@ -296,6 +307,29 @@ class Session:
             set_.append(trig)
             listed = self.ctl("cat", "events/%s/trigger" % name).stdout
             self.check(trig.split(":")[0] in listed, "trigger %s not listed: %r" % (trig, listed))
+
+    def instance_trigger(self):
+        """A trigger (hist most often) on an event of an instance: its own table, its own
+        buffer's actions; gone with the instance's rmdir."""
+        if not self.events or not self.instances:
+            return
+        inst = self.rng.choice(self.instances)
+        name = self.rng.choice(sorted(self.events))
+        set_ = self.itriggers.setdefault((inst, name), [])
+        path = "instances/%s/events/%s/trigger" % (inst, name)
+        if set_ and self.rng.random() < 0.4:
+            trig = set_.pop(self.rng.randrange(len(set_)))
+            self.log.append("untrigger %s %s" % (path, trig))
+            p = self.ctl("write", "-a", path, "!" + trig)
+            self.check(p.returncode == 0, "removing %s of %s: %r" % (trig, path, p.stderr))
+            return
+        stem = name.split("/")[1][:2]
+        trig = self.rng.choice(FIELD_HISTS.get(stem, []) + TRIGGERS[3:])
+        self.log.append("trigger %s %s" % (path, trig))
+        p = self.ctl("write", "-a", path, trig)
+        if p.returncode == 0:
+            set_.append(trig)
+            self.ctl("write", "instances/%s/events/%s/enable" % (inst, name), "1")
 
     def synth(self):
         """A synthetic event, and the latency recipe between fib's entry and exit when both
@@ -363,6 +397,7 @@ class Session:
             self.log.append("rmdir %s" % name)
             p = self.ctl("rmdir", "instances/%s" % name)
             self.check(p.returncode == 0, "rmdir instances/%s: %r" % (name, p.stderr))
+            self.itriggers = {k: v for k, v in self.itriggers.items() if k[0] != name}
             return
         name = "i%d" % self.rng.randrange(4)
         self.log.append("mkdir %s" % name)
@@ -410,6 +445,10 @@ class Session:
                 h = self.ctl("cat", "events/%s/hist" % name).stdout
                 self.check("# event histogram" in h and "Totals:" in h,
                            "events/%s/hist: %r" % (name, h[:300]))
+                self.check_hist(name, h)
+        for (inst, name), trigs in self.itriggers.items():
+            if any(t.startswith("hist") for t in trigs) and name in self.events:
+                h = self.ctl("cat", "instances/%s/events/%s/hist" % (inst, name)).stdout
                 self.check_hist(name, h)
         for f in ("enabled_functions", "set_ftrace_filter", "trace_stat/function0",
                   "kprobe_profile"):
@@ -577,7 +616,8 @@ class Session:
                 (self.enable, 12), (self.trigger, 8), (self.filter, 7), (self.tracer, 6),
                 (self.option, 7), (self.instance, 5), (self.marker, 5), (self.clear, 2),
                 (self.read, 12), (self.synth, 3), (self.pipe, 5), (self.event_filter, 4),
-                (self.snapshot, 3), (self.eprobe, 4), (self.pids, 2), (self.detach, 4)]
+                (self.snapshot, 3), (self.eprobe, 4), (self.pids, 2),
+                (self.instance_trigger, 4), (self.detach, 4)]
         fn = self.rng.choices([a for a, _ in acts], weights=[w for _, w in acts])[0]
         fn()
         self.alive()
