@@ -159,6 +159,10 @@ void tracefs_down();
 // Joins every thread the attach entry points started (after the session ended). 0, -EBUSY
 // (a session still runs), -EAGAIN (a thread did not end within 2 s), with *WHY.
 int join_agent_threads(std::string *why);
+// In the child of a fork (one thread, the forking one): the attach threads of the parent are
+// not here; their handles are dropped (their stacks unmapped) and the lock they may have
+// held starts free, so that the child's own detach can end and unload.
+void attach_fork_child() noexcept;
 
 // ---- unload.cpp ----
 // Whether the agent is being unloaded (dprobe_agent_unload succeeded): its DT_FINI then
