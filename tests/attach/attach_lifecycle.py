@@ -456,8 +456,8 @@ class Session:
 
 
     def check_hist(self, name, text):
-        """Each table of a hist file adds up (its hitcounts sum to its Hits, one line an
-        entry, nothing dropped at this size) and its keys are values the program passed."""
+        """Each table of a hist file adds up (its hitcounts sum to at most its Hits, one
+        line an entry, nothing dropped at this size) and its keys are values the program passed."""
         ev = name.split("/")[1][:2]
         for table in text.split("# event histogram")[1:]:
             entries = re.findall(r"^\{ (.*) \} hitcount: +(\d+)", table, re.M)
@@ -465,8 +465,10 @@ class Session:
             if not self.check(tot, "events/%s/hist has a table without Totals: %r" %
                               (name, table[:300])):
                 continue
+            # The program runs on while the file is read: as in the kernel, Hits is the
+            # table's counter read after its entries were, so it may be a little ahead.
             hits, n, dropped = (int(x) for x in tot.groups())
-            self.check(sum(int(c) for _, c in entries) == hits and len(entries) == n
+            self.check(sum(int(c) for _, c in entries) <= hits and len(entries) == n
                        and dropped == 0, "events/%s/hist does not add up: %d entries of %d "
                        "hits, Totals %s" % (name, len(entries),
                                             sum(int(c) for _, c in entries), tot.groups()))
