@@ -438,6 +438,12 @@ int run_attach(const attach_opts &o)
 // said it.
 int detach_process(const char *cmd, pid_t pid, bool forked, std::string *trace)
 {
+    // A forked child that exits (or execs) while its session is being ended takes its runtime
+    // with it: nothing of it is left, and nothing to say.
+    auto fail = [&](const char *c, const std::string &msg) {
+        if (forked && (!tools::process_alive(pid) || tools::mapped_agent(pid).empty())) return 0;
+        return ::dprobe::cli::fail(c, msg);
+    };
     if (std::string why = tools::check_attach_target(pid); !why.empty()) return fail(cmd, why);
     std::string agent = tools::mapped_agent(pid);
     if (agent.empty())
