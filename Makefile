@@ -12,12 +12,16 @@ ASAN_DEBUG_FLAGS ?= -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG' \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG'
 FUZZ_SECONDS ?= 45
 
-.PHONY: all setup configure build check check-format check-asan check-fuzz run install bench peers clean
+.PHONY: all setup setup-check configure build check check-format check-asan check-fuzz run install bench peers clean
 
 all: build
 
 setup:
 	@bash scripts/setup
+
+# The tools only the tests use (Chromium, protoc, Go for tests/report), on top of setup's.
+setup-check:
+	@bash scripts/setup --check
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
@@ -29,7 +33,7 @@ build: configure
 
 # Everything CI runs: the format check, the test suite, the same suite under ASan+UBSan,
 # and the fuzzers.
-check: setup
+check: setup-check
 	$(MAKE) check-format
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
