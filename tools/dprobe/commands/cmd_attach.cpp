@@ -157,6 +157,7 @@ struct attach_plan {
     std::vector<std::string> lines; // dynamic_events lines
     std::vector<std::string> globs, notrace;
     bool graph_main = false;
+    std::vector<std::string> graph_args, graph_retvals; // -A, -R
     std::string agent; // the libdprobe-preload.so the process can load
     // Which pages of its code were resident before dprobe touched it (core/resident_pages.h).
     std::string resident;
@@ -174,6 +175,7 @@ int plan_attach(const char *cmd, const attach_opts &o, attach_plan &plan)
     if (!img) return fail(cmd, err);
     if (!resolve_events(cmd, o.events, img.get(), plan.lines)) return 1;
     plan.graph_main = graph_filter(o, !plan.lines.empty(), plan.globs, plan.notrace);
+    if (!graph_args_lines(o, plan.graph_args, plan.graph_retvals, &err)) return fail(cmd, err);
     if (!agent_for(o.pid, plan.agent, err)) return fail(cmd, err);
     for (const tools::proc_map &m : tools::read_proc_maps(o.pid))
         if (m.path.size() > 12 && m.path.rfind("/libdprobe.so") != std::string::npos)
@@ -235,6 +237,9 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.follow_loads = o.follow_loads;
     s.max_graph_depth = o.graph_depth;
     s.function_tracer = o.tracer == "function";
+    s.graph_args = plan.graph_args;
+    s.graph_retvals = plan.graph_retvals;
+    s.graph_args_auto = o.auto_args;
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
