@@ -65,6 +65,11 @@ CONTENT = [
      lambda m: int(m[1], 0) >= 0 and int(m[2], 0) > 0),
     (r"lu\d", r"\(0x[0-9a-f]+\) n=" + NUM + "$", lambda m: int(m[1], 0) in FIB),
     (r"ep\d", r"\(fprobes\.(?:lf\d|seed)\) nn=" + NUM + "$", lambda m: int(m[1], 0) in FIB),
+    # The values `attach -A/-R` adds to take_string's graph.
+    (r"args\d+", r"\(take_string\+0x0/0x[0-9a-f]+\) arg1=\"(\w*)\" arg2=" + NUM + "$",
+     lambda m: WORDS.get(m[1]) == int(m[2], 0)),
+    (r"retval\d+", r"\(\S+ <- take_string\) retval=" + NUM + "$",
+     lambda m: int(m[1], 0) in (len(w) + i for w, i in WORDS.items())),
     (r"syn\d", r"lat=" + NUM + " pid=" + NUM + "$",
      lambda m: 0 <= int(m[1], 0) < 10**7 and int(m[2], 0) > 0),
 ]
@@ -135,6 +140,7 @@ class Session:
         self.synths = set()
         self.eprobes = {}  # "eprobes/epN" -> the event it is on
         self.serial = 0
+        self.graph_args = False
         self.boot = {}
         self.before = lib.Snapshot(t.pid)
         self.fib_off = file_offset(lib.TARGET, "fib")
@@ -162,7 +168,11 @@ class Session:
             args += ["-e", "f:fprobes/seed fib n=$arg1:s32"]
         if graph:
             args += ["-F", "take_string"]
+            # Values with the graph (uftrace's -A/-R), checked in the graph after the detach.
+            if self.rng.random() < 0.4:
+                args += ["-A", "take_string@arg1/s,arg2/d", "-R", "take_string@retval/d"]
         self.log.append("attach %s" % args[5:])
+        self.graph_args = "-A" in args
         p = self.lib.dprobe(*args, ok=False)
         if not self.check(p.returncode == 0, "attach: %d %r" % (p.returncode, p.stderr)):
             return
@@ -197,8 +207,30 @@ class Session:
         self.lib.check_detached(self.t, self.mount, self.before, "detach of session %d" % self.serial)
         # Every record the session wrote is readable by every reader of the file.
         dat = os.path.join(self.lib.WORK, "life%d.dat" % self.serial)
-        for fmt in self.rng.sample(["text", "graph", "chrome", "profile"], 2):
+        fmts = self.rng.sample(["text", "graph", "chrome", "profile"], 2)
+        if self.graph_args and "graph" not in fmts:
+            fmts.append("graph")
+        for fmt in fmts:
             r = self.lib.dprobe("report", "-i", dat, "--format", fmt, ok=False)
+            if fmt == "graph" and self.graph_args:
+                # Every call of take_string the graph shows carries its values, right.
+                # A leaf: 'take_string("be", 1) = 3;'; with events inside it:
+                # 'take_string("be", 1) {' ... '} /* take_string = 3 */'.
+                wrong = []
+                for ln in r.stdout.splitlines():
+                    c = re.search(r'take_string\("(\w*)", (-?\d+)\)( = (-?\d+);| \{)$', ln)
+                    e = re.search(r'\} /\* take_string = (-?\d+) \*/$', ln)
+                    if c:
+                        ok = WORDS.get(c[1]) == int(c[2]) and (
+                            not c[4] or int(c[4]) == len(c[1]) + int(c[2]))
+                    elif e:
+                        ok = int(e[1]) in (len(w) + i for w, i in WORDS.items())
+                    else:
+                        ok = "take_string" not in ln or "take_string()" not in ln
+                    if not ok:
+                        wrong.append(ln)
+                self.check(not wrong, "session %d's graph: take_string's values wrong: %s" %
+                           (self.serial, wrong[:3]))
             bad = [m for m in UNDECODABLE if m in r.stdout]
             self.check(r.returncode == 0 and not bad and "warning" not in r.stderr,
                        "report --format %s of session %d: %d %s %r" %

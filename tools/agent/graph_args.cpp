@@ -9,6 +9,7 @@
 #include "tracefs/fetch_arg.h"
 #include "tracefs/fetch_fast.h"
 #include "tracefs/probe_parse.h"
+#include "tracefs/trace_events.h"
 
 #include <dprobe/fprobe.h>
 
@@ -206,6 +207,8 @@ class spec_builder
         spec->payload = tracefile::event_payload(
             spec->id, std::string(tracefile::GRAPH_ARGS_GROUP) + "/" + spec->def.event,
             spec->def.listing(), probe_format_file(spec->def, spec->id));
+        // Read in the live trace files too (not only by `dprobe report`).
+        trace_events::instance().register_record_format(spec->id, spec->def);
         const graph_arg_spec *p = spec.get();
         by_format_.emplace(key, p);
         s_.specs.push_back(std::move(spec));
