@@ -133,6 +133,11 @@ void trace_events::set_commands_hook(void (*hook)())
     g_commands_hook.store(hook);
 }
 
+void trace_events::run_commands_hook()
+{
+    if (auto hook = g_commands_hook.load()) hook();
+}
+
 void trace_events::use_fast_stores(bool on)
 {
     trace_probe_use_fast_stores(on);
@@ -142,7 +147,7 @@ int trace_events::write_commands(std::string_view buf, unsigned accept)
 {
     int r = trace_parse_run_command(
         buf, [&](std::span<const std::string> argv) { return run_command(argv, accept); });
-    if (auto hook = g_commands_hook.load()) hook();
+    run_commands_hook();
     return r;
 }
 
