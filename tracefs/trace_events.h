@@ -72,8 +72,10 @@ class trace_events
     // is logged in error_log when the kernel logs it. Returns 0 or -errno.
     int write_commands(std::string_view buf, unsigned accept);
     // HOOK runs after each write_commands() batch (outside the registry's lock, on the
-    // writing thread): `dprobe record`'s agent describes the events created through the
-    // tracefs in its trace file. Set it before the tree serves requests.
+    // writing thread), and after static events (USDT tracepoints) were added for objects
+    // loaded later (on the loading thread, inside dlopen): `dprobe record`'s agent describes
+    // the events in its trace file before any record of them. Set it before the tree serves
+    // requests.
     static void set_commands_hook(void (*hook)());
     // Probes created while OFF write every argument through the fetch-arg interpreter
     // instead of its compiled form (fetch_fast.h): for tests that compare the two.
@@ -242,6 +244,10 @@ class trace_events
                                 std::vector<filter_field> &fields) const;
     bool usdt_on_ = false;
     std::unordered_set<uint64_t> usdt_scanned_; // loaded_object::id
+    // Static events were added since the commands hook last ran: it runs once the lock is
+    // released (unlock_and_rescan).
+    std::atomic<bool> usdt_added_{false};
+    static void run_commands_hook();
     // ---- probes on objects the process loads (trace_events_notify.cpp) ----
     // Probes whose object is now mapped get their kprobe; probes whose object was
     // unloaded and is mapped again get a new one (the kernel's module notifier).

@@ -567,6 +567,9 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     install_lifecycle_hooks();
     if (st.attached) install_signal_handlers();
     trace_events::set_commands_hook(on_tracefs_commands);
+    // The tracepoints of the objects loaded so far, described before any can be enabled
+    // (those of objects loaded later are described in their dlopen, through the hook).
+    on_tracefs_commands();
     if (c.tracefs)
         tracefs_up(); // its stop, at exit too, records nothing on the thread that runs it
     ring_buffer_set_tracing_on(true);
