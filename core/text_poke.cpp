@@ -58,7 +58,7 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
     const text_poke_req *reqs = active_reqs.load();
     size_t n = active_count.load();
     bool handled = false;
-    const uintptr_t at = arch::uc_int3_addr(uc);
+    uintptr_t at = arch::uc_ip(uc) - 1;
     if (reqs) {
         size_t lo = 0, hi = n;
         while (lo < hi) {
@@ -68,8 +68,25 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
             else
                 hi = mid;
         }
-        // A kprobe's own int3 (emulate::trap) is its hook's to handle.
-        if (lo < n && reqs[lo].addr == at) handled = arch::uc_int3_emulate(uc, reqs[lo]);
+        if (lo < n && reqs[lo].addr == at) {
+            const text_poke_req &r = reqs[lo];
+            switch (r.emu) {
+            case text_poke_req::emulate::nop:
+                arch::uc_set_ip(uc, r.addr + r.len);
+                handled = true;
+                break;
+            case text_poke_req::emulate::call:
+                arch::uc_emulate_call(uc, r.addr + r.insn_len, r.target);
+                handled = true;
+                break;
+            case text_poke_req::emulate::jmp:
+                arch::uc_set_ip(uc, r.target);
+                handled = true;
+                break;
+            case text_poke_req::emulate::trap:
+                break; // a kprobe's own int3: its hook handles it
+            }
+        }
     }
     hooks_in_flight.fetch_sub(1);
     if (!handled) {
@@ -186,7 +203,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
             // the trapping instruction and hand its SIGTRAP handler an address no hook
             // knows. Its handler resolves the trap address against the new bytes instead.
             if (threads[t].in_trap) continue;
-            const uintptr_t rip = arch::user_regs_ip(threads[t].regs);
+            uintptr_t rip = threads[t].regs.rip;
             size_t lo = 0, hi = sp->moves.size();
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -196,7 +213,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
                     hi = mid;
             }
             if (lo < sp->moves.size() && sp->moves[lo].from == rip) {
-                arch::user_regs_set_ip(threads[t].regs, sp->moves[lo].to);
+                threads[t].regs.rip = sp->moves[lo].to;
                 threads[t].changed = true;
             }
         }

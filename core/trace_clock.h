@@ -21,8 +21,6 @@
 // records hold cycles and are printed as raw counts (the kernel's `in_ns == 0` clocks).
 #pragma once
 
-#include "arch/x86_64/cpu.h"
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +79,9 @@ std::string trace_clock_list();
 // Raw TSC read.
 static inline uint64_t trace_clock_rdtsc() noexcept
 {
-    return arch::rdtsc();
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
 namespace detail
