@@ -95,8 +95,8 @@ DPROBE_NOPROBE void write_full(const graph_arg_spec &spec, int32_t depth, unsign
     ring_buffer_commit(ev);
 }
 
-struct fprobe g_light_probe = {}, g_full_probe = {};
-bool g_light_registered = false, g_full_registered = false;
+struct fprobe light_probe = {}, full_probe = {};
+bool light_registered = false, full_registered = false;
 
 // The rule of RULES (GLOB ARGS lines) that names NAME first: its ARGS, or nullptr.
 const std::string *rule_for(const std::vector<std::pair<std::string, std::string>> &rules,
@@ -299,13 +299,13 @@ int graph_args_start(const graph_args_config &c, std::vector<unsigned long> &ips
         registered = true;
         return 0;
     };
-    int r = reg(g_light_probe, graph_args_light_entry, graph_args_light_exit, light_ips,
-                g_light_registered);
+    int r = reg(light_probe, graph_args_light_entry, graph_args_light_exit, light_ips,
+                light_registered);
     if (!r)
-        r = reg(g_full_probe, graph_args_entry<write_full>, graph_args_exit<write_full>, full_ips,
-                g_full_registered);
+        r = reg(full_probe, graph_args_entry<write_full>, graph_args_exit<write_full>, full_ips,
+                full_registered);
     if (r < 0) {
-        const bool any = g_light_registered;
+        const bool any = light_registered;
         graph_args_stop();
         if (!any) { // nothing of it can run: the layouts go
             delete graph_args_table;
@@ -319,8 +319,8 @@ int graph_args_start(const graph_args_config &c, std::vector<unsigned long> &ips
 
 void graph_args_stop()
 {
-    for (auto [fp, registered] : {std::pair{&g_light_probe, &g_light_registered},
-                                  std::pair{&g_full_probe, &g_full_registered}}) {
+    for (auto [fp, registered] :
+         {std::pair{&light_probe, &light_registered}, std::pair{&full_probe, &full_registered}}) {
         if (!*registered) continue;
         unregister_fprobe(fp);
         *registered = false;
