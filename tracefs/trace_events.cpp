@@ -840,12 +840,6 @@ std::string trace_events::format_record(const void *payload, size_t len) const
     return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, trace_symbolize);
 }
 
-void trace_events::register_record_format(uint16_t id, const probe_definition &d)
-{
-    std::lock_guard<std::mutex> g(fmt_mutex_);
-    formats_[id] = std::make_shared<const probe_definition>(d);
-}
-
 size_t trace_events::payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,
                                 void *)
 {
