@@ -6,6 +6,7 @@
 // records of every table for trace_stat/function<CPU>. A table that is full counts the
 // calls it could not place (the kernel's "profile records exhausted").
 #include "tracefs/function_profile.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h" // raw_smp_processor_id()
@@ -282,6 +283,29 @@ std::string trace_stat_text(const std::string &name)
     for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
         if (pt->gen == gen) collect(pt, cpu, m);
     return format(m);
+}
+
+// The function profiler's switch and its trace_stat/ files (the kernel's
+// ftrace_profile_tracefs).
+void tree::function_profile_files()
+{
+    top_file("function_profile_enabled", [] {
+        return rw([] { return std::string(function_profile_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return function_profile_set(v == 1);
+                  });
+    });
+    top_dir("trace_stat", [](const std::vector<std::string> &p) -> std::optional<node> {
+        if (p.size() == 1) return dir([] { return trace_stat_files(); });
+        if (p.size() != 2) return std::nullopt;
+        std::string name = p[1];
+        auto files = trace_stat_files();
+        if (std::find(files.begin(), files.end(), name) == files.end()) return std::nullopt;
+        return ro([name] { return trace_stat_text(name); });
+    });
 }
 
 } // namespace dprobe

@@ -1,5 +1,6 @@
 // Names of the threads and processes in the trace (see saved_cmdlines.h).
 #include "tracefs/saved_cmdlines.h"
+#include "tracefs/tree_node.h"
 
 #include "core/ring_buffer.h"
 #include "tracefs/trace_array.h"
@@ -123,6 +124,21 @@ int set_saved_cmdlines_size(unsigned long long n)
     while (g_saved.size() > g_size)
         g_saved.pop_front();
     return 0;
+}
+
+// saved_cmdlines, its size and saved_tgids (the kernel's tracer_init_tracefs).
+void tree::saved_cmdlines_files()
+{
+    top_file("saved_cmdlines", [] { return ro(saved_cmdlines_text); });
+    top_file("saved_tgids", [] { return ro(saved_tgids_text); });
+    top_file("saved_cmdlines_size", [] {
+        return rw([] { return std::to_string(saved_cmdlines_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      return set_saved_cmdlines_size(v);
+                  });
+    });
 }
 
 } // namespace dprobe

@@ -4,6 +4,7 @@
 // the (try-)lock, walks the stack and stores the chain; a thread finding the lock taken
 // skips its check, as the kernel's per-CPU recursion guard does.
 #include "tracefs/stack_tracer.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ftrace.h"
@@ -247,6 +248,34 @@ std::string stack_trace_text()
         s += '\n';
     }
     return s;
+}
+
+// The stack tracer's files (the kernel's stack_trace_init).
+void tree::stack_tracer_files()
+{
+    top_file("stack_trace", [] { return ro(stack_trace_text); });
+    top_file("stack_max_size", [] {
+        return rw([] { return std::to_string(stack_max_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      stack_set_max_size(v);
+                      return 0;
+                  });
+    });
+    top_file("stack_tracer_enabled", [] {
+        return rw([] { return std::string(stack_tracer_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return stack_tracer_set(v == 1);
+                  });
+    });
+    top_file("stack_trace_filter", [] {
+        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n",
+                         [] { stack_tracer_update(); });
+    });
 }
 
 } // namespace dprobe

@@ -9,6 +9,7 @@
 // entry is kept in its activation's data, so a return restores the thread's depth even
 // after a longjmp or an exception skipped returns in between.
 #include "tracefs/tracer_graph.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
@@ -221,6 +222,39 @@ void tracing_set_thresh(uint64_t ns)
             tr->current_trace = &nop_tracer;
             if (graph_init(*tr) == 0) tr->current_trace = &graph_tracer;
         }
+}
+
+// The function graph's filters and limits (the kernel's ftrace_init_tracefs and
+// init_tracer_tracefs).
+void tree::tracer_graph_files()
+{
+    top_file("set_graph_function", [] {
+        return hash_node(&ftrace_graph_hash(), "#### all functions enabled ####\n", nullptr);
+    });
+    top_file("set_graph_notrace", [] {
+        return hash_node(&ftrace_graph_notrace_hash(), "#### no functions disabled ####\n",
+                         nullptr);
+    });
+    top_file("max_graph_depth", [] {
+        return rw([] { return std::to_string(fgraph_max_depth()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT32_MAX) return -EINVAL;
+                      fgraph_set_max_depth(unsigned(v));
+                      return 0;
+                  });
+    });
+    top_file("tracing_thresh", [] {
+        // Microseconds in the file, nanoseconds inside, as in the kernel.
+        return rw([] { return std::to_string(tracing_thresh() / 1000) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      tracing_set_thresh(v * 1000);
+                      return 0;
+                  });
+    });
 }
 
 } // namespace dprobe
