@@ -54,10 +54,10 @@ struct prof_table {
     prof_rec recs[k_slots];
 };
 
-std::atomic<prof_table *> g_tables{nullptr};
-std::atomic<uint32_t> g_gen{1};
-bool g_enabled = false;
-func_ops *const g_ops = new func_ops;
+std::atomic<prof_table *> prof_tables{nullptr};
+std::atomic<uint32_t> prof_gen{1};
+bool profiling = false;
+func_ops *const prof_ops = new func_ops;
 
 struct prof_data {
     uint64_t calltime;
@@ -70,7 +70,7 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     trace_task *t = current_trace_task();
     if (!t) return nullptr;
     auto *pt = static_cast<prof_table *>(t->profile.load(std::memory_order_relaxed));
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
     if (likely(pt && pt->gen == gen && pt->tid == t->tid)) return pt;
     if (pt && pt->tid == t->tid) {
         // This thread's table of an earlier run: reset in place (it stays on the list).
@@ -88,11 +88,11 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     pt = static_cast<prof_table *>(m);
     pt->tid = t->tid;
     pt->gen = gen;
-    prof_table *head = g_tables.load(std::memory_order_relaxed);
+    prof_table *head = prof_tables.load(std::memory_order_relaxed);
     do {
         pt->next = head;
-    } while (!g_tables.compare_exchange_weak(head, pt, std::memory_order_release,
-                                             std::memory_order_relaxed));
+    } while (!prof_tables.compare_exchange_weak(head, pt, std::memory_order_release,
+                                                std::memory_order_relaxed));
     t->profile.store(pt, std::memory_order_relaxed);
     return pt;
 }
@@ -200,37 +200,37 @@ std::string format(const std::map<uint64_t, sum> &m)
 bool function_profile_enabled()
 {
     std::lock_guard<std::mutex> g(trace_types_lock());
-    return g_enabled;
+    return profiling;
 }
 
 int function_profile_set(bool on)
 {
-    if (on == g_enabled) return 0;
+    if (on == profiling) return 0;
     if (!on) {
-        g_ops->stop();
-        g_enabled = false;
+        prof_ops->stop();
+        profiling = false;
         return 0;
     }
     // Starting again starts from zero: tables of the old run no longer count.
-    g_gen.fetch_add(1, std::memory_order_relaxed);
+    prof_gen.fetch_add(1, std::memory_order_relaxed);
     trace_array &top = trace_array_top();
-    g_ops->ops.entry = prof_entry;
-    g_ops->ops.exit = prof_exit;
-    g_ops->ops.unwound = prof_unwound;
-    g_ops->ops.data_words = sizeof(prof_data) / sizeof(long);
-    g_ops->ops.priv = nullptr;
-    g_ops->want_all = [&top] { return tracer_functions(top); };
-    g_ops->want_loaded = [&top](std::span<const object_ptr> added) {
+    prof_ops->ops.entry = prof_entry;
+    prof_ops->ops.exit = prof_exit;
+    prof_ops->ops.unwound = prof_unwound;
+    prof_ops->ops.data_words = sizeof(prof_data) / sizeof(long);
+    prof_ops->ops.priv = nullptr;
+    prof_ops->want_all = [&top] { return tracer_functions(top); };
+    prof_ops->want_loaded = [&top](std::span<const object_ptr> added) {
         return tracer_functions_loaded(top, added);
     };
-    if (int err = g_ops->start()) return err;
-    g_enabled = true;
+    if (int err = prof_ops->start()) return err;
+    profiling = true;
     return 0;
 }
 
 void function_profile_update()
 {
-    if (g_enabled) g_ops->update();
+    if (profiling) prof_ops->update();
 }
 
 namespace
@@ -245,8 +245,8 @@ std::vector<long> stat_cpus()
     std::vector<long> v;
     for (long c = 0; c < n; c++)
         v.push_back(c);
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
+    for (prof_table *pt = prof_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
         if (pt->gen != gen) continue;
         for (const prof_rec &r : pt->recs)
             if (r.ip.load(std::memory_order_acquire) &&
@@ -278,9 +278,9 @@ std::string trace_stat_text(const std::string &name)
     if (*end || cpu < 0) return "";
     auto cpus = stat_cpus();
     if (!std::binary_search(cpus.begin(), cpus.end(), cpu)) return "";
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
     std::map<uint64_t, sum> m;
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
+    for (prof_table *pt = prof_tables.load(std::memory_order_acquire); pt; pt = pt->next)
         if (pt->gen == gen) collect(pt, cpu, m);
     return format(m);
 }
