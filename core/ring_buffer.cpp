@@ -37,6 +37,7 @@
 #include "core/ring_buffer.h"
 #include "core/own_fds.h"
 
+#include "arch/x86_64/cpu.h"
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/raw_syscall.h"
 #include "core/compiler.h"
@@ -72,12 +73,7 @@ using namespace rb;
 namespace
 {
 
-// An increment that a signal on this thread cannot tear (one instruction, the kernel's
-// local_t), for counters only this thread writes and readers load atomically.
-DPROBE_NOPROBE inline void local_inc(uint64_t *p) noexcept
-{
-    __asm__ __volatile__("incq %0" : "+m"(*p));
-}
+using arch::local_inc;
 inline uint64_t local_read(const uint64_t *p) noexcept
 {
     return __atomic_load_n(p, __ATOMIC_RELAXED);

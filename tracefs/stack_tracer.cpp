@@ -102,7 +102,7 @@ DPROBE_NOPROBE void record(const struct pt_regs *regs, uint64_t ip, uintptr_t to
     // Entry 0 is the traced function itself: its return address into it would sit right
     // below the slot of its own return address.
     g_ips[0] = ip;
-    g_index[0] = top - (regs->sp - 8);
+    g_index[0] = top - (kernel_stack_pointer(const_cast<pt_regs *>(regs)) - sizeof(unsigned long));
     unsigned k = 1;
     for (size_t i = 0; i < n && k <= k_entries; i++) {
         if (slots[i] >= top) break;
@@ -118,14 +118,14 @@ DPROBE_NOPROBE int stack_tracer_entry(ftrace_ops *, unsigned long ip, unsigned l
 {
     trace_task *t = current_trace_task();
     if (unlikely(!t)) return 1;
-    const uintptr_t sp = fregs->regs.sp;
+    const uintptr_t sp = ftrace_regs_get_stack_pointer(fregs);
     if (unlikely(!t->stack_top)) {
         t->stack_top = find_stack_top(sp);
         if (!t->stack_top) t->stack_top = 1; // unknown: never measure
     }
     const uintptr_t top = t->stack_top;
     if (top <= sp) return 1;
-    const uint64_t depth = top - (sp - 8);
+    const uint64_t depth = top - (sp - sizeof(unsigned long));
     if (likely(depth <= g_max.load(std::memory_order_relaxed))) return 1;
     bool expect = false;
     if (!g_busy.compare_exchange_strong(expect, true, std::memory_order_acquire)) return 1;

@@ -144,7 +144,7 @@ DPROBE_NOPROBE void graph_exit(ftrace_ops *ops, unsigned long ip, unsigned long,
     auto *e = static_cast<ftrace_graph_ret_entry *>(ev);
     e->ent = trace_entry_header{TRACE_GRAPH_RET, 0, 0, trace_current_tid()};
     e->func = ip;
-    e->retval = fregs->regs.ax;
+    e->retval = ftrace_regs_get_return_value(fregs);
     e->depth = gd->depth;
     e->overrun = 0;
     e->calltime = gd->calltime;
