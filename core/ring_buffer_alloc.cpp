@@ -487,10 +487,18 @@ void fork_child() noexcept
         if (t != self) t->in_use.store(0, std::memory_order_release);
     if (self) self->tid = tid;
     if (exported.arena) {
-        // The parent's arena is shared memory: this process must not touch it again. Its
-        // buffers, and with them the private ones, are forgotten (left mapped: unmapping
-        // costs more than it saves here).
-        process.list.store(nullptr, std::memory_order_relaxed);
+        // The parent's arena is shared memory: this process must not write it again. Its
+        // buffers, and with them the private ones, are set aside, still mapped (a fork of a
+        // program that forks often pays no unmapping); the release at the end of the
+        // session unmaps them, so a child detached leaves none of them behind.
+        rb_node *parents = process.list.exchange(nullptr, std::memory_order_relaxed);
+        if (parents) {
+            rb_node *last = parents;
+            while (last->next)
+                last = last->next;
+            last->next = process.parent_list;
+            process.parent_list = parents;
+        }
         if (cur.mute_depth)
             cur.saved_rb = nullptr;
         else

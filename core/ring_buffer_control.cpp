@@ -164,13 +164,17 @@ void ring_buffer_release_all() noexcept
     cur.node = nullptr;
     cur.table = nullptr;
     const long node_len = (sizeof(rb_node) + 4095) & ~size_t{4095};
-    for (rb_node *n = process.list.exchange(nullptr, std::memory_order_acq_rel); n;) {
-        rb_node *next = n->next;
-        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n->ctl),
-                          static_cast<long>(n->map_len));
-        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n), node_len);
-        n = next;
+    for (rb_node *list :
+         {process.list.exchange(nullptr, std::memory_order_acq_rel), process.parent_list}) {
+        for (rb_node *n = list; n;) {
+            rb_node *next = n->next;
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n->ctl),
+                              static_cast<long>(n->map_len));
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n), node_len);
+            n = next;
+        }
     }
+    process.parent_list = nullptr;
     const long table_len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
     for (rb_thread_table *t = process.tables.exchange(nullptr, std::memory_order_acq_rel); t;) {
         rb_thread_table *next = t->next;

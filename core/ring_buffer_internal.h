@@ -156,6 +156,9 @@ struct process_state {
     // epoch is left for a new one at the thread's next event).
     std::atomic<uint32_t> word{1};
     std::atomic<rb_node *> list{nullptr};
+    // A forked child's copy of its parent's buffers (their shared pages mapped still): never
+    // written again, unmapped with the rest by ring_buffer_release_all.
+    rb_node *parent_list = nullptr;
     std::atomic<uint32_t> waiting{0}; // futex word: 1 while an in-process reader may sleep
     std::mutex alloc_mutex;           // ring_buffer_alloc / ring_buffer_free
     // Set by the first swap: from then on a thread's buffers may be anywhere on the list.

@@ -249,7 +249,7 @@ std::string format_probe_record(const probe_definition &def, const uint8_t *reco
                                 symbolize_fn sym)
 {
     const probe_kind_ops &ops = probe_kind_ops_of(def.kind);
-    if (ops.format) return ops.format->format_record(def, record, size);
+    if (ops.format) return ops.format->format_record(def, record, size, sym);
     probe_event_layout l = probe_layout(def);
     std::string s = def.event + ": ";
     if (size < l.fixed_size) return s + "(truncated record)";

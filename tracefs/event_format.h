@@ -66,7 +66,8 @@ struct probe_format_ops {
     std::string (*listing)(const probe_definition &def);
     std::string (*print_fmt)(const probe_definition &def);
     std::string (*format_file)(const probe_definition &def, int id);
-    std::string (*format_record)(const probe_definition &def, const uint8_t *record, size_t size);
+    std::string (*format_record)(const probe_definition &def, const uint8_t *record, size_t size,
+                                 symbolize_fn sym);
     std::vector<filter_field> (*filter_fields)(const probe_definition &def);
 };
 extern const probe_format_ops synth_probe_format;
