@@ -5,6 +5,7 @@
 
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/insn_analysis.h"
+#include "arch/x86_64/insn_bytes.h"
 #include "arch/x86_64/kprobes_arch.h"
 #include "core/compiler.h"
 
@@ -116,20 +117,20 @@ extern "C" DPROBE_NOPROBE void dprobe_optprobe_dispatch(dprobe::optprobe *op,
 {
     // Handlers see the same ip as on the int3 path (just past the int3); changes to it are
     // ignored, as with the kernel's optimized probes.
-    regs->ip = op->addr + 1;
+    instruction_pointer_set(regs, dprobe::arch::int3_trap_ip(op->addr));
     op->fn(op->arg, regs);
 }
 
 extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_light(dprobe::optprobe *op,
                                                              struct pt_regs *regs) noexcept
 {
-    regs->ip = op->addr + 1;
+    instruction_pointer_set(regs, dprobe::arch::int3_trap_ip(op->addr));
     return __atomic_load_n(&op->light_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
 }
 
 extern "C" DPROBE_NOPROBE int dprobe_optprobe_dispatch_vec(dprobe::optprobe *op,
                                                            struct pt_regs *regs) noexcept
 {
-    regs->ip = op->addr + 1;
+    instruction_pointer_set(regs, dprobe::arch::int3_trap_ip(op->addr));
     return __atomic_load_n(&op->vec_fn, __ATOMIC_ACQUIRE)(op->arg, regs);
 }

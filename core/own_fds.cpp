@@ -10,8 +10,8 @@ namespace
 {
 
 constexpr int k_words = k_own_fds_max / 64;
-std::atomic<uint64_t> g_bits[k_words];
-std::atomic<int> g_count{0};
+std::atomic<uint64_t> fd_bits[k_words];
+std::atomic<int> fd_count{0};
 
 bool in_range(int fd)
 {
@@ -24,29 +24,29 @@ void own_fd_add(int fd) noexcept
 {
     if (!in_range(fd)) return;
     const uint64_t bit = uint64_t{1} << (fd % 64);
-    if (!(g_bits[fd / 64].fetch_or(bit, std::memory_order_acq_rel) & bit))
-        g_count.fetch_add(1, std::memory_order_relaxed);
+    if (!(fd_bits[fd / 64].fetch_or(bit, std::memory_order_acq_rel) & bit))
+        fd_count.fetch_add(1, std::memory_order_relaxed);
 }
 
 void own_fd_remove(int fd) noexcept
 {
     if (!in_range(fd)) return;
     const uint64_t bit = uint64_t{1} << (fd % 64);
-    if (g_bits[fd / 64].fetch_and(~bit, std::memory_order_acq_rel) & bit)
-        g_count.fetch_sub(1, std::memory_order_relaxed);
+    if (fd_bits[fd / 64].fetch_and(~bit, std::memory_order_acq_rel) & bit)
+        fd_count.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool own_fd(int fd) noexcept
 {
-    return in_range(fd) && (g_bits[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
+    return in_range(fd) && (fd_bits[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
 }
 
 int own_fd_next(int from) noexcept
 {
     if (from < 0) from = 0;
-    if (g_count.load(std::memory_order_relaxed) == 0) return -1;
+    if (fd_count.load(std::memory_order_relaxed) == 0) return -1;
     for (int w = from / 64; w < k_words; w++) {
-        uint64_t bits = g_bits[w].load(std::memory_order_acquire);
+        uint64_t bits = fd_bits[w].load(std::memory_order_acquire);
         if (w == from / 64) bits &= ~uint64_t{0} << (from % 64);
         if (bits) return w * 64 + __builtin_ctzll(bits);
     }

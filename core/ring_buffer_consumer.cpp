@@ -2,7 +2,7 @@
 // `dprobe record`, or on the agent's streamer thread.
 //
 // Pages are copied out before use and the copy is checked against the page's sequence
-// number afterwards (the seqlock of ring_buffer.cpp), so an overwrite-mode writer that laps
+// number afterwards (the seqlock of ring_buffer_write.cpp), so an overwrite-mode writer that laps
 // the consumer costs events (counted), never a torn page.
 #include "core/ring_buffer_consumer.h"
 

@@ -52,12 +52,7 @@ DPROBE_NOPROBE uintptr_t known_stack_of(uintptr_t a) noexcept
 // sigaltstack(2) without libc (a user may probe libc's wrapper).
 DPROBE_NOPROBE long raw_sigaltstack(stack_t *old) noexcept
 {
-    long ret;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "0"(static_cast<long>(SYS_sigaltstack)), "D"(nullptr), "S"(old)
-                     : "rcx", "r11", "memory");
-    return ret;
+    return arch::raw_syscall(SYS_sigaltstack, 0, reinterpret_cast<long>(old));
 }
 
 DPROBE_NOPROBE void remember_dropped(task_ctx *t, const unsigned long *f) noexcept

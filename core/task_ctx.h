@@ -6,6 +6,7 @@
 // recycled, never unmapped, so a quiescence waiter can always read them.
 #pragma once
 
+#include "arch/x86_64/cpu.h"
 #include "arch/x86_64/ext_state.h"
 
 #include <atomic>
@@ -129,12 +130,7 @@ inline bool kprobe_busy_on(const task_ctx *t) noexcept
     return t->current_kprobe || t->fprobe_kprobe_busy;
 }
 
-inline uintptr_t current_stack_pointer() noexcept
-{
-    uintptr_t sp;
-    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
-    return sp;
-}
+using arch::current_stack_pointer;
 
 // Read side: dispatch code brackets handler calls with these. BASE is where the code dprobe
 // runs for is (the probed function's return-address slot, or the caller's stack pointer).

@@ -58,7 +58,7 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
     const text_poke_req *reqs = active_reqs.load();
     size_t n = active_count.load();
     bool handled = false;
-    uintptr_t at = arch::uc_ip(uc) - 1;
+    const uintptr_t at = arch::uc_int3_addr(uc);
     if (reqs) {
         size_t lo = 0, hi = n;
         while (lo < hi) {
@@ -68,25 +68,8 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
             else
                 hi = mid;
         }
-        if (lo < n && reqs[lo].addr == at) {
-            const text_poke_req &r = reqs[lo];
-            switch (r.emu) {
-            case text_poke_req::emulate::nop:
-                arch::uc_set_ip(uc, r.addr + r.len);
-                handled = true;
-                break;
-            case text_poke_req::emulate::call:
-                arch::uc_emulate_call(uc, r.addr + r.insn_len, r.target);
-                handled = true;
-                break;
-            case text_poke_req::emulate::jmp:
-                arch::uc_set_ip(uc, r.target);
-                handled = true;
-                break;
-            case text_poke_req::emulate::trap:
-                break; // a kprobe's own int3: its hook handles it
-            }
-        }
+        // A kprobe's own int3 (emulate::trap) is its hook's to handle.
+        if (lo < n && reqs[lo].addr == at) handled = arch::uc_int3_emulate(uc, reqs[lo]);
     }
     hooks_in_flight.fetch_sub(1);
     if (!handled) {
@@ -203,7 +186,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
             // the trapping instruction and hand its SIGTRAP handler an address no hook
             // knows. Its handler resolves the trap address against the new bytes instead.
             if (threads[t].in_trap) continue;
-            uintptr_t rip = threads[t].regs.rip;
+            const uintptr_t rip = arch::user_regs_ip(threads[t].regs);
             size_t lo = 0, hi = sp->moves.size();
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -213,7 +196,7 @@ void poke_while_stopped(stopped_thread *threads, size_t n, void *arg)
                     hi = mid;
             }
             if (lo < sp->moves.size() && sp->moves[lo].from == rip) {
-                threads[t].regs.rip = sp->moves[lo].to;
+                arch::user_regs_set_ip(threads[t].regs, sp->moves[lo].to);
                 threads[t].changed = true;
             }
         }

@@ -21,6 +21,8 @@
 // records hold cycles and are printed as raw counts (the kernel's `in_ns == 0` clocks).
 #pragma once
 
+#include "arch/x86_64/cpu.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -79,9 +81,7 @@ std::string trace_clock_list();
 // Raw TSC read.
 static inline uint64_t trace_clock_rdtsc() noexcept
 {
-    uint32_t lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-    return (static_cast<uint64_t>(hi) << 32) | lo;
+    return arch::rdtsc();
 }
 
 namespace detail

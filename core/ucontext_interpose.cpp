@@ -3,6 +3,7 @@
 // once. The stack of each context switched to is recorded (shadow_note_stack), so that the
 // shadow stack tells frames of a suspended stack (kept) from frames left by a longjmp on
 // the current one (dropped). See core/shadow_stack.h.
+#include "arch/x86_64/uctx.h"
 #include "core/interpose_next.h"
 #include "core/shadow_stack.h"
 
@@ -19,7 +20,7 @@ void note_target_stack(const ucontext_t *ucp)
     if (!ucp) return;
     const auto lo = reinterpret_cast<uintptr_t>(ucp->uc_stack.ss_sp);
     const uintptr_t hi = lo + ucp->uc_stack.ss_size;
-    const auto sp = static_cast<uintptr_t>(ucp->uc_mcontext.gregs[REG_RSP]);
+    const uintptr_t sp = dprobe::arch::uc_sp(ucp);
     if (ucp->uc_stack.ss_size && sp > lo && sp <= hi) dprobe::shadow_note_stack(lo, hi);
 }
 

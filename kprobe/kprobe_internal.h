@@ -25,6 +25,7 @@
 // return keep threads that are between the hook and the original code off the jmp's bytes.
 #pragma once
 
+#include "arch/x86_64/ftrace_arch.h"
 #include "arch/x86_64/insn.h"
 #include "core/exec_mem.h"
 #include "core/ftrace.h"
@@ -232,29 +233,10 @@ void kretprobe_int3_entry(struct kretprobe *rp, struct pt_regs *regs, ucontext_t
 struct ftrace_regs *int3_fregs() noexcept;
 void set_int3_fregs(struct ftrace_regs *f) noexcept;
 
-// The trampolines' ftrace_regs holds a struct pt_regs that lacks only the flags in EFLAGS
-// form (it keeps a lahf/seto snapshot), cs, ss and orig_ax: these make it one handlers can
-// use in place, and undo that (changes of the flags by a handler are not applied).
-inline unsigned long fregs_flags_to_eflags(unsigned long snap) noexcept
-{
-    const unsigned long ah = (snap >> 8) & 0xd5; // SF ZF AF PF CF
-    const unsigned long of = (snap & 0xff) ? 0x800 : 0;
-    return ah | of | 0x202; // IF and the always-one bit
-}
-inline unsigned long fregs_make_pt_regs(struct ftrace_regs *fregs) noexcept
-{
-    struct pt_regs &r = fregs->regs;
-    const unsigned long snap = r.flags;
-    r.flags = fregs_flags_to_eflags(snap);
-    r.orig_ax = ~0UL;
-    r.cs = 0x33; // __USER_CS
-    r.ss = 0x2b; // __USER_DS
-    return snap;
-}
-inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) noexcept
-{
-    fregs->regs.flags = snap;
-}
+// A trampoline's ftrace_regs made a pt_regs kprobe handlers can use in place, and back
+// (arch/x86_64/ftrace_arch.h).
+using arch::fregs_make_pt_regs;
+using arch::fregs_undo_pt_regs;
 
 // jprobe glue (jprobe.cpp).
 inline struct jprobe *container_of_jprobe(struct kprobe *p) noexcept

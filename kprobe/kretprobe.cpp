@@ -9,6 +9,7 @@
 // through core's return trampoline, which runs the exit callback.
 #include "arch/x86_64/ext_state.h"
 #include "arch/x86_64/ftrace_arch.h"
+#include "arch/x86_64/insn_bytes.h"
 #include "core/compiler.h"
 #include "kprobe/kprobe_internal.h"
 
@@ -103,25 +104,25 @@ DPROBE_NOPROBE int krp_entry(ftrace_ops *ops, unsigned long ip, unsigned long pa
         return 1;
     }
     ri->ret_addr = reinterpret_cast<kprobe_opcode_t *>(parent_ip);
-    ri->fp = reinterpret_cast<void *>(fregs->regs.sp);
+    ri->fp = reinterpret_cast<void *>(ftrace_regs_get_stack_pointer(fregs));
     if (!rp->entry_handler) return 0;
-    // int3: the hook's registers (a real pt_regs, ip = addr + 1); site: the trampoline's.
-    struct pt_regs *regs = &fregs->regs;
+    // int3: the hook's registers (a real pt_regs, ip past the int3); site: the trampoline's.
+    struct pt_regs *regs = arch_ftrace_get_regs(fregs);
     unsigned long snap = 0, orig_ip = 0;
     if (!from_int3) {
         snap = fregs_make_pt_regs(fregs);
-        orig_ip = regs->ip;
-        regs->ip = ip + 1;
+        orig_ip = instruction_pointer(regs);
+        instruction_pointer_set(regs, arch::int3_trap_ip(ip));
     }
     struct kprobe *prev = t->current_kprobe;
     t->current_kprobe = &rp->kp;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
-    const uint64_t mask = unhide_return_addresses(t, fregs->regs.sp);
+    const uint64_t mask = unhide_return_addresses(t, ftrace_regs_get_stack_pointer(fregs));
     int r = rp->entry_handler(ri, regs);
     rehide_return_addresses(t, mask);
     t->current_kprobe = prev;
     if (!from_int3) {
-        regs->ip = orig_ip;
+        instruction_pointer_set(regs, orig_ip);
         fregs_undo_pt_regs(fregs, snap);
     }
     if (r) {
@@ -150,8 +151,8 @@ DPROBE_NOPROBE void krp_exit(ftrace_ops *ops, unsigned long, unsigned long,
     const unsigned long status = t->kprobe_status;
     t->current_kprobe = &rp->kp;
     t->kprobe_status = KPROBE_HIT_ACTIVE;
-    const uint64_t mask = unhide_return_addresses(t, fregs->regs.sp);
-    rp->handler(ri, &fregs->regs);
+    const uint64_t mask = unhide_return_addresses(t, ftrace_regs_get_stack_pointer(fregs));
+    rp->handler(ri, arch_ftrace_get_regs(fregs));
     rehide_return_addresses(t, mask);
     t->current_kprobe = prev;
     t->kprobe_status = status;

@@ -50,7 +50,7 @@ std::shared_ptr<const debuginfo> debuginfo_of_file(const std::string &path)
 
 std::optional<func_proto_ptr> func_proto_of_place(const probe_definition &def)
 {
-    if (def.kind == probe_kind::uprobe) return nullptr;
+    // Symbols and addresses of the process; a file offset (a uprobe's place) is none.
     const probe_place &pl = def.place;
     auto &ks = kallsyms::instance();
     object_ptr obj;

@@ -3,8 +3,6 @@
 // expressions, error names and error positions match.
 #include "tracefs/event_filter.h"
 
-#include "tracefs/trace_synth_format.h"
-
 #include "core/compiler.h"
 #include "core/glob.h"
 #include "tracefs/event_format.h"
@@ -406,18 +404,23 @@ const char *filter_err_text(filter_err e) noexcept
 
 std::vector<filter_field> probe_filter_fields(const probe_definition &def)
 {
-    if (def.kind == probe_kind::synth) return synth_filter_fields(def);
+    if (const probe_format_ops *own = probe_kind_ops_of(def.kind).format)
+        return own->filter_fields(def);
     using t = filter_field::type;
+    constexpr uint16_t word = sizeof(unsigned long);
     std::vector<filter_field> f;
     probe_event_layout l = probe_layout(def);
     // The event's own fields first, as trace_find_event_field() looks them up.
-    if (def.kind == probe_kind::eprobe) {
-        // No probe address in an event probe's record.
-    } else if (def.is_return) {
-        f.push_back({"__probe_func", t::number, uint16_t(l.ip_off), 8, false});
-        f.push_back({"__probe_ret_ip", t::number, uint16_t(l.ret_ip_off), 8, false});
-    } else {
-        f.push_back({"__probe_ip", t::number, uint16_t(l.ip_off), 8, false});
+    switch (probe_print_type_of(def)) {
+    case probe_print_type::normal:
+        f.push_back({"__probe_ip", t::number, uint16_t(l.ip_off), word, false});
+        break;
+    case probe_print_type::ret:
+        f.push_back({"__probe_func", t::number, uint16_t(l.ip_off), word, false});
+        f.push_back({"__probe_ret_ip", t::number, uint16_t(l.ret_ip_off), word, false});
+        break;
+    case probe_print_type::event: // no probe address in an event probe's record
+        break;
     }
     for (const auto &a : def.args) {
         filter_field ff;

@@ -62,32 +62,24 @@ std::string sym_text(uintptr_t addr, symbolize_fn sym, bool with_offset)
 
 } // namespace
 
-probe_event_layout probe_layout(const probe_definition &def)
-{
-    probe_event_layout l{};
-    l.ip_off = TRACE_ENTRY_HEADER_SIZE;
-    if (def.kind == probe_kind::eprobe || def.kind == probe_kind::synth) {
-        // No probe address: the arguments follow the common header.
-        l.ip_off = 0;
-        l.ret_ip_off = 0;
-        l.args_off = TRACE_ENTRY_HEADER_SIZE;
-    } else if (def.is_return) {
-        l.ret_ip_off = l.ip_off + sizeof(unsigned long);
-        l.args_off = l.ret_ip_off + sizeof(unsigned long);
-    } else {
-        l.ret_ip_off = 0;
-        l.args_off = l.ip_off + sizeof(unsigned long);
-    }
-    l.fixed_size = l.args_off + def.args_size;
-    return l;
-}
+const probe_format_ops synth_probe_format = {
+    .listing = [](const probe_definition &def) { return "s:" + def.group + "/" + synth_show(def); },
+    .print_fmt = synth_print_fmt,
+    .format_file = synth_format_file,
+    .format_record = synth_format_record,
+    .filter_fields = synth_filter_fields,
+};
 
 std::string probe_print_fmt(const probe_definition &def)
 {
-    if (def.kind == probe_kind::synth) return synth_print_fmt(def);
+    if (const probe_format_ops *own = probe_kind_ops_of(def.kind).format)
+        return own->print_fmt(def);
+    const probe_print_type print = probe_print_type_of(def);
     std::string s = "\"";
-    if (def.kind != probe_kind::eprobe) // PROBE_PRINT_EVENT: the arguments only
-        s += def.is_return ? "(%lx <- %lx)" : "(%lx)";
+    if (print == probe_print_type::normal)
+        s += "(%lx)";
+    else if (print == probe_print_type::ret)
+        s += "(%lx <- %lx)";
     for (const auto &a : def.args) {
         s += " " + a.name + "=";
         if (a.count) {
@@ -99,12 +91,10 @@ std::string probe_print_fmt(const probe_definition &def)
         }
     }
     s += "\"";
-    if (def.kind == probe_kind::eprobe)
-        ;
-    else if (def.is_return)
-        s += std::string(", REC->") + probe_func + ", REC->" + probe_ret_ip;
-    else
+    if (print == probe_print_type::normal)
         s += std::string(", REC->") + probe_ip;
+    else if (print == probe_print_type::ret)
+        s += std::string(", REC->") + probe_func + ", REC->" + probe_ret_ip;
     for (const auto &a : def.args) {
         if (a.count) {
             for (uint32_t j = 0; j < a.count; j++) {
@@ -120,7 +110,8 @@ std::string probe_print_fmt(const probe_definition &def)
 
 std::string probe_format_file(const probe_definition &def, int id)
 {
-    if (def.kind == probe_kind::synth) return synth_format_file(def, id);
+    if (const probe_format_ops *own = probe_kind_ops_of(def.kind).format)
+        return own->format_file(def, id);
     probe_event_layout l = probe_layout(def);
     std::string s = "name: " + def.event + "\nID: " + std::to_string(id) + "\nformat:\n";
     field_line(s, "unsigned short", "common_type", 0, 2, false);
@@ -128,13 +119,16 @@ std::string probe_format_file(const probe_definition &def, int id)
     field_line(s, "unsigned char", "common_preempt_count", 3, 1, false);
     field_line(s, "int", "common_pid", 4, 4, true);
     s += "\n";
-    if (def.kind == probe_kind::eprobe) {
-        // Only the arguments.
-    } else if (def.is_return) {
+    switch (probe_print_type_of(def)) {
+    case probe_print_type::normal:
+        field_line(s, "unsigned long", probe_ip, l.ip_off, sizeof(unsigned long), false);
+        break;
+    case probe_print_type::ret:
         field_line(s, "unsigned long", probe_func, l.ip_off, sizeof(unsigned long), false);
         field_line(s, "unsigned long", probe_ret_ip, l.ret_ip_off, sizeof(unsigned long), false);
-    } else {
-        field_line(s, "unsigned long", probe_ip, l.ip_off, sizeof(unsigned long), false);
+        break;
+    case probe_print_type::event: // only the arguments
+        break;
     }
     for (const auto &a : def.args) {
         const std::string type = a.count ? a.fmt : std::string(a.type->fmttype);
@@ -254,24 +248,26 @@ bool probe_args_from_format(probe_definition &def, std::string_view format)
 std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,
                                 symbolize_fn sym)
 {
-    if (def.kind == probe_kind::synth) return synth_format_record(def, record, size, sym);
+    const probe_kind_ops &ops = probe_kind_ops_of(def.kind);
+    if (ops.format) return ops.format->format_record(def, record, size, sym);
     probe_event_layout l = probe_layout(def);
     std::string s = def.event + ": ";
     if (size < l.fixed_size) return s + "(truncated record)";
     uintptr_t ip = l.ip_off ? load_ulong(record + l.ip_off) : 0;
     char buf[64];
-    if (def.kind == probe_kind::eprobe) {
+    const probe_print_type print = probe_print_type_of(def);
+    if (print == probe_print_type::event) {
         // print_eprobe_event(): the attached event, as system.event.
-        s += "(" + def.place.object + "." + def.place.symbol + ")";
-    } else if (def.kind == probe_kind::uprobe) {
+        s += "(" + ops.show_place(def) + ")";
+    } else if (ops.raw_addresses) {
         // User addresses raw, as print_uprobe_event() shows them.
-        if (def.is_return)
+        if (print == probe_print_type::ret)
             std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR " <- 0x%" PRIxPTR ")",
                           static_cast<uintptr_t>(load_ulong(record + l.ret_ip_off)), ip);
         else
             std::snprintf(buf, sizeof(buf), "(0x%" PRIxPTR ")", ip);
         s += buf;
-    } else if (def.is_return) {
+    } else if (print == probe_print_type::ret) {
         s += "(" + sym_text(load_ulong(record + l.ret_ip_off), sym, true) + " <- " +
              sym_text(ip, sym, false) + ")";
     } else {

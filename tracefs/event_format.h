@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dprobe
 {
@@ -31,12 +32,45 @@ struct trace_entry_header {
 static_assert(sizeof(trace_entry_header) == TRACE_ENTRY_HEADER_SIZE);
 
 struct probe_event_layout {
-    size_t ip_off;     // __probe_ip, or __probe_func of a return probe
+    size_t ip_off;     // __probe_ip, or __probe_func of a return probe (0: none)
     size_t ret_ip_off; // __probe_ret_ip of a return probe (0 for entry probes)
     size_t args_off;   // first argument
     size_t fixed_size; // args_off + the fixed part of the args (dynamic data follows)
 };
-probe_event_layout probe_layout(const probe_definition &def);
+// Where the fields of DEF's records are (inline: the record writer asks at every hit).
+inline probe_event_layout probe_layout(const probe_definition &def) noexcept
+{
+    constexpr size_t word = sizeof(unsigned long);
+    probe_event_layout l{};
+    switch (probe_print_type_of(def)) {
+    case probe_print_type::normal:
+        l.ip_off = TRACE_ENTRY_HEADER_SIZE;
+        l.args_off = l.ip_off + word;
+        break;
+    case probe_print_type::ret:
+        l.ip_off = TRACE_ENTRY_HEADER_SIZE;
+        l.ret_ip_off = l.ip_off + word;
+        l.args_off = l.ret_ip_off + word;
+        break;
+    case probe_print_type::event: // no probe address: the arguments follow the header
+        l.args_off = TRACE_ENTRY_HEADER_SIZE;
+        break;
+    }
+    l.fixed_size = l.args_off + def.args_size;
+    return l;
+}
+
+// A kind whose records, format file and listing are its own (probe_kind_ops::format): the
+// synthetic events' (trace_synth_format.h).
+struct probe_format_ops {
+    std::string (*listing)(const probe_definition &def);
+    std::string (*print_fmt)(const probe_definition &def);
+    std::string (*format_file)(const probe_definition &def, int id);
+    std::string (*format_record)(const probe_definition &def, const uint8_t *record, size_t size,
+                                 symbolize_fn sym);
+    std::vector<filter_field> (*filter_fields)(const probe_definition &def);
+};
+extern const probe_format_ops synth_probe_format;
 
 // `print fmt` of the format file: "\"(%lx) a=%u\", REC->__probe_ip, REC->a".
 std::string probe_print_fmt(const probe_definition &def);

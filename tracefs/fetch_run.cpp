@@ -113,35 +113,23 @@ DPROBE_NOPROBE inline unsigned long reg_at(const pt_regs *regs, uint32_t off) no
     return v;
 }
 
-// Function argument N (0-based) at function entry, SysV x86-64.
+// The accessors of <dprobe/ptrace.h> take a pt_regs they may write; fetch args only read.
+DPROBE_NOPROBE inline pt_regs *regs_of(const fetch_context &ctx) noexcept
+{
+    return const_cast<pt_regs *>(ctx.regs);
+}
+
+// Function argument N (0-based) at function entry: a register, or a stack word read
+// without faulting.
 DPROBE_NOPROBE inline bool read_arg(const fetch_context &ctx, uint32_t n,
                                     unsigned long &val) noexcept
 {
-    const pt_regs *regs = ctx.regs;
+    pt_regs *regs = regs_of(ctx);
     if (!regs) return false;
-    switch (n) {
-    case 0:
-        val = regs->di;
-        return true;
-    case 1:
-        val = regs->si;
-        return true;
-    case 2:
-        val = regs->dx;
-        return true;
-    case 3:
-        val = regs->cx;
-        return true;
-    case 4:
-        val = regs->r8;
-        return true;
-    case 5:
-        val = regs->r9;
-        return true;
-    default:
-        // Above the return address the caller pushed: word (N - 6 + 1).
-        return read_word(val, regs->sp + (n - PT_REGS_ARG_COUNT + 1) * sizeof(unsigned long));
-    }
+    if (const unsigned long *slot = regs_get_kernel_argument_addr(regs, n))
+        return read_word(val, reinterpret_cast<uintptr_t>(slot));
+    val = regs_get_kernel_argument(regs, n);
+    return true;
 }
 
 // An event probe's field of the attached event's record (the kernel's get_event_field()):
@@ -196,21 +184,22 @@ DPROBE_NOPROBE inline bool fetch_stage1(const fetch_insn *&code, const fetch_pro
                                         const fetch_context &ctx, unsigned long &val) noexcept
 {
     if (code->op == fetch_op::NOP_SYMBOL) code++; // the resolved address follows as an IMM
-    const pt_regs *regs = ctx.regs;
+    pt_regs *regs = regs_of(ctx);
     switch (code->op) {
     case fetch_op::REG:
         if (!regs) return false;
         val = reg_at(regs, code->param);
         return true;
     case fetch_op::STACK:
-        return regs && read_word(val, regs->sp + code->param * sizeof(unsigned long));
+        return regs && read_word(val, reinterpret_cast<uintptr_t>(
+                                          regs_get_kernel_stack_nth_addr(regs, code->param)));
     case fetch_op::STACKP:
         if (!regs) return false;
-        val = regs->sp;
+        val = kernel_stack_pointer(regs);
         return true;
     case fetch_op::RETVAL:
         if (!regs) return false;
-        val = regs->ax;
+        val = regs_return_value(regs);
         return true;
     case fetch_op::IMM:
         val = code->immediate;

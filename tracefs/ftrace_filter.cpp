@@ -1,5 +1,6 @@
 // Function filters (see ftrace_filter.h).
 #include "tracefs/ftrace_filter.h"
+#include "tracefs/tree_node.h"
 
 #include "core/ftrace.h"
 #include "core/glob.h"
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 
 namespace dprobe
 {
@@ -240,6 +243,57 @@ int ftrace_filter_token(ftrace_hash &hash, std::string_view token,
     r.param = std::string(param);
     r.neg = neg;
     return commands(r);
+}
+
+namespace
+{
+
+std::string available_functions(bool with_addrs)
+{
+    ftrace_update_objects();
+    std::string s;
+    char addr[32];
+    // What set_ftrace_filter accepts, as in the kernel: functions with a compiled-in site and
+    // those a jump site can serve (uninstrumented libraries), not only the sites made so far.
+    for (const ftrace_func_entry &f : ftrace_selectable_funcs()) {
+        if (with_addrs) {
+            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", f.ip);
+            s += addr;
+        }
+        s += f.sym->name;
+        if (f.obj && !f.obj->is_main) s += " [" + f.obj->name + "]";
+        s += '\n';
+    }
+    return s;
+}
+
+std::string enabled_functions()
+{
+    ftrace_update_objects();
+    std::string s;
+    char buf[64];
+    for (const ftrace_site *site : ftrace_all_sites()) {
+        uint32_t n = ftrace_site_ops_count(site);
+        if (!n || site->gone) continue;
+        s += site->sym ? site->sym->name : std::string("0x") + std::to_string(site->ip);
+        if (site->obj && !site->obj->is_main) s += " [" + site->obj->name + "]";
+        // "(ops)" and the R I D O M flag columns of the kernel, all clear for our sites.
+        std::snprintf(buf, sizeof buf, " (%u)%s%s%s%s%s\n", n, "  ", "  ", "  ", "  ", "   ");
+        s += buf;
+    }
+    return s;
+}
+
+} // namespace
+
+// The functions that can be traced and those that are (the kernel's ftrace_init_tracefs).
+void tree::ftrace_filter_files()
+{
+    top_file("available_filter_functions",
+             [] { return ro([] { return available_functions(false); }); });
+    top_file("available_filter_functions_addrs",
+             [] { return ro([] { return available_functions(true); }); });
+    top_file("enabled_functions", [] { return ro(enabled_functions); });
 }
 
 } // namespace dprobe

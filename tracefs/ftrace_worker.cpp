@@ -23,13 +23,13 @@ namespace dprobe
 namespace
 {
 
-std::atomic<unsigned> g_pending[TRACE_ARRAY_MAX];
-std::atomic<int> g_dump_cpu[TRACE_ARRAY_MAX];
-std::atomic<int> g_wake_fd{-1};
-std::mutex g_start_m;
-// Under g_start_m. Never destroyed (a joinable kthread's destructor would end the
+std::atomic<unsigned> pending_dumps[TRACE_ARRAY_MAX];
+std::atomic<int> dump_cpu[TRACE_ARRAY_MAX];
+std::atomic<int> wake_fd{-1};
+std::mutex start_lock;
+// Under start_lock. Never destroyed (a joinable kthread's destructor would end the
 // process at exit, where the worker still runs).
-kthread *g_worker = nullptr;
+kthread *worker_thread = nullptr;
 
 void write_all(int fd, const std::string &s)
 {
@@ -70,7 +70,7 @@ void work_loop(int rfd)
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         for (unsigned id = 0; id < TRACE_ARRAY_MAX; id++) {
-            unsigned w = g_pending[id].exchange(0, std::memory_order_acq_rel);
+            unsigned w = pending_dumps[id].exchange(0, std::memory_order_acq_rel);
             if (!w) continue;
             std::lock_guard<std::mutex> g(trace_types_lock());
             trace_array *tr = trace_array_by_id(id);
@@ -79,7 +79,7 @@ void work_loop(int rfd)
             if ((w & FTRACE_WORK_SNAPSHOT) && tr->max_buffer)
                 (void)ring_buffer_swap(tr->buffer, tr->max_buffer);
             if (w & (FTRACE_WORK_DUMP | FTRACE_WORK_CPUDUMP))
-                dump(*tr, (w & FTRACE_WORK_DUMP) ? -1 : g_dump_cpu[id].load());
+                dump(*tr, (w & FTRACE_WORK_DUMP) ? -1 : dump_cpu[id].load());
         }
     }
 }
@@ -88,8 +88,8 @@ void work_loop(int rfd)
 
 int ftrace_worker_start()
 {
-    std::lock_guard<std::mutex> g(g_start_m);
-    if (g_wake_fd.load() >= 0) return 0;
+    std::lock_guard<std::mutex> g(start_lock);
+    if (wake_fd.load() >= 0) return 0;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
     fcntl(fds[1], F_SETFL, O_NONBLOCK);
@@ -101,28 +101,28 @@ int ftrace_worker_start()
         close(fds[1]);
         return -EAGAIN;
     }
-    g_worker = t;
-    g_wake_fd.store(fds[1]);
+    worker_thread = t;
+    wake_fd.store(fds[1]);
     return 0;
 }
 
 void ftrace_worker_stop()
 {
-    std::lock_guard<std::mutex> g(g_start_m);
-    const int fd = g_wake_fd.exchange(-1);
+    std::lock_guard<std::mutex> g(start_lock);
+    const int fd = wake_fd.exchange(-1);
     if (fd < 0) return;
     ::close(fd); // the thread reads end-of-file and returns
-    if (g_worker && g_worker->joinable()) g_worker->join();
-    delete g_worker;
-    g_worker = nullptr;
+    if (worker_thread && worker_thread->joinable()) worker_thread->join();
+    delete worker_thread;
+    worker_thread = nullptr;
 }
 
 DPROBE_NOPROBE void ftrace_worker_request(trace_array &tr, ftrace_work work) noexcept
 {
     if (work == FTRACE_WORK_CPUDUMP)
-        g_dump_cpu[tr.id].store(sched_getcpu(), std::memory_order_relaxed);
-    g_pending[tr.id].fetch_or(work, std::memory_order_acq_rel);
-    int fd = g_wake_fd.load(std::memory_order_acquire);
+        dump_cpu[tr.id].store(sched_getcpu(), std::memory_order_relaxed);
+    pending_dumps[tr.id].fetch_or(work, std::memory_order_acq_rel);
+    int fd = wake_fd.load(std::memory_order_acquire);
     if (fd >= 0) {
         char c = 1;
         ssize_t r = ::write(fd, &c, 1); // a full pipe already holds a wakeup

@@ -14,9 +14,9 @@ namespace
 
 // Running func_ops, for the dlopen notifier. Never destroyed: a dlopen on another thread
 // while exit() runs destructors still gets here.
-fair_mutex g_running_m;
-std::vector<func_ops *> &g_running = *new std::vector<func_ops *>;
-bool g_notifier_added = false;
+fair_mutex running_lock;
+std::vector<func_ops *> &running_ops = *new std::vector<func_ops *>;
+bool notifier_added = false;
 
 } // namespace
 
@@ -25,15 +25,15 @@ void func_ops_notify(std::span<const object_ptr> added);
 namespace
 {
 // An ftrace user, like an fprobe following loads (core/dl_notify.h).
-const dl_notifier g_notifier = {func_ops_notify, &g_running_m, true};
+const dl_notifier loads_notifier = {func_ops_notify, &running_lock, true};
 } // namespace
 
 void func_ops_notify(std::span<const object_ptr> added)
 {
     if (added.empty())
         return; // a dlclose: sites of unloaded objects are gone, detached at the next update
-    std::lock_guard<fair_mutex> g(g_running_m);
-    for (func_ops *f : g_running)
+    std::lock_guard<fair_mutex> g(running_lock);
+    for (func_ops *f : running_ops)
         f->objects_loaded(added);
 }
 
@@ -56,11 +56,11 @@ int func_ops::start()
         std::sort(attached_.begin(), attached_.end());
         running_ = true;
     }
-    std::lock_guard<fair_mutex> g(g_running_m);
+    std::lock_guard<fair_mutex> g(running_lock);
     // Objects loaded from now on get the same treatment (dl_notifier_add may fail when a
     // debugger's breakpoint sits on the loader hook: tracing the loaded objects still works).
-    if (!g_notifier_added && dl_notifier_add(&g_notifier) == 0) g_notifier_added = true;
-    g_running.push_back(this);
+    if (!notifier_added && dl_notifier_add(&loads_notifier) == 0) notifier_added = true;
+    running_ops.push_back(this);
     return 0;
 }
 
@@ -103,8 +103,8 @@ void func_ops::objects_loaded(std::span<const object_ptr> added)
 void func_ops::stop()
 {
     {
-        std::lock_guard<fair_mutex> g(g_running_m);
-        std::erase(g_running, this);
+        std::lock_guard<fair_mutex> g(running_lock);
+        std::erase(running_ops, this);
     }
     std::lock_guard<std::mutex> g(m_);
     if (!running_) return;

@@ -6,6 +6,7 @@
 // records of every table for trace_stat/function<CPU>. A table that is full counts the
 // calls it could not place (the kernel's "profile records exhausted").
 #include "tracefs/function_profile.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h" // raw_smp_processor_id()
@@ -53,10 +54,10 @@ struct prof_table {
     prof_rec recs[k_slots];
 };
 
-std::atomic<prof_table *> g_tables{nullptr};
-std::atomic<uint32_t> g_gen{1};
-bool g_enabled = false;
-func_ops *const g_ops = new func_ops;
+std::atomic<prof_table *> prof_tables{nullptr};
+std::atomic<uint32_t> prof_gen{1};
+bool profiling = false;
+func_ops *const prof_ops = new func_ops;
 
 struct prof_data {
     uint64_t calltime;
@@ -69,7 +70,7 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     trace_task *t = current_trace_task();
     if (!t) return nullptr;
     auto *pt = static_cast<prof_table *>(t->profile.load(std::memory_order_relaxed));
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
     if (likely(pt && pt->gen == gen && pt->tid == t->tid)) return pt;
     if (pt && pt->tid == t->tid) {
         // This thread's table of an earlier run: reset in place (it stays on the list).
@@ -87,11 +88,11 @@ DPROBE_NOPROBE prof_table *my_table() noexcept
     pt = static_cast<prof_table *>(m);
     pt->tid = t->tid;
     pt->gen = gen;
-    prof_table *head = g_tables.load(std::memory_order_relaxed);
+    prof_table *head = prof_tables.load(std::memory_order_relaxed);
     do {
         pt->next = head;
-    } while (!g_tables.compare_exchange_weak(head, pt, std::memory_order_release,
-                                             std::memory_order_relaxed));
+    } while (!prof_tables.compare_exchange_weak(head, pt, std::memory_order_release,
+                                                std::memory_order_relaxed));
     t->profile.store(pt, std::memory_order_relaxed);
     return pt;
 }
@@ -199,37 +200,37 @@ std::string format(const std::map<uint64_t, sum> &m)
 bool function_profile_enabled()
 {
     std::lock_guard<std::mutex> g(trace_types_lock());
-    return g_enabled;
+    return profiling;
 }
 
 int function_profile_set(bool on)
 {
-    if (on == g_enabled) return 0;
+    if (on == profiling) return 0;
     if (!on) {
-        g_ops->stop();
-        g_enabled = false;
+        prof_ops->stop();
+        profiling = false;
         return 0;
     }
     // Starting again starts from zero: tables of the old run no longer count.
-    g_gen.fetch_add(1, std::memory_order_relaxed);
+    prof_gen.fetch_add(1, std::memory_order_relaxed);
     trace_array &top = trace_array_top();
-    g_ops->ops.entry = prof_entry;
-    g_ops->ops.exit = prof_exit;
-    g_ops->ops.unwound = prof_unwound;
-    g_ops->ops.data_words = sizeof(prof_data) / sizeof(long);
-    g_ops->ops.priv = nullptr;
-    g_ops->want_all = [&top] { return tracer_functions(top); };
-    g_ops->want_loaded = [&top](std::span<const object_ptr> added) {
+    prof_ops->ops.entry = prof_entry;
+    prof_ops->ops.exit = prof_exit;
+    prof_ops->ops.unwound = prof_unwound;
+    prof_ops->ops.data_words = sizeof(prof_data) / sizeof(long);
+    prof_ops->ops.priv = nullptr;
+    prof_ops->want_all = [&top] { return tracer_functions(top); };
+    prof_ops->want_loaded = [&top](std::span<const object_ptr> added) {
         return tracer_functions_loaded(top, added);
     };
-    if (int err = g_ops->start()) return err;
-    g_enabled = true;
+    if (int err = prof_ops->start()) return err;
+    profiling = true;
     return 0;
 }
 
 void function_profile_release_all() noexcept
 {
-    prof_table *pt = g_tables.exchange(nullptr, std::memory_order_acquire);
+    prof_table *pt = prof_tables.exchange(nullptr, std::memory_order_acquire);
     while (pt) {
         prof_table *next = pt->next;
         munmap(pt, sizeof(prof_table));
@@ -239,7 +240,7 @@ void function_profile_release_all() noexcept
 
 void function_profile_update()
 {
-    if (g_enabled) g_ops->update();
+    if (profiling) prof_ops->update();
 }
 
 namespace
@@ -254,8 +255,8 @@ std::vector<long> stat_cpus()
     std::vector<long> v;
     for (long c = 0; c < n; c++)
         v.push_back(c);
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
+    for (prof_table *pt = prof_tables.load(std::memory_order_acquire); pt; pt = pt->next) {
         if (pt->gen != gen) continue;
         for (const prof_rec &r : pt->recs)
             if (r.ip.load(std::memory_order_acquire) &&
@@ -287,11 +288,34 @@ std::string trace_stat_text(const std::string &name)
     if (*end || cpu < 0) return "";
     auto cpus = stat_cpus();
     if (!std::binary_search(cpus.begin(), cpus.end(), cpu)) return "";
-    const uint32_t gen = g_gen.load(std::memory_order_relaxed);
+    const uint32_t gen = prof_gen.load(std::memory_order_relaxed);
     std::map<uint64_t, sum> m;
-    for (prof_table *pt = g_tables.load(std::memory_order_acquire); pt; pt = pt->next)
+    for (prof_table *pt = prof_tables.load(std::memory_order_acquire); pt; pt = pt->next)
         if (pt->gen == gen) collect(pt, cpu, m);
     return format(m);
+}
+
+// The function profiler's switch and its trace_stat/ files (the kernel's
+// ftrace_profile_tracefs).
+void tree::function_profile_files()
+{
+    top_file("function_profile_enabled", [] {
+        return rw([] { return std::string(function_profile_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return function_profile_set(v == 1);
+                  });
+    });
+    top_dir("trace_stat", [](const std::vector<std::string> &p) -> std::optional<node> {
+        if (p.size() == 1) return dir([] { return trace_stat_files(); });
+        if (p.size() != 2) return std::nullopt;
+        std::string name = p[1];
+        auto files = trace_stat_files();
+        if (std::find(files.begin(), files.end(), name) == files.end()) return std::nullopt;
+        return ro([name] { return trace_stat_text(name); });
+    });
 }
 
 } // namespace dprobe

@@ -2,8 +2,8 @@
 // uprobe-style (p/r on path:offset) lines, deletion requests, listing and append rules.
 #include "tracefs/probe_parse.h"
 
-#include "tracefs/trace_synth_format.h"
 #include "tracefs/event_filter.h"
+#include "tracefs/event_format.h"
 
 #include <cctype>
 #include <cerrno>
@@ -693,23 +693,41 @@ probe_error parse_eprobe(std::span<const std::string> argv, const parse_options 
     return parse_args(argv.first(argc), TPARG_FL_KERNEL | TPARG_FL_TEVENT, def, opts);
 }
 
-const char *loc_of(probe_kind k)
+// Each kind's place, as listed and as a delete request names it (the kernel's per-kind
+// show and match).
+std::string place_text(const probe_definition &def)
 {
-    switch (k) {
-    case probe_kind::kprobe:
-        return "trace_kprobe";
-    case probe_kind::fprobe:
-        return "trace_fprobe";
-    case probe_kind::uprobe:
-        return "trace_uprobe";
-    case probe_kind::eprobe:
-        return "event_probe";
-    case probe_kind::synth:
-        return "synthetic_events";
-    case probe_kind::tprobe:
-        return "trace_fprobe";
-    }
-    return "trace_kprobe";
+    return def.place.text();
+}
+bool place_text_is(std::string_view place, const probe_definition &def)
+{
+    return place == def.place.text();
+}
+std::string fprobe_place(const probe_definition &def)
+{
+    return def.place.qualified_symbol() + (def.is_return ? "%return" : "");
+}
+bool fprobe_place_is(std::string_view place, const probe_definition &def)
+{
+    return place == def.place.qualified_symbol();
+}
+std::string tprobe_place(const probe_definition &def)
+{
+    return def.place.symbol;
+}
+bool tprobe_place_is(std::string_view place, const probe_definition &def)
+{
+    return place == def.place.symbol;
+}
+std::string eprobe_place(const probe_definition &def)
+{
+    return def.place.object + "." + def.place.symbol; // the kernel does not list the filter
+}
+bool eprobe_place_is(std::string_view place, const probe_definition &def)
+{
+    // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
+    return place == def.place.object + "." + def.place.symbol ||
+           place == def.place.object + "/" + def.place.symbol;
 }
 
 bool args_match(std::span<const std::string> tokens, const probe_definition &def)
@@ -749,16 +767,13 @@ std::string probe_place::text() const
 
 char probe_definition::type_char() const
 {
-    if (kind == probe_kind::fprobe) return 'f';
-    if (kind == probe_kind::eprobe) return 'e';
-    if (kind == probe_kind::synth) return 's';
-    if (kind == probe_kind::tprobe) return 't';
-    return is_return ? 'r' : 'p';
+    const probe_kind_ops &ops = probe_kind_ops_of(kind);
+    return is_return ? ops.ret_type : ops.type;
 }
 
 const char *probe_definition::error_loc() const
 {
-    return loc_of(kind);
+    return probe_kind_ops_of(kind).error_loc;
 }
 
 bool probe_definition::has_dynamic_args() const
@@ -770,18 +785,11 @@ bool probe_definition::has_dynamic_args() const
 
 std::string probe_definition::listing() const
 {
-    if (kind == probe_kind::synth) return "s:" + group + "/" + synth_show(*this);
+    const probe_kind_ops &ops = probe_kind_ops_of(kind);
+    if (ops.format) return ops.format->listing(*this);
     std::string s(1, type_char());
-    if (kind == probe_kind::kprobe && is_return && maxactive) s += std::to_string(maxactive);
-    s += ":" + group + "/" + event + " ";
-    if (kind == probe_kind::fprobe)
-        s += place.qualified_symbol() + (is_return ? "%return" : "");
-    else if (kind == probe_kind::tprobe)
-        s += place.symbol;
-    else if (kind == probe_kind::eprobe)
-        s += place.object + "." + place.symbol; // the kernel does not list the filter
-    else
-        s += place.text();
+    if (ops.lists_maxactive && is_return && maxactive) s += std::to_string(maxactive);
+    s += ":" + group + "/" + event + " " + ops.show_place(*this);
     for (const auto &a : args)
         s += " " + a.name + "=" + a.comm;
     return s;
@@ -791,18 +799,9 @@ bool delete_matches(const delete_request &req, const probe_definition &def)
 {
     if (!req.event.empty() && req.event != def.event) return false;
     if (req.group && *req.group != def.group) return false;
-    if (req.head.empty() || def.kind == probe_kind::synth) return true; // synth_event_match
-    if (def.kind == probe_kind::eprobe) {
-        // The attached event, written GRP.EVENT or GRP/EVENT (eprobe_dyn_event_match).
-        if (req.head[0] != def.place.object + "." + def.place.symbol &&
-            req.head[0] != def.place.object + "/" + def.place.symbol)
-            return false;
-        return args_match(std::span<const std::string>(req.head).subspan(1), def);
-    }
-    std::string place = def.kind == probe_kind::fprobe   ? def.place.qualified_symbol()
-                        : def.kind == probe_kind::tprobe ? def.place.symbol
-                                                         : def.place.text();
-    if (req.head[0] != place) return false;
+    const probe_kind_ops &ops = probe_kind_ops_of(def.kind);
+    if (req.head.empty() || !ops.match_place) return true;
+    if (!ops.match_place(req.head[0], def)) return false;
     return args_match(std::span<const std::string>(req.head).subspan(1), def);
 }
 
@@ -810,26 +809,14 @@ probe_error parse_probe_definition(std::span<const std::string> argv, const pars
                                    probe_definition &out, const char **loc)
 {
     if (argv.empty() || argv[0].empty()) return probe_error::plain(EINVAL);
+    // Each kind the file accepts tries the line in turn, as the kernel's create_dyn_event()
+    // tries each dyn_event_operations: -ECANCELED says it is another kind's.
     probe_error e = not_mine();
-    if (opts.accept & ACCEPT_KPROBE) {
-        e = parse_kprobe(argv, opts, out);
-        if (loc) *loc = "trace_kprobe";
-    }
-    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_UPROBE)) {
-        e = parse_uprobe(argv, opts, out);
-        if (loc) *loc = "trace_uprobe";
-    }
-    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
-        e = parse_fprobe(argv, opts, out);
-        if (loc) *loc = "trace_fprobe";
-    }
-    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_FPROBE)) {
-        e = parse_tprobe(argv, opts, out); // dynamic_events only, as f lines
-        if (loc) *loc = "trace_fprobe";
-    }
-    if (e.errnum == ECANCELED_NOT_MINE && (opts.accept & ACCEPT_EPROBE)) {
-        e = parse_eprobe(argv, opts, out);
-        if (loc) *loc = "event_probe";
+    for (const probe_kind_ops *k : probe_kinds()) {
+        if (!k->create || !(opts.accept & k->accept)) continue;
+        e = k->create(argv, opts, out);
+        if (loc) *loc = k->error_loc;
+        if (e.errnum != ECANCELED_NOT_MINE) break;
     }
     if (e.errnum == ECANCELED_NOT_MINE)
         return probe_error::plain(EINVAL); // nobody's line: EINVAL, nothing logged
@@ -880,15 +867,13 @@ probe_error check_append(std::span<const probe_definition *const> existing,
 {
     if (existing.empty()) return {};
     const probe_definition &to = *existing[0];
-    // f and t lines are both the kernel's trace_fprobe: one kind of the other's name.
-    auto fprobe_like = [](probe_kind k) {
-        return k == probe_kind::fprobe || k == probe_kind::tprobe;
-    };
-    if (to.kind != newdef.kind && fprobe_like(to.kind) && fprobe_like(newdef.kind))
+    const probe_kind_ops &old_ops = probe_kind_ops_of(to.kind),
+                         &ops = probe_kind_ops_of(newdef.kind);
+    // Kinds of one family (f and t lines, both the kernel's trace_fprobe) differ by type.
+    if (to.kind != newdef.kind && old_ops.family == ops.family)
         return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
     // An event probe is one probe: nothing appends to it, it appends to nothing.
-    if (to.kind != newdef.kind || newdef.kind == probe_kind::eprobe)
-        return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
+    if (to.kind != newdef.kind || !ops.appends) return perr(probe_err::EVENT_EXIST, 0, 0, EEXIST);
     if (to.is_return != newdef.is_return) return perr(probe_err::DIFF_PROBE_TYPE, 0, 0, EEXIST);
 
     // The kernel's trace_probe_compare_arg_type(): 1-based position of the first difference.
@@ -945,6 +930,122 @@ std::string sanitize_event_name(std::string name)
     // digit) would otherwise get a name that no command can name again.
     if (!name.empty() && name[0] >= '0' && name[0] <= '9') name = truncate_name("_" + name);
     return name;
+}
+
+// ------------------------------------------------------------------------------------------
+// The kinds (probe_kind_ops): one entry each, in the order a create command tries them.
+
+namespace
+{
+
+constexpr probe_kind_ops kprobe_kind = {.kind = probe_kind::kprobe,
+                                        .type = 'p',
+                                        .ret_type = 'r',
+                                        .lists_maxactive = true,
+                                        .accept = ACCEPT_KPROBE,
+                                        .error_loc = "trace_kprobe",
+                                        .print = probe_print_type::normal,
+                                        .raw_addresses = false,
+                                        .family = probe_kind::kprobe,
+                                        .appends = true,
+                                        .create = parse_kprobe,
+                                        .show_place = place_text,
+                                        .match_place = place_text_is,
+                                        .format = nullptr};
+constexpr probe_kind_ops uprobe_kind = {.kind = probe_kind::uprobe,
+                                        .type = 'p',
+                                        .ret_type = 'r',
+                                        .lists_maxactive = false,
+                                        .accept = ACCEPT_UPROBE,
+                                        .error_loc = "trace_uprobe",
+                                        .print = probe_print_type::normal,
+                                        .raw_addresses = true,
+                                        .family = probe_kind::uprobe,
+                                        .appends = true,
+                                        .create = parse_uprobe,
+                                        .show_place = place_text,
+                                        .match_place = place_text_is,
+                                        .format = nullptr};
+constexpr probe_kind_ops fprobe_kind = {.kind = probe_kind::fprobe,
+                                        .type = 'f',
+                                        .ret_type = 'f',
+                                        .lists_maxactive = false,
+                                        .accept = ACCEPT_FPROBE,
+                                        .error_loc = "trace_fprobe",
+                                        .print = probe_print_type::normal,
+                                        .raw_addresses = false,
+                                        .family = probe_kind::fprobe,
+                                        .appends = true,
+                                        .create = parse_fprobe,
+                                        .show_place = fprobe_place,
+                                        .match_place = fprobe_place_is,
+                                        .format = nullptr};
+// t lines: the kernel's trace_fprobe too (tracepoint probes), in dynamic_events only.
+constexpr probe_kind_ops tprobe_kind = {.kind = probe_kind::tprobe,
+                                        .type = 't',
+                                        .ret_type = 't',
+                                        .lists_maxactive = false,
+                                        .accept = ACCEPT_FPROBE,
+                                        .error_loc = "trace_fprobe",
+                                        .print = probe_print_type::normal,
+                                        .raw_addresses = false,
+                                        .family = probe_kind::fprobe,
+                                        .appends = true,
+                                        .create = parse_tprobe,
+                                        .show_place = tprobe_place,
+                                        .match_place = tprobe_place_is,
+                                        .format = nullptr};
+constexpr probe_kind_ops eprobe_kind = {.kind = probe_kind::eprobe,
+                                        .type = 'e',
+                                        .ret_type = 'e',
+                                        .lists_maxactive = false,
+                                        .accept = ACCEPT_EPROBE,
+                                        .error_loc = "event_probe",
+                                        .print = probe_print_type::event,
+                                        .raw_addresses = false,
+                                        .family = probe_kind::eprobe,
+                                        .appends = false,
+                                        .create = parse_eprobe,
+                                        .show_place = eprobe_place,
+                                        .match_place = eprobe_place_is,
+                                        .format = nullptr};
+constexpr probe_kind_ops synth_kind = {.kind = probe_kind::synth,
+                                       .type = 's',
+                                       .ret_type = 's',
+                                       .lists_maxactive = false,
+                                       .accept = ACCEPT_SYNTH,
+                                       .error_loc = "synthetic_events",
+                                       .print = probe_print_type::event,
+                                       .raw_addresses = false,
+                                       .family = probe_kind::synth,
+                                       .appends = true,
+                                       .create = nullptr,
+                                       .show_place = nullptr,
+                                       .match_place = nullptr,
+                                       .format = &synth_probe_format};
+
+constexpr const probe_kind_ops *create_order[] = {&kprobe_kind, &uprobe_kind, &fprobe_kind,
+                                                  &tprobe_kind, &eprobe_kind, &synth_kind};
+
+} // namespace
+
+// By probe_kind's value.
+constexpr const probe_kind_ops *by_kind[] = {&kprobe_kind, &fprobe_kind, &uprobe_kind,
+                                             &eprobe_kind, &synth_kind,  &tprobe_kind};
+constexpr bool table_in_kind_order()
+{
+    for (size_t i = 0; i < std::size(by_kind); i++)
+        if (static_cast<size_t>(by_kind[i]->kind) != i) return false;
+    return true;
+}
+static_assert(table_in_kind_order());
+const probe_kind_ops *const probe_kind_table[] = {by_kind[0], by_kind[1], by_kind[2],
+                                                  by_kind[3], by_kind[4], by_kind[5]};
+static_assert(std::size(probe_kind_table) == static_cast<size_t>(probe_kind::tprobe) + 1);
+
+std::span<const probe_kind_ops *const> probe_kinds()
+{
+    return std::span<const probe_kind_ops *const>(create_order);
 }
 
 int trace_parse_run_command(std::string_view buf,

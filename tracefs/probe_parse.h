@@ -63,7 +63,7 @@ struct probe_definition {
     entry_arg_table entry_args; // function args a return probe saves at entry
     std::string filter;         // e: the "if FILTER" on the attached event's records
 
-    // 'p', 'r', 'f', 't' or 'e'.
+    // 'p', 'r', 'f', 't', 'e' or 's'.
     char type_char() const;
     // "trace_kprobe", "trace_fprobe", "trace_uprobe" or "event_probe": the error_log location.
     const char *error_loc() const;
@@ -73,6 +73,65 @@ struct probe_definition {
     size_t entry_data_size() const { return entry_args.size(); }
     bool has_dynamic_args() const;
 };
+
+// The kernel's enum probe_print_type (trace_probe.h): what a record holds before its
+// arguments, so how its format file, print fmt, filter fields and text begin.
+enum class probe_print_type : uint8_t {
+    normal, // __probe_ip: "(%lx)"
+    ret,    // __probe_func, __probe_ret_ip: "(%lx <- %lx)"
+    event,  // nothing: the arguments follow the common header (event probes)
+};
+
+struct probe_format_ops; // tracefs/event_format.h: a kind whose records have a format of their own
+struct parse_options;
+
+// What the offline tools know of one kind of probe (the offline half of the kernel's
+// dyn_event_operations; tracefs/trace_probe.h holds the runtime half): how its lines are
+// parsed, listed and matched, and what its records hold. Code that differs by kind asks
+// the kind's entry, probe_kind_ops_of(def.kind), instead of testing the kind.
+struct probe_kind_ops {
+    probe_kind kind;
+    // The line's first letter: TYPE, or RET_TYPE for a return probe ('p' / 'r').
+    char type, ret_type;
+    bool lists_maxactive;  // a return probe's listing says r<MAXACTIVE>
+    unsigned accept;       // ACCEPT_*: the files whose lines may be of this kind
+    const char *error_loc; // the error_log location of its parser ("trace_kprobe", ...)
+    // PROBE_PRINT_NORMAL (RETURN for a return probe), or PROBE_PRINT_EVENT.
+    probe_print_type print;
+    bool raw_addresses; // its records print their addresses raw (user addresses, uprobes)
+    // The kind whose events its probes may share: an event of kind A takes a probe of kind
+    // B only when A == B (f and t lines are both the kernel's trace_fprobe: DIFF_PROBE_TYPE
+    // between them, EVENT_EXIST between others).
+    probe_kind family;
+    bool appends; // more probes may join one of its events (not an event probe)
+    // The kernel's create(): parses ARGV when it is a line of this kind, ECANCELED when it
+    // is another kind's. nullptr: its lines are parsed elsewhere (synthetic events,
+    // trace_synth_format.h).
+    probe_error (*create)(std::span<const std::string> argv, const parse_options &opts,
+                          probe_definition &out);
+    // The place as the listing shows it ("do_sys_open+4", "vfs_read%return", "sched.switch").
+    std::string (*show_place)(const probe_definition &def);
+    // Whether a delete request's place (its first word) names DEF's; nullptr: any place does
+    // (the kernel's synth_event_match).
+    bool (*match_place)(std::string_view place, const probe_definition &def);
+    // A kind whose records, format file and listing are its own (synthetic events), else
+    // nullptr.
+    const probe_format_ops *format;
+};
+
+// The kinds, in the order a create command tries them (the kernel's dyn_event_ops_list).
+std::span<const probe_kind_ops *const> probe_kinds();
+// The entry of KIND (inline: the record writer asks it at every hit).
+extern const probe_kind_ops *const probe_kind_table[];
+inline const probe_kind_ops &probe_kind_ops_of(probe_kind kind) noexcept
+{
+    return *probe_kind_table[static_cast<size_t>(kind)];
+}
+inline probe_print_type probe_print_type_of(const probe_definition &def) noexcept
+{
+    const probe_print_type p = probe_kind_ops_of(def.kind).print;
+    return p == probe_print_type::normal && def.is_return ? probe_print_type::ret : p;
+}
 
 // A "-:[GRP/][EVENT] [PLACE [ARGS]]" or "!...:[GRP/]EVENT" line.
 struct delete_request {

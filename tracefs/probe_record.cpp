@@ -17,12 +17,13 @@ DPROBE_NOPROBE void probe_record_init(uint8_t *record, const probe_definition &d
 {
     trace_entry_header h{type, 0, 0, pid};
     std::memcpy(record, &h, sizeof(h));
-    if (def.kind == probe_kind::eprobe) return;
+    const probe_event_layout l = probe_layout(def);
+    if (!l.ip_off) return; // an event probe's record: the arguments only
     unsigned long v = ip;
-    std::memcpy(record + TRACE_ENTRY_HEADER_SIZE, &v, sizeof(v));
-    if (def.is_return) {
+    std::memcpy(record + l.ip_off, &v, sizeof(v));
+    if (l.ret_ip_off) {
         v = ret_ip;
-        std::memcpy(record + TRACE_ENTRY_HEADER_SIZE + sizeof(v), &v, sizeof(v));
+        std::memcpy(record + l.ret_ip_off, &v, sizeof(v));
     }
 }
 
@@ -31,9 +32,7 @@ DPROBE_NOPROBE size_t probe_record_store(uint8_t *record, size_t capacity,
                                          uint16_t type, int32_t pid, uintptr_t ip,
                                          uintptr_t ret_ip) noexcept
 {
-    const size_t args_off = def.kind == probe_kind::eprobe
-                                ? TRACE_ENTRY_HEADER_SIZE
-                                : TRACE_ENTRY_HEADER_SIZE + (def.is_return ? 16 : 8);
+    const size_t args_off = probe_layout(def).args_off;
     if (args_off + def.args_size > capacity) return 0;
     probe_record_init(record, def, type, pid, ip, ret_ip);
     return store_trace_args(def.args, def.args_size, ctx, record, args_off, capacity);

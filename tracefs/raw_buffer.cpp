@@ -46,14 +46,14 @@ struct raw_state {
     ftrace_compact_expander compact{true};
 };
 
-std::mutex g_states_m;
-std::map<const trace_array *, std::shared_ptr<raw_state>> &g_states =
+std::mutex states_lock;
+std::map<const trace_array *, std::shared_ptr<raw_state>> &raw_states =
     *new std::map<const trace_array *, std::shared_ptr<raw_state>>;
 
 std::shared_ptr<raw_state> state_of(const trace_array &tr)
 {
-    std::lock_guard<std::mutex> g(g_states_m);
-    auto &s = g_states[&tr];
+    std::lock_guard<std::mutex> g(states_lock);
+    auto &s = raw_states[&tr];
     if (!s) s = std::make_shared<raw_state>();
     return s;
 }

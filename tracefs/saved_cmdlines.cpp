@@ -1,5 +1,6 @@
 // Names of the threads and processes in the trace (see saved_cmdlines.h).
 #include "tracefs/saved_cmdlines.h"
+#include "tracefs/tree_node.h"
 
 #include "core/ring_buffer.h"
 #include "tracefs/trace_array.h"
@@ -24,9 +25,9 @@ struct saved {
     int32_t tgid;
 };
 
-std::mutex g_m;
-std::deque<saved> &g_saved = *new std::deque<saved>; // oldest first
-unsigned g_size = 128;
+std::mutex saved_lock;
+std::deque<saved> &saved_list = *new std::deque<saved>; // oldest first
+unsigned saved_capacity = 128;
 
 std::string live_comm(int32_t tid)
 {
@@ -60,8 +61,8 @@ std::map<int32_t, saved> all_known()
             std::string c = s.exited ? "" : live_comm(s.tid);
             m[s.tid] = saved{s.tid, c.empty() ? std::string(s.comm) : c, self};
         }
-    std::lock_guard<std::mutex> g(g_m);
-    for (const saved &s : g_saved)
+    std::lock_guard<std::mutex> g(saved_lock);
+    for (const saved &s : saved_list)
         m[s.pid] = s;
     return m;
 }
@@ -70,21 +71,21 @@ std::map<int32_t, saved> all_known()
 
 void trace_save_cmdline(int32_t pid, std::string_view comm, int32_t tgid)
 {
-    std::lock_guard<std::mutex> g(g_m);
-    for (auto it = g_saved.begin(); it != g_saved.end(); ++it)
+    std::lock_guard<std::mutex> g(saved_lock);
+    for (auto it = saved_list.begin(); it != saved_list.end(); ++it)
         if (it->pid == pid) {
-            g_saved.erase(it);
+            saved_list.erase(it);
             break;
         }
-    g_saved.push_back(saved{pid, std::string(comm), tgid});
-    while (g_saved.size() > g_size)
-        g_saved.pop_front();
+    saved_list.push_back(saved{pid, std::string(comm), tgid});
+    while (saved_list.size() > saved_capacity)
+        saved_list.pop_front();
 }
 
 bool trace_find_cmdline(int32_t pid, std::string &comm)
 {
-    std::lock_guard<std::mutex> g(g_m);
-    for (const saved &s : g_saved)
+    std::lock_guard<std::mutex> g(saved_lock);
+    for (const saved &s : saved_list)
         if (s.pid == pid) {
             comm = s.comm;
             return true;
@@ -110,19 +111,34 @@ std::string saved_tgids_text()
 
 unsigned saved_cmdlines_size()
 {
-    std::lock_guard<std::mutex> g(g_m);
-    return g_size;
+    std::lock_guard<std::mutex> g(saved_lock);
+    return saved_capacity;
 }
 
 int set_saved_cmdlines_size(unsigned long long n)
 {
     if (n == 0 || n > 32768) // PID_MAX_DEFAULT
         return -EINVAL;
-    std::lock_guard<std::mutex> g(g_m);
-    g_size = unsigned(n);
-    while (g_saved.size() > g_size)
-        g_saved.pop_front();
+    std::lock_guard<std::mutex> g(saved_lock);
+    saved_capacity = unsigned(n);
+    while (saved_list.size() > saved_capacity)
+        saved_list.pop_front();
     return 0;
+}
+
+// saved_cmdlines, its size and saved_tgids (the kernel's tracer_init_tracefs).
+void tree::saved_cmdlines_files()
+{
+    top_file("saved_cmdlines", [] { return ro(saved_cmdlines_text); });
+    top_file("saved_tgids", [] { return ro(saved_tgids_text); });
+    top_file("saved_cmdlines_size", [] {
+        return rw([] { return std::to_string(saved_cmdlines_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      return set_saved_cmdlines_size(v);
+                  });
+    });
 }
 
 } // namespace dprobe

@@ -1,6 +1,8 @@
 // SDT notes and their operands (see sdt_notes.h).
 #include "tracefs/sdt_notes.h"
 
+#include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/reg_names.h"
 #include "core/symbols.h"
 #include "tracefs/fetch_arg.h"
 
@@ -37,31 +39,14 @@ bool to_file_offset(const std::vector<load_segment> &loads, uint64_t vaddr, uint
     return false;
 }
 
-// x86-64 register names of the assembler to the pt_regs names fetch args use. False for
-// registers pt_regs does not hold as such (SSE, the high bytes %ah..%dh).
+// The pt_regs name of an assembler's register operand (without '%'); false for registers
+// pt_regs does not hold as such.
 bool pt_regs_name(std::string_view r, std::string &out)
 {
-    static const struct {
-        const char *pt;
-        const char *names[4];
-    } regs[] = {
-        {"ax", {"rax", "eax", "ax", "al"}},       {"bx", {"rbx", "ebx", "bx", "bl"}},
-        {"cx", {"rcx", "ecx", "cx", "cl"}},       {"dx", {"rdx", "edx", "dx", "dl"}},
-        {"si", {"rsi", "esi", "si", "sil"}},      {"di", {"rdi", "edi", "di", "dil"}},
-        {"bp", {"rbp", "ebp", "bp", "bpl"}},      {"sp", {"rsp", "esp", "sp", "spl"}},
-        {"r8", {"r8", "r8d", "r8w", "r8b"}},      {"r9", {"r9", "r9d", "r9w", "r9b"}},
-        {"r10", {"r10", "r10d", "r10w", "r10b"}}, {"r11", {"r11", "r11d", "r11w", "r11b"}},
-        {"r12", {"r12", "r12d", "r12w", "r12b"}}, {"r13", {"r13", "r13d", "r13w", "r13b"}},
-        {"r14", {"r14", "r14d", "r14w", "r14b"}}, {"r15", {"r15", "r15d", "r15w", "r15b"}},
-        {"ip", {"rip", "eip", "ip", nullptr}},
-    };
-    for (const auto &e : regs)
-        for (const char *n : e.names)
-            if (n && r == n) {
-                out = e.pt;
-                return true;
-            }
-    return false;
+    const char *pt = arch::asm_reg_to_pt_regs(r);
+    if (!pt) return false;
+    out = pt;
+    return true;
 }
 
 bool parse_int(std::string_view s, long long &v)
@@ -153,8 +138,8 @@ bool operand_fetch(std::string_view op, const sdt_probe &p, const std::string &p
         }
         if (!symbol_address(disp, path, a))
             return fail(why, "'" + std::string(disp) + "' is no symbol of " + path);
-        // %ip is the probe's address + 1 in the handlers, as after the kernel's int3.
-        out = signed_text(static_cast<long long>(a - (p.pc + 1))) + "(%ip)";
+        // %ip is where a trap on the probe's int3 reports, as after the kernel's int3.
+        out = signed_text(static_cast<long long>(a - arch::int3_trap_ip(p.pc))) + "(%ip)";
         return true;
     }
     size_t rp = op.find(')', lp);
@@ -171,7 +156,7 @@ bool operand_fetch(std::string_view op, const sdt_probe &p, const std::string &p
         uint64_t a;
         if (!symbol_address(disp, path, a))
             return fail(why, "'" + std::string(disp) + "' (rip-relative) is no symbol of " + path);
-        out = signed_text(static_cast<long long>(a - (p.pc + 1))) + "(%ip)";
+        out = signed_text(static_cast<long long>(a - arch::int3_trap_ip(p.pc))) + "(%ip)";
         return true;
     }
     if (!disp.empty() && !parse_int(disp, v))

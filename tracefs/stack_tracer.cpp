@@ -4,6 +4,7 @@
 // the (try-)lock, walks the stack and stores the chain; a thread finding the lock taken
 // skips its check, as the kernel's per-CPU recursion guard does.
 #include "tracefs/stack_tracer.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ftrace.h"
@@ -34,16 +35,16 @@ namespace
 
 constexpr size_t k_entries = FTRACE_STACK_ENTRIES_MAX;
 
-std::atomic<uint64_t> g_max{0};
-std::atomic<bool> g_busy{false}; // the recorder's lock
-bool g_enabled = false;
-func_ops *const g_ops = new func_ops;
-ftrace_hash *const g_filter = new ftrace_hash;
+std::atomic<uint64_t> stack_max{0};
+std::atomic<bool> recording{false}; // the recorder's lock
+bool tracer_on = false;
+func_ops *const stack_ops = new func_ops;
+ftrace_hash *const filter_hash = new ftrace_hash;
 
-// The deepest stack's chain (written under g_busy, read under it too).
-unsigned g_nr = 0;
-uint64_t g_ips[k_entries + 1];
-uint64_t g_index[k_entries + 1];
+// The deepest stack's chain (written under recording, read under it too).
+unsigned saved_nr = 0;
+uint64_t saved_ips[k_entries + 1];
+uint64_t saved_index[k_entries + 1];
 
 // The top of the calling thread's stack: the mapping around SP, read once per thread from
 // /proc/self/maps with raw system calls (this runs in probe handlers).
@@ -101,16 +102,17 @@ DPROBE_NOPROBE void record(const struct pt_regs *regs, uint64_t ip, uintptr_t to
     size_t n = trace_stack_save(regs, ips, slots, k_entries);
     // Entry 0 is the traced function itself: its return address into it would sit right
     // below the slot of its own return address.
-    g_ips[0] = ip;
-    g_index[0] = top - (regs->sp - 8);
+    saved_ips[0] = ip;
+    saved_index[0] =
+        top - (kernel_stack_pointer(const_cast<pt_regs *>(regs)) - sizeof(unsigned long));
     unsigned k = 1;
     for (size_t i = 0; i < n && k <= k_entries; i++) {
         if (slots[i] >= top) break;
-        g_ips[k] = ips[i];
-        g_index[k] = top - slots[i];
+        saved_ips[k] = ips[i];
+        saved_index[k] = top - slots[i];
         k++;
     }
-    g_nr = k;
+    saved_nr = k;
 }
 
 DPROBE_NOPROBE int stack_tracer_entry(ftrace_ops *, unsigned long ip, unsigned long,
@@ -118,28 +120,28 @@ DPROBE_NOPROBE int stack_tracer_entry(ftrace_ops *, unsigned long ip, unsigned l
 {
     trace_task *t = current_trace_task();
     if (unlikely(!t)) return 1;
-    const uintptr_t sp = fregs->regs.sp;
+    const uintptr_t sp = ftrace_regs_get_stack_pointer(fregs);
     if (unlikely(!t->stack_top)) {
         t->stack_top = find_stack_top(sp);
         if (!t->stack_top) t->stack_top = 1; // unknown: never measure
     }
     const uintptr_t top = t->stack_top;
     if (top <= sp) return 1;
-    const uint64_t depth = top - (sp - 8);
-    if (likely(depth <= g_max.load(std::memory_order_relaxed))) return 1;
+    const uint64_t depth = top - (sp - sizeof(unsigned long));
+    if (likely(depth <= stack_max.load(std::memory_order_relaxed))) return 1;
     bool expect = false;
-    if (!g_busy.compare_exchange_strong(expect, true, std::memory_order_acquire)) return 1;
-    if (depth > g_max.load(std::memory_order_relaxed)) {
+    if (!recording.compare_exchange_strong(expect, true, std::memory_order_acquire)) return 1;
+    if (depth > stack_max.load(std::memory_order_relaxed)) {
         record(&fregs->regs, ip, top);
-        g_max.store(depth, std::memory_order_relaxed);
+        stack_max.store(depth, std::memory_order_relaxed);
     }
-    g_busy.store(false, std::memory_order_release);
+    recording.store(false, std::memory_order_release);
     return 1;
 }
 
 std::vector<ftrace_site *> stack_functions()
 {
-    if (!g_filter->empty()) return g_filter->sites();
+    if (!filter_hash->empty()) return filter_hash->sites();
     std::vector<ftrace_site *> v;
     for (ftrace_site *s : ftrace_all_sites())
         if (!s->gone && s->sym && s->kind != site_kind::jump) v.push_back(s);
@@ -151,63 +153,63 @@ std::vector<ftrace_site *> stack_functions()
 bool stack_tracer_enabled()
 {
     std::lock_guard<std::mutex> g(trace_types_lock());
-    return g_enabled;
+    return tracer_on;
 }
 
 int stack_tracer_set(bool on)
 {
-    if (on == g_enabled) return 0;
+    if (on == tracer_on) return 0;
     if (!on) {
-        g_ops->stop();
-        g_enabled = false;
+        stack_ops->stop();
+        tracer_on = false;
         return 0;
     }
     trace_stack_init();
-    g_ops->ops.entry = stack_tracer_entry;
-    g_ops->ops.exit = nullptr;
-    g_ops->ops.data_words = 0;
-    g_ops->want_all = stack_functions;
-    g_ops->want_loaded = [](std::span<const object_ptr> added) {
+    stack_ops->ops.entry = stack_tracer_entry;
+    stack_ops->ops.exit = nullptr;
+    stack_ops->ops.data_words = 0;
+    stack_ops->want_all = stack_functions;
+    stack_ops->want_loaded = [](std::span<const object_ptr> added) {
         std::vector<ftrace_site *> v;
-        g_filter->objects_loaded(added);
-        bool all = g_filter->empty();
+        filter_hash->objects_loaded(added);
+        bool all = filter_hash->empty();
         for (const object_ptr &o : added)
             for (const ksym &f : o->funcs)
                 if (ftrace_site *s = ftrace_location(f.addr);
                     s && !s->gone &&
-                    (all ? s->kind != site_kind::jump : g_filter->contains_ip(s->ip)))
+                    (all ? s->kind != site_kind::jump : filter_hash->contains_ip(s->ip)))
                     v.push_back(s);
         return v;
     };
-    if (int err = g_ops->start()) return err;
-    g_enabled = true;
+    if (int err = stack_ops->start()) return err;
+    tracer_on = true;
     return 0;
 }
 
 void stack_tracer_update()
 {
-    if (g_enabled) g_ops->update();
+    if (tracer_on) stack_ops->update();
 }
 
 ftrace_hash &stack_trace_filter_hash()
 {
-    return *g_filter;
+    return *filter_hash;
 }
 
 uint64_t stack_max_size()
 {
-    return g_max.load(std::memory_order_relaxed);
+    return stack_max.load(std::memory_order_relaxed);
 }
 
 void stack_set_max_size(uint64_t v)
 {
     // Under the recorder's lock, so the chain and the maximum stay a pair.
     bool expect = false;
-    while (!g_busy.compare_exchange_weak(expect, true, std::memory_order_acquire))
+    while (!recording.compare_exchange_weak(expect, true, std::memory_order_acquire))
         expect = false;
-    g_max.store(v, std::memory_order_relaxed);
-    if (v == 0) g_nr = 0;
-    g_busy.store(false, std::memory_order_release);
+    stack_max.store(v, std::memory_order_relaxed);
+    if (v == 0) saved_nr = 0;
+    recording.store(false, std::memory_order_release);
 }
 
 std::string stack_trace_text()
@@ -215,12 +217,12 @@ std::string stack_trace_text()
     uint64_t ips[k_entries + 1], index[k_entries + 1];
     unsigned nr;
     bool expect = false;
-    while (!g_busy.compare_exchange_weak(expect, true, std::memory_order_acquire))
+    while (!recording.compare_exchange_weak(expect, true, std::memory_order_acquire))
         expect = false;
-    nr = g_nr;
-    std::memcpy(ips, g_ips, sizeof ips);
-    std::memcpy(index, g_index, sizeof index);
-    g_busy.store(false, std::memory_order_release);
+    nr = saved_nr;
+    std::memcpy(ips, saved_ips, sizeof ips);
+    std::memcpy(index, saved_index, sizeof index);
+    recording.store(false, std::memory_order_release);
 
     char line[160];
     std::snprintf(line, sizeof line,
@@ -247,6 +249,34 @@ std::string stack_trace_text()
         s += '\n';
     }
     return s;
+}
+
+// The stack tracer's files (the kernel's stack_trace_init).
+void tree::stack_tracer_files()
+{
+    top_file("stack_trace", [] { return ro(stack_trace_text); });
+    top_file("stack_max_size", [] {
+        return rw([] { return std::to_string(stack_max_size()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      stack_set_max_size(v);
+                      return 0;
+                  });
+    });
+    top_file("stack_tracer_enabled", [] {
+        return rw([] { return std::string(stack_tracer_enabled() ? "1\n" : "0\n"); },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      return stack_tracer_set(v == 1);
+                  });
+    });
+    top_file("stack_trace_filter", [] {
+        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n",
+                         [] { stack_tracer_update(); });
+    });
 }
 
 } // namespace dprobe

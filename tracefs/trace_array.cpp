@@ -17,7 +17,7 @@ namespace dprobe
 namespace
 {
 
-const trace_opt_info g_opts[] = {
+const trace_opt_info opt_infos[] = {
     {"print-parent", true},
     {"sym-offset", false},
     {"sym-addr", false},
@@ -40,7 +40,7 @@ const trace_opt_info g_opts[] = {
     {"graph-time", true},
 };
 
-static_assert(sizeof(g_opts) / sizeof(g_opts[0]) == OPT__COUNT, "one entry per trace_opt");
+static_assert(sizeof(opt_infos) / sizeof(opt_infos[0]) == OPT__COUNT, "one entry per trace_opt");
 
 // The options trace_options lists for a tracer (the kernel lists the current tracer's own).
 bool opt_of_tracer(trace_opt o, const tracer *t)
@@ -54,7 +54,7 @@ uint64_t default_flags()
 {
     uint64_t f = 0;
     for (unsigned i = 0; i < OPT__COUNT; i++)
-        if (g_opts[i].dflt) f |= uint64_t{1} << i;
+        if (opt_infos[i].dflt) f |= uint64_t{1} << i;
     return f;
 }
 
@@ -63,20 +63,20 @@ struct registry {
     std::vector<std::shared_ptr<trace_array>> instances;
 };
 
-std::atomic<trace_array *> g_by_id[TRACE_ARRAY_MAX];
+std::atomic<trace_array *> arrays_by_id[TRACE_ARRAY_MAX];
 
 registry &reg()
 {
     static registry *r = [] {
         auto *x = new registry;
         x->top = std::make_shared<trace_array>("", 0, ring_buffer_global());
-        g_by_id[0].store(x->top.get(), std::memory_order_release);
+        arrays_by_id[0].store(x->top.get(), std::memory_order_release);
         return x;
     }();
     return *r;
 }
 
-// The top level exists from the start: probe handlers reach it through g_by_id[0] without
+// The top level exists from the start: probe handlers reach it through arrays_by_id[0] without
 // ever creating it themselves.
 __attribute__((constructor)) void trace_array_setup()
 {
@@ -93,13 +93,13 @@ bool valid_name(std::string_view n)
 
 const trace_opt_info &trace_opt_info_of(trace_opt o)
 {
-    return g_opts[o];
+    return opt_infos[o];
 }
 
 std::optional<trace_opt> trace_opt_by_name(std::string_view name)
 {
     for (unsigned i = 0; i < OPT__COUNT; i++)
-        if (name == g_opts[i].name) return trace_opt(i);
+        if (name == opt_infos[i].name) return trace_opt(i);
     return std::nullopt;
 }
 
@@ -142,7 +142,7 @@ std::string trace_array::options_text() const
     for (unsigned i = 0; i < OPT__COUNT; i++) {
         if (!opt_of_tracer(trace_opt(i), current_trace)) continue;
         if (!opt(trace_opt(i))) s += "no";
-        s += g_opts[i].name;
+        s += opt_infos[i].name;
         s += '\n';
     }
     return s;
@@ -192,7 +192,7 @@ std::vector<std::shared_ptr<trace_array>> trace_arrays()
 
 trace_array *trace_array_by_id(unsigned id) noexcept
 {
-    return id < TRACE_ARRAY_MAX ? g_by_id[id].load(std::memory_order_acquire) : nullptr;
+    return id < TRACE_ARRAY_MAX ? arrays_by_id[id].load(std::memory_order_acquire) : nullptr;
 }
 
 int trace_array_create(std::string_view name)
@@ -203,14 +203,14 @@ int trace_array_create(std::string_view name)
     for (auto &tr : r.instances)
         if (tr->name == name) return -EEXIST;
     unsigned id = 1;
-    while (id < TRACE_ARRAY_MAX && g_by_id[id].load(std::memory_order_relaxed))
+    while (id < TRACE_ARRAY_MAX && arrays_by_id[id].load(std::memory_order_relaxed))
         id++;
     if (id == TRACE_ARRAY_MAX) return -ENOSPC;
     trace_buffer *tb = ring_buffer_alloc();
     if (!tb) return -ENOSPC;
     auto tr = std::make_shared<trace_array>(std::string(name), id, tb);
     r.instances.push_back(tr);
-    g_by_id[id].store(tr.get(), std::memory_order_release);
+    arrays_by_id[id].store(tr.get(), std::memory_order_release);
     return 0;
 }
 
@@ -236,7 +236,7 @@ int trace_array_destroy(std::string_view name)
     tr->update_ftrace_slow();
     tr->event_pids.clear();
     tr->event_no_pids.clear();
-    g_by_id[tr->id].store(nullptr, std::memory_order_release);
+    arrays_by_id[tr->id].store(nullptr, std::memory_order_release);
     r.instances.erase(it);
     trace_synchronize();
     if (tr->max_buffer) ring_buffer_free(tr->max_buffer);

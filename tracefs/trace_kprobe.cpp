@@ -18,6 +18,7 @@
 // The handlers (kprobe_trace_func / kretprobe_trace_func) are hot path: noexcept,
 // allocation-free, lock-free, DPROBE_NOPROBE.
 #include "tracefs/trace_kprobe.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/proc_maps.h" // file_offset_to_addr()
@@ -392,6 +393,43 @@ std::string trace_events::kprobe_profile() const
         s += line;
     }
     return s;
+}
+
+// kprobe_events and kprobe_profile (the kernel's init_kprobe_trace), and kprobes/ (the
+// kernel's debugfs kprobes/ directory, kernel/kprobes.c).
+void tree::trace_kprobe_files()
+{
+    top_file("kprobe_events", [] { return dynevent_file(ACCEPT_KPROBE); });
+    top_file("kprobe_profile",
+             [] { return ro([] { return trace_events::instance().kprobe_profile(); }); });
+    top_dir("kprobes", [](const std::vector<std::string> &p) -> std::optional<node> {
+        if (p.size() == 1)
+            return dir([] {
+                return std::vector<std::string>{"blacklist", "enabled", "list", "optimization"};
+            });
+        if (p.size() != 2) return std::nullopt;
+        if (p[1] == "list")
+            return ro([] {
+                return kprobes_list_text() + trace_events::instance().pending_kprobes_list();
+            });
+        if (p[1] == "blacklist") return ro([] { return kprobes_blacklist_text(); });
+        if (p[1] == "enabled")
+            return rw([] { return std::string(kprobes_enabled() ? "1\n" : "0\n"); },
+                      [](std::string_view s) {
+                          bool on;
+                          if (parse_bool(s, on)) return -EINVAL;
+                          return kprobes_set_enabled(on ? 1 : 0);
+                      });
+        if (p[1] == "optimization")
+            return rw([] { return std::string(kprobes_optimization() ? "1\n" : "0\n"); },
+                      [](std::string_view s) {
+                          // proc_dointvec_minmax over 0..1, as the sysctl.
+                          unsigned long long v;
+                          if (parse_ulong(s, v) || v > 1) return -EINVAL;
+                          return kprobes_set_optimization(int(v));
+                      });
+        return std::nullopt;
+    });
 }
 
 } // namespace dprobe

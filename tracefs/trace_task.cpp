@@ -15,13 +15,13 @@ namespace dprobe
 namespace
 {
 
-std::atomic<trace_task *> g_tasks{nullptr};
+std::atomic<trace_task *> task_list{nullptr};
 trace_task *const k_dead = reinterpret_cast<trace_task *>(uintptr_t{1});
 __attribute__((tls_model("initial-exec"))) thread_local trace_task *tls_task = nullptr;
 // Set while this thread maps its block: a signal handler's probe then gets none.
 __attribute__((tls_model("initial-exec"))) thread_local bool tls_acquiring = false;
-pthread_key_t g_key;
-bool g_key_ok = false;
+pthread_key_t exit_key;
+bool exit_key_ok = false;
 
 void task_exit(void *p) noexcept
 {
@@ -35,14 +35,14 @@ void task_exit(void *p) noexcept
 void fork_child() noexcept
 {
     trace_task *self = tls_task > k_dead ? tls_task : nullptr;
-    for (trace_task *t = g_tasks.load(std::memory_order_acquire); t; t = t->next)
+    for (trace_task *t = task_list.load(std::memory_order_acquire); t; t = t->next)
         if (t != self) t->in_use.store(0, std::memory_order_release);
     if (self) self->tid = static_cast<int32_t>(syscall(SYS_gettid));
 }
 
 __attribute__((constructor)) void trace_task_setup()
 {
-    g_key_ok = pthread_key_create(&g_key, task_exit) == 0;
+    exit_key_ok = pthread_key_create(&exit_key, task_exit) == 0;
     pthread_atfork(nullptr, nullptr, fork_child);
 }
 
@@ -62,7 +62,7 @@ __attribute__((noinline)) trace_task *alloc_task() noexcept
 trace_task *take_block() noexcept
 {
     trace_task *t = nullptr;
-    for (trace_task *it = g_tasks.load(std::memory_order_acquire); it; it = it->next) {
+    for (trace_task *it = task_list.load(std::memory_order_acquire); it; it = it->next) {
         int expect = 0;
         if (it->in_use.load(std::memory_order_relaxed) == 0 &&
             it->in_use.compare_exchange_strong(expect, 1, std::memory_order_acquire)) {
@@ -80,15 +80,15 @@ trace_task *take_block() noexcept
         if (m == MAP_FAILED) return nullptr;
         t = static_cast<trace_task *>(m); // zero-filled
         t->in_use.store(1, std::memory_order_relaxed);
-        trace_task *head = g_tasks.load(std::memory_order_relaxed);
+        trace_task *head = task_list.load(std::memory_order_relaxed);
         do {
             t->next = head;
-        } while (!g_tasks.compare_exchange_weak(head, t, std::memory_order_release,
-                                                std::memory_order_relaxed));
+        } while (!task_list.compare_exchange_weak(head, t, std::memory_order_release,
+                                                  std::memory_order_relaxed));
     }
     t->tid = static_cast<int32_t>(syscall(SYS_gettid));
     tls_task = t;
-    if (g_key_ok) pthread_setspecific(g_key, t);
+    if (exit_key_ok) pthread_setspecific(exit_key, t);
     return t;
 }
 
@@ -103,11 +103,11 @@ DPROBE_NOPROBE trace_task *current_trace_task() noexcept
 
 void trace_task_release_all() noexcept
 {
-    if (g_key_ok) pthread_key_delete(g_key);
-    g_key_ok = false;
+    if (exit_key_ok) pthread_key_delete(exit_key);
+    exit_key_ok = false;
     tls_task = nullptr; // the other threads' pointers go with this object's TLS
     const size_t len = (sizeof(trace_task) + 4095) & ~size_t{4095};
-    for (trace_task *t = g_tasks.exchange(nullptr, std::memory_order_acq_rel); t;) {
+    for (trace_task *t = task_list.exchange(nullptr, std::memory_order_acq_rel); t;) {
         trace_task *next = t->next;
         munmap(t, len);
         t = next;

@@ -8,6 +8,7 @@
 // probe is armed (the kernel's uprobe reference counter) so that the program evaluates the
 // probe's arguments; never touched after its object is unloaded.
 #include "tracefs/trace_kprobe.h"
+#include "tracefs/tree_node.h"
 
 #include "core/proc_maps.h" // file_offset_to_addr(), file_mapped()
 #include "core/symbols.h"
@@ -164,6 +165,14 @@ std::string trace_events::uprobe_profile() const
         s += line;
     }
     return s;
+}
+
+// uprobe_events and uprobe_profile (the kernel's init_uprobe_trace).
+void tree::trace_uprobe_files()
+{
+    top_file("uprobe_events", [] { return dynevent_file(ACCEPT_UPROBE); });
+    top_file("uprobe_profile",
+             [] { return ro([] { return trace_events::instance().uprobe_profile(); }); });
 }
 
 } // namespace dprobe

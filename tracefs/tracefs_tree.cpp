@@ -1,38 +1,21 @@
-// The tracefs tree: path resolution, the files' contents and write semantics.
+// The tracefs tree: path resolution, the files' contents and write semantics. Each file is
+// registered by the subsystem that owns it (tree_node.h, "registering files"); this file
+// registers the tree's own (README, instances/) and the event registry's.
 #include "tracefs/tracefs_tree.h"
 
-#include "core/ftrace.h"
-#include "core/ring_buffer.h"
-#include "core/trace_clock.h"
-#include "tracefs/fetch_arg.h"
-#include "tracefs/ftrace_filter.h"
-#include "tracefs/function_profile.h"
 #include "tracefs/probe_parse.h"
-#include "tracefs/saved_cmdlines.h"
-#include "tracefs/stack_tracer.h"
 #include "tracefs/trace_array.h"
 #include "tracefs/trace_events.h"
 #include "tracefs/trace_output.h"
-#include "tracefs/tracer_graph.h"
 #include "tracefs/tree_node.h"
-
-#include <dprobe/kprobes.h>
 
 #include <fcntl.h>
 #include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <optional>
-
-// The optprobes switch (the kernel's debug.kprobes-optimization sysctl), provided by the
-// kprobe layer once jump optimization lands: 0 unoptimizes every probe, 1 optimizes again.
-// Weak: until the kprobe layer defines them, kprobes/optimization is not in the tree.
-extern "C" int kprobes_set_optimization(int enabled) __attribute__((weak));
-extern "C" int kprobes_optimization(void) __attribute__((weak));
 
 namespace dprobe
 {
@@ -59,122 +42,6 @@ std::vector<std::string> split_path(std::string_view p)
     return parts;
 }
 
-node dynevent_file(unsigned accept)
-{
-    auto &ev = trace_events::instance();
-    return rw([&ev, accept] { return ev.listing(accept); },
-              [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
-              [&ev, accept] { return ev.release_all(accept); });
-}
-
-std::string available_functions(bool with_addrs)
-{
-    ftrace_update_objects();
-    std::string s;
-    char addr[32];
-    // What set_ftrace_filter accepts, as in the kernel: functions with a compiled-in site and
-    // those a jump site can serve (uninstrumented libraries), not only the sites made so far.
-    for (const ftrace_func_entry &f : ftrace_selectable_funcs()) {
-        if (with_addrs) {
-            std::snprintf(addr, sizeof addr, "%" PRIxPTR " ", f.ip);
-            s += addr;
-        }
-        s += f.sym->name;
-        if (f.obj && !f.obj->is_main) s += " [" + f.obj->name + "]";
-        s += '\n';
-    }
-    return s;
-}
-
-std::string enabled_functions()
-{
-    ftrace_update_objects();
-    std::string s;
-    char buf[64];
-    for (const ftrace_site *site : ftrace_all_sites()) {
-        uint32_t n = ftrace_site_ops_count(site);
-        if (!n || site->gone) continue;
-        s += site->sym ? site->sym->name : std::string("0x") + std::to_string(site->ip);
-        if (site->obj && !site->obj->is_main) s += " [" + site->obj->name + "]";
-        // "(ops)" and the R I D O M flag columns of the kernel, all clear for our sites.
-        std::snprintf(buf, sizeof buf, " (%u)%s%s%s%s%s\n", n, "  ", "  ", "  ", "  ", "   ");
-        s += buf;
-    }
-    return s;
-}
-
-bool have_optimization_knob()
-{
-    return kprobes_set_optimization != nullptr && kprobes_optimization != nullptr;
-}
-
-std::optional<node> resolve_kprobes(const std::vector<std::string> &p)
-{
-    if (p.size() == 1)
-        return dir([] {
-            std::vector<std::string> v{"blacklist", "enabled", "list"};
-            if (have_optimization_knob()) v.push_back("optimization");
-            return v;
-        });
-    if (p.size() != 2) return std::nullopt;
-    if (p[1] == "list")
-        return ro(
-            [] { return kprobes_list_text() + trace_events::instance().pending_kprobes_list(); });
-    if (p[1] == "blacklist") return ro([] { return kprobes_blacklist_text(); });
-    if (p[1] == "enabled")
-        return rw([] { return std::string(kprobes_enabled() ? "1\n" : "0\n"); },
-                  [](std::string_view s) {
-                      bool on;
-                      if (parse_bool(s, on)) return -EINVAL;
-                      return kprobes_set_enabled(on ? 1 : 0);
-                  });
-    if (p[1] == "optimization" && have_optimization_knob())
-        return rw([] { return std::string(kprobes_optimization() ? "1\n" : "0\n"); },
-                  [](std::string_view s) {
-                      // proc_dointvec_minmax over 0..1, as the sysctl.
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
-                      return kprobes_set_optimization(int(v));
-                  });
-    return std::nullopt;
-}
-
-// Files only the top level has (the kernel's are process-wide too: dynamic events, the
-// graph filters, the profiler, the stack tracer, instances/).
-const std::vector<std::string> &top_entries()
-{
-    static const std::vector<std::string> v{
-        "README",
-        "available_events",
-        "available_filter_functions",
-        "available_filter_functions_addrs",
-        "dynamic_events",
-        "enabled_functions",
-        "error_log",
-        "function_profile_enabled",
-        "instances",
-        "kprobe_events",
-        "kprobe_profile",
-        "kprobes",
-        "max_graph_depth",
-        "saved_cmdlines",
-        "saved_cmdlines_size",
-        "saved_tgids",
-        "set_graph_function",
-        "set_graph_notrace",
-        "stack_max_size",
-        "stack_trace",
-        "stack_trace_filter",
-        "stack_tracer_enabled",
-        "synthetic_events",
-        "trace_stat",
-        "tracing_thresh",
-        "uprobe_events",
-        "uprobe_profile",
-    };
-    return v;
-}
-
 std::vector<std::string> root_entries()
 {
     std::vector<std::string> v = top_entries();
@@ -184,171 +51,13 @@ std::vector<std::string> root_entries()
     return v;
 }
 
-// set_graph_function / set_graph_notrace / stack_trace_filter: a filter file over a
-// process-wide set (no commands).
-node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed)
-{
-    node n;
-    n.mode = MODE_RW;
-    auto show = [h, empty] { return h->show(empty); };
-    n.show = show;
-    n.store = [](std::string_view) { return 0; };
-    n.trunc = [h, changed] {
-        std::lock_guard<std::mutex> g(trace_types_lock());
-        h->clear();
-        if (changed) changed();
-        return 0;
-    };
-    n.open = [h, show, changed](int) {
-        return token_file(
-            show,
-            [h](const std::string &tok) {
-                std::lock_guard<std::mutex> g(trace_types_lock());
-                return ftrace_filter_token(*h, tok, nullptr);
-            },
-            [changed] {
-                if (changed) {
-                    std::lock_guard<std::mutex> g(trace_types_lock());
-                    changed();
-                }
-            });
-    };
-    return n;
-}
-
-std::optional<node> resolve_trace_stat(const std::vector<std::string> &p)
-{
-    if (p.size() == 1) return dir([] { return trace_stat_files(); });
-    if (p.size() != 2) return std::nullopt;
-    std::string name = p[1];
-    auto files = trace_stat_files();
-    if (std::find(files.begin(), files.end(), name) == files.end()) return std::nullopt;
-    return ro([name] { return trace_stat_text(name); });
-}
-
-std::optional<node> resolve_top(const std::vector<std::string> &p)
-{
-    auto &ev = trace_events::instance();
-    const std::string &top = p[0];
-    if (top == "kprobes") return resolve_kprobes(p);
-    if (top == "instances") {
-        if (p.size() == 1) return dir([] { return trace_array_names(); });
-        auto tr = trace_array_get(p[1]);
-        if (!tr) return std::nullopt;
-        if (p.size() == 2) {
-            node d = dir([] { return array_entries(); });
-            d.arr = tr;
-            return d;
-        }
-        return resolve_array(tr, p, 2);
-    }
-    if (top == "trace_stat") return resolve_trace_stat(p);
-    if (p.size() != 1) return std::nullopt;
-    if (top == "README") return ro([] { return std::string(tracefs_tree::readme()); });
-    if (top == "dynamic_events") return dynevent_file(ACCEPT_DYNAMIC);
-    if (top == "kprobe_events") return dynevent_file(ACCEPT_KPROBE);
-    if (top == "uprobe_events") return dynevent_file(ACCEPT_UPROBE);
-    if (top == "synthetic_events")
-        return rw([&ev] { return ev.synth_listing(); },
-                  [&ev](std::string_view s) {
-                      return trace_parse_run_command(s, [&ev](std::span<const std::string> argv) {
-                          // The kernel's parser takes each raw line; fields split on ';'.
-                          std::string raw;
-                          for (const std::string &a : argv)
-                              raw += (raw.empty() ? "" : " ") + a;
-                          return ev.run_synth_command(raw, false);
-                      });
-                  },
-                  [&ev] { return ev.release_all(ACCEPT_SYNTH); });
-    if (top == "error_log")
-        // Writes other than O_TRUNC are ignored, as in the kernel.
-        return rw([&ev] { return ev.errors().read(); }, [](std::string_view) { return 0; },
-                  [&ev] {
-                      ev.errors().clear();
-                      return 0;
-                  });
-    if (top == "available_filter_functions") return ro([] { return available_functions(false); });
-    if (top == "available_filter_functions_addrs")
-        return ro([] { return available_functions(true); });
-    if (top == "enabled_functions") return ro(enabled_functions);
-    if (top == "kprobe_profile") return ro([&ev] { return ev.kprobe_profile(); });
-    if (top == "uprobe_profile") return ro([&ev] { return ev.uprobe_profile(); });
-    if (top == "available_events")
-        return ro([&ev] {
-            std::string s;
-            for (auto &e : ev.all_events())
-                s += e + "\n";
-            return s;
-        });
-    if (top == "saved_cmdlines") return ro(saved_cmdlines_text);
-    if (top == "saved_tgids") return ro(saved_tgids_text);
-    if (top == "saved_cmdlines_size")
-        return rw([] { return std::to_string(saved_cmdlines_size()) + "\n"; },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v)) return -EINVAL;
-                      return set_saved_cmdlines_size(v);
-                  });
-    if (top == "set_graph_function")
-        return hash_node(&ftrace_graph_hash(), "#### all functions enabled ####\n", nullptr);
-    if (top == "set_graph_notrace")
-        return hash_node(&ftrace_graph_notrace_hash(), "#### no functions disabled ####\n",
-                         nullptr);
-    if (top == "max_graph_depth")
-        return rw([] { return std::to_string(fgraph_max_depth()) + "\n"; },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v > UINT32_MAX) return -EINVAL;
-                      fgraph_set_max_depth(unsigned(v));
-                      return 0;
-                  });
-    if (top == "tracing_thresh")
-        // Microseconds in the file, nanoseconds inside, as in the kernel.
-        return rw([] { return std::to_string(tracing_thresh() / 1000) + "\n"; },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000) return -EINVAL;
-                      std::lock_guard<std::mutex> g(trace_types_lock());
-                      tracing_set_thresh(v * 1000);
-                      return 0;
-                  });
-    if (top == "function_profile_enabled")
-        return rw([] { return std::string(function_profile_enabled() ? "1\n" : "0\n"); },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
-                      std::lock_guard<std::mutex> g(trace_types_lock());
-                      return function_profile_set(v == 1);
-                  });
-    if (top == "stack_trace") return ro(stack_trace_text);
-    if (top == "stack_max_size")
-        return rw([] { return std::to_string(stack_max_size()) + "\n"; },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v)) return -EINVAL;
-                      stack_set_max_size(v);
-                      return 0;
-                  });
-    if (top == "stack_tracer_enabled")
-        return rw([] { return std::string(stack_tracer_enabled() ? "1\n" : "0\n"); },
-                  [](std::string_view s) {
-                      unsigned long long v;
-                      if (parse_ulong(s, v) || v > 1) return -EINVAL;
-                      std::lock_guard<std::mutex> g(trace_types_lock());
-                      return stack_tracer_set(v == 1);
-                  });
-    if (top == "stack_trace_filter")
-        return hash_node(&stack_trace_filter_hash(), "#### all functions enabled ####\n",
-                         [] { stack_tracer_update(); });
-    return std::nullopt;
-}
-
 std::optional<node> resolve(std::string_view path)
 {
     std::vector<std::string> p = split_path(path);
     if (p.empty()) return dir([] { return root_entries(); });
-    const auto &tops = top_entries();
-    if (std::find(tops.begin(), tops.end(), p[0]) != tops.end()) return resolve_top(p);
+    bool is_top;
+    std::optional<node> n = resolve_top(p, is_top);
+    if (is_top) return n;
     return resolve_array(trace_array_top_ptr(), p, 0);
 }
 
@@ -391,15 +100,15 @@ class seq_file final : public tracefs_file
 };
 
 // Wraps an open file of a trace array: the array counts it (rmdir answers EBUSY meanwhile).
-class array_file final : public tracefs_file
+class array_open_file final : public tracefs_file
 {
   public:
-    array_file(std::unique_ptr<tracefs_file> f, std::shared_ptr<trace_array> tr)
+    array_open_file(std::unique_ptr<tracefs_file> f, std::shared_ptr<trace_array> tr)
         : f_(std::move(f)), tr_(std::move(tr))
     {
         tr_->ref.fetch_add(1);
     }
-    ~array_file() override
+    ~array_open_file() override
     {
         f_.reset();
         tr_->ref.fetch_sub(1);
@@ -479,7 +188,7 @@ int tracefs_tree::open(std::string_view path, int flags, std::unique_ptr<tracefs
     else
         f = std::make_unique<seq_file>(*n);
     if (!f) return -ENOMEM;
-    if (n->arr) f = std::make_unique<array_file>(std::move(f), n->arr);
+    if (n->arr) f = std::make_unique<array_open_file>(std::move(f), n->arr);
     out = std::move(f);
     return 0;
 }
@@ -700,6 +409,64 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
 	                    onmax(var).save(field,...) | onmax(var).snapshot() | onmax(var).trace(...)
 	                    onchange(var).save(field,...) | onchange(var).snapshot()
 )";
+}
+
+node tree::dynevent_file(unsigned accept)
+{
+    auto &ev = trace_events::instance();
+    return rw([&ev, accept] { return ev.listing(accept); },
+              [&ev, accept](std::string_view s) { return ev.write_commands(s, accept); },
+              [&ev, accept] { return ev.release_all(accept); });
+}
+
+// The tree's own files and the event registry's (files only the top level has: the
+// kernel's are process-wide too).
+void tree::tracefs_tree_files()
+{
+    top_file("README", [] { return ro([] { return std::string(tracefs_tree::readme()); }); });
+    top_dir("instances", [](const std::vector<std::string> &p) -> std::optional<node> {
+        if (p.size() == 1) return dir([] { return trace_array_names(); });
+        auto tr = trace_array_get(p[1]);
+        if (!tr) return std::nullopt;
+        if (p.size() == 2) {
+            node d = dir([] { return array_entries(); });
+            d.arr = tr;
+            return d;
+        }
+        return resolve_array(tr, p, 2);
+    });
+    top_file("dynamic_events", [] { return dynevent_file(ACCEPT_DYNAMIC); });
+    top_file("synthetic_events", [] {
+        auto &ev = trace_events::instance();
+        return rw([&ev] { return ev.synth_listing(); },
+                  [&ev](std::string_view s) {
+                      return trace_parse_run_command(s, [&ev](std::span<const std::string> argv) {
+                          // The kernel's parser takes each raw line; fields split on ';'.
+                          std::string raw;
+                          for (const std::string &a : argv)
+                              raw += (raw.empty() ? "" : " ") + a;
+                          return ev.run_synth_command(raw, false);
+                      });
+                  },
+                  [&ev] { return ev.release_all(ACCEPT_SYNTH); });
+    });
+    top_file("error_log", [] {
+        auto &ev = trace_events::instance();
+        // Writes other than O_TRUNC are ignored, as in the kernel.
+        return rw([&ev] { return ev.errors().read(); }, [](std::string_view) { return 0; },
+                  [&ev] {
+                      ev.errors().clear();
+                      return 0;
+                  });
+    });
+    top_file("available_events", [] {
+        return ro([] {
+            std::string s;
+            for (auto &e : trace_events::instance().all_events())
+                s += e + "\n";
+            return s;
+        });
+    });
 }
 
 } // namespace dprobe

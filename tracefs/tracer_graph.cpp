@@ -9,6 +9,7 @@
 // entry is kept in its activation's data, so a return restores the thread's depth even
 // after a longjmp or an exception skipped returns in between.
 #include "tracefs/tracer_graph.h"
+#include "tracefs/tree_node.h"
 
 #include "core/compiler.h"
 #include "core/ring_buffer.h"
@@ -25,10 +26,10 @@ namespace dprobe
 namespace
 {
 
-func_ops *const g_ops = new func_ops[TRACE_ARRAY_MAX];
-std::atomic<uint32_t> g_gen[TRACE_ARRAY_MAX];
-std::atomic<unsigned> g_max_depth{0};
-std::atomic<uint64_t> g_thresh{0};
+func_ops *const graph_ops = new func_ops[TRACE_ARRAY_MAX];
+std::atomic<uint32_t> graph_gen[TRACE_ARRAY_MAX];
+std::atomic<unsigned> max_depth_limit{0};
+std::atomic<uint64_t> thresh_ns{0};
 
 ftrace_hash &graph_hash_ref()
 {
@@ -41,8 +42,8 @@ ftrace_hash &graph_notrace_ref()
     return *h;
 }
 // Read on the hot path without the function-static guard.
-ftrace_hash *const g_graph_hash = &graph_hash_ref();
-ftrace_hash *const g_graph_notrace = &graph_notrace_ref();
+ftrace_hash *const graph_hash = &graph_hash_ref();
+ftrace_hash *const graph_notrace = &graph_notrace_ref();
 
 // Entry data of one activation.
 struct graph_data {
@@ -58,7 +59,7 @@ DPROBE_NOPROBE inline graph_task_state *task_state(const trace_array *tr) noexce
     trace_task *t = current_trace_task();
     if (unlikely(!t)) return nullptr;
     graph_task_state *st = &t->graph[tr->id];
-    uint32_t gen = g_gen[tr->id].load(std::memory_order_relaxed);
+    uint32_t gen = graph_gen[tr->id].load(std::memory_order_relaxed);
     if (unlikely(st->gen != gen)) {
         st->gen = gen;
         st->depth = 0;
@@ -78,21 +79,21 @@ DPROBE_NOPROBE int graph_entry(ftrace_ops *ops, unsigned long ip, unsigned long,
     if (unlikely(!st) || st->notrace_from >= 0) return 1;
     gd->flags = 0;
     gd->depth = st->depth;
-    if (unlikely(g_graph_notrace->has_ips()) && g_graph_notrace->contains_ip(ip)) {
+    if (unlikely(graph_notrace->has_ips()) && graph_notrace->contains_ip(ip)) {
         // Its return clears the mark: it needs its exit callback.
         st->notrace_from = st->depth;
         gd->flags = GD_NOTRACE;
         return 0;
     }
-    if (unlikely(g_graph_hash->has_ips()) && st->graph_from < 0) {
-        if (!g_graph_hash->contains_ip(ip)) return 1;
+    if (unlikely(graph_hash->has_ips()) && st->graph_from < 0) {
+        if (!graph_hash->contains_ip(ip)) return 1;
         gd->flags = GD_GRAPH_ROOT;
     }
-    unsigned max = g_max_depth.load(std::memory_order_relaxed);
+    unsigned max = max_depth_limit.load(std::memory_order_relaxed);
     if (unlikely(max) && unsigned(st->depth) >= max) return 1;
     if (gd->flags & GD_GRAPH_ROOT) st->graph_from = st->depth;
     st->depth++;
-    if (unlikely(g_thresh.load(std::memory_order_relaxed))) {
+    if (unlikely(thresh_ns.load(std::memory_order_relaxed))) {
         gd->calltime = trace_clock_now();
         return 0;
     }
@@ -132,7 +133,7 @@ DPROBE_NOPROBE void graph_exit(ftrace_ops *ops, unsigned long ip, unsigned long,
     auto *gd = static_cast<const graph_data *>(data);
     graph_task_state *st = task_state(tr);
     if (unlikely(!st) || !leave(st, gd)) return;
-    const uint64_t thresh = g_thresh.load(std::memory_order_relaxed);
+    const uint64_t thresh = thresh_ns.load(std::memory_order_relaxed);
     uint64_t rettime = 0;
     if (unlikely(thresh)) {
         rettime = trace_clock_now();
@@ -144,7 +145,7 @@ DPROBE_NOPROBE void graph_exit(ftrace_ops *ops, unsigned long ip, unsigned long,
     auto *e = static_cast<ftrace_graph_ret_entry *>(ev);
     e->ent = trace_entry_header{TRACE_GRAPH_RET, 0, 0, trace_current_tid()};
     e->func = ip;
-    e->retval = fregs->regs.ax;
+    e->retval = ftrace_regs_get_return_value(fregs);
     e->depth = gd->depth;
     e->overrun = 0;
     e->calltime = gd->calltime;
@@ -161,8 +162,8 @@ DPROBE_NOPROBE void graph_unwound(ftrace_ops *ops, void *data)
 
 int graph_init(trace_array &tr)
 {
-    g_gen[tr.id].fetch_add(1, std::memory_order_relaxed);
-    func_ops &f = g_ops[tr.id];
+    graph_gen[tr.id].fetch_add(1, std::memory_order_relaxed);
+    func_ops &f = graph_ops[tr.id];
     f.ops.entry = graph_entry;
     f.ops.exit = graph_exit;
     f.ops.unwound = graph_unwound;
@@ -177,12 +178,12 @@ int graph_init(trace_array &tr)
 
 void graph_reset(trace_array &tr)
 {
-    g_ops[tr.id].stop();
+    graph_ops[tr.id].stop();
 }
 
 int graph_update(trace_array &tr)
 {
-    return g_ops[tr.id].update();
+    return graph_ops[tr.id].update();
 }
 
 } // namespace
@@ -191,28 +192,28 @@ const tracer graph_tracer = {"function_graph", graph_init, graph_reset, graph_up
 
 ftrace_hash &ftrace_graph_hash()
 {
-    return *g_graph_hash;
+    return *graph_hash;
 }
 ftrace_hash &ftrace_graph_notrace_hash()
 {
-    return *g_graph_notrace;
+    return *graph_notrace;
 }
 unsigned fgraph_max_depth() noexcept
 {
-    return g_max_depth.load(std::memory_order_relaxed);
+    return max_depth_limit.load(std::memory_order_relaxed);
 }
 void fgraph_set_max_depth(unsigned depth) noexcept
 {
-    g_max_depth.store(depth, std::memory_order_relaxed);
+    max_depth_limit.store(depth, std::memory_order_relaxed);
 }
 uint64_t tracing_thresh() noexcept
 {
-    return g_thresh.load(std::memory_order_relaxed);
+    return thresh_ns.load(std::memory_order_relaxed);
 }
 
 void tracing_set_thresh(uint64_t ns)
 {
-    g_thresh.store(ns, std::memory_order_relaxed);
+    thresh_ns.store(ns, std::memory_order_relaxed);
     // Activations entered before the change keep their mode's data; a restart of the running
     // graph tracers makes every recorded return match its entry's mode.
     for (auto &tr : trace_arrays())
@@ -221,6 +222,39 @@ void tracing_set_thresh(uint64_t ns)
             tr->current_trace = &nop_tracer;
             if (graph_init(*tr) == 0) tr->current_trace = &graph_tracer;
         }
+}
+
+// The function graph's filters and limits (the kernel's ftrace_init_tracefs and
+// init_tracer_tracefs).
+void tree::tracer_graph_files()
+{
+    top_file("set_graph_function", [] {
+        return hash_node(&ftrace_graph_hash(), "#### all functions enabled ####\n", nullptr);
+    });
+    top_file("set_graph_notrace", [] {
+        return hash_node(&ftrace_graph_notrace_hash(), "#### no functions disabled ####\n",
+                         nullptr);
+    });
+    top_file("max_graph_depth", [] {
+        return rw([] { return std::to_string(fgraph_max_depth()) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT32_MAX) return -EINVAL;
+                      fgraph_set_max_depth(unsigned(v));
+                      return 0;
+                  });
+    });
+    top_file("tracing_thresh", [] {
+        // Microseconds in the file, nanoseconds inside, as in the kernel.
+        return rw([] { return std::to_string(tracing_thresh() / 1000) + "\n"; },
+                  [](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v) || v > UINT64_MAX / 1000) return -EINVAL;
+                      std::lock_guard<std::mutex> g(trace_types_lock());
+                      tracing_set_thresh(v * 1000);
+                      return 0;
+                  });
+    });
 }
 
 } // namespace dprobe

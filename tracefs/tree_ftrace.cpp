@@ -9,6 +9,7 @@
 #include "tracefs/event_trigger.h"
 #include "tracefs/ftrace_commands.h"
 #include "tracefs/ftrace_entries.h"
+#include "tracefs/ftrace_filter.h"
 #include "tracefs/raw_buffer.h"
 #include "tracefs/snapshot.h"
 #include "tracefs/trace_array.h"
@@ -575,62 +576,63 @@ std::unique_ptr<tracefs_file> token_file(std::function<std::string()> show,
                                              std::move(after_write), changed_at_open);
 }
 
-std::vector<std::string> array_entries()
+// set_graph_function / set_graph_notrace / stack_trace_filter.
+node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed)
 {
-    return {"available_tracers",
-            "buffer_size_kb",
-            "buffer_total_size_kb",
-            "current_tracer",
-            "events",
-            "options",
-            "per_cpu",
-            "set_event",
-            "set_event_notrace_pid",
-            "set_event_pid",
-            "set_ftrace_filter",
-            "set_ftrace_notrace",
-            "set_ftrace_notrace_pid",
-            "set_ftrace_pid",
-            "snapshot",
-            "trace",
-            "trace_clock",
-            "trace_marker",
-            "trace_marker_raw",
-            "trace_options",
-            "trace_pipe",
-            "tracing_cpumask",
-            "tracing_on"};
+    node n;
+    n.mode = MODE_RW;
+    auto show = [h, empty] { return h->show(empty); };
+    n.show = show;
+    n.store = [](std::string_view) { return 0; };
+    n.trunc = [h, changed] {
+        std::lock_guard<std::mutex> g(trace_types_lock());
+        h->clear();
+        if (changed) changed();
+        return 0;
+    };
+    n.open = [h, show, changed](int) {
+        return token_file(
+            show,
+            [h](const std::string &tok) {
+                std::lock_guard<std::mutex> g(trace_types_lock());
+                return ftrace_filter_token(*h, tok, nullptr);
+            },
+            [changed] {
+                if (changed) {
+                    std::lock_guard<std::mutex> g(trace_types_lock());
+                    changed();
+                }
+            });
+    };
+    return n;
 }
 
-std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
-                                  const std::vector<std::string> &p, size_t at)
+// The files of each trace array (the kernel's init_tracer_tracefs and
+// event_trace_add_tracer).
+void trace_array_files()
 {
-    if (p.size() <= at) return std::nullopt;
-    const std::string &top = p[at];
-    std::optional<node> n;
-    if (top == "events")
-        n = resolve_events(tr, p, at + 1);
-    else if (top == "per_cpu")
-        n = resolve_per_cpu(tr, p, at + 1);
-    else if (top == "options")
-        n = resolve_options(tr, p, at + 1);
-    if (n) {
-        n->arr = tr;
-        return n;
-    }
-    if (p.size() != at + 1) return std::nullopt;
-    trace_array *t = tr.get();
-    auto &ev = trace_events::instance();
-
-    if (top == "available_tracers")
-        n = ro([] {
+    using tr_ptr = const std::shared_ptr<trace_array> &;
+    // Their resolvers take the path below the directory's name.
+    array_dir("events", [](tr_ptr tr, const std::vector<std::string> &p, size_t at) {
+        return resolve_events(tr, p, at + 1);
+    });
+    array_dir("per_cpu", [](tr_ptr tr, const std::vector<std::string> &p, size_t at) {
+        return resolve_per_cpu(tr, p, at + 1);
+    });
+    array_dir("options", [](tr_ptr tr, const std::vector<std::string> &p, size_t at) {
+        return resolve_options(tr, p, at + 1);
+    });
+    array_file("available_tracers", [](tr_ptr) {
+        return ro([] {
             std::string s;
             for (const tracer *x : tracers())
                 s += std::string(s.empty() ? "" : " ") + x->name;
             return s + "\n";
         });
-    else if (top == "current_tracer")
-        n = rw(
+    });
+    array_file("current_tracer", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return rw(
             [t] {
                 std::lock_guard<std::mutex> g(trace_types_lock());
                 return std::string(t->current_trace ? t->current_trace->name : "nop") + "\n";
@@ -638,42 +640,50 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
             [t](std::string_view s) {
                 return with_lock([&] { return tracing_set_tracer(*t, strip(s)); });
             });
-    else if (top == "trace")
-        n = rw([t] { return trace_iter_read_all(*t, t->buffer); },
-               [](std::string_view) { return 0; },
-               [t] {
-                   ring_buffer_reset(t->buffer);
-                   return 0;
-               });
-    else if (top == "trace_pipe") {
+    });
+    array_file("trace", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return rw([t] { return trace_iter_read_all(*t, t->buffer); },
+                  [](std::string_view) { return 0; },
+                  [t] {
+                      ring_buffer_reset(t->buffer);
+                      return 0;
+                  });
+    });
+    array_file("trace_pipe", [](tr_ptr tr) {
         node x;
         x.mode = MODE_RO;
         x.open = [tr](int) { return std::unique_ptr<tracefs_file>(new pipe_file(tr)); };
-        n = x;
-    } else if (top == "tracing_on")
-        n = rw([t] { return std::string(ring_buffer_tracing_on(t->buffer) ? "1\n" : "0\n"); },
-               [t](std::string_view s) {
-                   unsigned long long v;
-                   if (parse_ulong(s, v)) return -EINVAL;
-                   ring_buffer_set_tracing_on(t->buffer, v != 0);
-                   return 0;
-               });
-    else if (top == "buffer_size_kb")
-        n = buffer_size_node(t);
-    else if (top == "tracing_cpumask")
-        n = cpumask_node(t);
-    else if (top == "buffer_total_size_kb")
+        return x;
+    });
+    array_file("tracing_on", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return rw([t] { return std::string(ring_buffer_tracing_on(t->buffer) ? "1\n" : "0\n"); },
+                  [t](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      ring_buffer_set_tracing_on(t->buffer, v != 0);
+                      return 0;
+                  });
+    });
+    array_file("buffer_size_kb", [](tr_ptr tr) { return buffer_size_node(tr.get()); });
+    array_file("tracing_cpumask", [](tr_ptr tr) { return cpumask_node(tr.get()); });
+    array_file("buffer_total_size_kb", [](tr_ptr tr) {
+        trace_array *t = tr.get();
         // The kernel sums its per-CPU buffers; here: every thread's buffer in the array.
-        n = ro([t] {
+        return ro([t] {
             size_t threads = ring_buffer_thread_stats(t->buffer).size();
             return std::to_string(ring_buffer_size_kb(t->buffer) * std::max<size_t>(threads, 1)) +
                    "\n";
         });
-    else if (top == "trace_clock")
-        n = rw([] { return trace_clock_list(); },
-               [](std::string_view s) { return ring_buffer_set_clock(strip(s)); });
-    else if (top == "trace_options")
-        n = rw(
+    });
+    array_file("trace_clock", [](tr_ptr) {
+        return rw([] { return trace_clock_list(); },
+                  [](std::string_view s) { return ring_buffer_set_clock(strip(s)); });
+    });
+    array_file("trace_options", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return rw(
             [t] {
                 std::lock_guard<std::mutex> g(trace_types_lock());
                 return t->options_text();
@@ -688,7 +698,10 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                 if (!o) return -EINVAL;
                 return with_lock([&] { return t->set_opt(*o, on); });
             });
-    else if (top == "set_event") {
+    });
+    array_file("set_event", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        auto &ev = trace_events::instance();
         node x = rw([&ev, t] { return lines(ev.enabled_events(t->id)); },
                     [](std::string_view) { return 0; },
                     [&ev, t] {
@@ -708,38 +721,41 @@ std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                               },
                               nullptr);
         };
-        n = x;
-    } else if (top == "set_event_pid")
-        n = pid_node(tr, &t->event_pids, "");
-    else if (top == "set_event_notrace_pid")
-        n = pid_node(tr, &t->event_no_pids, "");
-    else if (top == "set_ftrace_pid")
-        n = pid_node(tr, &t->function_pids, "no pid\n");
-    else if (top == "set_ftrace_notrace_pid")
-        n = pid_node(tr, &t->function_no_pids, "no pid\n");
-    else if (top == "set_ftrace_filter")
-        n = filter_node(tr, false);
-    else if (top == "set_ftrace_notrace")
-        n = filter_node(tr, true);
-    else if (top == "snapshot")
-        n = rw([t] { return snapshot_read(*t); },
-               [t](std::string_view s) {
-                   unsigned long long v;
-                   if (parse_ulong(s, v)) return -EINVAL;
-                   return with_lock([&] { return snapshot_write(*t, (unsigned long)v); });
-               });
-    else if (top == "trace_marker") {
-        n = wo(nullptr);
-        n->store_part = [t](std::string_view s) {
+        return x;
+    });
+    array_file("set_event_pid", [](tr_ptr tr) { return pid_node(tr, &tr->event_pids, ""); });
+    array_file("set_event_notrace_pid",
+               [](tr_ptr tr) { return pid_node(tr, &tr->event_no_pids, ""); });
+    array_file("set_ftrace_pid",
+               [](tr_ptr tr) { return pid_node(tr, &tr->function_pids, "no pid\n"); });
+    array_file("set_ftrace_notrace_pid",
+               [](tr_ptr tr) { return pid_node(tr, &tr->function_no_pids, "no pid\n"); });
+    array_file("set_ftrace_filter", [](tr_ptr tr) { return filter_node(tr, false); });
+    array_file("set_ftrace_notrace", [](tr_ptr tr) { return filter_node(tr, true); });
+    array_file("snapshot", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return rw([t] { return snapshot_read(*t); },
+                  [t](std::string_view s) {
+                      unsigned long long v;
+                      if (parse_ulong(s, v)) return -EINVAL;
+                      return with_lock([&] { return snapshot_write(*t, (unsigned long)v); });
+                  });
+    });
+    array_file("trace_marker", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        node n = wo(nullptr);
+        n.store_part = [t](std::string_view s) {
             return trace_marker_write(*t, s, tracefs_caller_pid);
         };
-    } else if (top == "trace_marker_raw")
-        n = wo([t](std::string_view s) {
+        return n;
+    });
+    array_file("trace_marker_raw", [](tr_ptr tr) {
+        trace_array *t = tr.get();
+        return wo([t](std::string_view s) {
             long r = trace_marker_raw_write(*t, s, tracefs_caller_pid);
             return r < 0 ? int(r) : 0;
         });
-    if (n) n->arr = tr;
-    return n;
+    });
 }
 
 } // namespace dprobe::tree

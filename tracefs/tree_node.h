@@ -15,6 +15,7 @@ namespace dprobe
 {
 
 class trace_array;
+class ftrace_hash;
 
 struct tracefs_tree::node {
     bool dir = false;
@@ -69,10 +70,56 @@ std::unique_ptr<tracefs_file> token_file(std::function<std::string()> show,
                                          std::function<void()> after_write,
                                          bool changed_at_open = false);
 
-// The files and directories of a trace array, from P[AT] on (P[AT - 1] is the array's
-// directory). TOP: the top level (files only it has are resolved by tracefs_tree.cpp).
+// set_graph_function / set_graph_notrace / stack_trace_filter: a filter file over a
+// process-wide set of functions (no commands). CHANGED runs after the set changed, under
+// trace_types_lock.
+node hash_node(ftrace_hash *h, const char *empty, std::function<void()> changed);
+
+// A file of dynamic_events commands: the lines of the kinds ACCEPT takes (ACCEPT_*,
+// probe_parse.h), listed, written and removed (dynamic_events, kprobe_events, uprobe_events).
+node dynevent_file(unsigned accept);
+
+// ---- registering files ---------------------------------------------------------------------
+//
+// Each file is registered by the subsystem that owns it, as the kernel's subsystems create
+// theirs (trace_create_file in init_kprobe_trace, tracer_init_tracefs...): the subsystem's
+// registrar (declared below, defined in its own .cpp) calls these, once, before the tree's
+// first lookup. Names are listed in directories in sorted order. To add a file: register it
+// in its subsystem's registrar; a subsystem with a first file adds its registrar to the list
+// below and to k_registrars (tree_files.cpp).
+
+// A top-level file: MAKE builds its node at each lookup.
+void top_file(std::string name, std::function<node()> make);
+// A top-level directory: RESOLVE builds the node of P (P[0] == NAME: the directory itself,
+// or something below it), or nullopt when there is no such file.
+void top_dir(std::string name,
+             std::function<std::optional<node>(const std::vector<std::string> &p)> resolve);
+// A file of every trace array (the top level's and each instance's): MAKE builds its node.
+void array_file(std::string name, std::function<node(const std::shared_ptr<trace_array> &tr)> make);
+// A directory of every trace array: RESOLVE builds the node of P from P[AT] (NAME) on.
+void array_dir(std::string name,
+               std::function<std::optional<node>(const std::shared_ptr<trace_array> &tr,
+                                                 const std::vector<std::string> &p, size_t at)>
+                   resolve);
+
+// The registrars, one per subsystem with files.
+void tracefs_tree_files();     // tracefs_tree.cpp: README, instances/, the event registry's
+void trace_array_files();      // tree_ftrace.cpp: each trace array's own files
+void trace_kprobe_files();     // trace_kprobe.cpp: kprobe_events, kprobe_profile, kprobes/
+void trace_uprobe_files();     // trace_uprobe.cpp: uprobe_events, uprobe_profile
+void ftrace_filter_files();    // ftrace_filter.cpp: available_filter_functions, enabled_functions
+void tracer_graph_files();     // tracer_graph.cpp: the function graph's filters and limits
+void function_profile_files(); // function_profile.cpp: the profiler and trace_stat/
+void stack_tracer_files();     // stack_tracer.cpp: the stack tracer's files
+void saved_cmdlines_files();   // saved_cmdlines.cpp: saved_cmdlines, saved_tgids
+
+// Lookups (tree_files.cpp): the node of top-level path P (P non-empty), nullopt when P[0]
+// is not a top-level file (then it may be one of the top-level array's), or no such file;
+// the node of P from P[AT] on in trace array TR; the names of each.
+std::optional<node> resolve_top(const std::vector<std::string> &p, bool &is_top);
 std::optional<node> resolve_array(const std::shared_ptr<trace_array> &tr,
                                   const std::vector<std::string> &p, size_t at);
+std::vector<std::string> top_entries();
 std::vector<std::string> array_entries();
 
 } // namespace tree

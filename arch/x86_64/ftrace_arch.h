@@ -5,6 +5,8 @@
 
 #include "arch/x86_64/entry_insn.h"
 
+#include <dprobe/ptrace.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -87,6 +89,30 @@ struct x87_stack {
         if (aside) dprobe_x87_push(buf, n);
     }
 };
+
+// The trampolines' ftrace_regs holds a struct pt_regs that lacks only the flags in EFLAGS
+// form (ftrace_tramp.S keeps a lahf/seto snapshot), cs, ss and orig_ax: these make it one handlers
+// can use in place, and undo that (changes of the flags by a handler are not applied).
+inline unsigned long fregs_flags_to_eflags(unsigned long snap) noexcept
+{
+    const unsigned long ah = (snap >> 8) & 0xd5; // SF ZF AF PF CF
+    const unsigned long of = (snap & 0xff) ? 0x800 : 0;
+    return ah | of | 0x202; // IF and the always-one bit
+}
+inline unsigned long fregs_make_pt_regs(struct ftrace_regs *fregs) noexcept
+{
+    struct pt_regs &r = fregs->regs;
+    const unsigned long snap = r.flags;
+    r.flags = fregs_flags_to_eflags(snap);
+    r.orig_ax = ~0UL;
+    r.cs = 0x33; // __USER_CS
+    r.ss = 0x2b; // __USER_DS
+    return snap;
+}
+inline void fregs_undo_pt_regs(struct ftrace_regs *fregs, unsigned long snap) noexcept
+{
+    fregs->regs.flags = snap;
+}
 
 } // namespace dprobe::arch
 

@@ -27,6 +27,18 @@ inline constexpr size_t ASM_NOP_MAX = 8;
 
 using rel32_insn = std::array<uint8_t, 5>;
 
+// The ip a thread reports when it traps on an int3 at ADDR: one past it. kprobe handlers see
+// it in regs->ip on every path (int3, optimized, on a patch site), as the kernel's do.
+inline constexpr uintptr_t int3_trap_ip(uintptr_t addr) noexcept
+{
+    return addr + INT3_INSN_SIZE;
+}
+// The address of the int3 a thread trapped on, from the ip its trap reports.
+inline constexpr uintptr_t int3_trap_addr(uintptr_t ip) noexcept
+{
+    return ip - INT3_INSN_SIZE;
+}
+
 // Whether a rel32 branch at FROM (5 bytes long) can reach TO.
 bool rel32_reachable(uintptr_t from, uintptr_t to) noexcept;
 

@@ -2,6 +2,8 @@
 // thread (the user-space counterpart of the kernel's int3 handler fiddling with pt_regs).
 #pragma once
 
+#include "arch/x86_64/text_patching.h"
+
 #include <cstdint>
 #include <dprobe/ptrace.h>
 #include <sys/user.h>
@@ -37,10 +39,41 @@ inline void uc_emulate_call(ucontext_t *uc, uintptr_t ret, uintptr_t target)
     uc_set_ip(uc, target);
 }
 
+// The address of the int3 the thread trapped on (its ip is one past it).
+inline uintptr_t uc_int3_addr(const ucontext_t *uc)
+{
+    return int3_trap_addr(uc_ip(uc));
+}
+
+// A thread that trapped on the protocol's breakpoint of R continues as if R's new first
+// instruction had run (the kernel's poke_int3_handler: int3_emulate_nop/call/jmp). False
+// when R says the int3 is someone else's (text_poke_req::emulate::trap).
+inline bool uc_int3_emulate(ucontext_t *uc, const text_poke_req &r)
+{
+    switch (r.emu) {
+    case text_poke_req::emulate::nop:
+        uc_set_ip(uc, r.addr + r.len);
+        return true;
+    case text_poke_req::emulate::call:
+        uc_emulate_call(uc, r.addr + r.insn_len, r.target);
+        return true;
+    case text_poke_req::emulate::jmp:
+        uc_set_ip(uc, r.target);
+        return true;
+    case text_poke_req::emulate::trap:
+        break;
+    }
+    return false;
+}
+
 // A stopped thread's registers (ptrace's user_regs_struct), as stop_machine hands them over.
 inline uintptr_t user_regs_ip(const user_regs_struct &r)
 {
     return r.rip;
+}
+inline void user_regs_set_ip(user_regs_struct &r, uintptr_t ip)
+{
+    r.rip = ip;
 }
 inline uintptr_t user_regs_sp(const user_regs_struct &r)
 {

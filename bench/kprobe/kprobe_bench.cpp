@@ -237,7 +237,7 @@ int main(int argc, char **argv)
                 "interleaved rounds);\nns/hit: ns/call minus the unprobed call of the same "
                 "kind of function.\n",
                 rounds);
-    std::printf("targets (issue 3): boosted <= 1.15x raw: %.2fx; single-stepped <= 2.3x raw: "
+    std::printf("targets: boosted <= 1.15x raw: %.2fx; single-stepped <= 2.3x raw: "
                 "%.2fx; on a patch site <= 5 ns: %.1f ns\n",
                 s[3].best / raw_ns, s[4].best / raw_ns, s[6].best - s[1].best);
     std::printf("optimized mid-function kprobe: %.1f ns/hit (%.0fx less than its int3 form); "

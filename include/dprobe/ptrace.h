@@ -109,10 +109,19 @@ static inline unsigned long frame_pointer(struct pt_regs *regs)
     return regs->bp;
 }
 
-/* The N-th word on the stack at the time of the probe (0 = the top). */
+/* The N-th word on the stack at the time of the probe (0 = the top), and its address. */
+static inline unsigned long *regs_get_kernel_stack_nth_addr(struct pt_regs *regs, unsigned int n)
+{
+    return (unsigned long *)regs->sp + n;
+}
 static inline unsigned long regs_get_kernel_stack_nth(struct pt_regs *regs, unsigned int n)
 {
-    return ((unsigned long *)regs->sp)[n];
+    return *regs_get_kernel_stack_nth_addr(regs, n);
+}
+/* At function entry: the address the function will return to. */
+static inline unsigned long regs_get_return_address(struct pt_regs *regs)
+{
+    return regs_get_kernel_stack_nth(regs, 0);
 }
 
 /*
@@ -137,6 +146,17 @@ static inline unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsig
     default:
         return regs_get_kernel_stack_nth(regs, n - PT_REGS_ARG_COUNT + 1);
     }
+}
+
+/*
+ * Where the N-th integer argument (0-based) is in memory at function entry: on the stack
+ * above the return address for N >= PT_REGS_ARG_COUNT, NULL for one passed in a register.
+ * For code that must read the stack without faulting (fetch args).
+ */
+static inline unsigned long *regs_get_kernel_argument_addr(struct pt_regs *regs, unsigned int n)
+{
+    if (n < PT_REGS_ARG_COUNT) return NULL;
+    return regs_get_kernel_stack_nth_addr(regs, n - PT_REGS_ARG_COUNT + 1);
 }
 
 /* Offset of a register in pt_regs by its kernel name ("ax", "di", "r8", "ip", ...), or -1. */
@@ -186,7 +206,7 @@ static inline unsigned long ftrace_regs_get_frame_pointer(struct ftrace_regs *fr
 /* At function entry: the address the function will return to. */
 static inline unsigned long ftrace_regs_get_return_address(struct ftrace_regs *fregs)
 {
-    return *(unsigned long *)fregs->regs.sp;
+    return regs_get_return_address(&fregs->regs);
 }
 static inline unsigned long ftrace_regs_get_kernel_stack_nth(struct ftrace_regs *fregs,
                                                              unsigned int n)

@@ -780,7 +780,7 @@ def detach_counts(text):
 
 def case_noloss():
     # 16 KB buffers fill in microseconds: without waiting for the streamer, a busy thread
-    # loses most of its events (1.7 M of 9.7 M in 2 s with the default size, issue 30).
+    # loses most of its events (1.7 M of 9.7 M in 2 s with the default size).
     t = Target("storm")
     dat = os.path.join(WORK, "noloss.dat")
     try:

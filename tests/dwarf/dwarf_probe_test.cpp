@@ -3,6 +3,7 @@
 // whole translation on dwvars.c built at -O0 and -O2 (perf_probe.h, probe_finder.h,
 // probe_show.h). What depends on the compiler's register choices is matched by pattern;
 // what the ABI fixes (member offsets, bitfield layout, types) exactly.
+#include "arch/x86_64/reg_names.h"
 #include "tracefs/dwarf/debuginfo.h"
 #include "tracefs/dwarf/dwarf_fetch.h"
 #include "tools/dprobe/resolve/elf_image.h"
@@ -294,9 +295,9 @@ TEST(dwarf_fetch, text)
     EXPECT_EQ(s.text(), "@origin+4");
     s.sym_off = -8;
     EXPECT_EQ(s.text(), "@origin-8");
-    EXPECT_EQ(dwarf_reg_name(7), std::string("sp"));
-    EXPECT_EQ(dwarf_reg_name(15), std::string("r15"));
-    EXPECT_EQ(dwarf_reg_name(16), nullptr);
+    EXPECT_EQ(arch::dwarf_regstr(7), std::string("sp"));
+    EXPECT_EQ(arch::dwarf_regstr(15), std::string("r15"));
+    EXPECT_EQ(arch::dwarf_regstr(16), nullptr);
 }
 
 // ---- on the test program --------------------------------------------------------------

@@ -268,7 +268,7 @@ tr_ error_log
 [ -z "$(r error_log)" ] || fail "error_log not cleared"
 ok "trace and error_log cleared by O_TRUNC"
 
-# ---- names from DWARF, event probes (issue 19) ----
+# ---- names from DWARF, event probes ----
 w dynamic_events 'f:e2e/named e2e_greet name n' || fail "define named: $(r error_log)"
 [ "$(r dynamic_events)" = 'f:e2e/named e2e_greet name=name n=n' ] || fail "named listing: $(r dynamic_events)"
 r events/e2e/named/format | grep -qP '^\tfield:__data_loc char\[\] name;\toffset:16;\tsize:4;\tsigned:1;$' ||

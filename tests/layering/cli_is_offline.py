@@ -87,7 +87,8 @@ def main():
     if len(ctors) < 5:
         sys.exit("found only %d runtime constructors in the sources: update this test" % len(ctors))
     for c in sorted(ctors):
-        pat = re.compile(r"(^|::)%s\(" % re.escape(c))
+        # A C++ function demangles with its parameters, a C one is its bare name.
+        pat = re.compile(r"(^|::)%s(\(|$)" % re.escape(c))
         hits = [n for n in cli_demangled if pat.search(n)]
         if hits:
             bad.append("has the runtime constructor %s" % hits[0])

@@ -4,6 +4,13 @@
 and kprobe side by side (neither includes the other). include/dprobe (the public API) is
 open to all. Prints every include that goes up or sideways and fails when there is one.
 
+An include is resolved as the compiler resolves it, not by its first word: a quoted include
+is looked up in the including file's own folder first (so `#include "../tracefs/error_log.h"`
+in core/ reaches tracefs), then from the top of the tree (the layers' include roots hold the
+layers as `<layer>/...`) and include/. An absolute path counts by where it points, and an
+include through a macro (`#define H "..."`, `#include H`) by the macro's string. The layer
+is the top-level folder of the file reached.
+
   includes_go_down.py SOURCE_DIR
 """
 import os
@@ -11,25 +18,69 @@ import re
 import sys
 
 RANK = {"arch": 0, "core": 1, "fprobe": 2, "kprobe": 2, "tracefs": 3, "tools": 4}
-INCLUDE = re.compile(r'\s*#\s*include\s+"([^/"]+)/')
+EXTS = (".cpp", ".cc", ".h", ".hpp", ".c", ".S", ".inc")
+INCLUDE = re.compile(r'^\s*#\s*include(?:_next)?\s*(?:"([^"]+)"|<([^>]+)>|([A-Za-z_]\w*))')
+DEFINE = re.compile(r'^\s*#\s*define\s+([A-Za-z_]\w*)\s+(?:"([^"]+)"|<([^>]+)>)')
+
+
+def layer_of(root, path):
+    """The layer a path in the tree belongs to, 'include' for the public API, or None. A
+    path is taken as written (a layer folder may be a link), else as what it resolves to."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel.startswith(os.pardir):
+        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    top = rel.split(os.sep, 1)[0]
+    if top in RANK or top == "include":
+        return top
+    return None
+
+
+def resolve(root, including, name, quoted):
+    """The layer an include reaches: the file the compiler would open, else its first word."""
+    candidates = []
+    if os.path.isabs(name):
+        candidates.append(name)
+    else:
+        if quoted:
+            candidates.append(os.path.join(os.path.dirname(including), name))
+        candidates += [os.path.join(root, name), os.path.join(root, "include", name)]
+    for c in candidates:
+        if os.path.isfile(c):
+            return layer_of(root, c)
+    top = os.path.normpath(name).split(os.sep, 1)[0]
+    return top if top in RANK else None
 
 
 def violations(root):
     for layer, rank in RANK.items():
         for dirpath, _, files in os.walk(os.path.join(root, layer)):
             for name in sorted(files):
-                if not name.endswith((".cpp", ".h", ".c", ".S", ".inc")):
+                if not name.endswith(EXTS):
                     continue
                 path = os.path.join(dirpath, name)
                 with open(path, errors="replace") as f:
-                    for n, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m or m.group(1) not in RANK:
+                    lines = f.read().split("\n")
+                macros = {}
+                for line in lines:
+                    d = DEFINE.match(line)
+                    if d:
+                        macros[d.group(1)] = (d.group(2) or d.group(3), d.group(2) is not None)
+                for n, line in enumerate(lines, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    if m.group(3):
+                        if m.group(3) not in macros:
                             continue
-                        target = m.group(1)
-                        if RANK[target] > rank or (RANK[target] == rank and target != layer):
-                            yield "%s:%d: %s includes %s (%s)" % (
-                                os.path.relpath(path, root), n, layer, target, line.strip())
+                        inc, quoted = macros[m.group(3)]
+                    else:
+                        inc, quoted = m.group(1) or m.group(2), m.group(1) is not None
+                    target = resolve(root, path, inc, quoted)
+                    if target not in RANK:
+                        continue
+                    if RANK[target] > rank or (RANK[target] == rank and target != layer):
+                        yield "%s:%d: %s includes %s (%s)" % (
+                            os.path.relpath(path, root), n, layer, target, line.strip())
 
 
 def main():

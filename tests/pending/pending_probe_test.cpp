@@ -8,6 +8,7 @@
 
 #include "tracefs/trace_events.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -26,52 +27,19 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    EXPECT_EQ(T.read_file(path, s), 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
-
-size_t count(const std::string &hay, const std::string &needle)
-{
-    size_t n = 0;
-    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1))
-        n++;
-    return n;
-}
-
-std::vector<std::string> pipe_lines()
-{
-    std::vector<std::string> v;
-    std::string s = rd("trace_pipe");
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t nl = s.find('\n', i);
-        v.push_back(s.substr(i, nl - i));
-        i = nl == std::string::npos ? s.size() : nl + 1;
-    }
-    return v;
-}
+using ftt::count;
+using ftt::has;
+using ftt::pipe_lines;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 // What follows ") " in the trace lines of EVENT, in order.
 std::vector<std::string> args_of(const std::vector<std::string> &lines, const std::string &event)
 {
     std::vector<std::string> out;
     for (const std::string &l : lines)
-        if (contains(l, " " + event + ": ")) out.push_back(l.substr(l.rfind(") ") + 2));
+        if (has(l, " " + event + ": ")) out.push_back(l.substr(l.rfind(") ") + 2));
     return out;
 }
 
@@ -152,10 +120,9 @@ TEST_F(Pending, ArmedAtEachLoadBeforeTheConstructor)
     EXPECT_EQ(rd("kprobe_events"), "p:pend/k libpend.so:pend_work x=%di:s32\n"
                                    "r:pend/r libpend.so:pend_work ret=$retval:s32\n");
     std::string list = rd("kprobes/list");
-    EXPECT_TRUE(contains(list, "0000000000000000  k  pend_work+0x0  libpend.so [GONE]\n")) << list;
-    EXPECT_TRUE(contains(list, "0000000000000000  r  pend_work+0x0  libpend.so [GONE]\n")) << list;
-    EXPECT_TRUE(contains(list, "0000000000000000  k  " + hex(foff) + "  " PEND_LIB " [GONE]\n"))
-        << list;
+    EXPECT_TRUE(has(list, "0000000000000000  k  pend_work+0x0  libpend.so [GONE]\n")) << list;
+    EXPECT_TRUE(has(list, "0000000000000000  r  pend_work+0x0  libpend.so [GONE]\n")) << list;
+    EXPECT_TRUE(has(list, "0000000000000000  k  " + hex(foff) + "  " PEND_LIB " [GONE]\n")) << list;
     // Enabled while pending: armed at the load.
     ASSERT_EQ(wr("events/pend/enable", "1"), 0);
     EXPECT_EQ(rd("events/pend/enable"), "1\n");
@@ -166,7 +133,7 @@ TEST_F(Pending, ArmedAtEachLoadBeforeTheConstructor)
         ASSERT_NE(h, nullptr) << dlerror();
         EXPECT_EQ(rd("dynamic_events"), listing);
         list = rd("kprobes/list");
-        EXPECT_FALSE(contains(list, "[GONE]")) << list;
+        EXPECT_FALSE(has(list, "[GONE]")) << list;
         EXPECT_EQ(count(list, "pend_work+0x0"), 3u) << list;
         auto work = reinterpret_cast<int (*)(int)>(dlsym(h, "pend_work"));
         ASSERT_NE(work, nullptr);
@@ -174,7 +141,7 @@ TEST_F(Pending, ArmedAtEachLoadBeforeTheConstructor)
         dlclose(h);
         ASSERT_EQ(dlopen(PEND_LIB, RTLD_NOW | RTLD_NOLOAD), nullptr);
         EXPECT_EQ(rd("dynamic_events"), listing);
-        EXPECT_TRUE(contains(rd("kprobes/list"), "[GONE]")) << rd("kprobes/list");
+        EXPECT_TRUE(has(rd("kprobes/list"), "[GONE]")) << rd("kprobes/list");
 
         auto ev = pipe_lines();
         // The constructor's call (pend_work(20)) first: the probes were armed before it ran.
@@ -187,7 +154,7 @@ TEST_F(Pending, ArmedAtEachLoadBeforeTheConstructor)
     EXPECT_EQ(rd("error_log"), "");
     ASSERT_EQ(wr("events/pend/enable", "0"), 0);
     EXPECT_EQ(wr("dynamic_events", "-:pend/k\n-:pend/r\n-:pend/u\n"), 0);
-    EXPECT_FALSE(contains(rd("kprobes/list"), "pend_work")) << rd("kprobes/list");
+    EXPECT_FALSE(has(rd("kprobes/list"), "pend_work")) << rd("kprobes/list");
 }
 
 TEST_F(Pending, NotPendingWhenTheLibraryIsThere)
@@ -196,13 +163,13 @@ TEST_F(Pending, NotPendingWhenTheLibraryIsThere)
     ASSERT_NE(h, nullptr);
     // A loaded library without that symbol: BAD_PROBE_ADDR, as for any unknown symbol.
     EXPECT_EQ(wr("dynamic_events", "p:pend/x libpend.so:nosuch\n"), -ENOENT);
-    EXPECT_TRUE(contains(rd("error_log"), "Invalid probed address or symbol\n"
-                                          "  Command: p:pend/x libpend.so:nosuch\n"
-                                          "                    ^\n"))
+    EXPECT_TRUE(has(rd("error_log"), "Invalid probed address or symbol\n"
+                                     "  Command: p:pend/x libpend.so:nosuch\n"
+                                     "                    ^\n"))
         << rd("error_log");
     // A mapped file, but not at that offset.
     EXPECT_LT(wr("dynamic_events", "p:pend/y " PEND_LIB ":0x7fffff0\n"), 0);
-    EXPECT_TRUE(contains(rd("error_log"), "Failed to register probe event")) << rd("error_log");
+    EXPECT_TRUE(has(rd("error_log"), "Failed to register probe event")) << rd("error_log");
     EXPECT_EQ(rd("dynamic_events"), "");
     dlclose(h);
 }
@@ -219,8 +186,7 @@ TEST_F(Pending, SymbolOffsetPastItsEnd)
     ASSERT_EQ(wr("dynamic_events", "p:pend/next libpend.so:pend_first+" + next + " a=%di:s64\n"), 0)
         << rd("error_log");
     EXPECT_EQ(rd("dynamic_events"), "p:pend/next libpend.so:pend_first+" + next + " a=%di:s64\n");
-    EXPECT_TRUE(contains(rd("kprobes/list"), "  k  pend_second+0x0  libpend.so "))
-        << rd("kprobes/list");
+    EXPECT_TRUE(has(rd("kprobes/list"), "  k  pend_second+0x0  libpend.so ")) << rd("kprobes/list");
     ASSERT_EQ(wr("events/pend/next/enable", "1"), 0);
     EXPECT_EQ(reinterpret_cast<long (*)(long)>(first)(4), 104);
     EXPECT_EQ(reinterpret_cast<long (*)(long)>(second)(3), 203);
@@ -229,7 +195,7 @@ TEST_F(Pending, SymbolOffsetPastItsEnd)
     EXPECT_EQ(args_of(ev, "next"), (std::vector<std::string>{"a=3"}));
     // An offset before the symbol is refused at parse time.
     EXPECT_EQ(wr("dynamic_events", "p:pend/prev libpend.so:pend_second-" + next + "\n"), -EINVAL);
-    EXPECT_TRUE(contains(rd("error_log"), "Invalid probed address or symbol")) << rd("error_log");
+    EXPECT_TRUE(has(rd("error_log"), "Invalid probed address or symbol")) << rd("error_log");
     EXPECT_EQ(wr("dynamic_events", "", true), 0);
     dlclose(h);
 }
@@ -244,23 +210,22 @@ TEST_F(Pending, SymbolOffsetPastItsEndMustBeAnInstructionBoundary)
     // Inside pend_asm_b's 10-byte movabs: the kernel's BAD_INSN_BNDRY, caret on the place.
     const std::string bad = "p:pend/mid libpend.so:pend_asm_a+5";
     EXPECT_EQ(wr("dynamic_events", bad + "\n"), -EILSEQ);
-    EXPECT_TRUE(contains(rd("error_log"), "Probe point is not an instruction boundary\n"
-                                          "  Command: " +
-                                              bad + "\n" +
-                                              std::string(11 + bad.find(' ') + 1, ' ') + "^\n"))
+    EXPECT_TRUE(has(rd("error_log"), "Probe point is not an instruction boundary\n"
+                                     "  Command: " +
+                                         bad + "\n" + std::string(11 + bad.find(' ') + 1, ' ') +
+                                         "^\n"))
         << rd("error_log");
     // Inside the same instruction through its own symbol: the same error.
     EXPECT_EQ(wr("error_log", "", true), 0);
     EXPECT_EQ(wr("dynamic_events", "p:pend/mid libpend.so:pend_asm_b+1\n"), -EILSEQ);
-    EXPECT_TRUE(contains(rd("error_log"), "Probe point is not an instruction boundary\n"))
+    EXPECT_TRUE(has(rd("error_log"), "Probe point is not an instruction boundary\n"))
         << rd("error_log");
     EXPECT_EQ(rd("dynamic_events"), "");
-    EXPECT_FALSE(contains(rd("kprobes/list"), "pend_asm_b")) << rd("kprobes/list");
+    EXPECT_FALSE(has(rd("kprobes/list"), "pend_asm_b")) << rd("kprobes/list");
     // On pend_asm_b's ret, 14 bytes past pend_asm_a: a probe at pend_asm_b+0xa.
     ASSERT_EQ(wr("dynamic_events", "p:pend/ret libpend.so:pend_asm_a+14 v=%ax:x64\n"), 0)
         << rd("error_log");
-    EXPECT_TRUE(contains(rd("kprobes/list"), "  k  pend_asm_b+0xa  libpend.so "))
-        << rd("kprobes/list");
+    EXPECT_TRUE(has(rd("kprobes/list"), "  k  pend_asm_b+0xa  libpend.so ")) << rd("kprobes/list");
     ASSERT_EQ(wr("events/pend/ret/enable", "1"), 0);
     EXPECT_EQ(reinterpret_cast<long (*)(long)>(b)(0), 0x1122334455667788L);
     EXPECT_EQ(reinterpret_cast<long (*)(long)>(a)(7), 7);

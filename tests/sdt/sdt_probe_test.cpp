@@ -7,6 +7,7 @@
 #include "tracefs/trace_events.h"
 #include "tracefs/tracefs_tree.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -45,24 +46,10 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    EXPECT_EQ(T.read_file(path, s), 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
+using ftt::has;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 // The line of probe NAME (sdt_PROVIDER:NAME) in the file PATH, its event named EVENT.
 std::string sdt_line(const std::string &path, const std::string &name, const std::string &event)
@@ -115,16 +102,16 @@ TEST(SdtProbe, SemaphoreArgumentsAndJumpOptimization)
     // The NOP the compiler placed is replaced by a jump where the code after it allows;
     // this one is followed by ordinary instructions of sdtt_work.
     std::string list = rd("kprobes/list");
-    EXPECT_TRUE(contains(list, "sdtt_work+0x")) << list;
+    EXPECT_TRUE(has(list, "sdtt_work+0x")) << list;
 #ifndef __SANITIZE_ADDRESS__ // instrumented code after the NOP: the region may not allow it
-    EXPECT_TRUE(contains(list, "[OPTIMIZED]")) << list;
+    EXPECT_TRUE(has(list, "[OPTIMIZED]")) << list;
 #endif
 
     EXPECT_EQ(sdtt_work(4, -9), 13);
     std::string trace = rd("trace");
-    EXPECT_TRUE(contains(trace, " a: (0x")) << trace;
-    EXPECT_TRUE(contains(trace, ") arg1=4 arg2=-9 arg3=12\n")) << trace;
-    EXPECT_TRUE(contains(trace, " b: (0x")) << trace;
+    EXPECT_TRUE(has(trace, " a: (0x")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=4 arg2=-9 arg3=12\n")) << trace;
+    EXPECT_TRUE(has(trace, " b: (0x")) << trace;
 
     ASSERT_EQ(wr("events/sdt_sdtt/a/enable", "0"), 0);
     EXPECT_EQ(sdtt_hit_semaphore, 1);
@@ -146,13 +133,13 @@ TEST(SdtProbe, NoRoomForAJumpStaysInt3)
     size_t at = list.find("sdtt_tail+0x");
     ASSERT_NE(at, std::string::npos) << list;
     std::string entry = list.substr(at, list.find('\n', at) - at);
-    EXPECT_FALSE(contains(entry, "[OPTIMIZED]")) << entry;
+    EXPECT_FALSE(has(entry, "[OPTIMIZED]")) << entry;
     sdtt_tail(-77);
     sdtt_tail(5);
     ASSERT_EQ(wr("events/sdt_sdtt/tail/enable", "0"), 0);
     std::string trace = rd("trace");
-    EXPECT_TRUE(contains(trace, ") arg1=-77\n")) << trace;
-    EXPECT_TRUE(contains(trace, ") arg1=5\n")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=-77\n")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=5\n")) << trace;
     ASSERT_EQ(wr("dynamic_events", "", true), 0);
 }
 
@@ -167,7 +154,7 @@ TEST(SdtProbe, SemaphoreOfALibraryLoadedLater)
     // Not mapped: accepted, pending, and enabled before the library is there.
     ASSERT_EQ(wr("dynamic_events", line + "\n"), 0) << rd("error_log");
     EXPECT_EQ(rd("uprobe_events"), line + "\n"); // the kernel's line: no state
-    EXPECT_TRUE(contains(rd("kprobes/list"), "[GONE]")) << rd("kprobes/list");
+    EXPECT_TRUE(has(rd("kprobes/list"), "[GONE]")) << rd("kprobes/list");
     ASSERT_EQ(wr("events/sdt_sdtl/fire/enable", "1"), 0);
     for (int round = 1; round <= 2; round++) {
         SCOPED_TRACE("load " + std::to_string(round));
@@ -189,9 +176,9 @@ TEST(SdtProbe, SemaphoreOfALibraryLoadedLater)
         ASSERT_EQ(dlopen(SDT_LIB, RTLD_NOW | RTLD_NOLOAD), nullptr);
     }
     std::string trace = rd("trace");
-    EXPECT_TRUE(contains(trace, ") arg1=10 arg2=11\n")) << trace;
-    EXPECT_TRUE(contains(trace, ") arg1=20 arg2=21\n")) << trace;
-    EXPECT_FALSE(contains(trace, "arg1=99")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=10 arg2=11\n")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=20 arg2=21\n")) << trace;
+    EXPECT_FALSE(has(trace, "arg1=99")) << trace;
     ASSERT_EQ(wr("dynamic_events", "", true), 0);
 }
 
@@ -288,9 +275,9 @@ TEST(SdtProbe, ArgumentForms)
     std::string s = fetch("2@sdtt_hit_semaphore(%rip)");
     EXPECT_TRUE(s.starts_with("arg1=+") && s.ends_with("(%ip):u16")) << s << " " << why;
     EXPECT_EQ(fetch("8f@%xmm0"), "");
-    EXPECT_TRUE(contains(why, "general registers")) << why;
+    EXPECT_TRUE(has(why, "general registers")) << why;
     EXPECT_EQ(fetch("-4@(%rdx,%rsi,4)"), "");
-    EXPECT_TRUE(contains(why, "base+index")) << why;
+    EXPECT_TRUE(has(why, "base+index")) << why;
     EXPECT_EQ(fetch("-4@%ah"), "");
     EXPECT_EQ(fetch("3@%eax"), "");
     EXPECT_EQ(fetch("8@nosuch_symbol(%rip)"), "");

@@ -7,6 +7,7 @@
 #include "tracefs/trace_events.h"
 #include "tracefs/tracefs_tree.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -38,24 +39,10 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    EXPECT_EQ(T.read_file(path, s), 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
+using ftt::has;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 void reset()
 {
@@ -70,19 +57,19 @@ TEST(UsdtEvents, NotesAreStaticEvents)
 {
     reset();
     std::string avail = rd("available_events");
-    EXPECT_TRUE(contains(avail, "usdtt:usdtt_step\n")) << avail;
-    EXPECT_TRUE(contains(avail, "usdtt:usdtt_send\n")) << avail;
+    EXPECT_TRUE(has(avail, "usdtt:usdtt_step\n")) << avail;
+    EXPECT_TRUE(has(avail, "usdtt:usdtt_send\n")) << avail;
     for (const char *f : {"enable", "filter", "format", "id", "trigger", "hist"}) {
         std::string s;
         EXPECT_EQ(T.read_file(std::string("events/usdtt/usdtt_step/") + f, s), 0) << f;
     }
     // The note's sizes: -4@ (int) is s32, -8@ (long) s64.
     std::string fmt = rd("events/usdtt/usdtt_step/format");
-    EXPECT_TRUE(contains(fmt, "field:s32 arg1;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:s64 arg2;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:s32 arg3;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:s32 arg1;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:s64 arg2;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:s32 arg3;")) << fmt;
     // Not a dynamic event: not listed, not deleted.
-    EXPECT_FALSE(contains(rd("dynamic_events"), "usdtt")) << rd("dynamic_events");
+    EXPECT_FALSE(has(rd("dynamic_events"), "usdtt")) << rd("dynamic_events");
     EXPECT_EQ(wr("dynamic_events", "-:usdtt/usdtt_step\n"), -ENOENT);
     EXPECT_TRUE(trace_events::instance().has_event("usdtt", "usdtt_step"));
 }
@@ -99,10 +86,10 @@ TEST(UsdtEvents, EnableCountsTheSemaphoreAndRecordsTheArguments)
     EXPECT_EQ(usdtt_step(5, 7), 16);
     EXPECT_EQ(usdtt_step(6, 7), 19);
     std::string trace = rd("trace");
-    EXPECT_TRUE(contains(trace, " usdtt_step: (0x")) << trace;
-    EXPECT_TRUE(contains(trace, ") arg1=4 arg2=-9 arg3=12\n")) << trace;
-    EXPECT_TRUE(contains(trace, ") arg1=5 arg2=7 arg3=15\n")) << trace;
-    EXPECT_FALSE(contains(trace, "arg1=6")) << trace;
+    EXPECT_TRUE(has(trace, " usdtt_step: (0x")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=4 arg2=-9 arg3=12\n")) << trace;
+    EXPECT_TRUE(has(trace, ") arg1=5 arg2=7 arg3=15\n")) << trace;
+    EXPECT_FALSE(has(trace, "arg1=6")) << trace;
     ASSERT_EQ(wr("events/usdtt/usdtt_step/filter", "0"), 0);
     ASSERT_EQ(wr("events/usdtt/usdtt_step/enable", "0"), 0);
     EXPECT_EQ(usdtt_usdtt_step_semaphore, 0);
@@ -119,10 +106,8 @@ TEST(UsdtEvents, HistTriggerOnATracepoint)
         usdtt_step(2, 10);
     usdtt_step(3, 1);
     std::string hist = rd("events/usdtt/usdtt_step/hist");
-    EXPECT_TRUE(contains(hist, "{ arg1:          2 } hitcount:          3  arg2:         30"))
-        << hist;
-    EXPECT_TRUE(contains(hist, "{ arg1:          3 } hitcount:          1  arg2:          1"))
-        << hist;
+    EXPECT_TRUE(has(hist, "{ arg1:          2 } hitcount:          3  arg2:         30")) << hist;
+    EXPECT_TRUE(has(hist, "{ arg1:          3 } hitcount:          1  arg2:          1")) << hist;
     ASSERT_EQ(wr("events/usdtt/usdtt_step/trigger", "!hist:keys=arg1:vals=arg2"), 0);
     EXPECT_EQ(usdtt_usdtt_step_semaphore, 0);
 }
@@ -139,10 +124,10 @@ TEST(UsdtEvents, TprobeOnATracepoint)
                                     "t:tracepoints/usdtt_send usdtt_send arg1=arg1 arg2=arg2 "
                                     "msg=+0(arg1):string\n");
     std::string fmt = rd("events/tp/step/format");
-    EXPECT_TRUE(contains(fmt, "field:unsigned long __probe_ip;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:s32 k;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:s64 arg2;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:u64 twice;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:unsigned long __probe_ip;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:s32 k;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:s64 arg2;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:u64 twice;")) << fmt;
     ASSERT_EQ(wr("events/tp/step/enable", "1"), 0);
     ASSERT_EQ(wr("events/tracepoints/usdtt_send/enable", "1"), 0);
     EXPECT_EQ(usdtt_usdtt_step_semaphore, 1); // the tracepoint is armed for it
@@ -150,12 +135,12 @@ TEST(UsdtEvents, TprobeOnATracepoint)
     usdtt_step(7, -1);
     usdtt_send("hello", 5);
     std::string trace = rd("trace");
-    EXPECT_TRUE(contains(trace, " step: (usdtt_step+0x")) << trace;
-    EXPECT_TRUE(contains(trace, ") k=7 arg2=-1 twice=21\n")) << trace;
-    EXPECT_TRUE(contains(trace, " usdtt_send: (usdtt_send+0x")) << trace;
-    EXPECT_TRUE(contains(trace, " arg2=5 msg=\"hello\"\n")) << trace;
+    EXPECT_TRUE(has(trace, " step: (usdtt_step+0x")) << trace;
+    EXPECT_TRUE(has(trace, ") k=7 arg2=-1 twice=21\n")) << trace;
+    EXPECT_TRUE(has(trace, " usdtt_send: (usdtt_send+0x")) << trace;
+    EXPECT_TRUE(has(trace, " arg2=5 msg=\"hello\"\n")) << trace;
     // The tracepoint's own records are not written: it is not enabled itself.
-    EXPECT_FALSE(contains(trace, " usdtt_step: (0x")) << trace;
+    EXPECT_FALSE(has(trace, " usdtt_step: (0x")) << trace;
     ASSERT_EQ(wr("events/tp/step/enable", "0"), 0);
     EXPECT_EQ(usdtt_usdtt_step_semaphore, 0);
     EXPECT_EQ(wr("dynamic_events", "-:tp/step\n"), 0);
@@ -174,24 +159,24 @@ TEST(UsdtEvents, TprobeErrors)
     // The caret line under column COL of the command.
     auto caret = [](size_t col) { return "\n" + std::string(11 + col, ' ') + "^\n"; };
     std::string e = err("t no_such_tracepoint");
-    EXPECT_TRUE(contains(e, "-22 ")) << e;
-    EXPECT_TRUE(contains(e, "trace_fprobe: error: Tracepoint is not found")) << e;
+    EXPECT_TRUE(has(e, "-22 ")) << e;
+    EXPECT_TRUE(has(e, "trace_fprobe: error: Tracepoint is not found")) << e;
     e = err("t usdtt.step");
-    EXPECT_TRUE(contains(e, "Invalid character in tracepoint name")) << e;
-    EXPECT_TRUE(contains(e, "  Command: t usdtt.step" + caret(7))) << e;
+    EXPECT_TRUE(has(e, "Invalid character in tracepoint name")) << e;
+    EXPECT_TRUE(has(e, "  Command: t usdtt.step" + caret(7))) << e;
     e = err("t usdtt_step $arg4");
-    EXPECT_TRUE(contains(e, "-2 ")) << e;
-    EXPECT_TRUE(contains(e, "This variable is not found at this probe point")) << e;
+    EXPECT_TRUE(has(e, "-2 ")) << e;
+    EXPECT_TRUE(has(e, "This variable is not found at this probe point")) << e;
     e = err("t usdtt_step %di");
-    EXPECT_TRUE(contains(e, "Invalid $-valiable specified")) << e;
+    EXPECT_TRUE(has(e, "Invalid $-valiable specified")) << e;
     e = err("t usdtt_step $retval");
-    EXPECT_TRUE(contains(e, "$retval is not available on probe")) << e;
+    EXPECT_TRUE(has(e, "$retval is not available on probe")) << e;
     e = err("t usdtt_step +0(arg1):x"); // the caret in the text as written
-    EXPECT_TRUE(contains(e, "Unknown type is specified")) << e;
-    EXPECT_TRUE(contains(e, "  Command: t usdtt_step +0(arg1):x" + caret(22))) << e;
+    EXPECT_TRUE(has(e, "Unknown type is specified")) << e;
+    EXPECT_TRUE(has(e, "  Command: t usdtt_step +0(arg1):x" + caret(22))) << e;
     ASSERT_EQ(wr("dynamic_events", "t:x/y usdtt_step\n"), 0);
     e = err("f:x/y usdtt_step");
-    EXPECT_TRUE(contains(e, "Probe type is different from existing probe")) << e;
+    EXPECT_TRUE(has(e, "Probe type is different from existing probe")) << e;
     EXPECT_EQ(rd("dynamic_events"), "t:x/y usdtt_step\n");
     ASSERT_EQ(wr("dynamic_events", "", true), 0);
 }
@@ -203,7 +188,7 @@ TEST(UsdtEvents, NotesOfALibraryLoadedLater)
     EXPECT_FALSE(trace_events::instance().has_event("sdtl", "fire"));
     void *h = dlopen(SDT_LIB, RTLD_NOW);
     ASSERT_NE(h, nullptr) << dlerror();
-    EXPECT_TRUE(contains(rd("available_events"), "sdtl:fire\n")) << rd("available_events");
+    EXPECT_TRUE(has(rd("available_events"), "sdtl:fire\n")) << rd("available_events");
     auto *sem = static_cast<unsigned short *>(dlsym(h, "sdtl_fire_semaphore"));
     auto fire = reinterpret_cast<int (*)(int)>(dlsym(h, "sdtl_fire"));
     ASSERT_TRUE(sem && fire);
@@ -212,7 +197,7 @@ TEST(UsdtEvents, NotesOfALibraryLoadedLater)
     EXPECT_EQ(fire(41), 42);
     ASSERT_EQ(wr("events/sdtl/fire/enable", "0"), 0);
     EXPECT_EQ(*sem, 0);
-    EXPECT_TRUE(contains(rd("trace"), ") arg1=41 arg2=42\n")) << rd("trace");
+    EXPECT_TRUE(has(rd("trace"), ") arg1=41 arg2=42\n")) << rd("trace");
     dlclose(h);
 }
 

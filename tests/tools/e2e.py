@@ -458,7 +458,7 @@ elif CASE == "stripped":
     out = run(["report", "-i", "s.dat", "--format", "graph", "--no-header"]).stdout
     check("main() {" in out and "leaf();" in out and "stripped" not in p.stderr,
           "the debug file's symbols: %r\n%s" % (p.stderr, out))
-    # The issue's own case: the system's ls, stripped but for a few symbols, none of which
+    # The system's ls, stripped but for a few symbols, none of which
     # run; the same word and the same ways out.
     p = record(["-o", "s.dat", "--", "ls", "/"])
     check(p.returncode == 0 and "bin" in p.stdout.split() and "0 events" in p.stderr and
@@ -542,8 +542,8 @@ elif CASE == "interposed":
         check(called + "()" in out, "%s is in the graph:\n%s" % (called, out[:6000]))
 elif CASE == "clash":
     # symclash's own step() and the C library's compatibility step@GLIBC_2.2.5: a probe on
-    # "step" is on the program's, as a call of step binds (it was refused as not unique,
-    # probed both, or found no argument names, issue 30). clash_value, defined by two
+    # "step" is on the program's, as a call of step binds (not refused as not unique, not
+    # both, and with the argument names). clash_value, defined by two
     # libraries: refused, naming both and how to name one.
     for ev in ("p:ev step", "f:ev step", "f:ev step i"):
         p = record(["-o", "c.dat", "-e", ev, "--", prog("symclash")], ok=False)
@@ -570,7 +570,7 @@ elif CASE == "clash":
                     run(["report", "-i", "c.dat", "--no-header"]).stdout, re.M),
           "one named: libclash_a.so:clash_value")
 elif CASE == "messages":
-    # What goes wrong is said with its cause and what to do (issue 30); the error_log entries
+    # What goes wrong is said with its cause and what to do; the error_log entries
     # keep the kernel's names and carets.
     import errno
     import signal
@@ -663,7 +663,7 @@ elif CASE == "messages":
           "'trace-cmd report m.trace.dat'" in p.stderr, "report -i TRACE.DAT: %r" % p.stderr)
 elif CASE == "terminal":
     # On a terminal: the live status line is drawn only where the program does not write,
-    # else it runs into the program's output ("...0.00 MB ]7", issue 30); with the program's
+    # else it would run into the program's output ("...0.00 MB ]7"); with the program's
     # output redirected it goes to the terminal. -q leaves out the notes too (the int3
     # entries), not only the warnings.
     import pty
@@ -893,8 +893,8 @@ elif CASE == "follow":
     glob = "libdlplugin.so:plugin_*"
     p = run(["record", "-o", "d.dat", "--follow-loads", "-F", glob, "--", prog("dlprog")])
     check(p.stdout == "7\n", "the program's output is kept (%r)" % p.stdout)
-    # plugin_ops can have no site: an int3 entry at each load, said once (it was left out
-    # of the graph unsaid, issue 30).
+    # plugin_ops can have no site: an int3 entry at each load, said once (not left out of
+    # the graph unsaid).
     check(len(re.findall(r"traced through an int3 breakpoint.*:\n  plugin_ops \(indirect jump",
                          p.stderr)) == 1, "plugin_ops's int3 entry is said: %r" % p.stderr)
     compare(mask_graph(run(["report", "-i", "d.dat", "--format", "graph"]).stdout),
@@ -1063,12 +1063,12 @@ elif CASE == "pending":
     check(p.stdout == "7\n", "the program's output is kept (%r)" % p.stdout)
     # The probed places by name: each load of the library is described in the trace file
     # as it happens (the loader hook is there for the pending probes), without
-    # --follow-loads (they were raw addresses, issue 30). A probe by file offset prints its
+    # --follow-loads (not raw addresses). A probe by file offset prints its
     # address, as the kernel's uprobe events do.
     compare(mask_text(run(["report", "-i", "p.dat"]).stdout), "pending.text")
     # With --follow-loads and a graph of the library, a pending probe on one of its
     # functions: the function stays in the graph (its site is made first, and the probe
-    # rides on it), where it was silently left out (issue 30).
+    # rides on it), not silently left out.
     p = record(["-o", "g.dat", "--follow-loads", "-F", "libdlplugin.so:*",
                 "-e", "p:pend/sq libdlplugin.so:plugin_square x=%di:s32",
                 "--", prog("dlprog")])

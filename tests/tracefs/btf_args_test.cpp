@@ -8,6 +8,7 @@
 #include "tracefs/btf_lookup.h"
 #include "tracefs/trace_events.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -74,37 +75,11 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    EXPECT_EQ(T.read_file(path, s), 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
-
-std::vector<std::string> pipe_lines()
-{
-    std::vector<std::string> v;
-    std::string s = rd("trace_pipe");
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t nl = s.find('\n', i);
-        v.push_back(s.substr(i, nl - i));
-        i = nl == std::string::npos ? s.size() : nl + 1;
-    }
-    return v;
-}
+using ftt::has;
+using ftt::pipe_lines;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 bt_item g_b = {2, {5, 6}, 1, 9, "beta", "tb", {10, 11, 12, 13}, nullptr, BT_GREEN, 0.5};
 bt_item g_a = {1, {3, -4}, 5, 17, "alpha", "ta", {20, 21, 22, 23}, &g_b, BT_RED, 2.5};
@@ -144,8 +119,7 @@ class BtfArgs : public ::testing::Test
         }
         std::string expect =
             "error: " + msg + "\n  Command: " + cmd + "\n" + std::string(11 + caret, ' ') + "^\n";
-        EXPECT_TRUE(contains(rd("error_log"), expect)) << rd("error_log") << "\nwanted:\n"
-                                                       << expect;
+        EXPECT_TRUE(has(rd("error_log"), expect)) << rd("error_log") << "\nwanted:\n" << expect;
         EXPECT_EQ(rd("dynamic_events"), "");
     }
 };
@@ -177,16 +151,16 @@ TEST_F(BtfArgs, FormatHasNamesAndTypes)
               0)
         << rd("error_log");
     std::string fmt = rd("events/bt/e/format");
-    EXPECT_TRUE(contains(fmt, "\tfield:u64 it;\toffset:16;\tsize:8;\tsigned:0;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:s32 scale;\toffset:24;\tsize:4;\tsigned:1;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:__data_loc char[] label;\toffset:28;\tsize:4;\tsigned:1;\n"))
+    EXPECT_TRUE(has(fmt, "\tfield:u64 it;\toffset:16;\tsize:8;\tsigned:0;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:s32 scale;\toffset:24;\tsize:4;\tsigned:1;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:__data_loc char[] label;\toffset:28;\tsize:4;\tsigned:1;\n"))
         << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:u8 small;\toffset:32;\tsize:1;\tsigned:0;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:u32 arg5;\toffset:33;\tsize:4;\tsigned:0;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:s32 arg6[4];\toffset:37;\tsize:16;\tsigned:1;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:s32 arg7;\toffset:53;\tsize:4;\tsigned:1;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "print fmt: \"(%lx) it=0x%Lx scale=%d label=\\\"%s\\\" small=%u "
-                              "arg5=%u arg6={%d,%d,%d,%d} arg7=%d\""))
+    EXPECT_TRUE(has(fmt, "\tfield:u8 small;\toffset:32;\tsize:1;\tsigned:0;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:u32 arg5;\toffset:33;\tsize:4;\tsigned:0;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:s32 arg6[4];\toffset:37;\tsize:16;\tsigned:1;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:s32 arg7;\toffset:53;\tsize:4;\tsigned:1;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "print fmt: \"(%lx) it=0x%Lx scale=%d label=\\\"%s\\\" small=%u "
+                         "arg5=%u arg6={%d,%d,%d,%d} arg7=%d\""))
         << fmt;
 }
 
@@ -208,21 +182,20 @@ TEST_F(BtfArgs, ValuesAtEntryAndExit)
     ASSERT_EQ(lines.size(), 4u);
     auto line_of = [&](const std::string &event) {
         for (const std::string &l : lines)
-            if (contains(l, " " + event + ": ")) return l;
+            if (has(l, " " + event + ": ")) return l;
         ADD_FAILURE() << "no " << event << " line";
         return std::string();
     };
     char it[32];
     std::snprintf(it, sizeof it, "0x%lx", reinterpret_cast<unsigned long>(&g_a));
-    EXPECT_TRUE(
-        contains(line_of("e"), std::string(") it=") + it +
-                                   " scale=3 label=\"lbl\" small=7 after_float=40 arg6=1 arg7=3 "
-                                   "arg8=-4 arg9=5 arg10=17 arg11=\"alpha\" arg12=\"ta\" "
-                                   "arg13={20,21,22,23} arg14=\"beta\" arg15=-1"))
+    EXPECT_TRUE(has(line_of("e"), std::string(") it=") + it +
+                                      " scale=3 label=\"lbl\" small=7 after_float=40 arg6=1 arg7=3 "
+                                      "arg8=-4 arg9=5 arg10=17 arg11=\"alpha\" arg12=\"ta\" "
+                                      "arg13={20,21,22,23} arg14=\"beta\" arg15=-1"))
         << line_of("e");
-    EXPECT_TRUE(contains(line_of("k"), ") arg1=-4 y=-4")) << line_of("k");
-    EXPECT_TRUE(contains(line_of("x"), "<- bt_score) arg1=52 arg2=6 scale=3")) << line_of("x");
-    EXPECT_TRUE(contains(line_of("bt_next__exit"), "<- bt_next) arg1=\"beta\" arg2={10,11,12,13}"))
+    EXPECT_TRUE(has(line_of("k"), ") arg1=-4 y=-4")) << line_of("k");
+    EXPECT_TRUE(has(line_of("x"), "<- bt_score) arg1=52 arg2=6 scale=3")) << line_of("x");
+    EXPECT_TRUE(has(line_of("bt_next__exit"), "<- bt_next) arg1=\"beta\" arg2={10,11,12,13}"))
         << line_of("bt_next__exit");
 }
 
@@ -278,12 +251,12 @@ TEST_F(BtfArgs, SeparateDebugFileByBuildId)
     EXPECT_TRUE(di->debug_path().starts_with("/usr/lib/debug/.build-id/")) << di->debug_path();
     ASSERT_EQ(wr("dynamic_events", "p:bt/ge libc.so.6:getenv name\n"), 0) << rd("error_log");
     EXPECT_EQ(rd("dynamic_events"), "p:bt/ge libc.so.6:getenv name=name\n");
-    EXPECT_TRUE(contains(rd("events/bt/ge/format"), "\tfield:__data_loc char[] name;"))
+    EXPECT_TRUE(has(rd("events/bt/ge/format"), "\tfield:__data_loc char[] name;"))
         << rd("events/bt/ge/format");
     ASSERT_EQ(wr("events/bt/ge/enable", "1"), 0);
     EXPECT_EQ(getenv("DPROBE_BT_NO_SUCH_VARIABLE"), nullptr);
     ASSERT_EQ(wr("events/bt/ge/enable", "0"), 0);
-    EXPECT_TRUE(contains(rd("trace"), ") name=\"DPROBE_BT_NO_SUCH_VARIABLE\"\n")) << rd("trace");
+    EXPECT_TRUE(has(rd("trace"), ") name=\"DPROBE_BT_NO_SUCH_VARIABLE\"\n")) << rd("trace");
 }
 
 TEST_F(BtfArgs, ReadmeAdvertisesTheSyntaxAsTheKernels)
@@ -298,7 +271,7 @@ TEST_F(BtfArgs, ReadmeAdvertisesTheSyntaxAsTheKernels)
           "\t           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] "
           "[if <filter>]\n",
           "   place (uprobe): <path>:<offset>[%return][(ref_ctr_offset)]\n"})
-        EXPECT_TRUE(contains(readme, line)) << line;
+        EXPECT_TRUE(has(readme, line)) << line;
 }
 
 // A parse with FUNC as the function's prototype.

@@ -7,6 +7,7 @@
 
 #include "tracefs/trace_events.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -31,24 +32,10 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    EXPECT_EQ(T.read_file(path, s), 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
+using ftt::has;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 // Payloads ("ev: (...) a=1") of the buffered events, consumed.
 std::vector<std::string> payloads()
@@ -101,8 +88,7 @@ class Eprobe : public ::testing::Test
             cmd.pop_back(); // the log shows the words joined
         std::string expect = "event_probe: error: " + msg + "\n  Command: " + cmd + "\n" +
                              std::string(11 + caret, ' ') + "^\n";
-        EXPECT_TRUE(contains(rd("error_log"), expect)) << rd("error_log") << "\nwanted:\n"
-                                                       << expect;
+        EXPECT_TRUE(has(rd("error_log"), expect)) << rd("error_log") << "\nwanted:\n" << expect;
     }
 };
 
@@ -118,13 +104,12 @@ TEST_F(Eprobe, FieldsOfTheAttachedRecordsInSoftMode)
               "e:ep/big fp.handle c=$code p=$path:string c2=$code:s32 inner=+0($req):s32\n"
               "e:eprobes/handle fp.handle arg1=$comm\n");
     std::string fmt = rd("events/ep/big/format");
-    EXPECT_TRUE(contains(fmt, "\tfield:u64 c;\toffset:8;\tsize:8;\tsigned:0;\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:__data_loc char[] p;\toffset:16;\tsize:4;\tsigned:1;\n"))
+    EXPECT_TRUE(has(fmt, "\tfield:u64 c;\toffset:8;\tsize:8;\tsigned:0;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:__data_loc char[] p;\toffset:16;\tsize:4;\tsigned:1;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "print fmt: \" c=0x%Lx p=\\\"%s\\\" c2=%d inner=%d\", REC->c, "
+                         "__get_str(p), REC->c2, REC->inner\n"))
         << fmt;
-    EXPECT_TRUE(contains(fmt, "print fmt: \" c=0x%Lx p=\\\"%s\\\" c2=%d inner=%d\", REC->c, "
-                              "__get_str(p), REC->c2, REC->inner\n"))
-        << fmt;
-    EXPECT_FALSE(contains(fmt, "__probe_ip")) << fmt;
+    EXPECT_FALSE(has(fmt, "__probe_ip")) << fmt;
 
     // Only the event probes enabled: the fprobe fires for them, its own records are not
     // written (soft mode). They run in the order they were enabled.
@@ -194,7 +179,7 @@ TEST_F(Eprobe, KernelErrorsWithCarets)
            EEXIST);
     // A bad filter on the attached event's fields.
     EXPECT_EQ(wr("dynamic_events", "e:foo/flt fp/handle if nosuch == 1\n"), -EINVAL);
-    EXPECT_TRUE(contains(rd("error_log"), "Field not found")) << rd("error_log");
+    EXPECT_TRUE(has(rd("error_log"), "Field not found")) << rd("error_log");
 }
 
 } // namespace

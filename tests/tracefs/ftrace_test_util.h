@@ -1,5 +1,7 @@
-// Helpers of the ftrace tree tests (ftrace_*_test.cpp): reading and writing files of the
-// in-process tree, regular expressions, and putting the tree back to its defaults.
+// Helpers of the tests of the in-process tree (tests/tracefs, tests/pending, tests/sdt):
+// reading and writing its files, searching text, regular expressions, and putting the tree
+// back to its defaults. One set for every test: a test that needs another helper adds it
+// here.
 #pragma once
 
 #include "core/ring_buffer.h"
@@ -41,6 +43,15 @@ inline bool has(const std::string &hay, const std::string &needle)
     return hay.find(needle) != std::string::npos;
 }
 
+// How many times NEEDLE occurs in HAY (overlapping occurrences count).
+inline size_t count(const std::string &hay, const std::string &needle)
+{
+    size_t n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1))
+        n++;
+    return n;
+}
+
 inline std::vector<std::string> lines(const std::string &s)
 {
     std::vector<std::string> v;
@@ -51,6 +62,12 @@ inline std::vector<std::string> lines(const std::string &s)
         i = nl == std::string::npos ? s.size() : nl + 1;
     }
     return v;
+}
+
+// Event lines of the buffer, consumed.
+inline std::vector<std::string> pipe_lines()
+{
+    return lines(rd("trace_pipe"));
 }
 
 // The lines of a trace without the '#' header.

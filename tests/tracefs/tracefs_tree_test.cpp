@@ -6,6 +6,7 @@
 #include "core/ring_buffer.h"
 #include "tracefs/trace_events.h"
 
+#include "tests/tracefs/ftrace_test_util.h"
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -54,62 +55,12 @@ using namespace dprobe;
 namespace
 {
 
-tracefs_tree &T = tracefs_tree::instance();
-
-std::string rd(const std::string &path)
-{
-    std::string s;
-    int r = T.read_file(path, s);
-    EXPECT_EQ(r, 0) << path;
-    return s;
-}
-
-int wr(const std::string &path, const std::string &data, bool trunc = false)
-{
-    return T.write_file(path, data, trunc);
-}
-
-bool contains(const std::string &hay, const std::string &needle)
-{
-    return hay.find(needle) != std::string::npos;
-}
-
-// POSIX extended regular expressions (std::regex trips -Wmaybe-uninitialized in the
-// sanitizer build). GROUPS, when given, receives the parenthesized submatches.
-bool matches(const std::string &s, const std::string &re,
-             std::vector<std::string> *groups = nullptr)
-{
-    regex_t rx;
-    if (regcomp(&rx, re.c_str(), REG_EXTENDED)) {
-        ADD_FAILURE() << "bad regex " << re;
-        return false;
-    }
-    regmatch_t m[10];
-    bool ok = regexec(&rx, s.c_str(), 10, m, 0) == 0;
-    if (ok && groups) {
-        groups->clear();
-        for (size_t i = 0; i <= rx.re_nsub && i < 10; i++)
-            groups->push_back(m[i].rm_so < 0
-                                  ? std::string()
-                                  : s.substr(size_t(m[i].rm_so), size_t(m[i].rm_eo - m[i].rm_so)));
-    }
-    regfree(&rx);
-    return ok;
-}
-
-// Event lines of the buffer, consumed.
-std::vector<std::string> pipe_lines()
-{
-    std::vector<std::string> v;
-    std::string s = rd("trace_pipe");
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t nl = s.find('\n', i);
-        v.push_back(s.substr(i, nl - i));
-        i = nl == std::string::npos ? s.size() : nl + 1;
-    }
-    return v;
-}
+using ftt::has;
+using ftt::matches;
+using ftt::pipe_lines;
+using ftt::rd;
+using ftt::T;
+using ftt::wr;
 
 class TraceFsTree : public ::testing::Test
 {
@@ -149,8 +100,8 @@ TEST_F(TraceFsTree, RootListingModesAndReadme)
     for (const char *want : {"blacklist", "enabled", "list"})
         EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
     std::string readme = rd("README");
-    EXPECT_TRUE(contains(readme, "Create/append/remove/show the generic dynamic events"));
-    EXPECT_TRUE(contains(readme, "kernel return probes support: $retval, $arg<N>, $comm"));
+    EXPECT_TRUE(has(readme, "Create/append/remove/show the generic dynamic events"));
+    EXPECT_TRUE(has(readme, "kernel return probes support: $retval, $arg<N>, $comm"));
     std::unique_ptr<tracefs_file> f;
     EXPECT_EQ(T.open("README", O_WRONLY, f), -EACCES);
     EXPECT_EQ(T.open("events", O_RDONLY, f), -EISDIR);
@@ -165,8 +116,8 @@ TEST_F(TraceFsTree, FprobeEventLifecycle)
     int id = std::stoi(rd("events/mygrp/add/id"));
     EXPECT_GE(id, TRACE_EVENT_FIRST_ID);
     std::string fmt = rd("events/mygrp/add/format");
-    EXPECT_TRUE(contains(fmt, "name: add\nID: " + std::to_string(id) + "\n")) << fmt;
-    EXPECT_TRUE(contains(fmt, "\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "name: add\nID: " + std::to_string(id) + "\n")) << fmt;
+    EXPECT_TRUE(has(fmt, "\tfield:s32 a;\toffset:16;\tsize:4;\tsigned:1;\n")) << fmt;
     EXPECT_EQ(rd("events/mygrp/add/enable"), "0\n");
     EXPECT_EQ(rd("events/mygrp/add/filter"), "none\n");
     std::vector<std::string> names;
@@ -175,7 +126,7 @@ TEST_F(TraceFsTree, FprobeEventLifecycle)
                                                "id", "trigger"}));
 
     // Nothing is registered until the event is enabled.
-    EXPECT_FALSE(contains(rd("enabled_functions"), "tfs_add ("));
+    EXPECT_FALSE(has(rd("enabled_functions"), "tfs_add ("));
     tfs_add(1, 1);
     EXPECT_TRUE(pipe_lines().empty());
 
@@ -193,7 +144,7 @@ TEST_F(TraceFsTree, FprobeEventLifecycle)
     // An enabled event cannot be deleted.
     EXPECT_EQ(wr("dynamic_events", "-:mygrp/add"), -EBUSY);
     ASSERT_EQ(wr("events/mygrp/add/enable", "0"), 0);
-    EXPECT_FALSE(contains(rd("enabled_functions"), "tfs_add ("));
+    EXPECT_FALSE(has(rd("enabled_functions"), "tfs_add ("));
     tfs_add(5, 5);
     EXPECT_TRUE(pipe_lines().empty());
 
@@ -224,8 +175,8 @@ TEST_F(TraceFsTree, ExitEventsAndEntryArgs)
     // tfs_mul returns int: its debug info types $retval s32 (the kernel's BTF typing).
     EXPECT_TRUE(matches(lines[1], ": tfs_mul__exit: \\(.* <- tfs_mul\\) arg1=42$")) << lines[1];
     std::string fmt = rd("events/fprobes/addret/format");
-    EXPECT_TRUE(contains(fmt, "field:unsigned long __probe_func;\toffset:8;")) << fmt;
-    EXPECT_TRUE(contains(fmt, "field:unsigned long __probe_ret_ip;\toffset:16;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:unsigned long __probe_func;\toffset:8;")) << fmt;
+    EXPECT_TRUE(has(fmt, "field:unsigned long __probe_ret_ip;\toffset:16;")) << fmt;
 }
 
 TEST_F(TraceFsTree, KprobeAndKretprobeEvents)
@@ -238,8 +189,8 @@ TEST_F(TraceFsTree, KprobeAndKretprobeEvents)
     EXPECT_EQ(rd("dynamic_events"), rd("kprobe_events"));
     // Registered at creation, disarmed until enabled.
     std::string list = rd("kprobes/list");
-    EXPECT_TRUE(contains(list, "tfs_add+0x0")) << list;
-    EXPECT_TRUE(contains(list, "[DISABLED]")) << list;
+    EXPECT_TRUE(has(list, "tfs_add+0x0")) << list;
+    EXPECT_TRUE(has(list, "[DISABLED]")) << list;
     EXPECT_TRUE(matches(rd("kprobe_profile"), "^  padd {40} +0 +0\n  radd {40} +0 +0\n$"))
         << rd("kprobe_profile");
 
@@ -266,7 +217,7 @@ TEST_F(TraceFsTree, KprobeAndKretprobeEvents)
     ASSERT_EQ(wr("events/kp/enable", "0"), 0);
     ASSERT_EQ(wr("kprobe_events", "", true), 0);
     EXPECT_EQ(rd("dynamic_events"), "f:fp/other tfs_mul\n");
-    EXPECT_FALSE(contains(rd("kprobes/list"), "tfs_add")) << rd("kprobes/list");
+    EXPECT_FALSE(has(rd("kprobes/list"), "tfs_add")) << rd("kprobes/list");
     // kprobe_events takes kprobe lines only.
     EXPECT_EQ(wr("kprobe_events", "f:fp/x tfs_add"), -EINVAL);
     EXPECT_EQ(rd("error_log"), "");
@@ -288,13 +239,13 @@ TEST_F(TraceFsTree, MultiLineWriteStopsAtFirstBadLine)
     EXPECT_EQ(wr("dynamic_events", "p:kp/x tfs_add a=%zz"), -EINVAL);
     EXPECT_EQ(wr("dynamic_events", "f:g1/bad! tfs_add"), -EINVAL);
     log = rd("error_log");
-    EXPECT_TRUE(contains(log, "trace_kprobe: error: Invalid register name\n"
-                              "  Command: p:kp/x tfs_add a=%zz\n" +
-                                  std::string(11 + 17, ' ') + "^\n"))
+    EXPECT_TRUE(has(log, "trace_kprobe: error: Invalid register name\n"
+                         "  Command: p:kp/x tfs_add a=%zz\n" +
+                             std::string(11 + 17, ' ') + "^\n"))
         << log;
-    EXPECT_TRUE(contains(log, "trace_fprobe: error: Event name must follow the same rules as C "
-                              "identifiers\n  Command: f:g1/bad! tfs_add\n" +
-                                  std::string(11 + 5, ' ') + "^\n"))
+    EXPECT_TRUE(has(log, "trace_fprobe: error: Event name must follow the same rules as C "
+                         "identifiers\n  Command: f:g1/bad! tfs_add\n" +
+                             std::string(11 + 5, ' ') + "^\n"))
         << log;
     EXPECT_EQ(rd("dynamic_events"), "f:g1/e1 tfs_add\n");
     // Comments and blank lines; an unknown command is EINVAL without a log entry.
@@ -334,12 +285,12 @@ TEST_F(TraceFsTree, MultiProbeEvents)
     EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_add x=$arg1:s32"), -EEXIST);
     EXPECT_EQ(wr("dynamic_events", "f:g/multi tfs_str%return x=$arg1:s32"), -EEXIST);
     std::string log = rd("error_log");
-    EXPECT_TRUE(contains(log, "Argument type or name is different from existing probe\n"
-                              "  Command: f:g/multi tfs_str x=$arg2:u32\n" +
-                                  std::string(11 + 18, ' ') + "^\n"))
+    EXPECT_TRUE(has(log, "Argument type or name is different from existing probe\n"
+                         "  Command: f:g/multi tfs_str x=$arg2:u32\n" +
+                             std::string(11 + 18, ' ') + "^\n"))
         << log;
-    EXPECT_TRUE(contains(log, "There is already the exact same probe event\n")) << log;
-    EXPECT_TRUE(contains(log, "Probe type is different from existing probe\n")) << log;
+    EXPECT_TRUE(has(log, "There is already the exact same probe event\n")) << log;
+    EXPECT_TRUE(has(log, "Probe type is different from existing probe\n")) << log;
 
     ASSERT_EQ(wr("events/g/multi/enable", "1"), 0);
     tfs_add(11, 0);
@@ -372,9 +323,9 @@ TEST_F(TraceFsTree, EventFilterFile)
     // A bad filter: EINVAL, the file shows the error, the event is no longer filtered.
     EXPECT_EQ(wr("events/g/add/filter", "nosuch == 1"), -EINVAL);
     EXPECT_EQ(rd("events/g/add/filter"), "nosuch == 1\n       ^\nparse_error: Field not found\n");
-    EXPECT_TRUE(contains(rd("error_log"), "event filter parse error: error: Field not found\n"
-                                          "  Command: nosuch == 1\n" +
-                                              std::string(11 + 7, ' ') + "^\n"))
+    EXPECT_TRUE(has(rd("error_log"), "event filter parse error: error: Field not found\n"
+                                     "  Command: nosuch == 1\n" +
+                                         std::string(11 + 7, ' ') + "^\n"))
         << rd("error_log");
     tfs_add(1, 0);
     EXPECT_EQ(pipe_lines().size(), 1u);
@@ -388,12 +339,12 @@ TEST_F(TraceFsTree, EventFilterFile)
     EXPECT_EQ(rd("events/g/add/filter"), "none\n");
 
     // Group filters.
-    EXPECT_TRUE(contains(rd("events/g/filter"), "### global filter ###"));
+    EXPECT_TRUE(has(rd("events/g/filter"), "### global filter ###"));
     ASSERT_EQ(wr("events/g/filter", "b == 3"), 0);
     EXPECT_EQ(rd("events/g/add/filter"), "b == 3\n");
     EXPECT_EQ(wr("events/g/filter", "zz == 3"), -EINVAL);
-    EXPECT_TRUE(contains(rd("events/g/filter"),
-                         "parse_error: Couldn't find or set field in one of a subsystem's events"));
+    EXPECT_TRUE(has(rd("events/g/filter"),
+                    "parse_error: Couldn't find or set field in one of a subsystem's events"));
     ASSERT_EQ(wr("events/g/filter", "0"), 0);
     EXPECT_EQ(rd("events/g/add/filter"), "none\n");
 }
@@ -433,7 +384,7 @@ TEST_F(TraceFsTree, ManyKprobeEventsEnableTogether)
     tfs_add(1, 1);
     EXPECT_TRUE(pipe_lines().empty());
     ASSERT_EQ(wr("events/many/enable", "1"), 0);
-    EXPECT_FALSE(contains(rd("kprobes/list"), "[DISABLED]")) << rd("kprobes/list");
+    EXPECT_FALSE(has(rd("kprobes/list"), "[DISABLED]")) << rd("kprobes/list");
     tfs_add(1, 2);
     tfs_mul(3, 4);
     EXPECT_EQ(pipe_lines().size(), 30u);
@@ -464,7 +415,7 @@ TEST_F(TraceFsTree, ManyKprobeEventsEnableTogether)
     EXPECT_EQ(pipe_lines().size(), 5u); // e0 e2 (a return) e4 e6 e8
     ASSERT_EQ(te.set_enabled(refs, false), 0);
     ASSERT_EQ(wr("dynamic_events", "", true), 0);
-    EXPECT_FALSE(contains(rd("kprobes/list"), "tfs_")) << rd("kprobes/list");
+    EXPECT_FALSE(has(rd("kprobes/list"), "tfs_")) << rd("kprobes/list");
 }
 
 TEST_F(TraceFsTree, TracingOnBufferSizeClockOptions)
@@ -492,9 +443,9 @@ TEST_F(TraceFsTree, TracingOnBufferSizeClockOptions)
     EXPECT_EQ(wr("per_cpu/cpu0/buffer_size_kb", "0"), -EINVAL);
     ASSERT_EQ(wr("buffer_size_kb", old), 0);
 
-    EXPECT_TRUE(contains(rd("trace_clock"), "[local]"));
+    EXPECT_TRUE(has(rd("trace_clock"), "[local]"));
     ASSERT_EQ(wr("trace_clock", "mono\n"), 0);
-    EXPECT_TRUE(contains(rd("trace_clock"), "[mono]"));
+    EXPECT_TRUE(has(rd("trace_clock"), "[mono]"));
     EXPECT_EQ(wr("trace_clock", "nosuchclock"), -EINVAL);
     ASSERT_EQ(wr("trace_clock", "local"), 0);
 
@@ -518,8 +469,8 @@ TEST_F(TraceFsTree, TraceFileAndTruncate)
     EXPECT_EQ(rd("trace"), t); // not consumed
     ASSERT_EQ(wr("trace", "", true), 0);
     t = rd("trace");
-    EXPECT_TRUE(contains(t, "entries-in-buffer/entries-written: 0/0")) << t;
-    EXPECT_FALSE(contains(t, "add:")) << t;
+    EXPECT_TRUE(has(t, "entries-in-buffer/entries-written: 0/0")) << t;
+    EXPECT_FALSE(has(t, "add:")) << t;
 }
 
 TEST_F(TraceFsTree, TracePipeBlocksAndPolls)
@@ -585,7 +536,7 @@ TEST_F(TraceFsTree, StringArgsAndComm)
     tfs_str("nope", 1);
     lines = pipe_lines();
     ASSERT_EQ(lines.size(), 1u);
-    EXPECT_TRUE(contains(lines[0], "s=\"help\"")) << lines[0];
+    EXPECT_TRUE(has(lines[0], "s=\"help\"")) << lines[0];
 }
 
 // The file offset of a function in the running executable, as an uprobe place names it.
@@ -620,7 +571,7 @@ TEST_F(TraceFsTree, UprobeStylePlace)
     ASSERT_EQ(lines.size(), 1u);
     char want[64];
     std::snprintf(want, sizeof want, "um: (0x%" PRIxPTR ") a=21", fn);
-    EXPECT_TRUE(contains(lines[0], want)) << lines[0];
+    EXPECT_TRUE(has(lines[0], want)) << lines[0];
     EXPECT_TRUE(matches(rd("uprobe_profile"), "^  /proc/self/exe um +1\n$"))
         << rd("uprobe_profile");
     ASSERT_EQ(wr("events/uprobes/um/enable", "0"), 0);
@@ -675,7 +626,7 @@ TEST_F(TraceFsTree, FastArgWriterMatchesInterpreter)
         EXPECT_EQ(v[2], v[3]) << ev;
         EXPECT_NE(v[0], v[2]) << ev;
     }
-    EXPECT_TRUE(contains(by_event["mix"][0] + by_event["mix"][2], " f=0 ")) // the faulting read
+    EXPECT_TRUE(has(by_event["mix"][0] + by_event["mix"][2], " f=0 ")) // the faulting read
         << by_event["mix"][0] << "\n"
         << by_event["mix"][2];
 }
@@ -694,12 +645,11 @@ TEST_F(TraceFsTree, KprobesEnabledAndOptimizationKnobs)
     tfs_mul(4, 3);
     auto lines = pipe_lines();
     ASSERT_EQ(lines.size(), 1u);
-    EXPECT_TRUE(contains(lines[0], "pm: (tfs_mul+0x")) << lines[0];
+    EXPECT_TRUE(has(lines[0], "pm: (tfs_mul+0x")) << lines[0];
     ASSERT_EQ(wr("events/kp/pm/enable", "0"), 0);
 
     tracefs_stat st;
-    if (T.stat("kprobes/optimization", st) == -ENOENT)
-        GTEST_SKIP() << "the kprobe layer does not provide kprobes_set_optimization() yet";
+    ASSERT_EQ(T.stat("kprobes/optimization", st), 0);
     EXPECT_EQ(st.mode, 0600u);
     ASSERT_EQ(wr("kprobes/optimization", "0"), 0);
     EXPECT_EQ(rd("kprobes/optimization"), "0\n");
@@ -721,13 +671,13 @@ TEST_F(TraceFsTree, AvailableFilterFunctions)
     char want4[64];
     std::snprintf(want4, sizeof want4, "%" PRIxPTR " tfs_add\n",
                   reinterpret_cast<uintptr_t>(&tfs_add) + 4);
-    EXPECT_TRUE(contains(addrs, want) || contains(addrs, want4));
+    EXPECT_TRUE(has(addrs, want) || has(addrs, want4));
 }
 
 TEST_F(TraceFsTree, SymbolArgumentsResolve)
 {
     ASSERT_EQ(wr("dynamic_events", "f:g/sym tfs_add v=@tfs_no_such_symbol"), -ENOENT);
-    EXPECT_TRUE(contains(rd("error_log"), "Invalid probed address or symbol")) << rd("error_log");
+    EXPECT_TRUE(has(rd("error_log"), "Invalid probed address or symbol")) << rd("error_log");
     ASSERT_EQ(wr("dynamic_events", "f:g/sym tfs_add fn=$arg1:u32 p=@tfs_mul:x64"), 0);
 }
 

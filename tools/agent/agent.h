@@ -163,13 +163,24 @@ void tracefs_up();
 void tracefs_down();
 
 // ---- attach.cpp ----
-// Joins every thread the attach entry points started (after the session ended). 0, -EBUSY
-// (a session still runs), -EAGAIN (a thread did not end within 2 s), with *WHY.
+// The start of an unload: joins every thread the attach entry points started (after the
+// session ended). 0, -EBUSY (a session still runs), -EAGAIN (a thread did not end within 2 s,
+// or another unload is under way), with *WHY. From 0 on, until end_unload, the attach entry
+// point answers -EBUSY: a session started meanwhile would lose its code and memory to the
+// unload (a killed attach's watcher unloads while the next attach may come).
 int join_agent_threads(std::string *why);
+// An unload that join_agent_threads began and that stops short (the runtime stays, idle).
+void end_unload() noexcept;
 // In the child of a fork (one thread, the forking one): the attach threads of the parent are
 // not here; their handles are dropped (their stacks unmapped) and the lock they may have
 // held starts free, so that the child's own detach can end and unload.
 void attach_fork_child() noexcept;
+
+// ---- constructed.cpp ----
+// Whether every constructor of the agent's objects has run: its entry points refuse to run
+// before (a command killed while its dlopen ran leaves the thread finishing it on its own,
+// and another command may find the object mapped meanwhile).
+bool constructed() noexcept;
 
 // ---- unload.cpp ----
 // Whether the agent is being unloaded (dprobe_agent_unload succeeded): its DT_FINI then

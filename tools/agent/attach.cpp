@@ -35,7 +35,10 @@ namespace
 
 std::mutex g_attach_lock; // one attach or detach at a time
 bool g_pending = false;   // an attach thread started, its session not up yet
-int g_session_fd = -1;    // the attach command's connection, while it lasts
+// An unload is under way (from join_agent_threads to its end): no attach may start a session
+// whose code and memory it would take away halfway, nor a second unload run beside it.
+bool g_unload_running = false;
+int g_session_fd = -1; // the attach command's connection, while it lasts
 // Every thread start_thread made and nobody joined yet (g_attach_lock): the unload joins
 // them, so that no thread of the agent is left when its code goes away. Never destroyed: a
 // thread still running at the program's exit is no reason to terminate it.
@@ -245,6 +248,7 @@ void attach_fork_child() noexcept
         t.forget();
     g_threads.clear();
     g_pending = false;
+    g_unload_running = false;
 }
 
 int join_agent_threads(std::string *why)
@@ -256,6 +260,11 @@ int join_agent_threads(std::string *why)
             *why = "a dprobe attach session is still running in the process";
             return -EBUSY;
         }
+        if (g_unload_running) {
+            *why = "another unload of the dprobe runtime is under way";
+            return -EAGAIN;
+        }
+        g_unload_running = true;
         threads.swap(g_threads);
     }
     std::vector<kthread> left;
@@ -270,8 +279,15 @@ int join_agent_threads(std::string *why)
     std::lock_guard<std::mutex> g(g_attach_lock);
     for (kthread &t : left)
         g_threads.push_back(std::move(t));
+    g_unload_running = false;
     *why = std::to_string(left.size()) + " thread(s) of the dprobe agent did not end";
     return -EAGAIN;
+}
+
+void end_unload() noexcept
+{
+    std::lock_guard<std::mutex> g(g_attach_lock);
+    g_unload_running = false;
 }
 
 } // namespace dprobe::agent
@@ -285,12 +301,13 @@ extern "C" {
 // fail to): a session being set up or torn down answers -EBUSY at once.
 __attribute__((visibility("default"))) int dprobe_agent_attach(const char *name)
 {
+    if (!constructed()) return -EBUSY; // being loaded: see agent.h
     std::unique_lock<std::mutex> g(g_attach_lock, std::try_to_lock);
     if (!g.owns_lock()) return -EBUSY;
     agent_state &st = state();
     if (st.active && !st.attached) return -EEXIST;
-    if (st.active || g_pending) return -EBUSY;
     if (unloading()) return -ESTALE; // its memory is gone: only dlclose may follow
+    if (st.active || g_pending || g_unload_running) return -EBUSY;
     int r = start_thread(attach_main, name);
     g_pending = r == 0;
     return r;
@@ -298,6 +315,7 @@ __attribute__((visibility("default"))) int dprobe_agent_attach(const char *name)
 
 __attribute__((visibility("default"))) int dprobe_agent_detach(const char *name)
 {
+    if (!constructed()) return -EBUSY;
     std::unique_lock<std::mutex> g(g_attach_lock, std::try_to_lock);
     if (!g.owns_lock()) return -EBUSY;
     agent_state &st = state();

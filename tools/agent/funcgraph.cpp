@@ -123,7 +123,7 @@ DPROBE_NOPROBE int graph_kret_entry(struct kretprobe_instance *ri, struct pt_reg
 DPROBE_NOPROBE int function_kret_entry(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
 {
     write_function_event(reinterpret_cast<unsigned long>(get_kretprobe(ri)->kp.addr),
-                         *reinterpret_cast<const unsigned long *>(regs->sp));
+                         regs_get_return_address(regs));
     return 1;
 }
 

@@ -11,7 +11,7 @@
 // agent's allocator (whose holders never wait: private_alloc.cpp), describes loaded objects
 // only when state().lock is free (a thread in dlopen or fork holds it), and never takes the
 // tracefs's lock. A wait
-// without progress ends after a second (core/ring_buffer.cpp, wait_for_room). Blocking is
+// without progress ends after a second (core/ring_buffer_write.cpp, wait_for_room). Blocking is
 // on only while this thread runs: stop_streamer turns it off after its last copy (detach,
 // exit, exec), and a forked child's arena starts without it until its own streamer runs.
 #include "tools/agent/agent.h"

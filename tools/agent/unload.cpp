@@ -58,6 +58,11 @@ extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64
                                                                           char *why, size_t len)
 {
     std::string msg;
+    if (!constructed()) {
+        copy_out("the dprobe runtime is still being loaded (its constructors are running)", why,
+                 len);
+        return -EAGAIN;
+    }
     // Unloaded already, by a detach killed before its dlclose: nothing of dprobe runs any more,
     // and this detach's dlclose finishes the job.
     if (g_unloading.load()) return 0;
@@ -66,6 +71,7 @@ extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64
         return r;
     }
     if (int r = unload_quiesce({ip, sp}, &msg)) {
+        end_unload();
         copy_out(msg, why, len);
         return r;
     }

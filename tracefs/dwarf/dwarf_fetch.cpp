@@ -1,5 +1,6 @@
 #include "tracefs/dwarf/dwarf_fetch.h"
 
+#include "arch/x86_64/reg_names.h"
 #include "tracefs/dwarf/debuginfo.h"
 #include "tracefs/probe_types.h"
 
@@ -127,8 +128,8 @@ bool reg_of(const Dwarf_Op &op, bool &is_breg, unsigned &regno, int64_t &off)
 
 std::string no_reg(unsigned regno)
 {
-    return "is in DWARF register " + std::to_string(regno) +
-           " (an SSE or x87 register): fetch args read the general registers only";
+    return "is in DWARF register " + std::to_string(regno) + " (" + arch::DWARF_REG_UNNAMED +
+           "): fetch args read the general registers only";
 }
 
 // An address being computed: VAL (the address itself, or for an unread symbol base the
@@ -164,7 +165,7 @@ bool eval_address(std::span<const Dwarf_Op> ops, const location_env &env, addr_s
         int64_t off = 0;
         if (reg_of(op, is_breg, regno, off)) {
             if (have) return fail(why, "has a location expression dprobe does not follow");
-            const char *r = dwarf_reg_name(regno);
+            const char *r = arch::dwarf_regstr(regno);
             if (!r) return fail(why, no_reg(regno));
             st = addr_state{};
             st.val.kind = fetch_loc::base_kind::reg;
@@ -414,13 +415,6 @@ std::string fetch_loc::text() const
     return s;
 }
 
-const char *dwarf_reg_name(unsigned regno)
-{
-    static const char *const names[16] = {"ax", "dx", "cx",  "bx",  "si",  "di",  "bp",  "sp",
-                                          "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"};
-    return regno < 16 ? names[regno] : nullptr;
-}
-
 bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, fetch_loc &out,
                         std::string *why)
 {
@@ -459,7 +453,7 @@ bool translate_location(std::span<const Dwarf_Op> ops, const location_env &env, 
     unsigned regno;
     int64_t off;
     if (ops.size() == 1 && reg_of(ops[0], is_breg, regno, off) && !is_breg) {
-        const char *r = dwarf_reg_name(regno);
+        const char *r = arch::dwarf_regstr(regno);
         if (!r) return fail(why, no_reg(regno));
         out.kind = fetch_loc::base_kind::reg;
         out.name = r;

@@ -46,10 +46,6 @@ struct fetch_loc {
     std::string text() const;
 };
 
-// DWARF register number (x86-64 psABI) to the pt_regs name fetch args use; nullptr for
-// registers pt_regs does not hold (SSE, x87, ...).
-const char *dwarf_reg_name(unsigned regno);
-
 // What translate_location needs besides the expression.
 struct location_env {
     // DW_AT_frame_base of the function at the address (may be empty).

@@ -267,6 +267,22 @@ class call_area
     uint64_t mem_ = 0;
 };
 
+// A reference to AGENT as the loader of the process gives it: dlopen(RTLD_NOLOAD) on the
+// borrowed thread, its path at PATH_AT. The loader answers only once no other thread is in
+// the middle of loading or unloading it (its lock is held across the constructors), so the
+// entry point called next never runs in an object whose constructors have not all run: a
+// killed attach leaves its thread finishing the dlopen on its own, which the next command
+// finds mapped. *H: 0 when the object is not loaded (any more). 0, or -errno with *ERR.
+int loader_reference(thread_borrow &t, const remote_libc &f, const call_area &area,
+                     uint64_t path_at, uint64_t *h, std::string *err)
+{
+    if (int e = t.call(f.dlopen, {path_at, RTLD_NOW | RTLD_NOLOAD}, area.top(), h)) {
+        *err = t.message();
+        return e;
+    }
+    return 0;
+}
+
 } // namespace
 
 agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char *entry,
@@ -283,7 +299,8 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
     if (maps.empty()) return fail(-ESRCH, "process " + id + " exited");
     remote_libc f;
     int code = 0;
-    if (std::string why = find_remote_libc(pid, maps, load, f, &code); !why.empty())
+    // dlopen and dlclose even when not loading: the call goes through the loader's reference.
+    if (std::string why = find_remote_libc(pid, maps, true, f, &code); !why.empty())
         return fail(code, why);
 
     hold_signals held;
@@ -300,7 +317,11 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
         if ((e = t.write_memory(area.at(0), path_arg.data(), path_arg.size())) ||
             (e = t.write_memory(area.at(4096), name_arg.data(), name_arg.size())))
             return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
-        uint64_t loaded = 0;
+        uint64_t loaded = 0, ref = 0;
+        if (!load) {
+            if ((e = loader_reference(t, f, area, area.at(0), &ref, &err))) return fail(e, err);
+            if (!ref) return fail(-ENOENT, "process " + id + " has no dprobe runtime loaded");
+        }
         if (load) {
             if ((e = t.call(f.dlopen, {area.at(0), RTLD_NOW}, area.top(), &ret)))
                 return fail(e, t.message());
@@ -323,6 +344,8 @@ agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char
                                     : "process " + id + " has no dprobe runtime loaded");
         if ((e = t.call(f_entry, {area.at(4096)}, area.top(), &ret))) return fail(e, t.message());
         out.result = static_cast<int>(as_int(ret));
+        uint64_t r = 0;
+        if (ref && (e = t.call(f.dlclose, {ref}, area.top(), &r))) return fail(e, t.message());
         if (load && out.result < 0 && loaded) {
             // Refused (a session already runs, say): the reference this dlopen took is given
             // back, so that the detach's dlclose unloads the object.
@@ -356,12 +379,6 @@ agent_call unload_once(pid_t pid, const std::string &agent)
     if (std::string why = find_remote_libc(pid, maps, true, f, &code); !why.empty())
         return fail(code, why);
     std::string err;
-    auto ag = find_remote_object(pid, maps, k_agent, 0, &err);
-    const uint64_t f_unload = ag ? ag->func(attach::unload_symbol) : 0;
-    if (!f_unload)
-        return fail(-ENOENT, ag ? "the dprobe agent in process " + id + " has no " +
-                                      attach::unload_symbol + " (another version?)"
-                                : "process " + id + " has no dprobe runtime loaded");
     hold_signals held;
     thread_borrow t(pid);
     if (int e = t.borrow()) return fail(e, t.message());
@@ -373,14 +390,31 @@ agent_call unload_once(pid_t pid, const std::string &agent)
         const std::string path_arg = agent + '\0';
         if ((e = t.write_memory(area.at(0), path_arg.data(), path_arg.size())))
             return fail(e, "process " + id + ": cannot write its memory: " + std::strerror(-e));
-        const uint64_t why_at = area.at(4096), why_len = 4096;
-        uint64_t ret = 0;
-        if ((e = t.call(f_unload, {t.saved_ip(), t.saved_sp(), why_at, why_len}, area.top(), &ret)))
-            return fail(e, t.message());
-        out.result = static_cast<int>(as_int(ret));
-        if (out.result != 0) out.error = area.read_string(why_at);
+        uint64_t ref = 0;
+        if ((e = loader_reference(t, f, area, area.at(0), &ref, &err))) return fail(e, err);
+        // !REF: unloaded meanwhile (by a command killed in its dlclose, which its thread
+        // finished); what is left is for agent_leftovers to say.
+        if (ref) {
+            // Where the object is now that the loader is done with it.
+            auto ag = find_remote_object(pid, read_proc_maps(pid), k_agent, 0, &err);
+            const uint64_t f_unload = ag ? ag->func(attach::unload_symbol) : 0;
+            const uint64_t why_at = area.at(4096), why_len = 4096;
+            uint64_t ret = 0, r = 0;
+            if (!f_unload) {
+                t.call(f.dlclose, {ref}, area.top(), &r);
+                return fail(-ENOENT, "the dprobe agent in process " + id + " has no " +
+                                         attach::unload_symbol + " (another version?)");
+            }
+            if ((e = t.call(f_unload, {t.saved_ip(), t.saved_sp(), why_at, why_len}, area.top(),
+                            &ret)))
+                return fail(e, t.message());
+            out.result = static_cast<int>(as_int(ret));
+            // The reference taken above goes back first; those of the attach commands below.
+            if ((e = t.call(f.dlclose, {ref}, area.top(), &r))) return fail(e, t.message());
+            if (out.result != 0) out.error = area.read_string(why_at);
+        }
         // -EIO: released, but something could not be given back: still unloaded.
-        if (out.result == 0 || out.result == -EIO) {
+        if (ref && (out.result == 0 || out.result == -EIO)) {
             // Every reference the attach commands took (one dlopen each): closed until the
             // loader no longer knows the object. Each round takes one more reference
             // (RTLD_NOLOAD) and gives back two.

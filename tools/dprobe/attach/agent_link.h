@@ -47,15 +47,18 @@ struct agent_call {
 };
 
 // Makes a thread of PID call ENTRY(SOCKET_NAME) in the agent library, loading AGENT (a path
-// as seen from here) with dlopen first when LOAD. Signals that would end this command are
-// held meanwhile: the borrowed thread must always be given back.
+// as seen from here) with dlopen first when LOAD, else through the reference dlopen's
+// RTLD_NOLOAD gives (which waits for a load another thread of PID is in the middle of: the
+// entry points never run before the agent's constructors). Signals that would end this
+// command are held meanwhile: the borrowed thread must always be given back.
 agent_call call_agent(pid_t pid, const std::string &agent, bool load, const char *entry,
                       const std::string &socket_name);
 
 // Takes the agent out of PID after its session ended: a borrowed thread calls
-// dprobe_agent_unload (retried while a thread of the process is inside dprobe's code, up to
-// about TIMEOUT_MS), then dlclose. RESULT is 0 when the agent is gone; else ERROR says what
-// keeps it (a thread still in dprobe's code, a mapping left behind).
+// dprobe_agent_unload, through the loader's reference as call_agent does (retried while a thread of
+// the process is inside dprobe's code, up to about TIMEOUT_MS), then dlclose. RESULT is 0 when the
+// agent is gone; else ERROR says what keeps it (a thread still in dprobe's code, a mapping left
+// behind).
 agent_call unload_agent(pid_t pid, const std::string &agent, int timeout_ms);
 
 // What of the agent is still mapped in PID after an unload: "0xLO-0xHI path" for each

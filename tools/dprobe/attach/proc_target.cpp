@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -130,6 +131,8 @@ bool read_proc_status(pid_t pid, proc_status &out, pid_t tid)
             out.uid = static_cast<uid_t>(std::strtoul(line.c_str() + 4, nullptr, 10));
         else if (line.rfind("TracerPid:", 0) == 0)
             out.tracer = static_cast<pid_t>(std::strtol(line.c_str() + 10, nullptr, 10));
+        else if (line.rfind("PPid:", 0) == 0)
+            out.ppid = static_cast<pid_t>(std::strtol(line.c_str() + 5, nullptr, 10));
     }
     return true;
 }
@@ -188,6 +191,18 @@ std::string check_attach_target(pid_t pid)
     proc_status ps;
     if (pid <= 0 || !read_proc_status(pid, ps)) return "no process " + id;
     id += " (" + ps.comm + ")";
+    // A tracer that is a child of the process itself is dprobe's stop_machine helper
+    // (core/stop_machine.h), which holds the threads for a moment while the agent of a
+    // session (or one a killed command left starting or ending) patches code: waited for.
+    for (int i = 0; i < 500 && ps.tracer > 0 && ps.tracer != getpid(); i++) {
+        proc_status t;
+        if (!read_proc_status(ps.tracer, t) || t.ppid != pid) break;
+        struct timespec ts {
+            0, 10 * 1000 * 1000
+        };
+        nanosleep(&ts, nullptr);
+        if (!read_proc_status(pid, ps)) return "no process " + std::to_string(pid);
+    }
     if (ps.state == 'Z' || ps.state == 'X')
         return "process " + id + " has exited (a zombie not yet reaped by its parent)";
     if (ps.tracer > 0 && ps.tracer != getpid()) {

@@ -23,6 +23,7 @@ struct proc_status {
     char state = 0; // R S D T t Z X ... (/proc/PID/stat)
     uid_t uid = 0;  // real uid
     pid_t tracer = 0;
+    pid_t ppid = 0;
 };
 
 // /proc/PID/status of a process (or of thread TID of it when TID > 0). False when gone.

@@ -32,9 +32,11 @@ constexpr int k_rounds = 250;                  // selection rounds, 2 ms apart
 constexpr size_t k_tries_per_round = 8;
 
 // Objects whose internal locks a call of dlopen or pthread_create may need: a thread
-// stopped inside them is not borrowed.
-const std::vector<std::string> k_runtime_libs = {"libc.so", "libc-2.",    "ld-linux",
-                                                 "ld-2.",   "libpthread", "libdl"};
+// stopped inside them is not borrowed. dprobe's agent too: a thread running its code may hold
+// its locks, or be running its constructors inside a dlopen that a killed attach left going
+// (a dlopen or an entry point of the agent called on it would find the object half made).
+const std::vector<std::string> k_runtime_libs = {
+    "libc.so", "libc-2.", "ld-linux", "ld-2.", "libpthread", "libdl", "libdprobe-preload"};
 
 // Blocking system calls a thread can be taken out of and put back into without the program
 // noticing: the kernel restarts them from their registers (-ERESTARTSYS and friends; those
