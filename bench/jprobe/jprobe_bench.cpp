@@ -1,7 +1,7 @@
 // ns per call of a tiny function: unprobed, with an fprobe entry handler, with a jprobe, on a
-// patch site (-pg -mfentry) and on a jump site (plain code); and a typed dprobe::fprobe
-// beside the C fprobe doing the same work. Each handler adds the argument to a sink. All rows
-// run in one process: compare them with each other, not with another run.
+// patch site (-pg -mfentry) and on a jump site (plain code); and the typed dprobe::fprobe and
+// dprobe::jprobe beside the C ones doing the same work. Each handler adds the argument to a
+// sink. All rows run in one process: compare them with each other, not with another run.
 #include <dprobe/dprobe.hpp>
 
 #include <benchmark/benchmark.h>
@@ -77,6 +77,13 @@ void typed_fprobe_entry(benchmark::State &s, fn f)
     run_calls(s, f);
 }
 
+void typed_jprobe_hit(benchmark::State &s, fn f)
+{
+    dprobe::jprobe p{f, [](unsigned long x) { sink = sink + x; }};
+    run_calls(s, f);
+    if (p.nmissed() || p.get()->nreturned) s.SkipWithError("missed or returned");
+}
+
 void BM_site_fprobe_entry(benchmark::State &s)
 {
     fprobe_entry(s, "jpb_site", site_fn);
@@ -124,6 +131,14 @@ void BM_jump_typed_fprobe_entry(benchmark::State &s)
 {
     typed_fprobe_entry(s, plain_fn);
 }
+void BM_site_typed_jprobe(benchmark::State &s)
+{
+    typed_jprobe_hit(s, site_fn);
+}
+void BM_jump_typed_jprobe(benchmark::State &s)
+{
+    typed_jprobe_hit(s, plain_fn);
+}
 
 } // namespace
 
@@ -133,7 +148,9 @@ BENCHMARK(BM_site_typed_fprobe_entry);
 BENCHMARK(BM_site_kprobe);
 BENCHMARK(BM_site_jprobe);
 BENCHMARK(BM_site_jprobe_handler_returns);
+BENCHMARK(BM_site_typed_jprobe);
 BENCHMARK(BM_jump_fprobe_entry);
 BENCHMARK(BM_jump_typed_fprobe_entry);
 BENCHMARK(BM_jump_jprobe);
+BENCHMARK(BM_jump_typed_jprobe);
 BENCHMARK_MAIN();
