@@ -1,12 +1,13 @@
-// jprobes, the x86-64 part: what the generic code asks of the entry trampolines' frames
-// (see jprobes_arch.h).
+// jprobes, the x86-64 part in C++ (see jprobes_arch.h): the layouts jprobe_tramp.S reads,
+// the vector arguments of an int3 entry from its signal frame, whether a site's frame kept
+// them at full width, the table of jprobe_return()'s sites, and its end under ASan.
 #include "arch/x86_64/jprobes_arch.h"
 
+#include "arch/x86_64/ext_state.h"
+#include "arch/x86_64/ftrace_arch.h"
 #include "arch/x86_64/ftrace_frame.h"
 
 #include <dprobe/kprobes.h>
-
-#include "arch/x86_64/ftrace_arch.h"
 
 #include <cpuid.h>
 #include <cstddef>
@@ -126,11 +127,16 @@ __attribute__((visibility("hidden"))) __thread void *dprobe_jprobe_frame
     __attribute__((tls_model("initial-exec")));
 
 // jprobe_return() leaves the handler's frames without returning, as longjmp does: their
-// redzones must go.
+// redzones must go. Through dprobe_ext_guarded(): a light handler's jprobe_return() runs with
+// the extended state unsaved, and the sanitizer's runtime is not known to leave it alone (so
+// jprobe_return() stays light, and handlers calling it can be, under ASan too).
 JPROBE_NOPROBE void dprobe_jprobe_no_return()
 {
 #if defined(__SANITIZE_ADDRESS__)
-    __asan_handle_no_return();
+    dprobe_ext_guarded(0, 0, 0, [](long, long, long) -> long {
+        __asan_handle_no_return();
+        return 0;
+    });
 #endif
 }
 }

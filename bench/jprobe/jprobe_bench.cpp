@@ -39,6 +39,16 @@ unsigned long j_handler(unsigned long x)
     return 0;
 }
 
+// Code after jprobe_return(): it cannot return there, it jumps out of the handler (one
+// mispredicted return, and the callee-saved registers kept for it).
+unsigned long j_handler_jumps(unsigned long x)
+{
+    sink = sink + x;
+    jprobe_return();
+    sink = sink + 1; // not reached
+    return 0;
+}
+
 // The same without jprobe_return(): the handler returns into dprobe (counted in nreturned).
 unsigned long j_handler_returns(unsigned long x)
 {
@@ -60,11 +70,14 @@ void fprobe_entry(benchmark::State &s, const char *sym, fn f)
     unregister_fprobe(&fp);
 }
 
-void jprobe_hit(benchmark::State &s, const char *sym, fn f, bool returns = false)
+void jprobe_hit(benchmark::State &s, const char *sym, fn f, bool returns = false,
+                bool jumps = false)
 {
     struct jprobe jp = {};
     jp.kp.symbol_name = sym;
-    jp.entry = returns ? JPROBE_ENTRY(j_handler_returns) : JPROBE_ENTRY(j_handler);
+    jp.entry = returns ? JPROBE_ENTRY(j_handler_returns)
+               : jumps ? JPROBE_ENTRY(j_handler_jumps)
+                       : JPROBE_ENTRY(j_handler);
     if (register_jprobe(&jp)) return s.SkipWithError("register_jprobe");
     run_calls(s, f);
     unregister_jprobe(&jp);
@@ -95,6 +108,10 @@ void BM_site_jprobe(benchmark::State &s)
 void BM_site_jprobe_handler_returns(benchmark::State &s)
 {
     jprobe_hit(s, "jpb_site", site_fn, true);
+}
+void BM_site_jprobe_return_jumps(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_site", site_fn, false, true);
 }
 // (Reference) a kprobe pre handler on the same entry: the kprobe path a jprobe shares.
 int k_pre(struct kprobe *, struct pt_regs *regs)
@@ -147,6 +164,7 @@ BENCHMARK(BM_site_fprobe_entry);
 BENCHMARK(BM_site_typed_fprobe_entry);
 BENCHMARK(BM_site_kprobe);
 BENCHMARK(BM_site_jprobe);
+BENCHMARK(BM_site_jprobe_return_jumps);
 BENCHMARK(BM_site_jprobe_handler_returns);
 BENCHMARK(BM_site_typed_jprobe);
 BENCHMARK(BM_jump_fprobe_entry);

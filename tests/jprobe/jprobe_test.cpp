@@ -197,6 +197,13 @@ long h_struct(struct jp_big big, struct jp_small small, const int *p)
     return 0;
 }
 
+long h_thread_like(long x)
+{
+    seen_l[0] = x;
+    jprobe_return();
+    return 0;
+}
+
 long h_varargs(int n, ...)
 {
     va_list ap;
@@ -350,6 +357,42 @@ TEST_P(jprobe_flavour, handler_writing_its_parameters_changes_a_copy)
         EXPECT_TRUE(seen);
         EXPECT_EQ(g.jp.nreturned, 3u) << "returns without jprobe_return() are counted";
     }
+}
+
+// A kprobe and a jprobe at the same entry (one record, two users of the site when it has
+// one): both handlers run on each call, each its own way, and either goes alone.
+std::atomic<int> kp_hits;
+int count_pre(struct kprobe *, struct pt_regs *regs)
+{
+    if (regs->di != 9) ADD_FAILURE() << "kprobe handler: rdi";
+    ++kp_hits;
+    return 0;
+}
+
+TEST_P(jprobe_flavour, beside_a_kprobe)
+{
+    struct kprobe kp = {};
+    kp.symbol_name = "jp_recursive";
+    kp.pre_handler = count_pre;
+    probe_guard g("jp_recursive", h_thread_like);
+    ASSERT_EQ(g.err, 0);
+    ASSERT_EQ(register_kprobe(&kp), 0);
+    kp_hits = 0;
+    seen_l[0] = 0;
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(kp_hits, 2);
+    EXPECT_EQ(seen_l[0], 9);
+    EXPECT_EQ(g.jp.kp.nmissed, 0u);
+    EXPECT_EQ(kp.nmissed, 0u);
+    const std::string list = dprobe::kprobes_list_text();
+    EXPECT_NE(list.find("  j  jp_recursive+"), std::string::npos) << list;
+    EXPECT_NE(list.find("  k  jp_recursive+"), std::string::npos) << list;
+    unregister_kprobe(&kp);
+    seen_l[0] = 0;
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(kp_hits, 2);
+    EXPECT_EQ(seen_l[0], 9) << "the jprobe alone";
 }
 
 // Refusals: not a function entry (-EINVAL), no handler (-EINVAL), arguments beyond what a
