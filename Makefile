@@ -12,12 +12,16 @@ ASAN_DEBUG_FLAGS ?= -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG' \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG'
 FUZZ_SECONDS ?= 45
 
-.PHONY: all setup configure build check check-format check-asan check-fuzz run install bench peers clean
+.PHONY: all setup setup-check configure build check check-format check-asan check-fuzz run install bench peers clean
 
 all: build
 
 setup:
 	@bash scripts/setup
+
+# The tools only the tests use (Chromium, protoc, Go for tests/report), on top of setup's.
+setup-check:
+	@bash scripts/setup --check
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
@@ -29,7 +33,7 @@ build: configure
 
 # Everything CI runs: the format check, the test suite, the same suite under ASan+UBSan,
 # and the fuzzers.
-check: setup
+check: setup-check
 	$(MAKE) check-format
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
@@ -45,8 +49,10 @@ check: setup
 # ASan's libasan defines pthread_sigmask and sigprocmask ahead of the static archive, so the
 # linker takes no interposer from it), and two forks of a process whose other
 # threads run, whose child then allocates (ASan's allocator is not locked across fork)
-# (Documentation/reliability.md, "Sanitizers").
-ASAN_SKIP := -E '^($(if $(ASAN_E2E),,dprobe_cli_|dwarf_e2e_|sdt_e2e_|trace_dat_report$$|)dprobe_attach_|agent_isolation_|dprobe_readers_|dprobe_lifecycle_|kinds/flow\.swapcontext_coroutines_|kinds/signals\.program_sigtrap_handler_|sigmask\.|kinds/thread_exit\.cancelled_at_a_cancellation_point_|fprobe_follow_stress\.fork_while_following$$|kinds/processes\.fork_while_other_threads_run_probed_code/kretprobe)'
+# (Documentation/reliability.md, "Sanitizers"). The report formats' tests (tests/report) record
+# with the agent too and run the real readers (Chromium, go tool pprof, protoc) on the files:
+# they run in the normal build.
+ASAN_SKIP := -E '^($(if $(ASAN_E2E),,dprobe_cli_|dwarf_e2e_|sdt_e2e_|trace_dat_report$$|)dprobe_report_|dprobe_attach_|agent_isolation_|dprobe_readers_|dprobe_lifecycle_|kinds/flow\.swapcontext_coroutines_|kinds/signals\.program_sigtrap_handler_|sigmask\.|kinds/thread_exit\.cancelled_at_a_cancellation_point_|fprobe_follow_stress\.fork_while_following$$|kinds/processes\.fork_while_other_threads_run_probed_code/kretprobe)'
 check-asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPROBE_SANITIZE=ON \
 	  -DDPROBE_BENCH=OFF $(ASAN_DEBUG_FLAGS)

@@ -144,6 +144,9 @@ trace_buffer *const g_global = &g_tbs[0];
 // epoch is left for a new one at the thread's next event).
 std::atomic<uint32_t> g_word{1};
 std::atomic<rb_node *> g_list{nullptr};
+// A forked child's copy of its parent's buffers (their shared pages mapped still): never
+// written again, unmapped with the rest by ring_buffer_release_all.
+rb_node *g_parent_list = nullptr;
 std::atomic<uint32_t> g_waiting{0}; // futex word: 1 while an in-process reader may sleep
 std::mutex g_alloc_mutex;           // ring_buffer_alloc / ring_buffer_free
 // Set by the first swap: from then on a thread's buffers may be anywhere on the list.
@@ -704,10 +707,18 @@ void fork_child() noexcept
         if (t != self) t->in_use.store(0, std::memory_order_release);
     if (self) self->tid = tid;
     if (g_arena) {
-        // The parent's arena is shared memory: this process must not touch it again. Its
-        // buffers, and with them the private ones, are forgotten (left mapped: unmapping
-        // costs more than it saves here).
-        g_list.store(nullptr, std::memory_order_relaxed);
+        // The parent's arena is shared memory: this process must not write it again. Its
+        // buffers, and with them the private ones, are set aside, still mapped (a fork of a
+        // program that forks often pays no unmapping); the release at the end of the
+        // session unmaps them, so a child detached leaves none of them behind.
+        rb_node *parents = g_list.exchange(nullptr, std::memory_order_relaxed);
+        if (parents) {
+            rb_node *last = parents;
+            while (last->next)
+                last = last->next;
+            last->next = g_parent_list;
+            g_parent_list = parents;
+        }
         if (tls_mute_depth)
             tls_saved_rb = nullptr;
         else
@@ -1416,13 +1427,16 @@ void ring_buffer_release_all() noexcept
     tls_node = nullptr;
     tls_rbt = nullptr;
     const long node_len = (sizeof(rb_node) + 4095) & ~size_t{4095};
-    for (rb_node *n = g_list.exchange(nullptr, std::memory_order_acq_rel); n;) {
-        rb_node *next = n->next;
-        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n->ctl),
-                          static_cast<long>(n->map_len));
-        arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n), node_len);
-        n = next;
+    for (rb_node *list : {g_list.exchange(nullptr, std::memory_order_acq_rel), g_parent_list}) {
+        for (rb_node *n = list; n;) {
+            rb_node *next = n->next;
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n->ctl),
+                              static_cast<long>(n->map_len));
+            arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(n), node_len);
+            n = next;
+        }
     }
+    g_parent_list = nullptr;
     const long table_len = (sizeof(rb_thread_table) + 4095) & ~size_t{4095};
     for (rb_thread_table *t = g_tables.exchange(nullptr, std::memory_order_acq_rel); t;) {
         rb_thread_table *next = t->next;

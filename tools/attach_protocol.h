@@ -59,12 +59,16 @@ struct settings {
     bool follow_loads = false;         // the graph follows libraries loaded later
     unsigned max_graph_depth = 0;      // calls nested deeper are left out (0: no limit)
     bool function_tracer = false;      // calls only (the kernel's function tracer), no returns
-    size_t buffer_kb = 0;              // 0: the default
-    std::string clock;                 // "": the default
-    bool tracefs = true;               // serve the tracefs tree (FUSE mount and socket)
-    bool nowait = false;               // a full buffer drops rather than waits for the streamer
-    bool detach_on_hangup = false;     // the command's end (even killed) ends the session
-    std::string resident;              // core/resident_pages.h: the note taken before the attach
+    // record -A / -R / -a: "GLOB ARGS" lines of fetch args for the graph's functions, at
+    // their entry and at their return; every function's from DWARF (tools/agent/graph_args.h)
+    std::vector<std::string> graph_args, graph_retvals;
+    bool graph_args_auto = false;
+    size_t buffer_kb = 0;          // 0: the default
+    std::string clock;             // "": the default
+    bool tracefs = true;           // serve the tracefs tree (FUSE mount and socket)
+    bool nowait = false;           // a full buffer drops rather than waits for the streamer
+    bool detach_on_hangup = false; // the command's end (even killed) ends the session
+    std::string resident;          // core/resident_pages.h: the note taken before the attach
 };
 
 // One "key value" line each; values never hold a newline (dynamic_events lines are lines).
@@ -82,6 +86,11 @@ inline std::string encode(const settings &s)
     if (s.graph_main) out += "graph_main 1\n";
     if (s.follow_loads) out += "follow_loads 1\n";
     if (s.function_tracer) out += "tracer function\n";
+    for (const auto &a : s.graph_args)
+        out += "graph_args " + a + "\n";
+    for (const auto &a : s.graph_retvals)
+        out += "graph_retval " + a + "\n";
+    if (s.graph_args_auto) out += "graph_args_auto 1\n";
     if (s.max_graph_depth) out += "max_graph_depth " + std::to_string(s.max_graph_depth) + "\n";
     if (s.buffer_kb) out += "buffer_kb " + std::to_string(s.buffer_kb) + "\n";
     if (!s.clock.empty()) out += "clock " + s.clock + "\n";
@@ -123,6 +132,12 @@ inline settings decode(const std::string &text)
             s.follow_loads = val != "0";
         else if (key == "tracer")
             s.function_tracer = val == "function";
+        else if (key == "graph_args")
+            s.graph_args.push_back(val);
+        else if (key == "graph_retval")
+            s.graph_retvals.push_back(val);
+        else if (key == "graph_args_auto")
+            s.graph_args_auto = val != "0";
         else if (key == "max_graph_depth")
             s.max_graph_depth = static_cast<unsigned>(std::strtoul(val.c_str(), nullptr, 10));
         else if (key == "buffer_kb")

@@ -121,6 +121,16 @@ inline constexpr uint16_t FUNCTION_ID = TRACE_FN; // 1
 using function_rec = ftrace_fn_compact;
 std::string function_format();
 
+// ---- arguments and return values in the graph (record -a, -A, -R) ----
+// A function's arguments (after its funcgraph_entry) or return value (after its
+// funcgraph_exit), on the same thread: a probe record (tracefs/event_format.h) of an event of
+// the group graph_args, "args<N>" or "retval<N>", one per distinct layout, with ids in
+// [GRAPH_ARGS_FIRST_ID, GRAPH_ARGS_LAST_ID]: below the dynamic events' first id, above
+// ftrace's record types.
+inline constexpr uint16_t GRAPH_ARGS_FIRST_ID = 100;
+inline constexpr uint16_t GRAPH_ARGS_LAST_ID = 999;
+inline constexpr const char *GRAPH_ARGS_GROUP = "graph_args";
+
 // ---- writing ----
 
 // The file header bytes.

@@ -631,8 +631,11 @@ DPROBE_NOPROBE bool event_filter::match(const uint8_t *record, size_t size,
                 m = false;
                 break;
             }
+            // A field of size 0 (ftrace/print's `char buf[]`) runs to its NUL, as the
+            // kernel's regex match of a zero length.
             const char *s = reinterpret_cast<const char *>(record + p.offset);
-            m = string_match(p, patterns + p.pattern_off, s, bounded_len(s, p.field_len));
+            const size_t max = p.field_len ? p.field_len : size - p.offset;
+            m = string_match(p, patterns + p.pattern_off, s, bounded_len(s, max));
             break;
         }
         case filter_field::type::comm: {

@@ -71,7 +71,7 @@ struct filter_field {
     enum class type : uint8_t {
         number,        // 1, 2, 4 or 8 bytes at `offset`
         dyn_string,    // __data_loc char[]: u32 (len << 16 | offset) at `offset`
-        static_string, // char name[size] at `offset`
+        static_string, // char name[size] at `offset` (size 0: to its NUL, in the record)
         comm,          // the current thread's name (COMM/comm)
         cpu,           // the CPU the record was written on (CPU/cpu)
     };

@@ -254,7 +254,7 @@ bool probe_args_from_format(probe_definition &def, std::string_view format)
 std::string format_probe_record(const probe_definition &def, const uint8_t *record, size_t size,
                                 symbolize_fn sym)
 {
-    if (def.kind == probe_kind::synth) return synth_format_record(def, record, size);
+    if (def.kind == probe_kind::synth) return synth_format_record(def, record, size, sym);
     probe_event_layout l = probe_layout(def);
     std::string s = def.event + ": ";
     if (size < l.fixed_size) return s + "(truncated record)";

@@ -661,7 +661,10 @@ const event_command trigger_snapshot_cmd = {
 
 DPROBE_NOPROBE void stacktrace_trigger(event_trigger_data &, const event_trigger_hit &hit) noexcept
 {
-    if (hit.regs) trace_stack_record_regs(*hit.tr, hit.regs);
+    if (hit.regs)
+        trace_stack_record_regs(*hit.tr, hit.regs);
+    else if (hit.stack_len)
+        trace_stack_record_ips(*hit.tr, hit.pid, hit.stack, hit.stack_len);
 }
 
 void stacktrace_print(std::string &out, const event_trigger_data &d)

@@ -130,6 +130,13 @@ struct event_trigger_hit {
     // event probe's records come from another event's).
     const struct pt_regs *regs = nullptr;
     unsigned cpu = 0; // the CPU the record was written on
+    // Without registers, what is known of the stack of the record's writer (a trace_marker
+    // write served for another process: its one frame, tracing_mark_write), and the pid the
+    // record carries when it is not the calling thread's (0: the calling thread's). What a
+    // stacktrace trigger records then.
+    const uint64_t *stack = nullptr;
+    unsigned stack_len = 0;
+    int32_t pid = 0;
 };
 
 struct event_command;

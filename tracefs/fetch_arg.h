@@ -199,6 +199,10 @@ void store_entry_args(const entry_arg_table &eargs, const pt_regs *regs, void *e
 
 // The calling thread's name ($comm), read once per thread. Never null.
 const char *fetch_current_comm() noexcept;
+// While COMM is set (nullptr clears it), fetch_current_comm() on this thread answers COMM: a
+// server thread running the triggers of a write it serves for another process (trace_marker)
+// names the writer, as the kernel's current does.
+void fetch_comm_speak_for(const char *comm) noexcept;
 
 // Installs the nofault fixup (uaccess_fixup_fault) for SIGSEGV and SIGBUS in the process
 // signal chain. Idempotent; call before running fetch programs on untrusted pointers.

@@ -18,6 +18,7 @@ constexpr size_t comm_len = 16; // TASK_COMM_LEN
 struct comm_cache {
     char name[comm_len];
     bool valid;
+    const char *speak_for; // fetch_comm_speak_for()
 };
 __attribute__((tls_model("initial-exec"))) thread_local comm_cache current_comm;
 
@@ -26,6 +27,7 @@ __attribute__((tls_model("initial-exec"))) thread_local comm_cache current_comm;
 DPROBE_NOPROBE const char *fetch_current_comm() noexcept
 {
     comm_cache &c = current_comm;
+    if (__builtin_expect(c.speak_for != nullptr, 0)) return c.speak_for;
     if (__builtin_expect(!c.valid, 0)) {
         char buf[comm_len] = {};
         if (prctl(PR_GET_NAME, buf, 0, 0, 0) != 0) buf[0] = '\0';
@@ -34,6 +36,11 @@ DPROBE_NOPROBE const char *fetch_current_comm() noexcept
         c.valid = true;
     }
     return c.name;
+}
+
+void fetch_comm_speak_for(const char *comm) noexcept
+{
+    current_comm.speak_for = comm;
 }
 
 } // namespace dprobe

@@ -227,6 +227,16 @@ int function_profile_set(bool on)
     return 0;
 }
 
+void function_profile_release_all() noexcept
+{
+    prof_table *pt = g_tables.exchange(nullptr, std::memory_order_acquire);
+    while (pt) {
+        prof_table *next = pt->next;
+        munmap(pt, sizeof(prof_table));
+        pt = next;
+    }
+}
+
 void function_profile_update()
 {
     if (g_enabled) g_ops->update();

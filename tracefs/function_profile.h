@@ -29,6 +29,10 @@ int function_profile_set(bool on);
 // The top-level array's filters changed. trace_types_lock held.
 void function_profile_update();
 
+// The session is over and no thread can be in the profiler (the unload's quiescence): every
+// thread's table is unmapped, so a detach leaves none of its memory in the program.
+void function_profile_release_all() noexcept;
+
 // trace_stat/ file names: "function<cpu>" per possible CPU (and any higher CPU a call ran on).
 std::vector<std::string> trace_stat_files();
 // A trace_stat file's text ("" for an unknown name).

@@ -7,9 +7,11 @@
 //   onchange($VAR).save(...)     onchange($VAR).snapshot()  onchange($VAR).trace(...)
 //
 // A param is $VAR (of this trigger, of the onmatch() event's hist, or SYS.EVENT.$VAR) or a
-// field of this trigger's event, for which a variable is made (create_field_var). Unlike
-// the kernel, a field of the onmatch() event that this event lacks is refused (the kernel
-// adds a hist trigger on that event to hold it).
+// field: of this trigger's event, for which a hidden variable is made (create_field_var), or
+// else of the onmatch() event (or SYS.EVENT.FIELD): a hist trigger is added on that event,
+// with the keys of one of its hist triggers whose keys match this one's and that one's
+// filter, holding "synthetic_FIELD=FIELD" (create_field_var_hist); it goes when this trigger
+// does (unregister_field_var_hists).
 //
 // run_actions is hot path: it reads the hit's resolved references and writes a synthetic
 // event, an element's tracking variable, or the snapshot's triggering value (under a
@@ -62,7 +64,10 @@ struct hist_parser {
     hist_error &err;
     int fail(hist_err e, unsigned pos, int errnum = EINVAL)
     {
-        err = {errnum, e, pos};
+        // What was logged on the way (err.before) stays ahead of it.
+        hist_error r{errnum, e, pos};
+        r.before = std::move(err.before);
+        err = std::move(r);
         return -errnum;
     }
     int fail_at(hist_err e, std::string_view s) { return fail(e, hd.errpos(s)); }
@@ -167,12 +172,23 @@ int hist_trigger_data::parse_actions(hist_error &err)
 namespace
 {
 
+// FIRST's log entries, then SECOND's (its error the one that counts).
+hist_error after(const hist_error &first, hist_error second)
+{
+    second.before.insert(second.before.begin(), first.before.begin(), first.before.end());
+    if (first.logged())
+        second.before.insert(second.before.begin() + long(first.before.size()),
+                             {first.err, first.pos});
+    return second;
+}
+
 // check_synth_field(): a param's type against the synthetic field at POS.
 bool synth_field_ok(const trace_synth &se, const hist_field &f, unsigned pos)
 {
     if (pos >= se.def.args.size()) return false;
     synth_field_info sf = synth_field_of(se.def.args[pos]);
     if (f.type.find("char[") != std::string::npos && sf.is_string && sf.is_dynamic) return true;
+    if (f.type.find("long[") != std::string::npos && sf.is_stack) return true;
     if (sf.type != f.type) {
         if (sf.size != f.size || (!sf.is_string && sf.is_signed != f.is_signed)) return false;
     }
@@ -183,6 +199,8 @@ bool synth_field_ok(const trace_synth &se, const hist_field &f, unsigned pos)
 
 int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist_error &err)
 {
+    // err.before gathers the entries logged on the way, even to a success (a field looked
+    // for on this event before the onmatch() one).
     hist_parser p{*this, err};
     for (hist_action &a : actions_) {
         if (a.handler != hist_action::handler_id::ONMATCH) {
@@ -217,11 +235,9 @@ int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist
             if (!save_vars_.empty()) return p.fail(hist_err::TOO_MANY_SAVE_ACTIONS, 0, EEXIST);
             for (const std::string &param : a.params) {
                 const hist_field *v;
-                if (create_field_var(param, fields, true, &v, err)) {
-                    hist_error e{EINVAL, hist_err::FIELD_VAR_CREATE_FAIL, errpos(param)};
-                    e.prev_err = err.err;
-                    e.prev_pos = err.pos;
-                    err = e;
+                hist_error fe;
+                if (create_field_var(param, fields, true, &v, fe)) {
+                    err = after(err, fe.then(hist_err::FIELD_VAR_CREATE_FAIL, errpos(param)));
                     return -EINVAL;
                 }
             }
@@ -259,20 +275,27 @@ int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist
                     var = find_event_var(s, e, vname, &owner, err);
                 }
                 if (!var) return p.fail_at(hist_err::PARAM_NOT_FOUND, vname);
-            } else if (own) {
-                // trace_action_create_field_var(): a variable of this trigger for the field.
-                if (const hist_field *v = find_var_field(name); v && v->has_field)
-                    var = v;
-                else if (create_field_var(name, fields, false, &var, err)) {
-                    // The kernel would make a hist on the onmatch() event to hold the field.
-                    hist_error e{EINVAL, hist_err::HIST_NOT_FOUND, errpos(name)};
-                    e.prev_err = err.err;
-                    e.prev_pos = err.pos;
-                    err = e;
-                    return -EINVAL;
-                }
             } else {
-                return p.fail_at(hist_err::HIST_NOT_FOUND, name);
+                // trace_action_create_field_var(): a variable of this trigger for a field of
+                // its event (create_target_field_var); failing that, of the onmatch() event
+                // or the one named, in a hist trigger made there.
+                hist_error fe;
+                if (own && create_field_var(name, fields, false, &var, fe)) var = nullptr;
+                if (!var) {
+                    std::string_view s = system, e = event;
+                    if (s.empty() && a.handler == hist_action::handler_id::ONMATCH) {
+                        s = a.match_system;
+                        e = a.match_event;
+                    }
+                    // What the attempt on this event logged stays logged (the kernel's).
+                    err = after(err, fe.then(hist_err::NONE, 0));
+                    if (e.empty()) {
+                        err.errnum = EINVAL;
+                        return -EINVAL;
+                    }
+                    var = create_field_var_hist(s, e, name, &owner, err);
+                    if (!var) return -err.errnum;
+                }
             }
             if (!synth_field_ok(*a.synth, *var, field_pos))
                 return p.fail_at(hist_err::SYNTH_TYPE_MISMATCH, name);
@@ -283,6 +306,52 @@ int hist_trigger_data::create_actions(std::span<const filter_field> fields, hist
             return p.fail_at(hist_err::SYNTH_COUNT_MISMATCH, a.synth->def.event);
     }
     return 0;
+}
+
+const hist_field *hist_trigger_data::create_field_var_hist(std::string_view system,
+                                                           std::string_view event,
+                                                           std::string_view field,
+                                                           hist_trigger_data **owner,
+                                                           hist_error &err)
+{
+    auto fail = [&](hist_err e) -> const hist_field * {
+        err = err.then(e, errpos(field));
+        return nullptr;
+    };
+    if (field_var_hists_.size() >= SYNTH_FIELDS_MAX) return fail(hist_err::TOO_MANY_FIELD_VARS);
+    if (!ev_.compatible_hist || !ev_.hist_command ||
+        (ev_.event_exists && !ev_.event_exists(system, event)))
+        return fail(hist_err::EVENT_FILE_NOT_FOUND);
+    std::string keys, filter;
+    if (!ev_.compatible_hist(ev_, *this, system, event, keys, filter))
+        return fail(hist_err::HIST_NOT_FOUND);
+    // find_synthetic_field_var(): made already (by this trigger or another).
+    const std::string var_name = "synthetic_" + std::string(field);
+    hist_error ignored;
+    if (const hist_field *v = find_event_var(system, event, var_name, owner, ignored)) return v;
+    std::string cmd = "keys=" + keys + ":" + var_name + "=" + std::string(field);
+    if (!filter.empty()) cmd += " if " + filter;
+    if (int r = ev_.hist_command(ev_, system, event, cmd, false)) {
+        err = err.then(hist_err::HIST_CREATE_FAIL, errpos(field), -r);
+        return nullptr;
+    }
+    const hist_field *v = find_event_var(system, event, var_name, owner, ignored);
+    if (!v) {
+        ev_.hist_command(ev_, system, event, cmd, true);
+        return fail(hist_err::SYNTH_VAR_NOT_FOUND);
+    }
+    field_var_hists_.push_back({std::string(system), std::string(event), std::move(cmd)});
+    return v;
+}
+
+void hist_trigger_data::unregister_field_var_hists()
+{
+    if (field_var_hists_.empty()) return;
+    remove_hist_vars();
+    std::vector<field_var_hist> v = std::move(field_var_hists_);
+    field_var_hists_.clear();
+    for (const field_var_hist &h : v)
+        if (ev_.hist_command) ev_.hist_command(ev_, h.system, h.event, h.cmd, true);
 }
 
 // ---- the hit ----

@@ -119,9 +119,10 @@ bool hist_trigger_data::vars_referenced() const
 
 const hist_field *hist_trigger_data::find_var_field(std::string_view name) const
 {
-    for (const auto *v : {&vars_, &field_vars_, &save_vars_})
-        for (const hist_field &f : *v)
-            if (f.var_name == name) return &f;
+    // The variables the command declares, as the kernel's (its val fields flagged VAR): the
+    // hidden ones made for action params and save() are not found by name.
+    for (const hist_field &f : vars_)
+        if (f.var_name == name) return &f;
     return nullptr;
 }
 
@@ -177,7 +178,9 @@ int hist_trigger_data::create_var_fields(std::span<const filter_field> fields, h
         f.flags |= HIST_FIELD_FL_VAR;
         f.var_name = name;
         f.var_idx = static_cast<int>(n_map_vars_++);
-        if (f.flags & HIST_FIELD_FL_STRING) f.str_idx = static_cast<int>(n_str_++);
+        // A string or a stack is copied into the entry (the kernel's field_var_str).
+        if (f.flags & (HIST_FIELD_FL_STRING | HIST_FIELD_FL_STACKTRACE))
+            f.str_idx = static_cast<int>(n_str_++);
         vars_.push_back(std::move(f));
     }
     return 0;
@@ -405,10 +408,7 @@ int hist_trigger_data::parse_atom(std::string_view str, uint32_t flags, std::str
     unsigned long buckets = 0;
     (void)buckets;
     if (int r = parse_field(str, flags, fields, f, err)) {
-        if (pending.logged()) {
-            err.prev_err = pending.err;
-            err.prev_pos = pending.pos;
-        }
+        if (pending.logged()) err = pending.then(err.err, err.pos, err.errnum);
         return r;
     }
     return 0;
@@ -499,10 +499,7 @@ int hist_trigger_data::create_field_var(std::string_view field_name,
     }
     hist_field f;
     if (parse_atom(field_name, 0, {}, fields, f, err)) {
-        hist_error e{EINVAL, hist_err::FIELD_VAR_PARSE_FAIL, errpos(field_name)};
-        e.prev_err = err.err;
-        e.prev_pos = err.pos;
-        err = e;
+        err = err.then(hist_err::FIELD_VAR_PARSE_FAIL, errpos(field_name));
         return -EINVAL;
     }
     if (var_defined(*this, field_name)) {
@@ -547,6 +544,20 @@ DPROBE_NOPROBE void hist_trigger_data::update_vars(tracing_map_elt *elt, const u
                                                    std::span<const hist_field> vars) const noexcept
 {
     for (const hist_field &v : vars) {
+        if (v.str_idx >= 0 && (v.flags & HIST_FIELD_FL_STACKTRACE)) {
+            // The hit's stack, as the kernel saves it: the count of addresses, then the
+            // addresses (the hit's own first), ended by a zero word when there is room.
+            auto *w = reinterpret_cast<uint64_t *>(elt->private_data + comm_len +
+                                                   size_t(v.str_idx) * STR_VAR_LEN_MAX);
+            size_t n = 0;
+            if (ctx.regs && hist_environment.stack_save)
+                n = hist_environment.stack_save(ctx.regs, w + 1, SYNTH_STACK_WORDS_MAX - 1);
+            w[0] = n;
+            w[1 + n] = 0;
+            tracing_map::set_var(elt, static_cast<unsigned>(v.var_idx),
+                                 static_cast<uint64_t>(reinterpret_cast<uintptr_t>(w)));
+            continue;
+        }
         uint64_t val = value(v, rec, len, ctx, refs, elt);
         if (v.str_idx >= 0) {
             // A string is copied into the element (the kernel's field_var_str).

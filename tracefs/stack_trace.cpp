@@ -58,6 +58,20 @@ DPROBE_NOPROBE void write_stack(trace_array &tr, const arch::unwind_frame *frame
 
 } // namespace
 
+DPROBE_NOPROBE void trace_stack_record_ips(trace_array &tr, int32_t pid, const uint64_t *ips,
+                                           size_t n) noexcept
+{
+    if (n > k_record_depth) n = k_record_depth;
+    void *ev = ring_buffer_reserve(tr.buffer, sizeof(stack_entry) + n * sizeof(uint64_t));
+    if (!ev) return;
+    auto *e = static_cast<stack_entry *>(ev);
+    e->ent = trace_entry_header{TRACE_STACK, 0, 0, pid ? pid : trace_current_tid()};
+    e->size = static_cast<int32_t>(n);
+    e->pad = 0;
+    std::memcpy(e->caller, ips, n * sizeof(uint64_t));
+    ring_buffer_commit(tr.buffer, ev);
+}
+
 void trace_stack_init()
 {
     fetch_install_fault_handler();
@@ -73,6 +87,17 @@ DPROBE_NOPROBE size_t trace_stack_save(const struct pt_regs *regs, uint64_t *ips
         ips[i] = frames[i].ip;
         if (slots) slots[i] = frames[i].slot;
     }
+    return n;
+}
+
+DPROBE_NOPROBE size_t trace_stack_save_regs(const struct pt_regs *regs, uint64_t *ips,
+                                            size_t max) noexcept
+{
+    arch::unwind_frame frames[FTRACE_STACK_ENTRIES_MAX];
+    if (max > FTRACE_STACK_ENTRIES_MAX) max = FTRACE_STACK_ENTRIES_MAX;
+    size_t n = arch::unwind_from_regs(regs, frames, max, real_return);
+    for (size_t i = 0; i < n; i++)
+        ips[i] = frames[i].ip;
     return n;
 }
 

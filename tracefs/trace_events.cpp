@@ -12,7 +12,9 @@
 #include "tracefs/btf_lookup.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
+#include "tracefs/ftrace_entries.h"
 #include "tracefs/trace_array.h"
+#include "tracefs/trace_marker.h"
 #include "tracefs/trace_probe.h"
 
 #include <algorithm>
@@ -89,6 +91,18 @@ trace_event *trace_events::find(std::string_view group, std::string_view event) 
     return it == by_name_.end() ? nullptr : it->second;
 }
 
+namespace
+{
+
+// ftrace/print, the ftrace event with triggers (trace_marker.h): outside the registry, found
+// by name where the trigger framework looks events up.
+trace_event *ftrace_event_find(std::string_view group, std::string_view event)
+{
+    return group == "ftrace" && event == "print" ? &ftrace_print_event() : nullptr;
+}
+
+} // namespace
+
 void trace_events::add_event_locked(trace_event *ev)
 {
     events_.push_back(ev);
@@ -119,6 +133,11 @@ void trace_events::set_commands_hook(void (*hook)())
     g_commands_hook.store(hook);
 }
 
+void trace_events::run_commands_hook()
+{
+    if (auto hook = g_commands_hook.load()) hook();
+}
+
 void trace_events::use_fast_stores(bool on)
 {
     trace_probe_use_fast_stores(on);
@@ -128,7 +147,7 @@ int trace_events::write_commands(std::string_view buf, unsigned accept)
 {
     int r = trace_parse_run_command(
         buf, [&](std::span<const std::string> argv) { return run_command(argv, accept); });
-    if (auto hook = g_commands_hook.load()) hook();
+    run_commands_hook();
     return r;
 }
 
@@ -175,6 +194,8 @@ int trace_events::create(const probe_definition &def, std::span<const std::strin
         return -e.errnum;
     };
 
+    // ftrace's own events are taken (the kernel's EEXIST for an existing event call).
+    if (def.group == "ftrace" && ftrace_event_id(def.event) >= 0) return -EEXIST;
     trace_event *ev = find(def.group, def.event);
     if (ev) {
         std::vector<const probe_definition *> existing;
@@ -343,6 +364,7 @@ bool trace_events::has_group(std::string_view group) const
 
 bool trace_events::has_event(std::string_view group, std::string_view event) const
 {
+    if (ftrace_event_find(group, event)) return true;
     events_lock g(*this);
     return find(group, event) != nullptr;
 }
@@ -629,6 +651,8 @@ int trace_events::set_event_matching(std::string_view spec, bool on, unsigned ar
 int trace_events::soft_mode(std::string_view group, std::string_view event, unsigned array,
                             bool ref)
 {
+    // ftrace/print has nothing to arm: its records are written by trace_marker.
+    if (ftrace_event_find(group, event)) return array < TRACE_ARRAY_MAX ? 0 : -ENOENT;
     events_lock g(*this);
     trace_event *ev = find(group, event);
     if (!ev || array >= TRACE_ARRAY_MAX) return -ENOENT;
@@ -659,6 +683,7 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
 
 trace_event *trace_events::find_event(std::string_view group, std::string_view event) const
 {
+    if (trace_event *ev = ftrace_event_find(group, event)) return ev;
     events_lock g(*this);
     return find(group, event);
 }
@@ -667,6 +692,7 @@ trace_event *trace_events::pin_event(std::string_view group, std::string_view ev
 {
     events_lock g(*this);
     trace_event *ev = find(group, event);
+    if (!ev) ev = ftrace_event_find(group, event);
     if (ev) ev->pins++;
     return ev;
 }
@@ -812,6 +838,12 @@ std::string trace_events::format_record(const void *payload, size_t len) const
     }
     if (!def) return "Unknown type " + std::to_string(h.type);
     return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, trace_symbolize);
+}
+
+void trace_events::register_record_format(uint16_t id, const probe_definition &d)
+{
+    std::lock_guard<std::mutex> g(fmt_mutex_);
+    formats_[id] = std::make_shared<const probe_definition>(d);
 }
 
 size_t trace_events::payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,

@@ -72,8 +72,10 @@ class trace_events
     // is logged in error_log when the kernel logs it. Returns 0 or -errno.
     int write_commands(std::string_view buf, unsigned accept);
     // HOOK runs after each write_commands() batch (outside the registry's lock, on the
-    // writing thread): `dprobe record`'s agent describes the events created through the
-    // tracefs in its trace file. Set it before the tree serves requests.
+    // writing thread), and after static events (USDT tracepoints) were added for objects
+    // loaded later (on the loading thread, inside dlopen): `dprobe record`'s agent describes
+    // the events in its trace file before any record of them. Set it before the tree serves
+    // requests.
     static void set_commands_hook(void (*hook)());
     // Probes created while OFF write every argument through the fetch-arg interpreter
     // instead of its compiled form (fetch_fast.h): for tests that compare the two.
@@ -171,6 +173,9 @@ class trace_events
     // Text of one record ("myprobe: (do_work+0x4/0x20) a=1"), "Unknown type <id>" when the
     // id belongs to no event this process ever defined.
     std::string format_record(const void *payload, size_t len) const;
+    // Records of ID written by another part of dprobe in a probe record's layout (the values
+    // `record -A` adds to the graph) read as D's in the trace files. ID is no event's.
+    void register_record_format(uint16_t id, const probe_definition &d);
     // format_record as a trace_payload_fn (CTX unused).
     static size_t payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,
                              void *ctx);
@@ -239,6 +244,10 @@ class trace_events
                                 std::vector<filter_field> &fields) const;
     bool usdt_on_ = false;
     std::unordered_set<uint64_t> usdt_scanned_; // loaded_object::id
+    // Static events were added since the commands hook last ran: it runs once the lock is
+    // released (unlock_and_rescan).
+    std::atomic<bool> usdt_added_{false};
+    static void run_commands_hook();
     // ---- probes on objects the process loads (trace_events_notify.cpp) ----
     // Probes whose object is now mapped get their kprobe; probes whose object was
     // unloaded and is mapped again get a new one (the kernel's module notifier).

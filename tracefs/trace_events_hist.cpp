@@ -371,11 +371,20 @@ int hist_trigger_data::parse_field(std::string_view field_str, uint32_t flags,
         f.name = "common_timestamp";
     } else if (field_name == "common_cpu") {
         flags |= HIST_FIELD_FL_CPU;
+    } else if (field_name == "common_stacktrace" ||
+               (field_name == "stacktrace" && !find_field(fields, field_name))) {
+        // A variable of the hit's stack (keys take it in create_key_fields): its words are
+        // saved in the entry (update_vars), for a synthetic event's stack field.
+        flags |= HIST_FIELD_FL_STACKTRACE;
+        f.fn = hist_field_fn::STACKTRACE;
+        f.size = HIST_STACKTRACE_SIZE;
+        f.type = "unsigned long[]";
+        f.name = "common_stacktrace";
     } else {
         const filter_field *ff = find_field(fields, field_name);
         if (ff && ff->kind == filter_field::type::cpu) {
             flags |= HIST_FIELD_FL_CPU;
-        } else if (!ff || !ff->size) {
+        } else if (!ff || (!ff->size && ff->kind != filter_field::type::static_string)) {
             err = {EINVAL, hist_err::FIELD_NOT_FOUND, errpos(field_name)};
             return -EINVAL;
         } else {
@@ -390,6 +399,12 @@ int hist_trigger_data::parse_field(std::string_view field_str, uint32_t flags,
                 f.fn = hist_field_fn::STRING;
                 f.size = ff->size;
                 f.type = "char[" + std::to_string(ff->size) + "]";
+                if (!ff->size) {
+                    // ftrace/print's `char buf[]`, read to its NUL: a key of the kernel's
+                    // string size (the kernel's key of size 0 holds nothing).
+                    f.size = MAX_FILTER_STR_VAL;
+                    f.type = "char[]";
+                }
                 break;
             case filter_field::type::dyn_string:
                 flags |= HIST_FIELD_FL_STRING;
@@ -600,6 +615,14 @@ int hist_trigger_data::create(std::string_view param, std::string_view cmd,
     if (int r = hd->create_var_fields(fields, err)) return r;
     if (int r = hd->create_key_fields(fields, err)) return r;
     if (int r = hd->create_sort_keys(err)) return r;
+    // A failure from here on takes back the hist triggers the actions added on other events.
+    struct undo_field_var_hists {
+        hist_trigger_data *hd;
+        ~undo_field_var_hists()
+        {
+            if (hd) hd->unregister_field_var_hists();
+        }
+    } undo{hd.get()};
     if (!hd->ev_.remove)
         if (int r = hd->create_actions(fields, err)) return r;
 
@@ -649,6 +672,7 @@ int hist_trigger_data::create(std::string_view param, std::string_view cmd,
     for (const hist_var_ref &r : hd->var_refs_)
         if (r.var_data && r.var_data != hd.get())
             hd->lookup_key_size_ = std::max(hd->lookup_key_size_, r.var_data->key_size_);
+    undo.hd = nullptr;
     out = std::move(hd);
     return 0;
 }
@@ -738,16 +762,14 @@ DPROBE_NOPROBE void hist_trigger_data::hit(const uint8_t *rec, size_t len,
         case hist_field_fn::STACKTRACE: {
             if (!ctx.regs || !hist_environment.stack_save) break;
             uint64_t ips[HIST_STACKTRACE_DEPTH];
-            ips[0] = ctx.regs->ip;
-            size_t n =
-                1 + hist_environment.stack_save(ctx.regs, ips + 1, HIST_STACKTRACE_DEPTH - 1);
+            size_t n = hist_environment.stack_save(ctx.regs, ips, HIST_STACKTRACE_DEPTH);
             std::memcpy(dst, ips, n * sizeof(uint64_t));
             break;
         }
         case hist_field_fn::STRING:
             if (size_t{k.rec_offset} + k.rec_size <= len)
                 copy_str(dst, k.size, reinterpret_cast<const char *>(rec + k.rec_offset),
-                         k.rec_size);
+                         k.rec_size ? k.rec_size : len - k.rec_offset);
             break;
         case hist_field_fn::DYNSTRING: {
             if (size_t{k.rec_offset} + 4 > len) break;

@@ -36,12 +36,14 @@
 #include "tracefs/tracing_map.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 struct pt_regs;
@@ -113,14 +115,27 @@ const char *hist_err_text(hist_err e) noexcept;
 // A failed parse: the errno, and when the kernel logs it, the error and the caret's column
 // inside the command "hist:" + param_and_filter (the kernel's last_cmd and errpos()).
 struct hist_error {
+    hist_error() = default;
+    hist_error(int errnum_, hist_err err_ = hist_err::NONE, unsigned pos_ = 0)
+        : errnum(errnum_), err(err_), pos(pos_)
+    {
+    }
     int errnum = 0; // positive
     hist_err err = hist_err::NONE;
     unsigned pos = 0;
-    // Where the kernel logs two entries for one failure (an unknown $var is also tried as a
-    // field; a param's field that cannot be parsed), the first one, logged before ERR.
-    hist_err prev_err = hist_err::NONE;
-    unsigned prev_pos = 0;
+    // Entries the kernel logs before ERR for the same command (an unknown $var is also tried
+    // as a field; a param's field is tried on this event before the onmatch() event), in
+    // order. They are logged even when the command succeeds in the end, as the kernel's.
+    std::vector<std::pair<hist_err, unsigned>> before;
     bool logged() const noexcept { return err != hist_err::NONE; }
+    // ERR (when logged) and what came before it, followed by E at POS.
+    hist_error then(hist_err e, unsigned at, int errnum_ = EINVAL) const
+    {
+        hist_error r{errnum_, e, at};
+        r.before = before;
+        if (logged()) r.before.emplace_back(err, pos);
+        return r;
+    }
 };
 
 inline constexpr unsigned HIST_STACKTRACE_DEPTH = 16;
@@ -262,6 +277,19 @@ struct hist_event_ctx {
     // A '!hist:' removal: parsed to be matched only (no duplicate-variable check, the
     // actions parsed but not created), as the kernel's hist_data->remove.
     bool remove = false;
+    // For an action param naming a field of another event (the kernel's
+    // create_field_var_hist), the traced process's trigger files (trigger_hist.cpp); nullptr
+    // where there are none (a reader of recordings: such a param is refused).
+    // compatible_hist: the first hist trigger of SYSTEM.EVENT in this array whose keys have
+    // TARGET's types, sizes and signs (find_compatible_hist): true, and its key fields' names
+    // (comma-separated) and its filter ("" for none) in KEYS and FILTER.
+    bool (*compatible_hist)(const hist_event_ctx &ctx, const hist_trigger_data &target,
+                            std::string_view system, std::string_view event, std::string &keys,
+                            std::string &filter) = nullptr;
+    // "hist:CMD" (or "!hist:CMD" with REMOVE) written to SYSTEM.EVENT's trigger file in this
+    // array: 0 or -errno.
+    int (*hist_command)(const hist_event_ctx &ctx, std::string_view system, std::string_view event,
+                        const std::string &cmd, bool remove) = nullptr;
 };
 
 // What a hit knows besides the record.
@@ -279,6 +307,8 @@ struct hist_hit_ctx {
 // (sprint_symbol) and its thread's name (fetch_current_comm). Set before any hist exists.
 struct hist_env {
     bool (*clock_in_ns)() noexcept = nullptr;
+    // The hit's stack at REGS, anywhere in a function: REGS->ip first, then its callers; at
+    // most MAX addresses, how many returned.
     size_t (*stack_save)(const pt_regs *regs, uint64_t *ips, size_t max) noexcept = nullptr;
     void (*symbolize)(char *buf, size_t len, uintptr_t addr) = nullptr;
     const char *(*current_comm)() noexcept = nullptr;
@@ -343,6 +373,13 @@ class hist_trigger_data
     // The kernel's hist_trigger_match on the parts a data holds (fields, sort keys).
     bool same_layout(const hist_trigger_data &o) const;
 
+    // The hist triggers this one added on other events to hold the fields its action params
+    // name there (the kernel's field_var_hists), removed ("!hist:...") now: when this trigger
+    // is removed, or was not registered after all. Takes it out of the variables' registry
+    // first (the kernel's remove_hist_vars before unregister_field_var_hists), so that they
+    // are no longer referenced. Lock held.
+    void unregister_field_var_hists();
+
     const attrs &attr() const noexcept { return attrs_; }
     tracing_map &map() noexcept { return *map_; }
     const tracing_map &map() const noexcept { return *map_; }
@@ -377,6 +414,12 @@ class hist_trigger_data
     // A variable of this trigger holding FIELD_NAME's value (create_field_var).
     int create_field_var(std::string_view field_name, std::span<const filter_field> fields,
                          bool save, const hist_field **var, hist_error &err);
+    // The variable "synthetic_FIELD" of a hist trigger on SYSTEM.EVENT holding FIELD, made
+    // there if needed with the keys of a compatible hist trigger of that event
+    // (create_field_var_hist, hist_actions.cpp). *OWNER: that trigger.
+    const hist_field *create_field_var_hist(std::string_view system, std::string_view event,
+                                            std::string_view field, hist_trigger_data **owner,
+                                            hist_error &err);
     // SELF: this trigger's own variables, read from ELT (the hit's element).
     bool resolve_var_refs(const uint8_t *key, uint64_t *vals, bool self,
                           tracing_map_elt *elt = nullptr) const noexcept;
@@ -420,6 +463,10 @@ class hist_trigger_data
     std::vector<hist_field> save_vars_;  // save() params
     std::vector<hist_var_ref> var_refs_;
     std::vector<hist_action> actions_;
+    struct field_var_hist {
+        std::string system, event, cmd;
+    };
+    std::vector<field_var_hist> field_var_hists_;
     unsigned n_map_vars_ = 0, n_str_ = 0, lookup_key_size_ = 0;
     bool registered_ = false;
     std::string cmd_;                // the kernel's last_cmd

@@ -34,8 +34,11 @@ void trace_events::unlock_and_rescan()
         }
         mutex_.unlock();
         // A notifier that failed to take the lock just before it was released.
-        if (!rescan_.load() || !mutex_.try_lock()) return;
+        if (!rescan_.load() || !mutex_.try_lock()) break;
     }
+    // Tracepoints of a newly loaded object: described (by a recording) before they can be
+    // enabled.
+    if (usdt_added_.exchange(false)) run_commands_hook();
 }
 
 void trace_events::objects_changed(std::span<const object_ptr> added)

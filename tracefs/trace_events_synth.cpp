@@ -58,7 +58,8 @@ int synth_create(trace_events &, trace_probe &tp, bool, probe_error &)
     for (const probe_arg &a : se.def.args) {
         synth_field_info f = synth_field_of(a);
         se.slots[se.n_fields++] = {static_cast<uint16_t>(TRACE_ENTRY_HEADER_SIZE + a.offset),
-                                   static_cast<uint16_t>(f.size), f.is_string, f.is_dynamic};
+                                   static_cast<uint16_t>(f.size), f.is_string, f.is_dynamic,
+                                   f.is_stack};
     }
     std::lock_guard<std::mutex> g(synth_lock());
     if (synth_table().count(se.def.event)) return -EEXIST;
@@ -96,7 +97,17 @@ DPROBE_NOPROBE size_t str_len(const char *s, size_t max) noexcept
     return n;
 }
 
-// Fills REC (LEN bytes: the fixed part then the dynamic strings) from VALS.
+// The bytes of a stack value (trace_stack): its words up to the first zero.
+DPROBE_NOPROBE size_t stack_len(const uint64_t *w) noexcept
+{
+    size_t n = 0;
+    if (!w) return 0;
+    while (n < SYNTH_STACK_WORDS_MAX && w[n])
+        n++;
+    return n * sizeof(uint64_t);
+}
+
+// Fills REC (LEN bytes: the fixed part then the dynamic strings and stacks) from VALS.
 DPROBE_NOPROBE void synth_fill(const trace_synth &se, uint8_t *rec, size_t fixed,
                                const uint64_t *vals) noexcept
 {
@@ -107,6 +118,15 @@ DPROBE_NOPROBE void synth_fill(const trace_synth &se, uint8_t *rec, size_t fixed
     for (unsigned i = 0; i < se.n_fields; i++) {
         const trace_synth::slot &s = se.slots[i];
         uint8_t *p = rec + s.offset;
+        if (s.is_stack) {
+            const auto *w = reinterpret_cast<const uint64_t *>(static_cast<uintptr_t>(vals[i]));
+            const size_t n = stack_len(w);
+            if (n) std::memcpy(rec + dyn, w, n);
+            uint32_t dl = static_cast<uint32_t>(dyn) | static_cast<uint32_t>(n) << 16;
+            std::memcpy(p, &dl, 4);
+            dyn += n;
+            continue;
+        }
         if (s.is_string) {
             const char *str = reinterpret_cast<const char *>(static_cast<uintptr_t>(vals[i]));
             if (s.is_dynamic) {
@@ -126,9 +146,12 @@ DPROBE_NOPROBE void synth_fill(const trace_synth &se, uint8_t *rec, size_t fixed
     }
 }
 
+// One record of SE in TR (OWN: it records there), for TR's triggers TL and the event probes
+// EPROBES (once per hit, on the first array's record or on one built for them alone).
 DPROBE_NOPROBE void synth_write_one(const trace_synth &se, const uint64_t *vals, size_t len,
                                     size_t fixed, trace_array &tr, bool own,
-                                    const event_trigger_list *tl, const pt_regs *regs) noexcept
+                                    const event_trigger_list *tl, const pt_regs *regs,
+                                    const eprobe_list *eprobes) noexcept
 {
     event_trigger_hit hit;
     if (unlikely(tl != nullptr)) {
@@ -139,7 +162,7 @@ DPROBE_NOPROBE void synth_write_one(const trace_synth &se, const uint64_t *vals,
             hit.cpu = ring_buffer_current_cpu();
             event_triggers_call(*tl, hit);
             tl = nullptr;
-            if (!own) return;
+            if (!own && !eprobes) return;
         }
     }
     rb_stamp stamp;
@@ -150,13 +173,16 @@ DPROBE_NOPROBE void synth_write_one(const trace_synth &se, const uint64_t *vals,
     if (ev) {
         rec = static_cast<uint8_t *>(ev);
         cpu = stamp.cpu;
-    } else if (tl && len <= sizeof scratch) {
+    } else if ((tl || eprobes) && len <= sizeof scratch) {
         rec = scratch;
         cpu = ring_buffer_current_cpu();
     } else {
         return;
     }
     synth_fill(se, rec, fixed, vals);
+    if (eprobes)
+        for (const trace_eprobe *ep : eprobes->probes)
+            eprobe_write(*ep, rec, len, static_cast<uint16_t>(cpu), regs);
     uint64_t post = 0;
     if (unlikely(tl != nullptr)) {
         hit.rec = rec;
@@ -198,16 +224,23 @@ DPROBE_NOPROBE void synth_event_trace(const trace_synth &se, const uint64_t *val
     const trace_event &e = *se.event;
     const uint64_t rmask = e.record_mask.load(std::memory_order_acquire);
     const uint64_t tmask = e.trigger_mask.load(std::memory_order_acquire);
+    // Event probes on it (e:... synthetic/NAME) read its record as they read any event's.
+    const eprobe_list *eprobes = e.eprobes.load(std::memory_order_acquire);
     uint64_t mask = rmask | tmask;
-    if (!mask) return;
+    if (!mask && !eprobes) return;
     const size_t fixed = se.fixed_size;
     size_t len = fixed;
     if (se.has_dyn)
-        for (unsigned i = 0; i < se.n_fields; i++)
-            if (se.slots[i].is_dynamic)
+        for (unsigned i = 0; i < se.n_fields; i++) {
+            if (!se.slots[i].is_dynamic) continue;
+            if (se.slots[i].is_stack)
+                len +=
+                    stack_len(reinterpret_cast<const uint64_t *>(static_cast<uintptr_t>(vals[i])));
+            else
                 len += str_len(reinterpret_cast<const char *>(static_cast<uintptr_t>(vals[i])),
                                STR_VAR_LEN_MAX - 1) +
                        1;
+        }
     while (mask) {
         const unsigned id = static_cast<unsigned>(__builtin_ctzll(mask));
         mask &= mask - 1;
@@ -217,8 +250,14 @@ DPROBE_NOPROBE void synth_event_trace(const trace_synth &se, const uint64_t *val
             (tmask >> id) & 1 ? e.triggers[id].load(std::memory_order_acquire) : nullptr;
         bool own = (rmask >> id) & 1;
         if (own && unlikely(tr->event_slow()) && tr->event_ignore_this_task()) own = false;
-        if (own || tl) synth_write_one(se, vals, len, fixed, *tr, own, tl, regs);
+        if (own || tl || eprobes) {
+            synth_write_one(se, vals, len, fixed, *tr, own, tl, regs, eprobes);
+            eprobes = nullptr;
+        }
     }
+    if (unlikely(eprobes != nullptr))
+        if (trace_array *top = trace_array_by_id(0))
+            synth_write_one(se, vals, len, fixed, *top, false, nullptr, regs, eprobes);
 }
 
 // ---- the synthetic_events file and s: lines ----

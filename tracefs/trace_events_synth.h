@@ -30,7 +30,7 @@ struct trace_synth : trace_probe {
     struct slot {
         uint16_t offset; // in the record
         uint16_t size;   // stored bytes (1, 2, 4, 8; a static string's N)
-        bool is_string, is_dynamic;
+        bool is_string, is_dynamic, is_stack;
     };
     slot slots[SYNTH_FIELDS_MAX] = {};
     unsigned n_fields = 0;
@@ -45,9 +45,10 @@ trace_synth *synth_event_get(std::string_view name);
 void synth_event_put(trace_synth *se);
 bool synth_event_exists(std::string_view name);
 
-// One synthetic event: VALS[i] is field i's value (a number, or the address of a string's
-// bytes); REGS the registers of the hit that fired it (stacktrace triggers), may be null.
-// Hot path.
+// One synthetic event: VALS[i] is field i's value (a number, the address of a string's
+// bytes, or of a stack variable's words: their count, then the addresses, ended by a zero
+// word or SYNTH_STACK_WORDS_MAX words); REGS the registers of the hit that fired it
+// (stacktrace triggers), may be null. Hot path.
 void synth_event_trace(const trace_synth &se, const uint64_t *vals, const pt_regs *regs) noexcept;
 
 } // namespace dprobe

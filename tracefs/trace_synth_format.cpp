@@ -163,9 +163,9 @@ struct parser {
             return fail(synth_err::INVALID_TYPE, errpos(type));
         }
         if (size == 0) {
-            // Only strings (and the kernel's stacks, which need a stacktrace value) may have
-            // no size: a dynamic string.
-            if (!is_string_type(full)) return fail(synth_err::INVALID_TYPE, errpos(type));
+            // Only strings and stacks may have no size: a dynamic string, a stack trace.
+            if (!is_string_type(full) && !is_stack_type(full))
+                return fail(synth_err::INVALID_TYPE, errpos(type));
             full = "__data_loc " + full;
             dynamic = true;
             size = 8;
@@ -305,6 +305,7 @@ synth_field_info synth_field_of(const probe_arg &a)
     f.type = a.type_text;
     f.size = a.prog.field_size;
     f.is_string = is_string_type(a.type_text);
+    f.is_stack = !f.is_string && is_stack_type(a.type_text);
     f.is_dynamic = a.dynamic;
     f.is_signed = field_signed(a.type_text);
     return f;
@@ -319,7 +320,9 @@ std::string synth_print_fmt(const probe_definition &def)
     }
     s += "\"";
     for (const probe_arg &a : def.args) {
-        if (a.dynamic)
+        if (a.dynamic && is_stack_type(a.type_text))
+            s += ", __get_stacktrace(" + a.name + ")";
+        else if (a.dynamic)
             s += ", __get_str(" + a.name + ")";
         else
             s += ", REC->" + a.name;
@@ -358,7 +361,8 @@ std::string synth_format_file(const probe_definition &def, int id)
     return s;
 }
 
-std::string synth_format_record(const probe_definition &def, const uint8_t *rec, size_t size)
+std::string synth_format_record(const probe_definition &def, const uint8_t *rec, size_t size,
+                                symbolize_fn sym)
 {
     std::string s = def.event + ": ";
     if (size < synth_fixed_size(def)) return s + "(truncated record)";
@@ -369,6 +373,26 @@ std::string synth_format_record(const probe_definition &def, const uint8_t *rec,
         const uint8_t *p = rec + TRACE_ENTRY_HEADER_SIZE + a.offset;
         const char *space = i + 1 == def.args.size() ? "" : " ";
         s += a.name + "=";
+        if (f.is_stack) {
+            // The words after the first (their count), as the kernel's print_synth_event.
+            uint32_t dl;
+            std::memcpy(&dl, p, 4);
+            const size_t off = dl & 0xffff, len = dl >> 16;
+            s += "STACK:\n";
+            for (size_t w = 1; off + (w + 1) * 8 <= size && (w + 1) * 8 <= len; w++) {
+                uint64_t ip;
+                std::memcpy(&ip, rec + off + w * 8, 8);
+                char b[512];
+                if (sym)
+                    sym(b, sizeof b, static_cast<uintptr_t>(ip));
+                else
+                    std::snprintf(b, sizeof b, "0x%" PRIx64, ip);
+                s += "=> ";
+                s += b;
+                s += '\n';
+            }
+            continue;
+        }
         if (f.is_string) {
             const char *str = reinterpret_cast<const char *>(p);
             size_t max = STR_VAR_LEN_MAX;
@@ -428,7 +452,11 @@ std::vector<filter_field> synth_filter_fields(const probe_definition &def)
         ff.offset = static_cast<uint16_t>(TRACE_ENTRY_HEADER_SIZE + a.offset);
         ff.size = static_cast<uint16_t>(f.is_dynamic ? 4 : f.size);
         ff.is_signed = f.is_signed;
-        ff.kind = f.is_dynamic ? t::dyn_string : f.is_string ? t::static_string : t::number;
+        // A stack is its __data_loc word to a filter, as the kernel's FILTER_OTHER field.
+        ff.kind = f.is_stack     ? t::number
+                  : f.is_dynamic ? t::dyn_string
+                  : f.is_string  ? t::static_string
+                                 : t::number;
         v.push_back(std::move(ff));
     }
     v.push_back({"CPU", t::cpu, 0, 4, true});

@@ -8,13 +8,17 @@
 //
 // TYPE is one of the kernel's: s64 u64 s32 u32 s16 u16 s8 u8 char "unsigned char" int
 // "unsigned int" long "unsigned long" bool pid_t gfp_t, a string `char NAME[N]` (N <=
-// STR_VAR_LEN_MAX) or a dynamic string `char NAME[]`. Like the kernel, other arrays
-// (`u64 arr[4]`) are refused (INVALID_TYPE).
+// STR_VAR_LEN_MAX), a dynamic string `char NAME[]`, or a stack trace `unsigned long[] NAME`
+// (any type with "long[", as the kernel's synth_field_is_stack: its value is a hist
+// variable of common_stacktrace). Like the kernel, other arrays (`u64 arr[4]`) are refused
+// (INVALID_TYPE).
 //
 // Record layout (the kernel's struct synth_trace_event): the 8-byte common header, then one
 // u64 slot per field (a number stored with its own size at the slot's start; a dynamic
-// string's u32 __data_loc), except a static string, which takes STR_VAR_LEN_MAX bytes; the
-// bytes of dynamic strings follow the fixed part.
+// string's or a stack's u32 __data_loc), except a static string, which takes STR_VAR_LEN_MAX
+// bytes; the bytes of dynamic strings and stacks follow the fixed part. A stack's bytes are
+// the variable's words as the kernel's trace_stack copies them: their count, then the return
+// addresses, up to the first zero word (at most HIST_STACKTRACE_DEPTH words in all).
 //
 // A synthetic event is a probe_definition of kind probe_kind::synth in the registry (group
 // "synthetic"); its fields are the definition's args: name, type_text (the kernel's type
@@ -87,8 +91,11 @@ size_t synth_fixed_size(const probe_definition &def);
 // "lat=%llu, pid=%d", REC->lat, REC->pid (set_synth_event_print_fmt).
 std::string synth_print_fmt(const probe_definition &def);
 std::string synth_format_file(const probe_definition &def, int id);
-// "wakeup_latency: lat=12 pid=345" (print_synth_event), without the newline.
-std::string synth_format_record(const probe_definition &def, const uint8_t *rec, size_t size);
+// "wakeup_latency: lat=12 pid=345" (print_synth_event), without the newline; a stack prints
+// "stack=STACK:" and a "=> SYM" line per address, each with its newline (the record's line
+// then ends with an empty one, as the kernel's). SYM symbolizes them (nullptr: "0x<hex>").
+std::string synth_format_record(const probe_definition &def, const uint8_t *rec, size_t size,
+                                symbolize_fn sym = nullptr);
 // "NAME\tu64 lat; pid_t pid": the synthetic_events line; dynamic_events prefixes
 // "s:synthetic/".
 std::string synth_show(const probe_definition &def);
@@ -99,8 +106,10 @@ std::vector<filter_field> synth_filter_fields(const probe_definition &def);
 struct synth_field_info {
     std::string_view type; // the kernel's type string
     unsigned size = 0;     // 1, 2, 4, 8; a static string's N; 8 for a dynamic string
-    bool is_signed = false, is_string = false, is_dynamic = false;
+    bool is_signed = false, is_string = false, is_dynamic = false, is_stack = false;
 };
+// A stack field's words at most (the kernel's HIST_STACKTRACE_DEPTH).
+inline constexpr unsigned SYNTH_STACK_WORDS_MAX = 16;
 synth_field_info synth_field_of(const probe_arg &a);
 
 } // namespace dprobe

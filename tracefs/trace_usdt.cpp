@@ -205,7 +205,7 @@ void trace_events::usdt_scan_locked()
                     if (e.err == probe_err::SAME_PROBE) break; // this object seen already
                     if (e) continue;                           // other types: next name
                 }
-                create(def, argv, nullptr, &trace_usdt_ops);
+                if (create(def, argv, nullptr, &trace_usdt_ops) == 0) usdt_added_.store(true);
                 break;
             }
         }

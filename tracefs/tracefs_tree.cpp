@@ -686,10 +686,15 @@ place (kretprobe): [<module>:]<symbol>[+<offset>]%return|<memaddr>
   synthetic_events	- Create/append/remove/show synthetic events
 			  Write into this file to define/undefine new synthetic events.
 			     example: echo 'myevent u64 lat; char name[]' >> synthetic_events
+			              echo 'myevent u64 lat; char name[]; long[] stack' >> synthetic_events
   events/name/event/trigger	- hist:keys=<field1[,field2,...]>[:<var1>=<field|var_ref|numeric_literal>[,...]]
 			[:vals=<field1[,field2,...]>][:sort=<field1[,field2,...]>][:size=#entries]
 			[:clock=<clock>][:pause][:continue][:clear][:name=histname1]
 			[:<handler>.<action>] [if <filter>]
+	    Keys and values are the event's fields; keys
+	    can be any field, or the special string 'common_stacktrace'.
+	    A variable (var=...) can be a field, common_timestamp, common_stacktrace,
+	    a reference to another variable ($var, sys.event.$var) or an expression.
 	    handler.action: onmatch(matching.event).trace(<synthetic_event>,param list)
 	                    onmatch(matching.event).<synthetic_event>(param list)
 	                    onmax(var).save(field,...) | onmax(var).snapshot() | onmax(var).trace(...)

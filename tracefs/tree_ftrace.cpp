@@ -248,6 +248,28 @@ int with_lock(const std::function<int()> &fn)
 
 // ---- events/ ----------------------------------------------------------------------------
 
+// events/GROUP/EVENT/trigger, hist and hist_debug of array TR (F one of those names).
+std::optional<node> trigger_files(const std::shared_ptr<trace_array> &tr, const std::string &group,
+                                  const std::string &event, const std::string &f)
+{
+    if (f == "trigger")
+        return rw([tr, group, event] { return event_trigger_show(*tr, group, event); },
+                  [tr, group, event](std::string_view s) {
+                      return event_trigger_write(*tr, group, event, s);
+                  },
+                  [tr, group, event] { return event_trigger_truncate(*tr, group, event); });
+    if (f == "hist" || f == "hist_debug")
+        return ro([tr, group, event, debug = f == "hist_debug"] {
+            std::string s;
+            with_trace_event_file(*tr, group, event, [&](const trace_event_file &file) {
+                s = event_hist_show(file, debug);
+                return 0;
+            });
+            return s;
+        });
+    return std::nullopt;
+}
+
 std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
                                    const std::vector<std::string> &p, size_t at)
 {
@@ -285,9 +307,19 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
         const std::string &name = p[at + 1];
         if (name == "enable" && p.size() == at + 2) return ro([] { return std::string("0\n"); });
         if (ftrace_event_id(name) < 0) return std::nullopt;
+        // print, trace_marker's event, is the one with triggers (the kernel's
+        // trace_marker_file).
+        const bool print = name == "print";
         if (p.size() == at + 2)
-            return dir([] { return std::vector<std::string>{"filter", "format", "id"}; });
+            return dir([print] {
+                if (print)
+                    return std::vector<std::string>{"filter",     "format", "hist",
+                                                    "hist_debug", "id",     "trigger"};
+                return std::vector<std::string>{"filter", "format", "id"};
+            });
         if (p.size() != at + 3) return std::nullopt;
+        if (print)
+            if (auto n = trigger_files(tr, g0, name, p[at + 2])) return n;
         if (p[at + 2] == "filter")
             return rw(
                 [tr, name] {
@@ -341,21 +373,7 @@ std::optional<node> resolve_events(const std::shared_ptr<trace_array> &tr,
         });
     if (p.size() != at + 3) return std::nullopt;
     const std::string &f = p[at + 2];
-    if (f == "trigger")
-        return rw([tr, group, event] { return event_trigger_show(*tr, group, event); },
-                  [tr, group, event](std::string_view s) {
-                      return event_trigger_write(*tr, group, event, s);
-                  },
-                  [tr, group, event] { return event_trigger_truncate(*tr, group, event); });
-    if (f == "hist" || f == "hist_debug")
-        return ro([tr, group, event, debug = f == "hist_debug"] {
-            std::string s;
-            with_trace_event_file(*tr, group, event, [&](const trace_event_file &file) {
-                s = event_hist_show(file, debug);
-                return 0;
-            });
-            return s;
-        });
+    if (auto n = trigger_files(tr, group, event, f)) return n;
     if (f == "enable")
         return rw([&ev, group, event, id] { return ev.enable_text(group, event, id); },
                   [&ev, group, event, id](std::string_view s) {

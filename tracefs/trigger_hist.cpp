@@ -37,7 +37,9 @@ bool hist_clock_in_ns() noexcept
 
 size_t hist_stack_save(const pt_regs *regs, uint64_t *ips, size_t max) noexcept
 {
-    return trace_stack_save(regs, ips, nullptr, max);
+    // From anywhere in a function (a probe at an offset, a USDT note), as the stacktrace
+    // trigger walks.
+    return trace_stack_save_regs(regs, ips, max);
 }
 
 [[maybe_unused]] const bool hist_env_set = [] {
@@ -151,11 +153,17 @@ void hist_file_publish(const trace_event_file &file, const event_trigger_data *e
 
 void hist_log(const trace_event_file &file, const std::string &cmd, const hist_error &e)
 {
-    if (!e.logged()) return;
+    if (!e.logged()) {
+        // A command that succeeded may have left entries on its way (a param looked for on
+        // this event before the onmatch() event), as the kernel's do.
+        const std::string loc = "hist:" + file.system() + ":" + file.name();
+        for (const auto &[err, pos] : e.before)
+            trace_events::instance().errors().append_message(loc, hist_err_text(err), cmd, pos);
+        return;
+    }
     const std::string loc = "hist:" + file.system() + ":" + file.name();
-    if (e.prev_err != hist_err::NONE)
-        trace_events::instance().errors().append_message(loc, hist_err_text(e.prev_err), cmd,
-                                                         e.prev_pos);
+    for (const auto &[err, pos] : e.before)
+        trace_events::instance().errors().append_message(loc, hist_err_text(err), cmd, pos);
     trace_events::instance().errors().append_message(loc, hist_err_text(e.err), cmd, e.pos);
 }
 
@@ -263,6 +271,13 @@ int split_hist_filter(std::string_view pf, std::string_view &param,
     return 0;
 }
 
+// The trigger files an action param's field on another event goes through (hist_event_ctx).
+bool field_var_compatible_hist(const hist_event_ctx &ctx, const hist_trigger_data &target,
+                               std::string_view system, std::string_view event, std::string &keys,
+                               std::string &filter);
+int field_var_hist_command(const hist_event_ctx &ctx, std::string_view system,
+                           std::string_view event, const std::string &cmd, bool remove);
+
 int hist_parse(const event_command &cmd, const trace_event_file &file, std::string_view glob,
                std::string_view, std::optional<std::string_view> param_and_filter)
 {
@@ -284,15 +299,20 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
     ev.event_exists = [](std::string_view sys, std::string_view name) {
         return trace_events::instance().has_event(sys, name);
     };
-    if (int r = hist_trigger_data::create(param, last_cmd, file.fields(), created, err, &ev)) {
-        hist_log(file, last_cmd, err);
-        return r;
-    }
+    ev.compatible_hist = field_var_compatible_hist;
+    ev.hist_command = field_var_hist_command;
+    const int created_r =
+        hist_trigger_data::create(param, last_cmd, file.fields(), created, err, &ev);
+    hist_log(file, last_cmd, err);
+    if (created_r) return created_r;
     auto *priv = new hist_priv{std::shared_ptr<hist_trigger_data>(std::move(created)), nullptr};
     priv->hd = priv->owner.get();
     std::unique_ptr<event_trigger_data> data = event_trigger_alloc(cmd, file, priv);
+    // The parsed trigger goes unregistered: what its actions added on other events with it.
     auto drop = [&](int r) {
-        delete static_cast<hist_priv *>(data->private_data);
+        auto *pv = static_cast<hist_priv *>(data->private_data);
+        if (pv->owner.use_count() == 1) pv->hd->unregister_field_var_hists();
+        delete pv;
         data->private_data = nullptr;
         return r;
     };
@@ -308,6 +328,9 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
             del_named_trigger(test);
             hist_file_publish(file, test);
             event_trigger_del(test);
+            hist_trigger_data &gone = hd_of(*test);
+            if (static_cast<hist_priv *>(test->private_data)->owner.use_count() == 1)
+                gone.unregister_field_var_hists();
             break;
         }
         return drop(0);
@@ -351,6 +374,7 @@ int hist_parse(const event_command &cmd, const trace_event_file &file, std::stri
     const bool is_named = !a.name.empty();
     if (named) {
         // Share the named table; the one just parsed is dropped (and A with it).
+        priv->hd->unregister_field_var_hists();
         priv->owner = static_cast<hist_priv *>(named->private_data)->owner;
         priv->hd = priv->owner.get();
         data->named_data = named;
@@ -410,6 +434,9 @@ void hist_unreg_all(const trace_event_file &file)
     hist_file_publish(file, nullptr, true);
     for (event_trigger_data *d : all)
         event_trigger_del(d);
+    for (event_trigger_data *d : all)
+        if (static_cast<hist_priv *>(d->private_data)->owner.use_count() == 1)
+            hd_of(*d).unregister_field_var_hists();
 }
 
 // enable_hist / disable_hist (hist_enable_trigger): the hist triggers of the target event
@@ -457,6 +484,47 @@ const event_command trigger_hist_cmd = {
     "hist",     ETT_EVENT_HIST, EVENT_CMD_FL_NEEDS_REC, hist_parse, hist_trigger, nullptr,
     hist_print, hist_free,      hist_unreg_all,
 };
+
+// compatible_keys() / find_compatible_hist(): the first hist trigger of SYSTEM.EVENT in
+// CTX's array (oldest first) whose keys have TARGET's types, sizes and signs.
+bool field_var_compatible_hist(const hist_event_ctx &ctx, const hist_trigger_data &target,
+                               std::string_view system, std::string_view event, std::string &keys,
+                               std::string &filter)
+{
+    trace_event *ev = trace_events::instance().find_event(system, event);
+    if (!ev || !ctx.tr) return false;
+    const trace_event_file file{ev, ctx.tr, ctx.array};
+    for (event_trigger_data *d : hist_triggers_of(file)) {
+        const hist_trigger_data &h = hd_of(*d);
+        if (h.n_keys() != target.n_keys()) continue;
+        bool same = true;
+        for (unsigned i = 0; i < h.n_keys() && same; i++) {
+            const hist_field &a = h.fields()[h.n_vals() + i];
+            const hist_field &b = target.fields()[target.n_vals() + i];
+            same = a.type == b.type && a.size == b.size && a.is_signed == b.is_signed;
+        }
+        if (!same) continue;
+        keys.clear();
+        for (unsigned i = 0; i < h.n_keys(); i++)
+            keys += (i ? "," : "") + h.fields()[h.n_vals() + i].name;
+        filter = d->filter_str;
+        return true;
+    }
+    return false;
+}
+
+// event_hist_trigger_parse() on another event's trigger file, in CTX's array.
+int field_var_hist_command(const hist_event_ctx &ctx, std::string_view system,
+                           std::string_view event, const std::string &cmd, bool remove)
+{
+    trace_events &te = trace_events::instance();
+    trace_event *ev = te.pin_event(system, event);
+    if (!ev) return -ENOENT;
+    const trace_event_file file{ev, ctx.tr, ctx.array};
+    int r = hist_parse(trigger_hist_cmd, file, remove ? "!hist" : "", "hist", cmd);
+    te.unpin_event(ev);
+    return r;
+}
 
 // hist's commands follow the built-ins, registered as this file is initialized (the
 // kernel's register_trigger_hist_cmds, called from its trace_event_init): this file is

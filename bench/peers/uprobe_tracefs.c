@@ -51,14 +51,23 @@ int peers_uprobe_create(const char *event, const char *file, unsigned long long 
     return 0;
 }
 
+static int make_instance(void)
+{
+    if (!instance) instance = tracefs_instance_create("dprobe_peers");
+    return instance ? 0 : -1;
+}
+
 int peers_uprobe_enable(const char *event, int on)
 {
-    if (!instance) {
-        instance = tracefs_instance_create("dprobe_peers");
-        if (!instance) return -1;
-    }
+    if (make_instance()) return -1;
     return on ? tracefs_event_enable(instance, SYSTEM, event)
               : tracefs_event_disable(instance, SYSTEM, event);
+}
+
+int peers_uprobe_trigger(const char *event, const char *text)
+{
+    if (make_instance()) return -1;
+    return tracefs_event_file_append(instance, SYSTEM, event, "trigger", text) < 0 ? -1 : 0;
 }
 
 unsigned long long peers_uprobe_hits(const char *file, const char *event)

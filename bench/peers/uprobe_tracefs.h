@@ -12,6 +12,10 @@ int peers_uprobe_create(const char *event, const char *file, unsigned long long 
                         const char *fetchargs);
 /* Enables or disables EVENT in the private instance dprobe_peers (created on first use). */
 int peers_uprobe_enable(const char *event, int on);
+/* Writes TEXT to EVENT's trigger file in the instance (a trigger holds the event in soft
+ * mode: nothing recorded; "!..." removes it). 0 or -1 (errno set: EINVAL for a command this
+ * kernel does not have, such as hist without CONFIG_HIST_TRIGGERS). */
+int peers_uprobe_trigger(const char *event, const char *text);
 /* EVENT's hits on FILE from uprobe_profile. */
 unsigned long long peers_uprobe_hits(const char *file, const char *event);
 /* Removes every uprobe created here and the instance. */

@@ -18,6 +18,10 @@
  *   sleepers  every thread sleeps: sleeper, worker, main in nanosleep too, and a thread
  *             in sigwait() (which ends the run on SIGUSR1)
  *   nodump    like (none), non-dumpable: only CAP_SYS_PTRACE may trace it
+ *   forks     like (none), and each SIGUSR2 forks a child that keeps calling fib() and
+ *             take_string() until SIGTERM, then writes its own report to fork-PID.out in the
+ *             working directory and exits with status 9 (a session spreads to the children
+ *             forked while it runs; its end must leave them as they were)
  *   storm     busy, and besides: a SIGALRM every millisecond whose handler calls
  *             spin_step() too, and a thread that forks a child every few milliseconds,
  *             which calls spin_step() and exits (its status checked); SIGUSR1 ends the run
@@ -145,6 +149,60 @@ static void *forker(void *arg)
     return NULL;
 }
 
+static volatile sig_atomic_t fork_wanted, child_stop;
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    fork_wanted++;
+}
+
+static void on_term(int sig)
+{
+    (void)sig;
+    child_stop = 1;
+}
+
+/* The forked child's life: one thread (the forking one), the worker's checks every
+ * millisecond until SIGTERM. */
+static void fork_child_run(void)
+{
+    static const char *words[] = {"alpha", "be", "gamma"};
+    signal(SIGTERM, on_term);
+    long fibs = 0, strings = 0, n = 0;
+    while (!child_stop) {
+        int i = (int)(n % 3);
+        if (fib(6 + i) != (i == 0 ? 8 : i == 1 ? 13 : 21)) fibs++;
+        if (take_string(words[i], i) != (int)strlen(words[i]) + i) strings++;
+        n++;
+        sleep_ns(1000 * 1000);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "fork-%d.out", (int)getpid());
+    FILE *f = fopen(name, "w");
+    if (f) {
+        fprintf(f, "child: %ld fib mismatches, %ld string mismatches, %s\n", fibs, strings,
+                n > 0 ? "ran" : "did not run");
+        fclose(f);
+    }
+    _exit(9);
+}
+
+static void *fork_on_demand(void *arg)
+{
+    (void)arg;
+    int done = 0;
+    while (!atomic_load(&stop)) {
+        if (fork_wanted > done) {
+            done++;
+            pid_t c = fork();
+            if (c == 0) fork_child_run();
+        }
+        sleep_ns(1000 * 1000);
+    }
+    return NULL;
+}
+
 static char got[64];
 
 static void *reader(void *arg)
@@ -185,12 +243,13 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     int sleepers = !strcmp(mode, "sleepers");
     int storm = !strcmp(mode, "storm");
+    int forks_mode = !strcmp(mode, "forks");
     busy = !strcmp(mode, "busy") || storm;
     if (!strcmp(mode, "nodump")) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     static sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
-    pthread_t th[5];
+    pthread_t th[6];
     int n = 0;
     if (busy) {
         signal(SIGUSR1, on_usr1);
@@ -203,6 +262,14 @@ int main(int argc, char **argv)
     if (!busy) pthread_create(&th[n++], NULL, sleeper, NULL);
     pthread_create(&th[n++], NULL, worker, NULL);
     if (!sleepers) pthread_create(&th[n++], NULL, spinner, (void *)1L);
+    if (forks_mode) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_usr2;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR2, &sa, NULL);
+        pthread_create(&th[n++], NULL, fork_on_demand, NULL);
+    }
     if (storm) {
         struct sigaction sa = {0};
         sa.sa_handler = on_alarm;

@@ -25,6 +25,8 @@ CASE:
   errors      no such process, kernel thread, bad event (process untouched), not attached
   notx86      a 32-bit x86 program (a tiny i386 ELF made here): refused, naming its machine
               (exit 77, skipped, where the kernel cannot run i386 programs)
+  forks       children forked during a session: their sessions end with the detach of the
+              process, which leaves them too as they were
   midcall     attach and detach killed at random moments while they hold a thread inside a
               call, with the thread parked in read, in nanosleep and running: the program
               carries on unharmed, and a detach afterwards leaves it as it was
@@ -306,6 +308,84 @@ def case_basic():
         check(out == EXPECTED, "program output after detach: %r" % out)
         check(rc == 7, "program exit status %d" % rc)
     finally:
+        t.kill()
+
+
+def children(pid):
+    out = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                out += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def case_forks():
+    """Children forked during a session run sessions of their own (in the same file); the
+    detach of the process ends theirs and takes the runtime out of them too: each child is
+    then, like its parent, byte for byte its files, without a thread or mapping of dprobe."""
+    t = Target("forks")
+    dat = os.path.join(WORK, "forks.dat")
+    kids = []
+    try:
+        before = Snapshot(t.pid)
+        p = dprobe("attach", "-B", "-p", t.pid, "-e", FPROBE, "-e", KPROBE, "-F", "take_string",
+                   "-o", dat)
+        mount = mountpoint(p.stdout)
+        for _ in range(2):
+            os.kill(t.pid, signal.SIGUSR2)
+            time.sleep(0.2)
+        end = time.time() + 10
+        while len(kids) < 2 and time.time() < end:
+            kids = children(t.pid)
+            time.sleep(0.05)
+        check(len(kids) == 2, "children of the target: %s" % kids)
+        # Each child records into the session's file, under its own pid.
+        out = wait_for(dat, [r"attach_target-%d .* (take|fibe): " % k for k in kids])
+        check_events(out)
+        for k in kids:
+            check(any(c.startswith("dprobe-") for c in task_comms(k)),
+                  "no agent thread in the child %d: %s" % (k, task_comms(k)))
+        p = dprobe("detach", "-p", t.pid)
+        for k in kids:
+            check(re.search(r"process %d \(attach_target\), forked during the session, detached: "
+                            r"[1-9]\d* events" % k, p.stdout), "detach message for the child "
+                            "%d: %r" % (k, p.stdout))
+        check_detached(t, mount, before)
+        for k in kids:
+            now = Snapshot(k)
+            check(not now.text_diffs, "child %d: code left changed: %s" % (k, now.text_diffs))
+            check(not now.dprobe_mappings(), "child %d: dprobe still mapped: %s" %
+                  (k, now.dprobe_mappings()[:4]))
+            check(not any(c.startswith("dprobe-") for c in task_comms(k)),
+                  "child %d: agent threads left: %s" % (k, task_comms(k)))
+        size = os.path.getsize(dat)
+        time.sleep(0.1)
+        check(os.path.getsize(dat) == size, "the trace file grows after detach")
+        for k in kids:
+            os.kill(k, signal.SIGTERM)
+        end = time.time() + 10
+        for k in kids:
+            path = os.path.join(WORK, "fork-%d.out" % k)
+            while not os.path.exists(path) and time.time() < end:
+                time.sleep(0.05)
+            time.sleep(0.05)
+            got = open(path).read() if os.path.exists(path) else None
+            check(got == "child: 0 fib mismatches, 0 string mismatches, ran\n",
+                  "child %d's report: %r" % (k, got))
+        _, err = report(dat)
+        check("warning" not in err, "report warns: %r" % err)
+        out, rc = t.finish()
+        check(out == EXPECTED, "program output after detach: %r" % out)
+        check(rc == 7, "program exit status %d" % rc)
+    finally:
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
         t.kill()
 
 
@@ -852,7 +932,7 @@ CASES = {"basic": case_basic, "foreground": case_foreground, "busy": case_busy,
          "sleepers": case_sleepers, "twice": case_twice, "noperm": case_noperm,
          "cycles": case_cycles, "killed": case_killed,
          "exits": case_exits, "errors": case_errors, "notx86": case_notx86,
-         "noloss": case_noloss, "midcall": case_midcall,
+         "noloss": case_noloss, "midcall": case_midcall, "forks": case_forks,
          "lifecycle": case_lifecycle}
 CASES[CASE]()
 if failures:

@@ -162,23 +162,36 @@ TEST_F(trace_buffer_test, swap_while_threads_write_loses_and_doubles_nothing)
     ASSERT_TRUE(main && snap);
     ring_buffer_set_size_kb(main, 4096);
     ring_buffer_set_size_kb(snap, 4096);
-    std::atomic<int> running{2};
+    std::atomic<bool> stop{false};
+    std::atomic<int> started{0};
     std::atomic<uint64_t> written{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 2; t++)
         ts.emplace_back([&, t] {
-            // 40000 records a thread: no buffer can overflow.
-            for (uint64_t i = 0; i < 40000; i++)
+            started.fetch_add(1);
+            // Until the swaps are done, and at most 40000 records a thread: no buffer can
+            // overflow. (Counted in swaps, not in time: a loaded machine may run the writers
+            // and the swapper one after the other for a while.)
+            for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); i++) {
+                if (i >= 40000) {
+                    std::this_thread::yield();
+                    continue;
+                }
                 if (put(main, (uint64_t(t) << 48) | i))
                     written.fetch_add(1, std::memory_order_relaxed);
-            running.fetch_sub(1);
+            }
         });
-    int swaps = 0;
-    for (; running.load() > 0; swaps++)
+    while (started.load() < 2)
+        std::this_thread::yield();
+    // Swaps while the writers write: a record must land in exactly one of the two buffers.
+    for (int swaps = 0; swaps < 200; swaps++) {
         ring_buffer_swap(main, snap);
+        std::this_thread::yield();
+    }
+    stop.store(true);
     for (auto &t : ts)
         t.join();
-    EXPECT_GT(swaps, 10);
+    EXPECT_GT(written.load(), 0u);
     auto a = values(main, ring_buffer_reader::CONSUME);
     auto b = values(snap, ring_buffer_reader::CONSUME);
     std::vector<uint64_t> all(a);

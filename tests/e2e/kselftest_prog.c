@@ -16,6 +16,12 @@
  *   kst_sys_open(dfd, filename, flags, mode), kst_sys_openat2(dfd, filename, how)
  *                               do_sys_open / do_sys_openat2: open (and close) /dev/null for
  *                               real, the file the kernel's `echo > /dev/null` opens
+ *   kst_sched_wakeup(p), kst_sched_switch(prev, next)
+ *                               the scheduler's sched_waking/sched_wakeup and sched_switch
+ *                               tracepoints, for f events of those names (the inter-event
+ *                               cases): a struct kst_task of the running thread (pid = its
+ *                               tid, prio, state 1 as a task that slept, comm[16] its name),
+ *                               woken then switched in (prev = next = the thread)
  * Tracepoints (USDT probes, static events kst:NAME of the tracefs) for the t: cases, named
  * as the stand-ins of the kernel's tracepoints they replace (`-s kfree=kst_free
  * -s sched_switch=kst_schedule -s kmem_cache_alloc=kst_cache_alloc
@@ -23,6 +29,13 @@
  *   kst:kst_free(object)        in kst_free
  *   kst:kst_schedule()          in kst_schedule
  *   kst:kst_cache_alloc(ptr, size), kst:kst_cache_free(ptr)   in kst_clone, around its buffer
+ *   kst:kst_sched_switch(prev_pid, prev_state, next_pid)   in kst_sched_switch: a
+ *                               sched_switch that survives `echo > dynamic_events` (the
+ *                               synthetic-event-stack cases empty it), as the kernel's does
+ *   kst:kst_sys_enter_openat(dfd, filename, flags), kst:kst_sys_exit_openat(fd)
+ *                               in kst_sys_openat2, around its openat: the syscalls:
+ *                               sys_enter_openat / sys_exit_openat of trigger-synthetic-eprobe.tc
+ *                               (filename is a pointer, as the kernel's field; fd a long)
  * Built with -pg -mfentry -g: every function has a patch site and debug info for names.
  */
 #define _GNU_SOURCE
@@ -33,6 +46,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/sdt.h>
 #include <sys/types.h>
 #include <time.h>
@@ -104,7 +118,9 @@ struct kst_open_how {
 __attribute__((noinline)) long kst_sys_openat2(int dfd, const char *filename,
                                                struct kst_open_how *how)
 {
+    STAP_PROBE3(kst, kst_sys_enter_openat, dfd, filename, (long)how->flags);
     long fd = openat(dfd, filename, (int)how->flags, (mode_t)how->mode);
+    STAP_PROBE1(kst, kst_sys_exit_openat, fd);
     if (fd >= 0) close((int)fd);
     return fd;
 }
@@ -114,6 +130,33 @@ __attribute__((noinline)) long kst_sys_open(int dfd, const char *filename, int f
 {
     struct kst_open_how how = {(unsigned long long)flags, mode, 0};
     return kst_sys_openat2(dfd, filename, &how);
+}
+
+struct kst_task {
+    int pid;
+    int prio;
+    long state;
+    char comm[16];
+};
+
+__attribute__((noinline)) void kst_sched_wakeup(struct kst_task *p)
+{
+    sink += p->pid;
+}
+
+__attribute__((noinline)) void kst_sched_switch(struct kst_task *prev, struct kst_task *next)
+{
+    STAP_PROBE3(kst, kst_sched_switch, prev->pid, prev->state, next->pid);
+    sink += prev->state + next->prio;
+}
+
+static void kst_task_init(struct kst_task *t)
+{
+    memset(t, 0, sizeof *t);
+    t->pid = (int)gettid();
+    t->prio = 120;
+    t->state = 1;
+    prctl(PR_GET_NAME, t->comm, 0, 0, 0);
 }
 
 __attribute__((noinline)) long kst_clone(unsigned long flags)
@@ -133,8 +176,10 @@ __attribute__((noinline)) long kst_clone(unsigned long flags)
     return got + (long)flags;
 }
 
-static int round_once(unsigned long flags)
+static int round_once(unsigned long flags, struct kst_task *self)
 {
+    kst_sched_wakeup(self);
+    kst_sched_switch(self, self);
     kst_schedule();
     kst_softirq();
     return kst_clone(flags) == 16 + (long)flags;
@@ -144,8 +189,11 @@ static void *worker(void *arg)
 {
     (void)arg;
     struct timespec ts = {0, 1000 * 1000};
+    struct kst_task self;
+    prctl(PR_SET_NAME, "kst-worker", 0, 0, 0); /* its name from its first round on */
+    kst_task_init(&self);
     while (!stop) {
-        if (!round_once(1)) return (void *)1;
+        if (!round_once(1, &self)) return (void *)1;
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -160,8 +208,10 @@ int main(void)
     prog_say_where(r);
 
     struct timespec ts = {0, 1000 * 1000};
+    struct kst_task self;
+    kst_task_init(&self);
     while (!stop) {
-        if (!round_once(0)) return 2;
+        if (!round_once(0, &self)) return 2;
         nanosleep(&ts, NULL);
     }
     void *ret;

@@ -22,6 +22,13 @@ trace.dat that `dprobe report --format trace-dat` writes:
   killed         a program killed by SIGSEGV is marked at the end of its graph
   all_functions  an empty set_ftrace_filter traces every function available_filter_functions
                  lists (nothing was traced on a program without patch sites)
+  usdt_late      the tracepoint (USDT static event) of a library the program loads after the
+                 session started, enabled through its file: its records read by report and
+                 trace-cmd (the recording had no format for them)
+  marker_triggers  triggers on ftrace/print fired by trace_marker writes mid-session: a hist
+                 counting the writer's markers, a stacktrace after each, and a traceoff
+
+    readers_test.py DPROBE PROG TRACE_CMD usdt_late SDT_LIB
 """
 import json
 import os
@@ -33,6 +40,7 @@ import tempfile
 import time
 
 DPROBE, PROG, TRACE_CMD, CASE = sys.argv[1:5]
+SDT_LIB = sys.argv[5] if len(sys.argv) > 5 else None
 checks = 0
 
 
@@ -389,9 +397,74 @@ def case_all_functions(work):
         check(re.search(r": sc_compute <-work$", t, re.M), "%s: recorded" % mode)
 
 
+def case_usdt_late(work):
+    for mode in ("record", "attach"):
+        dat = os.path.join(work, mode + ".dat")
+        s = session(mode, dat, ["-e", "f:w work"], ("late", SDT_LIB, "60"))
+        fmt = "events/sdtl/fire/format"
+        check(ctl(s.pid, "cat", fmt, ok=False).returncode != 0,
+              "%s: no tracepoint sdtl:fire before the library is loaded" % mode)
+        os.kill(s.pid, signal.SIGUSR2)
+        for _ in range(200):
+            if ctl(s.pid, "cat", fmt, ok=False).returncode == 0:
+                break
+            time.sleep(0.02)
+        else:
+            fail("%s: the library's tracepoint never appeared" % mode)
+        ctl(s.pid, "write", "events/sdtl/fire/enable", "1")
+        time.sleep(0.3)
+        rc, _, err = s.end()
+        check(rc == 0, "%s: the program ended well: %d %r" % (mode, rc, err))
+        t = report(dat)
+        no_unknown(t, mode + ": report text")
+        fires = re.findall(r": fire: \([^)]*\) arg1=(-?\d+) arg2=(-?\d+)$", t, re.M)
+        check(len(fires) > 10 and all(int(b) == int(a) + 1 for a, b in fires),
+              "%s: report text: the tracepoint's records with their arguments (%d)\n%s" %
+              (mode, len(fires), t[-2000:]))
+        tc = trace_cmd(dat, work)
+        no_unknown(tc, mode + ": trace-cmd")
+        check(len(re.findall(r" fire: +\([^)]*\) arg1=-?\d+ arg2=-?\d+$", tc, re.M)) ==
+              len(fires), "%s: trace-cmd: every record of the tracepoint\n%s" % (mode, tc[-2000:]))
+
+
+def case_marker_triggers(work):
+    for mode in ("record", "attach"):
+        dat = os.path.join(work, mode + ".dat")
+        s = session(mode, dat, ["-e", "f:w work"])
+        trig = "events/ftrace/print/trigger"
+        # Each `dprobe ctl write` is a writer of its own, and its text ends with echo's newline.
+        ctl(s.pid, "write", "-a", trig, "hist:keys=buf:vals=hitcount")
+        ctl(s.pid, "write", "-a", trig, "stacktrace if buf ~ \"mark*\"")
+        for i in range(3):
+            ctl(s.pid, "write", "trace_marker", "mark %d" % (i % 2))
+        hist = ctl(s.pid, "cat", "events/ftrace/print/hist").stdout
+        for b, n in (("mark 0", 2), ("mark 1", 1)):
+            check(re.search(r"^\{ buf: %s\n +\} hitcount: +%d$" % (b, n), hist, re.M),
+                  "%s: the hist counts the markers by text\n%s" % (mode, hist))
+        ctl(s.pid, "write", "-a", trig, "traceoff if buf ~ \"stop*\"")
+        ctl(s.pid, "write", "trace_marker", "stop")
+        check(ctl(s.pid, "cat", "tracing_on").stdout == "0\n", "%s: traceoff on the marker" % mode)
+        p = ctl(s.pid, "write", "trace_marker", "after", ok=False)
+        check(p.returncode != 0, "%s: tracing off: a marker is refused (EBADF)" % mode)
+        ctl(s.pid, "write", "tracing_on", "1")
+        rc, _, err = s.end()
+        check(rc == 0, "%s: the program ended well: %d %r" % (mode, rc, err))
+        t = report(dat)
+        no_unknown(t, mode + ": report text")
+        check(len(re.findall(r"tracing_mark_write: mark \d\n.*<stack trace>\n => "
+                             r"tracing_mark_write$", t, re.M)) == 3 and
+              re.search(r"tracing_mark_write: stop$", t, re.M) and "after" not in t,
+              "%s: each marker's stack after it, the stop marker, nothing after it\n%s" %
+              (mode, t[-2000:]))
+        tc = trace_cmd(dat, work)
+        no_unknown(tc, mode + ": trace-cmd")
+        check(tc.count("kernel_stack:") == 3, "%s: trace-cmd: the stacks" % mode)
+
+
 CASES = {"marker": case_marker, "graph_live": case_graph_live, "tracers": case_tracers,
          "triggers": case_triggers, "cxx": case_cxx, "killed": case_killed,
-         "all_functions": case_all_functions}
+         "all_functions": case_all_functions, "usdt_late": case_usdt_late,
+         "marker_triggers": case_marker_triggers}
 
 with tempfile.TemporaryDirectory() as d:
     CASES[CASE](d)

@@ -397,8 +397,12 @@ TEST_F(ftrace_arrays, ftrace_formats_and_ring_buffer_headers)
 TEST_F(ftrace_arrays, ftrace_event_filter_files)
 {
     std::vector<std::string> files;
-    ASSERT_EQ(T.list("events/ftrace/print", files), 0);
+    ASSERT_EQ(T.list("events/ftrace/function", files), 0);
     EXPECT_EQ(files, (std::vector<std::string>{"filter", "format", "id"}));
+    // print, trace_marker's event, has trigger files too (marker_trigger_test.cpp).
+    ASSERT_EQ(T.list("events/ftrace/print", files), 0);
+    EXPECT_EQ(files, (std::vector<std::string>{"filter", "format", "hist", "hist_debug", "id",
+                                               "trigger"}));
     EXPECT_EQ(rd("events/ftrace/print/filter"), "none\n");
     EXPECT_EQ(wr("events/ftrace/funcgraph_entry/filter", "depth > 2 && common_pid != 0"), 0);
     EXPECT_EQ(rd("events/ftrace/funcgraph_entry/filter"), "depth > 2 && common_pid != 0\n");

@@ -361,8 +361,9 @@ TEST(HistData, ErrorsWithTheKernelsNamesAndCarets)
         EXPECT_EQ(e.pos, pos) << cmd;
     }
     hist_error v = fail("keys=common_pid:vals=$lat");
-    EXPECT_EQ(v.prev_err, hist_err::VAR_NOT_FOUND);
-    EXPECT_EQ(v.prev_pos, 27u);
+    ASSERT_EQ(v.before.size(), 1u);
+    EXPECT_EQ(v.before[0].first, hist_err::VAR_NOT_FOUND);
+    EXPECT_EQ(v.before[0].second, 27u);
     EXPECT_STREQ(hist_err_text(hist_err::FIELD_NOT_FOUND), "Couldn't find field");
     EXPECT_STREQ(hist_err_text(hist_err::BAD_FIELD_MODIFIER), "Invalid field modifier");
     // What the kernel refuses without an error_log entry: no keys, too many keys or values,

@@ -22,6 +22,12 @@ TARGET long hv_func(unsigned a, long b)
     asm volatile("" ::: "memory");
     return static_cast<long>(a) + b;
 }
+TARGET long hv_stack_caller(unsigned a)
+{
+    long r = hv_func(a, 1);
+    asm volatile("" ::: "memory"); // not a tail call: on the stack hv_func's entry sees
+    return r;
+}
 TARGET long hv_sleep(unsigned ms)
 {
     usleep(ms * 1000);
@@ -35,6 +41,7 @@ namespace
 
 const std::string enter = "events/hv/enter/trigger";
 const std::string leave = "events/hv/leave/trigger";
+const std::string in = "events/hv/in/trigger";
 
 void clear_triggers()
 {
@@ -344,4 +351,143 @@ TEST_F(hist_vars, string_params_static_and_dynamic)
               -EINVAL);
     EXPECT_TRUE(has(rd("error_log"), "error: Param type doesn't match synthetic event field type"))
         << rd("error_log");
+}
+
+TEST_F(hist_vars, a_field_of_the_onmatch_event_gets_a_hist_trigger_there)
+{
+    // `a` is a field of hv/in, not of hv/leave (the kernel's create_field_var_hist): a
+    // hist trigger with the keys (and filter) of enter's compatible one holds it.
+    ASSERT_EQ(wr("dynamic_events", "f:hv/in hv_func num=$arg1:u32 base=$arg2:u64"), 0);
+    ASSERT_EQ(wr("synthetic_events", "pair u64 d; unsigned int num"), 0);
+    ASSERT_EQ(wr(in, "hist:keys=common_pid:t0=base if num < 100"), 0);
+    const std::string cmd = "hist:keys=common_pid:d=ret-$t0:onmatch(hv.in).pair($d,num)";
+    ASSERT_EQ(wr(leave, cmd), 0) << rd("error_log");
+    EXPECT_EQ(rd(in), "hist:keys=common_pid:vals=hitcount:synthetic_num=num:sort=hitcount:"
+                      "size=2048 if num < 100 [active]\n"
+                      "hist:keys=common_pid:vals=hitcount:t0=base:sort=hitcount:size=2048 "
+                      "if num < 100 [active]\n");
+    // The attempt on leave's own fields is logged on the way, as the kernel's is (the caret
+    // under the first "num" of the command).
+    std::vector<std::string> e = errors();
+    ASSERT_EQ(e.size(), 2u) << rd("error_log");
+    const std::string caret = std::string(11 + cmd.find("num"), ' ') + "^";
+    EXPECT_EQ(e[0], "hist:hv:leave: error: Couldn't find field\n  Command: " + cmd + "\n" + caret);
+    EXPECT_EQ(e[1], "hist:hv:leave: error: Couldn't parse field variable\n  Command: " + cmd +
+                        "\n" + caret);
+    // A qualified param names the event: found there at once, the same variable reused.
+    ASSERT_EQ(wr("synthetic_events", "pair2 unsigned int num"), 0);
+    ASSERT_EQ(wr("error_log", "", true), 0);
+    ASSERT_EQ(wr(leave, "hist:keys=common_pid:e=ret:onchange($e).pair2(hv.in.num)"), 0)
+        << rd("error_log");
+    EXPECT_EQ(rd("error_log"), "");
+    EXPECT_EQ(lines(rd(in)).size(), 2u) << rd(in);
+    ASSERT_EQ(wr("events/synthetic/pair/enable", "1"), 0);
+    ASSERT_EQ(wr("events/synthetic/pair2/enable", "1"), 0);
+    ASSERT_EQ(wr("tracing_on", "1"), 0);
+    hv_func(5, 1000);
+    hv_func(7, 20);
+    hv_func(200, 1); // filtered out on in: no t0, no num, no pair
+    ASSERT_EQ(wr("tracing_on", "0"), 0);
+    const std::vector<std::string> b = body(rd("trace"));
+    std::vector<std::string> pairs, pairs2;
+    for (const std::string &l : b) {
+        if (has(l, ": pair: ")) pairs.push_back(l.substr(l.find(": pair: ")));
+        if (has(l, ": pair2: ")) pairs2.push_back(l.substr(l.find(": pair2: ")));
+    }
+    EXPECT_EQ(pairs, (std::vector<std::string>{": pair: d=5 num=5", ": pair: d=7 num=7"}))
+        << rd("trace");
+    // onchange(ret) fires for the third call too, with the hidden variable's last value (an
+    // action's param is not read once).
+    EXPECT_EQ(pairs2,
+              (std::vector<std::string>{": pair2: num=5", ": pair2: num=7", ": pair2: num=7"}))
+        << rd("trace");
+    // Removing the trigger that made it removes it too (once nothing else reads it).
+    ASSERT_EQ(wr(leave, "!" + cmd), 0);
+    EXPECT_EQ(lines(rd(in)).size(), 2u) << rd(in); // pair2's trigger still reads it
+    ASSERT_EQ(wr(leave, "!hist:keys=common_pid:e=ret:onchange($e).pair2(hv.in.num)"), 0);
+    EXPECT_EQ(lines(rd(in)).size(), 2u) << rd(in); // made by the first: stays
+}
+
+TEST_F(hist_vars, a_field_var_hist_goes_with_its_trigger_and_needs_compatible_keys)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:hv/in hv_func num=$arg1:u32 base=$arg2:u64"), 0);
+    ASSERT_EQ(wr("synthetic_events", "pair u64 d; unsigned int num"), 0);
+    ASSERT_EQ(wr(in, "hist:keys=common_pid:t0=base"), 0);
+    const std::string info = "hist:keys=common_pid:vals=hitcount:t0=base:sort=hitcount:size=2048 "
+                             "[active]\n";
+    // Keyed on ret (u64), leave has nothing compatible on in (keyed on an int): the
+    // kernel's "Matching event histogram not found" after the attempt on leave's fields.
+    ASSERT_EQ(wr("error_log", "", true), 0);
+    const std::string bad = "hist:keys=ret:d=ret-$t0:onmatch(hv.in).pair($d,num)";
+    EXPECT_EQ(wr(leave, bad), -EINVAL);
+    std::vector<std::string> e = errors();
+    ASSERT_EQ(e.size(), 3u) << rd("error_log");
+    EXPECT_TRUE(e[2].starts_with("hist:hv:leave: error: Matching event histogram not found\n"))
+        << e[2];
+    EXPECT_EQ(rd(in), info);
+    EXPECT_FALSE(has(rd(leave), "hist:"));
+    // A trigger that fails after making it (a type mismatch on a later param) takes it back.
+    ASSERT_EQ(wr("synthetic_events", "pair3 unsigned int num; u64 d"), 0);
+    EXPECT_EQ(wr(leave, "hist:keys=common_pid:d=ret-$t0:onmatch(hv.in).pair3(num,comm)"), -EINVAL);
+    EXPECT_EQ(rd(in), info);
+    // An unqualified field of neither event, with onmax (no onmatch() event to look in): the
+    // attempt's two entries, then EINVAL, as the kernel's.
+    ASSERT_EQ(wr("error_log", "", true), 0);
+    EXPECT_EQ(wr(leave, "hist:keys=common_pid:e=ret:onmax($e).trace(pair,$e,nosuch)"), -EINVAL);
+    EXPECT_EQ(errors().size(), 2u) << rd("error_log");
+    // Made, then removed with the trigger that made it.
+    const std::string cmd = "hist:keys=common_pid:d=ret-$t0:onmatch(hv.in).pair($d,num)";
+    ASSERT_EQ(wr(leave, cmd), 0) << rd("error_log");
+    EXPECT_TRUE(has(rd(in), "synthetic_num=num")) << rd(in);
+    EXPECT_EQ(wr(in, "!hist:keys=common_pid:synthetic_num=num"), -EBUSY); // read by leave's
+    ASSERT_EQ(wr(leave, "!" + cmd), 0);
+    EXPECT_EQ(rd(in), info);
+    EXPECT_EQ(wr(in, "!hist:keys=common_pid:t0=base"), 0);
+}
+
+TEST_F(hist_vars, a_stack_variable_into_a_synthetic_stack_field)
+{
+    // trigger-synthetic-event-stack.tc's recipe on the entry and exit of a function: the
+    // entry's stack saved in a variable, passed by onmax() to an `unsigned long[]` field.
+    for (const char *st : {"common_stacktrace", "stacktrace"}) {
+        SCOPED_TRACE(st);
+        ASSERT_EQ(wr("dynamic_events", "s:wake_lat pid_t pid; u64 delta; unsigned long[] stack;"),
+                  0)
+            << rd("error_log");
+        const std::string fmt = rd("events/synthetic/wake_lat/format");
+        EXPECT_TRUE(has(fmt, "\tfield:__data_loc unsigned long[] stack;\toffset:24;\tsize:8;"))
+            << fmt;
+        EXPECT_TRUE(has(fmt, "print fmt: \"pid=%d, delta=%llu, stack=%s\", REC->pid, REC->delta, "
+                             "__get_stacktrace(stack)\n"))
+            << fmt;
+        ASSERT_EQ(wr(enter, std::string("hist:keys=common_pid:ts=common_timestamp,st=") + st), 0)
+            << rd("error_log");
+        const std::string lat = "hist:keys=common_pid:delta=common_timestamp-$ts,s=$st:"
+                                "onmax($delta).trace(wake_lat,common_pid,$delta,$s)";
+        ASSERT_EQ(wr(leave, lat), 0) << rd("error_log");
+        EXPECT_TRUE(has(rd(enter), std::string(",st=common_stacktrace:sort")) ||
+                    has(rd(enter), std::string(":st=common_stacktrace:sort")))
+            << rd(enter);
+        ASSERT_EQ(wr("events/synthetic/wake_lat/enable", "1"), 0);
+        ASSERT_EQ(wr("tracing_on", "1"), 0);
+        hv_stack_caller(3);
+        ASSERT_EQ(wr("tracing_on", "0"), 0);
+        const std::string t = rd("trace");
+        EXPECT_TRUE(
+            matches(t, ": wake_lat: pid=" + std::to_string(gettid()) +
+                           " delta=[0-9]+ stack=STACK:\n=> hv_func\\+0x[0-9a-f]+/0x[0-9a-f]+\n"
+                           "=> hv_stack_caller\\+0x[0-9a-f]+/0x[0-9a-f]+\n"))
+            << t;
+        ASSERT_EQ(wr(leave, "!" + lat), 0);
+        ASSERT_EQ(wr(enter, std::string("!hist:keys=common_pid:ts=common_timestamp,st=") + st), 0);
+        ASSERT_EQ(wr("events/synthetic/wake_lat/enable", "0"), 0);
+        ASSERT_EQ(wr("dynamic_events", "-:synthetic/wake_lat"), 0) << rd("error_log");
+        ASSERT_EQ(wr("trace", "", true), 0);
+    }
+    // A stack goes only into a stack field; other arrays stay refused.
+    ASSERT_EQ(wr("synthetic_events", "nostack u64 s"), 0);
+    ASSERT_EQ(wr(enter, "hist:keys=common_pid:st=common_stacktrace"), 0);
+    EXPECT_EQ(wr(leave, "hist:keys=common_pid:e=ret:onmax($e).trace(nostack,$st)"), -EINVAL);
+    EXPECT_TRUE(has(rd("error_log"), "Param type doesn't match synthetic event field type"));
+    EXPECT_EQ(wr("synthetic_events", "arr u64 a[4]"), -EINVAL);
 }

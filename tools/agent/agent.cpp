@@ -2,6 +2,7 @@
 // open the session in the trace file. Preloaded by `dprobe record`, from DPROBE_* before
 // main; loaded by `dprobe attach`, from its settings (attach.cpp). And its stop, for detach.
 #include "tools/agent/agent.h"
+#include "tools/agent/graph_args.h"
 #include "tools/agent/cpu_timers.h"
 #include "tools/agent/private_alloc.h"
 #include "arch/x86_64/private_ns.h"
@@ -387,6 +388,10 @@ __attribute__((constructor)) void dprobe_agent_init()
     c.notrace = env_lines("DPROBE_GRAPH_NOTRACE");
     if (const char *m = env_get("DPROBE_GRAPH_MAIN")) c.graph_main = std::strcmp(m, "1") == 0;
     if (const char *f = env_get("DPROBE_FOLLOW_LOADS")) c.follow_loads = std::strcmp(f, "1") == 0;
+    c.graph_args = env_lines("DPROBE_GRAPH_ARGS");
+    c.graph_retvals = env_lines("DPROBE_GRAPH_RETVALS");
+    if (const char *a = env_get("DPROBE_GRAPH_ARGS_AUTO"))
+        c.graph_args_auto = std::strcmp(a, "1") == 0;
     if (const char *tr = env_get("DPROBE_TRACER"))
         c.function_tracer = std::strcmp(tr, "function") == 0;
     if (const char *d = env_get("DPROBE_GRAPH_DEPTH"); d && *d)
@@ -483,11 +488,14 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
         if (n < 0)
             err = "--follow-loads: " + follow_loads_error(n);
         else
-            // The program's own functions by default: a program without any (stripped) is
-            // not an error; the CLI says what it can do instead.
+        // The program's own functions by default: a program without any (stripped) is
+        // not an error; the CLI says what it can do instead.
+        {
+            const graph_args_config args{c.graph_args, c.graph_retvals, c.graph_args_auto};
             n = funcgraph_start(globs, c.notrace, c.follow_loads, c.max_graph_depth,
                                 c.function_tracer, strict && !(c.graph_main && c.graph.empty()),
-                                &err, &warn, &plan);
+                                &err, &warn, &plan, &args);
+        }
         if (n < 0) {
             session_follow_loads(false);
             remove_all_events();
@@ -509,6 +517,8 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
                                    tracefile::event_payload(tracefile::FUNCGRAPH_EXIT_ID,
                                                             "ftrace/funcgraph_exit", "",
                                                             tracefile::funcgraph_exit_format()));
+            for (auto &ev : graph_args_events())
+                st.events.push_back(std::move(ev));
         }
     }
     st.names = plan.names;
@@ -557,6 +567,9 @@ std::string agent_start(const agent_config &c, const char *reason, bool strict)
     install_lifecycle_hooks();
     if (st.attached) install_signal_handlers();
     trace_events::set_commands_hook(on_tracefs_commands);
+    // The tracepoints of the objects loaded so far, described before any can be enabled
+    // (those of objects loaded later are described in their dlopen, through the hook).
+    on_tracefs_commands();
     if (c.tracefs)
         tracefs_up(); // its stop, at exit too, records nothing on the thread that runs it
     ring_buffer_set_tracing_on(true);

@@ -19,6 +19,10 @@
 //                         site; ":main:*" for the functions of the program's own executable);
 //                         DPROBE_GRAPH_NOTRACE: globs left out
 //   DPROBE_FOLLOW_LOADS   "1": the graph globs apply to libraries loaded later too
+//   DPROBE_GRAPH_ARGS     "GLOB ARGS" lines: fetch args recorded at the entry of the graph's
+//                         functions GLOB matches (record -A); DPROBE_GRAPH_RETVALS: at their
+//                         return (-R); DPROBE_GRAPH_ARGS_AUTO "1": parameters and return
+//                         values from DWARF for every other one (-a); see graph_args.h
 //   DPROBE_BUFFER_KB      per-thread ring-buffer size
 //   DPROBE_CLOCK          trace clock name
 //   DPROBE_STATUS_FD      a datagram socket to the CLI: "hello" (with the ring buffers' memfd),
@@ -124,9 +128,12 @@ struct graph_plan {
     std::vector<std::pair<std::string, std::string>> left_out; // name, why
     std::string left_out_hint; // how to get them anyway, when there is a way
 };
+// ARGS (may be null): the arguments and return values some functions get (graph_args.h).
+struct graph_args_config;
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
                     bool follow_loads, unsigned max_depth, bool function_tracer, bool strict,
-                    std::string *err, std::string *warn, graph_plan *plan);
+                    std::string *err, std::string *warn, graph_plan *plan,
+                    const graph_args_config *args = nullptr);
 // Unregisters the function-graph fprobe, if registered.
 void funcgraph_stop();
 // --follow-loads, inside the loader after the fprobe took what it could of ADDED: the
@@ -159,6 +166,10 @@ void tracefs_down();
 // Joins every thread the attach entry points started (after the session ended). 0, -EBUSY
 // (a session still runs), -EAGAIN (a thread did not end within 2 s), with *WHY.
 int join_agent_threads(std::string *why);
+// In the child of a fork (one thread, the forking one): the attach threads of the parent are
+// not here; their handles are dropped (their stacks unmapped) and the lock they may have
+// held starts free, so that the child's own detach can end and unload.
+void attach_fork_child() noexcept;
 
 // ---- unload.cpp ----
 // Whether the agent is being unloaded (dprobe_agent_unload succeeded): its DT_FINI then

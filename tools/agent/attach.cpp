@@ -238,6 +238,15 @@ int start_thread(void (*fn)(std::string), const char *name)
 
 } // namespace
 
+void attach_fork_child() noexcept
+{
+    new (&g_attach_lock) std::mutex();
+    for (kthread &t : g_threads)
+        t.forget();
+    g_threads.clear();
+    g_pending = false;
+}
+
 int join_agent_threads(std::string *why)
 {
     std::vector<kthread> threads;

@@ -11,6 +11,8 @@
 // kretprobe, whose entry is an int3 breakpoint - as the kernel falls back from optimized to
 // int3 kprobes. Slower (a signal a call), and said in the summary.
 #include "tools/agent/agent.h"
+#include "tools/agent/funcgraph_record.h"
+#include "tools/agent/graph_args.h"
 
 #include "core/compiler.h"
 #include "core/ftrace.h"
@@ -40,42 +42,6 @@ namespace dprobe::agent
 
 namespace
 {
-
-__attribute__((tls_model("initial-exec"))) thread_local int32_t t_depth;
-// --graph-depth (the kernel's max_graph_depth): calls at this depth and deeper are not
-// recorded; INT32_MAX without a limit. A call left out does not move t_depth, so its callees
-// are at or beyond the limit too.
-int32_t g_max_depth = INT32_MAX;
-
-struct graph_data {
-    unsigned long func; // for an unwound call, whose handler gets no ip
-    int32_t depth;
-    int32_t pad;
-};
-static_assert(sizeof(graph_data) <= MAX_FPROBE_DATA_SIZE);
-
-// One 16-byte event (4 bytes of header, the rest tracefile::funcgraph_rec); its time stamp is
-// the call's or the return's.
-DPROBE_NOPROBE inline void write_graph_event(uint16_t type, int32_t depth, uint16_t flags,
-                                             unsigned long func) noexcept
-{
-    void *p = ring_buffer_reserve_small(sizeof(tracefile::funcgraph_rec));
-    if (!p) return;
-    const uint16_t d = static_cast<uint16_t>(depth < 0 ? 0
-                                             : depth > tracefile::FUNCGRAPH_DEPTH_MAX
-                                                 ? tracefile::FUNCGRAPH_DEPTH_MAX
-                                                 : depth);
-    // Stored field by field, straight from registers: a record built on the stack and then
-    // copied is read back wider than it was written, which defeats store-to-load forwarding
-    // (a stall of about 5 ns per event measured on AMD EPYC).
-    const uint32_t head = type | uint32_t{static_cast<uint16_t>(d | flags)} << 16;
-    static_assert(offsetof(tracefile::funcgraph_rec, depth) == 2 &&
-                  offsetof(tracefile::funcgraph_rec, func) == 4);
-    std::memcpy(p, &head, sizeof head);
-    std::memcpy(static_cast<char *>(p) + offsetof(tracefile::funcgraph_rec, func), &func,
-                sizeof func);
-    ring_buffer_commit(p);
-}
 
 DPROBE_NOPROBE int graph_entry(struct fprobe *, unsigned long ip, unsigned long,
                                struct ftrace_regs *, void *data) noexcept
@@ -111,25 +77,17 @@ DPROBE_NOPROBE int function_entry(struct fprobe *, unsigned long ip, unsigned lo
     return 0;
 }
 
-DPROBE_NOPROBE void write_exit(const graph_data *gd, uint16_t flags) noexcept
-{
-    // The caller's depth from now on. (Frames left without returning are reported before
-    // the next hit of the thread, innermost first, so this stays right after them too.)
-    t_depth = gd->depth;
-    write_graph_event(tracefile::FUNCGRAPH_EXIT_ID, gd->depth, flags, gd->func);
-}
-
 DPROBE_NOPROBE void graph_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *,
                                void *data) noexcept
 {
-    write_exit(static_cast<graph_data *>(data), 0);
+    write_graph_exit(static_cast<graph_data *>(data), 0);
 }
 
 // A call left by longjmp, an exception or thread exit: its exit, marked, where dprobe
 // noticed (the catch, or the thread's next hit), as uftrace prints it at the catch.
 DPROBE_NOPROBE void graph_unwound(struct fprobe *, void *data) noexcept
 {
-    write_exit(static_cast<graph_data *>(data), tracefile::FUNCGRAPH_FL_UNWOUND);
+    write_graph_exit(static_cast<graph_data *>(data), tracefile::FUNCGRAPH_FL_UNWOUND);
 }
 
 struct fprobe g_graph_probe = {};
@@ -171,7 +129,7 @@ DPROBE_NOPROBE int function_kret_entry(struct kretprobe_instance *ri, struct pt_
 
 DPROBE_NOPROBE int graph_kret_exit(struct kretprobe_instance *ri, struct pt_regs *) noexcept
 {
-    write_exit(reinterpret_cast<const graph_data *>(ri->data), 0);
+    write_graph_exit(reinterpret_cast<const graph_data *>(ri->data), 0);
     return 0;
 }
 
@@ -340,7 +298,8 @@ void register_int3(const std::vector<int3_entry> &int3, bool function_tracer, gr
 
 int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std::string> &notrace,
                     bool follow_loads, unsigned max_depth, bool function_tracer, bool strict,
-                    std::string *err, std::string *warn, graph_plan *plan)
+                    std::string *err, std::string *warn, graph_plan *plan,
+                    const graph_args_config *args)
 {
     g_max_depth = max_depth && max_depth < INT32_MAX ? static_cast<int32_t>(max_depth) : INT32_MAX;
     ftrace_update_objects();
@@ -386,6 +345,16 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
     ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
     register_int3(int3, function_tracer, plan);
     const size_t traced = ips.size() + int3_set().probes.size();
+    if (args && !args->empty() && !function_tracer && !follow_loads) {
+        // The functions that get arguments or a return value go on the arguments' fprobe.
+        std::string args_warn;
+        if (int r = graph_args_start(*args, ips, &args_warn, err); r < 0) {
+            funcgraph_stop();
+            return r;
+        }
+        if (!args_warn.empty())
+            *warn += (warn->empty() ? "" : "; ") + ("without arguments: " + args_warn);
+    }
     if (!traced && !follow_loads) {
         if (strict) {
             std::string why = "the -F/-N globs leave no function to trace";
@@ -488,6 +457,7 @@ void funcgraph_stop()
     for (auto &rp : int3_set().probes)
         unregister_kretprobe(rp.release());
     int3_set().probes.clear();
+    graph_args_stop();
     if (!g_graph_registered) return;
     unregister_fprobe(&g_graph_probe);
     g_graph_registered = false;

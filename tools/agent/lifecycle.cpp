@@ -88,6 +88,7 @@ void atfork_child()
     palloc_fork_child();
     st.lock.unlock();
     ring_buffer_thread_nowait(false);
+    attach_fork_child();
     if (!st.active) return;
     fork_session();
     if (st.attached) start_streamer();

@@ -16,6 +16,7 @@
 #include "core/sym_cfi.h"
 #include "core/unload.h"
 #include "tracefs/btf_lookup.h"
+#include "tracefs/function_profile.h"
 #include "tracefs/trace_task.h"
 
 #include <atomic>
@@ -73,6 +74,8 @@ extern "C" __attribute__((visibility("default"))) int dprobe_agent_unload(uint64
     std::string left;
     for (int sig : signal_chain_release())
         left += (left.empty() ? "" : ", ") + std::string(strsignal(sig));
+    // The profiler's tables first: the threads' blocks point to them.
+    function_profile_release_all();
     trace_task_release_all();
     // The files the lookups opened (ELF, DWARF): a session's end closed them, but a session
     // refused while it started, or a lookup of the tree after it, may have opened them again.

@@ -13,6 +13,7 @@
 #include "tools/dprobe/resolve/elf_image.h"
 #include "tools/dprobe/record/event_args.h"
 #include "tools/dprobe/attach/proc_target.h"
+#include "tools/dprobe/attach/session_forks.h"
 #include "tools/dprobe/attach/session_watch.h"
 #include "tools/dprobe/record/record_util.h"
 #include "tools/dprobe/record/trace_opts.h"
@@ -156,6 +157,7 @@ struct attach_plan {
     std::vector<std::string> lines; // dynamic_events lines
     std::vector<std::string> globs, notrace;
     bool graph_main = false;
+    std::vector<std::string> graph_args, graph_retvals; // -A, -R
     std::string agent; // the libdprobe-preload.so the process can load
     // Which pages of its code were resident before dprobe touched it (core/resident_pages.h).
     std::string resident;
@@ -173,6 +175,7 @@ int plan_attach(const char *cmd, const attach_opts &o, attach_plan &plan)
     if (!img) return fail(cmd, err);
     if (!resolve_events(cmd, o.events, img.get(), plan.lines)) return 1;
     plan.graph_main = graph_filter(o, !plan.lines.empty(), plan.globs, plan.notrace);
+    if (!graph_args_lines(o, plan.graph_args, plan.graph_retvals, &err)) return fail(cmd, err);
     if (!agent_for(o.pid, plan.agent, err)) return fail(cmd, err);
     for (const tools::proc_map &m : tools::read_proc_maps(o.pid))
         if (m.path.size() > 12 && m.path.rfind("/libdprobe.so") != std::string::npos)
@@ -234,6 +237,9 @@ int send_settings(const char *cmd, const attach_opts &o, const attach_plan &plan
     s.follow_loads = o.follow_loads;
     s.max_graph_depth = o.graph_depth;
     s.function_tracer = o.tracer == "function";
+    s.graph_args = plan.graph_args;
+    s.graph_retvals = plan.graph_retvals;
+    s.graph_args_auto = o.auto_args;
     s.buffer_kb = o.buffer_kb;
     s.clock = o.clock;
     s.tracefs = !o.no_tracefs;
@@ -306,6 +312,8 @@ std::string describe(const attach_opts &o, const attach_plan &plan, const agent_
     return what;
 }
 
+int detach_forks(const char *cmd, pid_t pid, const std::string &trace);
+
 // Step 5, in the foreground (perf record -p): the session's counts until Ctrl-C, a
 // 'dprobe detach' or the end of the process; then the summary.
 int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &link,
@@ -363,6 +371,7 @@ int follow_session(const char *cmd, const attach_opts &o, tools::agent_link &lin
         tools::unmount_if_mounted(ready.mount); // a process killed outright leaves it behind
     // The command that ended the session takes the runtime out ('dprobe detach' when it did).
     int status = detached && !by_other ? unload(cmd, o.pid, left) : 0;
+    if (detached && !by_other && detach_forks(cmd, o.pid, o.output) != 0 && status == 0) status = 1;
     tools::print_record_summary(o.output, cmd);
     tools::print_session_hists(o.output, stdout); // --trigger hist:... as the session left them
     return status;
@@ -429,9 +438,17 @@ int run_attach(const attach_opts &o)
     return r;
 }
 
-int run_detach(pid_t pid)
+// Ends the session of PID and takes its runtime out. FORKED: PID is a child the session's
+// process forked meanwhile (said so in the messages). *TRACE: the session's file, when PID
+// said it.
+int detach_process(const char *cmd, pid_t pid, bool forked, std::string *trace)
 {
-    const char *cmd = "detach";
+    // A forked child that exits (or execs) while its session is being ended takes its runtime
+    // with it: nothing of it is left, and nothing to say.
+    auto fail = [&](const char *c, const std::string &msg) {
+        if (forked && (!tools::process_alive(pid) || tools::mapped_agent(pid).empty())) return 0;
+        return ::dprobe::cli::fail(c, msg);
+    };
     if (std::string why = tools::check_attach_target(pid); !why.empty()) return fail(cmd, why);
     std::string agent = tools::mapped_agent(pid);
     if (agent.empty())
@@ -483,12 +500,32 @@ int run_detach(pid_t pid)
     char path[PATH_MAX] = {};
     int n =
         std::sscanf(msg.c_str() + 9, "%*d %llu %llu %llu %4095[^\n]", &recs, &lost, &bytes, path);
-    std::printf("dprobe detach: %s detached: %llu events (%llu lost), %.3f MB written%s%s\n",
-                who(pid).c_str(), recs, lost, bytes / 1048576.0, n == 4 ? " to " : "",
-                n == 4 ? path : "");
+    std::printf("dprobe %s: %s%s detached: %llu events (%llu lost), %.3f MB written%s%s\n", cmd,
+                who(pid).c_str(), forked ? ", forked during the session," : "", recs, lost,
+                bytes / 1048576.0, n == 4 ? " to " : "", n == 4 ? path : "");
     if (n == 4) tools::print_session_hists(path, stdout, pid); // --trigger hist:... tables
     std::fflush(stdout);
+    if (n == 4 && trace) *trace = path;
     return unload(cmd, pid, left);
+}
+
+// The children PID forked during its session (they write into TRACE too): their sessions
+// end with it, and they are left as they were before it. 0, or 1 when one could not be.
+int detach_forks(const char *cmd, pid_t pid, const std::string &trace)
+{
+    int status = 0;
+    for (pid_t child : tools::session_forks(trace, pid))
+        if (detach_process(cmd, child, true, nullptr) != 0) status = 1;
+    return status;
+}
+
+int run_detach(pid_t pid)
+{
+    const char *cmd = "detach";
+    std::string trace;
+    const int r = detach_process(cmd, pid, false, &trace);
+    const int forks = detach_forks(cmd, pid, trace);
+    return r != 0 ? r : forks;
 }
 
 } // namespace

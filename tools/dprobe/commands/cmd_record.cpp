@@ -150,6 +150,8 @@ int run_record(const record_opts &o)
     if (!resolve_events("record", o.events, img.get(), lines)) return 1;
     std::vector<std::string> globs, notrace;
     const bool graph_main = graph_filter(o, !lines.empty(), globs, notrace);
+    std::vector<std::string> graph_args, graph_retvals;
+    if (!graph_args_lines(o, graph_args, graph_retvals, &err)) return fail("record", err);
 
     std::string agent;
     if (!tools::find_agent(agent))
@@ -213,6 +215,12 @@ int run_record(const record_opts &o)
         setenv("DPROBE_GRAPH", join_lines(globs).c_str(), 1);
         setenv("DPROBE_GRAPH_NOTRACE", join_lines(notrace).c_str(), 1);
         if (graph_main) setenv("DPROBE_GRAPH_MAIN", "1", 1);
+        setenv("DPROBE_GRAPH_ARGS", join_lines(graph_args).c_str(), 1);
+        setenv("DPROBE_GRAPH_RETVALS", join_lines(graph_retvals).c_str(), 1);
+        if (o.auto_args)
+            setenv("DPROBE_GRAPH_ARGS_AUTO", "1", 1);
+        else
+            unsetenv("DPROBE_GRAPH_ARGS_AUTO");
         if (o.tracer == "function")
             setenv("DPROBE_TRACER", "function", 1);
         else
@@ -463,6 +471,8 @@ void setup_record(CLI::App &app)
         "   dprobe record -e 'parse:4 len p->name:string' -- ./app  a line of parse (needs -g)\n"
         "   dprobe record -e 'f:parse_entry parse item->name count' -- ./app   names from DWARF\n"
         "   dprobe record -e sdt_libstdcxx:throw -- ./app          a USDT probe (throws)\n"
+        "   dprobe record -F 'parse*' -a -- ./app          arguments and return values (DWARF)\n"
+        "   dprobe record -F parse -A 'parse@arg1/s,arg2' -R parse@retval -- ./app\n"
         "\n"
         "Then: dprobe report [-i FILE] [--format text|graph|chrome]");
     sub->callback([o, sub] {

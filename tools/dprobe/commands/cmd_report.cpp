@@ -1,8 +1,10 @@
 // dprobe report: a recorded trace as the kernel's `trace` file (text), as ftrace's
-// function_graph output (graph), as the kernel's `hist` files (hist), or as Chrome
-// trace-event JSON for Perfetto (chrome).
+// function_graph output (graph), as the kernel's `hist` files (hist), as Chrome
+// trace-event JSON (chrome), as a flame graph (flamegraph, an SVG) or folded stacks (folded).
 #include "tools/dprobe/commands/cli.h"
 #include "tools/dprobe/report/report.h"
+#include "tools/dprobe/report/report_perfetto.h"
+#include "tools/dprobe/report/report_pprof.h"
 #include "tools/dprobe/report/trace_dat.h"
 #include "tools/trace_file.h"
 
@@ -37,6 +39,19 @@ int run_report(const report::report_opts &o)
                      o.output.c_str());
         return 0;
     }
+    if (o.format == "pprof") {
+        // Binary: to a file only.
+        if (o.output.empty() || o.output == "-")
+            return fail("report", "--format pprof needs -o FILE (FILE.pb.gz)");
+        report::report_counts rc;
+        if (std::string e = report::write_pprof(m, o, o.output, rc); !e.empty())
+            return fail("report", e);
+        for (const std::string &e : rc.errors)
+            std::fprintf(stderr, "dprobe report: warning: %s\n", e.c_str());
+        std::fprintf(stderr, "dprobe report: wrote %s (go tool pprof -top %s)\n", o.output.c_str(),
+                     o.output.c_str());
+        return 0;
+    }
     if (o.format == "graph") {
         bool calls_only = false, graph = false;
         for (const auto &sv : m.sessions) {
@@ -49,6 +64,8 @@ int run_report(const report::report_opts &o)
                          "no returns): --format text shows it as the kernel does\n",
                          o.input.c_str());
     }
+    if (o.format == "perfetto" && (o.output.empty() || o.output == "-"))
+        return fail("report", "--format perfetto needs -o FILE (FILE.pftrace)");
     std::FILE *out = stdout;
     const bool to_file = !o.output.empty() && o.output != "-";
     if (to_file) {
@@ -67,6 +84,12 @@ int run_report(const report::report_opts &o)
         rc = report::format_profile(m, o, out);
     else if (o.format == "hist")
         rc = report::format_hist(m, o, out);
+    else if (o.format == "folded")
+        rc = report::format_folded(m, o, out);
+    else if (o.format == "flamegraph")
+        rc = report::format_flamegraph(m, o, out);
+    else if (o.format == "perfetto")
+        rc = report::format_perfetto(m, o, out);
     else
         rc = report::format_chrome(m, o, out);
     bool ok = std::fflush(out) == 0 && !std::ferror(out);
@@ -102,9 +125,11 @@ void setup_report(CLI::App &app)
         ->capture_default_str()
         ->type_name("FILE");
     sub->add_option("-f,--format", o->format,
-                    "Output: text, graph, profile, hist, chrome or trace-dat")
+                    "Output: text, graph, profile, hist, chrome, perfetto, flamegraph, folded, "
+                    "pprof or trace-dat")
         ->capture_default_str()
-        ->check(CLI::IsMember({"text", "graph", "profile", "hist", "chrome", "trace-dat"}))
+        ->check(CLI::IsMember({"text", "graph", "profile", "hist", "chrome", "perfetto",
+                               "flamegraph", "folded", "pprof", "trace-dat"}))
         ->type_name("FORMAT");
     sub->add_option("-o,--output", o->output, "Write to FILE instead of stdout")->type_name("FILE");
     sub->add_option("--tid", o->tids, "Only these threads")->type_name("TID");
@@ -112,6 +137,26 @@ void setup_report(CLI::App &app)
                     "hist: compute this histogram from the recorded records of EVENT, with the "
                     "syntax of a hist trigger ('fp:read:keys=len.log2:vals=hitcount if len > 0')")
         ->type_name("GROUP:EVENT:SPEC");
+    sub->add_option_function<std::string>(
+           "--weight",
+           [o](const std::string &v) {
+               o->weight = v == "calls" ? report::report_opts::weight_kind::calls
+                                        : report::report_opts::weight_kind::time;
+           },
+           "flamegraph, folded, pprof: what a frame weighs: time (inclusive time, the default) or "
+           "calls (the calls made on the path and below it)")
+        ->check(CLI::IsMember({"time", "calls"}))
+        ->type_name("WHAT")
+        ->default_str("time");
+    sub->add_flag("--per-thread", o->per_thread,
+                  "flamegraph, folded, pprof: one tree per thread under the root (a frame "
+                  "\"comm-tid\" each) instead of every thread's calls merged");
+    sub->add_flag("--icicle", o->icicle,
+                  "flamegraph: the root at the top, callees below their callers");
+    sub->add_option("--title", o->title,
+                    "flamegraph: the title (default: \"Flame graph of "
+                    "PROG\")")
+        ->type_name("TEXT");
     sub->add_flag("--no-header", o->no_header, "Leave out the header block (text, graph)");
     sub->add_flag("--no-events", o->no_events, "graph: leave out probe events between calls");
     sub->add_flag(
@@ -146,6 +191,16 @@ void setup_report(CLI::App &app)
         "           GROUP:EVENT:hist:...), or those --hist computes from the records\n"
         "   chrome  Chrome trace-event JSON: open it in https://ui.perfetto.dev or\n"
         "           chrome://tracing\n"
+        "   perfetto  Perfetto's own protobuf trace (needs -o FILE.pftrace): interned\n"
+        "           names, a track per thread, written in bounded memory; for\n"
+        "           ui.perfetto.dev and trace_processor, at any size\n"
+        "   flamegraph  an interactive SVG flame graph of the recorded calls (click to zoom,\n"
+        "           search, tooltips): by inclusive time, or --weight calls; --per-thread,\n"
+        "           --icicle\n"
+        "   folded  folded stacks, \"main;parse;lex 1200\" (self ns, or calls), for\n"
+        "           flamegraph.pl, inferno and speedscope\n"
+        "   pprof   a pprof profile (needs -o FILE.pb.gz): calls and self time per call\n"
+        "           path, for go tool pprof, Pyroscope, Parca, Grafana\n"
         "   trace-dat  trace-cmd's trace.dat (needs -o): `trace-cmd report FILE`, KernelShark\n"
         "\n"
         "Examples:\n"
@@ -154,6 +209,10 @@ void setup_report(CLI::App &app)
         "   dprobe report --format profile --no-graph-time   where the time goes\n"
         "   dprobe report --format hist --hist 'fp:read:keys=common_pid:vals=len'\n"
         "   dprobe report --format chrome -o trace.json\n"
+        "   dprobe report --format perfetto -o trace.pftrace\n"
+        "   dprobe report --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz\n"
+        "   dprobe report --format flamegraph -o app.svg   then open app.svg in a browser\n"
+        "   dprobe report --format folded | flamegraph.pl > app.svg\n"
         "   dprobe report --format trace-dat -o trace.dat && trace-cmd report trace.dat");
     sub->callback([o] { exit_status = run_report(*o); });
 }

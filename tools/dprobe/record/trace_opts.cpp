@@ -1,5 +1,6 @@
 // The options and set-up that `dprobe record` and `dprobe attach` share.
 #include "tools/dprobe/record/trace_opts.h"
+#include "tools/dprobe/record/graph_args_spec.h"
 #include "tools/dprobe/resolve/elf_image.h"
 #include "tools/trace_file.h"
 
@@ -40,6 +41,19 @@ void add_trace_options(CLI::App *sub, trace_opts &o, const std::string &tracer_n
                     "max_graph_depth; 1: only the outermost traced calls)")
         ->check(CLI::Range(1u, 0x7fffu))
         ->type_name("N");
+    // uftrace record's -a, -A and -R: values in the graph (`parse(0x7ff..., 12) = 3`).
+    sub->add_flag("-a,--auto-args", o.auto_args,
+                  "Record every traced function's arguments and return value, where its debug "
+                  "information (DWARF) describes them");
+    sub->add_option("-A,--argument", o.arg_specs,
+                    "Record the arguments of the functions GLOB matches: uftrace's "
+                    "'GLOB@arg1,arg2/s' (formats /d /u /x /s /c /p, sizes /i32), parameter "
+                    "names 'GLOB@name,p->len', or fetch args 'GLOB@n=$arg2:s32'")
+        ->type_name("GLOB@ARGS");
+    sub->add_option("-R,--retval", o.retval_specs,
+                    "Record the return value of the functions GLOB matches: 'GLOB@retval' "
+                    "(typed by DWARF), 'GLOB@retval/x', or a fetch arg on $retval")
+        ->type_name("GLOB@retval");
     sub->add_option("--trigger", o.triggers,
                     "An event trigger, written to events/GROUP/EVENT/trigger once the events "
                     "exist: traceon, traceoff, snapshot, stacktrace, enable_event:SYS:EVENT, "
@@ -82,7 +96,28 @@ std::string trace_opts_conflict(const trace_opts &o)
 {
     if (o.graph_depth && o.tracer == "function")
         return "--graph-depth needs the function_graph tracer (-p function records no returns)";
+    const bool args = o.auto_args || !o.arg_specs.empty() || !o.retval_specs.empty();
+    if (args && o.tracer == "function")
+        return "-a, -A and -R need the function_graph tracer (-p function records calls only)";
+    if (args && o.follow_loads)
+        return "-a, -A and -R do not apply to libraries loaded later: leave out --follow-loads";
     return "";
+}
+
+bool graph_args_lines(const trace_opts &o, std::vector<std::string> &args,
+                      std::vector<std::string> &retvals, std::string *err)
+{
+    for (const std::string &s : o.arg_specs) {
+        std::string line;
+        if (!graph_args_line(s, false, line, err)) return false;
+        args.push_back(line);
+    }
+    for (const std::string &s : o.retval_specs) {
+        std::string line;
+        if (!graph_args_line(s, true, line, err)) return false;
+        retvals.push_back(line);
+    }
+    return true;
 }
 
 int create_trace_file(const std::string &path, int extra_flags, std::string &err)

@@ -30,7 +30,14 @@ struct trace_opts {
     bool quiet = false;
     bool no_tracefs = false;
     bool no_wait = false; // drop events rather than wait for room
+    // -a, -A, -R: arguments and return values in the graph (record/graph_args_spec.h)
+    bool auto_args = false;
+    std::vector<std::string> arg_specs, retval_specs;
 };
+
+// -A and -R of O as the agent's "GLOB ARGS" lines. False with *ERR (a bad spec).
+bool graph_args_lines(const trace_opts &o, std::vector<std::string> &args,
+                      std::vector<std::string> &retvals, std::string *err);
 
 // -F, -N, -g, --follow-loads, the tracer, -D, -o, -b, --clock and --trigger into O (each command
 // adds -e, -q and --no-tracefs with its own wording). TRACER_NAMES: the option names of the tracer
@@ -46,7 +53,8 @@ bool graph_filter(const trace_opts &o, bool have_events, std::vector<std::string
                   std::vector<std::string> &notrace);
 
 // Options that do not go together ("" when they do): --graph-depth needs the
-// function_graph tracer (the function tracer records no returns, hence no depth).
+// function_graph tracer (the function tracer records no returns, hence no depth); so do -a,
+// -A and -R, which do not follow libraries loaded later (--follow-loads) either.
 std::string trace_opts_conflict(const trace_opts &o);
 
 // Creates (truncates) the trace file at PATH with its header, so an unwritable path fails

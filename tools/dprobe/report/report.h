@@ -21,6 +21,13 @@ struct report_opts {
     bool graph_time = true;         // profile: a call's time includes its callees'
     uint64_t thresh_ns = 0;         // graph: shorter calls left out; profile: functions by average
     std::vector<std::string> hists; // hist: "GROUP:EVENT:keys=..." to compute
+    // flamegraph, folded, pprof: what a frame weighs (inclusive time, or calls); one tree
+    // per thread under the root (else every thread's calls merged); flamegraph: the root at
+    // the top (an icicle graph).
+    enum class weight_kind { time, calls } weight = weight_kind::time;
+    bool per_thread = false;
+    bool icicle = false;
+    std::string title; // flamegraph: the title ("": the program's name)
     bool wants(int32_t tid) const;
 };
 
@@ -30,6 +37,11 @@ struct report_counts {
     std::vector<std::string> errors; // streams cut short (a damaged chunk)
 };
 
+// A probe event's text, "ev: (place) a=1 s=\"x y\"", as its place and name/value pairs
+// (report_chrome.cpp; the Perfetto writer uses it too).
+void split_probe_text(const std::string &text, std::string &place,
+                      std::vector<std::pair<std::string, std::string>> &args);
+
 report_counts format_text(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_graph(const model &m, const report_opts &o, std::FILE *out);
 report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out);
@@ -37,5 +49,10 @@ report_counts format_profile(const model &m, const report_opts &o, std::FILE *ou
 // The histograms the recording holds, or those o.hists asks for, computed from its records
 // (report_hist.cpp). Its errors make the command fail.
 report_counts format_hist(const model &m, const report_opts &o, std::FILE *out);
+// The call tree (call_tree.h) as folded stacks, "main;parse;lex 1200" a line
+// (report_folded.cpp), and as a self-contained interactive SVG flame graph
+// (report_flamegraph.cpp).
+report_counts format_folded(const model &m, const report_opts &o, std::FILE *out);
+report_counts format_flamegraph(const model &m, const report_opts &o, std::FILE *out);
 
 } // namespace dprobe::report

@@ -59,7 +59,8 @@ std::string ts_us(uint64_t ns)
     return b;
 }
 
-// "ev: (place) a=1 s=\"x y\"" -> place and name/value pairs.
+} // namespace
+
 void split_probe_text(const std::string &text, std::string &place,
                       std::vector<std::pair<std::string, std::string>> &args)
 {
@@ -93,6 +94,9 @@ void split_probe_text(const std::string &text, std::string &place,
     }
 }
 
+namespace
+{
+
 struct frame {
     uint64_t func;
     int32_t depth;
@@ -103,8 +107,17 @@ struct emitter {
     std::FILE *out;
     bool first = true;
     std::string buf;
+    // The last B or E event is left open until the next one: the values `record -a` put after
+    // a call's entry or exit become its "args".
+    bool open = false;
+    void close()
+    {
+        if (open) buf += "}";
+        open = false;
+    }
     void begin()
     {
+        close();
         buf += first ? "\n" : ",\n";
         first = false;
     }
@@ -121,7 +134,26 @@ struct emitter {
         json_str(buf, name);
         buf += ",\"cat\":\"function\",\"ph\":\"" + std::string(ph) +
                "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-               ",\"ts\":" + ts_us(ts) + (unwound ? ",\"args\":{\"unwound\":true}" : "") + "}";
+               ",\"ts\":" + ts_us(ts) + (unwound ? ",\"args\":{\"unwound\":true}" : "");
+        open = !unwound;
+        if (unwound) buf += "}";
+    }
+    // A call's arguments or return value, as the args of the B or E event just written.
+    bool values(const graph_values &v)
+    {
+        if (!open) return false;
+        buf += ",\"args\":{";
+        bool comma = false;
+        for (const auto &[k, val] : v.values) {
+            buf += comma ? "," : "";
+            comma = true;
+            json_str(buf, k);
+            buf += ":";
+            json_str(buf, val);
+        }
+        buf += "}";
+        close();
+        return true;
     }
 };
 
@@ -177,6 +209,8 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
                           std::to_string(pid) + ",\"tid\":" + std::to_string(t.tid) +
                           ",\"ts\":" + ts_us(e.ts) + "}";
             }
+        } else if (graph_values v; decode_graph_values(sv, e, v) && em.values(v)) {
+            // record -a/-A/-R: the args of the call's B (arguments) or E (return value).
         } else if (function_event f; decode_function(e, f)) {
             // -p function: each call an instant event, with its caller.
             em.begin();
@@ -234,6 +268,7 @@ void thread_events(const model &m, size_t si, const report_opts &o, emitter &em,
         em.dur("E", sv.syms.name(st.back().func, last_ts), pid, t.tid, last_ts);
         st.pop_back();
     }
+    em.close();
     if (!cur.error().empty()) rc.errors.push_back(cur.error());
     em.flush();
 }
@@ -269,6 +304,7 @@ report_counts format_chrome(const model &m, const report_opts &o, std::FILE *out
     }
     for (size_t si : m.stream_order)
         if (o.wants(m.reader.streams[si].tid)) thread_events(m, si, o, em, rc);
+    em.close();
     em.buf += "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"tool\":\"dprobe\"}}\n";
     em.flush();
     return rc;

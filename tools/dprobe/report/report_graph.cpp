@@ -78,6 +78,7 @@ struct time_filter {
 
 time_filter filter_calls(const model &m, size_t si, uint64_t thresh_ns, bool events_shown)
 {
+    const session_view &sv = *m.sessions[m.reader.streams[si].session];
     time_filter f;
     struct open_call {
         uint64_t func;
@@ -100,7 +101,9 @@ time_filter filter_calls(const model &m, size_t si, uint64_t thresh_ns, bool eve
     while (cur.next(e)) {
         graph_event g;
         if (!decode_graph(e, g)) {
-            if (events_shown && !open.empty()) open.back().shows_inside = true;
+            graph_values v;
+            if (events_shown && !open.empty() && !decode_graph_values(sv, e, v))
+                open.back().shows_inside = true;
             continue;
         }
         if (g.entry) {
@@ -199,6 +202,16 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
         std::string text;
         if (!is_graph && !o.no_events) text = event_text(sv, e);
         bool have_next = cur.next(next);
+        // record -a/-A/-R: the call's arguments follow its entry, its return value its exit.
+        graph_values vals;
+        std::string args, ret;
+        bool got_args = false;
+        if (is_graph && have_next && !next.lost_before && decode_graph_values(sv, next, vals) &&
+            vals.retval == !g.entry) {
+            (g.entry ? args : ret) = vals.inline_text();
+            got_args = g.entry;
+            have_next = cur.next(next);
+        }
         if (e.lost_before)
             std::fprintf(out, "%s%s/* LOST %" PRIu64 " EVENTS */\n", tidcol, k_fill, e.lost_before);
         if (is_graph) {
@@ -211,30 +224,36 @@ void thread_block(const model &m, size_t si, const report_opts &o, std::FILE *ou
             if (g.entry) {
                 cs.entry(g, e.ts);
                 graph_event x;
+                const std::string call = got_args ? name + "(" + args + ")" : name + parens;
                 // A leaf: its own exit comes next on this thread.
                 if (have_next && !next.lost_before && decode_graph(next, x) && !x.entry &&
                     x.func == g.func && x.depth == g.depth) {
                     uint64_t calltime = e.ts;
                     cs.exit(x, &calltime);
                     rc.unwound += x.unwound;
-                    std::fprintf(out, "%s%s%s%s%s;%s\n", tidcol,
-                                 duration_col(next.ts - e.ts).c_str(), indent.c_str(), name.c_str(),
-                                 parens, x.unwound ? " /* unwound */" : "");
-                    cur_depth = g.depth;
+                    const uint64_t dur = next.ts - e.ts;
                     have = cur.next(e);
+                    if (have && !e.lost_before && decode_graph_values(sv, e, vals) && vals.retval) {
+                        ret = " = " + vals.inline_text();
+                        have = cur.next(e);
+                    }
+                    std::fprintf(out, "%s%s%s%s%s;%s\n", tidcol, duration_col(dur).c_str(),
+                                 indent.c_str(), call.c_str(), ret.c_str(),
+                                 x.unwound ? " /* unwound */" : "");
+                    cur_depth = g.depth;
                     continue;
                 }
-                std::fprintf(out, "%s%s%s%s%s {\n", tidcol, k_fill, indent.c_str(), name.c_str(),
-                             parens);
+                std::fprintf(out, "%s%s%s%s {\n", tidcol, k_fill, indent.c_str(), call.c_str());
                 cur_depth = g.depth + 1;
             } else {
                 uint64_t calltime;
                 bool known = cs.exit(g, &calltime);
                 rc.unwound += g.unwound;
                 // A call left by longjmp or an exception: closed where dprobe noticed.
-                std::fprintf(out, "%s%s%s} /* %s%s */\n", tidcol,
+                std::fprintf(out, "%s%s%s} /* %s%s%s */\n", tidcol,
                              known ? duration_col(e.ts - calltime).c_str() : k_fill, indent.c_str(),
-                             name.c_str(), g.unwound ? " (unwound)" : "");
+                             name.c_str(), ret.empty() ? "" : (" = " + ret).c_str(),
+                             g.unwound ? " (unwound)" : "");
                 cur_depth = g.depth;
             }
         } else if (!o.no_events) {

@@ -3,6 +3,7 @@
 
 #include "tracefs/event_format.h"
 #include "tracefs/ftrace_entries.h"
+#include "tools/dprobe/report/report.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -61,6 +62,18 @@ const ksym *offline_symbols::find(uintptr_t addr, uint64_t ts) const
         if (it->obj->contains(addr))
             if (const ksym *s = it->obj->func_at(addr)) return s;
     return nullptr;
+}
+
+bool offline_symbols::where(uintptr_t addr, uint64_t ts, origin *out) const
+{
+    const ksym *s = find(addr, ts);
+    if (!s || names_.count(addr)) return false;
+    for (auto it = spans_.rbegin(); it != spans_.rend(); ++it)
+        if (it->obj->contains(addr) && it->obj->func_at(addr) == s) {
+            *out = {it->obj->path, it->obj->load_bias, s->name, s->addr};
+            return true;
+        }
+    return false;
 }
 
 const std::string &offline_symbols::shown(const ksym *s) const
@@ -139,6 +152,9 @@ bool load_model(const std::string &path, model &m, std::string *err, demangle_mo
                 parse_options po;
                 po.check_files = false;
                 po.btf_unchecked = true; // names resolved in the traced process: see format
+                // record -a/-A/-R's values: probes at a function's address, its entry.
+                if (d.group == tracefile::GRAPH_ARGS_GROUP)
+                    po.is_func_entry = [](const probe_place &) { return true; };
                 auto argv = argv_split(e.definition);
                 d.has_def = parse_probe_definition(argv, po, d.def).ok();
                 if (d.has_def && !e.format.empty()) probe_args_from_format(d.def, e.format);
@@ -271,6 +287,29 @@ std::string event_name(const session_view &sv, const tracefile::event &e)
     if (t == TRACE_RAW_DATA) return "raw_data";
     auto it = sv.events.find(t);
     return it == sv.events.end() ? std::string() : it->second.event;
+}
+
+bool decode_graph_values(const session_view &sv, const tracefile::event &e, graph_values &out)
+{
+    const uint16_t t = event_type(e);
+    if (t < tracefile::GRAPH_ARGS_FIRST_ID || t > tracefile::GRAPH_ARGS_LAST_ID) return false;
+    auto it = sv.events.find(t);
+    if (it == sv.events.end() || it->second.group != tracefile::GRAPH_ARGS_GROUP ||
+        !it->second.has_def)
+        return false;
+    out.retval = it->second.def.is_return;
+    out.values.clear();
+    std::string place;
+    split_probe_text(event_text(sv, e), place, out.values);
+    return true;
+}
+
+std::string graph_values::inline_text() const
+{
+    std::string s;
+    for (const auto &[name, value] : values)
+        s += (s.empty() ? "" : ", ") + value;
+    return s;
 }
 
 std::string event_text(const session_view &sv, const tracefile::event &e, uint64_t duration_ns)

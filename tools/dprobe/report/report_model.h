@@ -33,6 +33,15 @@ class offline_symbols
     // The function name containing addr, or "0x<hex>".
     std::string name(uintptr_t addr, uint64_t ts) const { return sym(addr, ts, false); }
     std::vector<std::string> missing; // objects that could not be read
+    // Where the function containing ADDR (at trace time TS) comes from: its object's file
+    // and load bias, and its symbol as the symbol table has it (mangled). False when unknown.
+    struct origin {
+        std::string path;
+        uint64_t load_bias = 0;
+        std::string symbol;
+        uintptr_t start = 0; // the function's runtime address
+    };
+    bool where(uintptr_t addr, uint64_t ts, origin *out) const;
     // How C++ names are shown (demangle.h); simple by default.
     void set_demangle(demangle_mode mode) { demangle_ = mode; }
 
@@ -117,6 +126,17 @@ class call_stack
     };
     std::vector<frame> frames_;
 };
+
+// The values `record -a/-A/-R` put after a call's entry (its arguments) or after its exit
+// (its return value): a probe record of the graph_args group (tools/trace_file.h). False when
+// E is no such record.
+struct graph_values {
+    bool retval = false;
+    std::vector<std::pair<std::string, std::string>> values; // name, value as text
+    // "0x7ff..., 12" (arguments) or "3" (a return value): what the graph shows inline.
+    std::string inline_text() const;
+};
+bool decode_graph_values(const session_view &sv, const tracefile::event &e, graph_values &out);
 
 // The text of an event: "myprobe: (func+0x0/0x20) a=1", or for function-graph events
 // "funcgraph_entry: --> func (1)" / "funcgraph_exit: <-- func (1) 0.120 us".
