@@ -10,8 +10,9 @@
 //    ftrace_ops of its own, as a kretprobe does, attached while it is enabled (the arming
 //    batch, kprobe_arm.cpp). Alone on the site, its hits take the ops' direct call
 //    (arch's dprobe_jprobe_direct: the kernel's later kprobes-on-ftrace, without the pt_regs
-//    path) when its handler provably leaves the extended state alone; otherwise, or beside
-//    other users, the full ftrace path calls jprobe_ftrace_entry().
+//    path; the vector registers saved around a handler not known to leave them alone);
+//    beside other users, or when the direct call declines, the full ftrace path calls
+//    jprobe_ftrace_entry().
 //  - Elsewhere (optimization off) an int3 at the entry: the SIGTRAP hook runs it
 //    (kprobe_int3.cpp). It is never jump-optimized: the int3 detour does not keep the vector
 //    registers the handler needs.
@@ -170,15 +171,14 @@ void jprobe_set_stack(struct jprobe *jp, unsigned long stack_len, bool exact)
 {
     jprobe_ctl *ctl = ctl_of(jp);
     ctl->desc.stack_len = stack_len;
-    // The direct call saves no extended state: only for a handler that leaves it alone.
-    ctl->direct_ok = !arch::ext_state_clean(reinterpret_cast<uintptr_t>(jp->entry), false) ? 0
-                     : exact ? arch::JPROBE_DIRECT
-                             : arch::JPROBE_DIRECT | arch::JPROBE_DIRECT_UNKNOWN_LEN;
-    // Its code is then all known: whether jprobe_return() may have to jump out of it.
-    ctl->desc.may_jump =
-        !ctl->direct_ok || arch::jprobe_may_jump(reinterpret_cast<uintptr_t>(jp->entry),
-                                                 reinterpret_cast<uintptr_t>(&jprobe_return),
-                                                 ctl->desc.sites, ctl->desc.nsites);
+    // The direct call saves no extended state for a handler that leaves it alone, and the
+    // vector registers the trampoline keeps for any other.
+    const bool clean = arch::ext_state_clean(reinterpret_cast<uintptr_t>(jp->entry), false);
+    ctl->direct_ok = arch::JPROBE_DIRECT | (clean ? 0 : arch::JPROBE_DIRECT_VECTOR) |
+                     (exact ? 0 : arch::JPROBE_DIRECT_UNKNOWN_LEN);
+    ctl->desc.may_jump = arch::jprobe_may_jump(reinterpret_cast<uintptr_t>(jp->entry),
+                                               reinterpret_cast<uintptr_t>(&jprobe_return),
+                                               ctl->desc.sites, ctl->desc.nsites);
 }
 
 bool jprobe_sync_pair(struct jprobe *jp, bool want, ftrace_ops_site *out)

@@ -189,7 +189,7 @@
 	test $SITE_LIGHT_CALL, %dl
 	jz 20f
 	and $-16, %rsp
-	DIRECT_CALL 26f
+	DIRECT_CALL 26f, \vsize, \n
 	mov %rbx, %rsi
 	mov %rbx, %rsp
 20:

@@ -12,6 +12,7 @@
  * dispatch section and the kprobe running. jprobe_return() leaves either.
  */
 #include "arch/x86_64/ftrace_frame.h"
+#include "arch/x86_64/tramp_macros.inc"
 #include "arch/x86_64/ftrace_direct.inc"
 
 	.section dprobe_noprobe_text, "ax", @progbits
@@ -34,6 +35,7 @@
 #define JD_STACK_LEN 24
 #define JD_DIRECT 32
 #define JD_DIRECT_UNKNOWN_LEN 2
+#define JD_DIRECT_VECTOR 4
 #define JPROBE_STACK_MAX 64
 #define JD_NSITES 40
 #define JD_SITES 48
@@ -264,15 +266,21 @@ dprobe_jprobe_call:
  * dprobe_jprobe_direct: the ftrace_ops::direct_call of a jprobe on a site (DIRECT_CALL,
  * ftrace_direct.inc, whose convention it follows: rdi = the site, r10 = the ops, rax = the
  * task_ctx, rbx = the entry frame with the general registers and flags saved, the vector
- * registers live as the function got them, inside a dispatch section). The jprobe's
- * description is the ops' priv. When its handler provably leaves the extended state alone
- * (JD_DIRECT), nothing of that state is saved: the handler gets the vector arguments in their
- * registers, whole, and cannot change them. It runs as a kprobe handler (current_kprobe, the
- * recursion guard of kprobes) with the extended state unsaved (dprobe_ext_unsaved, as a
- * light fprobe handler). Answers 0, done, or 2 without doing anything when the full path
- * must run: a handler that is not known clean, a probe being disabled (JD_DIRECT is 0 from
- * then on), or a kprobe handler already running on the thread (the full path counts the
- * miss).
+ * registers live as the function got them, ecx = the vector registers the trampoline keeps,
+ * inside a dispatch section). The jprobe's description is the ops' priv. It runs the handler
+ * as a kprobe handler (current_kprobe, the recursion guard of kprobes), and answers 0, done,
+ * or 2 without doing anything when the full path must run: a probe being disabled (JD_DIRECT
+ * is 0 from then on), a kprobe handler already running on the thread (the full path counts
+ * the miss), stack arguments of unknown length across a page boundary.
+ *
+ * Light (JD_DIRECT without JD_DIRECT_VECTOR): the handler provably leaves the extended state
+ * alone, so nothing of it is saved: the handler gets the vector arguments in their registers,
+ * whole, and cannot change them; it runs with the extended state unsaved
+ * (dprobe_ext_unsaved, as a light fprobe handler). Vector (JD_DIRECT_VECTOR): any other
+ * handler; the vector registers the trampoline keeps are saved as its full path saves them
+ * (VSAVE: at full width only when their upper halves are in use), loaded for the handler
+ * (xmm0-7, or ymm/zmm0-7 whole), and restored after it (VRESTORE), in an area of
+ * JD_VAREA bytes at a fixed place below the frame.
  *
  * Stores are what a hit costs here (the store port bounds it), so it keeps no more than it
  * must. Its frame is the entry frame. jprobe_return() ends the hit by clearing
@@ -283,16 +291,83 @@ dprobe_jprobe_call:
  * slot where it is computed to be (JPROBE_DIRECT_RETSLOT). r12-r15, the probed function's
  * and the only registers not in the frame already, are stored in their pt_regs words only
  * when jprobe_return() may have to jump (JD_MAY_JUMP, jprobe_ret.cpp): when it jumps, to
- * .Ljprobe_direct_jumped, they come back from there.
+ * .Ljprobe_direct_jumped (or the vector variant's), they come back from there.
  */
+/* The frame words this path uses: the vector registers' shape (DIRECT_CALL's ecx), and
+ * whether they were saved at full width (VSAVE's FR_VWIDE, the full path's word). */
+#define JDF_VSHAPE PTR_ORIG_AX
+#define JD_VAREA (16 * 64)
+
 /* The handler's return-address slot of a direct frame FRAME whose copy of the stack arguments
  * is LEN bytes: this function is called with the stack pointer 8 below FRAME rounded down to
- * 16 (DIRECT_CALL), and keeps the handler's stack aligned with 8 more bytes. */
-.macro JPROBE_DIRECT_RETSLOT frame, len, out
+ * 16 (DIRECT_CALL), and keeps the handler's stack aligned with 8 more bytes (light), or puts
+ * the vector area below, 64-byte aligned (VECTOR non-zero). */
+.macro JPROBE_DIRECT_RETSLOT frame, len, out, vector
 	mov \frame, \out
 	and $-16, \out
+	.if \vector
+	sub $8 + JD_VAREA, \out
+	and $-64, \out
+	sub \len, \out
+	sub $8, \out
+	.else
 	sub \len, \out
 	sub $24, \out
+	.endif
+.endm
+
+/* The copy of RCX bytes of stack arguments (a multiple of 16) from the function's, below the
+ * stack pointer; leaves it with the stack pointer at the copy. Clobbers rax, rdx, rsi. */
+.macro JD_COPY_STACK back
+	mov PTR_SP(%rbx), %rsi
+	add $8, %rsi			/* the first stack-passed argument */
+	sub %rcx, %rsp
+1:	sub $16, %rcx
+	jb \back
+	mov (%rsi,%rcx), %rax
+	mov 8(%rsi,%rcx), %rdx
+	mov %rax, (%rsp,%rcx)
+	mov %rdx, 8(%rsp,%rcx)
+	jmp 1b
+.endm
+
+/* Vector variant: the shape SHAPE's registers saved into the area at rsp; to DONE with the
+ * handler's xmm0-7 as the function got them: VSAVE leaves their low 128 bits but those of
+ * its scratch registers ACC and TMP (xmm6-7 when N is 8), loaded again (VEX.128: the upper
+ * state stays clean), or all eight at full width when their upper halves were in use (an
+ * __m256/__m512 argument reaches the handler whole). Falls through for another shape. */
+.macro JD_VSAVE vsize, n, acc, tmp, done
+	cmpl $\vsize | \n << 8, JDF_VSHAPE(%rbx)
+	jne 19f
+	VSAVE \vsize, \n, \acc, \tmp
+	.if \vsize != 16
+	cmpl $0, FR_VWIDE(%rbx)
+	jne 18f
+	.if \n == 8
+	vmovdqu \tmp * \vsize(%rsp), %xmm\tmp
+	vmovdqu \acc * \vsize(%rsp), %xmm\acc
+	.endif
+	jmp \done
+18:
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7
+	.if \vsize == 32
+	vmovdqu \r * 32(%rsp), %ymm\r
+	.else
+	vmovdqu64 \r * 64(%rsp), %zmm\r
+	.endif
+	.endr
+	.endif
+	jmp \done
+19:
+.endm
+
+/* ...and restored after the handler (the area at rsp). */
+.macro JD_VRESTORE vsize, n, done
+	cmpl $\vsize | \n << 8, JDF_VSHAPE(%rbx)
+	jne 19f
+	VRESTORE \vsize, \n
+	jmp \done
+19:
 .endm
 
 	.globl dprobe_jprobe_direct
@@ -316,15 +391,17 @@ dprobe_jprobe_direct:
 	jne 9f
 	test $JD_DIRECT_UNKNOWN_LEN, %r9b
 	jnz 5f
-6:	mov JD_KP(%r8), %r9
-	mov %r9, TC_CURRENT_KPROBE(%rax)
+6:	mov JD_KP(%r8), %rsi
+	mov %rsi, TC_CURRENT_KPROBE(%rax)
 	cmpq $0, JD_MAY_JUMP(%r8)
 	je 1f
 	mov %r12, PTR_R12(%rbx)
 	mov %r13, PTR_R13(%rbx)
 	mov %r14, PTR_R14(%rbx)
 	mov %r15, PTR_R15(%rbx)
-1:	EXT_UNSAVED_INC %rcx
+1:	test $JD_DIRECT_VECTOR, %r9b
+	jnz 10f
+	EXT_UNSAVED_INC %rcx
 	/* The stack arguments' copy, 8 bytes below this function's return address (the
 	 * handler's stack is aligned as after a call). Most functions have none: then the stack
 	 * pointer does not wait for the length to be loaded (the branch is predicted). */
@@ -347,6 +424,7 @@ dprobe_jprobe_direct_landing:
 	movq $0, TC_CURRENT_KPROBE(%rax)
 	lock incq JP_NRETURNED(%rcx)	/* the kprobe is its jprobe's first member */
 4:	EXT_UNSAVED_DEC %rcx
+.Ljd_done:
 	mov %rbx, %rsp
 	and $-16, %rsp
 	sub $8, %rsp			/* back at this function's return address */
@@ -356,24 +434,14 @@ dprobe_jprobe_direct_landing:
 	ret
 5:	/* The length of the stack arguments is not known: the most a handler may see is copied,
 	 * when it lies in the page of the return address (mapped, then); else the full path
-	 * reads it without faulting. */
-	mov PTR_SP(%rbx), %rcx
-	lea 8 + JPROBE_STACK_MAX - 1(%rcx), %rdx
-	xor %rcx, %rdx
+	 * reads it without faulting. (ecx is still DIRECT_CALL's, for the vector variant.) */
+	mov PTR_SP(%rbx), %rsi
+	lea 8 + JPROBE_STACK_MAX - 1(%rsi), %rdx
+	xor %rsi, %rdx
 	shr $12, %rdx
 	jnz 9b
 	jmp 6b
-
-7:	mov PTR_SP(%rbx), %rsi
-	add $8, %rsi			/* the first stack-passed argument */
-	sub %rcx, %rsp
-1:	sub $16, %rcx
-	jb 2b
-	mov (%rsi,%rcx), %rax
-	mov 8(%rsi,%rcx), %rdx
-	mov %rax, (%rsp,%rcx)
-	mov %rdx, 8(%rsp,%rcx)
-	jmp 1b
+7:	JD_COPY_STACK 2b
 
 	/* jprobe_return() jumped here (rbx is the frame again, the stack pointer is the
 	 * handler's return-address slot + 8): the predictor still holds the return of the
@@ -384,6 +452,64 @@ dprobe_jprobe_direct_landing:
 	mov PTR_R14(%rbx), %r14
 	mov PTR_R15(%rbx), %r15
 	lea .Ljprobe_direct_landing(%rip), %rax
+	push %rax
+	ret
+
+10:	/* Vector. Inside a light handler (an fprobe's, whose hit saved no extended state) the
+	 * registers this saves are not all the handler could change: the full path runs it
+	 * inside a whole xsave (CALL_WITH_VECTORS). */
+	mov dprobe_ext_unsaved@gottpoff(%rip), %rdx
+	cmpl $0, %fs:(%rdx)
+	jne 22f
+	/* The area, at a place jprobe_return() can compute (JPROBE_DIRECT_RETSLOT). */
+	mov %ecx, JDF_VSHAPE(%rbx)
+	sub $JD_VAREA, %rsp
+	and $-64, %rsp
+	JD_VSAVE 16, 8, 7, 6, .Ljd_vsaved
+	JD_VSAVE 32, 8, 7, 6, .Ljd_vsaved
+	JD_VSAVE 64, 8, 7, 6, .Ljd_vsaved
+	JD_VSAVE 16, 16, 15, 14, .Ljd_vsaved
+	JD_VSAVE 32, 16, 15, 14, .Ljd_vsaved
+	JD_VSAVE 64, 16, 15, 14, .Ljd_vsaved
+	ud2				/* a shape DIRECT_CALL does not pass */
+.Ljd_vsaved:
+	mov JD_STACK_LEN(%r8), %rcx
+	test %rcx, %rcx
+	jnz 17f
+12:	mov JD_ENTRY(%r8), %r11
+	JPROBE_LOAD_GPRS %rbx
+	call *%r11
+.Ljprobe_direct_vlanding:
+	.globl dprobe_jprobe_direct_vlanding
+	.hidden dprobe_jprobe_direct_vlanding
+dprobe_jprobe_direct_vlanding:
+	TASK_CTX_LOAD %rax
+	mov TC_CURRENT_KPROBE(%rax), %rcx
+	test %rcx, %rcx
+	jz 13f
+	movq $0, TC_CURRENT_KPROBE(%rax)
+	lock incq JP_NRETURNED(%rcx)
+13:	mov %rbx, %rsp			/* the area */
+	and $-16, %rsp
+	sub $8 + JD_VAREA, %rsp
+	and $-64, %rsp
+	JD_VRESTORE 16, 8, .Ljd_done
+	JD_VRESTORE 32, 8, .Ljd_done
+	JD_VRESTORE 64, 8, .Ljd_done
+	JD_VRESTORE 16, 16, .Ljd_done
+	JD_VRESTORE 32, 16, .Ljd_done
+	JD_VRESTORE 64, 16, .Ljd_done
+	ud2
+17:	JD_COPY_STACK 12b
+22:	movq $0, TC_CURRENT_KPROBE(%rax)	/* not now: nothing ran */
+	jmp 9b
+
+.Ljprobe_direct_vjumped:
+	mov PTR_R12(%rbx), %r12
+	mov PTR_R13(%rbx), %r13
+	mov PTR_R14(%rbx), %r14
+	mov PTR_R15(%rbx), %r15
+	lea .Ljprobe_direct_vlanding(%rip), %rax
 	push %rax
 	ret
 	.cfi_endproc
@@ -406,8 +532,11 @@ jprobe_return:
 	 * holds it, so the handler is at depth 1 and returning ends it. */
 	TASK_CTX_LOAD %rsi
 	lea dprobe_jprobe_direct_landing(%rip), %rax
+	lea dprobe_jprobe_direct_vlanding(%rip), %r11
 	mov (%rsp), %rdx
 	cmp %rax, %rdx
+	je 6f
+	cmp %r11, %rdx
 	je 6f
 	JRT_HASH %rdx, %rcx
 	lea dprobe_jprobe_ret_table(%rip), %r8
@@ -424,7 +553,10 @@ jprobe_return:
 	test $1, %r9b
 	cmovnz %rbp, %r10
 	sar $1, %r9
-	cmp %rax, (%r10,%r9)
+	mov (%r10,%r9), %r9
+	cmp %rax, %r9
+	je 6f
+	cmp %r11, %r9
 	jne 9f
 6:	movq $0, TC_CURRENT_KPROBE(%rsi)	/* ends the hit */
 	ret
@@ -446,21 +578,27 @@ jprobe_return:
 	shr $16, %rdi
 	sub $ENTRY_FRAME, %rdi
 	mov JP_JH(%rsi), %rsi		/* its state, whose first member is the description */
-	JPROBE_DIRECT_RETSLOT %rdi, JD_STACK_LEN(%rsi), %rdx
-	JPROBE_RET_CHECK %rsi, %rdx, 2f, 3f
+	testb $JD_DIRECT_VECTOR, JD_DIRECT(%rsi)
+	jnz 14f
+	JPROBE_DIRECT_RETSLOT %rdi, JD_STACK_LEN(%rsi), %rdx, 0
+	lea .Ljprobe_direct_jumped(%rip), %rcx
+	jmp 15f
+14:	JPROBE_DIRECT_RETSLOT %rdi, JD_STACK_LEN(%rsi), %rdx, 1
+	lea .Ljprobe_direct_vjumped(%rip), %rcx
+15:	JPROBE_RET_CHECK %rsi, %rdx, 2f, 3f
 3:	cmpq $0, JD_MAY_JUMP(%rsi)
 	je 2f				/* cannot happen: see JD_MAY_JUMP */
 	movq $0, TC_CURRENT_KPROBE(%rax)
-	/* Jump: rbx = the entry frame, to .Ljprobe_direct_jumped through the handler's
-	 * return-address slot. */
+	/* Jump: rbx = the entry frame, to .Ljprobe_direct_jumped (or vjumped, in rcx) through
+	 * the handler's return-address slot. */
 	mov %rdi, %rbx
 	mov %rdx, %r13
+	mov %rcx, %r12
 	sub $8, %rsp
 	.cfi_adjust_cfa_offset 8
 	call dprobe_jprobe_no_return	/* ASan: the handler's frames go */
 	.cfi_adjust_cfa_offset -8
-	lea .Ljprobe_direct_jumped(%rip), %rax
-	mov %rax, (%r13)
+	mov %r12, (%r13)
 	mov %r13, %rsp
 	ret
 2:	movq $0, TC_CURRENT_KPROBE(%rax)

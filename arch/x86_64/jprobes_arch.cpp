@@ -33,7 +33,8 @@ static_assert(offsetof(jprobe_desc, entry) == 0 && offsetof(jprobe_desc, kp) == 
               offsetof(jprobe_ret_site, slot_off) == 8 &&
               offsetof(jprobe_ret_site, from_rbp) == 16 && offsetof(jprobe_desc, may_jump) == 144);
 static_assert(offsetof(::kprobe, ainsn.kind) == 96 && sizeof(::kprobe::ainsn.kind) == 4);
-static_assert(JPROBE_DIRECT_UNKNOWN_LEN == 2 && JPROBE_STACK_MAX == 64);
+static_assert(JPROBE_DIRECT_UNKNOWN_LEN == 2 && JPROBE_DIRECT_VECTOR == 4 &&
+              JPROBE_STACK_MAX == 64);
 static_assert(offsetof(::jprobe, kp) == 0 && offsetof(::jprobe, nreturned) == 128 &&
               offsetof(::jprobe, jh) == 136);
 

@@ -12,11 +12,12 @@
 // or sigreturn restores the function's own registers.
 //
 // dprobe_jprobe_direct() is the direct call (core's ftrace_ops::direct_call) of a jprobe alone
-// on a site whose handler provably leaves the extended state alone: called from the entry
-// trampoline with the general registers saved in its frame and nothing else, it calls the
-// handler with the vector registers as the function got them, and keeps the fewest words it
-// can (a store is what costs most there). jprobe_return() returns instead of jumping where
-// that is the same (jprobe_ret.cpp): its common endings cost no mispredicted return.
+// on a site: called from the entry trampoline with the general registers saved in its frame
+// and nothing else, it calls the handler with the vector registers as the function got them
+// (saving them around it unless the handler provably leaves the extended state alone), and
+// keeps the fewest words it can (a store is what costs most there). jprobe_return() returns
+// instead of jumping where that is the same (jprobe_ret.cpp): its common endings cost no
+// mispredicted return.
 //
 // Either way nothing the handler does reaches the function: its registers are restored or
 // were never handed over, and its stack arguments are a copy.
@@ -44,7 +45,7 @@ struct jprobe_ret_site {
     unsigned long from_rbp;
 };
 constexpr size_t JPROBE_RET_SITES = 4;
-constexpr unsigned long JPROBE_DIRECT = 1, JPROBE_DIRECT_UNKNOWN_LEN = 2;
+constexpr unsigned long JPROBE_DIRECT = 1, JPROBE_DIRECT_UNKNOWN_LEN = 2, JPROBE_DIRECT_VECTOR = 4;
 constexpr unsigned JPROBE_RET_TABLE_BITS = 10; // jprobe_tramp.S's JRT_BITS
 
 // Up to MAX such calls in the code of HANDLER (its branches followed, not its calls), into
@@ -60,8 +61,8 @@ size_t jprobe_ret_sites(uintptr_t handler, uintptr_t jprobe_return_fn, jprobe_re
 void jprobe_ret_publish(const jprobe_ret_site *sites, size_t n);
 void jprobe_ret_withdraw(const jprobe_ret_site *sites, size_t n);
 
-// Whether jprobe_return() may have to jump out of HANDLER (which must provably leave the
-// extended state alone: its code is all known). It need not when every call or jump to it
+// Whether jprobe_return() may have to jump out of HANDLER: true unless the code reachable
+// from it is all known (direct calls and jumps, bound PLT entries), and every call or jump to it
 // that the code reachable from HANDLER holds is in HANDLER's own code (not in a function it
 // calls), each call at one of SITES, and nothing calls HANDLER again: every call of
 // jprobe_return() then happens in the handler's own frame, at a site whose epilogue returns
@@ -77,11 +78,12 @@ struct jprobe_desc {
     ::kprobe *kp;             // current_kprobe while it runs; its flags say disabled or gone
     unsigned long *nreturned; // counts the handler's returns without jprobe_return()
     unsigned long stack_len;  // bytes of stack arguments (a multiple of 16), known from DWARF
-    // Non-zero: the direct entry may run the handler (it provably leaves the extended state
-    // alone, and the probe is enabled); else it answers "not now" and the full path does.
-    // JPROBE_DIRECT_UNKNOWN_LEN with it: stack_len is the most a handler sees, not the
-    // function's own (no DWARF); copied when it lies in the page of the return address.
-    // Written while hits may read it (an aligned word).
+    // Non-zero (JPROBE_DIRECT) while the probe is enabled: the direct entry runs the
+    // handler; else it answers "not now" and the full path does. With JPROBE_DIRECT_VECTOR
+    // the handler is not known to leave the extended state alone, and the vector registers
+    // are saved around it. With JPROBE_DIRECT_UNKNOWN_LEN stack_len is the most a handler
+    // sees, not the function's own (no DWARF): copied when it lies in the page of the return
+    // address. Written while hits may read it (an aligned word).
     unsigned long direct;
     unsigned long nsites; // where jprobe_return() may return (jprobe_ret_sites)
     jprobe_ret_site sites[JPROBE_RET_SITES];

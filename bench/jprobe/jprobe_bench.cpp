@@ -49,6 +49,16 @@ unsigned long j_handler_jumps(unsigned long x)
     return 0;
 }
 
+// A handler that uses a vector register (a double) is not light: the full path (the
+// argument vector registers saved and loaded for it, the generic dispatch).
+volatile double dsink;
+unsigned long j_handler_vector(unsigned long x)
+{
+    dsink = dsink + static_cast<double>(x);
+    jprobe_return();
+    return 0;
+}
+
 // The same without jprobe_return(): the handler returns into dprobe (counted in nreturned).
 unsigned long j_handler_returns(unsigned long x)
 {
@@ -70,14 +80,17 @@ void fprobe_entry(benchmark::State &s, const char *sym, fn f)
     unregister_fprobe(&fp);
 }
 
-void jprobe_hit(benchmark::State &s, const char *sym, fn f, bool returns = false,
-                bool jumps = false)
+enum class ending { jprobe_return, returns, jumps, vector };
+
+void jprobe_hit(benchmark::State &s, const char *sym, fn f, ending e = ending::jprobe_return)
 {
     struct jprobe jp = {};
     jp.kp.symbol_name = sym;
-    jp.entry = returns ? JPROBE_ENTRY(j_handler_returns)
-               : jumps ? JPROBE_ENTRY(j_handler_jumps)
-                       : JPROBE_ENTRY(j_handler);
+    jp.entry = e == ending::returns  ? JPROBE_ENTRY(j_handler_returns)
+               : e == ending::jumps  ? JPROBE_ENTRY(j_handler_jumps)
+               : e == ending::vector ? JPROBE_ENTRY(j_handler_vector)
+                                     : JPROBE_ENTRY(j_handler);
+    const bool returns = e == ending::returns;
     if (register_jprobe(&jp)) return s.SkipWithError("register_jprobe");
     run_calls(s, f);
     unregister_jprobe(&jp);
@@ -107,11 +120,15 @@ void BM_site_jprobe(benchmark::State &s)
 }
 void BM_site_jprobe_handler_returns(benchmark::State &s)
 {
-    jprobe_hit(s, "jpb_site", site_fn, true);
+    jprobe_hit(s, "jpb_site", site_fn, ending::returns);
 }
 void BM_site_jprobe_return_jumps(benchmark::State &s)
 {
-    jprobe_hit(s, "jpb_site", site_fn, false, true);
+    jprobe_hit(s, "jpb_site", site_fn, ending::jumps);
+}
+void BM_site_jprobe_not_light(benchmark::State &s)
+{
+    jprobe_hit(s, "jpb_site", site_fn, ending::vector);
 }
 // (Reference) a kprobe pre handler on the same entry: the kprobe path a jprobe shares.
 int k_pre(struct kprobe *, struct pt_regs *regs)
@@ -165,6 +182,7 @@ BENCHMARK(BM_site_typed_fprobe_entry);
 BENCHMARK(BM_site_kprobe);
 BENCHMARK(BM_site_jprobe);
 BENCHMARK(BM_site_jprobe_return_jumps);
+BENCHMARK(BM_site_jprobe_not_light);
 BENCHMARK(BM_site_jprobe_handler_returns);
 BENCHMARK(BM_site_typed_jprobe);
 BENCHMARK(BM_jump_fprobe_entry);

@@ -304,7 +304,7 @@ jpd_h_returns:
 	.size jpd_h_returns, . - jpd_h_returns
 
 /* Clobbers the vector registers 0-15 (and their upper halves with AVX): not a light handler,
- * the full path saves them. */
+ * the direct call's vector variant (or the full path) saves them. */
 	.globl jpd_h_vector
 	.type jpd_h_vector, @function
 	.p2align 4
@@ -324,6 +324,47 @@ jpd_h_vector:
 	add $8, %rsp
 	ret
 	.size jpd_h_vector, . - jpd_h_vector
+
+/* Both: the vector registers and every callee-saved register clobbered, then a
+ * jprobe_return() that must jump. */
+	.globl jpd_h_vector_jump
+	.type jpd_h_vector_jump, @function
+	.p2align 4
+jpd_h_vector_jump:
+	RECORD jpd_hseen
+	CLOBBER
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	pcmpeqd %xmm\r, %xmm\r
+	.endr
+	cmpq $0, jpd_avx(%rip)
+	je 1f
+	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+	vpcmpeqd %ymm\r, %ymm\r, %ymm\r
+	.endr
+1:	push %rbx
+	push %rbp
+	push %r12
+	push %r13
+	push %r14
+	push %r15
+	sub $8, %rsp
+	mov $-1, %rbx
+	mov $-1, %rbp
+	mov $-1, %r12
+	mov $-1, %r13
+	mov $-1, %r14
+	mov $-1, %r15
+	call jprobe_return
+	mov %rax, jpd_dummy(%rip)	/* not reached */
+	add $8, %rsp
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %rbp
+	pop %rbx
+	ret
+	.size jpd_h_vector_jump, . - jpd_h_vector_jump
 
 /* uint64_t jpd_xinuse(void): XGETBV with ECX=1. */
 	.globl jpd_xinuse

@@ -1,7 +1,8 @@
 // Every register across a jprobe hit, on every way in (a patchable-entry site, an -mfentry
 // site, a jump site, an int3 entry) and every way a handler comes back (a tail call of
 // jprobe_return(), a call of it followed by an epilogue, a call after which the handler would
-// go on, no call at all) or saves nothing but touches vector registers (the full path): the
+// go on, no call at all), also after touching vector registers (which a jprobe on a site then
+// saves around it: the direct call's vector variant, or the full path elsewhere): the
 // probed function finds every general register, the flags, its stack arguments and the vector
 // registers (their upper halves too, when the caller had them in use) as its caller set them;
 // the handler gets the arguments, and whatever it clobbers (caller-saved registers, flags, its
@@ -52,7 +53,9 @@ void jpd_h_site();
 void jpd_h_jump();
 void jpd_h_returns();
 void jpd_h_vector();
+void jpd_h_vector_jump();
 extern char dprobe_jprobe_direct_landing[];
+extern char dprobe_jprobe_direct_vlanding[];
 long jp_int8(long a, long b, long c, long d, long e, long f, long g, long h);
 long jp_recursive(long x);
 long jp_thread_target(long x, long y);
@@ -62,7 +65,7 @@ namespace
 {
 
 enum class mode { pfe, fentry, jump, int3 };
-enum class how { tail, site, jump, returns, vector };
+enum class how { tail, site, jump, returns, vector, vector_jump };
 
 const char *name(mode m)
 {
@@ -71,7 +74,7 @@ const char *name(mode m)
 }
 const char *name(how h)
 {
-    const char *n[] = {"tail", "site", "jump", "returns", "vector"};
+    const char *n[] = {"tail", "site", "jump", "returns", "vector", "vector_jump"};
     return n[static_cast<int>(h)];
 }
 
@@ -132,8 +135,10 @@ void *handler_of(how h)
         return reinterpret_cast<void *>(&jpd_h_jump);
     case how::returns:
         return reinterpret_cast<void *>(&jpd_h_returns);
-    default:
+    case how::vector:
         return reinterpret_cast<void *>(&jpd_h_vector);
+    default:
+        return reinterpret_cast<void *>(&jpd_h_vector_jump);
     }
 }
 
@@ -170,7 +175,9 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
 {
     const auto [m, h, avx] = GetParam();
     const bool site = m != mode::int3;
-    const bool direct = site && h != how::vector; // light handlers on a site: the direct call
+    const bool direct = site; // on a site: the direct call
+    // The direct call's vector variant saves the registers a handler may change.
+    const bool vector = h == how::vector || h == how::vector_jump;
     struct jprobe jp = {};
     jp.kp.addr = static_cast<kprobe_opcode_t *>(function_of(m));
     jp.entry = handler_of(h);
@@ -178,11 +185,13 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
     EXPECT_EQ(!!(jp.kp.flags & KPROBE_FLAG_FTRACE), site) << dprobe::kprobes_list_text();
     const auto *d = static_cast<const dprobe::arch::jprobe_desc *>(jp.jh);
     ASSERT_NE(d, nullptr);
-    EXPECT_EQ(d->direct != 0, direct) << "the direct call takes the light handlers on sites";
+    EXPECT_EQ(d->direct != 0, direct) << "the direct call takes the handlers on sites";
+    EXPECT_EQ((d->direct & dprobe::arch::JPROBE_DIRECT_VECTOR) != 0, direct && vector)
+        << "the vector registers saved around a handler that is not light";
     if (h == how::tail || h == how::site || h == how::returns) {
         EXPECT_EQ(d->may_jump, 0u) << "jprobe_return() never has to jump out of it";
     }
-    if (h == how::jump) {
+    if (h == how::jump || h == how::vector_jump) {
         EXPECT_NE(d->may_jump, 0u);
     }
     EXPECT_EQ(d->nsites, h == how::site || h == how::vector ? 1u : 0u);
@@ -214,9 +223,10 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
         EXPECT_EQ(jpd_seen.stack[0], jpd_in.stack[0]);
         EXPECT_EQ(jpd_seen.stack[1], jpd_in.stack[1]);
         // Vector registers: the argument registers always; all sixteen where dprobe saves
-        // nothing (the direct call, from the thread's second hit on) or keeps them all (a
-        // jump site, whose callers may keep values anywhere; an int3).
-        const int nvec = (direct && round > 0) || m == mode::jump || m == mode::int3 ? 16 : 8;
+        // nothing (the direct call of a light handler, from the thread's second hit on) or
+        // keeps them all (a jump site, whose callers may keep values anywhere; an int3).
+        const int nvec =
+            (direct && !vector && round > 0) || m == mode::jump || m == mode::int3 ? 16 : 8;
         for (int i = 0; i < nvec; ++i) {
             EXPECT_EQ(hex(jpd_seen.xmm[i], 16), hex(jpd_in.xmm[i], 16)) << "xmm" << i;
             if (avx) {
@@ -247,7 +257,7 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
         EXPECT_EQ(jpd_hseen.r10, jpd_in.r10) << "the static chain";
         EXPECT_EQ(jpd_hseen.stack[0], jpd_in.stack[0]);
         EXPECT_EQ(jpd_hseen.stack[1], jpd_in.stack[1]);
-        for (int i = 0; h == how::vector && i < 8; ++i) {
+        for (int i = 0; vector && i < 8; ++i) {
             EXPECT_EQ(hex(jpd_hseen.xmm[i], 16), hex(jpd_in.xmm[i], 16)) << "xmm" << i;
             if (avx) {
                 EXPECT_EQ(hex(jpd_hseen.ymmh[i], 16), hex(jpd_in.ymmh[i], 16))
@@ -255,7 +265,9 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
             }
         }
         if (round > 0 && direct) {
-            EXPECT_EQ(jpd_hseen.ret, reinterpret_cast<uint64_t>(dprobe_jprobe_direct_landing))
+            EXPECT_EQ(jpd_hseen.ret,
+                      reinterpret_cast<uint64_t>(vector ? dprobe_jprobe_direct_vlanding
+                                                        : dprobe_jprobe_direct_landing))
                 << "not the direct call";
         }
     }
@@ -268,6 +280,19 @@ TEST_P(jprobe_regs, every_register_as_the_caller_set_it)
     EXPECT_EQ(jpd_call(), static_cast<long>(jpd_in.rdi + 1));
     EXPECT_EQ(jpd_hseen.rdi, 0u);
 }
+
+// C handlers built with ASan call its runtime (through the PLT): they are not light, and take
+// the direct call's vector variant; the assembly ones above stay light.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool c_handlers_light = false;
+#else
+constexpr bool c_handlers_light = true;
+#endif
+constexpr unsigned long c_handlers_direct =
+    c_handlers_light ? dprobe::arch::JPROBE_DIRECT
+                     : dprobe::arch::JPROBE_DIRECT | dprobe::arch::JPROBE_DIRECT_VECTOR;
+char *const c_handlers_landing =
+    c_handlers_light ? dprobe_jprobe_direct_landing : dprobe_jprobe_direct_vlanding;
 
 // A C function with parameter DWARF on a patch site (jprobe_targets.c, -pg -mfentry), a C
 // handler that is integer code only: the direct call copies exactly the stack arguments
@@ -301,7 +326,7 @@ TEST(jprobe_direct, stack_arguments_known_from_dwarf)
     ASSERT_EQ(register_jprobe(&jp), 0);
     EXPECT_TRUE(jp.kp.flags & KPROBE_FLAG_FTRACE);
     const auto *d = static_cast<const dprobe::arch::jprobe_desc *>(jp.jh);
-    EXPECT_EQ(d->direct, dprobe::arch::JPROBE_DIRECT) << "a light handler, a known length";
+    EXPECT_EQ(d->direct, c_handlers_direct) << "a known length";
     EXPECT_EQ(d->stack_len, 16u);
     for (long round = 0; round < 4; ++round) {
         int8_ret = 0;
@@ -311,7 +336,7 @@ TEST(jprobe_direct, stack_arguments_known_from_dwarf)
         for (int i = 0; i < 8; ++i)
             EXPECT_EQ(int8_seen[i], want[i]) << i;
         if (round > 0) {
-            EXPECT_EQ(int8_ret, reinterpret_cast<uintptr_t>(dprobe_jprobe_direct_landing))
+            EXPECT_EQ(int8_ret, reinterpret_cast<uintptr_t>(c_handlers_landing))
                 << "not the direct call";
         }
     }
@@ -352,7 +377,7 @@ TEST(jprobe_direct, recursion_is_missed)
     jp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&jp_recursive);
     jp.entry = JPROBE_ENTRY(h_recursive_clean);
     ASSERT_EQ(register_jprobe(&jp), 0);
-    EXPECT_NE(static_cast<const dprobe::arch::jprobe_desc *>(jp.jh)->direct, 0u);
+    EXPECT_EQ(static_cast<const dprobe::arch::jprobe_desc *>(jp.jh)->direct, c_handlers_direct);
     rec_calls = rec_bad = 0;
     for (long i = 0; i < 5; ++i)
         EXPECT_EQ(jp_recursive(i), i + 1);
@@ -369,7 +394,7 @@ TEST(jprobe_direct, unregister_waits_for_a_running_handler)
     jp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(&jp_thread_target);
     jp.entry = JPROBE_ENTRY(h_spin_clean);
     ASSERT_EQ(register_jprobe(&jp), 0);
-    EXPECT_NE(static_cast<const dprobe::arch::jprobe_desc *>(jp.jh)->direct, 0u);
+    EXPECT_EQ(static_cast<const dprobe::arch::jprobe_desc *>(jp.jh)->direct, c_handlers_direct);
     // A thread's first hit takes the full path: one before the one that spins.
     spin_state = 2;
     long result = 0;
@@ -394,16 +419,15 @@ TEST(jprobe_direct, unregister_waits_for_a_running_handler)
     EXPECT_EQ(result, 21);
 }
 
-INSTANTIATE_TEST_SUITE_P(all, jprobe_regs,
-                         ::testing::Combine(::testing::Values(mode::pfe, mode::fentry, mode::jump,
-                                                              mode::int3),
-                                            ::testing::Values(how::tail, how::site, how::jump,
-                                                              how::returns, how::vector),
-                                            ::testing::Bool()),
-                         [](const auto &i) {
-                             return std::string(name(std::get<0>(i.param))) + "_" +
-                                    name(std::get<1>(i.param)) +
-                                    (std::get<2>(i.param) ? "_ymm" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    all, jprobe_regs,
+    ::testing::Combine(::testing::Values(mode::pfe, mode::fentry, mode::jump, mode::int3),
+                       ::testing::Values(how::tail, how::site, how::jump, how::returns, how::vector,
+                                         how::vector_jump),
+                       ::testing::Bool()),
+    [](const auto &i) {
+        return std::string(name(std::get<0>(i.param))) + "_" + name(std::get<1>(i.param)) +
+               (std::get<2>(i.param) ? "_ymm" : "");
+    });
 
 } // namespace
