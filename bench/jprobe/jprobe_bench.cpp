@@ -49,8 +49,8 @@ unsigned long j_handler_jumps(unsigned long x)
     return 0;
 }
 
-// A handler that uses a vector register (a double) is not light: the full path (the
-// argument vector registers saved and loaded for it, the generic dispatch).
+// A handler that uses a vector register (a double) is not light: the direct call saves the
+// vector registers the trampoline keeps around it.
 volatile double dsink;
 unsigned long j_handler_vector(unsigned long x)
 {
