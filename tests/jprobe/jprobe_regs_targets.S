@@ -43,6 +43,7 @@ jpd_after:	.zero 704
 jpd_fn:	.quad 0
 jpd_avx:	.quad 0		/* non-zero: the ymm upper halves are set and checked */
 jpd_dummy:	.quad 0
+jpd_saved_sp:	.quad 0
 
 	.text
 
@@ -117,7 +118,13 @@ jpd_call:
 	push %r13
 	push %r14
 	push %r15
-	sub $8, %rsp
+	/* The stack arguments in the middle of a page, whatever the stack's randomization: a
+	 * direct call that does not know their length (these functions have no DWARF) copies
+	 * the 64 bytes a handler may see only when they lie in the page of the return address,
+	 * and takes the full path else (dprobe_jprobe_direct), which keeps fewer registers. */
+	mov %rsp, jpd_saved_sp(%rip)
+	and $-4096, %rsp
+	sub $2048, %rsp
 	pushq jpd_in + R_STACK + 8(%rip)
 	pushq jpd_in + R_STACK(%rip)
 	.irp r, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
@@ -160,7 +167,7 @@ jpd_call:
 	mov %rcx, jpd_after + R_STACK(%rip)
 	mov 8(%rsp), %rcx
 	mov %rcx, jpd_after + R_STACK + 8(%rip)
-	add $24, %rsp
+	mov jpd_saved_sp(%rip), %rsp
 	pop %r15
 	pop %r14
 	pop %r13
