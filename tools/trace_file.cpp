@@ -90,11 +90,11 @@ std::string make_chunk(chunk_type type, uint64_t session, std::string_view paylo
 }
 
 std::string event_payload(uint32_t id, std::string_view name, std::string_view definition,
-                          std::string_view format)
+                          std::string_view format, uint32_t flags)
 {
     std::string s;
     put<uint32_t>(s, id);
-    put<uint32_t>(s, 0);
+    put<uint32_t>(s, flags);
     for (std::string_view v : {name, definition, format}) {
         s.append(v);
         s.push_back('\0');

@@ -22,8 +22,9 @@
 //            offline, also when a library is unloaded and another loaded at its address.
 //            Lines "= 0x<address> <name>": a function's name at an address no symbol
 //            table has (the implementation an IFUNC symbol resolved to, under its name).
-//   EVENT    u32 id, u32 0, then NUL-terminated strings: "group/event", the definition
-//            (a dynamic_events line, or "" for built-in events), the `format` file text
+//   EVENT    u32 id, u32 flags (EVENT_FL_*), then NUL-terminated strings: "group/event",
+//            the definition (a dynamic_events line, or "" for built-in events), the `format`
+//            file text
 //   PAGES    ring-buffer pages of one thread's buffer, in order: pages_header, then for
 //            each page a page_header and its bytes [off, len) padded to 8 (the events, as
 //            core/ring_buffer_layout.h lays them out)
@@ -122,14 +123,21 @@ using function_rec = ftrace_fn_compact;
 std::string function_format();
 
 // ---- arguments and return values in the graph (record -a, -A, -R) ----
-// A function's arguments (after its funcgraph_entry) or return value (after its
-// funcgraph_exit), on the same thread: a probe record (tracefs/event_format.h) of an event of
-// the group graph_args, "args<N>" or "retval<N>", one per distinct layout, with ids in
-// [GRAPH_ARGS_FIRST_ID, GRAPH_ARGS_LAST_ID]: below the dynamic events' first id, above
-// ftrace's record types.
-inline constexpr uint16_t GRAPH_ARGS_FIRST_ID = 100;
-inline constexpr uint16_t GRAPH_ARGS_LAST_ID = 999;
+// A function's arguments and its return value are described as probe events
+// (tracefs/event_format.h) of the group graph_args, "args<N>" or "retval<N>", one per
+// distinct layout, with ids in [GRAPH_ARGS_FIRST_ID, GRAPH_ARGS_LAST_ID]: below the dynamic
+// events' first id, above ftrace's record types. Their EVENT chunks say EVENT_FL_GRAPH_VALUES:
+// the records are graph records with values (tracefs/ftrace_entries.h,
+// ftrace_graph_values_compact), a call's funcgraph_entry with its arguments or its
+// funcgraph_exit with its return value in one record, which the reader's cursor hands out as
+// the two records they stand for: the compact graph record, then the probe record of the
+// values (ftrace_graph_values_split). An EVENT without the flag (an older file) has its
+// probe records written as they are, right after their graph records.
+inline constexpr uint16_t GRAPH_ARGS_FIRST_ID = FTRACE_GRAPH_VALUES_FIRST_ID;
+inline constexpr uint16_t GRAPH_ARGS_LAST_ID = FTRACE_GRAPH_VALUES_LAST_ID;
 inline constexpr const char *GRAPH_ARGS_GROUP = "graph_args";
+// EVENT flags.
+inline constexpr uint32_t EVENT_FL_GRAPH_VALUES = 1;
 
 // ---- writing ----
 
@@ -139,7 +147,7 @@ std::string file_header(uint64_t created_realtime_ns);
 std::string make_chunk(chunk_type type, uint64_t session, std::string_view payload);
 // An EVENT payload.
 std::string event_payload(uint32_t id, std::string_view name, std::string_view definition,
-                          std::string_view format);
+                          std::string_view format, uint32_t flags = 0);
 // "key=value\n" with newlines and backslashes in value escaped.
 void append_kv(std::string &out, std::string_view key, std::string_view value);
 // key=value lines (as append_kv writes them) back to a map.

@@ -91,6 +91,7 @@ bool parse_meta_chunk(session &s, uint32_t type, std::string_view p)
         if (p.size() < 8) return false;
         event_info e;
         e.id = get<uint32_t>(p.data());
+        e.flags = get<uint32_t>(p.data() + 4);
         std::string_view rest = p.substr(8);
         std::string *dst[3] = {&e.name, &e.definition, &e.format};
         for (std::string *d : dst) {
@@ -281,6 +282,32 @@ bool trace_reader::open(const std::string &path, std::string *err)
 
 trace_reader::cursor::cursor(const trace_reader &r, size_t stream) : r_(r), s_(r.streams.at(stream))
 {
+    for (const auto &[id, ev] : r.sessions.at(s_.session).events) {
+        if (!(ev.flags & EVENT_FL_GRAPH_VALUES) || id < GRAPH_ARGS_FIRST_ID ||
+            id > GRAPH_ARGS_LAST_ID)
+            continue;
+        graph_values_.resize(GRAPH_ARGS_LAST_ID - GRAPH_ARGS_FIRST_ID + 1);
+        graph_values_[id - GRAPH_ARGS_FIRST_ID] = true;
+    }
+}
+
+bool trace_reader::cursor::split(event &e)
+{
+    uint16_t type;
+    if (graph_values_.empty() || e.len < sizeof type) return false;
+    std::memcpy(&type, e.payload, sizeof type);
+    if (type < GRAPH_ARGS_FIRST_ID || type > GRAPH_ARGS_LAST_ID ||
+        !graph_values_[type - GRAPH_ARGS_FIRST_ID] ||
+        !ftrace_graph_values_split(e.payload, e.len, e.tid, graph_part_, values_part_))
+        return false;
+    pending_event_ = e;
+    pending_event_.lost_before = 0;
+    pending_event_.payload = values_part_.data();
+    pending_event_.len = static_cast<uint32_t>(values_part_.size());
+    pending_ = true;
+    e.payload = &graph_part_;
+    e.len = sizeof graph_part_;
+    return true;
 }
 
 bool trace_reader::cursor::load_chunk()
@@ -309,6 +336,11 @@ bool trace_reader::cursor::load_chunk()
 
 bool trace_reader::cursor::next(event &e)
 {
+    if (pending_) { // the values of the graph record handed out last
+        pending_ = false;
+        e = pending_event_;
+        return true;
+    }
     if (!error_.empty()) return false;
     for (;;) {
         if (in_page_) {
@@ -326,6 +358,7 @@ bool trace_reader::cursor::next(event &e)
                 if (re.kind == rb::event::PADDING) continue;
                 e = {re.ts, re.cpu, s_.tid, lost_, re.payload, re.len};
                 lost_ = 0;
+                split(e);
                 return true;
             }
             in_page_ = false;

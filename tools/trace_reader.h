@@ -27,6 +27,7 @@ struct event_info {
     std::string name;       // "group/event"
     std::string definition; // dynamic_events line ("" for built-in events)
     std::string format;
+    uint32_t flags = 0; // EVENT_FL_*
 };
 struct thread_stats {
     int32_t tid = 0;
@@ -82,7 +83,9 @@ class trace_reader
     uint64_t created_realtime_ns = 0;
     uint64_t bytes = 0;
 
-    // The events of streams[I] in order, one chunk in memory at a time.
+    // The events of streams[I] in order, one chunk in memory at a time. A graph record with
+    // values (EVENT_FL_GRAPH_VALUES) comes out as its two records, with its time stamp: the
+    // compact graph record, then the probe record of the values.
     class cursor
     {
       public:
@@ -93,6 +96,8 @@ class trace_reader
 
       private:
         bool load_chunk();
+        // When E is a graph record with values: E becomes its graph record, its values wait.
+        bool split(event &e);
         const trace_reader &r_;
         const thread_stream &s_;
         size_t chunk_ = 0;
@@ -106,6 +111,13 @@ class trace_reader
         uint32_t cpu_ = 0;
         bool in_page_ = false;
         std::string error_;
+        // The ids of the session's graph records with values (from GRAPH_ARGS_FIRST_ID on);
+        // the two records of the last one read, the second still to hand out when PENDING_.
+        std::vector<bool> graph_values_;
+        ftrace_graph_compact graph_part_{};
+        std::vector<uint8_t> values_part_;
+        bool pending_ = false;
+        event pending_event_{};
     };
 
     // Every stream's events merged by time stamp (ties: stream order).

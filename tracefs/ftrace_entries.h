@@ -108,8 +108,47 @@ struct __attribute__((packed, aligned(4))) ftrace_fn_compact {
 };
 static_assert(sizeof(ftrace_fn_compact) == 20);
 
+// A compact graph record with values (`record -a/-A/-R`, tools/agent/graph_args.cpp): a
+// funcgraph_entry and the call's arguments, or a funcgraph_exit and its return value, in one
+// record (one reservation, one time stamp). Its type is the id of the values' layout: a probe
+// event of the group graph_args, its id in [FTRACE_GRAPH_VALUES_FIRST_ID,
+// FTRACE_GRAPH_VALUES_LAST_ID] (below the dynamic events' ids, above ftrace's record types);
+// the top bit of depth says which of the two it is (such an exit is never an unwound one: a
+// call that did not return has no value). The values follow at offset 12: the bytes of the
+// layout's probe record (event_format.h) from its arguments on, the fixed part and then the
+// dynamic data, whose __data_loc offsets count from where the probe record would start. So
+// the probe record is this record with its first 4 bytes replaced by the common header, the
+// ip and, for an exit, a 0 __probe_ret_ip (ftrace_graph_values_split). Every reader splits it
+// into its two records; the payload is 4 bytes past an 8-aligned address in the buffer, so
+// the values start 8-aligned as they do in the probe record.
+struct __attribute__((packed, aligned(4))) ftrace_graph_values_compact {
+    uint16_t type;  // the values' layout id
+    uint16_t depth; // nesting depth; FTRACE_GRAPH_VALUES_FL_EXIT in the top bit
+    uint64_t func;  // the function's entry (its site)
+};
+static_assert(sizeof(ftrace_graph_values_compact) == 12);
+inline constexpr uint16_t FTRACE_GRAPH_VALUES_FIRST_ID = 100;
+inline constexpr uint16_t FTRACE_GRAPH_VALUES_LAST_ID = 999;
+inline constexpr uint16_t FTRACE_GRAPH_VALUES_FL_EXIT = 0x8000;
+// Where the values start in such a record.
+inline constexpr size_t FTRACE_GRAPH_VALUES_OFF = sizeof(ftrace_graph_values_compact);
+// Where they start in the probe record of an entry's (args) and an exit's (return value)
+// layout: after __probe_ip, and after __probe_func and __probe_ret_ip.
+inline constexpr size_t FTRACE_GRAPH_VALUES_ENTRY_ARGS_OFF = TRACE_ENTRY_HEADER_SIZE + 8;
+inline constexpr size_t FTRACE_GRAPH_VALUES_EXIT_ARGS_OFF = TRACE_ENTRY_HEADER_SIZE + 16;
+// True when REC (LEN bytes) is a graph record with values: a record of one of those ids long
+// enough. Where records of these ids are such records: in the buffers (the agent writes
+// them only so), and in a trace file for the events it marks so
+// (tracefile::EVENT_FL_GRAPH_VALUES; an older file has the probe records themselves, which
+// also follow their graph records).
+bool ftrace_is_graph_values(const void *rec, size_t len);
+// Splits such a record: its graph part as a compact graph record in GRAPH, and the probe
+// record of its values (common_pid PID) in VALUES. False when REC is no such record.
+bool ftrace_graph_values_split(const void *rec, size_t len, int32_t pid,
+                               ftrace_graph_compact &graph, std::vector<uint8_t> &values);
+
 // The type of REC (LEN bytes) when it is a compact record, else 0 (a full record, or
-// another type).
+// another type). Graph records with values are not among them (see above).
 uint16_t ftrace_compact_type(const void *rec, size_t len);
 
 // A full record, for the expansion of a compact one.
@@ -128,9 +167,13 @@ union ftrace_full_record {
 class ftrace_compact_expander
 {
   public:
+    // GRAPH_VALUES: the records read are the buffers' (trace, trace_pipe, trace_pipe_raw),
+    // where the ids of graph records with values are theirs alone.
+    explicit ftrace_compact_expander(bool graph_values = false) : graph_values_(graph_values) {}
     // When REC (LEN bytes, written by thread TID at time TS) is compact: its full record in
     // OUT (common_pid TID), and its length; *UNWOUND says whether a graph exit was unwound.
-    // 0 when REC is not compact (readers use it as it is).
+    // 0 when REC is not compact (readers use it as it is). With GRAPH_VALUES, a graph record
+    // with values gives its graph part (its values: ftrace_graph_values_split).
     size_t expand(const void *rec, size_t len, int32_t tid, uint64_t ts, ftrace_full_record &out,
                   bool *unwound = nullptr);
 
@@ -141,6 +184,7 @@ class ftrace_compact_expander
         uint64_t ts;
     };
     std::unordered_map<int32_t, std::vector<frame>> open_;
+    bool graph_values_;
 };
 
 // The length of the raw_data record REC (LEN bytes) as the kernel's ring buffer holds it:

@@ -317,6 +317,38 @@ size_t ftrace_raw_data_len(const void *rec, size_t len)
     return sizeof(raw_data_entry) + ((n + 3) & ~size_t{3});
 }
 
+bool ftrace_is_graph_values(const void *rec, size_t len)
+{
+    if (len < sizeof(ftrace_graph_values_compact)) return false;
+    uint16_t type;
+    std::memcpy(&type, rec, sizeof type);
+    return type >= FTRACE_GRAPH_VALUES_FIRST_ID && type <= FTRACE_GRAPH_VALUES_LAST_ID;
+}
+
+bool ftrace_graph_values_split(const void *rec, size_t len, int32_t pid,
+                               ftrace_graph_compact &graph, std::vector<uint8_t> &values)
+{
+    if (!ftrace_is_graph_values(rec, len)) return false;
+    ftrace_graph_values_compact c;
+    std::memcpy(&c, rec, sizeof c);
+    const bool exit = c.depth & FTRACE_GRAPH_VALUES_FL_EXIT;
+    graph.type = exit ? TRACE_GRAPH_RET : TRACE_GRAPH_ENT;
+    graph.depth = c.depth & FTRACE_GRAPH_DEPTH_MAX;
+    graph.func = c.func;
+    // The probe record: the common header, __probe_ip (or __probe_func and a 0
+    // __probe_ret_ip), then the values as they are.
+    const size_t args_off =
+        exit ? FTRACE_GRAPH_VALUES_EXIT_ARGS_OFF : FTRACE_GRAPH_VALUES_ENTRY_ARGS_OFF;
+    const size_t n = len - FTRACE_GRAPH_VALUES_OFF;
+    values.assign(args_off + n, 0);
+    const trace_entry_header h{c.type, 0, 0, pid};
+    std::memcpy(values.data(), &h, sizeof h);
+    std::memcpy(values.data() + TRACE_ENTRY_HEADER_SIZE, &c.func, sizeof c.func);
+    std::memcpy(values.data() + args_off,
+                static_cast<const uint8_t *>(rec) + FTRACE_GRAPH_VALUES_OFF, n);
+    return true;
+}
+
 uint16_t ftrace_compact_type(const void *rec, size_t len)
 {
     if (len < sizeof(uint16_t)) return 0;
@@ -337,7 +369,13 @@ uint16_t ftrace_compact_type(const void *rec, size_t len)
 size_t ftrace_compact_expander::expand(const void *rec, size_t len, int32_t tid, uint64_t ts,
                                        ftrace_full_record &out, bool *unwound)
 {
-    const uint16_t type = ftrace_compact_type(rec, len);
+    uint16_t type = ftrace_compact_type(rec, len);
+    const bool values = graph_values_ && ftrace_is_graph_values(rec, len);
+    if (values) {
+        uint16_t depth;
+        std::memcpy(&depth, static_cast<const char *>(rec) + 2, sizeof depth);
+        type = depth & FTRACE_GRAPH_VALUES_FL_EXIT ? TRACE_GRAPH_RET : TRACE_GRAPH_ENT;
+    }
     if (unwound) *unwound = false;
     if (!type) return 0;
     out = ftrace_full_record{};
@@ -351,6 +389,7 @@ size_t ftrace_compact_expander::expand(const void *rec, size_t len, int32_t tid,
     }
     ftrace_graph_compact c;
     std::memcpy(&c, rec, sizeof c);
+    if (values) c.depth &= FTRACE_GRAPH_DEPTH_MAX; // its graph part (never an unwound exit)
     const int32_t depth = c.depth & FTRACE_GRAPH_DEPTH_MAX;
     std::vector<frame> &open = open_[tid];
     if (type == TRACE_GRAPH_ENT) {

@@ -41,8 +41,9 @@ struct raw_state {
     std::mutex m;
     std::map<unsigned, cpu_queue> cpus;
     // The agent's compact graph and function records go out as the kernel's full ones (the
-    // format files describe those).
-    ftrace_compact_expander compact;
+    // format files describe those); a graph record with values as its graph record (the
+    // tree has no format for the values: `dprobe report` reads them).
+    ftrace_compact_expander compact{true};
 };
 
 std::mutex g_states_m;

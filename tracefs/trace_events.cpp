@@ -428,7 +428,14 @@ int trace_events::enable_many_locked(std::span<trace_event *const> evs, bool on,
     std::vector<trace_event *> plain, single;
     std::unordered_set<trace_event *> seen;
     for (trace_event *ev : evs) {
-        if (bool(ev->enabled_mask & bit) == on || !seen.insert(ev).second) continue;
+        if (!seen.insert(ev).second) continue;
+        if (bool(ev->enabled_mask & bit) == on) {
+            // In soft mode the enable file still switches recording, as writing it sets or
+            // clears the kernel's SOFT_DISABLED bit: "0" after an enable_event command fired
+            // reads "0*" again (and the command, if counted, switches it on once more).
+            if (ev->soft_mask & bit) set_enable_bit(*ev, bit, on);
+            continue;
+        }
         const bool arming = on ? !ev->armed() : !armed_without(*ev, bit);
         (arming && !ev->reads() ? plain : single).push_back(ev);
     }
@@ -674,8 +681,14 @@ int trace_events::soft_mode(std::string_view group, std::string_view event, unsi
     }
     if (n == 0) return 0;
     if (--n == 0) {
+        // The last command gone, the event stays as the commands or the enable file left it
+        // (the kernel's sm_ref reaching 0: disabled only if SOFT_DISABLED): an event that
+        // an enable_event command switched on is enabled, one switched off is disabled.
         ev->soft_mask &= ~bit;
-        if (!(ev->enabled_mask & bit)) ev->record_mask.fetch_and(~bit, std::memory_order_release);
+        if (ev->record_mask.load(std::memory_order_relaxed) & bit)
+            ev->enabled_mask |= bit;
+        else
+            ev->enabled_mask &= ~bit;
         if (!ev->armed()) arm_locked(*ev, false);
     }
     return 0;
@@ -838,12 +851,6 @@ std::string trace_events::format_record(const void *payload, size_t len) const
     }
     if (!def) return "Unknown type " + std::to_string(h.type);
     return format_probe_record(*def, static_cast<const uint8_t *>(payload), len, trace_symbolize);
-}
-
-void trace_events::register_record_format(uint16_t id, const probe_definition &d)
-{
-    std::lock_guard<std::mutex> g(fmt_mutex_);
-    formats_[id] = std::make_shared<const probe_definition>(d);
 }
 
 size_t trace_events::payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,

@@ -173,9 +173,6 @@ class trace_events
     // Text of one record ("myprobe: (do_work+0x4/0x20) a=1"), "Unknown type <id>" when the
     // id belongs to no event this process ever defined.
     std::string format_record(const void *payload, size_t len) const;
-    // Records of ID written by another part of dprobe in a probe record's layout (the values
-    // `record -A` adds to the graph) read as D's in the trace files. ID is no event's.
-    void register_record_format(uint16_t id, const probe_definition &d);
     // format_record as a trace_payload_fn (CTX unused).
     static size_t payload_fn(char *buf, size_t len, const void *payload, size_t payload_len,
                              void *ctx);

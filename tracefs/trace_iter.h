@@ -75,7 +75,9 @@ class trace_iter
     comm_cache comms_;
     std::unique_ptr<graph_printer> graph_;
     std::unique_ptr<ring_buffer_reader> reader_; // open during read()
-    ftrace_compact_expander compact_;            // the open calls of compact graph records
+    // The open calls of compact graph records. A graph record with values (record -a/-A/-R)
+    // reads as its graph record: `dprobe report` shows the values.
+    ftrace_compact_expander compact_{true};
 };
 
 // The whole text of a `trace`-like file (header and every record).

@@ -168,9 +168,9 @@ trace_event &ftrace_print_event()
     return *ev;
 }
 
-// With a frame pointer: a write by the calling thread gives its own registers (entry_regs).
-__attribute__((optimize("no-omit-frame-pointer"))) long
-trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
+// With a frame pointer (tracefs/CMakeLists.txt insists on it for this file): a write by the
+// calling thread gives its own registers (entry_regs).
+long trace_marker_write(trace_array &tr, std::string_view text, int32_t pid)
 {
     if (!tr.opt(OPT_MARKERS)) return -EINVAL;
     const std::string comm = remember_writer(pid);
@@ -241,9 +241,9 @@ DPROBE_NOPROBE bool trace_marker_write_user(trace_array &tr, std::string_view te
 
 // ---- the program's C calls ----
 
-// Their frames have a frame pointer (entry_regs reads the caller's through it).
-extern "C" DPROBE_API __attribute__((optimize("no-omit-frame-pointer"))) int
-dprobe_trace_marker(const char *text)
+// Their frames have a frame pointer (the project builds with -fno-omit-frame-pointer; entry_regs
+// reads the caller's registers through it).
+extern "C" DPROBE_API int dprobe_trace_marker(const char *text)
 {
     if (!text) return -EINVAL;
     dprobe::trace_array &tr = dprobe::trace_array_top();
@@ -256,8 +256,7 @@ dprobe_trace_marker(const char *text)
                : -EBADF;
 }
 
-extern "C" DPROBE_API __attribute__((optimize("no-omit-frame-pointer"))) int
-dprobe_trace_printk(const char *fmt, ...)
+extern "C" DPROBE_API int dprobe_trace_printk(const char *fmt, ...)
 {
     if (!fmt) return -EINVAL;
     char buf[dprobe::TRACE_MARKER_MAX_SIZE + 1];

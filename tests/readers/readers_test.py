@@ -14,6 +14,9 @@ trace.dat that `dprobe report --format trace-dat` writes:
                  session (it failed with EBADF)
   graph_live     the agent's graph records in the live trace, trace_pipe and the
                  function_graph layout (they printed "Unknown type 11")
+  graph_values   record -A/-R's graph records with values: their graph records in the live
+                 trace and trace_pipe (the values printed "Unknown type 100"), the values in
+                 every report format and trace-cmd
   tracers        echo function / function_graph > current_tracer mid-session: report's
                  formats and trace-cmd (report read the pid into the addresses)
   triggers       a stacktrace command, func_stack_trace, an event deleted and created again
@@ -427,6 +430,25 @@ def case_usdt_late(work):
               len(fires), "%s: trace-cmd: every record of the tracepoint\n%s" % (mode, tc[-2000:]))
 
 
+def marker_stacks(text):
+    """Markers "mark N" whose writer's next record is a stack trace ending in the marker's
+    write. Another thread's record may come between them in the merged text (the stack's time
+    stamp is its own, later than the marker's, as in the kernel)."""
+    lines = text.splitlines()
+    n = 0
+    for i, ln in enumerate(lines):
+        m = re.match(r"^\s*(\S+-\d+) .*tracing_mark_write: mark \d$", ln)
+        if not m:
+            continue
+        for j in range(i + 1, len(lines)):
+            if re.match(r"^\s*%s " % re.escape(m[1]), lines[j]):
+                if (lines[j].endswith("<stack trace>") and j + 1 < len(lines) and
+                        lines[j + 1] == " => tracing_mark_write"):
+                    n += 1
+                break
+    return n
+
+
 def case_marker_triggers(work):
     for mode in ("record", "attach"):
         dat = os.path.join(work, mode + ".dat")
@@ -451,8 +473,7 @@ def case_marker_triggers(work):
         check(rc == 0, "%s: the program ended well: %d %r" % (mode, rc, err))
         t = report(dat)
         no_unknown(t, mode + ": report text")
-        check(len(re.findall(r"tracing_mark_write: mark \d\n.*<stack trace>\n => "
-                             r"tracing_mark_write$", t, re.M)) == 3 and
+        check(marker_stacks(t) == 3 and
               re.search(r"tracing_mark_write: stop$", t, re.M) and "after" not in t,
               "%s: each marker's stack after it, the stop marker, nothing after it\n%s" %
               (mode, t[-2000:]))
@@ -461,10 +482,53 @@ def case_marker_triggers(work):
         check(tc.count("kernel_stack:") == 3, "%s: trace-cmd: the stacks" % mode)
 
 
+def case_graph_values(work):
+    # sc_step(i) for i < n, and sc_compute(n) = n(n+1)/2, n = 1..4.
+    opts = ["-F", "work", "-F", "sc_compute", "-F", "sc_step", "-A", "sc_step@arg1/d",
+            "-R", "sc_compute@retval/d"]
+    for mode in ("record", "attach"):
+        dat = os.path.join(work, mode + ".dat")
+        s = session(mode, dat, opts)
+        time.sleep(0.3)
+        live = ctl(s.pid, "cat", "trace").stdout
+        no_unknown(live, mode + ": live trace")
+        ctx = r"^ +readers_prog-%d +\[\d+\] \.{5} +[\d.]+: " % s.pid
+        check(re.search(ctx + r"--> sc_step \(\d+\)$", live, re.M) and
+              re.search(ctx + r"<-- sc_compute \(\d+\) \(start: [0-9a-f]+  end: [0-9a-f]+\) "
+                        r"over: \d+ retval: 0$", live, re.M),
+              "%s: the graph records of the calls with values\n%s" %
+              (mode, "\n".join(body(live)[:20])))
+        pipe = read_pipe(s.pid, 0.3)
+        no_unknown(pipe, mode + ": trace_pipe")
+        check(re.search(ctx + r"--> sc_step \(\d+\)$", pipe, re.M),
+              "%s: trace_pipe reads them too" % mode)
+        rc, _, err = s.end()
+        check(rc == 0, "%s: the program ended well: %d %r" % (mode, rc, err))
+        t = report(dat)
+        no_unknown(t, mode + ": report text")
+        check(re.search(r": args\d+: \(sc_step\+0x0/0x[0-9a-f]+\) arg1=0$", t, re.M) and
+              re.search(r": retval\d+: \(.* <- sc_compute\) retval=(1|3|6|10)$", t, re.M),
+              "%s: report text: the values' records\n%s" % (mode, t[:2000]))
+        g = report(dat, "graph")
+        check(re.search(r"\|\s+sc_step\(3\);$", g, re.M) and
+              re.search(r"\|\s+\} /\* sc_compute = 10 \*/$", g, re.M),
+              "%s: report graph: the values inline\n%s" % (mode, g[:2000]))
+        ev = chrome(dat, work)
+        steps = [e for e in ev if e.get("name") == "sc_step" and e.get("ph") in ("B", "X")]
+        check(steps and all(e.get("args", {}).get("arg1") in ("0", "1", "2", "3") for e in steps),
+              "%s: chrome: sc_step's begins carry its argument: %s" % (mode, steps[:3]))
+        tc = trace_cmd(dat, work)
+        no_unknown(tc, mode + ": trace-cmd")
+        check(re.search(r"args\d+: +\(\w+\) arg1=2$", tc, re.M) and
+              re.search(r"retval\d+: +\(\w+ <- \w+\) retval=6$", tc, re.M) and
+              re.search(r"funcgraph_entry: .*\|\s+sc_step\(\)", tc, re.M),
+              "%s: trace-cmd report prints the graph and the values\n%s" % (mode, tc[:3000]))
+
+
 CASES = {"marker": case_marker, "graph_live": case_graph_live, "tracers": case_tracers,
          "triggers": case_triggers, "cxx": case_cxx, "killed": case_killed,
          "all_functions": case_all_functions, "usdt_late": case_usdt_late,
-         "marker_triggers": case_marker_triggers}
+         "marker_triggers": case_marker_triggers, "graph_values": case_graph_values}
 
 with tempfile.TemporaryDirectory() as d:
     CASES[CASE](d)

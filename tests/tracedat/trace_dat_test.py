@@ -9,6 +9,10 @@ functions and an fprobe event on leaf(), writes the recording as a trace.dat, th
     own text report (count, order, thread, timestamp, event), with the right field values;
   - the real `trace-cmd report` prints the call graph of each thread, nested as the program
     calls, and the event's values.
+Then records it again with arguments and return values in the graph (record -A/-R: a call's
+graph record and its values in one record, split by the reader): libtracecmd and
+`trace-cmd report` read the graph records and the values, a string included, from the
+graph_args events' formats in the file.
 """
 import os
 import re
@@ -116,5 +120,59 @@ with tempfile.TemporaryDirectory() as d:
     if vals != [1, 2, 10, 11]:
         fail("trace-cmd report's leafev lines: %r" % events)
     ok("trace-cmd report prints the probe event's values")
+
+# Arguments and return values in the graph: leaf's argument and fib's return value are plain
+# loads (the light path), main's is a string (argv[0], the full path).
+with tempfile.TemporaryDirectory() as d:
+    rec = os.path.join(d, "args.dat")
+    dat = os.path.join(d, "args.trace.dat")
+    out = run([dprobe, "record", "-o", rec, "-F", "main", "-F", "middle", "-F", "leaf",
+               "-F", "fib", "-F", "worker", "-A", "leaf@arg1/d", "-R", "fib@retval/d",
+               "-A", "main@prog=+0(+0(%si)):string", "--", prog])
+    if out.strip() != "7 23":
+        fail("the program's output changed: %r" % out)
+    graph = run([dprobe, "report", "-i", rec, "--format", "graph", "--no-header"])
+    for want in ("leaf(1);", "leaf(2);", "leaf(10);", "leaf(11);", "fib() = 1;",
+                 "} /* fib = 2 */", 'main("%s") {' % prog):
+        if want not in graph:
+            fail("report graph lacks %r:\n%s" % (want, graph))
+    ok("dprobe report shows the values inline in the graph")
+    run([dprobe, "report", "-i", rec, "--format", "trace-dat", "-o", dat])
+    ours = []
+    for line in run([dprobe, "report", "-i", rec, "--no-header"]).splitlines():
+        m = line_re.match(line)
+        if not m:
+            fail("unexpected dprobe report line: %r" % line)
+        ours.append((m.group(4), int(m.group(2)), m.group(5), m.group(6)))
+    # The 26 graph records and the 4 leafev of before, now 4 leaf arguments, 5 fib return
+    # values and main's argument.
+    if len(ours) != 36:
+        fail("dprobe report has %d records, expected 36:\n%s" % (len(ours), "\n".join(map(str, ours))))
+    theirs = []
+    for line in run([reader, dat]).splitlines():
+        f = line.split()
+        us = (int(f[0]) + 500) // 1000
+        fields = dict(x.split("=", 1) for x in f[4:])
+        theirs.append(("%d.%06d" % (us // 1000000, us % 1000000), int(f[1]), f[3], fields))
+    if [(a[0], a[1], a[2]) for a in ours] != [(b[0], b[1], b[2].split(":")[1]) for b in theirs]:
+        fail("libtracecmd and dprobe report differ:\n%s\n%s" % (ours, theirs))
+    ok("libtracecmd reads the same %d records as dprobe report" % len(ours))
+    args = sorted(int(r[3]["arg1"]) for r in theirs if r[2].startswith("graph_args:args") and
+                  "arg1" in r[3])
+    rets = sorted(int(r[3]["retval"]) for r in theirs if r[2].startswith("graph_args:retval"))
+    if args != [1, 2, 10, 11] or rets != [0, 1, 1, 1, 2]:
+        fail("values read by libtracecmd: leaf %r, fib %r\n%s" % (args, rets, theirs))
+    if sum(1 for r in theirs if r[2] == "ftrace:funcgraph_entry") != 13:
+        fail("funcgraph entries read by libtracecmd:\n%s" % theirs)
+    ok("libtracecmd decodes the values from the graph_args formats")
+    rep = run([trace_cmd, "report", dat])
+    for want in (r"args\d+: +\(\w+\) arg1=1$", r"args\d+: +\(\w+\) arg1=11$",
+                 r"retval\d+: +\(\w+ <- \w+\) retval=2$",
+                 r'args\d+: +\(\w+\) prog="%s"$' % re.escape(prog)):
+        if not re.search(want, rep, re.M):
+            fail("trace-cmd report lacks %r:\n%s" % (want, rep))
+    if "[UNKNOWN" in rep or "(NULL)" in rep:
+        fail("trace-cmd report has unknown records:\n%s" % rep)
+    ok("trace-cmd report prints the values, the string included")
 
 print("PASS (%d checks)" % checks)

@@ -337,6 +337,56 @@ TEST_F(ftrace_filter, event_commands_hold_the_event_in_soft_mode)
     EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:enable_event:ffg"), -EINVAL);
 }
 
+// func_event_triggers.tc: in soft mode a write of the enable file switches recording (the
+// kernel's SOFT_DISABLED bit), whether or not the event's own enable already says so; a
+// counted command then switches it back only as often as its count allows.
+TEST_F(ftrace_filter, enable_file_switches_an_event_in_soft_mode)
+{
+    ASSERT_EQ(wr("dynamic_events", "f:ffg/evc ff_beta a=$arg1:s32"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:enable_event:ffg:evc:2"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "0*\n");
+    for (int i = 0; i < 3; i++) {
+        ff_alpha(0);
+        EXPECT_EQ(rd("events/ffg/evc/enable"), i < 2 ? "1*\n" : "0*\n") << i;
+        EXPECT_EQ(wr("events/ffg/evc/enable", "0"), 0);
+        EXPECT_EQ(rd("events/ffg/evc/enable"), "0*\n") << i;
+    }
+    EXPECT_TRUE(has(rd("set_ftrace_filter"), "ff_alpha:enable_event:ffg:evc:count=0\n"));
+    ff_beta(20); // soft-disabled: not recorded
+    EXPECT_EQ(wr("events/ffg/evc/enable", "1"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1*\n");
+    ff_beta(21);
+    auto b = body(rd("trace"));
+    ASSERT_EQ(b.size(), 1u) << rd("trace");
+    EXPECT_TRUE(has(b[0], ") a=21")) << b[0];
+    // A disable_event command on an enabled event: "1" turns it back on after it fired.
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:enable_event:ffg:evc:0"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:disable_event:ffg:evc"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1*\n");
+    ff_alpha(0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "0*\n");
+    EXPECT_EQ(wr("events/ffg/evc/enable", "1"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1*\n");
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:disable_event:ffg:evc"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1\n");
+    // The last command gone, the event stays as it was switched: disabled after a
+    // disable_event fired, enabled after an enable_event fired (the kernel's sm_ref at 0).
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:disable_event:ffg:evc"), 0);
+    ff_alpha(0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:disable_event:ffg:evc"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "0\n");
+    EXPECT_EQ(wr("events/ffg/evc/enable", "1"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1\n");
+    EXPECT_EQ(wr("events/ffg/evc/enable", "0"), 0);
+    EXPECT_EQ(wr("set_ftrace_filter", "ff_alpha:enable_event:ffg:evc"), 0);
+    ff_alpha(0);
+    EXPECT_EQ(wr("set_ftrace_filter", "!ff_alpha:enable_event:ffg:evc"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "1\n");
+    EXPECT_EQ(wr("events/ffg/evc/enable", "0"), 0);
+    EXPECT_EQ(rd("events/ffg/evc/enable"), "0\n");
+    EXPECT_EQ(wr("dynamic_events", "-:ffg/evc"), 0);
+}
+
 TEST_F(ftrace_filter, graph_function_files)
 {
     EXPECT_EQ(rd("set_graph_function"), "#### all functions enabled ####\n");

@@ -3,7 +3,7 @@
 
 #include "core/glob.h"
 #include "core/symbols.h"
-#include "tools/agent/funcgraph_record.h"
+#include "tools/agent/graph_args_record.h"
 #include "tracefs/btf_lookup.h"
 #include "tracefs/event_format.h"
 #include "tracefs/fetch_arg.h"
@@ -25,107 +25,79 @@
 namespace dprobe::agent
 {
 
-// One record layout: the compiled fetch args of the functions that share it.
-struct graph_arg_spec {
-    probe_definition def;
-    uint16_t id = 0;
-    uint32_t fixed_size = 0;
-    bool has_dyn = false;
-    bool fast = false;
-    std::vector<fetch_fast_store> fast_args;
-    std::string payload; // its EVENT chunk
-};
-
 namespace
 {
 
-// A hooked function's layouts, found by the handler's ip.
-struct func_slot {
-    unsigned long ip = 0; // 0: empty
-    const graph_arg_spec *entry = nullptr, *exit = nullptr;
-};
-
-// Everything the handlers read; built before the fprobe is registered, freed after it is
-// unregistered (and kept, never freed, when a call may still be on its way back).
-struct args_state {
-    std::vector<std::unique_ptr<graph_arg_spec>> specs;
-    std::vector<func_slot> table; // open addressing, a power of two
-    size_t mask = 0;
-};
-args_state *g_state = nullptr;
-struct fprobe g_args_probe = {};
-bool g_registered = false;
-
-struct args_data {
-    graph_data g;
-    const graph_arg_spec *exit;
-};
-static_assert(sizeof(args_data) <= MAX_FPROBE_DATA_SIZE);
-
-DPROBE_NOPROBE inline size_t slot_of(unsigned long ip, size_t mask) noexcept
+// The pt_regs fields that hold the call's values at a light entry and at a light return
+// (the argument and return registers, the stack and frame pointers; the other callee-saved
+// registers are stored on the full path only: ptrace.h, struct ftrace_regs).
+bool light_reg(uint32_t off)
 {
-    return ((ip >> 4) * 0x9E3779B97F4A7C15ull >> 32) & mask;
+    for (uint32_t r : {offsetof(pt_regs, di), offsetof(pt_regs, si), offsetof(pt_regs, dx),
+                       offsetof(pt_regs, cx), offsetof(pt_regs, r8), offsetof(pt_regs, r9),
+                       offsetof(pt_regs, ax), offsetof(pt_regs, sp), offsetof(pt_regs, bp)})
+        if (off == r) return true;
+    return false;
 }
 
-DPROBE_NOPROBE const func_slot *find_slot(unsigned long ip) noexcept
+// SPEC's fetch programs as light stores (graph_args_record.h), from their compiled form:
+// false when one of them needs more.
+bool compile_light(graph_arg_spec &spec)
 {
-    const args_state *s = g_state;
-    for (size_t i = slot_of(ip, s->mask);; i = (i + 1) & s->mask) {
-        const func_slot &f = s->table[i];
-        if (f.ip == ip) return &f;
-        if (!f.ip) return nullptr;
+    if (!spec.fast) return false;
+    spec.stores.clear();
+    for (const fetch_fast_store &f : spec.fast_args) {
+        graph_value_store s{};
+        if (f.size != 1 && f.size != 2 && f.size != 4 && f.size != 8) return false;
+        s.size = f.size;
+        s.dest = static_cast<uint16_t>(f.dest - spec.args_off);
+        if (f.src == fetch_fast_store::IMM) {
+            if (f.mem) return false;
+            s.kind = graph_value_store::IMM;
+            s.imm = f.imm;
+        } else if (f.src == fetch_fast_store::REGS && light_reg(f.param)) {
+            s.kind = f.mem ? graph_value_store::MEM : graph_value_store::REG;
+            s.reg = static_cast<uint16_t>(f.param);
+            s.imm = static_cast<uint64_t>(f.mem_off);
+        } else {
+            return false;
+        }
+        spec.stores.push_back(s);
     }
+    return true;
 }
 
-// The record of SPEC's values, right after the graph's own record: at the function's entry
-// (its arguments, read from REGS as the call left them) or at its return (its value).
-DPROBE_NOPROBE void write_values(const graph_arg_spec &spec, const pt_regs *regs,
-                                 unsigned long func) noexcept
+// The full fprobe's record of SPEC's values: through the compiled stores, or the fetch
+// interpreter (strings, arrays, ...). The values are stored where the probe record keeps
+// them, from a record start ARGS_OFF bytes before them (outside the reservation: nothing is
+// stored below ARGS_OFF), so that __data_loc offsets count as in the probe record.
+DPROBE_NOPROBE void write_full(const graph_arg_spec &spec, int32_t depth, unsigned long func,
+                               const pt_regs *regs) noexcept
 {
     fetch_context ctx;
     ctx.regs = regs;
-    size_t len = spec.fixed_size;
-    if (spec.has_dyn) len += trace_args_dynamic_size(spec.def.args, ctx);
-    void *p = ring_buffer_reserve(len);
-    if (!p) return;
-    auto *rec = static_cast<uint8_t *>(p);
-    if (spec.fast) {
-        probe_record_init(rec, spec.def, spec.id, 0, func, 0);
-        fetch_fast_run(spec.fast_args, ctx, rec);
-    } else {
-        probe_record_store(rec, len, spec.def, ctx, spec.id, 0, func, 0);
+    size_t len = spec.fixed_len;
+    if (spec.has_dyn) len = (len + trace_args_dynamic_size(spec.def.args, ctx) + 3) & ~size_t{3};
+    if (len > k_rb_max_payload) { // strings longer than a page holds: the call without them
+        write_graph_event(spec.exit_flag ? tracefile::FUNCGRAPH_EXIT_ID
+                                         : tracefile::FUNCGRAPH_ENTRY_ID,
+                          depth, 0, func);
+        return;
     }
-    ring_buffer_commit(p);
+    uint8_t *values;
+    void *ev = graph_values_begin(spec, len, depth, func, &values);
+    if (!ev) return;
+    uint8_t *rec = values - spec.args_off;
+    if (spec.fast)
+        fetch_fast_run(spec.fast_args, ctx, rec);
+    else
+        store_trace_args(spec.def.args, spec.def.args_size, ctx, rec, spec.args_off,
+                         spec.args_off + len - FTRACE_GRAPH_VALUES_OFF);
+    ring_buffer_commit(ev);
 }
 
-DPROBE_NOPROBE int args_entry(struct fprobe *, unsigned long ip, unsigned long,
-                              struct ftrace_regs *fregs, void *data) noexcept
-{
-    if (t_depth >= g_max_depth) return 1; // no exit wanted either
-    auto *ad = static_cast<args_data *>(data);
-    const int32_t depth = t_depth++;
-    ad->g.depth = depth;
-    ad->g.func = ip;
-    const func_slot *f = find_slot(ip);
-    ad->exit = f ? f->exit : nullptr;
-    write_graph_event(tracefile::FUNCGRAPH_ENTRY_ID, depth, 0, ip);
-    if (f && f->entry) write_values(*f->entry, &fregs->regs, ip);
-    return 0;
-}
-
-DPROBE_NOPROBE void args_exit(struct fprobe *, unsigned long ip, unsigned long,
-                              struct ftrace_regs *fregs, void *data) noexcept
-{
-    const auto *ad = static_cast<const args_data *>(data);
-    write_graph_exit(&ad->g, 0);
-    if (ad->exit) write_values(*ad->exit, &fregs->regs, ad->g.func);
-}
-
-DPROBE_NOPROBE void args_unwound(struct fprobe *, void *data) noexcept
-{
-    // No return value: the call did not return.
-    write_graph_exit(&static_cast<const args_data *>(data)->g, tracefile::FUNCGRAPH_FL_UNWOUND);
-}
+struct fprobe light_probe = {}, full_probe = {};
+bool light_registered = false, full_registered = false;
 
 // The rule of RULES (GLOB ARGS lines) that names NAME first: its ARGS, or nullptr.
 const std::string *rule_for(const std::vector<std::pair<std::string, std::string>> &rules,
@@ -149,7 +121,7 @@ std::vector<std::pair<std::string, std::string>> split_rules(const std::vector<s
 class spec_builder
 {
   public:
-    explicit spec_builder(args_state &s) : s_(s) {}
+    explicit spec_builder(graph_args_state &s) : s_(s) {}
 
     // The layout of ARGS on the function at ADDR (its entry, or its return: RET); nullptr
     // with *WHY when the parser refuses them there.
@@ -199,16 +171,29 @@ class spec_builder
         spec->id = next_id_++;
         spec->def.event = std::string(ret ? "retval" : "args") + std::to_string(spec->id);
         spec->def.group = tracefile::GRAPH_ARGS_GROUP;
-        spec->fixed_size = static_cast<uint32_t>(probe_layout(spec->def).fixed_size);
+        spec->exit_flag = ret ? FTRACE_GRAPH_VALUES_FL_EXIT : 0;
+        const probe_event_layout lay = probe_layout(spec->def);
+        spec->args_off = static_cast<uint32_t>(lay.args_off);
+        if (lay.args_off !=
+            (ret ? FTRACE_GRAPH_VALUES_EXIT_ARGS_OFF : FTRACE_GRAPH_VALUES_ENTRY_ARGS_OFF)) {
+            *why = "a record layout the graph's records cannot hold";
+            return nullptr;
+        }
+        // The graph record's head, then the values as the probe record has them.
+        spec->fixed_len = static_cast<uint32_t>(
+            (FTRACE_GRAPH_VALUES_OFF + lay.fixed_size - lay.args_off + 3) & ~size_t{3});
+        if (spec->fixed_len > k_rb_max_payload) {
+            *why = "too many arguments for one record";
+            return nullptr;
+        }
         spec->has_dyn = spec->def.has_dynamic_args();
         spec->fast =
-            !spec->has_dyn &&
-            fetch_fast_compile(spec->def.args, probe_layout(spec->def).args_off, spec->fast_args);
+            !spec->has_dyn && fetch_fast_compile(spec->def.args, spec->args_off, spec->fast_args);
+        spec->light = compile_light(*spec);
         spec->payload = tracefile::event_payload(
             spec->id, std::string(tracefile::GRAPH_ARGS_GROUP) + "/" + spec->def.event,
-            spec->def.listing(), probe_format_file(spec->def, spec->id));
-        // Read in the live trace files too (not only by `dprobe report`).
-        trace_events::instance().register_record_format(spec->id, spec->def);
+            spec->def.listing(), probe_format_file(spec->def, spec->id),
+            tracefile::EVENT_FL_GRAPH_VALUES);
         const graph_arg_spec *p = spec.get();
         by_format_.emplace(key, p);
         s_.specs.push_back(std::move(spec));
@@ -216,14 +201,14 @@ class spec_builder
     }
 
   private:
-    args_state &s_;
+    graph_args_state &s_;
     std::map<std::string, const graph_arg_spec *> by_format_;
     uint16_t next_id_ = tracefile::GRAPH_ARGS_FIRST_ID;
 };
 
-void insert(args_state &s, const func_slot &f)
+void insert(graph_args_state &s, const func_slot &f)
 {
-    for (size_t i = slot_of(f.ip, s.mask);; i = (i + 1) & s.mask)
+    for (size_t i = graph_args_slot_of(f.ip, s.mask);; i = (i + 1) & s.mask)
         if (!s.table[i].ip || s.table[i].ip == f.ip) {
             s.table[i] = f;
             return;
@@ -236,7 +221,7 @@ int graph_args_start(const graph_args_config &c, std::vector<unsigned long> &ips
                      std::string *err)
 {
     if (c.empty() || ips.empty()) return 0;
-    auto st = std::make_unique<args_state>();
+    auto st = std::make_unique<graph_args_state>();
     spec_builder build(*st);
     const auto arg_rules = split_rules(c.args), ret_rules = split_rules(c.retvals);
     std::vector<func_slot> hooked;
@@ -290,32 +275,58 @@ int graph_args_start(const graph_args_config &c, std::vector<unsigned long> &ips
             insert(*st, alias);
         }
     }
-    g_state = st.release();
-    g_args_probe = {};
-    g_args_probe.entry_handler = args_entry;
-    g_args_probe.exit_handler = args_exit;
-    g_args_probe.unwound_handler = args_unwound;
-    g_args_probe.entry_data_size = sizeof(args_data);
-    const int r =
-        register_fprobe_ips(&g_args_probe, hooked_ips.data(), static_cast<int>(hooked_ips.size()));
+    graph_args_table = st.release();
+    // The light fprobe takes the functions whose values are all light stores, the full one
+    // the others (graph_args_record.h).
+    std::vector<unsigned long> light_ips, full_ips;
+    for (const func_slot &f : hooked) {
+        const bool light = (!f.entry || f.entry->light) && (!f.exit || f.exit->light);
+        (light ? light_ips : full_ips).push_back(f.ip);
+    }
+    const auto reg = [&](struct fprobe &fp, auto entry, auto exit, std::vector<unsigned long> &v,
+                         bool &registered) {
+        if (v.empty()) return 0;
+        fp = {};
+        fp.entry_handler = entry;
+        fp.exit_handler = exit;
+        fp.unwound_handler = graph_args_unwound;
+        fp.entry_data_size = sizeof(graph_args_data);
+        const int r = register_fprobe_ips(&fp, v.data(), static_cast<int>(v.size()));
+        if (r < 0) {
+            *err = "register_fprobe_ips (arguments): " + std::string(std::strerror(-r));
+            fp = {};
+            return r;
+        }
+        registered = true;
+        return 0;
+    };
+    int r = reg(light_probe, graph_args_light_entry, graph_args_light_exit, light_ips,
+                light_registered);
+    if (!r)
+        r = reg(full_probe, graph_args_entry<write_full>, graph_args_exit<write_full>, full_ips,
+                full_registered);
     if (r < 0) {
-        *err = "register_fprobe_ips (arguments): " + std::string(std::strerror(-r));
-        g_args_probe = {};
-        delete g_state;
-        g_state = nullptr;
+        const bool any = light_registered;
+        graph_args_stop();
+        if (!any) { // nothing of it can run: the layouts go
+            delete graph_args_table;
+            graph_args_table = nullptr;
+        }
         return r;
     }
-    g_registered = true;
     ips = std::move(plain);
     return static_cast<int>(hooked.size());
 }
 
 void graph_args_stop()
 {
-    if (!g_registered) return;
-    unregister_fprobe(&g_args_probe);
-    g_registered = false;
-    g_args_probe = {};
+    for (auto [fp, registered] :
+         {std::pair{&light_probe, &light_registered}, std::pair{&full_probe, &full_registered}}) {
+        if (!*registered) continue;
+        unregister_fprobe(fp);
+        *registered = false;
+        *fp = {};
+    }
     // The layouts stay: a call hooked before may still return through the shadow stack
     // with a pointer to its return value's layout (as funcgraph.cpp keeps its kretprobes).
 }
@@ -323,8 +334,8 @@ void graph_args_stop()
 std::vector<std::pair<uint32_t, std::string>> graph_args_events()
 {
     std::vector<std::pair<uint32_t, std::string>> out;
-    if (g_state)
-        for (const auto &s : g_state->specs)
+    if (graph_args_table)
+        for (const auto &s : graph_args_table->specs)
             out.emplace_back(s->id, s->payload);
     return out;
 }
