@@ -76,7 +76,8 @@ struct ftrace_site {
     bool unreached = false;
     // The trampolines' hint that users->light holds (read at SITE_LIGHT: SITE_LIGHT_ON, and
     // SITE_LIGHT_PT_REGS when users->pt_regs): they then try the light dispatch first, which
-    // checks the list it reads itself.
+    // checks the list it reads itself. SITE_LIGHT_CALL instead: the one user has an entry of
+    // its own (ftrace_ops::direct_call), tried first.
     std::atomic<uint8_t> light{0};
     exec_chunk stub; // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
@@ -119,6 +120,15 @@ struct ftrace_ops {
     bool pt_regs = false;
     // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
     std::atomic<uint64_t> gen{1};
+    // An entry of the ops' own (the kernel's ftrace direct calls, register_ftrace_direct(),
+    // which BPF trampolines use): a site whose one user is this ops hands its hits to it
+    // first (SITE_LIGHT_CALL), with the general registers and the flags saved in the entry
+    // frame and nothing else, inside a dispatch section (DIRECT_CALL,
+    // arch/x86_64/ftrace_direct.inc, where its calling convention is: the trampoline's, not
+    // C's). It answers 0 when it took the hit, or 2, having done nothing, for the full path
+    // to run entry() instead. Code of the layer that owns the ops (arch code it asked for):
+    // core only calls it.
+    uintptr_t direct_call = 0;
 };
 
 // Makes sure every loaded object has been scanned for sites (and its __fentry__ calls

@@ -18,8 +18,9 @@ using namespace dprobe;
 static_assert(offsetof(ftrace_site, users) == SITE_USERS && offsetof(ftrace_site, ip) == SITE_IP);
 static_assert(offsetof(site_users, n) == SU_N && offsetof(site_users, light) == SU_LIGHT &&
               offsetof(site_users, pt_regs) == SU_LIGHT + 1 && offsetof(site_users, ops) == SU_OPS);
-static_assert(offsetof(ftrace_ops, exit) == OPS_EXIT &&
+static_assert(offsetof(ftrace_ops, exit) == OPS_EXIT && offsetof(ftrace_ops, priv) == OPS_PRIV &&
               offsetof(ftrace_ops, direct) == OPS_DIRECT &&
+              offsetof(ftrace_ops, direct_call) == OPS_DIRECT_CALL &&
               offsetof(ftrace_ops, data_words) == OPS_DATA_WORDS &&
               offsetof(ftrace_ops, light) == OPS_LIGHT && offsetof(ftrace_ops, gen) == OPS_GEN &&
               sizeof(ftrace_ops::data_words) == 4 && sizeof(ftrace_ops::light) == 1);

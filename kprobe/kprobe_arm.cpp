@@ -366,20 +366,31 @@ int arm_batch::commit()
     for (kp_record *r : disarming)
         r->armed.store(false);
 
-    // 3. Records on patch sites: one ops for the plain kprobes of each, one per kretprobe.
+    // 3. Records on patch sites: one ops for the plain kprobes of each, one per kretprobe
+    //    and per jprobe.
     std::vector<ftrace_ops_site> attach, detach;
     std::vector<kp_record *> attaching, detaching;
-    std::vector<std::pair<struct kretprobe *, ftrace_ops_site>> krp_attach, krp_detach;
-    auto queue_kretprobe = [&](struct kretprobe *rp, bool want) {
+    std::vector<std::pair<struct kprobe *, ftrace_ops_site>> own_attach, own_detach;
+    // A kretprobe's or a jprobe's own ops.
+    auto queue_own = [&](struct kprobe *p, bool want) {
         ftrace_ops_site pair;
-        if (!kretprobe_sync_pair(rp, want, &pair)) return;
+        const bool change = p->ainsn.kind == kind_kretprobe
+                                ? kretprobe_sync_pair(container_of_kretprobe(p), want, &pair)
+                                : jprobe_sync_pair(container_of_jprobe(p), want, &pair);
+        if (!change) return;
         (want ? attach : detach).push_back(pair);
-        (want ? krp_attach : krp_detach).emplace_back(rp, pair);
+        (want ? own_attach : own_detach).emplace_back(p, pair);
+    };
+    auto own_done = [](struct kprobe *p, const ftrace_ops_site &pair, bool attached) {
+        if (p->ainsn.kind == kind_kretprobe)
+            kretprobe_sync_done(container_of_kretprobe(p), pair, attached);
+        else
+            jprobe_sync_done(container_of_jprobe(p), pair, attached);
     };
     for (kp_record *r : recs_) {
         if (r->mode != kp_mode::ftrace) continue;
-        // The record's ops serves its kprobes and jprobes (kretprobes have their own).
-        const bool want = live(r) && (any_enabled(r, kind_kprobe) || any_enabled(r, kind_jprobe));
+        // The record's ops serves its plain kprobes.
+        const bool want = live(r) && any_enabled(r, kind_kprobe);
         if (want && !r->armed.load()) {
             attach.push_back({&r->ops, r->site});
             attaching.push_back(r);
@@ -389,18 +400,17 @@ int arm_batch::commit()
         }
         const kp_children *cl = r->children.load(std::memory_order_relaxed);
         for (uint32_t i = 0; cl && i < cl->n; ++i)
-            if (cl->kp[i]->ainsn.kind == kind_kretprobe)
-                queue_kretprobe(container_of_kretprobe(cl->kp[i]),
-                                live(r) && child_enabled(cl->kp[i]));
+            if (cl->kp[i]->ainsn.kind != kind_kprobe)
+                queue_own(cl->kp[i], live(r) && child_enabled(cl->kp[i]));
     }
-    for (struct kretprobe *rp : departed_)
-        queue_kretprobe(rp, false);
+    for (struct kprobe *p : departed_)
+        queue_own(p, false);
     if (!detach.empty()) {
         ftrace_ops_detach_each(detach);
         for (kp_record *r : detaching)
             r->armed.store(false);
-        for (auto &[rp, pair] : krp_detach)
-            kretprobe_sync_done(rp, pair, false);
+        for (auto &[p, pair] : own_detach)
+            own_done(p, pair, false);
     }
     int err = 0;
     if (!attach.empty()) {
@@ -408,8 +418,8 @@ int arm_batch::commit()
         if (err == 0) {
             for (kp_record *r : attaching)
                 r->armed.store(true);
-            for (auto &[rp, pair] : krp_attach)
-                kretprobe_sync_done(rp, pair, true);
+            for (auto &[p, pair] : own_attach)
+                own_done(p, pair, true);
         }
     }
 

@@ -320,8 +320,10 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
             regs.ip = at + 1;
         } else if (p->ainsn.kind == kind_jprobe) {
             // On the signal stack; the kernel saved the whole state, sigreturn restores it.
-            const void *vec = uc->uc_mcontext.fpregs ? &uc->uc_mcontext.fpregs->_xmm[0] : nullptr;
-            jprobe_run(p, &regs, vec, 16, false);
+            // The vector arguments whole (ymm, zmm) from the frame's XSAVE area.
+            alignas(64) unsigned char vbuf[arch::JPROBE_VEC_BUF];
+            const arch::jprobe_vectors v = arch::uc_jprobe_vectors(uc, vbuf);
+            jprobe_run(p, &regs, v.vec, v.size, v.wide);
         } else if (p->pre_handler && p->pre_handler(p, &regs)) {
             skip = true; // the handler moved regs->ip: no step, no post handler
         }
@@ -472,7 +474,7 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     if (!cl || !t) return 1;
     if (kprobe_busy_on(t)) {
         for (uint32_t i = 0; i < cl->n; ++i)
-            if (cl->kp[i]->ainsn.kind != kind_kretprobe)
+            if (cl->kp[i]->ainsn.kind == kind_kprobe)
                 __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
         return 1;
     }
@@ -485,12 +487,7 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     post_set post = {};
     for (uint32_t i = 0; i < cl->n && !skip; ++i) {
         struct kprobe *p = cl->kp[i];
-        if (p->ainsn.kind == kind_jprobe && child_enabled(p)) {
-            // Entry registers as the trampoline saved them (ip and flags are not read).
-            t->current_kprobe = p;
-            jprobe_run(p, regs, fregs->vec, fregs->vec_size, arch::fregs_vec_wide(fregs));
-            continue;
-        }
+        // (kretprobes and jprobes have ftrace ops of their own)
         if (p->ainsn.kind != kind_kprobe || !child_enabled(p)) continue;
         t->current_kprobe = p;
         if (p->post_handler) post.add(p);
@@ -516,7 +513,7 @@ DPROBE_NOPROBE void kprobe_ftrace_missed(ftrace_ops *ops)
     auto *rec = static_cast<kp_record *>(ops->priv);
     const kp_children *cl = rec->children.load(std::memory_order_acquire);
     for (uint32_t i = 0; cl && i < cl->n; ++i)
-        if (cl->kp[i]->ainsn.kind != kind_kretprobe)
+        if (cl->kp[i]->ainsn.kind == kind_kprobe)
             __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
 }
 

@@ -151,8 +151,8 @@ class arm_batch
     void add(kp_record *rec) { recs_.push_back(rec); }
     // A knob changed: every record.
     void add_all() { all_ = true; }
-    // RP, an entry probe no longer among its record's probes, must lose its ftrace ops.
-    void depart(struct kretprobe *rp) { departed_.push_back(rp); }
+    // P, a kretprobe or jprobe no longer among its record's probes, must lose its ftrace ops.
+    void depart(struct kprobe *p) { departed_.push_back(p); }
     // Arms and disarms int3 records (one text patch), attaches and detaches the ftrace ops
     // of records on sites (one text patch, one wait), then unoptimizes and optimizes what
     // the changes call for (one text patch, one stop of the threads). Returns 0 or the
@@ -162,7 +162,7 @@ class arm_batch
 
   private:
     std::vector<kp_record *> recs_;
-    std::vector<struct kretprobe *> departed_;
+    std::vector<struct kprobe *> departed_;
     bool all_ = false;
 };
 
@@ -244,6 +244,17 @@ inline struct jprobe *container_of_jprobe(struct kprobe *p) noexcept
     static_assert(offsetof(struct jprobe, kp) == 0);
     return reinterpret_cast<struct jprobe *>(p);
 }
+// Registration steps (jprobe.cpp), under kprobe_mutex(): the jprobe's own state (its
+// ftrace_ops for sites); the stack arguments its handler gets (STACK_LEN bytes, EXACT when
+// DWARF told them), known once its place is; attaching and detaching its ops to and from
+// its record's site as kretprobes do (jprobe_sync_pair/_done for a batch); and, after the
+// probes left their records and were waited for, the state's release.
+int jprobe_prepare(struct jprobe *jp);
+void jprobe_set_stack(struct jprobe *jp, unsigned long stack_len, bool exact);
+bool jprobe_sync_pair(struct jprobe *jp, bool want, ftrace_ops_site *out);
+void jprobe_sync_done(struct jprobe *jp, const ftrace_ops_site &pair, bool attached);
+void jprobe_sync(struct jprobe *jp, bool want);
+void jprobes_release(std::span<struct jprobe *const> jps);
 // A hit of the jprobe P: its handler runs with REGS (the function's entry registers) and the
 // vector registers VEC (VEC_SIZE bytes apart, at full width when WIDE) loaded, on a copy of
 // the stack arguments; returns when it called jprobe_return() or returned.

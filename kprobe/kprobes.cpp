@@ -151,6 +151,8 @@ void refresh_gone()
             __atomic_or_fetch(&cl->kp[i]->flags, KPROBE_FLAG_GONE, __ATOMIC_RELEASE);
             if (cl->kp[i]->ainsn.kind == kind_kretprobe)
                 kretprobe_sync(container_of_kretprobe(cl->kp[i]), false);
+            else if (cl->kp[i]->ainsn.kind == kind_jprobe)
+                jprobe_sync(container_of_jprobe(cl->kp[i]), false);
         }
         if (r->mode == kp_mode::ftrace && r->armed.load()) {
             ftrace_site *one[1] = {r->site};
@@ -531,7 +533,7 @@ void remove_child(struct kprobe *p, arm_batch &b)
     rec->children.store(make_children(old, nullptr, p), std::memory_order_release);
     retire_children(old);
     registered.erase(p);
-    if (p->ainsn.kind == kind_kretprobe) b.depart(container_of_kretprobe(p));
+    if (p->ainsn.kind != kind_kprobe) b.depart(p);
     b.add(rec);
 }
 
@@ -548,10 +550,12 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     if (!r.obj->is_text(r.addr)) return -EINVAL;
     if (in_blacklist(r.addr)) return -EINVAL;
     long jp_stack = JPROBE_MAX_STACK_SIZE; // unknown: the most a handler may see
+    bool jp_exact = false;
     if (kind == kind_jprobe) {
         const long n = jprobe_stack_bytes(*r.obj, r.func);
         if (n > JPROBE_MAX_STACK_SIZE) return -E2BIG;
         if (n >= 0) jp_stack = (n + 15) / 16 * 16;
+        jp_exact = n >= 0;
     }
     kp_record *rec = find_live_record(r.addr);
     if (rec && rec->mode == kp_mode::int3)
@@ -564,6 +568,8 @@ int add_probe(struct kprobe *p, child_kind kind, arm_batch &b)
     p->ainsn.kind = kind;
     p->ainsn.boostable = rec->boostable && !rec->emulate;
     p->ainsn.stack_len = kind == kind_jprobe ? static_cast<unsigned>(jp_stack) : 0;
+    if (kind == kind_jprobe)
+        jprobe_set_stack(container_of_jprobe(p), static_cast<unsigned long>(jp_stack), jp_exact);
     if (rec->mode == kp_mode::ftrace) p->flags |= KPROBE_FLAG_FTRACE;
     p->nmissed = 0;
     kp_children *old = rec->children.load(std::memory_order_relaxed);
@@ -618,17 +624,20 @@ void unregister_kprobes_locked(struct kprobe *const *kps, int num)
     arm_batch b;
     std::vector<struct kprobe *> done;
     std::vector<struct kretprobe *> krps;
+    std::vector<struct jprobe *> jps;
     for (int n = 0; n < num; ++n) {
         struct kprobe *p = kps[n];
         if (!p || !registered.count(p)) continue; // unknown: silently ignored, as in the kernel
         remove_child(p, b);
         done.push_back(p);
         if (p->ainsn.kind == kind_kretprobe) krps.push_back(container_of_kretprobe(p));
+        if (p->ainsn.kind == kind_jprobe) jps.push_back(container_of_jprobe(p));
     }
     if (done.empty()) return;
     b.commit();
     synchronize_and_collect();
     kretprobes_release(krps);
+    jprobes_release(jps);
     for (struct kprobe *p : done)
         p->ainsn.rec = nullptr;
 }

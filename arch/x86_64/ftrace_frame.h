@@ -57,6 +57,9 @@
 #define SITE_LIGHT_ON 1
 #define SITE_LIGHT_PT_REGS 2
 #define SITE_LIGHT_DIRECT 4
+/* Not light: the one user has an entry of its own (ftrace_ops::direct_call, DIRECT_CALL in
+ * ftrace_direct.inc), which the trampoline calls first. */
+#define SITE_LIGHT_CALL 8
 #define SITE_USERS 40
 
 /* What the direct dispatch (ftrace_direct.inc) reads of core's records, checked in
@@ -66,10 +69,12 @@
 #define SU_LIGHT 8 /* bool light, then bool pt_regs: one 16-bit word */
 #define SU_OPS 16
 #define OPS_EXIT 8
+#define OPS_PRIV 40
 #define OPS_DIRECT 48
 #define OPS_DATA_WORDS 56
 #define OPS_LIGHT 61
 #define OPS_GEN 64
+#define OPS_DIRECT_CALL 72
 #define TC_SEQ 0
 #define TC_DISPATCH_KP 16
 #define TC_DISPATCH_FPROBE_BUSY 24

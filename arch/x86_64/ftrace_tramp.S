@@ -161,7 +161,7 @@
 	 * (2) before anything ran: then the full path runs after all. */
 	movzbl SITE_LIGHT(%rdi), %edx
 	test $SITE_LIGHT_ON, %dl
-	jz 20f
+	jz 19f
 	test $SITE_LIGHT_PT_REGS, %dl
 	jz 22f
 	STORE_CALLEE_SAVED
@@ -181,6 +181,15 @@
 	cmp $2, %eax
 	jne 21f
 	mov FR_NEXT(%rbx), %rdi
+	mov %rbx, %rsi
+	mov %rbx, %rsp
+	jmp 20f
+19:	/* The one user has an entry of its own (ftrace_direct.inc, DIRECT_CALL), which saves
+	 * what it needs; when it answers "not now", the full path runs. */
+	test $SITE_LIGHT_CALL, %dl
+	jz 20f
+	and $-16, %rsp
+	DIRECT_CALL 26f, \vsize, \n
 	mov %rbx, %rsi
 	mov %rbx, %rsp
 20:

@@ -208,6 +208,7 @@ struct jprobe {
     void *entry DPROBE_DFLT;      /* the handler: same prototype as the probed function */
     /* dprobe's: hits whose handler returned without calling jprobe_return(). */
     unsigned long nreturned DPROBE_DFLT;
+    void *jh DPROBE_DFLT; /* internal */
 };
 
 /* Bytes of stack-passed arguments the handler sees (the kernel's MAX_STACK_SIZE on x86):

@@ -4,12 +4,14 @@
 //   dprobe::fprobe f{&parse_header, [](const char *buf, size_t len) { ... },
 //                    [](long ret, const char *buf, size_t len) { ... }};
 //   dprobe::kretprobe r{&parse_header, [](long ret) { ... }};
+//   dprobe::kretprobe a{&parse_header, [](long ret, const char *buf, size_t len) { ... }};
 //   dprobe::jprobe<int(const char *, size_t)> q{"libfoo.so:parse", handler};  // by name
 //
 // The probe's type is the probed function's; a handler is checked against it when the probe
 // is built (static_assert): a jprobe's and an fprobe entry's take the function's parameters,
 // an fprobe exit's the return value first (none for void), then the parameters as they were
-// at the entry, a kretprobe's the return value. Handlers are called on the thread that runs
+// at the entry, a kretprobe's the return value, optionally followed by the parameters as they
+// were at the entry (kept in the call's instance data). Handlers are called on the thread that runs
 // the function, as the C handlers are: keep them short and make them not throw (an
 // exception out of one ends the program: the thunks are noexcept).
 //
@@ -26,7 +28,8 @@
 //    by value, long double and vectors work.
 //  - fprobe, kretprobe: arguments that are integers, enums, pointers, references, float or
 //    double, or trivially copyable structs over 16 bytes (passed in memory); returns of the
-//    same scalar kinds or void. A struct of 16 bytes or less by value is refused: its
+//    same scalar kinds or void. (A kretprobe whose handler takes the return value alone reads
+//    no argument: any parameter types.) A struct of 16 bytes or less by value is refused: its
 //    registers depend on its fields, which C++ cannot inspect (use dprobe::jprobe).
 #pragma once
 
@@ -248,6 +251,27 @@ template <class T> stored_t<T> store(T &&v) noexcept
         return v;
 }
 
+// The arguments A... of a hit at a function's entry, as an exit handler gets them later.
+template <class... A> using saved_args = std::tuple<stored_t<A>...>;
+template <class R, class... A, size_t... I>
+saved_args<A...> read_args(struct ftrace_regs *fr, std::index_sequence<I...>) noexcept
+{
+    return saved_args<A...>{store<A>(read_arg<A>(fr, layout<R, A...>::value.loc[I]))...};
+}
+template <class T> T unstore(stored_t<T> v) noexcept
+{
+    if constexpr (std::is_reference_v<T>)
+        return *v;
+    else
+        return v;
+}
+// Whether saved_args<A...> can be kept in a probe's per-call data of MAX bytes.
+template <size_t max, class... A> constexpr bool storable()
+{
+    return sizeof(saved_args<A...>) <= max && alignof(saved_args<A...>) <= alignof(long) &&
+           (std::is_trivially_copyable_v<stored_t<A>> && ...);
+}
+
 [[noreturn]] inline void fail(int err, const char *what)
 {
     throw std::system_error(std::error_code(-err, std::generic_category()), what);
@@ -330,12 +354,18 @@ template <class R, class... A> class jprobe<R(A...)>
         typed_detail::handler_box h;
     };
 
-    template <class H> static R thunk(A... args)
+    // The thunk ends with jprobe_return() as its tail call, which then simply returns to the
+    // hit (no jump: the return predictor stays right). It returns nothing: a result in
+    // registers does not change how the arguments are passed. One returned in memory does
+    // (its address is a hidden first argument): then it has the function's type, and
+    // jprobe_return() leaves it like longjmp.
+    using thunk_ret = std::conditional_t<typed_detail::returns_in_memory<R>(), R, void>;
+    template <class H> static thunk_ret thunk(A... args)
     {
         auto *s = reinterpret_cast<state *>(kprobe_running());
         (*static_cast<H *>(s->h.obj))(args...);
         jprobe_return();
-        __builtin_unreachable();
+        if constexpr (!std::is_void_v<thunk_ret>) __builtin_unreachable();
     }
 
     template <class H> std::error_code try_init(R (*fn)(A...), const char *symbol, H &&handler)
@@ -386,7 +416,7 @@ template <class F> class fprobe;
 template <class R, class... A> class fprobe<R(A...)>
 {
     using layout = typed_detail::layout<R, A...>;
-    using saved = std::tuple<typed_detail::stored_t<A>...>;
+    using saved = typed_detail::saved_args<A...>;
 
   public:
     template <class En, class Ex = std::nullptr_t>
@@ -441,30 +471,17 @@ template <class R, class... A> class fprobe<R(A...)>
         typed_detail::handler_box en, ex;
     };
 
-    template <size_t... I>
-    static saved read_all(struct ftrace_regs *fr, std::index_sequence<I...>) noexcept
-    {
-        return saved{
-            typed_detail::store<A>(typed_detail::read_arg<A>(fr, layout::value.loc[I]))...};
-    }
-    template <class T> static T unstore(typed_detail::stored_t<T> v) noexcept
-    {
-        if constexpr (std::is_reference_v<T>)
-            return *v;
-        else
-            return v;
-    }
-
     template <class En, class Ex>
     static int entry_thunk(struct ::fprobe *fp, unsigned long, unsigned long,
                            struct ftrace_regs *fr, void *data) noexcept
     {
         auto *s = reinterpret_cast<state *>(fp);
         int skip = 0;
-        [[maybe_unused]] saved args = read_all(fr, std::index_sequence_for<A...>{});
+        [[maybe_unused]] saved args =
+            typed_detail::read_args<R, A...>(fr, std::index_sequence_for<A...>{});
         if constexpr (!std::is_null_pointer_v<En>) {
             auto &h = *static_cast<En *>(s->en.obj);
-            auto call = [&](auto &...a) { return h(unstore<A>(a)...); };
+            auto call = [&](auto &...a) { return h(typed_detail::unstore<A>(a)...); };
             if constexpr (std::is_void_v<decltype(std::apply(call, args))>)
                 std::apply(call, args);
             else
@@ -483,9 +500,9 @@ template <class R, class... A> class fprobe<R(A...)>
         std::apply(
             [&](auto &...a) {
                 if constexpr (std::is_void_v<R>)
-                    h(unstore<A>(a)...);
+                    h(typed_detail::unstore<A>(a)...);
                 else
-                    h(typed_detail::read_ret<R>(fr), unstore<A>(a)...);
+                    h(typed_detail::read_ret<R>(fr), typed_detail::unstore<A>(a)...);
             },
             args);
     }
@@ -511,9 +528,7 @@ template <class R, class... A> class fprobe<R(A...)>
                 static_assert(typed_detail::exact_params<Ex, R, A...>::value,
                               "dprobe::fprobe: the exit handler takes the return value, then "
                               "the function's parameters");
-            static_assert(sizeof(saved) <= MAX_FPROBE_DATA_SIZE &&
-                              alignof(saved) <= alignof(long) &&
-                              (std::is_trivially_copyable_v<typed_detail::stored_t<A>> && ...),
+            static_assert(typed_detail::storable<MAX_FPROBE_DATA_SIZE, A...>(),
                           "dprobe::fprobe: the arguments are too big to keep for the exit "
                           "handler (MAX_FPROBE_DATA_SIZE bytes)");
         }
@@ -560,10 +575,35 @@ fprobe(R (*)(A...), En, Ex, std::error_code &) -> fprobe<R(A...)>;
 
 template <class F> class kretprobe;
 
-// A kretprobe whose handler gets the typed return value: handler(R) (or handler() for a
-// void function).
+// A kretprobe whose handler gets the typed return value, and, if it takes them, the function's
+// arguments as they were at the entry: handler(R) or handler(R, A...); for a void function
+// handler() or handler(A...). The arguments are read by an entry handler and kept in the
+// call's instance data (the kernel's entry_handler and data_size), so what the function did
+// to its parameter registers in between does not matter.
 template <class R, class... A> class kretprobe<R(A...)>
 {
+    using layout = typed_detail::layout<R, A...>;
+    using saved = typed_detail::saved_args<A...>;
+
+    // H takes the arguments after the return value (preferred when a generic handler could
+    // take both), or the return value alone.
+    template <class H> static constexpr bool takes_args()
+    {
+        if constexpr (sizeof...(A) == 0)
+            return false;
+        else if constexpr (std::is_void_v<R>)
+            return typed_detail::exact_params<H, A...>::value;
+        else
+            return typed_detail::exact_params<H, R, A...>::value;
+    }
+    template <class H> static constexpr bool takes_return()
+    {
+        if constexpr (std::is_void_v<R>)
+            return std::is_invocable_v<H &>;
+        else
+            return typed_detail::exact_params<H, R>::value;
+    }
+
   public:
     template <class H> kretprobe(R (*fn)(A...), H handler)
     {
@@ -576,6 +616,10 @@ template <class R, class... A> class kretprobe<R(A...)>
     template <class H> kretprobe(R (*fn)(A...), H handler, std::error_code &ec) noexcept
     {
         ec = try_init(fn, nullptr, std::move(handler));
+    }
+    template <class H> kretprobe(const char *symbol, H handler, std::error_code &ec) noexcept
+    {
+        ec = try_init(nullptr, symbol, std::move(handler));
     }
     kretprobe(kretprobe &&) noexcept = default;
     kretprobe &operator=(kretprobe &&o) noexcept
@@ -604,35 +648,70 @@ template <class R, class... A> class kretprobe<R(A...)>
         typed_detail::handler_box h;
     };
 
+    // A kretprobe's handlers get the pt_regs of a struct ftrace_regs (the vector registers
+    // beside it).
+    static struct ftrace_regs *fregs_of(struct pt_regs *regs) noexcept
+    {
+        return reinterpret_cast<struct ftrace_regs *>(regs);
+    }
+
+    static int entry_thunk(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
+    {
+        new (ri->data) saved(
+            typed_detail::read_args<R, A...>(fregs_of(regs), std::index_sequence_for<A...>{}));
+        return 0;
+    }
+
     template <class H>
     static int thunk(struct kretprobe_instance *ri, struct pt_regs *regs) noexcept
     {
         auto *s = reinterpret_cast<state *>(get_kretprobe(ri));
         auto &h = *static_cast<H *>(s->h.obj);
-        // A kretprobe's return handler gets the pt_regs of a struct ftrace_regs (the vector
-        // result registers beside it).
-        if constexpr (std::is_void_v<R>)
+        if constexpr (takes_args<H>()) {
+            saved &args = *std::launder(reinterpret_cast<saved *>(ri->data));
+            std::apply(
+                [&](auto &...a) {
+                    if constexpr (std::is_void_v<R>)
+                        h(typed_detail::unstore<A>(a)...);
+                    else
+                        h(typed_detail::read_ret<R>(fregs_of(regs)),
+                          typed_detail::unstore<A>(a)...);
+                },
+                args);
+        } else if constexpr (std::is_void_v<R>) {
             h();
-        else
-            h(typed_detail::read_ret<R>(reinterpret_cast<struct ftrace_regs *>(regs)));
+        } else {
+            h(typed_detail::read_ret<R>(fregs_of(regs)));
+        }
         return 0;
     }
 
     template <class H> std::error_code try_init(R (*fn)(A...), const char *symbol, H &&handler)
     {
-        if constexpr (std::is_void_v<R>)
-            static_assert(std::is_invocable_v<H &>,
-                          "dprobe::kretprobe: the handler of a void function takes nothing");
-        else
-            static_assert(typed_detail::exact_params<H, R>::value,
-                          "dprobe::kretprobe: the handler must take the function's return type");
+        using D = std::decay_t<H>;
+        static_assert(takes_args<D>() || takes_return<D>(),
+                      "dprobe::kretprobe: the handler must take the function's return type "
+                      "(nothing for void), then optionally its parameters");
+        if constexpr (takes_args<D>()) {
+            static_assert(layout::value.supported,
+                          "dprobe::kretprobe: an argument type it cannot read: a struct of 16 "
+                          "bytes or less by value (its registers depend on its fields), "
+                          "__int128, or a vector; take the return value alone");
+            static_assert(typed_detail::storable<KRETPROBE_MAX_DATA_SIZE, A...>(),
+                          "dprobe::kretprobe: the arguments are too big to keep for the "
+                          "handler (KRETPROBE_MAX_DATA_SIZE bytes)");
+        }
         auto s = std::make_unique<state>();
         s->h.set(std::forward<H>(handler));
         if (fn)
             s->rp.kp.addr = reinterpret_cast<kprobe_opcode_t *>(fn);
         else
             s->rp.kp.symbol_name = symbol;
-        s->rp.handler = &thunk<std::decay_t<H>>;
+        s->rp.handler = &thunk<D>;
+        if constexpr (takes_args<D>()) {
+            s->rp.entry_handler = &entry_thunk;
+            s->rp.data_size = sizeof(saved);
+        }
         if (int err = register_kretprobe(&s->rp))
             return std::error_code(-err, std::generic_category());
         st_ = std::move(s);
@@ -647,6 +726,15 @@ template <class R, class... A> class kretprobe<R(A...)>
     std::unique_ptr<state> st_;
 };
 
+template <class R, class... A> class kretprobe<R(A..., ...)>
+{
+    static_assert(sizeof(R) == 0,
+                  "dprobe::kretprobe: a variadic function has no typed handler; use struct "
+                  "kretprobe");
+};
+
 template <class R, class... A, class H> kretprobe(R (*)(A...), H) -> kretprobe<R(A...)>;
+template <class R, class... A, class H>
+kretprobe(R (*)(A...), H, std::error_code &) -> kretprobe<R(A...)>;
 
 } // namespace dprobe

@@ -32,6 +32,14 @@ long jp_varargs(int n, ...);
 long jp_thread_target(long x, long y);
 long jp_recursive(long x);
 
+/* jprobe_vec_targets.c: __m256d and __m512d arguments (only where the CPU has AVX, AVX-512F),
+ * called through jp_call_m256/jp_call_m512 (loads the vectors from A and B); the handlers
+ * jp_h_m256/jp_h_m512 record them in jp_vec_seen (a, then b) and N in jp_vec_seen_n. */
+double jp_call_m256(const double *a, const double *b, long n);
+double jp_call_m512(const double *a, const double *b, long n);
+extern double jp_vec_seen[16];
+extern long jp_vec_seen_n;
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,11 @@
 
 #include <gtest/gtest.h>
 
+// The handlers of jprobe_vec_targets.c (their vector parameters need the ISA the file is built
+// for; only their addresses are needed here).
+extern "C" void jp_h_m256();
+extern "C" void jp_h_m512();
+
 #include <atomic>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -192,6 +197,13 @@ long h_struct(struct jp_big big, struct jp_small small, const int *p)
     return 0;
 }
 
+long h_thread_like(long x)
+{
+    seen_l[0] = x;
+    jprobe_return();
+    return 0;
+}
+
 long h_varargs(int n, ...)
 {
     va_list ap;
@@ -345,6 +357,42 @@ TEST_P(jprobe_flavour, handler_writing_its_parameters_changes_a_copy)
         EXPECT_TRUE(seen);
         EXPECT_EQ(g.jp.nreturned, 3u) << "returns without jprobe_return() are counted";
     }
+}
+
+// A kprobe and a jprobe at the same entry (one record, two users of the site when it has
+// one): both handlers run on each call, each its own way, and either goes alone.
+std::atomic<int> kp_hits;
+int count_pre(struct kprobe *, struct pt_regs *regs)
+{
+    if (regs->di != 9) ADD_FAILURE() << "kprobe handler: rdi";
+    ++kp_hits;
+    return 0;
+}
+
+TEST_P(jprobe_flavour, beside_a_kprobe)
+{
+    struct kprobe kp = {};
+    kp.symbol_name = "jp_recursive";
+    kp.pre_handler = count_pre;
+    probe_guard g("jp_recursive", h_thread_like);
+    ASSERT_EQ(g.err, 0);
+    ASSERT_EQ(register_kprobe(&kp), 0);
+    kp_hits = 0;
+    seen_l[0] = 0;
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(kp_hits, 2);
+    EXPECT_EQ(seen_l[0], 9);
+    EXPECT_EQ(g.jp.kp.nmissed, 0u);
+    EXPECT_EQ(kp.nmissed, 0u);
+    const std::string list = dprobe::kprobes_list_text();
+    EXPECT_NE(list.find("  j  jp_recursive+"), std::string::npos) << list;
+    EXPECT_NE(list.find("  k  jp_recursive+"), std::string::npos) << list;
+    unregister_kprobe(&kp);
+    seen_l[0] = 0;
+    EXPECT_EQ(jp_recursive(9), 10);
+    EXPECT_EQ(kp_hits, 2);
+    EXPECT_EQ(seen_l[0], 9) << "the jprobe alone";
 }
 
 // Refusals: not a function entry (-EINVAL), no handler (-EINVAL), arguments beyond what a
@@ -517,6 +565,58 @@ TEST_P(jprobe_flavour, vector_state_left_clean)
     EXPECT_TRUE(seen);
     EXPECT_EQ(before & 4, 0u);
     EXPECT_EQ(after & 4, 0u) << "the upper vector state was left in use";
+}
+
+// Vector arguments wider than xmm (__m256d in ymm, __m512d in zmm) reach the handler whole on
+// every kind of entry (the int3 one reads their upper halves from the signal frame's XSAVE
+// area), and the function still gets its own.
+TEST_P(jprobe_flavour, m256_arguments_reach_the_handler_whole)
+{
+    if (!__builtin_cpu_supports("avx")) GTEST_SKIP() << "no AVX";
+    struct jprobe jp = {};
+    jp.kp.symbol_name = "jp_m256";
+    jp.entry = JPROBE_ENTRY(jp_h_m256);
+    ASSERT_EQ(register_jprobe(&jp), 0);
+    expect_mechanism(jp);
+    const double a[4] = {1.5, -2.25, 3.0, 1e300}, b[4] = {-0.5, 7.0, 1e-300, 42.0};
+    for (int round = 0; round < 3; ++round) {
+        jp_vec_seen_n = 0;
+        std::memset(jp_vec_seen, 0, sizeof jp_vec_seen);
+        const double want = (a[0] + 2 * a[1] + 3 * a[2] + 4 * a[3] - b[0] + b[1] - b[2] + b[3]) * 3;
+        EXPECT_EQ(jp_call_m256(a, b, 3), want);
+        EXPECT_EQ(jp_vec_seen_n, 3);
+        for (int i = 0; i < 4; ++i) {
+            EXPECT_EQ(jp_vec_seen[i], a[i]) << "a[" << i << "]";
+            EXPECT_EQ(jp_vec_seen[4 + i], b[i]) << "b[" << i << "]";
+        }
+    }
+    unregister_jprobe(&jp);
+}
+
+TEST_P(jprobe_flavour, m512_arguments_reach_the_handler_whole)
+{
+    if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512F";
+    struct jprobe jp = {};
+    jp.kp.symbol_name = "jp_m512";
+    jp.entry = JPROBE_ENTRY(jp_h_m512);
+    ASSERT_EQ(register_jprobe(&jp), 0);
+    double a[8], b[8];
+    double want = 0;
+    for (int i = 0; i < 8; ++i) {
+        a[i] = 1.25 * (i + 1) - 3;
+        b[i] = -0.75 * i + 1e10;
+        want += (i + 1) * a[i] - (i % 2 ? -1 : 1) * b[i];
+    }
+    for (int round = 0; round < 3; ++round) {
+        jp_vec_seen_n = 0;
+        EXPECT_EQ(jp_call_m512(a, b, 2), want * 2);
+        EXPECT_EQ(jp_vec_seen_n, 2);
+        for (int i = 0; i < 8; ++i) {
+            EXPECT_EQ(jp_vec_seen[i], a[i]) << "a[" << i << "]";
+            EXPECT_EQ(jp_vec_seen[8 + i], b[i]) << "b[" << i << "]";
+        }
+    }
+    unregister_jprobe(&jp);
 }
 
 // A function without parameter DWARF entered at the very top of a stack (makecontext's):

@@ -147,4 +147,63 @@ TEST(typed_kretprobe, typed_return_value)
     EXPECT_EQ(d, 55);
 }
 
+// The exit handler of a typed kretprobe may take the entry's arguments after the return value:
+// read at the entry (in registers and on the stack) and kept in the call's instance data, so
+// the handler sees them as the function got them, whatever its body did to those registers.
+TEST(typed_kretprobe, return_value_and_entry_arguments)
+{
+    struct call {
+        double r;
+        int a;
+        double b;
+        long c;
+        float d;
+        std::string e;
+        double f;
+    };
+    std::vector<call> calls;
+    {
+        dprobe::kretprobe k{
+            &jp_mixed, [&](double r, int a, double b, long c, float d, const char *e, double f) {
+                calls.push_back({r, a, b, c, d, e, f});
+            }};
+        EXPECT_TRUE(k);
+        const double r1 = jp_mixed(-7, 0.25, 1L << 33, 1.5f, "xyz", 1e10);
+        const double r2 = jp_mixed(4, -8.5, 3, -2.0f, "ab", 0.125);
+        ASSERT_EQ(calls.size(), 2u);
+        EXPECT_EQ(calls[0].r, r1);
+        EXPECT_EQ(calls[0].a, -7);
+        EXPECT_EQ(calls[0].b, 0.25);
+        EXPECT_EQ(calls[0].c, 1L << 33);
+        EXPECT_EQ(calls[0].d, 1.5f);
+        EXPECT_EQ(calls[0].e, "xyz");
+        EXPECT_EQ(calls[0].f, 1e10);
+        EXPECT_EQ(calls[1].r, r2);
+        EXPECT_EQ(calls[1].a, 4);
+        EXPECT_EQ(calls[1].b, -8.5);
+        EXPECT_EQ(calls[1].e, "ab");
+        EXPECT_EQ(calls[1].f, 0.125);
+        EXPECT_EQ(k.nmissed(), 0);
+    }
+    jp_mixed(1, 1, 1, 1, "", 1); // unregistered by the destructor
+    EXPECT_EQ(calls.size(), 2u);
+
+    // Stack-passed arguments (g and h), by name with an explicit type.
+    long g = 0, h = 0, ret = 0;
+    std::error_code ec;
+    dprobe::kretprobe<long(long, long, long, long, long, long, long, long)> k8{
+        "jp_int8",
+        [&](long r, long, long, long, long, long, long, long gg, long hh) {
+            ret = r;
+            g = gg;
+            h = hh;
+        },
+        ec};
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_EQ(jp_int8(1, 1, 1, 1, 1, 1, 70, 80), 21 + 490 + 640);
+    EXPECT_EQ(ret, 21 + 490 + 640);
+    EXPECT_EQ(g, 70);
+    EXPECT_EQ(h, 80);
+}
+
 } // namespace

@@ -6,4 +6,5 @@ void use()
     dprobe::jprobe p{&f, [](long, const char *) {}};
     dprobe::fprobe q{&f, [](long, const char *) {}, [](long, long, const char *) {}};
     dprobe::kretprobe r{&f, [](long) {}};
+    dprobe::kretprobe s{&f, [](long, long, const char *) {}};
 }
