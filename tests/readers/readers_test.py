@@ -224,24 +224,30 @@ def case_marker(work):
         no_unknown(tc, mode + ": trace-cmd")
 
 
+def check_live_graph(s, mode, entry, what):
+    """The graph records of session S in the live trace (ENTRY's entry, sc_compute's exit)
+    and in trace_pipe (sc_step's entry), with the program's thread as their context."""
+    time.sleep(0.3)
+    live = ctl(s.pid, "cat", "trace").stdout
+    no_unknown(live, mode + ": live trace")
+    ctx = r"^ +readers_prog-%d +\[\d+\] \.{5} +[\d.]+: " % s.pid
+    check(re.search(ctx + r"--> %s \(\d+\)$" % entry, live, re.M) and
+          re.search(ctx + r"<-- sc_compute \(\d+\) \(start: [0-9a-f]+  end: [0-9a-f]+\) "
+                    r"over: \d+ retval: 0$", live, re.M),
+          "%s: %s\n%s" % (mode, what, "\n".join(body(live)[:20])))
+    pipe = read_pipe(s.pid, 0.3)
+    no_unknown(pipe, mode + ": trace_pipe")
+    check(re.search(ctx + r"--> sc_step \(\d+\)$", pipe, re.M),
+          "%s: trace_pipe reads them too" % mode)
+
+
 def case_graph_live(work):
     for mode, opts in (("record", ["-F", "work", "-F", "sc_compute", "-F", "sc_step"]),
                        ("attach", [])):
         dat = os.path.join(work, mode + ".dat")
         s = session(mode, dat, opts)
-        time.sleep(0.3)
-        live = ctl(s.pid, "cat", "trace").stdout
-        no_unknown(live, mode + ": live trace")
-        ctx = r"^ +readers_prog-%d +\[\d+\] \.{5} +[\d.]+: " % s.pid
-        check(re.search(ctx + r"--> work \(\d+\)$", live, re.M) and
-              re.search(ctx + r"<-- sc_compute \(\d+\) \(start: [0-9a-f]+  end: [0-9a-f]+\) "
-                        r"over: \d+ retval: 0$", live, re.M),
-              "%s: the graph's entries and exits, with the program's thread\n%s" %
-              (mode, "\n".join(body(live)[:20])))
-        pipe = read_pipe(s.pid, 0.3)
-        no_unknown(pipe, mode + ": trace_pipe")
-        check(re.search(ctx + r"--> sc_step \(\d+\)$", pipe, re.M),
-              "%s: trace_pipe reads them too" % mode)
+        check_live_graph(s, mode, "work",
+                         "the graph's entries and exits, with the program's thread")
         # The function_graph layout (the tracer itself on a function never called here).
         ctl(s.pid, "write", "set_ftrace_filter", "crash_inner")
         ctl(s.pid, "write", "current_tracer", "function_graph")
@@ -489,19 +495,7 @@ def case_graph_values(work):
     for mode in ("record", "attach"):
         dat = os.path.join(work, mode + ".dat")
         s = session(mode, dat, opts)
-        time.sleep(0.3)
-        live = ctl(s.pid, "cat", "trace").stdout
-        no_unknown(live, mode + ": live trace")
-        ctx = r"^ +readers_prog-%d +\[\d+\] \.{5} +[\d.]+: " % s.pid
-        check(re.search(ctx + r"--> sc_step \(\d+\)$", live, re.M) and
-              re.search(ctx + r"<-- sc_compute \(\d+\) \(start: [0-9a-f]+  end: [0-9a-f]+\) "
-                        r"over: \d+ retval: 0$", live, re.M),
-              "%s: the graph records of the calls with values\n%s" %
-              (mode, "\n".join(body(live)[:20])))
-        pipe = read_pipe(s.pid, 0.3)
-        no_unknown(pipe, mode + ": trace_pipe")
-        check(re.search(ctx + r"--> sc_step \(\d+\)$", pipe, re.M),
-              "%s: trace_pipe reads them too" % mode)
+        check_live_graph(s, mode, "sc_step", "the graph records of the calls with values")
         rc, _, err = s.end()
         check(rc == 0, "%s: the program ended well: %d %r" % (mode, rc, err))
         t = report(dat)
