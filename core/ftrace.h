@@ -5,9 +5,11 @@
 // -fpatchable-function-entry NOP. Each loaded object's sites are found when dprobe first
 // sees the object; __fentry__ calls are turned into NOPs then, as the kernel does at boot.
 //
-// ftrace_ops are the clients (fprobe, kprobes on a site, kretprobes): each has an entry
-// callback and optionally an exit callback with per-activation data kept on the calling
-// thread's shadow stack. A site calls the tracer only while at least one ops is attached.
+// ftrace_ops are the clients (fprobe, kprobes on a site, kretprobes, jprobes, the tracers):
+// each has an entry callback and optionally an exit callback with per-activation data kept
+// on the calling thread's shadow stack, and may ask for direct calls (ftrace_direct). A site
+// calls the tracer only while at least one ops is attached. Nothing here knows the layers
+// above: they fill in these records.
 #pragma once
 
 #include "arch/x86_64/detour.h"
@@ -23,7 +25,6 @@
 #include <vector>
 
 struct ftrace_regs;
-struct fprobe; // the public API's (include/dprobe/fprobe.h), for direct calls
 
 namespace dprobe
 {
@@ -76,13 +77,52 @@ struct ftrace_site {
     bool unreached = false;
     // The trampolines' hint that users->light holds (read at SITE_LIGHT: SITE_LIGHT_ON, and
     // SITE_LIGHT_PT_REGS when users->pt_regs): they then try the light dispatch first, which
-    // checks the list it reads itself. SITE_LIGHT_CALL instead: the one user has an entry of
-    // its own (ftrace_ops::direct_call), tried first.
+    // checks the list it reads itself; with SITE_LIGHT_DIRECT too when the one user's direct
+    // handlers are in use (ftrace_direct). SITE_LIGHT_CALL instead: the one user has code of
+    // its own (ftrace_direct::call), tried first.
     std::atomic<uint8_t> light{0};
     exec_chunk stub; // per-site stub, allocated on first enable
     const ksym *sym = nullptr;
     object_ptr obj;
     std::unique_ptr<jump_detour> jump; // site_kind::jump only
+};
+
+// The handlers of a direct call (ftrace_direct): the ops' priv comes first, as the kernel's
+// ftrace_func_t gets its ops' private data; the rest as ftrace_ops::entry and ::exit.
+using ftrace_direct_entry_fn = int (*)(void *priv, unsigned long ip, unsigned long parent_ip,
+                                       struct ftrace_regs *fregs, void *data);
+using ftrace_direct_exit_fn = void (*)(void *priv, unsigned long ip, unsigned long ret_ip,
+                                       struct ftrace_regs *fregs, void *data);
+
+// ftrace's "direct" facility (the kernel's direct calls: register_ftrace_direct() and
+// ftrace_ops::direct_call, and an ops whose func its owner chose, called with ops->private):
+// how the hits of a site whose one user is this ops reach that user with nothing of ftrace's
+// in between. The ops' owner fills it in before it attaches the ops, in one of two forms,
+// and core and arch read it knowing nothing else of the owner (no flag, no field, no type of
+// the layer above):
+// - CALL: code of the owner's own (arch code it asked for: a jprobe's entry, a trampoline
+//   generated for the ops). The site's entry trampoline hands it the hit first
+//   (SITE_LIGHT_CALL), with the general registers and the flags saved in the entry frame and
+//   nothing else, inside a dispatch section (DIRECT_CALL in arch/x86_64/ftrace_direct.inc,
+//   where its calling convention is: the trampoline's, not C's). It answers 0 when it took
+//   the hit, or 2, having done nothing, for the full path to run the ops' entry() instead.
+//   Core only calls it. A trampoline generated for one ops plugs in here.
+// - ENTRY and EXIT with GATE: handlers called with the ops' priv in place of its entry() and
+//   exit(), wherever those would run (one indirect call per handler instead of two): by the
+//   dispatch, and inline by the light entry and return trampolines when the site's one user
+//   is this ops and it is light (SITE_LIGHT_DIRECT: DIRECT_ENTRY and DIRECT_EXIT). Either may
+//   be null (no call; a null entry accepts). The gate is the owner's on/off word: while
+//   *GATE & GATE_MASK is non-zero the ops is off, its entry declines (no exit for that
+//   activation) and its exit is skipped, with no handler called. GATE non-null says the
+//   handler form is in use. The ops' entry and exit members still say whether it has an
+//   entry and wants the return (a null exit: no shadow frame), and its missed(), unwound()
+//   and abandoned() are called as for any ops.
+struct ftrace_direct {
+    uintptr_t call = 0;
+    ftrace_direct_entry_fn entry = nullptr;
+    ftrace_direct_exit_fn exit = nullptr;
+    const unsigned int *gate = nullptr;
+    unsigned int gate_mask = 0;
 };
 
 struct ftrace_ops {
@@ -91,6 +131,23 @@ struct ftrace_ops {
                  struct ftrace_regs *fregs, void *data) = nullptr;
     void (*exit)(ftrace_ops *ops, unsigned long ip, unsigned long ret_ip, struct ftrace_regs *fregs,
                  void *data) = nullptr;
+    void *priv = nullptr; // the owner's (the kernel's ops->private)
+    // The direct facility (above), for the owner to fill in; the words the trampolines read
+    // come first, with priv and exit, in the ops' first cache line.
+    ftrace_direct direct;
+    uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
+    // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
+    std::atomic<uint64_t> gen{1};
+    // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
+    // double result on it need not be set aside around this ops' exit.
+    bool x87_safe = false;
+    // Everything this ops runs provably leaves the whole extended state alone
+    // (arch::ext_state_clean): its direct handlers, or entry() and exit() and what they
+    // call. Its hits may then take the light path (no vector register saved).
+    bool light = false;
+    // Its handlers get a full pt_regs (a kretprobe's), not the partial ftrace_regs of an
+    // fprobe: a light entry then stores the callee-saved registers too.
+    bool pt_regs = false;
     // A hit this ops did not handle: recursion, or no room on the shadow stack.
     void (*missed)(ftrace_ops *ops) = nullptr;
     // An activation whose entry() returned 0 left without returning (longjmp, an exception,
@@ -100,35 +157,6 @@ struct ftrace_ops {
     // thread ended in it). The activation gets neither exit() nor unwound(). DATA's first
     // word was 0 when entry() was called, so entry() can note there what needs undoing.
     void (*abandoned)(ftrace_ops *ops, void *data) = nullptr;
-    void *priv = nullptr;
-    // Direct calls (the kernel's ftrace direct calls, for fprobe): the fprobe whose handlers
-    // entry() and exit() only forward to. Dispatch calls them itself (one indirect call per
-    // handler instead of two) while the fprobe's flags ask for nothing more than the call:
-    // not disabled, not shared with kprobes (those go through entry()/exit()).
-    ::fprobe *direct = nullptr;
-    uint32_t data_words = 0; // entry data handed to entry() and exit(), at most 65535 words
-    // exit() provably leaves the x87 stack alone (arch::ext_state_clean, x87 scope): a long
-    // double result on it need not be set aside around this ops' exit.
-    bool x87_safe = false;
-    // Everything this ops runs provably leaves the whole extended state alone
-    // (arch::ext_state_clean): a direct fprobe's entry and exit handlers, or entry() and
-    // exit() and what they call. Its hits may then take the light path (no vector register
-    // saved; a direct fprobe's while nothing else is asked of it).
-    bool light = false;
-    // Its handlers get a full pt_regs (a kretprobe's), not the partial ftrace_regs of an
-    // fprobe: a light entry then stores the callee-saved registers too.
-    bool pt_regs = false;
-    // Bumped by ftrace_ops_retire(): frames recorded under an older generation get no exit.
-    std::atomic<uint64_t> gen{1};
-    // An entry of the ops' own (the kernel's ftrace direct calls, register_ftrace_direct(),
-    // which BPF trampolines use): a site whose one user is this ops hands its hits to it
-    // first (SITE_LIGHT_CALL), with the general registers and the flags saved in the entry
-    // frame and nothing else, inside a dispatch section (DIRECT_CALL,
-    // arch/x86_64/ftrace_direct.inc, where its calling convention is: the trampoline's, not
-    // C's). It answers 0 when it took the hit, or 2, having done nothing, for the full path
-    // to run entry() instead. Code of the layer that owns the ops (arch code it asked for):
-    // core only calls it.
-    uintptr_t direct_call = 0;
 };
 
 // Makes sure every loaded object has been scanned for sites (and its __fentry__ calls

@@ -7,8 +7,6 @@
 #include "core/shadow_stack.h"
 #include "core/task_ctx.h"
 
-#include <dprobe/fprobe.h>
-
 #include <cstddef>
 #include <dprobe/ptrace.h>
 
@@ -19,29 +17,29 @@ static_assert(offsetof(ftrace_site, users) == SITE_USERS && offsetof(ftrace_site
 static_assert(offsetof(site_users, n) == SU_N && offsetof(site_users, light) == SU_LIGHT &&
               offsetof(site_users, pt_regs) == SU_LIGHT + 1 && offsetof(site_users, ops) == SU_OPS);
 static_assert(offsetof(ftrace_ops, exit) == OPS_EXIT && offsetof(ftrace_ops, priv) == OPS_PRIV &&
-              offsetof(ftrace_ops, direct) == OPS_DIRECT &&
-              offsetof(ftrace_ops, direct_call) == OPS_DIRECT_CALL &&
+              offsetof(ftrace_ops, direct) + offsetof(ftrace_direct, call) == OPS_DIRECT_CALL &&
+              offsetof(ftrace_ops, direct) + offsetof(ftrace_direct, entry) == OPS_DIRECT_ENTRY &&
+              offsetof(ftrace_ops, direct) + offsetof(ftrace_direct, exit) == OPS_DIRECT_EXIT &&
+              offsetof(ftrace_ops, direct) + offsetof(ftrace_direct, gate) == OPS_DIRECT_GATE &&
+              offsetof(ftrace_ops, direct) + offsetof(ftrace_direct, gate_mask) ==
+                  OPS_DIRECT_GATE_MASK &&
+              sizeof(ftrace_direct::gate_mask) == 4 && sizeof(*ftrace_direct::gate) == 4 &&
               offsetof(ftrace_ops, data_words) == OPS_DATA_WORDS &&
               offsetof(ftrace_ops, light) == OPS_LIGHT && offsetof(ftrace_ops, gen) == OPS_GEN &&
               sizeof(ftrace_ops::data_words) == 4 && sizeof(ftrace_ops::light) == 1);
 static_assert(offsetof(task_ctx, seq) == TC_SEQ &&
               offsetof(task_ctx, dispatch_kp) == TC_DISPATCH_KP &&
-              offsetof(task_ctx, dispatch_fprobe_busy) == TC_DISPATCH_FPROBE_BUSY &&
+              offsetof(task_ctx, dispatch_kprobe_busy) == TC_DISPATCH_KPROBE_BUSY &&
               offsetof(task_ctx, entry_pending) == TC_ENTRY_PENDING &&
               offsetof(task_ctx, entry_ops) == TC_ENTRY_OPS &&
               offsetof(task_ctx, shadow_top) == TC_SHADOW_TOP &&
               offsetof(task_ctx, current_kprobe) == TC_CURRENT_KPROBE &&
-              offsetof(task_ctx, fprobe_kprobe_busy) == TC_FPROBE_KPROBE_BUSY &&
+              offsetof(task_ctx, kprobe_busy) == TC_KPROBE_BUSY &&
               offsetof(task_ctx, shadow) == TC_SHADOW && shadow_stack_words == TC_SHADOW_WORDS &&
               sizeof(task_ctx::entry_pending) == 4 && sizeof(task_ctx::shadow_top) == 4 &&
-              sizeof(task_ctx::fprobe_kprobe_busy) == 4 &&
-              sizeof(task_ctx::dispatch_fprobe_busy) == 4);
+              sizeof(task_ctx::kprobe_busy) == 4 && sizeof(task_ctx::dispatch_kprobe_busy) == 4);
 static_assert(sf_ret == SF_RET && sf_ip == SF_IP && sf_retp == SF_RETP && sf_hook == SF_HOOK &&
               sf_nusers == SF_NUSERS && sf_users == SF_USERS);
-static_assert(offsetof(::fprobe, flags) == FP_FLAGS &&
-              offsetof(::fprobe, entry_handler) == FP_ENTRY_HANDLER &&
-              offsetof(::fprobe, exit_handler) == FP_EXIT_HANDLER &&
-              FPROBE_FL_DISABLED == FP_FL_DISABLED);
 
 namespace
 {
@@ -59,61 +57,42 @@ DPROBE_NOPROBE void count_missed(const site_users *u, bool exit_only)
     }
 }
 
-// The fprobe flags that need more than a direct call of its handler (fprobe.cpp's entry()
-// and exit() deal with them).
-constexpr unsigned long fprobe_indirect_flags = FPROBE_FL_DISABLED | FPROBE_FL_KPROBE_SHARED;
-
 // Whether the light path may run O's handlers (ftrace_ops::light: scanned clean when O was
-// set up, and never for an fprobe shared with kprobes): an fprobe's own, called directly,
-// or the ops' entry() and exit().
+// set up): its direct handlers, or its entry() and exit().
 DPROBE_NOPROBE __attribute__((always_inline)) inline bool light_ops(const ftrace_ops *o)
 {
     return o->light;
 }
 
-// An ops' entry handler: the fprobe's own, called directly when nothing else is asked for
-// (see ftrace_ops::direct), else through entry(). LIGHT: light_ops() held; an fprobe's
-// entry() is not compiled in (it was not scanned): what it would do for the flags a light
-// fprobe can have is done here.
-template <bool light>
-DPROBE_NOPROBE __attribute__((always_inline)) inline int
-ops_entry(ftrace_ops *o, unsigned long ip, unsigned long parent_ip, struct ftrace_regs *fregs,
-          void *data)
+// Whether O's direct handlers are in use and it is off (ftrace_direct::gate): then neither
+// they nor entry() and exit() run.
+DPROBE_NOPROBE __attribute__((always_inline)) inline bool direct_off(const ftrace_direct &d)
 {
-    if constexpr (light) {
-        if (::fprobe *fp = o->direct) {
-            // What fprobe.cpp's entry() does for a disabled fprobe.
-            if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return 1;
-            auto h = fp->entry_handler;
-            return h ? h(fp, ip, parent_ip, fregs, data) : 0;
-        }
-        return o->entry(o, ip, parent_ip, fregs, data);
-    }
-    if (::fprobe *fp = o->direct;
-        fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
-        auto h = fp->entry_handler;
-        return h ? h(fp, ip, parent_ip, fregs, data) : 0;
+    return __atomic_load_n(d.gate, __ATOMIC_ACQUIRE) & d.gate_mask;
+}
+
+// An ops' entry handler: its direct one, called with its priv, when its owner gave direct
+// handlers (ftrace_direct), else entry(). The same on the light path: a light ops' direct
+// handlers and entry() were scanned clean, and this code calls nothing else.
+DPROBE_NOPROBE __attribute__((always_inline)) inline int ops_entry(ftrace_ops *o, unsigned long ip,
+                                                                   unsigned long parent_ip,
+                                                                   struct ftrace_regs *fregs,
+                                                                   void *data)
+{
+    if (const ftrace_direct &d = o->direct; d.gate) {
+        if (direct_off(d)) return 1;
+        return d.entry ? d.entry(o->priv, ip, parent_ip, fregs, data) : 0;
     }
     return o->entry(o, ip, parent_ip, fregs, data);
 }
 
-template <bool light>
-DPROBE_NOPROBE __attribute__((always_inline)) inline void
-ops_exit(ftrace_ops *o, unsigned long ip, unsigned long ret_ip, struct ftrace_regs *fregs,
-         void *data)
+DPROBE_NOPROBE __attribute__((always_inline)) inline void ops_exit(ftrace_ops *o, unsigned long ip,
+                                                                   unsigned long ret_ip,
+                                                                   struct ftrace_regs *fregs,
+                                                                   void *data)
 {
-    if constexpr (light) {
-        if (::fprobe *fp = o->direct) {
-            if (__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & FPROBE_FL_DISABLED) return;
-            if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
-            return;
-        }
-        o->exit(o, ip, ret_ip, fregs, data);
-        return;
-    }
-    if (::fprobe *fp = o->direct;
-        fp && !(__atomic_load_n(&fp->flags, __ATOMIC_ACQUIRE) & fprobe_indirect_flags)) {
-        if (auto h = fp->exit_handler) h(fp, ip, ret_ip, fregs, data);
+    if (const ftrace_direct &d = o->direct; d.gate) {
+        if (!direct_off(d) && d.exit) d.exit(o->priv, ip, ret_ip, fregs, data);
         return;
     }
     o->exit(o, ip, ret_ip, fregs, data);
@@ -245,7 +224,7 @@ ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced, unsign
             if (o->entry) {
                 t->entry_ops = o;
                 std::atomic_signal_fence(std::memory_order_seq_cst);
-                r = ops_entry<light>(o, ip, parent_ip, fregs, data);
+                r = ops_entry(o, ip, parent_ip, fregs, data);
             }
             if (r == 0) {
                 // The data size travels in the frame: the ops may be reused with another
@@ -259,7 +238,7 @@ ftrace_entry(ftrace_site *site, struct ftrace_regs *fregs, bool balanced, unsign
             std::atomic_signal_fence(std::memory_order_seq_cst);
             t->entry_ops = nullptr;
         } else if (o->entry) {
-            ops_entry<light>(o, ip, parent_ip, fregs, nullptr);
+            ops_entry(o, ip, parent_ip, fregs, nullptr);
         }
     };
     // A site with one user (the common case: one fprobe, or one kprobe on the site) runs it
@@ -374,7 +353,7 @@ ftrace_return(struct ftrace_regs *fregs)
             if ((o->gen.load(std::memory_order_acquire) << 16 >> 16) == (w[1] >> 16)) {
                 if constexpr (!light)
                     if (!o->x87_safe) x87.set_aside();
-                ops_exit<light>(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
+                ops_exit(o, ip, real_ret, fregs, words ? &w[2] : nullptr);
                 // Done: should a signal handler leave this section with a jump, the frame
                 // is dropped later as gone, and this user must not hear of it again.
                 std::atomic_signal_fence(std::memory_order_seq_cst);

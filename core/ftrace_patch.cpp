@@ -50,12 +50,14 @@ site_users *make_users(const site_users *old, ftrace_ops *add, const ftrace_ops 
 site_users *set_users(ftrace_site *s, site_users *u)
 {
     site_users *old = s->users.exchange(u, std::memory_order_acq_rel);
-    // An ops with an entry of its own is asked first, light or not (it saves what it needs).
-    const uint8_t hint = u && u->n == 1 && u->ops[0]->direct_call ? SITE_LIGHT_CALL
+    // The direct facility (ftrace_direct): an ops with code of its own is asked first, light
+    // or not (it saves what it needs); a light one with direct handlers gets them called
+    // inline by the light trampolines.
+    const uint8_t hint = u && u->n == 1 && u->ops[0]->direct.call ? SITE_LIGHT_CALL
                          : !u || !u->light                        ? 0
-                         : u->pt_regs                     ? SITE_LIGHT_ON | SITE_LIGHT_PT_REGS
-                         : u->n == 1 && u->ops[0]->direct ? SITE_LIGHT_ON | SITE_LIGHT_DIRECT
-                                                          : SITE_LIGHT_ON;
+                         : u->pt_regs                          ? SITE_LIGHT_ON | SITE_LIGHT_PT_REGS
+                         : u->n == 1 && u->ops[0]->direct.gate ? SITE_LIGHT_ON | SITE_LIGHT_DIRECT
+                                                               : SITE_LIGHT_ON;
     s->light.store(hint, std::memory_order_release);
     return old;
 }

@@ -45,7 +45,7 @@ void on_thread_exit(void *p)
     t->shadow_top = 0;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    t->fprobe_kprobe_busy = 0;
+    t->kprobe_busy = 0;
     // The kprobe layer's read-side count: even, like the one below (a thread may end in a
     // kprobe handler).
     std::atomic_ref<unsigned long> kseq(t->kprobe_int3_seq);
@@ -147,7 +147,7 @@ task_ctx *alloc_task_ctx() noexcept
     t->entry_ops = nullptr;
     t->current_kprobe = nullptr;
     t->kprobe_status = 0;
-    t->fprobe_kprobe_busy = 0;
+    t->kprobe_busy = 0;
     // A signal handler that interrupted this allocation may have made and published a
     // context of its own meanwhile: keep that one (atomic against this thread's handlers).
     task_ctx *expected = nullptr;

@@ -43,9 +43,9 @@ struct task_ctx {
     std::atomic<uint64_t> seq;
     std::atomic<uint32_t> in_use; // 0: free for reuse by a new thread
     pid_t tid;
-    // current_kprobe and fprobe_kprobe_busy then, restored if the section was left.
+    // current_kprobe and kprobe_busy then, restored if the section was left.
     struct kprobe *dispatch_kp;
-    uint32_t dispatch_fprobe_busy;
+    uint32_t dispatch_kprobe_busy;
     // Set while posix_spawn runs: its child shares this context (see spawn_interpose.cpp).
     uint32_t spawning;
     // The hooked entry being dispatched, while its frame is built above shadow_top: the
@@ -60,10 +60,10 @@ struct task_ctx {
     // restores them when a section was abandoned.
     struct kprobe *current_kprobe;
     unsigned long kprobe_status;
-    // Nonzero while the handler of an fprobe that behaves as a kprobe handler runs
-    // (FPROBE_FL_KPROBE_SHARED; the kernel's kprobe_busy_begin() in fprobe): a kprobe hit
+    // Nonzero while a handler that behaves as a kprobe handler runs without being one (the
+    // kernel's kprobe_busy_begin(): fprobe's handlers shared with kprobes): a kprobe hit
     // under it is missed, as one under current_kprobe (kprobe_busy_on()).
-    uint32_t fprobe_kprobe_busy;
+    uint32_t kprobe_busy;
     // kprobe/'s counters, read and written with std::atomic_ref: the int3 hook's read-side
     // sequence (odd while this thread is inside the hook), and this thread's hits of
     // optimized probes (summed over every context; a shared counter would cost a locked add
@@ -90,7 +90,9 @@ inline uintptr_t seq_base(uint64_t seq) noexcept
     return static_cast<uintptr_t>(seq >> 16);
 }
 
-extern __thread task_ctx *tls_task_ctx __attribute__((tls_model("initial-exec")));
+// Named for the trampolines (arch/x86_64/ftrace_direct.inc, TASK_CTX_LOAD), which read it.
+extern __thread task_ctx *tls_task_ctx __asm__("dprobe_tls_task_ctx")
+    __attribute__((tls_model("initial-exec")));
 task_ctx *alloc_task_ctx() noexcept;
 
 // The calling thread's context, allocated on first use; nullptr only if mmap fails.
@@ -127,7 +129,7 @@ void dispatch_recover(task_ctx *t) noexcept;
 // hit now is missed (the kernel's kprobe_running() test).
 inline bool kprobe_busy_on(const task_ctx *t) noexcept
 {
-    return t->current_kprobe || t->fprobe_kprobe_busy;
+    return t->current_kprobe || t->kprobe_busy;
 }
 
 using arch::current_stack_pointer;
@@ -146,7 +148,7 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
     }
     if (!abandoned) {
         t->dispatch_kp = t->current_kprobe;
-        t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
+        t->dispatch_kprobe_busy = t->kprobe_busy;
     }
     // One plain store, atomic against this thread's signal handlers, publishes the odd
     // count and the base together. A handler that ran a whole section of its own since the
@@ -157,7 +159,7 @@ inline bool dispatch_enter(task_ctx *t, uintptr_t base) noexcept
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (abandoned) {
         t->current_kprobe = t->dispatch_kp;
-        t->fprobe_kprobe_busy = t->dispatch_fprobe_busy;
+        t->kprobe_busy = t->dispatch_kprobe_busy;
         t->kprobe_status = 0;
         // Light handlers run only inside a section, and sections do not nest: a count left
         // by one that was cut short would make every later hit save the whole extended state.
@@ -176,8 +178,8 @@ inline bool dispatch_enter_clean(task_ctx *t, uintptr_t base) noexcept
     // Stores cost more than loads here (a hit is bound by them): mostly these hold already.
     if (__builtin_expect(t->dispatch_kp != t->current_kprobe, 0))
         t->dispatch_kp = t->current_kprobe;
-    if (__builtin_expect(t->dispatch_fprobe_busy != t->fprobe_kprobe_busy, 0))
-        t->dispatch_fprobe_busy = t->fprobe_kprobe_busy;
+    if (__builtin_expect(t->dispatch_kprobe_busy != t->kprobe_busy, 0))
+        t->dispatch_kprobe_busy = t->kprobe_busy;
     t->seq.store(seq_word(base, s + 1), std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     return true;

@@ -158,6 +158,25 @@ DPROBE_NOPROBE void fprobe_ops_unwound(ftrace_ops *ops, void *data)
     fp->unwound_handler(fp, data);
 }
 
+// fprobe's callbacks, as the kernel's fprobe chooses its ftrace_ops' (fprobe_handler, or
+// fprobe_kprobe_handler for an fprobe shared with kprobes): ftrace's direct facility
+// (core/ftrace.h, ftrace_direct) calls the fprobe's own handlers, with the fprobe (the ops'
+// priv) first, while FPROBE_FL_DISABLED is clear in its flags (the gate); an fprobe whose
+// handlers must run marked as kprobe handlers keeps fprobe_ops_entry()/exit(). Its handlers
+// are read here, when it is registered, as its light and x87 scans are. The casts: an
+// fprobe's handlers differ from ftrace_direct's only in the type of their first pointer
+// argument, passed the same way.
+ftrace_direct direct_of(struct fprobe *fp)
+{
+    ftrace_direct d;
+    if (fp->flags & FPROBE_FL_KPROBE_SHARED) return d;
+    d.entry = reinterpret_cast<ftrace_direct_entry_fn>(fp->entry_handler);
+    d.exit = reinterpret_cast<ftrace_direct_exit_fn>(fp->exit_handler);
+    d.gate = &fp->flags;
+    d.gate_mask = FPROBE_FL_DISABLED;
+    return d;
+}
+
 fprobe_hlist *alloc_hlist()
 {
     if (fprobe_hlist *hl = free_hlists) {
@@ -183,10 +202,10 @@ int register_sites_locked(struct fprobe *fp, std::vector<ftrace_site *> sites,
     fp->nmissed = 0;
     hl->fp = fp;
     hl->sites = std::move(sites);
-    hl->ops.priv = hl;
+    hl->ops.priv = fp;
     hl->ops.entry = fprobe_ops_entry;
     hl->ops.exit = fp->exit_handler ? fprobe_ops_exit : nullptr;
-    hl->ops.direct = fp;
+    hl->ops.direct = direct_of(fp);
     hl->ops.missed = fprobe_ops_missed;
     hl->ops.unwound = fp->exit_handler ? fprobe_ops_unwound : nullptr;
     hl->ops.data_words = fp->exit_handler ? static_cast<uint32_t>(size / sizeof(long)) : 0;

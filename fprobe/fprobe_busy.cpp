@@ -10,12 +10,12 @@ namespace dprobe
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_begin() noexcept
 {
-    if (task_ctx *t = current_task_ctx()) t->fprobe_kprobe_busy++;
+    if (task_ctx *t = current_task_ctx()) t->kprobe_busy++;
 }
 
 DPROBE_NOPROBE void fprobe_kprobe_busy_end() noexcept
 {
-    if (task_ctx *t = peek_task_ctx()) t->fprobe_kprobe_busy--;
+    if (task_ctx *t = peek_task_ctx()) t->kprobe_busy--;
 }
 
 } // namespace dprobe

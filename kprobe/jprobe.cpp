@@ -162,7 +162,8 @@ int jprobe_prepare(struct jprobe *jp)
     ctl->ops.entry = jprobe_ftrace_entry;
     ctl->ops.missed = jprobe_ftrace_missed;
     ctl->ops.priv = &ctl->desc;
-    ctl->ops.direct_call = reinterpret_cast<uintptr_t>(&dprobe_jprobe_direct);
+    // ftrace's direct facility, in its own-code form (ftrace_direct::call).
+    ctl->ops.direct.call = reinterpret_cast<uintptr_t>(&dprobe_jprobe_direct);
     jp->jh = ctl;
     return 0;
 }

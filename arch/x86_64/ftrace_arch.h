@@ -44,11 +44,12 @@ uintptr_t fgraph_return_direct() noexcept;
 // plain function (a jump site's, a kretprobe's on an instruction), whose callers may keep
 // values there (-fipa-ra). Never turned off.
 void return_keeps_all_xmm() noexcept;
-// The same, as variables for the hot path (set before any site is enabled).
-extern uintptr_t return_to_handler_addr;
-extern uintptr_t fgraph_return_addr;
-extern uintptr_t fgraph_return_light_addr;
-extern uintptr_t fgraph_return_direct_addr;
+// The same, as variables for the hot path (set before any site is enabled; named for the
+// trampolines, ftrace_direct.inc).
+extern uintptr_t return_to_handler_addr __asm__("dprobe_return_to_handler_addr");
+extern uintptr_t fgraph_return_addr __asm__("dprobe_fgraph_return_addr");
+extern uintptr_t fgraph_return_light_addr __asm__("dprobe_fgraph_return_light_addr");
+extern uintptr_t fgraph_return_direct_addr __asm__("dprobe_fgraph_return_direct_addr");
 // Whether A is one of the four: a slot holding it belongs to a hooked function.
 inline bool is_return_hook(uintptr_t a) noexcept
 {

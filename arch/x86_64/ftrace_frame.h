@@ -34,7 +34,7 @@
 #define FR_KEEP_ALL 188 /* return: xmm2-15 kept too (0/1) */
 #define FR_FUNC 192     /* entry: the probed function's site address, for debuggers */
 /* return, direct exit: the shadow frame, across the exit handler's call (orig_ax means
- * nothing in user space, and no fprobe accessor reads it) */
+ * nothing in user space, and no ftrace_regs accessor reads it) */
 #define FR_DIRECT_FRAME PTR_ORIG_AX
 
 /* Entry frame: ENTRY_FRAME bytes below the probed function's stack pointer at its entry
@@ -53,36 +53,41 @@
 #define SITE_IP 0
 #define SITE_LIGHT 51
 /* ftrace_site::light: the light path is on; its users want a full pt_regs at the entry; the
- * one user is an fprobe whose handlers the direct dispatch calls (ftrace_direct.inc). */
+ * one user's direct handlers are in use (core's ftrace_direct), which the direct dispatch
+ * calls (ftrace_direct.inc). */
 #define SITE_LIGHT_ON 1
 #define SITE_LIGHT_PT_REGS 2
 #define SITE_LIGHT_DIRECT 4
-/* Not light: the one user has an entry of its own (ftrace_ops::direct_call, DIRECT_CALL in
+/* Not light: the one user has code of its own (ftrace_direct::call, DIRECT_CALL in
  * ftrace_direct.inc), which the trampoline calls first. */
 #define SITE_LIGHT_CALL 8
 #define SITE_USERS 40
 
 /* What the direct dispatch (ftrace_direct.inc) reads of core's records, checked in
- * core/ftrace_dispatch.cpp: site_users, ftrace_ops, task_ctx, the shadow frame (words) and
- * the public struct fprobe. */
+ * core/ftrace_dispatch.cpp: site_users, ftrace_ops (with its ftrace_direct), task_ctx and
+ * the shadow frame (words). Nothing of the layers above: an ops' owner gives the direct
+ * dispatch its handlers, their first argument and its on/off word through ftrace_direct. */
 #define SU_N 0
 #define SU_LIGHT 8 /* bool light, then bool pt_regs: one 16-bit word */
 #define SU_OPS 16
 #define OPS_EXIT 8
-#define OPS_PRIV 40
-#define OPS_DIRECT 48
-#define OPS_DATA_WORDS 56
-#define OPS_LIGHT 61
-#define OPS_GEN 64
-#define OPS_DIRECT_CALL 72
+#define OPS_PRIV 16
+#define OPS_DIRECT_CALL 24
+#define OPS_DIRECT_ENTRY 32
+#define OPS_DIRECT_EXIT 40
+#define OPS_DIRECT_GATE 48
+#define OPS_DIRECT_GATE_MASK 56
+#define OPS_DATA_WORDS 64
+#define OPS_GEN 72
+#define OPS_LIGHT 81
 #define TC_SEQ 0
 #define TC_DISPATCH_KP 16
-#define TC_DISPATCH_FPROBE_BUSY 24
+#define TC_DISPATCH_KPROBE_BUSY 24
 #define TC_ENTRY_PENDING 32
 #define TC_ENTRY_OPS 40
 #define TC_SHADOW_TOP 48
 #define TC_CURRENT_KPROBE 64
-#define TC_FPROBE_KPROBE_BUSY 80
+#define TC_KPROBE_BUSY 80
 #define TC_SHADOW 2168
 #define TC_SHADOW_WORDS 32768
 #define SF_RET 0
@@ -91,10 +96,6 @@
 #define SF_HOOK 3
 #define SF_NUSERS 4
 #define SF_USERS 5
-#define FP_FLAGS 8
-#define FP_ENTRY_HANDLER 24
-#define FP_EXIT_HANDLER 32
-#define FP_FL_DISABLED 1
 
 /* For debuggers: records (and words per record) of dprobe_return_tramp_layout and
  * dprobe_entry_tramp_layout (ftrace_tramp.S). */

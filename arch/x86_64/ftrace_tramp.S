@@ -50,7 +50,8 @@
  * Both answer "not now" before anything ran when the hit needs more (the thread's first
  * hit, recursion, a gone frame, a list that changed), and the full path runs instead.
  * fregs->vec is NULL in a light hit: ftrace_regs_get_xmm() reads the live registers then.
- * A light site whose one user is an fprobe (SITE_LIGHT_DIRECT) runs the direct entry
+ * A light site whose one user gave direct handlers (SITE_LIGHT_DIRECT, core's
+ * ftrace_direct: an fprobe's handlers) runs the direct entry
  * inline instead (DIRECT_ENTRY, ftrace_direct.inc); the body of a call it hooked is called
  * from dprobe_fgraph_call_direct_*, whose return runs the direct exit inline (DIRECT_EXIT).
  * Both fall back to the light dispatch for anything else.
@@ -168,9 +169,10 @@
 22:	movq $0, FREGS_VEC(%rbx)
 	mov %rdi, FR_NEXT(%rbx)		/* the site, for the fallback (FR_NEXT is set below) */
 	and $-16, %rsp
-	/* One direct fprobe: the direct entry (ftrace_direct.inc), or the light dispatch when
-	 * the hit is not the direct entry's. When the direct entry built a frame, the body is
-	 * called from dprobe_fgraph_call_direct_*, whose return runs the direct exit. */
+	/* One user with direct handlers: the direct entry (ftrace_direct.inc), or the light
+	 * dispatch when the hit is not the direct entry's. When the direct entry built a frame,
+	 * the body is called from dprobe_fgraph_call_direct_*, whose return runs the direct
+	 * exit. */
 	test $SITE_LIGHT_DIRECT, %dl
 	jz 23f
 	DIRECT_ENTRY 25f, 26f
@@ -356,8 +358,9 @@ dprobe_x87_push:
 	.if \light != 2
 	STORE_CALLEE_SAVED /* a full pt_regs, for kretprobe handlers */
 	.else
-	/* A direct frame's user is an fprobe (a partial ftrace_regs); should the direct exit
-	 * hand the return to the full path, that stores them. */
+	/* A direct frame's user gets a partial ftrace_regs (SITE_LIGHT_DIRECT is never set
+	 * with SITE_LIGHT_PT_REGS); should the direct exit hand the return to the full path,
+	 * that stores them. */
 	.endif
 	lea RET_FRAME + 8(%rsp), %rax
 	mov %rax, PTR_SP(%rsp)

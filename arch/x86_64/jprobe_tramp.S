@@ -387,7 +387,7 @@ dprobe_jprobe_direct:
 	jz 9f
 	cmpq $0, TC_CURRENT_KPROBE(%rax)
 	jne 9f
-	cmpl $0, TC_FPROBE_KPROBE_BUSY(%rax)
+	cmpl $0, TC_KPROBE_BUSY(%rax)
 	jne 9f
 	test $JD_DIRECT_UNKNOWN_LEN, %r9b
 	jnz 5f

@@ -11,7 +11,7 @@
 // upper vector state cleared (vzeroupper), and the call returns to the hit, whose trampoline
 // or sigreturn restores the function's own registers.
 //
-// dprobe_jprobe_direct() is the direct call (core's ftrace_ops::direct_call) of a jprobe alone
+// dprobe_jprobe_direct() is the direct call (core's ftrace_direct::call) of a jprobe alone
 // on a site: called from the entry trampoline with the general registers saved in its frame
 // and nothing else, it calls the handler with the vector registers as the function got them
 // (saving them around it unless the handler provably leaves the extended state alone), and
@@ -141,7 +141,7 @@ extern "C" {
 extern unsigned long dprobe_jprobe_ret_table[][2];
 // 0 when the handler called jprobe_return(), 1 when it returned.
 int dprobe_jprobe_call(const dprobe::arch::jprobe_call *c);
-// The ftrace direct call of a jprobe alone on a site (ftrace_ops::direct_call, its priv a
+// The ftrace direct call of a jprobe alone on a site (ftrace_direct::call, its ops' priv a
 // jprobe_desc; the calling convention is DIRECT_CALL's, arch/x86_64/ftrace_direct.inc): 0
 // when it ran the hit (or the probe is disabled), 2 when the full path must.
 int dprobe_jprobe_direct(void *ops, struct ftrace_regs *fregs, void *task_ctx);

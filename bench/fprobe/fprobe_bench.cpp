@@ -37,6 +37,19 @@ void data_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs
     benchmark::DoNotOptimize(*static_cast<unsigned long *>(data));
 }
 
+// Handlers that touch a vector register (a double): not light, so their hits take the full
+// path (the vector registers saved, the compiled dispatch).
+volatile double full_sink;
+int full_entry(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    full_sink = full_sink + 1.0;
+    return 0;
+}
+void full_exit(struct fprobe *, unsigned long, unsigned long, struct ftrace_regs *, void *)
+{
+    full_sink = full_sink + 1.0;
+}
+
 void run_calls(benchmark::State &state, fn f)
 {
     unsigned long x = 0;
@@ -59,11 +72,12 @@ void BM_idle_site_fentry(benchmark::State &state)
     run_calls(state, fentry_fn);
 }
 
-template <bool exit, bool data> void BM_fprobe(benchmark::State &state, const char *sym, fn f)
+template <bool exit, bool data, bool full = false>
+void BM_fprobe(benchmark::State &state, const char *sym, fn f)
 {
     struct fprobe fp = {};
-    fp.entry_handler = data ? data_entry : empty_entry;
-    if (exit) fp.exit_handler = data ? data_exit : empty_exit;
+    fp.entry_handler = full ? full_entry : data ? data_entry : empty_entry;
+    if (exit) fp.exit_handler = full ? full_exit : data ? data_exit : empty_exit;
     if (data) fp.entry_data_size = sizeof(unsigned long);
     if (register_fprobe(&fp, sym, nullptr) != 0) {
         state.SkipWithError("register_fprobe failed");
@@ -89,6 +103,14 @@ void BM_entry_exit_data(benchmark::State &s)
 void BM_entry_exit_fentry(benchmark::State &s)
 {
     BM_fprobe<true, false>(s, "bench_fentry", fentry_fn);
+}
+void BM_entry_exit_full(benchmark::State &s)
+{
+    BM_fprobe<true, false, true>(s, "bench_site", site_fn);
+}
+void BM_entry_exit_full_jump(benchmark::State &s)
+{
+    BM_fprobe<true, false, true>(s, "bench_plain", plain_fn);
 }
 // No compiled-in site: the entry instructions jump to a detour (a jump site).
 void BM_entry_only_jump(benchmark::State &s)
@@ -166,6 +188,8 @@ BENCHMARK(BM_entry_exit_data);
 BENCHMARK(BM_entry_exit_fentry);
 BENCHMARK(BM_entry_only_jump);
 BENCHMARK(BM_entry_exit_jump);
+BENCHMARK(BM_entry_exit_full);
+BENCHMARK(BM_entry_exit_full_jump);
 BENCHMARK(BM_untraced_mid);
 BENCHMARK(BM_optprobe_mid_function);
 BENCHMARK(BM_register_unregister)

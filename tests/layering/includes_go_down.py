@@ -2,7 +2,10 @@
 """Each layer includes only its own headers and those of the layers below it
 (Documentation/design.md): tools -> tracefs -> {fprobe, kprobe} -> core -> arch, with fprobe
 and kprobe side by side (neither includes the other). include/dprobe (the public API) is
-open to all. Prints every include that goes up or sideways and fails when there is one.
+open to all, but for the headers of a layer's own API (PUBLIC_OWNER): <dprobe/fprobe.h> is
+fprobe's, so core and arch may not include it (the kernel's ftrace never includes
+linux/fprobe.h: fprobe fills in ftrace's records). Prints every include that goes up or
+sideways and fails when there is one.
 
 An include is resolved as the compiler resolves it, not by its first word: a quoted include
 is looked up in the including file's own folder first (so `#include "../tracefs/error_log.h"`
@@ -19,6 +22,8 @@ import sys
 
 RANK = {"arch": 0, "core": 1, "fprobe": 2, "kprobe": 2, "tracefs": 3, "tools": 4}
 EXTS = (".cpp", ".cc", ".h", ".hpp", ".c", ".S", ".inc")
+# Public headers that are one layer's API: including one counts as including that layer.
+PUBLIC_OWNER = {"include/dprobe/fprobe.h": "fprobe"}
 INCLUDE = re.compile(r'^\s*#\s*include(?:_next)?\s*(?:"([^"]+)"|<([^>]+)>|([A-Za-z_]\w*))')
 DEFINE = re.compile(r'^\s*#\s*define\s+([A-Za-z_]\w*)\s+(?:"([^"]+)"|<([^>]+)>)')
 
@@ -29,6 +34,9 @@ def layer_of(root, path):
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
     if rel.startswith(os.pardir):
         rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    owner = PUBLIC_OWNER.get(rel.replace(os.sep, "/"))
+    if owner:
+        return owner
     top = rel.split(os.sep, 1)[0]
     if top in RANK or top == "include":
         return top
@@ -47,6 +55,9 @@ def resolve(root, including, name, quoted):
     for c in candidates:
         if os.path.isfile(c):
             return layer_of(root, c)
+    owner = PUBLIC_OWNER.get("include/" + os.path.normpath(name).replace(os.sep, "/"))
+    if owner:
+        return owner
     top = os.path.normpath(name).split(os.sep, 1)[0]
     return top if top in RANK else None
 

@@ -15,7 +15,8 @@ fails when a file there:
     (movabs $imm64,%r11 is 49 bb), jumps and calls through a register or memory
     (jmp *%r11 is 41 ff e3), jcc rel32, ud2, syscall, int $3;
   - holds inline assembly that emits anything (an instruction or a data directive in the
-    text) or is an assembly source (.S).
+    text) or is an assembly source (.S). A declaration's asm label (`asm("symbol")` after
+    the declared name: the symbol the trampolines know it by) emits nothing.
 Comments may talk about opcodes (they are removed first; string and character literals are
 lexed, so a "//" inside a string hides nothing). So that the test can fail at all, the same
 scan must find each kind in arch/x86_64's own code; tests/layering/fixtures plants each kind
@@ -217,6 +218,17 @@ def scan_tokens(toks):
     return hits
 
 
+# Words after which `asm(...)` is a statement, not a declaration's label.
+STATEMENT_WORDS = {"else", "do", "return", "case", "default", "goto"}
+
+
+def k_is_symbol(toks, j):
+    """Whether the asm at toks[j] ('(') holds one string that is a symbol name, then ')'."""
+    return (j + 2 < len(toks) and toks[j + 1][0] == "str" and toks[j + 2][1] == ")" and
+            re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.$]*",
+                         bytes(b for b, _ in toks[j + 1][2]).decode(errors="replace")) is not None)
+
+
 def asm_hits(toks):
     """Inline assembly that emits something: asm("...") / __asm__ volatile(...)."""
     hits = []
@@ -227,6 +239,14 @@ def asm_hits(toks):
         while j < len(toks) and toks[j][1] in ("volatile", "__volatile__", "goto", "inline"):
             j += 1
         if j >= len(toks) or toks[j][1] != "(":
+            continue
+        # A declaration's asm label (`extern int v asm("sym");`, after the declarator's
+        # name or array bound) names the symbol and emits nothing; a statement's asm (after
+        # `;`, a brace, `)` or a keyword) is checked whatever it holds.
+        prev = toks[i - 1] if i else None
+        label = (j == i + 1 and prev is not None and
+                 ((prev[0] == "ident" and prev[1] not in STATEMENT_WORDS) or prev[1] == "]"))
+        if label and k_is_symbol(toks, j):
             continue
         # The template: the string literals right after the parenthesis (a register
         # variable's asm("r10") names a register: x86 too).
