@@ -5,6 +5,7 @@
 // signal handler may map a thread's first buffer.
 #include "core/ring_buffer_internal.h"
 
+#include "arch/x86_64/cpu.h"
 #include "core/own_fds.h"
 #include "core/trace_clock.h"
 
@@ -362,7 +363,7 @@ __attribute__((noinline)) rb_node *attach_buffer(trace_buffer *tb) noexcept
     // A swap in progress (odd generation) takes a few microseconds: wait it out, boundedly.
     uint64_t gen = tb->gen.load(std::memory_order_acquire);
     for (int spin = 0; (gen & 1) && spin < (1 << 20); spin++) {
-        __builtin_ia32_pause();
+        arch::cpu_relax();
         gen = tb->gen.load(std::memory_order_acquire);
     }
     if (t && !(gen & 1)) {

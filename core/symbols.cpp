@@ -3,6 +3,7 @@
 // readers load the snapshot atomically and never block on a refresh.
 #include "core/symbols.h"
 
+#include "arch/x86_64/cpu.h"
 #include "core/glob.h"
 #include "core/sym_elf.h"
 
@@ -158,7 +159,7 @@ class snapshot_slot
     {
         while (busy_.test_and_set(std::memory_order_acquire))
             while (busy_.test(std::memory_order_relaxed))
-                __builtin_ia32_pause();
+                arch::cpu_relax();
     }
     mutable std::atomic_flag busy_;
     std::shared_ptr<const kallsyms::snapshot> p_;

@@ -58,21 +58,11 @@ bool poke_int3_hook(int, siginfo_t *, ucontext_t *uc)
     const text_poke_req *reqs = active_reqs.load();
     size_t n = active_count.load();
     bool handled = false;
-    const uintptr_t at = arch::uc_int3_addr(uc);
-    if (reqs) {
-        size_t lo = 0, hi = n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (reqs[mid].addr < at)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        // A kprobe's own int3 (emulate::trap) is its hook's to handle.
-        if (lo < n && reqs[lo].addr == at) handled = arch::uc_int3_emulate(uc, reqs[lo]);
-    }
+    // (A kprobe's own int3, emulate::trap, is its hook's to handle.)
+    if (reqs) handled = arch::poke_int3_handler(uc, reqs, n);
     hooks_in_flight.fetch_sub(1);
     if (!handled) {
+        const uintptr_t at = arch::uc_int3_addr(uc);
         // The int3 may have been written by a batch that has completed since this thread
         // trapped (the kernel's do_int3 makes the same check), possibly with another batch
         // under way now: if the byte is no longer an int3, run whatever is there now.

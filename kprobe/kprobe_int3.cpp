@@ -1,7 +1,7 @@
 // The int3 path of kprobes (arch/x86/kernel/kprobes/core.c's kprobe_int3_handler and
 // friends), and the handler of kprobes riding on patch sites (kprobes/ftrace.c).
 //
-// A hit: int3 -> SIGTRAP -> kprobe_trap_hook -> pre handlers with regs->ip == addr + 1 ->
+// A hit: int3 -> SIGTRAP -> kprobe_trap_hook -> pre handlers with regs->ip just past the int3 ->
 //  - branches (jmp/jcc/call/ret/loop, indirect through registers or memory) are emulated on
 //    the registers, then post handlers run at once;
 //  - other instructions run from the record's slot: the boost copy (copy + jmp back, one trap)
@@ -12,10 +12,9 @@
 // Everything here is async-signal-safe, allocation-free and calls no libc function, so a
 // probe on a libc function that this code used cannot recurse.
 #include "arch/x86_64/ext_state.h"
-#include "arch/x86_64/insn.h"
 #include "arch/x86_64/jprobes_arch.h"
+#include "arch/x86_64/kprobes_int3.h"
 #include "arch/x86_64/text_patching.h"
-#include "arch/x86_64/uaccess.h"
 #include "arch/x86_64/uctx.h"
 #include "core/compiler.h"
 #include "kprobe/kprobe_internal.h"
@@ -116,36 +115,13 @@ DPROBE_NOPROBE void count_missed(const kp_children *cl) noexcept
         __atomic_add_fetch(&cl->kp[i]->nmissed, 1, __ATOMIC_RELAXED);
 }
 
-// Memory-indirect branches read their target: emulate only when it is readable, else let
-// the copy run and fault where the program can see it.
-DPROBE_NOPROBE bool emulate_branch(const kp_record *rec, struct pt_regs *regs) noexcept
-{
-    const arch::insn &i = rec->insn;
-    if ((i.k == arch::insn::call_indirect || i.k == arch::insn::jmp_indirect) && i.ind_is_mem) {
-        // insn_emulate reads the operand; check it first through the nofault copy.
-        uintptr_t ea = static_cast<uintptr_t>(i.ind_disp);
-        if (i.is_rip_relative)
-            ea = i.rip_target;
-        else {
-            if (i.ind_reg >= 0) ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_reg];
-            if (i.ind_index >= 0)
-                ea += reinterpret_cast<const unsigned long *>(regs)[i.ind_index] * i.ind_scale;
-        }
-        unsigned long target;
-        if (copy_from_user_nofault(&target, reinterpret_cast<const void *>(ea), sizeof target))
-            return false;
-    }
-    regs->ip = i.addr;
-    return arch::insn_emulate(i, regs);
-}
-
 // Runs the instruction without handlers (a reentered probe, or one whose handlers are gone).
 DPROBE_NOPROBE void run_bare(kp_record *rec, ucontext_t *uc) noexcept
 {
     if (rec->emulate) {
         struct pt_regs regs;
         arch::uc_to_pt_regs(uc, &regs);
-        if (emulate_branch(rec, &regs)) {
+        if (arch::kprobe_emulate_insn(rec->insn, &regs)) {
             arch::pt_regs_to_uc(&regs, uc);
             return;
         }
@@ -216,9 +192,9 @@ DPROBE_NOPROBE bool ss_done(kp_record *rec, ucontext_t *uc) noexcept
     if (cl) {
         struct pt_regs regs;
         arch::uc_to_pt_regs(uc, &regs);
-        regs.ip = next;
+        instruction_pointer_set(&regs, next);
         run_post_handlers(t, cl, &regs, post);
-        if (regs.ip == next) regs.ip = resume;
+        if (instruction_pointer(&regs) == next) instruction_pointer_set(&regs, resume);
         arch::pt_regs_to_uc(&regs, uc);
     } else {
         arch::uc_set_ip(uc, resume);
@@ -255,9 +231,8 @@ DPROBE_NOPROBE void set_int3_fregs(struct ftrace_regs *f) noexcept
 
 DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
 {
-    if (info->si_code != SI_KERNEL)
-        return false; // not an int3 (a single-step, a raise(SIGTRAP), ...)
-    const uintptr_t at = arch::uc_ip(uc) - 1;
+    if (!arch::kprobe_trap_is_int3(info)) return false; // a single-step, a raise(SIGTRAP), ...
+    const uintptr_t at = arch::kprobe_trap_addr(uc);
     kp_record *rec = lookup_record(at);
     if (!rec) {
         if (kp_record *ss = lookup_ss_record(at)) return ss_done(ss, uc);
@@ -306,7 +281,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     }
 
     struct pt_regs regs;
-    arch::uc_to_pt_regs(uc, &regs); // regs.ip == at + 1, as after the kernel's int3
+    arch::uc_to_pt_regs(uc, &regs); // regs.ip == kprobe_hit_ip(at), as after the kernel's int3
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     bool skip = false;
     post_set post = {};
@@ -317,7 +292,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
         if (p->ainsn.kind == kind_kprobe && p->post_handler) post.add(p);
         if (p->ainsn.kind == kind_kretprobe) {
             kretprobe_int3_entry(container_of_kretprobe(p), &regs, uc);
-            regs.ip = at + 1;
+            instruction_pointer_set(&regs, arch::kprobe_hit_ip(at));
         } else if (p->ainsn.kind == kind_jprobe) {
             // On the signal stack; the kernel saved the whole state, sigreturn restores it.
             // The vector arguments whole (ymm, zmm) from the frame's XSAVE area.
@@ -330,7 +305,7 @@ DPROBE_NOPROBE bool kprobe_trap_hook(int, siginfo_t *info, ucontext_t *uc)
     }
     if (skip) {
         arch::pt_regs_to_uc(&regs, uc);
-    } else if (rec->emulate && emulate_branch(rec, &regs)) {
+    } else if (rec->emulate && arch::kprobe_emulate_insn(rec->insn, &regs)) {
         if (!post.empty()) run_post_handlers(t, cl, &regs, post);
         arch::pt_regs_to_uc(&regs, uc);
     } else if (const uintptr_t copy = rec->opt_copy.load(std::memory_order_acquire);
@@ -380,7 +355,7 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline int opt_hit(task_ctx *t, kp
         return 0;
     }
     count_opt_hit(t);
-    const unsigned long ip = regs->ip;
+    const unsigned long ip = instruction_pointer(regs);
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     if (light) ++dprobe_ext_unsaved; // fprobes hit by the handlers save it themselves
     for (uint32_t i = 0; i < cl->n; ++i) {
@@ -389,7 +364,7 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline int opt_hit(task_ctx *t, kp
         t->current_kprobe = p;
         // A non-zero return ends the chain (aggr_pre_handler); the ip it set is ignored.
         const bool stop = p->pre_handler && p->pre_handler(p, regs);
-        regs->ip = ip;
+        instruction_pointer_set(regs, ip);
         if (stop) break;
     }
     if (light) --dprobe_ext_unsaved;
@@ -401,7 +376,8 @@ DPROBE_NOPROBE __attribute__((always_inline)) inline int opt_hit(task_ctx *t, kp
 
 } // namespace
 
-// An optimized record's detour calls this with the saved registers (regs->ip == addr + 1).
+// An optimized record's detour calls this with the saved registers (regs->ip ==
+// arch::kprobe_hit_ip(addr)).
 // Changes of regs->ip are ignored, as with the kernel's optimized probes.
 DPROBE_NOPROBE void kprobe_opt_handler(void *arg, struct pt_regs *regs) noexcept
 {
@@ -435,17 +411,8 @@ DPROBE_NOPROBE bool kprobe_fault_hook(int, siginfo_t *, ucontext_t *uc)
     const uintptr_t ip = arch::uc_ip(uc);
     for (kp_record *r = first_record(); r; r = r->all_next) {
         if (!r->slot) continue;
-        if (r->boostable && ip == r->boost_addr) {
-            arch::uc_set_ip(uc, r->addr);
+        if (r->boostable && arch::kprobe_boost_fault(r->insn, r->boost_addr, r->boost_len, uc))
             break;
-        }
-        if (r->boostable && ip > r->boost_addr && ip < r->boost_addr + r->boost_len &&
-            r->insn.k == arch::insn::call_indirect) {
-            // `call *mem` runs as `push $ret ; jmp *mem`: the jmp faulted, undo the push.
-            arch::uc_set_sp(uc, arch::uc_sp(uc) + 8);
-            arch::uc_set_ip(uc, r->addr);
-            break;
-        }
         if (r->has_ss && ip == r->ss_addr) {
             pop_ss(r);
             arch::uc_set_ip(uc, r->addr);
@@ -480,8 +447,8 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     }
     struct pt_regs *regs = &fregs->regs;
     const unsigned long snap = fregs_make_pt_regs(fregs);
-    const unsigned long orig_ip = regs->ip;
-    regs->ip = ip + 1; // as if the int3 had trapped
+    const unsigned long orig_ip = instruction_pointer(regs);
+    instruction_pointer_set(regs, arch::kprobe_hit_ip(ip)); // as if the int3 had trapped
     t->kprobe_status = KPROBE_HIT_ACTIVE;
     bool skip = false;
     post_set post = {};
@@ -496,9 +463,9 @@ DPROBE_NOPROBE int kprobe_ftrace_entry(ftrace_ops *ops, unsigned long ip, unsign
     }
     if (!skip) {
         // Emulate stepping over the site's NOP.
-        regs->ip = ip + rec->site->len;
+        instruction_pointer_set(regs, arch::kprobe_ftrace_step_ip(ip, rec->site->len));
         if (!post.empty()) run_post_handlers(t, cl, regs, post);
-        regs->ip = orig_ip;
+        instruction_pointer_set(regs, orig_ip);
     }
     fregs_undo_pt_regs(fregs, snap);
     t->current_kprobe = nullptr;

@@ -66,7 +66,7 @@ struct kp_children {
 
 enum class kp_mode : uint8_t { int3, ftrace };
 
-// The record's instruction slot (arch::prepare_kprobe_slot(), KPROBE_SLOT_SIZE bytes): the
+// The record's instruction slot (arch::prepare_kprobe_copies(), KPROBE_SLOT_SIZE bytes): the
 // boost copy (the instruction + a jmp back through a word the optimizer may redirect) and the
 // ss copy (the instruction + an int3, which tells the hook the instruction has run).
 struct kp_record {

@@ -254,42 +254,18 @@ int build_int3_record(const resolved &r, kp_record *rec)
     std::vector<uint8_t> code(r.fsize);
     std::memcpy(code.data(), reinterpret_cast<const void *>(r.func), r.fsize);
     recover_original_bytes(r.func, code.data(), code.size());
-    if (!arch::insn_boundary(code.data(), r.func, r.fsize, r.addr)) return -EINVAL;
-    const size_t off = r.addr - r.func;
-    auto i = arch::insn_decode(code.data() + off, code.size() - off, r.addr);
-    if (!i) return -EINVAL;
-    const bool emu = arch::insn_can_emulate(*i);
-    if (!emu) {
-        switch (i->k) {
-        case arch::insn::call_indirect:
-        case arch::insn::jmp_indirect:
-        case arch::insn::loop_rel:
-            return -EOPNOTSUPP; // neither emulated nor stepped with an exit we can see
-        default:
-            break;
-        }
-        if (arch::insn_ool_refusal(*i)) return -EINVAL;
+    arch::kprobe_insn ki;
+    if (int err = arch::prepare_kprobe(code.data(), r.func, r.fsize, r.addr, &ki)) return err;
+    rec->insn = ki.i;
+    rec->opcode = ki.opcode;
+    rec->emulate = ki.emulate;
+    exec_chunk slot = exec_alloc(ki.reach_lo, ki.reach_hi, arch::KPROBE_SLOT_SIZE);
+    if (!slot) return ki.slot_optional ? 0 : -ENOMEM;
+    arch::kprobe_slot ks;
+    if (int err = arch::prepare_kprobe_copies(ki, slot.rw, slot.rx, &ks)) {
+        exec_free(slot); // never published
+        return err;
     }
-    rec->insn = *i;
-    rec->opcode = code[off];
-    rec->emulate = emu;
-
-    uintptr_t lo = r.addr, hi = r.addr + i->len;
-    if (i->is_rip_relative) {
-        lo = std::min(lo, i->rip_target);
-        hi = std::max(hi, i->rip_target);
-    }
-    if (i->is_relative_branch()) {
-        lo = std::min(lo, i->branch_target);
-        hi = std::max(hi, i->branch_target);
-    }
-    exec_chunk slot = exec_alloc(lo, hi, arch::KPROBE_SLOT_SIZE);
-    if (!slot) return emu && !i->ind_is_mem ? 0 : -ENOMEM;
-    // arch_prepare_kprobe(): the boost copy (copy + jmp back through a word the optimizer
-    // points into its detour when the jmp it writes covers where the copy would return, so a
-    // thread already on its way there lands somewhere valid), and for instructions that fall
-    // through, the ss copy (copy + int3).
-    const arch::kprobe_slot ks = arch::prepare_kprobe_slot(*i, !emu, slot.rw, slot.rx);
     rec->boostable = ks.boostable;
     rec->boost_addr = ks.boost_addr;
     rec->boost_len = ks.boost_len;
@@ -297,17 +273,6 @@ int build_int3_record(const resolved &r, kp_record *rec)
     rec->ss_addr = ks.ss_addr;
     rec->ss_int3 = ks.ss_int3;
     rec->ss_ret = ks.ss_ret;
-    if (!emu && (!rec->boostable || !rec->has_ss)) {
-        exec_free(slot); // never published
-        rec->boostable = rec->has_ss = false;
-        return -EINVAL;
-    }
-    if (i->ind_is_mem && !rec->boostable) {
-        // The emulation reads the branch target; when it is unreadable the copy runs (and
-        // faults like the original would): no copy, no probe.
-        exec_free(slot);
-        return -EINVAL;
-    }
     rec->slot = slot;
     return 0;
 }

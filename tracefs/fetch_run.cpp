@@ -105,14 +105,6 @@ DPROBE_NOPROBE inline bool read_word(unsigned long &val, uintptr_t addr) noexcep
     return copy_from_user_nofault(&val, reinterpret_cast<const void *>(addr), sizeof(val)) == 0;
 }
 
-DPROBE_NOPROBE inline unsigned long reg_at(const pt_regs *regs, uint32_t off) noexcept
-{
-    if (off > offsetof(pt_regs, ss)) return 0;
-    unsigned long v;
-    std::memcpy(&v, reinterpret_cast<const char *>(regs) + off, sizeof(v));
-    return v;
-}
-
 // The accessors of <dprobe/ptrace.h> take a pt_regs they may write; fetch args only read.
 DPROBE_NOPROBE inline pt_regs *regs_of(const fetch_context &ctx) noexcept
 {
@@ -188,7 +180,7 @@ DPROBE_NOPROBE inline bool fetch_stage1(const fetch_insn *&code, const fetch_pro
     switch (code->op) {
     case fetch_op::REG:
         if (!regs) return false;
-        val = reg_at(regs, code->param);
+        val = regs_get_register(regs, code->param);
         return true;
     case fetch_op::STACK:
         return regs && read_word(val, reinterpret_cast<uintptr_t>(

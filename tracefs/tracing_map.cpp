@@ -2,6 +2,7 @@
 // once; the sort the hist file prints with (tracing_map_sort_entries). See tracing_map.h.
 #include "tracefs/tracing_map.h"
 
+#include "arch/x86_64/cpu.h"
 #include "core/compiler.h"
 
 #include <algorithm>
@@ -184,7 +185,7 @@ DPROBE_NOPROBE tracing_map_elt *tracing_map::insert(const void *key, bool *creat
                     drops_.fetch_add(1, std::memory_order_relaxed);
                     return nullptr;
                 }
-                __builtin_ia32_pause();
+                arch::cpu_relax();
                 continue;
             }
         }

@@ -1,5 +1,6 @@
 // The few instructions generic code needs and C++ has no word for, as the kernel's
-// asm/asm.h (current_stack_pointer), asm/msr.h (rdtsc) and asm/local.h (local_inc).
+// asm/asm.h (current_stack_pointer), asm/msr.h (rdtsc), asm/local.h (local_inc) and
+// asm/vdso/processor.h (cpu_relax).
 //
 // All are always inlined (no out-of-line copy a probe could land on), touch no vector register (the
 // hot path's light code is built -mgeneral-regs-only) and call nothing, so any context may use
@@ -32,6 +33,13 @@ __attribute__((always_inline)) inline uint64_t rdtsc() noexcept
 __attribute__((always_inline)) inline void local_inc(uint64_t *p) noexcept
 {
     __asm__ __volatile__("incq %0" : "+m"(*p));
+}
+
+// A spin-wait loop's pause (`pause`, the kernel's cpu_relax): the sibling hyper-thread gets
+// the core, and leaving the loop costs no memory-order mis-speculation.
+__attribute__((always_inline)) inline void cpu_relax() noexcept
+{
+    __builtin_ia32_pause();
 }
 
 } // namespace dprobe::arch

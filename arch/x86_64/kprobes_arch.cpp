@@ -7,8 +7,11 @@
 
 #include <Zydis/Mnemonic.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 
 extern "C" void dprobe_optprobe_caller();
 extern "C" void dprobe_optprobe_caller_light();
@@ -75,6 +78,57 @@ kprobe_slot prepare_kprobe_slot(const insn &i, bool ss, uint8_t *rw, uintptr_t r
         s.ss_ret = rx + KPROBE_SLOT_SS_RET_JMP;
     }
     return s;
+}
+
+int prepare_kprobe(const uint8_t *code, uintptr_t func, size_t fsize, uintptr_t addr,
+                   kprobe_insn *out) noexcept
+{
+    if (!insn_boundary(code, func, fsize, addr)) return -EINVAL;
+    const size_t off = addr - func;
+    const std::optional<insn> i = insn_decode(code + off, fsize - off, addr);
+    if (!i) return -EINVAL;
+    const bool emu = insn_can_emulate(*i);
+    if (!emu) {
+        switch (i->k) {
+        case insn::call_indirect:
+        case insn::jmp_indirect:
+        case insn::loop_rel:
+            return -EOPNOTSUPP; // neither emulated nor stepped with an exit we can see
+        default:
+            break;
+        }
+        if (insn_ool_refusal(*i)) return -EINVAL;
+    }
+    out->i = *i;
+    out->opcode = code[off];
+    out->emulate = emu;
+    out->reach_lo = addr;
+    out->reach_hi = i->next();
+    if (i->is_rip_relative) {
+        out->reach_lo = std::min(out->reach_lo, i->rip_target);
+        out->reach_hi = std::max(out->reach_hi, i->rip_target);
+    }
+    if (i->is_relative_branch()) {
+        out->reach_lo = std::min(out->reach_lo, i->branch_target);
+        out->reach_hi = std::max(out->reach_hi, i->branch_target);
+    }
+    out->slot_optional = emu && !i->ind_is_mem;
+    return 0;
+}
+
+int prepare_kprobe_copies(const kprobe_insn &ki, uint8_t *rw, uintptr_t rx,
+                          kprobe_slot *out) noexcept
+{
+    // The boost copy (copy + jmp back through a word the optimizer points into its detour
+    // when the jmp it writes covers where the copy would return, so a thread already on its
+    // way there lands somewhere valid), and for instructions that fall through, the ss copy
+    // (copy + int3).
+    *out = prepare_kprobe_slot(ki.i, !ki.emulate, rw, rx);
+    if (!ki.emulate && (!out->boostable || !out->has_ss)) return -EINVAL;
+    // The emulation of a memory-indirect branch reads its target; when that is unreadable
+    // the copy runs (and faults like the original would): no copy, no probe.
+    if (ki.i.ind_is_mem && !out->boostable) return -EINVAL;
+    return 0;
 }
 
 void kprobe_slot_set_boost_ret(uint8_t *slot_rw, uintptr_t to) noexcept

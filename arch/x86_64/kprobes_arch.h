@@ -54,6 +54,33 @@ struct kprobe_slot {
     uintptr_t ss_ret = 0; // the ss return jump (with the ss copy)
 };
 
+// What the int3 path keeps of the probed instruction (the kernel's arch_specific_insn).
+struct kprobe_insn {
+    insn i;               // the original instruction
+    uint8_t opcode = 0;   // its first byte, which disarming writes back
+    bool emulate = false; // a branch applied to the registers on a hit (kprobe_int3.h)
+    // The slot must lie within reach of [reach_lo, reach_hi] (the instruction, its
+    // rip-relative operand and its branch target: the copies address them with rel32).
+    uintptr_t reach_lo = 0, reach_hi = 0;
+    // The emulation reads no memory: the probe works without a slot (when none can be had
+    // within reach).
+    bool slot_optional = false;
+};
+
+// The kernel's arch_prepare_kprobe() up to the slot (can_probe, the choice of emulating or
+// running a copy): the instruction at ADDR of the function at FUNC, whose FSIZE bytes as
+// they were before any probe was armed are at CODE. 0; -EINVAL when ADDR is not an
+// instruction boundary, does not decode, or the instruction cannot run out of line;
+// -EOPNOTSUPP for a branch that is neither emulated nor stepped with an exit the hook sees.
+int prepare_kprobe(const uint8_t *code, uintptr_t func, size_t fsize, uintptr_t addr,
+                   kprobe_insn *out) noexcept;
+
+// The rest of arch_prepare_kprobe() (prepare_boost and the copy stepped with an int3): the
+// copies KI's hits need, written into the slot at RW, which runs at RX. 0, or -EINVAL when a
+// copy the probe needs could not be made there (the slot is then not used).
+int prepare_kprobe_copies(const kprobe_insn &ki, uint8_t *rw, uintptr_t rx,
+                          kprobe_slot *out) noexcept;
+
 // Writes the copies of I (the instruction at I.addr) into the slot at RW, which runs at RX:
 // the boost copy (returning to the next instruction), and with SS the ss copy too (only for
 // instructions that fall through: not for emulated branches). Each copy that cannot be made

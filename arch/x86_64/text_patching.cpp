@@ -2,6 +2,7 @@
 #include "arch/x86_64/text_patching.h"
 
 #include "arch/x86_64/insn_bytes.h"
+#include "arch/x86_64/uctx.h"
 
 #include <cstring>
 
@@ -11,6 +12,20 @@ namespace dprobe::arch
 void text_poke_write_bp(uintptr_t addr) noexcept
 {
     __atomic_store_n(reinterpret_cast<uint8_t *>(addr), INT3_INSN_OPCODE, __ATOMIC_RELEASE);
+}
+
+bool poke_int3_handler(ucontext_t *uc, const text_poke_req *reqs, size_t n) noexcept
+{
+    const uintptr_t at = uc_int3_addr(uc);
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (reqs[mid].addr < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && reqs[lo].addr == at && uc_int3_emulate(uc, reqs[lo]);
 }
 
 void fill_trap(uint8_t *dst, size_t len) noexcept

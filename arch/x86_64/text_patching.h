@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ucontext.h>
 
 namespace dprobe::arch
 {
@@ -48,6 +49,12 @@ inline bool breakpoint_at(uintptr_t addr) noexcept
 {
     return *reinterpret_cast<const volatile uint8_t *>(addr) == INT3_INSN_OPCODE;
 }
+
+// The kernel's poke_int3_handler(): a thread (UC) that trapped on the protocol's temporary
+// breakpoint of one of REQS (N requests, sorted by address) continues as if that request's
+// new first instruction had run. False, UC unchanged, when the int3 is none of theirs or is
+// someone else's to handle (text_poke_req::emulate::trap: a kprobe's own int3).
+bool poke_int3_handler(ucontext_t *uc, const text_poke_req *reqs, size_t n) noexcept;
 
 // Fills LEN bytes of fresh executable memory with instructions that trap (int3), so a stray
 // jump into unused space stops there instead of running garbage.

@@ -8,7 +8,7 @@ check's output must contain (the planted file and line it must name). How a case
 check's input depends on the check:
 
   includes_go_down, only_arch_writes_code,  the case's files copied over a copy of the real
-  lower_layers_blind                        tree (TREE_OF), the check run on that copy
+  only_arch_reads_insns, lower_layers_blind tree (TREE_OF), the check run on that copy
   layer_symbols                             <layer>/*.c compiled, one object list per layer
                                             (a layer the case leaves empty gets an object
                                             defining one symbol of its own)
@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the instruction check needs arch's code (it fails when it finds nothing there), and scans
 # of the generic folders' real files would only repeat its test on the real tree.
 TREE_OF = {"includes_go_down": ["arch", "core", "fprobe", "kprobe", "tracefs", "tools", "include"],
-           "only_arch_writes_code": ["arch"],
+           "only_arch_writes_code": ["arch"], "only_arch_reads_insns": ["arch"],
            "lower_layers_blind": ["arch", "core"]}
 LAYERS = ["arch", "core", "fprobe", "kprobe", "tracefs", "tools"]
 BELOW = {"arch": [], "core": ["arch"], "fprobe": ["core"], "kprobe": ["core"],
@@ -127,7 +127,7 @@ def cli_case(args, case, tmp):
 
 
 KINDS = {"includes_go_down": tree_case, "only_arch_writes_code": tree_case,
-         "lower_layers_blind": tree_case,
+         "lower_layers_blind": tree_case, "only_arch_reads_insns": tree_case,
          "layer_symbols": symbols_case, "include_roots": roots_case,
          "cli_is_offline": cli_case}
 
