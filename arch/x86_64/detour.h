@@ -5,8 +5,9 @@
 // where the head is its user's: `jmp stub` for a jump site (the tracer runs, then the
 // relocated entry), the register-saving handler call for an optimized kprobe. The region
 // (whole instructions covering at least the 5 bytes of the jmp, the kernel's can_optimize()
-// checks) and its map to the copies (where a thread stopped inside the region continues,
-// where a fault in a copy really happened) are computed here once for every user.
+// checks: detour_region.h, offline, which `dprobe funcs` uses too) and its map to the
+// copies (where a thread stopped inside the region continues, where a fault in a copy
+// really happened) are computed once for every user.
 //
 // Arming writes `jmp detour` over the region's first 5 bytes and int3 over the rest (never
 // executed: nothing jumps into the region); disarming writes the original bytes back, or an

@@ -141,8 +141,21 @@ bool is_relative_table_jump(const func_analysis &fa, size_t k)
         if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
             !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
             continue;
-        return d.insn.mnemonic == ZYDIS_MNEMONIC_ADD && is_reg(d.ops[1]) && d.ops[0].size == 64 &&
-               d.ops[1].size == 64;
+        if (d.insn.mnemonic != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[1]) || d.ops[0].size != 64 ||
+            d.ops[1].size != 64)
+            return false;
+        // The base (either operand: `add %entry, %base` does it too) is a table's address the
+        // function itself takes (lea T(%rip), %base): the scan starts from those, so a base
+        // from anywhere else proves nothing.
+        const ZydisRegister src = full(d.ops[1].reg.value);
+        for (const insn &l : fa.insns) {
+            if (!l.is_rip_relative || std::strcmp(l.mnemonic_name(), "lea") != 0) continue;
+            decoded dl;
+            if (decode(l, dl) && is_reg(dl.ops[0]) &&
+                (full(dl.ops[0].reg.value) == src || full(dl.ops[0].reg.value) == target))
+                return true;
+        }
+        return false;
     }
     return false;
 }

@@ -21,9 +21,10 @@ std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa
 std::vector<int64_t> table_load_disps(const func_analysis &fa);
 
 // Whether the indirect jump FA.insns[K] is `jmp *%reg` right after `add %base, %reg` in the
-// same straight-line code: a 4-byte entry of a position-independent table added to its base,
-// the one dispatch a table scan may stand for (a table of absolute pointers, as computed
-// gotos make, is not scanned: in a file its entries are relocations).
+// same straight-line code, %base loaded somewhere in the function by lea T(%rip): a 4-byte
+// entry of a position-independent table added to its base, the one dispatch a table scan
+// may stand for (a table of absolute pointers, as computed gotos make, is not scanned: in a
+// file its entries are relocations).
 bool is_relative_table_jump(const func_analysis &fa, size_t k);
 
 // Whether the indirect jump FA.insns[K] is a tail call through a loaded pointer: `jmp *disp(%reg)`

@@ -115,6 +115,13 @@ asm(".pushsection .text.insn_test,\"ax\",@progbits\n"
     "5: pop %rbx\n"
     "ret\n"
     END(it_jt_entry)
+    // The dispatch's last steps with a base the function does not take itself (an
+    // argument): no table to scan from.
+    FN(it_jt_arg)
+    "movslq (%rdi,%rsi,4),%rax\n"
+    "add %rdi,%rax\n"
+    "jmp *%rax\n"
+    END(it_jt_arg)
     ".popsection\n"
     ".pushsection .rodata.insn_test,\"a\",@progbits\n"
     ".balign 4\n"
@@ -130,7 +137,7 @@ asm(".pushsection .text.insn_test,\"ax\",@progbits\n"
 #define DECL(n) extern "C" const uint8_t n[], n##_end[];
 DECL(it_tiny) DECL(it_loop) DECL(it_indirect) DECL(it_tailcall) DECL(it_int3) DECL(it_ret_mid)
 DECL(it_ret_last) DECL(it_call_mid) DECL(it_call_last) DECL(it_endbr) DECL(it_baddata)
-DECL(it_ud2) DECL(it_jt_far) DECL(it_jt_entry)
+DECL(it_ud2) DECL(it_jt_far) DECL(it_jt_entry) DECL(it_jt_arg)
 
 namespace {
 
@@ -509,7 +516,7 @@ struct code_view final : mem_view {
         return (a >= reinterpret_cast<uintptr_t>(it_tiny) &&
                 a < reinterpret_cast<uintptr_t>(it_ud2_end)) ||
                (a >= reinterpret_cast<uintptr_t>(it_jt_far) &&
-                a < reinterpret_cast<uintptr_t>(it_jt_entry_end));
+                a < reinterpret_cast<uintptr_t>(it_jt_arg_end));
     }
 };
 
@@ -543,6 +550,12 @@ TEST(can_optimize_region, jump_table_scanned)
     c = can_optimize_region(fa, fa.start);
     EXPECT_EQ(c.reason, optimize_refusal::jump_into_region) << c.message;
     EXPECT_NE(c.message.find("targets the inside of the region"), std::string::npos);
+
+    // A base from elsewhere: unknown, as before.
+    f = FNSPAN(it_jt_arg);
+    fa = analyze_function(reinterpret_cast<const void *>(f.start), f.start, f.size, &view);
+    EXPECT_TRUE(fa.has_indirect_jump);
+    EXPECT_EQ(can_optimize_region(fa, fa.start).reason, optimize_refusal::indirect_jump);
 }
 
 TEST(can_optimize_region, cannot_run_out_of_line)
