@@ -9,7 +9,7 @@
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
-#include "core/glob.h"
+#include "core/jump_plan.h"
 #include "core/self_objects.h"
 
 #include <algorithm>
@@ -23,73 +23,14 @@ namespace dprobe
 namespace
 {
 
-// Functions that must never get a jump site: they return twice, run on borrowed stacks,
-// have no ordinary caller, or are what dprobe itself uses while it patches code.
-constexpr const char *never_hooked[] = {
-    "_start",
-    "_init",
-    "_fini",
-    "__restore_rt",
-    "*setjmp*",
-    "*longjmp*",
-    "getcontext",
-    "setcontext",
-    "swapcontext",
-    "makecontext",
-    "__start_context",
-    "__push___start_context",
-    "vfork",
-    "__vfork",
-    "clone",
-    "__clone*",
-    "clone3",
-    "__spawni*",
-    "_dl_*",
-    "__libc_start*",
-    "_IO_cleanup",
-    "__libc_csu_*",
-    "syscall",
-    "ptrace",
-    "wait4",
-    "waitpid",
-    "mprotect",
-    "__mprotect",
-    "_exit",
-    "_Exit",
-    "__morestack",
-    "__stack_chk_fail",
-    "__tls_get_addr",
-    "__cxa_begin_catch",
-    "_Unwind_*",
-    "backtrace",
-    "__x86_*",
-    "__fentry__",
-    "mcount",
-    "_mcount",
-    "__gmon_start__",
-    "dprobe_*",
-    "register_fprobe*",
-    "unregister_fprobe",
-    "*dprobe*",
-    "sigaction",
-    "__sigaction",
-    "__libc_sigaction",
-    "signal",
-    "sigreturn",
-};
-
 bool blacklisted(const loaded_object &obj, const ksym &sym)
 {
-    if (obj.is_vdso || obj.name.rfind("ld-linux", 0) == 0)
-        return true; // the dynamic loader runs with half-made state; the vdso is read-only
     // dprobe's own object (libdprobe.so) is never probed.
     if (obj.contains(reinterpret_cast<uintptr_t>(&dprobe_ftrace_entry)) && !obj.is_main)
         return true;
     // Libraries only dprobe needs (Zydis, libfuse3...): their code runs inside dprobe.
     if (loaded_for_dprobe_only(obj)) return true;
-    for (const char *pat : never_hooked)
-        if (glob_match(pat, sym.name)) return true;
-    return false;
+    return jump_never_hooked_name(obj, sym);
 }
 
 } // namespace
@@ -99,35 +40,13 @@ bool ftrace_never_hooked(const loaded_object &obj, const ksym &sym)
     return blacklisted(obj, sym);
 }
 
-// gcc's hot/cold splitting leaves "f.cold" fragments that are jumped into, never called.
 bool ftrace_is_fragment(const ksym &sym)
 {
-    return glob_match("*.cold", sym.name) || glob_match("*.cold.*", sym.name);
+    return jump_is_fragment(sym);
 }
 
 namespace
 {
-
-// The first function of OBJ starting after ADDR (0 if none).
-uintptr_t next_function(const loaded_object &obj, uintptr_t addr)
-{
-    auto it = std::upper_bound(obj.funcs.begin(), obj.funcs.end(), addr,
-                               [](uintptr_t a, const ksym &k) { return a < k.addr; });
-    return it == obj.funcs.end() ? 0 : it->addr;
-}
-
-// A function shorter than the jmp, ending in ret or jmp, followed by alignment padding
-// (int3/nop fill that no symbol covers) up to 5 bytes from the site: the whole function is
-// the region and the jmp may overwrite padding that is never executed.
-std::optional<arch::detour_region> short_function_region(const loaded_object &obj, const ksym &sym,
-                                                         uintptr_t ip,
-                                                         const arch::func_analysis &fa)
-{
-    const uintptr_t room = ip + arch::JMP32_INSN_SIZE;
-    uintptr_t next = next_function(obj, sym.addr);
-    if ((next && next < room) || !obj.is_text(ip + 16)) return std::nullopt;
-    return arch::short_function_region(fa, ip);
-}
 
 struct prepared {
     std::unique_ptr<jump_detour> detour;
@@ -137,46 +56,23 @@ struct prepared {
 };
 
 // The analysis part of prepare(): the entry region a jump would replace, or nullopt with
-// the reason in WHY.
+// the reason in WHY. The checks only a running process can make, then the shared decision
+// (core/jump_plan.h) on the live text.
 std::optional<arch::detour_region> entry_region(const object_ptr &obj, const ksym &sym,
                                                 uintptr_t &ip, std::string &why)
 {
-    if (ftrace_is_fragment(sym)) {
-        why = "not a function entry: a cold fragment split off by the compiler";
-        return std::nullopt;
-    }
-    if (loaded_for_dprobe_only(*obj)) {
+    if (!ftrace_is_fragment(sym) && loaded_for_dprobe_only(*obj)) {
         why = "in " + obj->name + ", a library loaded only for dprobe itself";
         return std::nullopt;
     }
-    if (blacklisted(*obj, sym)) {
+    if (!ftrace_is_fragment(sym) && blacklisted(*obj, sym)) {
         why = "dprobe does not hook this function";
         return std::nullopt;
     }
-    if (!obj->is_text(sym.addr)) {
-        why = "not in executable code";
-        return std::nullopt;
-    }
-    ip = sym.addr;
-    if (sym.size >= 4 && arch::is_endbr64(reinterpret_cast<const uint8_t *>(ip)))
-        ip += arch::ENDBR64_INSN_SIZE;
-    auto fa = arch::analyze_function(sym.addr, sym.size);
-    arch::optimize_refusal refusal{};
-    auto region =
-        arch::detour_region_at(fa, reinterpret_cast<const uint8_t *>(sym.addr), ip, &why, &refusal);
-    if (!region && refusal == arch::optimize_refusal::crosses_end) {
-        region = short_function_region(*obj, sym, ip, fa);
-        if (!region) {
-            why = "function shorter than the 5-byte jump and not followed by padding";
-            return std::nullopt;
-        }
-    }
-    if (!region) return std::nullopt;
-    if (region->insns.size() > 8) {
-        why = "entry region too long";
-        return std::nullopt;
-    }
-    return region;
+    jump_plan plan = plan_jump_site(*obj, sym, arch::live_memory());
+    ip = plan.ip;
+    why = std::move(plan.why);
+    return std::move(plan.region);
 }
 
 prepared prepare(const object_ptr &obj, const ksym &sym)

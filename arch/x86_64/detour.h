@@ -5,8 +5,9 @@
 // where the head is its user's: `jmp stub` for a jump site (the tracer runs, then the
 // relocated entry), the register-saving handler call for an optimized kprobe. The region
 // (whole instructions covering at least the 5 bytes of the jmp, the kernel's can_optimize()
-// checks) and its map to the copies (where a thread stopped inside the region continues,
-// where a fault in a copy really happened) are computed here once for every user.
+// checks: detour_region.h, offline, which `dprobe funcs` uses too) and its map to the
+// copies (where a thread stopped inside the region continues, where a fault in a copy
+// really happened) are computed once for every user.
 //
 // Arming writes `jmp detour` over the region's first 5 bytes and int3 over the rest (never
 // executed: nothing jumps into the region); disarming writes the original bytes back, or an
@@ -15,6 +16,7 @@
 #pragma once
 
 #include "arch/x86_64/insn.h"
+#include "arch/x86_64/detour_region.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/text_patching.h"
 
@@ -27,35 +29,8 @@
 namespace dprobe::arch
 {
 
-// The most bytes a jmp over whole instructions may replace (the region's original bytes are
-// kept in a text_poke_req).
-inline constexpr size_t DETOUR_MAX_REGION = sizeof(text_poke_req::bytes);
-
-// What the jmp replaces.
-struct detour_region {
-    uintptr_t addr = 0;
-    uint8_t len = 0;                      // >= 5, whole instructions
-    uint8_t orig[DETOUR_MAX_REGION] = {}; // their original bytes
-    std::vector<insn> insns;              // the instructions, in order
-};
-
-// The region a jmp at ADDR may replace in the function analysed as FA (whose bytes, with any
-// probe undone, start at CODE): can_optimize_region()'s checks and the size limit. nullopt
-// with *WHY (and *REFUSAL) set when it may not.
-std::optional<detour_region> detour_region_at(const func_analysis &fa, const uint8_t *code,
-                                              uintptr_t addr, std::string *why,
-                                              optimize_refusal *refusal = nullptr);
-
-// For a function shorter than the jmp: the rest of the function from IP (after any endbr64),
-// when it ends in ret or jmp, nothing branches into it past IP, and the bytes after it up to
-// IP + 5 are alignment padding (int3 or NOPs). The jmp then overwrites padding that never
-// runs. The caller checks that no other function starts in those bytes and that they are
-// mapped. nullopt when the function does not have that shape.
-std::optional<detour_region> short_function_region(const func_analysis &fa, uintptr_t ip);
-
-// Whether [FROM, TO) is alignment padding: int3s, or NOPs (any length or prefix) decoded
-// from FROM, the last of which may extend past TO. The bytes must be readable.
-bool is_padding(uintptr_t from, uintptr_t to) noexcept;
+static_assert(DETOUR_MAX_REGION == sizeof(text_poke_req::bytes),
+              "a region's bytes are written by one text_poke_req");
 
 struct detour {
     detour_region region;

@@ -26,6 +26,51 @@ bool is_pointer_tail_call(const insn &i)
     return i.k == insn::jmp_indirect && i.ind_is_mem && i.is_rip_relative && i.ind_index < 0;
 }
 
+// Scans a possible table at TABLE (see analyze_function): entries of ENTRY bytes, relative to
+// BASE (4-byte) or absolute (8-byte), adding the targets inside the function to FA.
+// False when the scan ran into the limit (then it proves nothing).
+bool scan_table(func_analysis &fa, const mem_view &mem, uintptr_t from, uintptr_t base,
+                uintptr_t table, size_t entry)
+{
+    constexpr size_t max_entries = 4096;
+    for (size_t e = 0; e < max_entries; ++e) {
+        uintptr_t t = 0;
+        if (entry == 4) {
+            int32_t rel;
+            if (!mem.read(table + 4 * e, &rel, sizeof rel)) return true;
+            t = base + static_cast<intptr_t>(rel);
+        } else {
+            uint64_t abs;
+            if (!mem.read(table + 8 * e, &abs, sizeof abs)) return true;
+            t = abs;
+        }
+        if (!mem.is_code(t)) return true; // past the table's end
+        if (t > fa.start && t < fa.start + fa.size) fa.jump_targets.push_back({from, t});
+    }
+    return false;
+}
+
+// The over-approximation of every unresolved indirect jump's targets (analyze_function).
+bool scan_tables(func_analysis &fa, const mem_view &mem)
+{
+    const uintptr_t from = fa.indirect_jumps.front();
+    std::vector<int64_t> disps = table_load_disps(fa);
+    disps.push_back(0);
+    std::sort(disps.begin(), disps.end());
+    disps.erase(std::unique(disps.begin(), disps.end()), disps.end());
+    std::vector<uintptr_t> bases;
+    for (const insn &i : fa.insns)
+        if (i.is_rip_relative && (i.rip_target < fa.start || i.rip_target >= fa.start + fa.size) &&
+            std::strcmp(i.mnemonic_name(), "lea") == 0)
+            bases.push_back(i.rip_target);
+    std::sort(bases.begin(), bases.end());
+    bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+    for (uintptr_t b : bases)
+        for (int64_t d : disps)
+            if (!scan_table(fa, mem, from, b, b + static_cast<uintptr_t>(d), 4)) return false;
+    return true;
+}
+
 } // namespace
 
 const insn *func_analysis::find(uintptr_t addr) const noexcept
@@ -35,7 +80,24 @@ const insn *func_analysis::find(uintptr_t addr) const noexcept
     return it != insns.end() && it->addr == addr ? &*it : nullptr;
 }
 
-func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
+namespace
+{
+struct live_view final : mem_view {
+    bool read(uintptr_t addr, void *out, size_t len) const noexcept override
+    {
+        std::memcpy(out, reinterpret_cast<const void *>(addr), len);
+        return true;
+    }
+};
+} // namespace
+
+const mem_view &live_memory() noexcept
+{
+    static const live_view v;
+    return v;
+}
+
+func_analysis analyze_function(const void *code, uintptr_t start, size_t size, const mem_view *mem)
 {
     func_analysis fa;
     fa.start = start;
@@ -63,15 +125,15 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
         off += i->len;
         fa.insns.push_back(*i);
     }
-    // Jump tables whose targets can be read make their jump known (live code only: the
-    // tables are read at their runtime address).
-    if (fa.has_indirect_jump && !fa.decode_failed &&
-        code == reinterpret_cast<const void *>(start)) {
+    // Jump tables whose targets can be read make their jump known (read at their address,
+    // through MEM or in this process when the code is the live text).
+    if (!mem && code == reinterpret_cast<const void *>(start)) mem = &live_memory();
+    if (fa.has_indirect_jump && !fa.decode_failed && mem) {
         std::vector<uintptr_t> unresolved;
         for (uintptr_t at : fa.indirect_jumps) {
             const insn *j = fa.find(at);
             const size_t k = j ? static_cast<size_t>(j - fa.insns.data()) : 0;
-            auto targets = j ? jump_table_targets(fa, k) : std::nullopt;
+            auto targets = j ? jump_table_targets(fa, k, *mem) : std::nullopt;
             if (!targets && j && is_pointer_tail_jump(fa, k)) continue; // leaves the function
             if (!targets) {
                 unresolved.push_back(at);
@@ -82,6 +144,15 @@ func_analysis analyze_function(const void *code, uintptr_t start, size_t size)
         }
         fa.indirect_jumps = unresolved;
         fa.has_indirect_jump = !unresolved.empty();
+        const bool all_relative =
+            std::all_of(unresolved.begin(), unresolved.end(), [&](uintptr_t at) {
+                const insn *j = fa.find(at);
+                return j && is_relative_table_jump(fa, static_cast<size_t>(j - fa.insns.data()));
+            });
+        if (fa.has_indirect_jump && all_relative && mem->knows_code() && scan_tables(fa, *mem)) {
+            fa.indirect_jumps.clear();
+            fa.has_indirect_jump = false;
+        }
     }
     std::sort(fa.jump_targets.begin(), fa.jump_targets.end(),
               [](const branch_edge &a, const branch_edge &b) {

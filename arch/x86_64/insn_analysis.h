@@ -42,9 +42,40 @@ struct func_analysis {
     bool is_boundary(uintptr_t addr) const noexcept { return find(addr) != nullptr; }
 };
 
+// Where the analysis reads what lies around a function's code (its jump tables, the padding
+// after it) by address: this process's memory, or an ELF file's image read from disk
+// (`dprobe funcs`), so that both see the same thing.
+struct mem_view {
+    // Copies the LEN bytes at ADDR to OUT; false when they are not there.
+    virtual bool read(uintptr_t addr, void *out, size_t len) const noexcept = 0;
+    // Whether ADDR is code of the object being analysed (an executable segment). A view that
+    // cannot tell (knows_code() false) gets no table scan (see analyze_function).
+    virtual bool knows_code() const noexcept { return false; }
+    virtual bool is_code(uintptr_t) const noexcept { return false; }
+
+  protected:
+    ~mem_view() = default;
+};
+// This process's memory, read in place (the caller knows the addresses are mapped).
+const mem_view &live_memory() noexcept;
+
 // Decodes the SIZE bytes of the function at START whose bytes are readable at CODE (the live
-// text, or a saved copy of its original bytes when probes are already armed in it).
-func_analysis analyze_function(const void *code, uintptr_t start, size_t size);
+// text, or a saved copy of its original bytes when probes are already armed in it). Jump
+// tables are read through MEM when given, else from this process when CODE is the live text
+// (START itself); otherwise an indirect jump stays unknown.
+//
+// A switch dispatch whose shape jump_table_targets does not know (the table's base loaded
+// long before, the index copied or widened, the bound compared in memory), recognised by its
+// last step (`add %base, %reg; jmp *%reg`: a 4-byte entry of a position-independent table
+// added to the table's address), is made known when MEM knows the object's code: every
+// table the function may use is scanned, from each address it takes outside itself
+// (lea X(%rip), plus each displacement its scaled 4-byte loads add), 4-byte entries relative
+// to that base; while they point into the object's code (a real table's entries all do, cold
+// parts included), those inside the function are counted as branch targets. Reading past a
+// table's end only adds targets: more refusals, never fewer. Other indirect jumps (tables
+// of absolute pointers, as computed gotos make) stay unknown.
+func_analysis analyze_function(const void *code, uintptr_t start, size_t size,
+                               const mem_view *mem = nullptr);
 inline func_analysis analyze_function(uintptr_t start, size_t size)
 {
     return analyze_function(reinterpret_cast<const void *>(start), start, size);

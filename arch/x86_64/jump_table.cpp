@@ -42,7 +42,8 @@ bool is_reg(const ZydisDecodedOperand &o)
 
 } // namespace
 
-std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa, size_t k)
+std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa, size_t k,
+                                                         const mem_view &mem)
 {
     const insn &jmp = fa.insns[k];
     decoded dj;
@@ -101,12 +102,62 @@ std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa
     std::vector<uintptr_t> targets;
     for (uint64_t e = 0; e < entries; ++e) {
         int32_t rel;
-        std::memcpy(&rel, reinterpret_cast<const void *>(table + 4 * e), 4);
+        if (!mem.read(table + 4 * e, &rel, sizeof rel)) return std::nullopt;
         uintptr_t t = table + static_cast<intptr_t>(rel);
         if (t < fa.start || t >= fa.start + fa.size) return std::nullopt;
         targets.push_back(t);
     }
     return targets;
+}
+
+std::vector<int64_t> table_load_disps(const func_analysis &fa)
+{
+    std::vector<int64_t> out;
+    for (const insn &i : fa.insns) {
+        if (i.is_rip_relative || i.is_branch) continue;
+        const char *m = i.mnemonic_name();
+        if (std::strcmp(m, "movsxd") != 0 && std::strcmp(m, "mov") != 0) continue;
+        decoded d;
+        if (!decode(i, d) || d.ops[1].type != ZYDIS_OPERAND_TYPE_MEMORY) continue;
+        const auto &mem = d.ops[1].mem;
+        if (mem.base == ZYDIS_REGISTER_NONE || mem.index == ZYDIS_REGISTER_NONE || mem.scale != 4)
+            continue;
+        if (mem.disp.has_displacement && mem.disp.value != 0) out.push_back(mem.disp.value);
+    }
+    return out;
+}
+
+bool is_relative_table_jump(const func_analysis &fa, size_t k)
+{
+    decoded dj;
+    if (!decode(fa.insns[k], dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP || !is_reg(dj.ops[0]))
+        return false;
+    const ZydisRegister target = full(dj.ops[0].reg.value);
+    for (size_t n = 1; n <= 16 && n <= k; ++n) {
+        const insn &i = fa.insns[k - n];
+        if (i.is_branch) return false;
+        decoded d;
+        if (!decode(i, d)) return false;
+        if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
+            !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            continue;
+        if (d.insn.mnemonic != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[1]) || d.ops[0].size != 64 ||
+            d.ops[1].size != 64)
+            return false;
+        // The base (either operand: `add %entry, %base` does it too) is a table's address the
+        // function itself takes (lea T(%rip), %base): the scan starts from those, so a base
+        // from anywhere else proves nothing.
+        const ZydisRegister src = full(d.ops[1].reg.value);
+        for (const insn &l : fa.insns) {
+            if (!l.is_rip_relative || std::strcmp(l.mnemonic_name(), "lea") != 0) continue;
+            decoded dl;
+            if (decode(l, dl) && is_reg(dl.ops[0]) &&
+                (full(dl.ops[0].reg.value) == src || full(dl.ops[0].reg.value) == target))
+                return true;
+        }
+        return false;
+    }
+    return false;
 }
 
 bool is_pointer_tail_jump(const func_analysis &fa, size_t k)

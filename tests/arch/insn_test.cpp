@@ -86,6 +86,49 @@ asm(".pushsection .text.insn_test,\"ax\",@progbits\n"
     "ud2\n"                      // 3 (2)
     "ret\n"
     END(it_ud2)
+    // Jump tables whose dispatch has no shape jump_table_targets knows: the base loaded once
+    // before a loop, no bound compared. 5 (the table's lea), then 12 the loop's head.
+    FN(it_jt_far)
+    "push %rbx\n"                // 0 (1)
+    "mov %edi,%ebx\n"            // 1 (2)
+    "xor %eax,%eax\n"            // 3 (2)
+    "lea it_jt_far_tab(%rip),%r8\n" // 5 (7)
+    "1: movslq (%r8,%rbx,4),%rcx\n" // 12
+    "add %r8,%rcx\n"
+    "jmp *%rcx\n"
+    "2: add $1,%eax\n"
+    "pop %rbx\n"
+    "ret\n"
+    "3: add $2,%eax\n"
+    "pop %rbx\n"
+    "ret\n"
+    END(it_jt_far)
+    // The same with a case on the instruction at offset 3, inside an entry region.
+    FN(it_jt_entry)
+    "push %rbx\n"                // 0 (1)
+    "mov %edi,%ebx\n"            // 1 (2)
+    "4: xor %eax,%eax\n"         // 3 (2): a case
+    "lea it_jt_entry_tab(%rip),%r8\n" // 5 (7)
+    "movslq (%r8,%rbx,4),%rcx\n"
+    "add %r8,%rcx\n"
+    "jmp *%rcx\n"
+    "5: pop %rbx\n"
+    "ret\n"
+    END(it_jt_entry)
+    // The dispatch's last steps with a base the function does not take itself (an
+    // argument): no table to scan from.
+    FN(it_jt_arg)
+    "movslq (%rdi,%rsi,4),%rax\n"
+    "add %rdi,%rax\n"
+    "jmp *%rax\n"
+    END(it_jt_arg)
+    ".popsection\n"
+    ".pushsection .rodata.insn_test,\"a\",@progbits\n"
+    ".balign 4\n"
+    "it_jt_far_tab: .long 2b - it_jt_far_tab, 3b - it_jt_far_tab, 2b - it_jt_far_tab\n"
+    "it_jt_far_end_mark: .long 0x40000000\n" // points nowhere near code: the scan stops
+    "it_jt_entry_tab: .long 5b - it_jt_entry_tab, 4b - it_jt_entry_tab\n"
+    ".long 0x40000000\n"
     ".popsection\n"
     ".pushsection .data.insn_test,\"aw\",@progbits\n"
     ".globl it_ptr\nit_ptr: .quad 0\n"
@@ -94,7 +137,7 @@ asm(".pushsection .text.insn_test,\"ax\",@progbits\n"
 #define DECL(n) extern "C" const uint8_t n[], n##_end[];
 DECL(it_tiny) DECL(it_loop) DECL(it_indirect) DECL(it_tailcall) DECL(it_int3) DECL(it_ret_mid)
 DECL(it_ret_last) DECL(it_call_mid) DECL(it_call_last) DECL(it_endbr) DECL(it_baddata)
-DECL(it_ud2)
+DECL(it_ud2) DECL(it_jt_far) DECL(it_jt_entry) DECL(it_jt_arg)
 
 namespace {
 
@@ -458,6 +501,61 @@ TEST(can_optimize_region, indirect_jump)
     c = can_optimize_region(fa, fa.start + 7);
     ASSERT_TRUE(c.ok()) << c.message;
     EXPECT_EQ(c.region[0].k, insn::jmp_indirect);
+}
+
+// This process's memory, knowing the test's functions as its code (as core/jump_plan.cpp's
+// view knows an object's executable segments).
+struct code_view final : mem_view {
+    bool read(uintptr_t addr, void *out, size_t len) const noexcept override
+    {
+        return live_memory().read(addr, out, len);
+    }
+    bool knows_code() const noexcept override { return true; }
+    bool is_code(uintptr_t a) const noexcept override
+    {
+        return (a >= reinterpret_cast<uintptr_t>(it_tiny) &&
+                a < reinterpret_cast<uintptr_t>(it_ud2_end)) ||
+               (a >= reinterpret_cast<uintptr_t>(it_jt_far) &&
+                a < reinterpret_cast<uintptr_t>(it_jt_arg_end));
+    }
+};
+
+TEST(can_optimize_region, jump_table_scanned)
+{
+    // Unknown to the pattern matcher, and to a view that cannot tell code from data.
+    auto f = FNSPAN(it_jt_far);
+    auto fa = analyze(f);
+    EXPECT_TRUE(fa.has_indirect_jump);
+    EXPECT_EQ(can_optimize_region(fa, fa.start).reason, optimize_refusal::indirect_jump);
+
+    // Scanned: the table's three entries are the jump's targets, none in the entry region.
+    const code_view view;
+    fa = analyze_function(reinterpret_cast<const void *>(f.start), f.start, f.size, &view);
+    EXPECT_FALSE(fa.has_indirect_jump);
+    size_t from_jmp = 0;
+    for (const auto &e : fa.jump_targets)
+        if (fa.find(e.from) && fa.find(e.from)->k == insn::jmp_indirect) {
+            ++from_jmp;
+            EXPECT_GT(e.to, f.start + 12);
+        }
+    EXPECT_EQ(from_jmp, 3u);
+    auto c = can_optimize_region(fa, fa.start);
+    ASSERT_TRUE(c.ok()) << c.message;
+    EXPECT_EQ(c.len, 5u);
+
+    // A case on offset 3: inside the region, refused as a branch into it.
+    f = FNSPAN(it_jt_entry);
+    fa = analyze_function(reinterpret_cast<const void *>(f.start), f.start, f.size, &view);
+    EXPECT_FALSE(fa.has_indirect_jump);
+    c = can_optimize_region(fa, fa.start);
+    EXPECT_EQ(c.reason, optimize_refusal::jump_into_region) << c.message;
+    EXPECT_NE(c.message.find("targets the inside of the region"), std::string::npos);
+
+    // A base from elsewhere: unknown, as before.
+    f = FNSPAN(it_jt_arg);
+    fa = analyze_function(reinterpret_cast<const void *>(f.start), f.start, f.size, &view);
+    EXPECT_TRUE(fa.has_indirect_jump);
+    EXPECT_EQ(can_optimize_region(fa, fa.start).reason, optimize_refusal::indirect_jump);
 }
 
 TEST(can_optimize_region, cannot_run_out_of_line)

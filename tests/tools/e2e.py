@@ -412,6 +412,14 @@ elif CASE == "int3":
     check(p.stdout == want.stdout, "output %r, want %r" % (p.stdout, want.stdout))
     check("1 function traced through an int3 breakpoint" in p.stderr and
           "run_ops (indirect jump" in p.stderr, "the summary names run_ops: %r" % p.stderr)
+    # `dprobe funcs` makes the same decision from the file, with the same reason; and
+    # inflate, whose switch table it reads from the file too, gets a jump site there.
+    out = run(["funcs", "-x", prog("zlib_calls"), "run_ops"]).stdout
+    check(re.search(r" int3 +run_ops +\(indirect jump in the function", out) is not None,
+          "funcs: run_ops on an int3 entry, as record says: %r" % out)
+    out = run(["funcs", "-x", "/lib/x86_64-linux-gnu/libz.so.1", "inflate"]).stdout
+    check(re.search(r" jump +inflate$", out, re.M) is not None,
+          "funcs: inflate on a jump site, as record does it: %r" % out)
     out = run(["report", "-i", "z.dat", "--format", "graph", "--no-header"]).stdout
     # (4 from main, 1 from a thread that blocked every signal, 1 from a full-mask handler)
     check(out.count("run_ops();") == 6, "6 calls of run_ops:\n" + out)
@@ -868,7 +876,7 @@ elif CASE == "funcs":
     out = run(["funcs", "-x", prog("graph")]).stdout
     kinds = dict(re.findall(r"^0x[0-9a-f]+ +\d+ +(\S+) +(\S+)", out, re.M)[i][::-1]
                  for i in range(len(re.findall(r"^0x", out, re.M))))
-    want = {"fentry": "fentry", "pfe": "patchable", "plain": "optimizable"}[FLAVOUR]
+    want = {"fentry": "fentry", "pfe": "patchable", "plain": "jump"}[FLAVOUR]
     for f in ["leaf", "middle", "fib", "worker", "main"]:
         check(kinds.get(f) == want, "%s is %s (got %s)" % (f, want, kinds.get(f)))
     p = run(["funcs", "-x", os.path.join(WORK, "nope")], ok=False)

@@ -405,16 +405,23 @@ int funcgraph_start(const std::vector<std::string> &globs, const std::vector<std
 
 void funcgraph_report(const std::string &who, const graph_plan &plan)
 {
-    // The summary names the functions traced through int3 entries and those left out, with
-    // why (the first few of each).
+    // The summary names every function traced through an int3 entry and every one left out,
+    // with why: in as many status datagrams as it takes (the recorder reads 8 KB at most),
+    // each headed by the kind, who and the count; the recorder joins them.
     auto listing = [&](const char *kind, size_t n,
                        const std::vector<std::pair<std::string, std::string>> &v,
                        const std::string &hint) {
         if (!n) return;
-        std::string msg = std::string(kind) + " " + who + " " + std::to_string(n);
-        for (size_t i = 0; i < v.size() && i < 8; i++)
-            msg += "\n" + v[i].first + " (" + v[i].second + ")";
-        if (v.size() > 8) msg += "\nand " + std::to_string(v.size() - 8) + " more";
+        const std::string head = std::string(kind) + " " + who + " " + std::to_string(n);
+        std::string msg = head;
+        for (const auto &[name, why] : v) {
+            std::string line = "\n" + name + " (" + why + ")";
+            if (msg.size() + line.size() > 6000 && msg.size() > head.size()) {
+                status_send(msg);
+                msg = head;
+            }
+            msg += line;
+        }
         if (!hint.empty()) msg += "\n" + hint;
         status_send(msg);
     };

@@ -89,7 +89,7 @@ int run_funcs(const funcs_opts &o)
     std::sort(infos.begin(), infos.end(), [&](const auto &a, const auto &b) {
         return o.names_only ? a.sym->name < b.sym->name : a.sym->addr < b.sym->addr;
     });
-    unsigned counts[4] = {};
+    unsigned counts[5] = {};
     size_t shown = 0;
     if (!o.names_only) std::printf("%-18s %6s  %-11s %s\n", "ADDRESS", "SIZE", "SITE", "FUNCTION");
     for (const auto &fi : infos) {
@@ -99,7 +99,7 @@ int run_funcs(const funcs_opts &o)
                          [&](const std::string &g) { return glob_match(g, name); }))
             continue;
         if (!o.notglob.empty() && glob_match(o.notglob, name)) continue;
-        if (o.probeable_only && fi.kind == tools::entry_site::refused) continue;
+        if (o.probeable_only && fi.kind == tools::entry_site::untraced) continue;
         counts[static_cast<int>(fi.kind)]++;
         shown++;
         if (o.names_only) {
@@ -109,7 +109,8 @@ int run_funcs(const funcs_opts &o)
         std::printf("0x%016lx %6lu  %-11s %s", static_cast<unsigned long>(fi.sym->addr),
                     static_cast<unsigned long>(fi.sym->size), tools::entry_site_name(fi.kind),
                     name.c_str());
-        if (fi.kind == tools::entry_site::refused || o.verbose)
+        if (fi.kind == tools::entry_site::int3 || fi.kind == tools::entry_site::untraced ||
+            o.verbose)
             std::printf("  (%s)", fi.detail.c_str());
         std::printf("\n");
     }
@@ -117,8 +118,8 @@ int run_funcs(const funcs_opts &o)
         return fail("funcs", "no function of " + o.bin + " matches '" + o.globs.front() + "'" +
                                  (stripped.empty() ? "" : "; " + stripped));
     if (!o.names_only)
-        std::printf("%zu functions: %u fentry, %u patchable, %u optimizable, %u refused\n", shown,
-                    counts[0], counts[1], counts[2], counts[3]);
+        std::printf("%zu functions: %u fentry, %u patchable, %u jump, %u int3, %u untraced\n",
+                    shown, counts[0], counts[1], counts[2], counts[3], counts[4]);
     if (!stripped.empty()) std::fprintf(stderr, "dprobe funcs: note: %s\n", stripped.c_str());
     return 0;
 }
@@ -144,11 +145,13 @@ void setup_funcs(CLI::App &app)
     sub->add_flag("--sdt", o->sdt,
                   "List the USDT/SDT probes (.note.stapsdt) instead, as sdt_PROVIDER:NAME");
     sub->footer(
-        "SITE is how a probe reaches the function entry:\n"
-        "   fentry       a call of __fentry__ (built with -pg -mfentry), turned into a NOP\n"
-        "   patchable    a NOP sled from -fpatchable-function-entry\n"
-        "   optimizable  no site; the first instructions can be moved out for a jump\n"
-        "   refused      no site and the entry cannot be replaced (the reason is shown)\n"
+        "SITE is how `dprobe record` and fprobes reach the function entry:\n"
+        "   fentry     a call of __fentry__ (built with -pg -mfentry), turned into a NOP\n"
+        "   patchable  a NOP sled from -fpatchable-function-entry\n"
+        "   jump       no site; a jmp replaces the first instructions, moved out of line\n"
+        "   int3       no site and no jump: an int3 breakpoint, a signal a call (why is shown;\n"
+        "              in the C library and the loader a wildcard leaves these out)\n"
+        "   untraced   never hooked (what dprobe runs on, a cold fragment; why is shown)\n"
         "\n"
         "Examples:\n"
         "   dprobe funcs -x ./app                 every function with its site\n"

@@ -363,32 +363,41 @@ int run_record(const record_opts &o)
                          "(--follow-loads arms a glob when its library is loaded)\n",
                          gl.substr(0, sp).c_str(), gl.substr(sp + 1).c_str());
         }
-    // Functions that could get no site (nor jump site) have int3 entries: slower, said. Those
-    // left out are named too.
-    std::set<std::string> said; // each dlopen of a library says the same
-    auto listing = [&](const std::string &m, const char *what) {
-        std::string text = m;
-        for (size_t at; (at = text.find(" at 0x")) != std::string::npos;)
-            text.erase(at, text.find_first_of(")\n", at) - at); // another load, another address
-        if (!said.insert(text).second) return;
-        std::string head = m.substr(0, m.find('\n'));
-        size_t sp = head.rfind(' ');
-        std::string who = head.substr(0, sp), count = head.substr(sp + 1);
-        std::fprintf(stderr, "dprobe record: %s: %s function%s %s:\n", who.c_str(), count.c_str(),
-                     count == "1" ? "" : "s", what);
-        size_t pos = m.find('\n');
-        while (pos != std::string::npos) {
-            size_t nl = m.find('\n', pos + 1);
-            std::fprintf(stderr, "  %s\n", m.substr(pos + 1, nl - pos - 1).c_str());
-            pos = nl;
+    // Functions that could get no site (nor jump site) have int3 entries: slower, said, every
+    // one with its reason. Those left out are named too. A long list comes in several
+    // messages with the same head (who and count); each dlopen of a library says the same.
+    auto listing = [&](const std::vector<std::string> &msgs, const char *what) {
+        std::vector<std::string> heads;
+        std::map<std::string, std::vector<std::string>> lines;
+        std::set<std::string> said;
+        for (const std::string &m : msgs) {
+            std::string text = m;
+            for (size_t at; (at = text.find(" at 0x")) != std::string::npos;)
+                text.erase(at, text.find_first_of(")\n", at) - at); // another load, another address
+            const std::string head = text.substr(0, text.find('\n'));
+            if (!lines.count(head)) heads.push_back(head);
+            auto &l = lines[head];
+            for (size_t pos = text.find('\n'); pos != std::string::npos;) {
+                size_t nl = text.find('\n', pos + 1);
+                std::string line =
+                    text.substr(pos + 1, nl == std::string::npos ? nl : nl - pos - 1);
+                if (said.insert(head + "\n" + line).second) l.push_back(line);
+                pos = nl;
+            }
+        }
+        for (const std::string &head : heads) {
+            size_t sp = head.rfind(' ');
+            std::string who = head.substr(0, sp), count = head.substr(sp + 1);
+            std::fprintf(stderr, "dprobe record: %s: %s function%s %s:\n", who.c_str(),
+                         count.c_str(), count == "1" ? "" : "s", what);
+            for (const std::string &line : lines[head])
+                std::fprintf(stderr, "  %s\n", line.c_str());
         }
     };
     if (o.quiet) return code; // notes, not the summary
-    for (const std::string &m : rec.int3)
-        listing(m, "traced through an int3 breakpoint (no patch or jump site: a signal a "
-                   "call, slower)");
-    for (const std::string &m : rec.left_out)
-        listing(m, "matched but left out of the graph");
+    listing(rec.int3, "traced through an int3 breakpoint (no patch or jump site: a signal a "
+                      "call, slower)");
+    listing(rec.left_out, "matched but left out of the graph");
     return code;
 }
 

@@ -3,6 +3,7 @@
 #include "arch/x86_64/entry_insn.h"
 #include "arch/x86_64/insn_analysis.h"
 #include "arch/x86_64/insn_bytes.h"
+#include "core/jump_plan.h"
 #include "tools/unique_fd.h"
 
 #include <cerrno>
@@ -36,6 +37,7 @@ std::unique_ptr<elf_image> elf_image::open(const std::string &path, std::string 
     unique_mapping m(mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd.get(), 0), st.st_size);
     if (!m) return fail(path + ": mmap: " + std::strerror(errno));
     std::unique_ptr<elf_image> img(new elf_image);
+    img->view_.img = img.get();
     img->map_ = static_cast<const uint8_t *>(m.get());
     img->size_ = m.size();
     img->mapping_ = std::move(m);
@@ -84,6 +86,16 @@ const uint8_t *elf_image::code_at(uintptr_t vaddr, size_t *avail) const
     return nullptr;
 }
 
+bool elf_image::file_view::read(uintptr_t addr, void *out, size_t len) const noexcept
+{
+    for (const load &l : img->loads_)
+        if (addr >= l.vaddr && addr + len <= l.vaddr + l.filesz) {
+            std::memcpy(out, img->map_ + l.offset + (addr - l.vaddr), len);
+            return true;
+        }
+    return false;
+}
+
 const char *entry_site_name(entry_site s)
 {
     switch (s) {
@@ -91,10 +103,12 @@ const char *entry_site_name(entry_site s)
         return "fentry";
     case entry_site::patchable:
         return "patchable";
-    case entry_site::optimizable:
-        return "optimizable";
-    case entry_site::refused:
-        return "refused";
+    case entry_site::jump:
+        return "jump";
+    case entry_site::int3:
+        return "int3";
+    case entry_site::untraced:
+        return "untraced";
     }
     return "?";
 }
@@ -102,24 +116,32 @@ const char *entry_site_name(entry_site s)
 namespace
 {
 
-// Where a function without a site could take an optimized entry probe.
-void judge_optimizable(const elf_image &img, const ksym &sym, uintptr_t ip, func_site_info &out)
+// A function without a compiled-in site: what `dprobe record` gives it (the shared decision
+// of core/jump_plan.h, on the file's bytes).
+void judge_jump(const elf_image &img, const ksym &sym, func_site_info &out)
 {
-    size_t avail = 0;
-    const uint8_t *code = img.code_at(sym.addr, &avail);
-    if (!code || avail < sym.size) {
-        out.kind = entry_site::refused;
-        out.detail = "code not in the file's executable segments";
+    if (jump_is_fragment(sym) || jump_never_hooked_name(img.object(), sym)) {
+        out.kind = entry_site::untraced;
+        out.detail = jump_is_fragment(sym)
+                         ? "not a function entry: a cold fragment split off by the compiler"
+                         : "dprobe does not hook this function";
         return;
     }
-    arch::func_analysis fa = arch::analyze_function(code, sym.addr, sym.size);
-    arch::optimize_check chk = arch::can_optimize_region(fa, ip);
-    if (chk.ok()) {
-        out.kind = entry_site::optimizable;
-        out.detail = std::to_string(chk.len) + "-byte region";
+    if (sym.type == STT_GNU_IFUNC) {
+        // record traces the implementation the resolver picks at run time (glibc's string
+        // functions, hand-written: their siblings jump into them past the entry).
+        out.kind = entry_site::int3;
+        out.detail = "an IFUNC's implementation, hand-written";
+        return;
+    }
+    jump_plan plan = plan_jump_site(img.object(), sym, img.memory());
+    out.site = plan.ip ? plan.ip : sym.addr;
+    if (plan.region) {
+        out.kind = entry_site::jump;
+        out.detail = std::to_string(plan.region->len) + "-byte region";
     } else {
-        out.kind = entry_site::refused;
-        out.detail = chk.message.empty() ? arch::optimize_refusal_name(chk.reason) : chk.message;
+        out.kind = entry_site::int3;
+        out.detail = plan.why;
     }
 }
 
@@ -149,11 +171,6 @@ std::vector<func_site_info> classify_functions(const elf_image &img)
         const uint8_t *code = img.code_at(sym.addr, &avail);
         if (!code) {
             fi.detail = "not in an executable segment of the file";
-            out.push_back(std::move(fi));
-            continue;
-        }
-        if (sym.size < arch::JMP32_INSN_SIZE) {
-            fi.detail = "too small (" + std::to_string(sym.size) + " bytes)";
             out.push_back(std::move(fi));
             continue;
         }
@@ -206,7 +223,7 @@ std::vector<func_site_info> classify_functions(const elf_image &img)
         case arch::entry_kind::none:
             break;
         }
-        if (!sited) judge_optimizable(img, sym, ip, fi);
+        if (!sited) judge_jump(img, sym, fi);
         out.push_back(std::move(fi));
     }
     return out;

@@ -3,6 +3,8 @@
 // to judge a function's entry without running the program.
 #pragma once
 
+#include "arch/x86_64/insn_analysis.h"
+
 #include "core/symbols.h"
 #include "tools/unique_mapping.h"
 
@@ -36,6 +38,9 @@ class elf_image
     // The file bytes of virtual address VADDR, available for at least *AVAIL bytes inside
     // one executable PT_LOAD segment; nullptr when VADDR is not file-backed code.
     const uint8_t *code_at(uintptr_t vaddr, size_t *avail = nullptr) const;
+    // The file's bytes at their virtual addresses, in any PT_LOAD segment (code, jump
+    // tables), for the analysis the runtime makes on the live text.
+    const arch::mem_view &memory() const { return view_; }
 
   private:
     elf_image() = default;
@@ -50,17 +55,24 @@ class elf_image
         bool exec;
     };
     std::vector<load> loads_;
+    struct file_view final : arch::mem_view {
+        const elf_image *img = nullptr;
+        bool read(uintptr_t addr, void *out, size_t len) const noexcept override;
+    } view_;
 };
 
-// How a function's entry can be traced (dprobe funcs' SITE column).
-enum class entry_site { fentry, patchable, optimizable, refused };
+// How a function's entry is traced (dprobe funcs' SITE column), as `dprobe record` does it:
+// a compiled-in site, a jump site (core/jump_plan.h, the same decision), an int3 entry, or
+// not at all (a function dprobe never hooks, a cold fragment).
+enum class entry_site { fentry, patchable, jump, int3, untraced };
 const char *entry_site_name(entry_site s);
 
 struct func_site_info {
     const ksym *sym = nullptr;
-    entry_site kind = entry_site::refused;
+    entry_site kind = entry_site::int3;
     uintptr_t site = 0; // the probe address: after endbr64 when present
-    std::string detail; // fentry: "call" / "GOT call"; patchable: sled form; refused: why
+    std::string detail; // fentry: "call" / "GOT call"; patchable: sled form; jump: the
+                        // region; int3, untraced: why
 };
 
 // Classifies every function of IMG (aliases collapsed onto the preferred name).
