@@ -425,7 +425,7 @@ void thread_exit(void *p) noexcept
 int make_arena() noexcept
 {
     int fd = static_cast<int>(arch::raw_syscall(
-        SYS_memfd_create, reinterpret_cast<long>("dprobe-ring-buffer"), MFD_CLOEXEC));
+        SYS_memfd_create, reinterpret_cast<long>(k_arena_memfd_name), MFD_CLOEXEC));
     if (fd < 0) return fd;
     const size_t hsize = arena_header_size();
     if (arch::raw_syscall(SYS_ftruncate, fd, static_cast<long>(hsize)) != 0) {

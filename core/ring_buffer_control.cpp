@@ -4,6 +4,7 @@
 #include "core/ring_buffer_internal.h"
 
 #include "core/own_fds.h"
+#include "core/proc_maps.h"
 #include "core/trace_clock.h"
 
 #include <unistd.h>
@@ -153,6 +154,28 @@ void ring_buffer_unexport()
     exported.wake_fd = -1;
 }
 
+namespace
+{
+
+// The arena's memfd pages still mapped once every list was unmapped: a forked child's copy of
+// a buffer another thread of its parent was mapping at the moment of the fork (mapped before
+// it, put on the list after it, in the parent only), which no list of the child holds. Found
+// by the memfd's name: every such mapping is the ring buffer's, and none may outlive the
+// release.
+void unmap_stray_arena_buffers() noexcept
+{
+    try {
+        for (const proc_map &m : read_proc_maps())
+            if (m.path.rfind(k_arena_memfd_path, 0) == 0)
+                arch::raw_syscall(SYS_munmap, static_cast<long>(m.start),
+                                  static_cast<long>(m.end - m.start));
+    } catch (...) {
+        // No memory for the list: the stray mapping stays (the detach reports it).
+    }
+}
+
+} // namespace
+
 void ring_buffer_release_all() noexcept
 {
     process.released.store(true, std::memory_order_release);
@@ -185,6 +208,7 @@ void ring_buffer_release_all() noexcept
         arch::raw_syscall(SYS_munmap, reinterpret_cast<long>(exported.arenas[i]),
                           static_cast<long>(arena_header_size()));
     exported.narenas = 0;
+    unmap_stray_arena_buffers();
 }
 
 } // namespace dprobe

@@ -149,6 +149,10 @@ rb_thread_table *const k_dead_table = reinterpret_cast<rb_thread_table *>(uintpt
 buffer_ctl *const k_dead_buffer = reinterpret_cast<buffer_ctl *>(uintptr_t{1});
 buffer_ctl *const k_muted_buffer = reinterpret_cast<buffer_ctl *>(uintptr_t{2});
 
+// The arena's memfd: its name, and how /proc/PID/maps shows its mappings.
+inline constexpr const char k_arena_memfd_name[] = "dprobe-ring-buffer";
+inline constexpr const char k_arena_memfd_path[] = "/memfd:dprobe-ring-buffer";
+
 // The process's buffers.
 struct process_state {
     trace_buffer tbs[k_rb_max_trace_buffers]; // tbs[0]: the global one
