@@ -435,11 +435,13 @@ bool insn_emulate(const insn &i, pt_regs *regs) noexcept
                 if (i.ind_reg >= 0) ea += reg_at(regs, i.ind_reg);
                 if (i.ind_index >= 0) ea += reg_at(regs, i.ind_index) * i.ind_scale;
             }
-            target = *reinterpret_cast<const unsigned long *>(ea);
+            // The operand may be unaligned, as x86 allows.
+            std::memcpy(&target, reinterpret_cast<const void *>(ea), sizeof target);
         }
         if (i.k == insn::call_indirect) {
             regs->sp -= 8;
-            *reinterpret_cast<unsigned long *>(regs->sp) = i.next();
+            const unsigned long ret = i.next();
+            std::memcpy(reinterpret_cast<void *>(regs->sp), &ret, sizeof ret);
         }
         regs->ip = target;
         return true;
