@@ -59,7 +59,10 @@ void on_thread_exit(void *p)
 }
 
 // After fork() only the forking thread exists: every other context is free, even one
-// whose owner was inside dispatch code at the time.
+// whose owner was inside dispatch code or the int3 hook at the time. Its kprobe read-side
+// count is made even too, as at a thread's exit: a thread of the child that took the
+// context over (the agent's streamer) would otherwise hold it odd for good, and the
+// child's next unregister_kprobes waited for it forever (a forked child's detach hung).
 void after_fork_child()
 {
     for (task_ctx *t = ctx_head.load(); t; t = t->next) {
@@ -70,6 +73,12 @@ void after_fork_child()
         t->seq.store(0, std::memory_order_relaxed);
         t->shadow_top = 0;
         t->entry_pending = 0;
+        t->current_kprobe = nullptr;
+        t->kprobe_status = 0;
+        t->kprobe_busy = 0;
+        std::atomic_ref<unsigned long> kseq(t->kprobe_int3_seq);
+        if (unsigned long k = kseq.load(std::memory_order_relaxed); k & 1)
+            kseq.store(k + 1, std::memory_order_relaxed);
         t->in_use.store(0, std::memory_order_relaxed);
     }
 }
