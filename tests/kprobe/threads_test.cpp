@@ -16,6 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 extern "C" long insn_hot(long, long);
 extern "C" long insn_sse(long, long);
 
@@ -399,6 +405,73 @@ TEST(kprobe_optimized, kretprobe_on_a_jump_site)
         unregister_kretprobe(&rp);
     }
     kprobes_set_optimization(1);
+}
+
+// A thread caught in the int3 hook (its pre handler blocks) while another thread forks: in
+// the child that thread is gone, and a new thread of the child that takes its context over
+// must not inherit its place in the kprobe read side, or the child's unregister_kprobe
+// waits for it for ever (a forked child's detach hung that way).
+std::atomic<pid_t> caught_tid{0};
+std::atomic<bool> caught_in_pre{false}, let_go{false};
+
+int catching_pre(struct kprobe *, struct pt_regs *)
+{
+    if (static_cast<pid_t>(syscall(SYS_gettid)) == caught_tid.load()) {
+        caught_in_pre = true;
+        while (!let_go.load())
+            sched_yield();
+    }
+    return 0;
+}
+
+TEST(kprobe_threads, forked_child_unregisters_with_a_parent_thread_caught_in_the_hook)
+{
+    kprobes_set_optimization(0); // the int3 hook, not an optimized probe's jump
+    struct kprobe p = {};
+    p.addr = reinterpret_cast<kprobe_opcode_t *>(hot_insn(1));
+    p.pre_handler = catching_pre;
+    ASSERT_EQ(0, register_kprobe(&p));
+    std::thread caught([] {
+        caught_tid = static_cast<pid_t>(syscall(SYS_gettid));
+        EXPECT_EQ(hot(1, 2), 6);
+    });
+    while (!caught_in_pre.load())
+        sched_yield();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // A thread of the child hits the probe (taking the free context over), stays alive,
+        // and the probe is unregistered meanwhile.
+        std::atomic<bool> hit{false}, done{false};
+        std::thread t([&] {
+            if (hot(2, 3) != 9) _exit(2);
+            hit = true;
+            while (!done.load())
+                sched_yield();
+        });
+        while (!hit.load())
+            sched_yield();
+        unregister_kprobe(&p);
+        done = true;
+        t.join();
+        _exit(0);
+    }
+    int status = -1;
+    bool ended = false;
+    for (int i = 0; i < 1000 && !ended; i++) { // 10 s
+        ended = waitpid(child, &status, WNOHANG) == child;
+        if (!ended) usleep(10000);
+    }
+    if (!ended) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+    }
+    let_go = true;
+    caught.join();
+    unregister_kprobe(&p);
+    kprobes_set_optimization(1);
+    ASSERT_TRUE(ended) << "the child's unregister_kprobe did not return within 10 s";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }
 
 } // namespace
