@@ -40,6 +40,21 @@ bool is_reg(const ZydisDecodedOperand &o)
     return o.type == ZYDIS_OPERAND_TYPE_REGISTER;
 }
 
+// The instruction before insns[K] that last wrote register TARGET, looked for at most
+// BACK instructions back in the same straight-line code (none past a branch), decoded into
+// D. False when there is none or it cannot be decoded.
+bool last_writer(const func_analysis &fa, size_t k, ZydisRegister target, size_t back, decoded &d)
+{
+    for (size_t n = 1; n <= back && n <= k; ++n) {
+        const insn &i = fa.insns[k - n];
+        if (i.is_branch || !decode(i, d)) return false;
+        if (is_reg(d.ops[0]) && full(d.ops[0].reg.value) == target &&
+            (d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+            return true;
+    }
+    return false;
+}
+
 } // namespace
 
 std::optional<std::vector<uintptr_t>> jump_table_targets(const func_analysis &fa, size_t k,
@@ -133,29 +148,21 @@ bool is_relative_table_jump(const func_analysis &fa, size_t k)
     if (!decode(fa.insns[k], dj) || dj.insn.mnemonic != ZYDIS_MNEMONIC_JMP || !is_reg(dj.ops[0]))
         return false;
     const ZydisRegister target = full(dj.ops[0].reg.value);
-    for (size_t n = 1; n <= 16 && n <= k; ++n) {
-        const insn &i = fa.insns[k - n];
-        if (i.is_branch) return false;
-        decoded d;
-        if (!decode(i, d)) return false;
-        if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
-            !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
-            continue;
-        if (d.insn.mnemonic != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[1]) || d.ops[0].size != 64 ||
-            d.ops[1].size != 64)
-            return false;
-        // The base (either operand: `add %entry, %base` does it too) is a table's address the
-        // function itself takes (lea T(%rip), %base): the scan starts from those, so a base
-        // from anywhere else proves nothing.
-        const ZydisRegister src = full(d.ops[1].reg.value);
-        for (const insn &l : fa.insns) {
-            if (!l.is_rip_relative || std::strcmp(l.mnemonic_name(), "lea") != 0) continue;
-            decoded dl;
-            if (decode(l, dl) && is_reg(dl.ops[0]) &&
-                (full(dl.ops[0].reg.value) == src || full(dl.ops[0].reg.value) == target))
-                return true;
-        }
+    decoded d;
+    if (!last_writer(fa, k, target, 16, d)) return false;
+    if (d.insn.mnemonic != ZYDIS_MNEMONIC_ADD || !is_reg(d.ops[1]) || d.ops[0].size != 64 ||
+        d.ops[1].size != 64)
         return false;
+    // The base (either operand: `add %entry, %base` does it too) is a table's address the
+    // function itself takes (lea T(%rip), %base): the scan starts from those, so a base from
+    // anywhere else proves nothing.
+    const ZydisRegister src = full(d.ops[1].reg.value);
+    for (const insn &l : fa.insns) {
+        if (!l.is_rip_relative || std::strcmp(l.mnemonic_name(), "lea") != 0) continue;
+        decoded dl;
+        if (decode(l, dl) && is_reg(dl.ops[0]) &&
+            (full(dl.ops[0].reg.value) == src || full(dl.ops[0].reg.value) == target))
+            return true;
     }
     return false;
 }
@@ -170,21 +177,10 @@ bool is_pointer_tail_jump(const func_analysis &fa, size_t k)
         return op.mem.index == ZYDIS_REGISTER_NONE && op.mem.segment != ZYDIS_REGISTER_FS &&
                op.mem.segment != ZYDIS_REGISTER_GS; // jmp *disp(%base): a loaded pointer
     if (!is_reg(op)) return false;
-    const ZydisRegister target = full(op.reg.value);
-    // The instruction that last wrote the register, in the same straight-line code.
-    for (size_t n = 1; n <= 8 && n <= k; ++n) {
-        const insn &i = fa.insns[k - n];
-        if (i.is_branch) return false;
-        decoded d;
-        if (!decode(i, d)) return false;
-        if (!is_reg(d.ops[0]) || full(d.ops[0].reg.value) != target ||
-            !(d.ops[0].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
-            continue;
-        return d.insn.mnemonic == ZYDIS_MNEMONIC_MOV &&
-               d.ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
-               d.ops[1].mem.index == ZYDIS_REGISTER_NONE;
-    }
-    return false;
+    // The instruction that last wrote the register loads it from memory.
+    decoded d;
+    return last_writer(fa, k, full(op.reg.value), 8, d) && d.insn.mnemonic == ZYDIS_MNEMONIC_MOV &&
+           d.ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY && d.ops[1].mem.index == ZYDIS_REGISTER_NONE;
 }
 
 } // namespace dprobe::arch
